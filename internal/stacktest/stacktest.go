@@ -1,0 +1,131 @@
+// Package stacktest loads stack files the way the Pulumi CLI does, for tests:
+// Pulumi's own project and stack loaders, its project-config validation and
+// defaults, and secrets set as `pulumi config set --secret --path` sets them.
+package stacktest
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/esc"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/diag"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/encoding"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/config"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// Example stack files at the repository root.
+const (
+	ProxmoxExample = "Pulumi.proxmox-homelab.yaml.example"
+	VPSExample     = "Pulumi.vps-prod.yaml.example"
+)
+
+// ExampleSecrets are the secrets a user sets after copying each example.
+var ExampleSecrets = map[string]map[string]string{
+	ProxmoxExample: {"proxmox.apiTokenSecret": "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47"},
+	VPSExample:     {"nodes.controlPlanes[0].rescue.password": "rescue-pw-Xq81"},
+}
+
+// RepoRoot finds the directory holding go.mod.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// Project loads Pulumi.yaml with Pulumi's loader (which checks its schema).
+func Project(t testing.TB) *workspace.Project {
+	t.Helper()
+	proj, err := workspace.LoadProject(filepath.Join(RepoRoot(t), "Pulumi.yaml"))
+	if err != nil {
+		t.Fatalf("load Pulumi.yaml: %v", err)
+	}
+	return proj
+}
+
+// StackSource loads the stack file at path (relative to the repo root), sets
+// the given secrets by config path, validates it against Pulumi.yaml and
+// returns the config as the engine hands it to the program.
+func StackSource(t testing.TB, path string, secrets map[string]string) stacks.Source {
+	t.Helper()
+	proj := Project(t)
+	sink := diag.DefaultSink(io.Discard, io.Discard, diag.FormatOptions{Color: colors.Never})
+	full := filepath.Join(RepoRoot(t), path)
+	raw, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// LoadProjectStackBytes with the YAML marshaler is what LoadProjectStack
+	// does for a .yaml file; the examples end in .example so that Pulumi
+	// never mistakes them for a stack.
+	ps, err := workspace.LoadProjectStackBytes(sink, proj, raw, full, encoding.YAML)
+	if err != nil {
+		t.Fatalf("load %s: %v", path, err)
+	}
+	crypter := config.NewSymmetricCrypterFromPassphrase("stacktest", []byte("0123456789abcdef"))
+	ctx := context.Background()
+	for keyPath, value := range secrets {
+		key, err := config.ParseKey(proj.Name.String() + ":" + keyPath)
+		if err != nil {
+			t.Fatalf("secret key %s: %v", keyPath, err)
+		}
+		ciphertext, err := crypter.EncryptValue(ctx, value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ps.Config.Set(key, config.NewSecureValue(ciphertext), true); err != nil {
+			t.Fatalf("set secret %s: %v", keyPath, err)
+		}
+	}
+	stackName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "Pulumi."), ".yaml.example")
+	if err := workspace.ValidateStackConfigAndApplyProjectConfig(
+		ctx, stackName, proj, esc.Value{}, ps.Config, crypter, crypter); err != nil {
+		t.Fatalf("Pulumi rejects %s: %v", path, err)
+	}
+	plain, err := ps.Config.Decrypt(crypter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := stacks.Source{Project: proj.Name.String(), Values: map[string]string{}}
+	for k, v := range plain {
+		src.Values[k.String()] = v
+	}
+	for _, k := range ps.Config.SecureKeys() {
+		src.SecretKeys = append(src.SecretKeys, k.String())
+	}
+	return src
+}
+
+// Example loads an example stack file with its secrets set.
+func Example(t testing.TB, file string) stacks.Source {
+	t.Helper()
+	return StackSource(t, file, ExampleSecrets[file])
+}
+
+// WithConfig is a pulumi.RunOption that hands src to a mocked program run.
+func WithConfig(src stacks.Source) pulumi.RunOption {
+	return func(ri *pulumi.RunInfo) {
+		ri.Config = src.Values
+		ri.ConfigSecretKeys = src.SecretKeys
+	}
+}

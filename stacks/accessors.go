@@ -1,0 +1,80 @@
+package stacks
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+)
+
+// Role is a node's Talos machine type.
+type Role string
+
+// Roles, spelled as Talos spells machine types.
+const (
+	RoleControlPlane Role = "controlplane"
+	RoleWorker       Role = "worker"
+)
+
+// NodeRef is a node together with its role and key path.
+type NodeRef struct {
+	*NodeConfig
+	Role Role
+	// Path is the node's key path, e.g. `nodes.workers[1]`.
+	Path string
+}
+
+// All returns pointers to every node, control planes first, in file order.
+func (n *NodesConfig) All() []*NodeConfig {
+	out := make([]*NodeConfig, 0, len(n.ControlPlanes)+len(n.Workers))
+	for i := range n.ControlPlanes {
+		out = append(out, &n.ControlPlanes[i])
+	}
+	for i := range n.Workers {
+		out = append(out, &n.Workers[i])
+	}
+	return out
+}
+
+// Refs returns every node with its role and key path, control planes first.
+func (n *NodesConfig) Refs() []NodeRef {
+	out := make([]NodeRef, 0, len(n.ControlPlanes)+len(n.Workers))
+	for i := range n.ControlPlanes {
+		out = append(out, NodeRef{&n.ControlPlanes[i], RoleControlPlane, fmt.Sprintf("nodes.controlPlanes[%d]", i)})
+	}
+	for i := range n.Workers {
+		out = append(out, NodeRef{&n.Workers[i], RoleWorker, fmt.Sprintf("nodes.workers[%d]", i)})
+	}
+	return out
+}
+
+// EndpointHost is the host of the Kubernetes API URL: the explicit endpoint,
+// else the VIP, else the first control plane's IP.
+func (c *Config) EndpointHost() string {
+	switch {
+	case c.Cluster.Endpoint != "":
+		return c.Cluster.Endpoint
+	case c.Cluster.VIP != "":
+		return c.Cluster.VIP
+	case len(c.Nodes.ControlPlanes) > 0:
+		return c.Nodes.ControlPlanes[0].IP
+	default:
+		return ""
+	}
+}
+
+// KubernetesEndpoint is the cluster endpoint URL Talos configs carry.
+func (c *Config) KubernetesEndpoint() string {
+	return "https://" + net.JoinHostPort(c.EndpointHost(), "6443")
+}
+
+// EndpointHost is the host name of the Proxmox API URL ("" if unparsable).
+func (p *ProxmoxConfig) EndpointHost() string {
+	u, err := url.Parse(p.Endpoint)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
+// DNSMasqEnabled reports whether DHCP reservations are written.
+func (p *ProxmoxConfig) DNSMasqEnabled() bool { return p.DNSMasq.Enabled != nil && *p.DNSMasq.Enabled }

@@ -1,0 +1,122 @@
+package stacks
+
+// Defaults that are plain literals. Defaults that refer to another key (a
+// node's Proxmox host, a VPS node's gateway) are filled by resolve, after
+// validation, so that a bad source value is reported once, at its own key.
+const (
+	DefaultInstallDisk        = "/dev/sda"
+	DefaultCiliumVersion      = "1.18.4"
+	DefaultApproverVersion    = "1.2.10"
+	DefaultProxmoxNode        = "pve"
+	DefaultBridge             = "vmbr0"
+	DefaultDiskDatastore      = "local-lvm"
+	DefaultISODatastore       = "local"
+	DefaultCPUType            = "host"
+	DefaultBIOS               = "seabios"
+	DefaultDNSMasqDir         = "/etc/dnsmasq.d"
+	DefaultSSHPort            = 22
+	DefaultSSHUser            = "root"
+	DefaultDiskSize           = 20
+	DefaultProxmoxPrefix      = 24
+	DefaultVPSPrefix          = 32
+	defaultControlPlaneCores  = 2
+	defaultWorkerCores        = 4
+	defaultControlPlaneMemory = 4096
+	defaultWorkerMemory       = 8192
+)
+
+// DefaultProxmoxExtensions are the system extensions of the Proxmox image:
+// the guest agent (clean VM status and shutdown), and the tools Longhorn needs.
+func DefaultProxmoxExtensions() []string {
+	return []string{"siderolabs/qemu-guest-agent", "siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}
+}
+
+// DefaultVPSNameservers are public resolvers; a VPS has no local DNS server.
+func DefaultVPSNameservers() []string { return []string{"1.1.1.1", "9.9.9.9"} }
+
+func applyDefaults(cfg *Config) {
+	c := &cfg.Cluster
+	setString(&c.InstallDisk, DefaultInstallDisk)
+	setString(&c.Cilium.Version, DefaultCiliumVersion)
+	setString(&c.CertApprover.Version, DefaultApproverVersion)
+
+	switch cfg.Platform {
+	case PlatformProxmox:
+		if c.Schematic.ID == "" && c.Schematic.Extensions == nil {
+			c.Schematic.Extensions = DefaultProxmoxExtensions()
+		}
+		setInt(&c.Network.PrefixLength, DefaultProxmoxPrefix)
+		if c.Network.Nameservers == nil && c.Network.Gateway != "" {
+			c.Network.Nameservers = []string{c.Network.Gateway}
+		}
+		p := &cfg.Proxmox
+		setString(&p.Node, DefaultProxmoxNode)
+		setString(&p.Bridge, DefaultBridge)
+		setString(&p.DiskDatastore, DefaultDiskDatastore)
+		setString(&p.ISODatastore, DefaultISODatastore)
+		setString(&p.CPUType, DefaultCPUType)
+		setString(&p.BIOS, DefaultBIOS)
+		setString(&p.Addressing, AddressingDHCPReservation)
+		setString(&p.DNSMasq.ConfigDir, DefaultDNSMasqDir)
+		if p.DNSMasq.Enabled == nil {
+			on := p.Addressing == AddressingDHCPReservation
+			p.DNSMasq.Enabled = &on
+		}
+		setInt(&p.SSH.Port, DefaultSSHPort)
+		setString(&p.SSH.User, DefaultSSHUser)
+		for i := range cfg.Nodes.ControlPlanes {
+			proxmoxNodeDefaults(&cfg.Nodes.ControlPlanes[i], defaultControlPlaneCores, defaultControlPlaneMemory)
+		}
+		for i := range cfg.Nodes.Workers {
+			proxmoxNodeDefaults(&cfg.Nodes.Workers[i], defaultWorkerCores, defaultWorkerMemory)
+		}
+	case PlatformVPS:
+		if c.Schematic.Extensions == nil {
+			c.Schematic.Extensions = []string{}
+		}
+		setInt(&c.Network.PrefixLength, DefaultVPSPrefix)
+		if c.Network.Nameservers == nil {
+			c.Network.Nameservers = DefaultVPSNameservers()
+		}
+		for _, n := range cfg.Nodes.All() {
+			setInt(&n.Rescue.Port, DefaultSSHPort)
+			setString(&n.Rescue.User, DefaultSSHUser)
+		}
+	}
+}
+
+func proxmoxNodeDefaults(n *NodeConfig, cores, memory int) {
+	setInt(&n.Cores, cores)
+	setInt(&n.Memory, memory)
+	setInt(&n.DiskSize, DefaultDiskSize)
+}
+
+// resolve fills defaults that copy another, already validated key.
+func resolve(cfg *Config) {
+	switch cfg.Platform {
+	case PlatformProxmox:
+		setString(&cfg.Proxmox.SSH.Host, cfg.Proxmox.EndpointHost())
+		for _, n := range cfg.Nodes.All() {
+			setString(&n.ProxmoxNode, cfg.Proxmox.Node)
+		}
+	case PlatformVPS:
+		for _, n := range cfg.Nodes.All() {
+			setString(&n.Gateway, cfg.Cluster.Network.Gateway)
+			setInt(&n.PrefixLength, cfg.Cluster.Network.PrefixLength)
+			setString(&n.InstallDisk, cfg.Cluster.InstallDisk)
+			setString(&n.Rescue.Host, n.IP)
+		}
+	}
+}
+
+func setString(dst *string, v string) {
+	if *dst == "" {
+		*dst = v
+	}
+}
+
+func setInt(dst *int, v int) {
+	if *dst == 0 {
+		*dst = v
+	}
+}

@@ -1,0 +1,129 @@
+package stacks
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// Source is the raw stack configuration as the Pulumi engine hands it to the
+// program: full keys (`<project>:<key>`) mapped to their values (objects as
+// JSON text), plus the keys that hold secrets.
+type Source struct {
+	Project    string
+	Values     map[string]string
+	SecretKeys []string
+}
+
+// CaptureSource returns a pulumi.RunOption that records the run's config into
+// dst. The Pulumi Go SDK offers no way to list config keys from a Context, and
+// listing them is the only way to report unknown keys (typos) as errors.
+// Run options see the RunInfo after the SDK has read the engine's config, and
+// in tests after the mock config has been set, so one code path serves both.
+func CaptureSource(dst *Source) pulumi.RunOption {
+	return func(ri *pulumi.RunInfo) {
+		dst.Project = ri.Project
+		dst.Values = ri.Config
+		dst.SecretKeys = ri.ConfigSecretKeys
+	}
+}
+
+func (s Source) isSecret(fullKey string) bool { return slices.Contains(s.SecretKeys, fullKey) }
+
+// Load reads, defaults and validates the stack configuration. The returned
+// Diagnostics hold every error and warning; the Config is usable only when
+// there are no errors.
+func Load(src Source) (*Config, *Diagnostics) {
+	d := &Diagnostics{}
+	cfg := &Config{}
+	decodeSource(d, src, cfg)
+	applyDefaults(cfg)
+	validate(d, cfg)
+	if !d.HasErrors() {
+		resolve(cfg)
+	}
+	return cfg, d
+}
+
+func decodeSource(d *Diagnostics, src Source, cfg *Config) {
+	prefix := src.Project + ":"
+	root := reflect.ValueOf(cfg).Elem()
+	rootType := root.Type()
+	known := fieldNames(rootType)
+
+	keys := make([]string, 0, len(src.Values))
+	for k := range src.Values {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	for _, full := range keys {
+		key, ok := strings.CutPrefix(full, prefix)
+		if !ok {
+			continue // other namespaces (provider settings) are not ours to judge
+		}
+		i := fieldIndex(rootType, key)
+		if i < 0 {
+			d.errorf(key, "unknown key%s", suggest(key, known))
+			continue
+		}
+		field := root.Field(i)
+		raw := src.Values[full]
+		if field.Kind() == reflect.String {
+			// Plain strings arrive as they are, not as JSON.
+			field.SetString(raw)
+			continue
+		}
+		v, err := parseJSON(raw)
+		if err != nil {
+			d.errorf(key, "must be an object, got %s", describe(raw))
+			continue
+		}
+		decodeInto(d, key, v, field)
+		checkSecretsStored(d, key, src.isSecret(full), field)
+	}
+}
+
+func fieldIndex(t reflect.Type, name string) int {
+	for i := range t.NumField() {
+		if jsonName(t.Field(i)) == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkSecretsStored refuses credentials stored in plain text. Pulumi marks
+// a whole top-level key as secret when any value nested in it was set with
+// `--secret`, which is the finest grain the engine tells a program about.
+func checkSecretsStored(d *Diagnostics, key string, keyIsSecret bool, v reflect.Value) {
+	if keyIsSecret {
+		return
+	}
+	walkSecrets(key, v, func(path string, s Secret) {
+		if s.IsSet() {
+			d.errorf(path, "is stored in plain text; set it with `pulumi config set --secret --path '%s' <value>`", path)
+		}
+	})
+}
+
+// walkSecrets calls fn for every Secret field under v.
+func walkSecrets(path string, v reflect.Value, fn func(path string, s Secret)) {
+	switch {
+	case v.Type() == secretType:
+		fn(path, v.Interface().(Secret))
+	case v.Kind() == reflect.Struct:
+		for i := range v.NumField() {
+			if name := jsonName(v.Type().Field(i)); name != "" {
+				walkSecrets(join(path, name), v.Field(i), fn)
+			}
+		}
+	case v.Kind() == reflect.Slice && v.Type() != reflect.TypeFor[[]Patch]():
+		for i := range v.Len() {
+			walkSecrets(fmt.Sprintf("%s[%d]", path, i), v.Index(i), fn)
+		}
+	}
+}

@@ -1,0 +1,168 @@
+// Package stacks holds the typed stack configuration of this project: one
+// Pulumi.<stack>.yaml per environment, loaded from the project's config
+// namespace, given defaults and validated in one pass that reports every
+// problem at once.
+//
+// Every field carries a `doc` tag (and, where it has one, a `default` tag);
+// the README's configuration reference is generated from these tags, and a
+// test keeps the two in sync.
+package stacks
+
+// Platform names the infrastructure a stack runs on.
+type Platform string
+
+const (
+	// PlatformProxmox runs Talos in VMs on one or more Proxmox VE hosts.
+	PlatformProxmox Platform = "proxmox"
+	// PlatformVPS installs Talos on rented servers from their rescue system.
+	PlatformVPS Platform = "vps"
+)
+
+// Addressing modes for Proxmox VMs.
+const (
+	// AddressingDHCPReservation: dnsmasq on the Proxmox host hands each MAC its
+	// reserved IP and hostname.
+	AddressingDHCPReservation = "dhcp-reservation"
+	// AddressingStatic: the Talos nocloud image reads its address from the VM's
+	// Proxmox cloud-init drive; no DHCP server is needed.
+	AddressingStatic = "static"
+)
+
+// Config is the whole stack configuration. Each field is one top-level key in
+// the project's config namespace (`talos-cluster:<key>`).
+type Config struct {
+	Platform Platform      `json:"platform" doc:"Where the cluster runs: 'proxmox' (VMs on Proxmox VE) or 'vps' (rented servers installed from rescue mode)." required:"true"`
+	Cluster  ClusterConfig `json:"cluster" doc:"The Talos/Kubernetes cluster, shared by both platforms."`
+	Nodes    NodesConfig   `json:"nodes" doc:"The machines of the cluster."`
+	Proxmox  ProxmoxConfig `json:"proxmox" doc:"The Proxmox VE host(s); only for platform 'proxmox'."`
+	VPS      VPSConfig     `json:"vps" doc:"Settings of the rescue-mode install; only for platform 'vps'."`
+}
+
+// ClusterConfig describes the Talos cluster independently of the platform.
+type ClusterConfig struct {
+	Name              string          `json:"name" doc:"Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file names." required:"true"`
+	TalosVersion      string          `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.12.4'." required:"true"`
+	KubernetesVersion string          `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.35.0'; empty means the default of the Talos release."`
+	Schematic         SchematicConfig `json:"schematic" doc:"Image Factory schematic: a given id, or one built from a list of system extensions."`
+	InstallDisk       string          `json:"installDisk" doc:"Disk Talos installs itself to." default:"/dev/sda"`
+	Network           NetworkConfig   `json:"network" doc:"Node network shared by all nodes."`
+	VIP               string          `json:"vip" doc:"Shared layer-2 virtual IP of the control planes (Proxmox); the Kubernetes endpoint when 'endpoint' is empty."`
+	Endpoint          string          `json:"endpoint" doc:"Host name or IP in the Kubernetes API URL 'https://<endpoint>:6443'; default: the VIP (Proxmox) or the first control plane's IP."`
+	Cilium            CiliumConfig    `json:"cilium" doc:"Cilium CNI Helm chart (https://helm.cilium.io)."`
+	CertApprover      ApproverConfig  `json:"certApprover" doc:"Kubelet serving-certificate approver Helm chart (postfinance/kubelet-csr-approver)."`
+	Patches           PatchesConfig   `json:"patches" doc:"Extra Talos machine-config patches (strategic merge), applied after the generated ones."`
+}
+
+// SchematicConfig selects the Talos Image Factory schematic.
+type SchematicConfig struct {
+	ID         string   `json:"id" doc:"An existing schematic id (64 hex digits); excludes 'extensions'."`
+	Extensions []string `json:"extensions" doc:"Official system extensions to build a schematic from." default:"proxmox: siderolabs/qemu-guest-agent, siderolabs/iscsi-tools, siderolabs/util-linux-tools; vps: none"`
+}
+
+// NetworkConfig is the node network.
+type NetworkConfig struct {
+	Gateway      string   `json:"gateway" doc:"IPv4 default gateway of the nodes (a VPS node may override it)." required:"true"`
+	PrefixLength int      `json:"prefixLength" doc:"Prefix length of the node network (a VPS node may override it)." default:"proxmox: 24; vps: 32"`
+	Nameservers  []string `json:"nameservers" doc:"DNS servers of the nodes." default:"proxmox: the gateway; vps: 1.1.1.1, 9.9.9.9"`
+}
+
+// CiliumConfig pins the Cilium chart and adds values.
+type CiliumConfig struct {
+	Version string         `json:"version" doc:"Cilium chart version, without a 'v' prefix." default:"1.18.4"`
+	Values  map[string]any `json:"values" doc:"Extra Helm values, merged over the ones Talos needs."`
+}
+
+// ApproverConfig pins the kubelet-csr-approver chart and adds values.
+type ApproverConfig struct {
+	Version string         `json:"version" doc:"kubelet-csr-approver chart version, without a 'v' prefix." default:"1.2.10"`
+	Values  map[string]any `json:"values" doc:"Extra Helm values, merged over the ones this project sets."`
+}
+
+// PatchesConfig holds user patches per scope.
+type PatchesConfig struct {
+	All          []Patch `json:"all" doc:"Patches for every node."`
+	ControlPlane []Patch `json:"controlPlane" doc:"Patches for control-plane nodes."`
+	Worker       []Patch `json:"worker" doc:"Patches for worker nodes."`
+}
+
+// Patch is one Talos strategic-merge patch, given in the stack file either as
+// a YAML/JSON object or as a (possibly multi-document) YAML string.
+type Patch struct {
+	// YAML is the patch as YAML text, ready for Talos's configpatcher.
+	YAML string
+}
+
+// NodesConfig lists the cluster's machines by role.
+type NodesConfig struct {
+	ControlPlanes []NodeConfig `json:"controlPlanes" doc:"Control-plane nodes (etcd members); an odd number is recommended." required:"true"`
+	Workers       []NodeConfig `json:"workers" doc:"Worker nodes; none makes the control planes schedulable."`
+}
+
+// NodeConfig is one machine. Fields marked proxmox or vps are only valid on
+// that platform.
+type NodeConfig struct {
+	Name    string  `json:"name" doc:"Node name: a DNS label, unique in the cluster; the VM name and hostname." required:"true"`
+	IP      string  `json:"ip" doc:"The node's IPv4 address (a VPS's public IP)." required:"true"`
+	Patches []Patch `json:"patches" doc:"Talos patches for this node only."`
+
+	// Proxmox.
+	VMID         int    `json:"vmId" doc:"proxmox: VM id, unique on the Proxmox cluster (100-999999999)." required:"proxmox"`
+	MAC          string `json:"mac" doc:"proxmox: MAC address of the VM's NIC; default: derived from the cluster's random MAC prefix and the node name."`
+	Cores        int    `json:"cores" doc:"proxmox: virtual CPU cores." default:"2 (control plane), 4 (worker)"`
+	Memory       int    `json:"memory" doc:"proxmox: memory in MiB." default:"4096 (control plane), 8192 (worker)"`
+	DiskSize     int    `json:"diskSize" doc:"proxmox: boot disk size in GiB." default:"20"`
+	DataDiskSize int    `json:"dataDiskSize" doc:"proxmox: size in GiB of a second disk (e.g. for Longhorn) on workers; 0 means none." default:"0"`
+	ProxmoxNode  string `json:"proxmoxNode" doc:"proxmox: Proxmox node (host) that runs this VM; default: 'proxmox.node'."`
+
+	// VPS.
+	Gateway      string       `json:"gateway" doc:"vps: this node's gateway; default: 'cluster.network.gateway'."`
+	PrefixLength int          `json:"prefixLength" doc:"vps: this node's prefix length; default: 'cluster.network.prefixLength'."`
+	InstallDisk  string       `json:"installDisk" doc:"vps: disk to write Talos to; default: 'cluster.installDisk'."`
+	Rescue       RescueConfig `json:"rescue" doc:"vps: SSH access to the provider's rescue system."`
+}
+
+// RescueConfig is SSH access to a VPS's rescue system.
+type RescueConfig struct {
+	Host     string `json:"host" doc:"Address of the rescue system; default: the node's IP."`
+	Port     int    `json:"port" doc:"SSH port of the rescue system." default:"22"`
+	User     string `json:"user" doc:"SSH user of the rescue system." default:"root"`
+	Password Secret `json:"password" doc:"Rescue SSH password (secret): 'pulumi config set --secret --path 'nodes.controlPlanes[0].rescue.password''." required:"vps" secret:"true"`
+}
+
+// ProxmoxConfig is access to the Proxmox VE API and host.
+type ProxmoxConfig struct {
+	Endpoint       string        `json:"endpoint" doc:"Proxmox VE API URL, e.g. 'https://192.168.122.70:8006/'." required:"proxmox"`
+	APITokenID     string        `json:"apiTokenId" doc:"API token id, 'user@realm!tokenname'." required:"proxmox"`
+	APITokenSecret Secret        `json:"apiTokenSecret" doc:"API token secret (a UUID, secret): 'pulumi config set --secret --path proxmox.apiTokenSecret'." required:"proxmox" secret:"true"`
+	Insecure       bool          `json:"insecure" doc:"Skip TLS verification of the API (self-signed certificate). Off by default." default:"false"`
+	Node           string        `json:"node" doc:"Default Proxmox node (host) for VMs and the ISO." default:"pve"`
+	Bridge         string        `json:"bridge" doc:"Bridge the VM NICs attach to." default:"vmbr0"`
+	VLANID         int           `json:"vlanId" doc:"VLAN tag of the VM NICs; 0 means untagged." default:"0"`
+	DiskDatastore  string        `json:"diskDatastore" doc:"Datastore for VM disks." default:"local-lvm"`
+	ISODatastore   string        `json:"isoDatastore" doc:"Datastore (with ISO content) for the Talos ISO." default:"local"`
+	CPUType        string        `json:"cpuType" doc:"QEMU CPU type; Talos needs 'host' or 'x86-64-v2-AES' or newer." default:"host"`
+	BIOS           string        `json:"bios" doc:"Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk)." default:"seabios"`
+	Addressing     string        `json:"addressing" doc:"How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image + cloud-init drive)." default:"dhcp-reservation"`
+	SSH            SSHConfig     `json:"ssh" doc:"SSH access to the Proxmox host (for dnsmasq)."`
+	DNSMasq        DNSMasqConfig `json:"dnsmasq" doc:"DHCP reservations in dnsmasq on the Proxmox host."`
+}
+
+// SSHConfig is SSH access to the Proxmox host.
+type SSHConfig struct {
+	Host           string `json:"host" doc:"SSH host; default: the host of 'proxmox.endpoint'."`
+	Port           int    `json:"port" doc:"SSH port." default:"22"`
+	User           string `json:"user" doc:"SSH user." default:"root"`
+	PrivateKey     Secret `json:"privateKey" doc:"Private key (secret); default: the SSH agent ('SSH_AUTH_SOCK') or 'privateKeyFile'." secret:"true"`
+	PrivateKeyFile string `json:"privateKeyFile" doc:"Path of a private key file on the operator's machine; excludes 'privateKey'."`
+}
+
+// DNSMasqConfig controls the DHCP reservation file.
+type DNSMasqConfig struct {
+	Enabled   *bool  `json:"enabled" doc:"Write reservations; default: on with 'dhcp-reservation' addressing. Turn off if DHCP is managed elsewhere."`
+	ConfigDir string `json:"configDir" doc:"Directory dnsmasq reads extra config from." default:"/etc/dnsmasq.d"`
+}
+
+// VPSConfig holds VPS-wide settings.
+type VPSConfig struct {
+	AllowedCIDRs []string `json:"allowedCidrs" doc:"Operator networks allowed to reach the Talos API (50000) and Kubernetes API (6443); empty leaves them open (warned)."`
+}

@@ -1,0 +1,566 @@
+package stacks
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch"
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+)
+
+var (
+	dnsLabelRe     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	hostnameRe     = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$`)
+	talosVersionRe = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
+	semverRe       = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
+	kubeVersionRe  = regexp.MustCompile(`^v?\d+\.\d+\.\d+$`)
+	schematicIDRe  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	extensionRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$`)
+	devicePathRe   = regexp.MustCompile(`^/dev/[A-Za-z0-9][A-Za-z0-9/_.:-]*$`)
+	apiTokenIDRe   = regexp.MustCompile(`^[^\s@!]+@[^\s@!]+![A-Za-z][A-Za-z0-9._-]*$`)
+	uuidRe         = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	pveNameRe      = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
+	ifaceNameRe    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]{0,14}$`)
+	datastoreRe    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]*$`)
+)
+
+// Limits this project relies on.
+const (
+	minTalosMinor      = 8 // multi-doc configs and the ingress firewall need recent Talos
+	machineryMinor     = 12
+	minVMID            = 100
+	maxVMID            = 999999999
+	minDiskGiB         = 10 // Talos needs at least 10 GB for its partitions
+	minMemoryMiB       = 1024
+	minCPMemoryMiB     = 2048
+	maxClusterNameLen  = 40 // keeps VM tags and file names readable
+	maxProxmoxPrefix   = 30
+	minNodePrefix      = 8
+	maxVLAN            = 4094
+	maxPort            = 65535
+	kubeAPIPort        = 6443
+	ipv4BroadcastBytes = 4
+)
+
+func validate(d *Diagnostics, cfg *Config) {
+	switch cfg.Platform {
+	case PlatformProxmox, PlatformVPS:
+	case "":
+		d.errorf("platform", "is required: set `proxmox` or `vps`")
+	default:
+		d.errorf("platform", "%q is not a platform; use `proxmox` or `vps`", string(cfg.Platform))
+	}
+	validateCluster(d, cfg)
+	validateNodes(d, cfg)
+	switch cfg.Platform {
+	case PlatformProxmox:
+		validateProxmox(d, cfg)
+		if !reflect.ValueOf(cfg.VPS).IsZero() {
+			d.errorf("vps", "is only valid for platform vps (this stack's platform is proxmox)")
+		}
+	case PlatformVPS:
+		validateVPS(d, cfg)
+		if !reflect.ValueOf(cfg.Proxmox).IsZero() {
+			d.errorf("proxmox", "is only valid for platform proxmox (this stack's platform is vps)")
+		}
+	}
+}
+
+func validateCluster(d *Diagnostics, cfg *Config) {
+	c := &cfg.Cluster
+	switch {
+	case c.Name == "":
+		d.errorf("cluster.name", "is required")
+	case !dnsLabelRe.MatchString(c.Name) || len(c.Name) > maxClusterNameLen:
+		d.errorf("cluster.name", "%q must be lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", c.Name, maxClusterNameLen)
+	}
+
+	validateTalosVersion(d, c.TalosVersion)
+	if c.KubernetesVersion != "" && !kubeVersionRe.MatchString(c.KubernetesVersion) {
+		d.errorf("cluster.kubernetesVersion", "%q is not a Kubernetes version like 1.35.0", c.KubernetesVersion)
+	}
+
+	s := c.Schematic
+	if s.ID != "" && len(s.Extensions) > 0 {
+		d.errorf("cluster.schematic", "set either id or extensions, not both")
+	}
+	if s.ID != "" && !schematicIDRe.MatchString(s.ID) {
+		d.errorf("cluster.schematic.id", "%q is not a schematic id (64 lowercase hex digits)", s.ID)
+	}
+	seen := map[string]int{}
+	for i, ext := range s.Extensions {
+		path := fmt.Sprintf("cluster.schematic.extensions[%d]", i)
+		if !extensionRe.MatchString(ext) {
+			d.errorf(path, "%q is not an extension name like siderolabs/qemu-guest-agent", ext)
+		}
+		if j, dup := seen[ext]; dup {
+			d.errorf(path, "%q is already listed at cluster.schematic.extensions[%d]", ext, j)
+		}
+		seen[ext] = i
+	}
+
+	if !devicePathRe.MatchString(c.InstallDisk) {
+		d.errorf("cluster.installDisk", "%q is not a device path like /dev/sda", c.InstallDisk)
+	}
+
+	validateNetwork(d, cfg)
+	validateEndpoint(d, cfg)
+	validateChartVersion(d, "cluster.cilium.version", c.Cilium.Version)
+	validateChartVersion(d, "cluster.certApprover.version", c.CertApprover.Version)
+	validatePatches(d, "cluster.patches.all", c.Patches.All)
+	validatePatches(d, "cluster.patches.controlPlane", c.Patches.ControlPlane)
+	validatePatches(d, "cluster.patches.worker", c.Patches.Worker)
+}
+
+func validateTalosVersion(d *Diagnostics, v string) {
+	const path = "cluster.talosVersion"
+	if v == "" {
+		d.errorf(path, "is required, e.g. v1.12.4")
+		return
+	}
+	m := talosVersionRe.FindStringSubmatch(v)
+	if m == nil {
+		if semverRe.MatchString(v) {
+			d.errorf(path, "%q needs the v prefix: v%s", v, v)
+		} else {
+			d.errorf(path, "%q is not a Talos version like v1.12.4", v)
+		}
+		return
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor, _ := strconv.Atoi(m[2])
+	switch {
+	case major != 1 || minor < minTalosMinor:
+		d.errorf(path, "%q is not supported; use v1.%d or newer", v, minTalosMinor)
+	case minor > machineryMinor:
+		d.warnf(path, "%q is newer than v1.%d, the release this project generates and validates machine configs with", v, machineryMinor)
+	}
+}
+
+func validateChartVersion(d *Diagnostics, path, v string) {
+	switch {
+	case semverRe.MatchString(v):
+	case strings.HasPrefix(v, "v") && semverRe.MatchString(v[1:]):
+		d.errorf(path, "%q: chart versions have no v prefix; use %q", v, v[1:])
+	default:
+		d.errorf(path, "%q is not a chart version like 1.18.4", v)
+	}
+}
+
+// validatePatches loads every patch with Talos's own patch loader, so a
+// misspelled key fails here, before anything is created.
+func validatePatches(d *Diagnostics, path string, patches []Patch) {
+	for i, p := range patches {
+		ppath := fmt.Sprintf("%s[%d]", path, i)
+		loaded, err := configpatcher.LoadPatch([]byte(p.YAML))
+		if err != nil {
+			d.errorf(ppath, "not a valid Talos config patch: %v", err)
+			continue
+		}
+		if _, isJSONPatch := loaded.(jsonpatch.Patch); isJSONPatch {
+			d.errorf(ppath, "JSON6902 patches cannot be applied to multi-document Talos configs (v1.12+); write a strategic merge patch")
+		}
+	}
+}
+
+func validateNetwork(d *Diagnostics, cfg *Config) {
+	n := cfg.Cluster.Network
+	if n.Gateway == "" {
+		d.errorf("cluster.network.gateway", "is required")
+	} else if _, ok := parseIPv4(n.Gateway); !ok {
+		d.errorf("cluster.network.gateway", "%q is not an IPv4 address", n.Gateway)
+	}
+	maxPrefix := 32
+	if cfg.Platform == PlatformProxmox {
+		maxPrefix = maxProxmoxPrefix
+	}
+	if n.PrefixLength < minNodePrefix || n.PrefixLength > maxPrefix {
+		d.errorf("cluster.network.prefixLength", "%d is out of range %d-%d", n.PrefixLength, minNodePrefix, maxPrefix)
+	}
+	for i, ns := range n.Nameservers {
+		if a, err := netip.ParseAddr(ns); err != nil || a.Zone() != "" {
+			d.errorf(fmt.Sprintf("cluster.network.nameservers[%d]", i), "%q is not an IP address", ns)
+		}
+	}
+}
+
+func validateEndpoint(d *Diagnostics, cfg *Config) {
+	c := cfg.Cluster
+	if c.Endpoint != "" {
+		_, isIP := parseIPv4(c.Endpoint)
+		if !isIP && (!hostnameRe.MatchString(c.Endpoint) || len(c.Endpoint) > 253) {
+			d.errorf("cluster.endpoint", "%q must be a host name or IPv4 address only; the API URL is https://<endpoint>:%d", c.Endpoint, kubeAPIPort)
+		}
+	}
+	if c.VIP == "" {
+		if cfg.Platform == PlatformProxmox && len(cfg.Nodes.ControlPlanes) > 1 && c.Endpoint == "" {
+			d.warnf("cluster.vip", "not set: the Kubernetes endpoint is the first control plane, so the API goes down with it")
+		}
+		return
+	}
+	if cfg.Platform == PlatformVPS {
+		d.errorf("cluster.vip", "a layer-2 VIP needs a shared network segment, which VPS nodes do not have; use cluster.endpoint (e.g. a DNS name) instead")
+		return
+	}
+	vip, ok := parseIPv4(c.VIP)
+	if !ok {
+		d.errorf("cluster.vip", "%q is not an IPv4 address", c.VIP)
+		return
+	}
+	if net, ok := nodeNetwork(cfg); ok && !net.Contains(vip) {
+		d.errorf("cluster.vip", "%s is outside the node network %s of gateway %s", vip, net, cfg.Cluster.Network.Gateway)
+	}
+	if gw, ok := parseIPv4(c.Network.Gateway); ok && gw == vip {
+		d.errorf("cluster.vip", "%s is the gateway's address", vip)
+	}
+	for _, ref := range cfg.Nodes.Refs() {
+		if ip, ok := parseIPv4(ref.IP); ok && ip == vip {
+			d.errorf("cluster.vip", "%s is also the IP of %s (%s); the VIP must be an unused address", vip, ref.Path, ref.Name)
+		}
+	}
+}
+
+// nodeNetwork is the shared node subnet (Proxmox), if the gateway is valid.
+func nodeNetwork(cfg *Config) (netip.Prefix, bool) {
+	gw, ok := parseIPv4(cfg.Cluster.Network.Gateway)
+	if !ok || cfg.Cluster.Network.PrefixLength < minNodePrefix || cfg.Cluster.Network.PrefixLength > maxProxmoxPrefix {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(gw, cfg.Cluster.Network.PrefixLength).Masked(), true
+}
+
+func validateNodes(d *Diagnostics, cfg *Config) {
+	if len(cfg.Nodes.ControlPlanes) == 0 {
+		d.errorf("nodes.controlPlanes", "at least one control plane is required")
+	} else if n := len(cfg.Nodes.ControlPlanes); n%2 == 0 {
+		d.warnf("nodes.controlPlanes", "%d control planes: etcd tolerates no more failures with %d than with %d; use an odd number", n, n, n-1)
+	}
+
+	names := map[string]string{}
+	ips := map[netip.Addr]string{}
+	vmids := map[int]string{}
+	macs := map[string]string{}
+	for _, ref := range cfg.Nodes.Refs() {
+		p := ref.Path
+		switch {
+		case ref.Name == "":
+			d.errorf(p+".name", "is required")
+		case !dnsLabelRe.MatchString(ref.Name):
+			d.errorf(p+".name", "%q must be a DNS label: lowercase letters, digits and '-', at most 63 characters", ref.Name)
+		default:
+			if other, dup := names[ref.Name]; dup {
+				d.errorf(p+".name", "%q is already the name of %s", ref.Name, other)
+			}
+			names[ref.Name] = p
+		}
+
+		if ref.IP == "" {
+			d.errorf(p+".ip", "is required")
+		} else if ip, ok := parseIPv4(ref.IP); !ok {
+			d.errorf(p+".ip", "%q is not an IPv4 address", ref.IP)
+		} else {
+			if other, dup := ips[ip]; dup {
+				d.errorf(p+".ip", "%s is already the IP of %s", ip, other)
+			}
+			ips[ip] = p
+			validateNodeIP(d, cfg, ref, ip)
+		}
+		validatePatches(d, p+".patches", ref.Patches)
+
+		switch cfg.Platform {
+		case PlatformProxmox:
+			validateProxmoxNode(d, ref, vmids, macs)
+			rejectSet(d, p, "vps", map[string]bool{
+				"gateway": ref.Gateway != "", "prefixLength": ref.PrefixLength != 0,
+				"installDisk": ref.InstallDisk != "", "rescue": !reflect.ValueOf(ref.Rescue).IsZero(),
+			})
+		case PlatformVPS:
+			validateVPSNode(d, ref)
+			rejectSet(d, p, "proxmox", map[string]bool{
+				"vmId": ref.VMID != 0, "mac": ref.MAC != "", "cores": ref.Cores != 0, "memory": ref.Memory != 0,
+				"diskSize": ref.DiskSize != 0, "dataDiskSize": ref.DataDiskSize != 0, "proxmoxNode": ref.ProxmoxNode != "",
+			})
+		}
+	}
+}
+
+// rejectSet reports keys given for the other platform, in a stable order.
+func rejectSet(d *Diagnostics, path, platform string, set map[string]bool) {
+	for _, key := range []string{"vmId", "mac", "cores", "memory", "diskSize", "dataDiskSize", "proxmoxNode", "gateway", "prefixLength", "installDisk", "rescue"} {
+		if set[key] {
+			d.errorf(path+"."+key, "is only valid for platform %s", platform)
+		}
+	}
+}
+
+func validateNodeIP(d *Diagnostics, cfg *Config, ref NodeRef, ip netip.Addr) {
+	p := ref.Path + ".ip"
+	gw, gwOK := parseIPv4(cfg.Cluster.Network.Gateway)
+	if ref.Gateway != "" {
+		gw, gwOK = parseIPv4(ref.Gateway)
+	}
+	if gwOK && gw == ip {
+		d.errorf(p, "%s is the gateway's address", ip)
+		return
+	}
+	var subnet netip.Prefix
+	switch cfg.Platform {
+	case PlatformProxmox:
+		n, ok := nodeNetwork(cfg)
+		if !ok {
+			return
+		}
+		subnet = n
+		if !subnet.Contains(ip) {
+			d.errorf(p, "%s is outside the node network %s of gateway %s", ip, subnet, gw)
+			return
+		}
+	case PlatformVPS:
+		prefix := cfg.Cluster.Network.PrefixLength
+		if ref.PrefixLength != 0 {
+			prefix = ref.PrefixLength
+		}
+		if prefix == 32 || prefix < minNodePrefix || prefix > 32 || !gwOK {
+			return // a /32 reaches its gateway through an on-link route
+		}
+		subnet = netip.PrefixFrom(ip, prefix).Masked()
+		if !subnet.Contains(gw) {
+			path := "cluster.network.gateway"
+			if ref.Gateway != "" {
+				path = ref.Path + ".gateway"
+			}
+			d.errorf(path, "%s is outside %s, the network of %s (%s); for point-to-point addressing use prefixLength 32", gw, subnet, ref.Path, ip)
+			return
+		}
+	default:
+		return
+	}
+	if subnet.Bits() <= maxProxmoxPrefix {
+		if ip == subnet.Addr() {
+			d.errorf(p, "%s is the network address of %s", ip, subnet)
+		} else if ip == broadcast(subnet) {
+			d.errorf(p, "%s is the broadcast address of %s", ip, subnet)
+		}
+	}
+}
+
+func validateProxmoxNode(d *Diagnostics, ref NodeRef, vmids map[int]string, macs map[string]string) {
+	p := ref.Path
+	switch {
+	case ref.VMID == 0:
+		d.errorf(p+".vmId", "is required")
+	case ref.VMID < minVMID || ref.VMID > maxVMID:
+		d.errorf(p+".vmId", "%d is out of range %d-%d", ref.VMID, minVMID, maxVMID)
+	default:
+		if other, dup := vmids[ref.VMID]; dup {
+			d.errorf(p+".vmId", "%d is already the VM id of %s", ref.VMID, other)
+		}
+		vmids[ref.VMID] = p
+	}
+	if ref.MAC != "" {
+		hw, err := net.ParseMAC(ref.MAC)
+		switch {
+		case err != nil || len(hw) != 6:
+			d.errorf(p+".mac", "%q is not a MAC address like 52:54:00:12:34:56", ref.MAC)
+		case hw[0]&1 == 1:
+			d.errorf(p+".mac", "%s is a multicast address; a NIC needs a unicast one", hw)
+		default:
+			key := hw.String()
+			if other, dup := macs[key]; dup {
+				d.errorf(p+".mac", "%s is already the MAC of %s", hw, other)
+			}
+			macs[key] = p
+		}
+	}
+	if ref.Cores < 1 {
+		d.errorf(p+".cores", "%d: at least one core is required", ref.Cores)
+	}
+	switch {
+	case ref.Memory < minMemoryMiB:
+		d.errorf(p+".memory", "%d MiB is below the %d MiB Talos needs", ref.Memory, minMemoryMiB)
+	case ref.Role == RoleControlPlane && ref.Memory < minCPMemoryMiB:
+		d.warnf(p+".memory", "%d MiB is below the %d MiB Talos recommends for a control plane", ref.Memory, minCPMemoryMiB)
+	}
+	if ref.DiskSize < minDiskGiB {
+		d.errorf(p+".diskSize", "%d GiB is below the %d GiB Talos needs", ref.DiskSize, minDiskGiB)
+	}
+	switch {
+	case ref.DataDiskSize < 0:
+		d.errorf(p+".dataDiskSize", "%d must not be negative", ref.DataDiskSize)
+	case ref.DataDiskSize > 0 && ref.Role == RoleControlPlane:
+		d.errorf(p+".dataDiskSize", "data disks are for workers only")
+	}
+	if ref.ProxmoxNode != "" && !pveNameRe.MatchString(ref.ProxmoxNode) {
+		d.errorf(p+".proxmoxNode", "%q is not a Proxmox node name", ref.ProxmoxNode)
+	}
+}
+
+func validateVPSNode(d *Diagnostics, ref NodeRef) {
+	p := ref.Path
+	if ref.Gateway != "" {
+		if _, ok := parseIPv4(ref.Gateway); !ok {
+			d.errorf(p+".gateway", "%q is not an IPv4 address", ref.Gateway)
+		}
+	}
+	if ref.PrefixLength != 0 && (ref.PrefixLength < minNodePrefix || ref.PrefixLength > 32) {
+		d.errorf(p+".prefixLength", "%d is out of range %d-32", ref.PrefixLength, minNodePrefix)
+	}
+	if ref.InstallDisk != "" && !devicePathRe.MatchString(ref.InstallDisk) {
+		d.errorf(p+".installDisk", "%q is not a device path like /dev/sda", ref.InstallDisk)
+	}
+	r := ref.Rescue
+	if r.Host != "" && !isHost(r.Host) {
+		d.errorf(p+".rescue.host", "%q is not a host name or IPv4 address", r.Host)
+	}
+	if r.Port < 1 || r.Port > maxPort {
+		d.errorf(p+".rescue.port", "%d is out of range 1-%d", r.Port, maxPort)
+	}
+	if r.User == "" {
+		d.errorf(p+".rescue.user", "must not be empty")
+	}
+	if !r.Password.IsSet() {
+		d.errorf(p+".rescue.password", "is required: `pulumi config set --secret --path '%s.rescue.password' <password>`", p)
+	}
+}
+
+func validateProxmox(d *Diagnostics, cfg *Config) {
+	px := &cfg.Proxmox
+	validateProxmoxEndpoint(d, px.Endpoint)
+	switch {
+	case px.APITokenID == "":
+		d.errorf("proxmox.apiTokenId", "is required, e.g. root@pam!pulumi")
+	case !apiTokenIDRe.MatchString(px.APITokenID):
+		d.errorf("proxmox.apiTokenId", "%q is not a token id like user@realm!tokenname", px.APITokenID)
+	}
+	switch {
+	case !px.APITokenSecret.IsSet():
+		d.errorf("proxmox.apiTokenSecret", "is required: `pulumi config set --secret --path proxmox.apiTokenSecret <uuid>`")
+	case !uuidRe.MatchString(px.APITokenSecret.Reveal()):
+		// The value is a credential: say what is wrong without echoing it.
+		d.errorf("proxmox.apiTokenSecret", "is not a UUID, the form Proxmox issues token secrets in")
+	}
+	if px.Insecure {
+		d.warnf("proxmox.insecure", "TLS verification of the Proxmox API is off; the API token can be intercepted")
+	}
+	if !pveNameRe.MatchString(px.Node) {
+		d.errorf("proxmox.node", "%q is not a Proxmox node name", px.Node)
+	}
+	if !ifaceNameRe.MatchString(px.Bridge) {
+		d.errorf("proxmox.bridge", "%q is not a bridge name like vmbr0", px.Bridge)
+	}
+	if px.VLANID < 0 || px.VLANID > maxVLAN {
+		d.errorf("proxmox.vlanId", "%d is out of range 0-%d", px.VLANID, maxVLAN)
+	}
+	if !datastoreRe.MatchString(px.DiskDatastore) {
+		d.errorf("proxmox.diskDatastore", "%q is not a datastore name", px.DiskDatastore)
+	}
+	if !datastoreRe.MatchString(px.ISODatastore) {
+		d.errorf("proxmox.isoDatastore", "%q is not a datastore name", px.ISODatastore)
+	}
+	switch px.CPUType {
+	case "qemu64", "kvm64", "qemu32", "kvm32", "486", "pentium":
+		d.errorf("proxmox.cpuType", "%q lacks x86-64-v2, which Talos needs; use host or x86-64-v2-AES", px.CPUType)
+	case "":
+		d.errorf("proxmox.cpuType", "must not be empty")
+	}
+	if px.BIOS != "seabios" && px.BIOS != "ovmf" {
+		d.errorf("proxmox.bios", "%q is not seabios or ovmf", px.BIOS)
+	}
+	switch px.Addressing {
+	case AddressingDHCPReservation:
+	case AddressingStatic:
+		if px.DNSMasqEnabled() {
+			d.errorf("proxmox.dnsmasq.enabled", "DHCP reservations are only used with addressing %s", AddressingDHCPReservation)
+		}
+	default:
+		d.errorf("proxmox.addressing", "%q is not %s or %s", px.Addressing, AddressingDHCPReservation, AddressingStatic)
+	}
+	if !strings.HasPrefix(px.DNSMasq.ConfigDir, "/") {
+		d.errorf("proxmox.dnsmasq.configDir", "%q must be an absolute path", px.DNSMasq.ConfigDir)
+	}
+	ssh := px.SSH
+	if ssh.Host != "" && !isHost(ssh.Host) {
+		d.errorf("proxmox.ssh.host", "%q is not a host name or IPv4 address", ssh.Host)
+	}
+	if ssh.Port < 1 || ssh.Port > maxPort {
+		d.errorf("proxmox.ssh.port", "%d is out of range 1-%d", ssh.Port, maxPort)
+	}
+	if ssh.User == "" {
+		d.errorf("proxmox.ssh.user", "must not be empty")
+	}
+	if ssh.PrivateKey.IsSet() && ssh.PrivateKeyFile != "" {
+		d.errorf("proxmox.ssh", "set either privateKey or privateKeyFile, not both")
+	}
+	if ssh.PrivateKey.IsSet() && !strings.Contains(ssh.PrivateKey.Reveal(), "PRIVATE KEY") {
+		d.errorf("proxmox.ssh.privateKey", "is not a PEM/OpenSSH private key (no \"PRIVATE KEY\" header)")
+	}
+}
+
+func validateProxmoxEndpoint(d *Diagnostics, endpoint string) {
+	const path = "proxmox.endpoint"
+	if endpoint == "" {
+		d.errorf(path, "is required, e.g. https://192.168.122.70:8006/")
+		return
+	}
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil || u.Host == "":
+		d.errorf(path, "%q is not a URL like https://192.168.122.70:8006/", endpoint)
+	case u.Scheme != "https":
+		d.errorf(path, "%q must use https (the Proxmox API only listens on TLS)", endpoint)
+	case u.User != nil:
+		d.errorf(path, "must not carry credentials; use proxmox.apiTokenId and proxmox.apiTokenSecret")
+	case strings.Contains(u.Path, "api2"):
+		d.errorf(path, "%q: give the base URL without /api2/json", endpoint)
+	case !isHost(u.Hostname()):
+		d.errorf(path, "%q has no valid host", endpoint)
+	}
+}
+
+func validateVPS(d *Diagnostics, cfg *Config) {
+	if len(cfg.VPS.AllowedCIDRs) == 0 {
+		d.warnf("vps.allowedCidrs", "empty: the Talos API (50000) and Kubernetes API (6443) accept connections from the whole internet (they still require mTLS)")
+	}
+	for i, c := range cfg.VPS.AllowedCIDRs {
+		p := fmt.Sprintf("vps.allowedCidrs[%d]", i)
+		prefix, err := netip.ParsePrefix(c)
+		switch {
+		case err != nil:
+			d.errorf(p, "%q is not a CIDR like 203.0.113.0/24", c)
+		case prefix.Masked() != prefix:
+			d.errorf(p, "%q has host bits set; did you mean %s?", c, prefix.Masked())
+		}
+	}
+}
+
+func parseIPv4(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+func isHost(s string) bool {
+	if _, ok := parseIPv4(s); ok {
+		return true
+	}
+	return len(s) <= 253 && hostnameRe.MatchString(s)
+}
+
+func broadcast(p netip.Prefix) netip.Addr {
+	b := p.Addr().As4()
+	hostBits := 32 - p.Bits()
+	for i := ipv4BroadcastBytes - 1; i >= 0 && hostBits > 0; i-- {
+		n := min(hostBits, 8)
+		b[i] |= byte(1<<n - 1)
+		hostBits -= n
+	}
+	return netip.AddrFrom4(b)
+}

@@ -1,0 +1,118 @@
+package stacks
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+)
+
+// Field describes one configuration key for the reference documentation.
+type Field struct {
+	// Path is the key path; list items appear as `[]`, e.g. `nodes.workers[].ip`.
+	Path     string
+	Type     string
+	Required string
+	Default  string
+	Doc      string
+	// Go is the struct field, for tests that compare tags with behaviour.
+	Go reflect.StructField
+}
+
+// Fields lists every configuration key, in declaration order, walking into
+// objects and lists of objects.
+func Fields() []Field {
+	var out []Field
+	walkFields("", reflect.TypeFor[Config](), &out)
+	return out
+}
+
+func walkFields(prefix string, t reflect.Type, out *[]Field) {
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name := jsonName(sf)
+		if name == "" {
+			continue
+		}
+		path := join(prefix, name)
+		ft := sf.Type
+		*out = append(*out, Field{
+			Path: path, Type: typeName(sf), Required: requiredText(sf.Tag.Get("required")),
+			Default: sf.Tag.Get("default"), Doc: sf.Tag.Get("doc"), Go: sf,
+		})
+		switch {
+		case ft.Kind() == reflect.Struct && ft != secretType && ft != patchType:
+			walkFields(path, ft, out)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct && ft.Elem() != patchType:
+			walkFields(path+"[]", ft.Elem(), out)
+		}
+	}
+}
+
+func typeName(sf reflect.StructField) string {
+	t := sf.Type
+	switch {
+	case t == secretType:
+		return "secret string"
+	case t == patchType:
+		return "patch"
+	case t == anyMapType:
+		return "object (free-form)"
+	case t.Kind() == reflect.Pointer:
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return "object"
+	case reflect.Slice:
+		switch {
+		case t.Elem() == patchType:
+			return "list of patches"
+		case t.Elem().Kind() == reflect.Struct:
+			return "list of objects"
+		default:
+			return "list of " + t.Elem().Kind().String() + "s"
+		}
+	case reflect.Int:
+		return "integer"
+	case reflect.Bool:
+		return "boolean"
+	default:
+		return t.Kind().String()
+	}
+}
+
+func requiredText(tag string) string {
+	switch tag {
+	case "":
+		return ""
+	case "true":
+		return "yes"
+	default:
+		return "on " + tag
+	}
+}
+
+var quotedRe = regexp.MustCompile(`'([^' ]+)'`)
+
+// Markdown renders a doc string: 'token' becomes `token` (struct tags cannot
+// hold backquotes).
+func Markdown(doc string) string { return quotedRe.ReplaceAllString(doc, "`$1`") }
+
+// Reference renders the configuration reference as a Markdown table.
+func Reference() string {
+	var b strings.Builder
+	b.WriteString("| Key | Type | Required | Default | Description |\n")
+	b.WriteString("|---|---|---|---|---|\n")
+	for _, f := range Fields() {
+		def := f.Default
+		if def != "" {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n",
+			f.Path, f.Type, f.Required, escapeCell(def), escapeCell(Markdown(f.Doc)))
+	}
+	return b.String()
+}
+
+func escapeCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

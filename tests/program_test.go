@@ -1,0 +1,81 @@
+// Package tests runs the whole Pulumi program under Pulumi mocks with real
+// stack files.
+package tests
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// recorder is a mock monitor that records every registered resource.
+type recorder struct {
+	mu    sync.Mutex
+	types []string
+}
+
+func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.types = append(r.types, args.TypeToken)
+	return args.Name + "-id", args.Inputs, nil
+}
+
+func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return resource.PropertyMap{}, nil
+}
+
+func run(t *testing.T, src stacks.Source) (error, []string) {
+	t.Helper()
+	rec := &recorder{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		return program.Run(ctx, src)
+	}, pulumi.WithMocks("talos-cluster", "test", rec), stacktest.WithConfig(src))
+	return err, rec.types
+}
+
+// The mock monitor does not pass the SDK's own root stack resource to
+// NewResource; this control shows that anything else registered is seen, so
+// an empty record really means nothing was registered.
+func TestRecorderSeesRegistrations(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		var c pulumi.ResourceState
+		return ctx.RegisterComponentResource("test:index:Probe", "probe", &c)
+	}, pulumi.WithMocks("talos-cluster", "test", rec))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"test:index:Probe"}, rec.types)
+}
+
+func TestInvalidConfigRegistersNothing(t *testing.T) {
+	t.Parallel()
+	src := stacktest.StackSource(t, stacktest.ProxmoxExample, nil) // the token secret was never set
+	src.Values["talos-cluster:cluster"] = `{"name":"homelab","talosVersion":"1.12.4","network":{"gateway":"10.10.0.1"}}`
+
+	err, registered := run(t, src)
+	var invalid *stacks.InvalidConfigError
+	require.ErrorAs(t, err, &invalid)
+	assert.Contains(t, err.Error(), "cluster.talosVersion: \"1.12.4\" needs the v prefix")
+	assert.Contains(t, err.Error(), "proxmox.apiTokenSecret: is required")
+	assert.Empty(t, registered)
+}
+
+func TestUnimplementedPlatformFailsClearly(t *testing.T) {
+	t.Parallel()
+	for _, file := range []string{stacktest.ProxmoxExample, stacktest.VPSExample} {
+		err, registered := run(t, stacktest.Example(t, file))
+		require.Error(t, err, file)
+		assert.True(t, errors.Is(err, program.ErrPlatformNotImplemented), "%s: %v", file, err)
+		assert.Empty(t, registered, file)
+	}
+}

@@ -41,19 +41,22 @@ func makeIn(t *testing.T, env []string, args ...string) (dir, log, out string, e
 
 	cmd := exec.Command("make", append([]string{"--no-print-directory", "PULUMI=" + fake}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), append([]string{"FAKE_LOG=" + log, "PULUMI_BACKEND_URL="}, env...)...)
-	// An empty PULUMI_BACKEND_URL from the environment must not count as set.
-	cmd.Env = withoutEmpty(cmd.Env, "PULUMI_BACKEND_URL")
+	cmd.Env = append(cleanEnv(), append([]string{"FAKE_LOG=" + log}, env...)...)
 	b, err := cmd.CombinedOutput()
 	return dir, log, string(b), err
 }
 
-func withoutEmpty(env []string, key string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if kv != key+"=" {
-			out = append(out, kv)
+// cleanEnv drops what an outer `make test` or the user's shell exports
+// (PULUMI_BACKEND_URL among them, MAKEFLAGS), so the scratch make sees only
+// what the test sets.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		key, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(key, "PULUMI_") || strings.HasPrefix(key, "MAKE") || key == "MFLAGS" {
+			continue
 		}
+		out = append(out, kv)
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package stacks
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -46,8 +45,8 @@ func decodeInto(d *Diagnostics, path string, v any, dst reflect.Value) {
 		return // null and absent keys keep the zero value; defaults fill it later
 	}
 	t := dst.Type()
-	switch {
-	case t == secretType:
+	switch t {
+	case secretType:
 		s, ok := v.(string)
 		if !ok {
 			d.errorf(path, "must be a string, got %s", describe(v))
@@ -55,10 +54,10 @@ func decodeInto(d *Diagnostics, path string, v any, dst reflect.Value) {
 		}
 		dst.Set(reflect.ValueOf(NewSecret(s)))
 		return
-	case t == patchType:
+	case patchType:
 		decodePatch(d, path, v, dst)
 		return
-	case t == anyMapType:
+	case anyMapType:
 		m, ok := v.(map[string]any)
 		if !ok {
 			d.errorf(path, "must be an object, got %s", describe(v))
@@ -301,13 +300,4 @@ func levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-// compactJSON is used by tests and the fuzzer to build config values.
-func compactJSON(v any) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	return strings.TrimSpace(buf.String())
 }

@@ -1,5 +1,7 @@
 package stacks
 
+import "strings"
+
 // Defaults that are plain literals. Defaults that refer to another key (a
 // node's Proxmox host, a VPS node's gateway) are filled by resolve, after
 // validation, so that a bad source value is reported once, at its own key.
@@ -91,8 +93,11 @@ func proxmoxNodeDefaults(n *NodeConfig, cores, memory int) {
 	setInt(&n.DiskSize, DefaultDiskSize)
 }
 
-// resolve fills defaults that copy another, already validated key.
+// resolve fills defaults that copy another, already validated key, and
+// normalises spellings the rest of the program should not care about.
 func resolve(cfg *Config) {
+	// Talos's generator takes the Kubernetes version without the v.
+	cfg.Cluster.KubernetesVersion = strings.TrimPrefix(cfg.Cluster.KubernetesVersion, "v")
 	switch cfg.Platform {
 	case PlatformProxmox:
 		setString(&cfg.Proxmox.SSH.Host, cfg.Proxmox.EndpointHost())

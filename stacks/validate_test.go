@@ -555,3 +555,12 @@ func TestPatchesArriveAsYAML(t *testing.T) {
 	assert.Equal(t, "machine:\n    sysctls:\n        vm.max_map_count: \"262144\"\n", cfg.Cluster.Patches.All[0].YAML)
 	assert.Contains(t, cfg.Cluster.Patches.Worker[0].YAML, "max-pods")
 }
+
+func TestKubernetesVersionLosesItsV(t *testing.T) {
+	t.Parallel()
+	k := proxmoxKeys()
+	at(k, "cluster")["kubernetesVersion"] = "v1.35.0"
+	cfg, d := stacks.Load(proxmoxSource(k))
+	require.NoError(t, d.Err())
+	assert.Equal(t, "1.35.0", cfg.Cluster.KubernetesVersion)
+}

@@ -34,13 +34,13 @@ func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) 
 	return resource.PropertyMap{}, nil
 }
 
-func run(t *testing.T, src stacks.Source) (error, []string) {
+func run(t *testing.T, src stacks.Source) ([]string, error) {
 	t.Helper()
 	rec := &recorder{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		return program.Run(ctx, src)
 	}, pulumi.WithMocks("talos-cluster", "test", rec), stacktest.WithConfig(src))
-	return err, rec.types
+	return rec.types, err
 }
 
 // The mock monitor does not pass the SDK's own root stack resource to
@@ -62,7 +62,7 @@ func TestInvalidConfigRegistersNothing(t *testing.T) {
 	src := stacktest.StackSource(t, stacktest.ProxmoxExample, nil) // the token secret was never set
 	src.Values["talos-cluster:cluster"] = `{"name":"homelab","talosVersion":"1.12.4","network":{"gateway":"10.10.0.1"}}`
 
-	err, registered := run(t, src)
+	registered, err := run(t, src)
 	var invalid *stacks.InvalidConfigError
 	require.ErrorAs(t, err, &invalid)
 	assert.Contains(t, err.Error(), "cluster.talosVersion: \"1.12.4\" needs the v prefix")
@@ -73,7 +73,7 @@ func TestInvalidConfigRegistersNothing(t *testing.T) {
 func TestUnimplementedPlatformFailsClearly(t *testing.T) {
 	t.Parallel()
 	for _, file := range []string{stacktest.ProxmoxExample, stacktest.VPSExample} {
-		err, registered := run(t, stacktest.Example(t, file))
+		registered, err := run(t, stacktest.Example(t, file))
 		require.Error(t, err, file)
 		assert.True(t, errors.Is(err, program.ErrPlatformNotImplemented), "%s: %v", file, err)
 		assert.Empty(t, registered, file)

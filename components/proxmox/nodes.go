@@ -1,0 +1,36 @@
+// Package proxmox holds the ProxmoxCluster component: Talos VMs on Proxmox VE.
+package proxmox
+
+import (
+	"fmt"
+
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// TalosNodes describes the stack's VMs to the TalosCluster. With DHCP
+// reservations the node takes address and hostname from dnsmasq, so no
+// hostname is set in Talos (the two would conflict). With static addressing
+// the nocloud image reads the address from the cloud-init drive, and the
+// machine config repeats it so that the installed system keeps it.
+func TalosNodes(cfg *stacks.Config) []talos.NodeSpec {
+	static := cfg.Proxmox.Addressing == stacks.AddressingStatic
+	var out []talos.NodeSpec
+	for _, ref := range cfg.Nodes.Refs() {
+		n := talos.NodeSpec{
+			Name:        ref.Name,
+			IP:          ref.IP,
+			Role:        talos.RoleOf(ref.Role),
+			InstallDisk: cfg.Cluster.InstallDisk,
+			UserPatches: talos.PatchTexts(ref.Patches),
+			Network:     talos.NodeNetwork{DHCP: !static},
+		}
+		if static {
+			n.Hostname = ref.Name
+			n.Network.Addresses = []string{fmt.Sprintf("%s/%d", ref.IP, cfg.Cluster.Network.PrefixLength)}
+			n.Network.Routes = []talos.Route{{Network: "0.0.0.0/0", Gateway: cfg.Cluster.Network.Gateway}}
+		}
+		out = append(out, n)
+	}
+	return out
+}

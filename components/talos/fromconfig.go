@@ -1,0 +1,35 @@
+package talos
+
+import "github.com/fluodata/talos-pulumi/stacks"
+
+// PatchSpecFromConfig takes the cluster-wide patch inputs from a validated
+// stack config.
+func PatchSpecFromConfig(cfg *stacks.Config) PatchSpec {
+	c := cfg.Cluster
+	return PatchSpec{
+		TalosVersion:             c.TalosVersion,
+		Nameservers:              c.Network.Nameservers,
+		VIP:                      c.VIP,
+		SchedulableControlPlanes: len(cfg.Nodes.Workers) == 0,
+		AllPatches:               PatchTexts(c.Patches.All),
+		ControlPlanePatches:      PatchTexts(c.Patches.ControlPlane),
+		WorkerPatches:            PatchTexts(c.Patches.Worker),
+	}
+}
+
+// PatchTexts returns the YAML of config patches.
+func PatchTexts(ps []stacks.Patch) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.YAML)
+	}
+	return out
+}
+
+// RoleOf maps a stack node role to a Talos machine type.
+func RoleOf(r stacks.Role) Role {
+	if r == stacks.RoleControlPlane {
+		return RoleControlPlane
+	}
+	return RoleWorker
+}

@@ -1,0 +1,392 @@
+package talos_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/validation"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/gendata"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files and the fixed secrets bundle")
+
+const installer = "factory.talos.dev/metal-installer/SCHEMATIC:v1.12.4"
+
+// runtimeMode implements validation.RuntimeMode (talosctl's implementation
+// is internal to Talos). Metal images install to disk; nocloud runs in
+// cloud mode.
+type runtimeMode string
+
+func (m runtimeMode) String() string        { return string(m) }
+func (m runtimeMode) RequiresInstall() bool { return m == "metal" }
+func (m runtimeMode) InContainer() bool     { return false }
+
+const (
+	metal runtimeMode = "metal"
+	cloud runtimeMode = "cloud"
+)
+
+// fixedBundle is the committed secrets bundle that makes generated configs
+// reproducible (test-only key material).
+func fixedBundle(t *testing.T) *secrets.Bundle {
+	t.Helper()
+	path := filepath.Join("testdata", "secrets.yaml")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && *update {
+		vc, err := config.ParseContractFromVersion("v1.12.0")
+		require.NoError(t, err)
+		b, err := secrets.NewBundle(secrets.NewFixedClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), vc)
+		require.NoError(t, err)
+		out, err := yaml.Marshal(b)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(path, out, 0o600))
+	}
+	b, err := secrets.LoadBundle(path)
+	require.NoError(t, err, "run `go test ./components/talos -update` once to create it")
+	return b
+}
+
+// finalConfig reproduces what the provider does: its getConfiguration data
+// source generates the role's base config with these generator options, and
+// configurationApply applies the patches with configpatcher at plan time.
+func finalConfig(t *testing.T, cluster, endpoint, talosVersion string, role talos.Role, patches []string) (config.Provider, error) {
+	t.Helper()
+	vc, err := config.ParseContractFromVersion(talosVersion)
+	require.NoError(t, err)
+	in, err := generate.NewInput(cluster, endpoint, constants.DefaultKubernetesVersion,
+		generate.WithClusterDiscovery(true),
+		generate.WithDNSDomain(constants.DefaultDNSDomain),
+		generate.WithInstallDisk("/dev/sda"),
+		generate.WithInstallImage("ghcr.io/siderolabs/installer:"+gendata.VersionTag),
+		generate.WithPersist(true),
+		generate.WithSecretsBundle(fixedBundle(t)),
+		generate.WithVersionContract(vc),
+	)
+	require.NoError(t, err)
+	mt := machine.TypeWorker
+	if role == talos.RoleControlPlane {
+		mt = machine.TypeControlPlane
+	}
+	base, err := in.Config(mt)
+	require.NoError(t, err)
+	baseBytes, err := base.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	require.NoError(t, err)
+
+	loaded, err := configpatcher.LoadPatches(patches)
+	if err != nil {
+		return nil, fmt.Errorf("load patches: %w", err)
+	}
+	out, err := configpatcher.Apply(configpatcher.WithBytes(baseBytes), loaded)
+	if err != nil {
+		return nil, fmt.Errorf("apply patches: %w", err)
+	}
+	final, err := out.Bytes()
+	require.NoError(t, err)
+	return configloader.NewFromBytes(final)
+}
+
+func validateFor(t *testing.T, cfg config.Provider, mode runtimeMode) error {
+	t.Helper()
+	warnings, err := cfg.Validate(mode, validation.WithLocal(), validation.WithStrict())
+	if err != nil {
+		return err
+	}
+	if len(warnings) > 0 {
+		return fmt.Errorf("warnings: %v", warnings)
+	}
+	return nil
+}
+
+// docs splits the final config into its documents, keyed by kind.
+func docs(t *testing.T, cfg config.Provider) map[string]map[string]any {
+	t.Helper()
+	raw, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	require.NoError(t, err)
+	out := map[string]map[string]any{}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); err != nil {
+			break
+		}
+		kind, _ := doc["kind"].(string)
+		if kind == "" {
+			kind = "v1alpha1"
+		}
+		out[kind] = doc
+	}
+	return out
+}
+
+func get(v any, path string) any {
+	for _, p := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[p]
+		case []any:
+			var i int
+			_, _ = fmt.Sscan(p, &i)
+			if i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+type exampleCase struct {
+	file  string
+	nodes func(*stacks.Config) []talos.NodeSpec
+	mode  runtimeMode
+}
+
+var examples = []exampleCase{
+	{stacktest.ProxmoxExample, proxmox.TalosNodes, metal},
+	{stacktest.VPSExample, vps.TalosNodes, metal},
+}
+
+func loadExample(t *testing.T, file string) *stacks.Config {
+	t.Helper()
+	cfg, d := stacks.Load(stacktest.Example(t, file))
+	require.NoError(t, d.Err())
+	return cfg
+}
+
+func TestExampleNodeConfigsValidate(t *testing.T) {
+	t.Parallel()
+	for _, ex := range examples {
+		cfg := loadExample(t, ex.file)
+		spec := talos.PatchSpecFromConfig(cfg)
+		for _, n := range ex.nodes(cfg) {
+			t.Run(ex.file+"/"+n.Name, func(t *testing.T) {
+				t.Parallel()
+				final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, talos.NodePatches(spec, n, installer))
+				require.NoError(t, err)
+				require.NoError(t, validateFor(t, final, ex.mode))
+
+				d := docs(t, final)
+				v1 := d["v1alpha1"]
+				assert.Equal(t, installer, get(v1, "machine.install.image"))
+				assert.Equal(t, n.InstallDisk, get(v1, "machine.install.disk"))
+				assert.Equal(t, "none", get(v1, "cluster.network.cni.name"))
+				assert.Equal(t, true, get(v1, "cluster.proxy.disabled"))
+				assert.Equal(t, "true", get(v1, "machine.kubelet.extraArgs.rotate-server-certificates"))
+				assert.Equal(t, true, get(v1, "machine.network.interfaces.0.deviceSelector.physical"))
+				assert.Equal(t, []any{"time.cloudflare.com"}, orNil(ex.file == stacktest.ProxmoxExample, get(v1, "machine.time.servers")),
+					"the example's user patch for all nodes")
+				assertHostname(t, d, n)
+			})
+		}
+	}
+}
+
+func orNil(cond bool, v any) any {
+	if cond {
+		return v
+	}
+	return []any{"time.cloudflare.com"}
+}
+
+func assertHostname(t *testing.T, d map[string]map[string]any, n talos.NodeSpec) {
+	t.Helper()
+	h := d["HostnameConfig"]
+	require.NotNil(t, h, "Talos 1.12 configs carry a HostnameConfig document")
+	if n.Hostname == "" {
+		assert.Equal(t, "stable", h["auto"], "DHCP names the node; Talos keeps its own stable fallback")
+		assert.Nil(t, h["hostname"])
+	} else {
+		assert.Equal(t, "off", h["auto"])
+		assert.Equal(t, n.Hostname, h["hostname"])
+	}
+	assert.Nil(t, get(d["v1alpha1"], "machine.network.hostname"))
+}
+
+func TestProxmoxExampleDetails(t *testing.T) {
+	t.Parallel()
+	cfg := loadExample(t, stacktest.ProxmoxExample)
+	spec := talos.PatchSpecFromConfig(cfg)
+	for _, n := range proxmox.TalosNodes(cfg) {
+		final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, talos.NodePatches(spec, n, installer))
+		require.NoError(t, err)
+		v1 := docs(t, final)["v1alpha1"]
+		assert.Equal(t, true, get(v1, "machine.network.interfaces.0.dhcp"), n.Name)
+		if n.Role == talos.RoleControlPlane {
+			assert.Equal(t, "10.10.0.5", get(v1, "machine.network.interfaces.0.vip.ip"), n.Name)
+		} else {
+			assert.Nil(t, get(v1, "machine.network.interfaces.0.vip"), n.Name)
+		}
+		assert.Equal(t, "https://10.10.0.5:6443", get(v1, "cluster.controlPlane.endpoint"))
+		assert.Nil(t, get(v1, "cluster.allowSchedulingOnControlPlanes"), "the example has workers")
+	}
+}
+
+func TestVPSExampleHasPointToPointRoutesAndASchedulableControlPlane(t *testing.T) {
+	t.Parallel()
+	cfg := loadExample(t, stacktest.VPSExample)
+	n := vps.TalosNodes(cfg)[0]
+	final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role,
+		talos.NodePatches(talos.PatchSpecFromConfig(cfg), n, installer))
+	require.NoError(t, err)
+	require.NoError(t, validateFor(t, final, metal))
+	v1 := docs(t, final)["v1alpha1"]
+	assert.Equal(t, []any{"203.0.113.10/32"}, get(v1, "machine.network.interfaces.0.addresses"))
+	assert.Equal(t, []any{
+		map[string]any{"network": "203.0.113.254/32", "gateway": ""}, // Talos spells out the empty gateway of an on-link route
+		map[string]any{"network": "0.0.0.0/0", "gateway": "203.0.113.254"},
+	}, get(v1, "machine.network.interfaces.0.routes"), "on-link route to the gateway before the default route")
+	assert.Equal(t, true, get(v1, "cluster.allowSchedulingOnControlPlanes"))
+	assert.Nil(t, get(v1, "machine.network.interfaces.0.vip"))
+}
+
+// Edge cases beyond the examples, each validated by Talos in its runtime mode.
+func TestEdgeCasesValidate(t *testing.T) {
+	t.Parallel()
+	cp := func(name, ip string) talos.NodeSpec {
+		return talos.NodeSpec{Name: name, IP: ip, Role: talos.RoleControlPlane, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}}
+	}
+	cases := []struct {
+		name  string
+		spec  talos.PatchSpec
+		node  talos.NodeSpec
+		mode  runtimeMode
+		check func(t *testing.T, d map[string]map[string]any)
+	}{
+		{"no workers: schedulable control plane", talos.PatchSpec{TalosVersion: "v1.12.4", SchedulableControlPlanes: true}, cp("cp-0", "10.0.0.10"), metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Equal(t, true, get(d["v1alpha1"], "cluster.allowSchedulingOnControlPlanes"))
+			}},
+		{"VIP on a control plane", talos.PatchSpec{TalosVersion: "v1.12.4", VIP: "10.0.0.5"}, cp("cp-0", "10.0.0.10"), metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Equal(t, "10.0.0.5", get(d["v1alpha1"], "machine.network.interfaces.0.vip.ip"))
+			}},
+		{"static address and routes in nocloud (cloud) mode", talos.PatchSpec{TalosVersion: "v1.12.4", Nameservers: []string{"10.0.0.1"}},
+			talos.NodeSpec{Name: "w-0", IP: "10.0.0.20", Role: talos.RoleWorker, InstallDisk: "/dev/sda", Hostname: "w-0",
+				Network: talos.NodeNetwork{Addresses: []string{"10.0.0.20/24"}, Routes: []talos.Route{{Network: "0.0.0.0/0", Gateway: "10.0.0.1"}}}}, cloud,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Equal(t, []any{"10.0.0.1"}, get(d["v1alpha1"], "machine.network.nameservers"))
+				assert.Equal(t, "10.0.0.1", get(d["v1alpha1"], "machine.network.interfaces.0.routes.0.gateway"))
+			}},
+		{"user patches in order: all, role, node", talos.PatchSpec{TalosVersion: "v1.12.4",
+			AllPatches:          []string{"machine:\n  sysctls:\n    a.b: \"1\"\n"},
+			ControlPlanePatches: []string{"machine:\n  sysctls:\n    a.b: \"2\"\n"},
+			WorkerPatches:       []string{"machine:\n  sysctls:\n    a.b: \"9\"\n"}},
+			func() talos.NodeSpec {
+				n := cp("cp-0", "10.0.0.10")
+				n.UserPatches = []string{"machine:\n  sysctls:\n    c.d: \"3\"\n"}
+				return n
+			}(), metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Equal(t, map[string]any{"a.b": "2", "c.d": "3"}, get(d["v1alpha1"], "machine.sysctls"))
+			}},
+		{"Talos 1.11 contract: hostname in v1alpha1", talos.PatchSpec{TalosVersion: "v1.11.5"},
+			func() talos.NodeSpec { n := cp("cp-0", "10.0.0.10"); n.Hostname = "cp-0"; return n }(), metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Equal(t, "cp-0", get(d["v1alpha1"], "machine.network.hostname"))
+				assert.Nil(t, d["HostnameConfig"])
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			final, err := finalConfig(t, "edge", "https://10.0.0.5:6443", tc.spec.TalosVersion, tc.node.Role, talos.NodePatches(tc.spec, tc.node, installer))
+			require.NoError(t, err)
+			require.NoError(t, validateFor(t, final, tc.mode))
+			tc.check(t, docs(t, final))
+		})
+	}
+}
+
+// Broken patches must fail, at load, apply or validation: the checks above
+// would otherwise prove nothing.
+func TestBrokenPatchesFail(t *testing.T) {
+	t.Parallel()
+	n := talos.NodeSpec{Name: "cp-0", IP: "10.0.0.10", Role: talos.RoleControlPlane, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}}
+	spec := talos.PatchSpec{TalosVersion: "v1.12.4"}
+	cases := map[string]struct {
+		extra []string
+		node  func(talos.NodeSpec) talos.NodeSpec
+		mode  runtimeMode
+		want  string
+	}{
+		"bad CIDR": {node: func(n talos.NodeSpec) talos.NodeSpec {
+			n.Network = talos.NodeNetwork{Addresses: []string{"10.0.0.300/24"}}
+			return n
+		}, mode: metal, want: "invalid CIDR"},
+		"misspelled key": {extra: []string{"machine:\n  instal:\n    disk: /dev/vda\n"}, mode: metal, want: "unknown keys"},
+		"v1alpha1 hostname next to HostnameConfig": {extra: []string{"machine:\n  network:\n    hostname: cp-0\n"}, mode: metal, want: "static hostname is already set"},
+		"install removed in metal mode":            {extra: []string{"machine:\n  install:\n    $patch: delete\n"}, mode: metal, want: "install instructions are required"},
+		"VIP that is not an IP": {node: func(n talos.NodeSpec) talos.NodeSpec { return n }, extra: []string{
+			"machine:\n  network:\n    interfaces:\n      - deviceSelector: {physical: true}\n        vip: {ip: not-an-ip}\n"}, mode: metal, want: "vip"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			node := n
+			if tc.node != nil {
+				node = tc.node(node)
+			}
+			node.UserPatches = tc.extra
+			final, err := finalConfig(t, "edge", "https://10.0.0.5:6443", spec.TalosVersion, node.Role, talos.NodePatches(spec, node, installer))
+			if err == nil {
+				err = validateFor(t, final, tc.mode)
+			}
+			require.Error(t, err)
+			assert.Contains(t, strings.ToLower(err.Error()), strings.ToLower(tc.want))
+		})
+	}
+}
+
+// Golden files hold the rendered patches of every example node; a change to
+// a generated patch shows up here as a reviewable diff (`-update` rewrites).
+func TestGoldenPatches(t *testing.T) {
+	t.Parallel()
+	for _, ex := range examples {
+		cfg := loadExample(t, ex.file)
+		spec := talos.PatchSpecFromConfig(cfg)
+		for _, n := range ex.nodes(cfg) {
+			var b strings.Builder
+			for i, p := range talos.NodePatches(spec, n, installer) {
+				fmt.Fprintf(&b, "# patch %d\n%s", i, p)
+				if !strings.HasSuffix(p, "\n") {
+					b.WriteString("\n")
+				}
+			}
+			stack := strings.TrimSuffix(strings.TrimPrefix(ex.file, "Pulumi."), ".yaml.example")
+			path := filepath.Join("testdata", "golden", stack, n.Name+".yaml")
+			if *update {
+				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+				require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
+				continue
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err, "run `go test ./components/talos -update`")
+			assert.Equal(t, string(want), b.String(), "%s changed: review and rerun with -update", path)
+		}
+	}
+}

@@ -1,0 +1,243 @@
+// Package talos holds the TalosCluster component: machine secrets, per-node
+// machine configuration, apply, bootstrap, kubeconfig and talosconfig, and
+// Cilium and the kubelet serving-certificate approver as Helm releases. It
+// knows nothing about Proxmox or VPS: platforms describe nodes with NodeSpec.
+//
+// This file renders the generated Talos patches. They are plain YAML strings
+// handed to each node's ConfigurationApply as configPatches, so `pulumi
+// preview` shows them in its diff; only the role's base config (with the
+// cluster's key material) is a secret.
+package talos
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Role is a node's Talos machine type.
+type Role string
+
+// Machine types as Talos spells them.
+const (
+	RoleControlPlane Role = "controlplane"
+	RoleWorker       Role = "worker"
+)
+
+// KubePrismPort is the local API load balancer Talos runs on every node;
+// Cilium reaches the API through it, so it works before any VIP does.
+const KubePrismPort = 7445
+
+// NodeNetwork is a node's network as the platform wants it. The interface is
+// chosen with deviceSelector physical, which matches the single NIC of a QEMU
+// VM as well as bare metal.
+type NodeNetwork struct {
+	// DHCP takes the address from a DHCP server (a reservation by MAC).
+	DHCP bool
+	// Addresses are static CIDRs, e.g. 203.0.113.10/32.
+	Addresses []string
+	// Routes are static routes in order; a route without gateway is on-link.
+	Routes []Route
+}
+
+// Route is one static route.
+type Route struct {
+	Network string
+	Gateway string
+}
+
+// NodeSpec describes one node to the TalosCluster.
+type NodeSpec struct {
+	Name        string
+	IP          string
+	Role        Role
+	InstallDisk string
+	// Hostname is set through Talos config when non-empty. Leave it empty when
+	// DHCP hands out the hostname: Talos rejects a config hostname that
+	// conflicts with the one DHCP set.
+	Hostname string
+	Network  NodeNetwork
+	// PlatformPatches come after the generated ones (e.g. a VPS firewall).
+	PlatformPatches []string
+	// UserPatches are the node's own patches from the stack config.
+	UserPatches []string
+}
+
+// PatchSpec holds the cluster-wide inputs of the generated patches.
+type PatchSpec struct {
+	TalosVersion string
+	Nameservers  []string
+	// VIP is the shared layer-2 address of the control planes ("" for none).
+	VIP string
+	// SchedulableControlPlanes lets workloads run on control planes, which a
+	// cluster without workers needs.
+	SchedulableControlPlanes bool
+	// User patches from the stack config, after the generated ones.
+	AllPatches, ControlPlanePatches, WorkerPatches []string
+}
+
+// The structs below mirror the parts of the v1alpha1 machine config we set;
+// yaml.v3 keeps their field order, so rendered patches are stable.
+type (
+	patchDoc struct {
+		Machine *machinePatch `yaml:"machine,omitempty"`
+		Cluster *clusterPatch `yaml:"cluster,omitempty"`
+	}
+	machinePatch struct {
+		Install  *installPatch  `yaml:"install,omitempty"`
+		Kubelet  *kubeletPatch  `yaml:"kubelet,omitempty"`
+		Network  *networkPatch  `yaml:"network,omitempty"`
+		Features *featuresPatch `yaml:"features,omitempty"`
+	}
+	installPatch struct {
+		Disk  string `yaml:"disk"`
+		Image string `yaml:"image"`
+	}
+	kubeletPatch struct {
+		ExtraArgs map[string]string `yaml:"extraArgs"`
+	}
+	networkPatch struct {
+		Hostname    string           `yaml:"hostname,omitempty"`
+		Nameservers []string         `yaml:"nameservers,omitempty"`
+		Interfaces  []interfacePatch `yaml:"interfaces,omitempty"`
+	}
+	interfacePatch struct {
+		DeviceSelector map[string]bool `yaml:"deviceSelector"`
+		DHCP           bool            `yaml:"dhcp"`
+		Addresses      []string        `yaml:"addresses,omitempty"`
+		Routes         []routePatch    `yaml:"routes,omitempty"`
+		VIP            *vipPatch       `yaml:"vip,omitempty"`
+	}
+	routePatch struct {
+		Network string `yaml:"network"`
+		Gateway string `yaml:"gateway,omitempty"`
+	}
+	vipPatch struct {
+		IP string `yaml:"ip"`
+	}
+	featuresPatch struct {
+		KubePrism *kubePrismPatch `yaml:"kubePrism,omitempty"`
+	}
+	kubePrismPatch struct {
+		Enabled bool `yaml:"enabled"`
+		Port    int  `yaml:"port"`
+	}
+	clusterPatch struct {
+		AllowSchedulingOnControlPlanes bool        `yaml:"allowSchedulingOnControlPlanes,omitempty"`
+		Network                        *clusterNet `yaml:"network,omitempty"`
+		Proxy                          *proxyPatch `yaml:"proxy,omitempty"`
+	}
+	clusterNet struct {
+		CNI cniPatch `yaml:"cni"`
+	}
+	cniPatch struct {
+		Name string `yaml:"name"`
+	}
+	proxyPatch struct {
+		Disabled bool `yaml:"disabled"`
+	}
+	hostnameDoc struct {
+		APIVersion string `yaml:"apiVersion"`
+		Kind       string `yaml:"kind"`
+		Auto       string `yaml:"auto"`
+		Hostname   string `yaml:"hostname"`
+	}
+)
+
+func render(v any) string {
+	out, err := yaml.Marshal(v)
+	if err != nil {
+		// Only plain structs above are marshalled; failure is a bug.
+		panic(fmt.Sprintf("talos: render patch: %v", err))
+	}
+	return string(out)
+}
+
+// ClusterPatch is the patch every node gets: Cilium replaces the CNI and
+// kube-proxy, kubelets request serving certificates (approved in-cluster),
+// KubePrism is on for Cilium.
+func ClusterPatch(spec PatchSpec) string {
+	return render(patchDoc{
+		Machine: &machinePatch{
+			Kubelet:  &kubeletPatch{ExtraArgs: map[string]string{"rotate-server-certificates": "true"}},
+			Network:  networkOrNil(&networkPatch{Nameservers: spec.Nameservers}),
+			Features: &featuresPatch{KubePrism: &kubePrismPatch{Enabled: true, Port: KubePrismPort}},
+		},
+		Cluster: &clusterPatch{
+			AllowSchedulingOnControlPlanes: spec.SchedulableControlPlanes,
+			Network:                        &clusterNet{CNI: cniPatch{Name: "none"}},
+			Proxy:                          &proxyPatch{Disabled: true},
+		},
+	})
+}
+
+func networkOrNil(n *networkPatch) *networkPatch {
+	if len(n.Nameservers) == 0 && len(n.Interfaces) == 0 && n.Hostname == "" {
+		return nil
+	}
+	return n
+}
+
+// InstallPatch pins the install disk and the installer image. The image must
+// always be set: the provider's generator defaults it to its own Talos
+// version, whatever talosVersion says.
+func InstallPatch(disk, image string) string {
+	return render(patchDoc{Machine: &machinePatch{Install: &installPatch{Disk: disk, Image: image}}})
+}
+
+// NetworkPatch configures the node's interface; vip is added on control planes.
+func NetworkPatch(n NodeSpec, vip string) string {
+	iface := interfacePatch{
+		DeviceSelector: map[string]bool{"physical": true},
+		DHCP:           n.Network.DHCP,
+		Addresses:      n.Network.Addresses,
+	}
+	for _, r := range n.Network.Routes {
+		iface.Routes = append(iface.Routes, routePatch(r))
+	}
+	if vip != "" && n.Role == RoleControlPlane {
+		iface.VIP = &vipPatch{IP: vip}
+	}
+	return render(patchDoc{Machine: &machinePatch{Network: &networkPatch{Interfaces: []interfacePatch{iface}}}})
+}
+
+var contractRe = regexp.MustCompile(`^v(\d+)\.(\d+)`)
+
+// HostnamePatch sets a fixed hostname. From Talos 1.12 the generated config
+// carries a HostnameConfig document (auto: stable) and a v1alpha1 hostname
+// next to it fails validation, so the document itself is patched, with auto
+// off as the two are exclusive.
+func HostnamePatch(hostname, talosVersion string) string {
+	if m := contractRe.FindStringSubmatch(talosVersion); m != nil {
+		major, _ := strconv.Atoi(m[1])
+		minor, _ := strconv.Atoi(m[2])
+		if major > 1 || minor >= 12 {
+			return render(hostnameDoc{APIVersion: "v1alpha1", Kind: "HostnameConfig", Auto: "off", Hostname: hostname})
+		}
+	}
+	return render(patchDoc{Machine: &machinePatch{Network: &networkPatch{Hostname: hostname}}})
+}
+
+// NodePatches is every patch of one node, in the order they apply: generated
+// (cluster, install, network, hostname), the platform's, then the user's
+// (all nodes, the node's role, the node).
+func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
+	patches := []string{
+		ClusterPatch(spec),
+		InstallPatch(n.InstallDisk, installerImage),
+		NetworkPatch(n, spec.VIP),
+	}
+	if n.Hostname != "" {
+		patches = append(patches, HostnamePatch(n.Hostname, spec.TalosVersion))
+	}
+	patches = append(patches, n.PlatformPatches...)
+	patches = append(patches, spec.AllPatches...)
+	if n.Role == RoleControlPlane {
+		patches = append(patches, spec.ControlPlanePatches...)
+	} else {
+		patches = append(patches, spec.WorkerPatches...)
+	}
+	return append(patches, n.UserPatches...)
+}

@@ -1,0 +1,286 @@
+package talos
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+)
+
+// ClusterType is the component's type token.
+const ClusterType = "talos-cluster:index:TalosCluster"
+
+// ChartSettings pins a chart version and adds values.
+type ChartSettings struct {
+	Version string
+	Values  map[string]any
+}
+
+// NodeOptions are per-node resource options a platform supplies.
+type NodeOptions struct {
+	// DependsOn: the node's apply waits for these (e.g. its VM).
+	DependsOn []pulumi.Resource
+	// DeletedWith: the resource whose deletion removes this node (its VM),
+	// so no remote call is made for the node when both go.
+	DeletedWith pulumi.Resource
+	// ReplacementTrigger re-applies the config when it changes (e.g. the VM
+	// id): a recreated VM with the same IP is back in maintenance mode but
+	// would otherwise show no diff.
+	ReplacementTrigger pulumi.Input
+}
+
+// ClusterArgs are the inputs of a TalosCluster.
+type ClusterArgs struct {
+	ClusterName string
+	// Endpoint is the Kubernetes API URL, https://<host>:6443.
+	Endpoint          string
+	TalosVersion      string
+	KubernetesVersion string // "" means the Talos release's default
+	// InstallerImage is the factory installer for the schematic and version.
+	InstallerImage pulumi.StringInput
+	Patches        PatchSpec
+	Nodes          []NodeSpec
+	NodeOptions    map[string]NodeOptions
+	Cilium         ChartSettings
+	CertApprover   ChartSettings
+	// DeletedWith is the resource whose deletion takes the whole cluster with
+	// it (e.g. the first control plane's VM). In-cluster resources (Helm
+	// releases) and the bootstrap carry it, so a destroy of the whole stack
+	// makes no call to a cluster that is going away.
+	DeletedWith pulumi.Resource
+}
+
+// Cluster is the TalosCluster component.
+type Cluster struct {
+	pulumi.ResourceState
+
+	Kubeconfig        pulumi.StringOutput    `pulumi:"kubeconfig"`
+	Talosconfig       pulumi.StringOutput    `pulumi:"talosconfig"`
+	Endpoint          pulumi.StringOutput    `pulumi:"endpoint"`
+	NodeIPs           pulumi.StringMapOutput `pulumi:"nodeIps"`
+	TalosVersion      pulumi.StringOutput    `pulumi:"talosVersion"`
+	KubernetesVersion pulumi.StringOutput    `pulumi:"kubernetesVersion"`
+
+	// Children, for platforms that build on them.
+	Secrets      *machine.Secrets
+	Applies      map[string]*machine.ConfigurationApply
+	Bootstrap    *machine.Bootstrap
+	KubeProvider *kubernetes.Provider
+	Cilium       *helmv3.Release
+	CertApprover *helmv3.Release
+}
+
+// Validate checks the arguments a platform assembled.
+func (a *ClusterArgs) Validate() error {
+	switch {
+	case a.ClusterName == "" || a.Endpoint == "" || a.TalosVersion == "":
+		return fmt.Errorf("talos cluster: name, endpoint and Talos version are required")
+	case a.InstallerImage == nil:
+		return fmt.Errorf("talos cluster %q: installer image is required", a.ClusterName)
+	case len(a.Nodes) == 0 || a.Nodes[0].Role != RoleControlPlane:
+		return fmt.Errorf("talos cluster %q: the first node must be a control plane (it is bootstrapped)", a.ClusterName)
+	}
+	return nil
+}
+
+// NewCluster builds the cluster: secrets once, a config apply per node in
+// parallel, bootstrap on the first control plane after its apply, kubeconfig
+// after bootstrap, then Cilium and the approver through Helm.
+func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	if err := args.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Applies: map[string]*machine.ConfigurationApply{}}
+	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
+		return nil, err
+	}
+	parent := pulumi.Parent(c)
+	kubeVersion := args.KubernetesVersion
+	if kubeVersion == "" {
+		kubeVersion = constants.DefaultKubernetesVersion
+	}
+
+	// Machine secrets: created once; a Talos version change updates them in
+	// place and keeps every key, so `up` never rotates the cluster's PKI.
+	secrets, err := machine.NewSecrets(ctx, name+"-secrets", &machine.SecretsArgs{
+		TalosVersion: pulumi.String(args.TalosVersion),
+	}, parent)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create machine secrets: %w", err)
+	}
+	c.Secrets = secrets
+
+	// One base config per role, without patches: it holds key material and
+	// is a secret, while every patch goes to the apply in plain sight.
+	base := map[Role]pulumi.StringOutput{}
+	for _, role := range []Role{RoleControlPlane, RoleWorker} {
+		base[role] = machine.GetConfigurationOutput(ctx, machine.GetConfigurationOutputArgs{
+			ClusterName:       pulumi.String(args.ClusterName),
+			ClusterEndpoint:   pulumi.String(args.Endpoint),
+			MachineType:       pulumi.String(string(role)),
+			MachineSecrets:    secrets.MachineSecrets,
+			TalosVersion:      pulumi.String(args.TalosVersion),
+			KubernetesVersion: pulumi.String(kubeVersion),
+			Docs:              pulumi.Bool(false),
+			Examples:          pulumi.Bool(false),
+		}, pulumi.Parent(c)).MachineConfiguration()
+	}
+
+	for _, n := range args.Nodes {
+		patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
+			return NodePatches(args.Patches, n, image)
+		}).(pulumi.StringArrayOutput)
+		nopts := args.NodeOptions[n.Name]
+		ropts := []pulumi.ResourceOption{parent, pulumi.DependsOn(nopts.DependsOn)}
+		if nopts.DeletedWith != nil {
+			ropts = append(ropts, pulumi.DeletedWith(nopts.DeletedWith))
+		}
+		if nopts.ReplacementTrigger != nil {
+			ropts = append(ropts, pulumi.ReplacementTrigger(nopts.ReplacementTrigger))
+		}
+		// Create and update use the insecure maintenance API when the node
+		// still answers it and the client certificate otherwise; delete is a
+		// no-op (no reset): the node's VM or server is handled by the platform.
+		apply, err := machine.NewConfigurationApply(ctx, name+"-apply-"+n.Name, &machine.ConfigurationApplyArgs{
+			ClientConfiguration:       secrets.ClientConfiguration,
+			MachineConfigurationInput: base[n.Role],
+			ConfigPatches:             patches,
+			Node:                      pulumi.String(n.IP),
+			Endpoint:                  pulumi.String(n.IP),
+			ApplyMode:                 pulumi.String("auto"),
+		}, ropts...)
+		if err != nil {
+			return nil, fmt.Errorf("unable to create config apply for node %q: %w", n.Name, err)
+		}
+		c.Applies[n.Name] = apply
+	}
+
+	first := args.Nodes[0]
+	clusterOpts := func(extra ...pulumi.ResourceOption) []pulumi.ResourceOption {
+		o := []pulumi.ResourceOption{parent}
+		if args.DeletedWith != nil {
+			o = append(o, pulumi.DeletedWith(args.DeletedWith))
+		}
+		return append(o, extra...)
+	}
+
+	// Bootstrap etcd once, on the first control plane, after its config is
+	// applied. Its update and delete are no-ops, and re-creating it on a live
+	// cluster fails: nothing here ever replaces it.
+	bootstrap, err := machine.NewBootstrap(ctx, name+"-bootstrap", &machine.BootstrapArgs{
+		ClientConfiguration: secrets.ClientConfiguration,
+		Node:                pulumi.String(first.IP),
+		Endpoint:            pulumi.String(first.IP),
+	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.Applies[first.Name]}))...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create bootstrap: %w", err)
+	}
+	c.Bootstrap = bootstrap
+
+	cc := secrets.ClientConfiguration
+	// A resource, not the data source: it is kept in state and renewed when
+	// its client certificate nears expiry, instead of being fetched on every
+	// preview.
+	kubeconfig, err := cluster.NewKubeconfig(ctx, name+"-kubeconfig", &cluster.KubeconfigArgs{
+		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
+			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
+		},
+		Node:     pulumi.String(first.IP),
+		Endpoint: pulumi.String(first.IP),
+	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{bootstrap}))...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create kubeconfig: %w", err)
+	}
+
+	var cpIPs, allIPs pulumi.StringArray
+	nodeIPs := pulumi.StringMap{}
+	for _, n := range args.Nodes {
+		if n.Role == RoleControlPlane {
+			cpIPs = append(cpIPs, pulumi.String(n.IP))
+		}
+		allIPs = append(allIPs, pulumi.String(n.IP))
+		nodeIPs[n.Name] = pulumi.String(n.IP)
+	}
+	// talosconfig: the control planes as endpoints (not the VIP, which needs
+	// a healthy cluster) and every node, which a generated one leaves empty.
+	talosconfig := client.GetConfigurationOutput(ctx, client.GetConfigurationOutputArgs{
+		ClusterName: pulumi.String(args.ClusterName),
+		ClientConfiguration: client.GetConfigurationClientConfigurationArgs{
+			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
+		},
+		Endpoints: cpIPs,
+		Nodes:     allIPs,
+	}, pulumi.Parent(c)).TalosConfig()
+
+	k8s, err := kubernetes.NewProvider(ctx, name+"-k8s", &kubernetes.ProviderArgs{
+		Kubeconfig:        kubeconfig.KubeconfigRaw,
+		DeleteUnreachable: pulumi.Bool(true),
+	}, parent, pulumi.DependsOn([]pulumi.Resource{kubeconfig}))
+	if err != nil {
+		return nil, fmt.Errorf("unable to create kubernetes provider: %w", err)
+	}
+	c.KubeProvider = k8s
+
+	// Helm waits (no skipAwait) until Cilium's agents and operator are ready:
+	// nodes turn Ready once their agent runs, so `up` returns a usable cluster.
+	c.Cilium, err = helmv3.NewRelease(ctx, name+"-cilium", &helmv3.ReleaseArgs{
+		Name:           pulumi.String(CiliumRelease),
+		Chart:          pulumi.String(CiliumChart),
+		Version:        pulumi.String(args.Cilium.Version),
+		Namespace:      pulumi.String(SystemNamespace),
+		RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(CiliumRepo)},
+		Values:         pulumi.ToMap(CiliumValues(len(args.Nodes), args.Cilium.Values)),
+		Timeout:        pulumi.Int(ciliumTimeoutSeconds),
+		MaxHistory:     pulumi.Int(5),
+	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{kubeconfig}))...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create cilium release: %w", err)
+	}
+
+	var extraIPs []string
+	if args.Patches.VIP != "" {
+		extraIPs = append(extraIPs, args.Patches.VIP)
+	}
+	c.CertApprover, err = helmv3.NewRelease(ctx, name+"-cert-approver", &helmv3.ReleaseArgs{
+		Name:           pulumi.String(ApproverRelease),
+		Chart:          pulumi.String(ApproverChart),
+		Version:        pulumi.String(args.CertApprover.Version),
+		Namespace:      pulumi.String(SystemNamespace),
+		RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(ApproverRepo)},
+		Values:         pulumi.ToMap(ApproverValues(args.Nodes, extraIPs, args.CertApprover.Values)),
+		Timeout:        pulumi.Int(approverTimeoutSecs),
+		MaxHistory:     pulumi.Int(5),
+	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{c.Cilium}))...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create cert approver release: %w", err)
+	}
+
+	c.Kubeconfig = pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput)
+	c.Talosconfig = pulumi.ToSecret(talosconfig).(pulumi.StringOutput)
+	c.Endpoint = pulumi.String(args.Endpoint).ToStringOutput()
+	c.NodeIPs = nodeIPs.ToStringMapOutput()
+	c.TalosVersion = pulumi.String(args.TalosVersion).ToStringOutput()
+	c.KubernetesVersion = pulumi.String(kubeVersion).ToStringOutput()
+	// The kubeconfig output resolves only after the cluster is usable, so
+	// whoever reads it (a stack export) waits for Cilium and the approver.
+	c.Kubeconfig = pulumi.All(c.Kubeconfig, c.CertApprover.Status).ApplyT(func(xs []any) string {
+		return xs[0].(string)
+	}).(pulumi.StringOutput)
+
+	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{
+		"kubeconfig":        c.Kubeconfig,
+		"talosconfig":       c.Talosconfig,
+		"endpoint":          c.Endpoint,
+		"nodeIps":           c.NodeIPs,
+		"talosVersion":      c.TalosVersion,
+		"kubernetesVersion": c.KubernetesVersion,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

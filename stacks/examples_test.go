@@ -1,6 +1,9 @@
 package stacks_test
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -69,4 +72,20 @@ func TestVPSExampleIsOneCombinedNode(t *testing.T) {
 	assert.Equal(t, "https://203.0.113.10:6443", cfg.KubernetesEndpoint())
 	assert.Equal(t, "rescue-pw-Xq81", n.Rescue.Password.Reveal())
 	assert.True(t, strings.HasPrefix(cfg.Cluster.TalosVersion, "v"))
+}
+
+// Every value in the examples carries a comment: they are the user's manual.
+func TestExampleValuesAreCommented(t *testing.T) {
+	t.Parallel()
+	valueLine := regexp.MustCompile(`^\s+(- |[A-Za-z-:]+: \S)`)
+	for _, file := range []string{stacktest.ProxmoxExample, stacktest.VPSExample} {
+		raw, err := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), file))
+		require.NoError(t, err)
+		for i, line := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "#") || !valueLine.MatchString(line) {
+				continue
+			}
+			assert.Contains(t, line, "#", "%s:%d has a value without a comment", file, i+1)
+		}
+	}
 }

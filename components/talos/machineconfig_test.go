@@ -390,3 +390,25 @@ func TestGoldenPatches(t *testing.T) {
 		}
 	}
 }
+
+// Proxmox with static addressing: the nocloud image runs Talos in cloud mode,
+// the address and default route are in the machine config, and the node
+// names itself (no DHCP server does).
+func TestProxmoxStaticAddressingValidatesInCloudMode(t *testing.T) {
+	t.Parallel()
+	cfg := loadExample(t, stacktest.ProxmoxExample)
+	cfg.Proxmox.Addressing = stacks.AddressingStatic
+	spec := talos.PatchSpecFromConfig(cfg)
+	for _, n := range proxmox.TalosNodes(cfg) {
+		final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, talos.NodePatches(spec, n, installer))
+		require.NoError(t, err)
+		require.NoError(t, validateFor(t, final, cloud), n.Name)
+		d := docs(t, final)
+		v1 := d["v1alpha1"]
+		assert.Equal(t, false, get(v1, "machine.network.interfaces.0.dhcp"), n.Name)
+		assert.Equal(t, []any{n.IP + "/24"}, get(v1, "machine.network.interfaces.0.addresses"), n.Name)
+		assert.Equal(t, "10.10.0.1", get(v1, "machine.network.interfaces.0.routes.0.gateway"), n.Name)
+		assertHostname(t, d, n)
+		assert.Equal(t, n.Name, n.Hostname)
+	}
+}

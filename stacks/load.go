@@ -121,7 +121,7 @@ func walkSecrets(path string, v reflect.Value, fn func(path string, s Secret)) {
 				walkSecrets(join(path, name), v.Field(i), fn)
 			}
 		}
-	case v.Kind() == reflect.Slice && v.Type() != reflect.TypeFor[[]Patch]():
+	case v.Kind() == reflect.Slice:
 		for i := range v.Len() {
 			walkSecrets(fmt.Sprintf("%s[%d]", path, i), v.Index(i), fn)
 		}

@@ -228,39 +228,26 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	// Helm waits (no skipAwait) until Cilium's agents and operator are ready:
 	// nodes turn Ready once their agent runs, so `up` returns a usable cluster.
-	c.Cilium, err = helmv3.NewRelease(ctx, name+"-cilium", &helmv3.ReleaseArgs{
-		Name:           pulumi.String(CiliumRelease),
-		Chart:          pulumi.String(CiliumChart),
-		Version:        pulumi.String(args.Cilium.Version),
-		Namespace:      pulumi.String(SystemNamespace),
-		RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(CiliumRepo)},
-		Values:         pulumi.ToMap(CiliumValues(len(args.Nodes), args.Cilium.Values)),
-		Timeout:        pulumi.Int(ciliumTimeoutSeconds),
-		MaxHistory:     pulumi.Int(5),
+	c.Cilium, err = newRelease(ctx, name+"-cilium", release{
+		name: CiliumRelease, chart: CiliumChart, repo: CiliumRepo, version: args.Cilium.Version,
+		values: CiliumValues(len(args.Nodes), args.Cilium.Values), timeoutSeconds: ciliumTimeoutSeconds,
 	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{kubeconfig}))...)
 	if err != nil {
-		return nil, fmt.Errorf("unable to create cilium release: %w", err)
+		return nil, err
 	}
 
 	var extraIPs []string
 	if args.Patches.VIP != "" {
 		extraIPs = append(extraIPs, args.Patches.VIP)
 	}
-	c.CertApprover, err = helmv3.NewRelease(ctx, name+"-cert-approver", &helmv3.ReleaseArgs{
-		Name:           pulumi.String(ApproverRelease),
-		Chart:          pulumi.String(ApproverChart),
-		Version:        pulumi.String(args.CertApprover.Version),
-		Namespace:      pulumi.String(SystemNamespace),
-		RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(ApproverRepo)},
-		Values:         pulumi.ToMap(ApproverValues(args.Nodes, extraIPs, args.CertApprover.Values)),
-		Timeout:        pulumi.Int(approverTimeoutSecs),
-		MaxHistory:     pulumi.Int(5),
+	c.CertApprover, err = newRelease(ctx, name+"-cert-approver", release{
+		name: ApproverRelease, chart: ApproverChart, repo: ApproverRepo, version: args.CertApprover.Version,
+		values: ApproverValues(args.Nodes, extraIPs, args.CertApprover.Values), timeoutSeconds: approverTimeoutSecs,
 	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{c.Cilium}))...)
 	if err != nil {
-		return nil, fmt.Errorf("unable to create cert approver release: %w", err)
+		return nil, err
 	}
 
-	c.Kubeconfig = pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput)
 	c.Talosconfig = pulumi.ToSecret(talosconfig).(pulumi.StringOutput)
 	c.Endpoint = pulumi.String(args.Endpoint).ToStringOutput()
 	c.NodeIPs = nodeIPs.ToStringMapOutput()
@@ -268,9 +255,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	c.KubernetesVersion = pulumi.String(kubeVersion).ToStringOutput()
 	// The kubeconfig output resolves only after the cluster is usable, so
 	// whoever reads it (a stack export) waits for Cilium and the approver.
-	c.Kubeconfig = pulumi.All(c.Kubeconfig, c.CertApprover.Status).ApplyT(func(xs []any) string {
+	c.Kubeconfig = pulumi.ToSecret(pulumi.All(kubeconfig.KubeconfigRaw, c.CertApprover.Status).ApplyT(func(xs []any) string {
 		return xs[0].(string)
-	}).(pulumi.StringOutput)
+	})).(pulumi.StringOutput)
 
 	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{
 		"kubeconfig":        c.Kubeconfig,
@@ -283,4 +270,29 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return nil, err
 	}
 	return c, nil
+}
+
+// release is one Helm release of the cluster, always in kube-system.
+type release struct {
+	name, chart, repo, version string
+	values                     map[string]any
+	timeoutSeconds             int
+}
+
+// newRelease installs r and waits for it (Helm --wait, no skipAwait).
+func newRelease(ctx *pulumi.Context, resourceName string, r release, opts ...pulumi.ResourceOption) (*helmv3.Release, error) {
+	rel, err := helmv3.NewRelease(ctx, resourceName, &helmv3.ReleaseArgs{
+		Name:           pulumi.String(r.name),
+		Chart:          pulumi.String(r.chart),
+		Version:        pulumi.String(r.version),
+		Namespace:      pulumi.String(SystemNamespace),
+		RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(r.repo)},
+		Values:         pulumi.ToMap(r.values),
+		Timeout:        pulumi.Int(r.timeoutSeconds),
+		MaxHistory:     pulumi.Int(5),
+	}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create %s release: %w", r.name, err)
+	}
+	return rel, nil
 }

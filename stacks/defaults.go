@@ -16,6 +16,7 @@ const (
 	DefaultCPUType            = "host"
 	DefaultBIOS               = "seabios"
 	DefaultDNSMasqDir         = "/etc/dnsmasq.d"
+	DefaultDNSMasqRestart     = "systemctl restart dnsmasq"
 	DefaultSSHPort            = 22
 	DefaultSSHUser            = "root"
 	DefaultDiskSize           = 20
@@ -60,6 +61,7 @@ func applyDefaults(cfg *Config) {
 		setString(&p.BIOS, DefaultBIOS)
 		setString(&p.Addressing, AddressingDHCPReservation)
 		setString(&p.DNSMasq.ConfigDir, DefaultDNSMasqDir)
+		setString(&p.DNSMasq.Restart, DefaultDNSMasqRestart)
 		if p.DNSMasq.Enabled == nil {
 			on := p.Addressing == AddressingDHCPReservation
 			p.DNSMasq.Enabled = &on

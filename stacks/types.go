@@ -160,6 +160,7 @@ type SSHConfig struct {
 type DNSMasqConfig struct {
 	Enabled   *bool  `json:"enabled" doc:"Write reservations; default: on with 'dhcp-reservation' addressing. Turn off if DHCP is managed elsewhere."`
 	ConfigDir string `json:"configDir" doc:"Directory dnsmasq reads extra config from." default:"/etc/dnsmasq.d"`
+	Restart   string `json:"restartCommand" doc:"Shell command on the host that makes dnsmasq read the reservations (dnsmasq rereads dhcp-host lines only on restart)." default:"systemctl restart dnsmasq"`
 }
 
 // VPSConfig holds VPS-wide settings.

@@ -72,7 +72,7 @@ func TestInvalidConfigRegistersNothing(t *testing.T) {
 
 func TestUnimplementedPlatformFailsClearly(t *testing.T) {
 	t.Parallel()
-	for _, file := range []string{stacktest.ProxmoxExample, stacktest.VPSExample} {
+	for _, file := range []string{stacktest.VPSExample} {
 		registered, err := run(t, stacktest.Example(t, file))
 		require.Error(t, err, file)
 		assert.True(t, errors.Is(err, program.ErrPlatformNotImplemented), "%s: %v", file, err)

@@ -2,117 +2,16 @@ package talos_test
 
 import (
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/mocktest"
 )
-
-// registered is one resource as the mock engine saw it.
-type registered struct {
-	Type, Name, URN string
-	Inputs          resource.PropertyMap
-	Deps            []string // explicit, property and provider dependencies
-	DeletedWith     string
-	Parent          string
-}
-
-// graphMocks answers registrations and invokes like the Talos, Kubernetes and
-// Helm providers would, and records every registration.
-type graphMocks struct {
-	mu  sync.Mutex
-	res []registered
-}
-
-func (m *graphMocks) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
-	r := registered{Type: args.TypeToken, Name: args.Name, Inputs: args.Inputs}
-	if rpc := args.RegisterRPC; rpc != nil {
-		r.Deps = append(r.Deps, rpc.GetDependencies()...)
-		for _, pd := range rpc.GetPropertyDependencies() {
-			r.Deps = append(r.Deps, pd.GetUrns()...)
-		}
-		if p := rpc.GetProvider(); p != "" {
-			r.Deps = append(r.Deps, p[:strings.LastIndex(p, "::")]) // a provider reference is URN::ID
-		}
-		r.DeletedWith = rpc.GetDeletedWith()
-		r.Parent = rpc.GetParent()
-	}
-	m.mu.Lock()
-	m.res = append(m.res, r)
-	m.mu.Unlock()
-
-	out := args.Inputs.Copy()
-	switch args.TypeToken {
-	case "talos:machine/secrets:Secrets":
-		out["clientConfiguration"] = resource.NewObjectProperty(resource.PropertyMap{
-			"caCertificate": resource.NewStringProperty("ca"), "clientCertificate": resource.NewStringProperty("crt"),
-			"clientKey": resource.NewStringProperty("key"),
-		})
-		out["machineSecrets"] = resource.NewObjectProperty(resource.PropertyMap{})
-	case "talos:cluster/kubeconfig:Kubeconfig":
-		out["kubeconfigRaw"] = resource.NewStringProperty("apiVersion: v1\nkind: Config\n")
-	case "kubernetes:helm.sh/v3:Release":
-		out["status"] = resource.NewObjectProperty(resource.PropertyMap{"status": resource.NewStringProperty("deployed")})
-	}
-	return args.Name + "-id", out, nil
-}
-
-func (m *graphMocks) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
-	switch args.Token {
-	case "talos:machine/getConfiguration:getConfiguration":
-		return resource.PropertyMap{"machineConfiguration": resource.NewStringProperty("version: v1alpha1 # " + args.Args["machineType"].StringValue())}, nil
-	case "talos:client/getConfiguration:getConfiguration":
-		return resource.PropertyMap{"talosConfig": resource.NewStringProperty("context: test\n")}, nil
-	}
-	return resource.PropertyMap{}, nil
-}
-
-func (m *graphMocks) byType(typ string) []registered {
-	var out []registered
-	for _, r := range m.res {
-		if r.Type == typ {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-func (m *graphMocks) one(t *testing.T, typ string) registered {
-	t.Helper()
-	rs := m.byType(typ)
-	require.Len(t, rs, 1, typ)
-	return rs[0]
-}
-
-// after reports whether a depends, directly or transitively, on b.
-func (m *graphMocks) after(a, b registered) bool {
-	seen := map[string]bool{}
-	var walk func(r registered) bool
-	walk = func(r registered) bool {
-		for _, d := range r.Deps {
-			if strings.HasSuffix(d, "::"+b.Name) {
-				return true
-			}
-			if seen[d] {
-				continue
-			}
-			seen[d] = true
-			for _, next := range m.res {
-				if strings.HasSuffix(d, "::"+next.Name) && walk(next) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return walk(a)
-}
 
 func nodes(cps, workers int) []talos.NodeSpec {
 	var out []talos.NodeSpec
@@ -131,9 +30,9 @@ type outputs struct {
 	kubeconfig, talosconfig, endpoint internals.UnsafeAwaitOutputResult
 }
 
-func runCluster(t *testing.T, ns []talos.NodeSpec) (*graphMocks, outputs) {
+func runCluster(t *testing.T, ns []talos.NodeSpec) (*mocktest.Engine, outputs) {
 	t.Helper()
-	m := &graphMocks{}
+	m := &mocktest.Engine{}
 	var out outputs
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		var vm pulumi.ResourceState
@@ -168,11 +67,11 @@ func runCluster(t *testing.T, ns []talos.NodeSpec) (*graphMocks, outputs) {
 }
 
 const (
-	tSecrets   = "talos:machine/secrets:Secrets"
-	tApply     = "talos:machine/configurationApply:ConfigurationApply"
-	tBootstrap = "talos:machine/bootstrap:Bootstrap"
-	tKubecfg   = "talos:cluster/kubeconfig:Kubeconfig"
-	tRelease   = "kubernetes:helm.sh/v3:Release"
+	tSecrets   = mocktest.Secrets
+	tApply     = mocktest.Apply
+	tBootstrap = mocktest.Bootstrap
+	tKubecfg   = mocktest.Kubeconfig
+	tRelease   = mocktest.Release
 )
 
 func TestClusterGraph(t *testing.T) {
@@ -185,12 +84,12 @@ func TestClusterGraph(t *testing.T) {
 			t.Parallel()
 			m, out := runCluster(t, ns)
 
-			m.one(t, tSecrets)
-			applies := m.byType(tApply)
+			m.One(t, tSecrets)
+			applies := m.ByType(tApply)
 			require.Len(t, applies, len(ns), "one apply per node")
-			bootstrap := m.one(t, tBootstrap)
-			kubeconfig := m.one(t, tKubecfg)
-			releases := m.byType(tRelease)
+			bootstrap := m.One(t, tBootstrap)
+			kubeconfig := m.One(t, tKubecfg)
+			releases := m.ByType(tRelease)
 			require.Len(t, releases, 2)
 			cilium, approver := releases[0], releases[1]
 			require.Equal(t, "cilium", cilium.Inputs["name"].StringValue())
@@ -199,23 +98,23 @@ func TestClusterGraph(t *testing.T) {
 			assert.Equal(t, "10.0.0.10", bootstrap.Inputs["node"].StringValue(), "bootstrap on the first control plane")
 			for _, a := range applies {
 				if a.Name == "lab-apply-cp-0" {
-					assert.True(t, m.after(bootstrap, a), "bootstrap after the first control plane's apply")
+					assert.True(t, m.After(bootstrap, a), "bootstrap after the first control plane's apply")
 				} else {
-					assert.False(t, m.after(bootstrap, a), "bootstrap does not wait for %s", a.Name)
+					assert.False(t, m.After(bootstrap, a), "bootstrap does not wait for %s", a.Name)
 				}
-				assert.False(t, m.after(a, bootstrap))
+				assert.False(t, m.After(a, bootstrap))
 				assert.False(t, a.Inputs["configPatches"].ContainsSecrets(), "patches are readable in diffs")
 				assert.True(t, a.Inputs["machineConfigurationInput"].ContainsSecrets(), "the base config holds keys")
 				assert.Contains(t, a.Inputs["configPatches"].ArrayValue()[1].StringValue(), "factory.talos.dev/metal-installer/abc:v1.12.4")
 			}
-			assert.True(t, m.after(kubeconfig, bootstrap), "kubeconfig after bootstrap")
-			assert.True(t, m.after(cilium, kubeconfig), "cilium after kubeconfig")
-			assert.True(t, m.after(approver, cilium), "approver after cilium")
+			assert.True(t, m.After(kubeconfig, bootstrap), "kubeconfig after bootstrap")
+			assert.True(t, m.After(cilium, kubeconfig), "cilium after kubeconfig")
+			assert.True(t, m.After(approver, cilium), "approver after cilium")
 
-			for _, r := range []registered{bootstrap, kubeconfig, cilium, approver} {
+			for _, r := range []mocktest.Registered{bootstrap, kubeconfig, cilium, approver} {
 				assert.True(t, strings.HasSuffix(r.DeletedWith, "::vm-cp-0"), "%s DeletedWith the platform's resource, got %q", r.Name, r.DeletedWith)
 			}
-			for _, r := range m.res {
+			for _, r := range m.All() {
 				if r.Type != "talos-cluster:index:TalosCluster" && r.Type != "test:index:Vm" {
 					assert.Contains(t, r.Parent, "TalosCluster::lab", "%s is the component's child", r.Name)
 				}
@@ -232,13 +131,13 @@ func TestClusterGraph(t *testing.T) {
 func TestHelmValuesForTalos(t *testing.T) {
 	t.Parallel()
 	m, _ := runCluster(t, nodes(1, 0))
-	cilium := m.byType(tRelease)[0].Inputs["values"].ObjectValue()
+	cilium := m.ByType(tRelease)[0].Inputs["values"].ObjectValue()
 	assert.Equal(t, "localhost", cilium["k8sServiceHost"].StringValue())
 	assert.Equal(t, float64(talos.KubePrismPort), cilium["k8sServicePort"].NumberValue())
 	assert.True(t, cilium["kubeProxyReplacement"].BoolValue())
 	assert.Equal(t, float64(1), cilium["operator"].ObjectValue()["replicas"].NumberValue(), "one node: one operator replica")
 
-	approver := m.byType(tRelease)[1].Inputs["values"].ObjectValue()
+	approver := m.ByType(tRelease)[1].Inputs["values"].ObjectValue()
 	assert.Equal(t, "^(cp-0)$", approver["providerRegex"].StringValue())
 	var prefixes []string
 	for _, p := range approver["providerIpPrefixes"].ArrayValue() {
@@ -265,6 +164,6 @@ func TestClusterArgsAreChecked(t *testing.T) {
 		_, err := talos.NewCluster(ctx, "lab", &talos.ClusterArgs{ClusterName: "lab", Endpoint: "https://x:6443", TalosVersion: "v1.12.4",
 			InstallerImage: pulumi.String("img"), Nodes: ws})
 		return err
-	}, pulumi.WithMocks("talos-cluster", "test", &graphMocks{}))
+	}, pulumi.WithMocks("talos-cluster", "test", &mocktest.Engine{}))
 	require.ErrorContains(t, err, "first node must be a control plane")
 }

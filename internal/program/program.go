@@ -9,6 +9,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -19,20 +21,57 @@ var ErrPlatformNotImplemented = errors.New("platform not implemented yet")
 // Run is the program body. src is the run's raw config (see
 // stacks.CaptureSource). Nothing is registered unless the config is valid.
 func Run(ctx *pulumi.Context, src stacks.Source) error {
+	outputs, err := Deploy(ctx, src)
+	if err != nil {
+		return err
+	}
+	for k, v := range outputs {
+		ctx.Export(k, v)
+	}
+	return nil
+}
+
+// Deploy registers the stack's resources and returns the stack outputs.
+// Kubeconfig and talosconfig are secret outputs of the components, so the
+// stack keeps them encrypted; `make outputs` writes them to files.
+func Deploy(ctx *pulumi.Context, src stacks.Source) (pulumi.Map, error) {
 	cfg, diags := stacks.Load(src)
 	for _, w := range diags.Warnings {
 		if err := ctx.Log.Warn(w.String(), nil); err != nil {
-			return fmt.Errorf("unable to log config warning: %w", err)
+			return nil, fmt.Errorf("unable to log config warning: %w", err)
 		}
 	}
 	if err := diags.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	switch cfg.Platform {
-	case stacks.PlatformProxmox, stacks.PlatformVPS:
-		return fmt.Errorf("platform %q: %w; nothing was created", cfg.Platform, ErrPlatformNotImplemented)
+	case stacks.PlatformProxmox:
+		c, err := proxmox.NewCluster(ctx, cfg.Cluster.Name, &proxmox.ClusterArgs{Config: cfg, Stack: ctx.Stack()})
+		if err != nil {
+			return nil, err
+		}
+		out := clusterOutputs(c.Talos)
+		out["vmIds"] = c.VMIDs
+		out["macs"] = c.MACs
+		out["schematicId"] = c.SchematicID
+		out["installerImage"] = c.InstallerImage
+		return out, nil
+	case stacks.PlatformVPS:
+		return nil, fmt.Errorf("platform %q: %w; nothing was created", cfg.Platform, ErrPlatformNotImplemented)
 	default:
 		// Load rejects other platforms; reaching this is a bug.
-		return fmt.Errorf("platform %q has no component", cfg.Platform)
+		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
+	}
+}
+
+// clusterOutputs are the outputs every platform's cluster has.
+func clusterOutputs(c *talos.Cluster) pulumi.Map {
+	return pulumi.Map{
+		"kubeconfig":        c.Kubeconfig,
+		"talosconfig":       c.Talosconfig,
+		"endpoint":          c.Endpoint,
+		"nodeIps":           c.NodeIPs,
+		"talosVersion":      c.TalosVersion,
+		"kubernetesVersion": c.KubernetesVersion,
 	}
 }

@@ -1,0 +1,345 @@
+package proxmox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
+	"github.com/pulumi/pulumi-command/sdk/go/command/local"
+	"github.com/pulumi/pulumi-command/sdk/go/command/remote"
+	"github.com/pulumi/pulumi-random/sdk/v4/go/random"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// ClusterType is the component's type token.
+const ClusterType = "talos-cluster:index:ProxmoxCluster"
+
+// ClusterArgs are the inputs of a ProxmoxCluster.
+type ClusterArgs struct {
+	// Config is the validated stack config (platform proxmox).
+	Config *stacks.Config
+	// Stack is the Pulumi stack name: VM tags, descriptions, file headers.
+	Stack string
+	// ReadFile reads proxmox.ssh.privateKeyFile (os.ReadFile when nil).
+	ReadFile func(string) ([]byte, error)
+}
+
+// Cluster is the ProxmoxCluster component: the Talos image, DHCP
+// reservations, one VM per node and the TalosCluster on top.
+type Cluster struct {
+	pulumi.ResourceState
+
+	Kubeconfig     pulumi.StringOutput    `pulumi:"kubeconfig"`
+	Talosconfig    pulumi.StringOutput    `pulumi:"talosconfig"`
+	Endpoint       pulumi.StringOutput    `pulumi:"endpoint"`
+	NodeIPs        pulumi.StringMapOutput `pulumi:"nodeIps"`
+	VMIDs          pulumi.IntMapOutput    `pulumi:"vmIds"`
+	MACs           pulumi.StringMapOutput `pulumi:"macs"`
+	SchematicID    pulumi.StringOutput    `pulumi:"schematicId"`
+	InstallerImage pulumi.StringOutput    `pulumi:"installerImage"`
+
+	// Children, for tests and later steps.
+	Provider *proxmoxve.Provider
+	ISOs     map[string]*download.File // by Proxmox node
+	DHCP     *remote.Command           // nil without dnsmasq
+	VMs      map[string]*vm.VirtualMachine
+	Ejects   map[string]*local.Command
+	Talos    *talos.Cluster
+}
+
+// check finds problems the stack validation cannot see because they depend
+// on derived values, before anything is registered.
+func (a *ClusterArgs) check() error {
+	if a.Config == nil || a.Config.Platform != stacks.PlatformProxmox {
+		return errors.New("proxmox cluster: needs a validated config of platform proxmox")
+	}
+	var derived []string
+	for _, n := range a.Config.Nodes.All() {
+		if n.MAC == "" {
+			derived = append(derived, n.Name)
+		}
+	}
+	if problems := derivedMACCollisions(a.Config.Cluster.Name, derived); len(problems) > 0 {
+		return fmt.Errorf("nodes: %s; nothing was created", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// NewCluster builds the Proxmox platform for a stack config.
+func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	if err := args.check(); err != nil {
+		return nil, err
+	}
+	cfg := args.Config
+	px := cfg.Proxmox
+	sshKey, err := args.sshPrivateKey()
+	if err != nil {
+		return nil, err
+	}
+
+	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}}
+	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
+		return nil, err
+	}
+	parent := pulumi.Parent(c)
+
+	// An explicit provider: nothing depends on ambient proxmoxve:* config,
+	// and the token is a secret from the stack config to the provider.
+	c.Provider, err = proxmoxve.NewProvider(ctx, name+"-pve", &proxmoxve.ProviderArgs{
+		Endpoint: pulumi.String(px.Endpoint),
+		ApiToken: pulumi.ToSecret(px.APITokenSecret.Output().ApplyT(func(s string) string {
+			return px.APITokenID + "=" + s
+		})).(pulumi.StringOutput),
+		Insecure: pulumi.Bool(px.Insecure),
+	}, parent)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create Proxmox provider: %w", err)
+	}
+	pve := []pulumi.ResourceOption{parent, pulumi.Provider(c.Provider)}
+
+	img, err := newImage(ctx, name, cfg, parent)
+	if err != nil {
+		return nil, err
+	}
+	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
+	c.ISOs, err = downloadISOs(ctx, name, cfg, img, pve...)
+	if err != nil {
+		return nil, err
+	}
+
+	macs, err := nodeMACs(ctx, name, cfg, parent)
+	if err != nil {
+		return nil, err
+	}
+
+	var vmDeps []pulumi.Resource
+	if px.DNSMasqEnabled() {
+		c.DHCP, err = newReservations(ctx, name, args, macs, sshKey, parent)
+		if err != nil {
+			return nil, err
+		}
+		vmDeps = append(vmDeps, c.DHCP)
+	}
+
+	agent := hasGuestAgent(cfg)
+	refs := cfg.Nodes.Refs()
+	nodeOpts := map[string]talos.NodeOptions{}
+	vmIDs := pulumi.IntMap{}
+	macMap := pulumi.StringMap{}
+	for _, ref := range refs {
+		iso := c.ISOs[ref.ProxmoxNode]
+		a := vmArgs(cfg, ref, vmSpec{
+			Cluster: cfg.Cluster.Name, Stack: args.Stack, MAC: macs[ref.Name],
+			ISO: iso.ID().ToStringOutput(), Agent: agent,
+		})
+		// VMs start only once their DHCP reservation is live and their ISO
+		// is in storage.
+		deps := append([]pulumi.Resource{iso}, vmDeps...)
+		machine, err := vm.NewVirtualMachine(ctx, name+"-vm-"+ref.Name, a, append(pve,
+			pulumi.DependsOn(deps),
+			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
+		)...)
+		if err != nil {
+			return nil, fmt.Errorf("unable to create VM for %s (%s): %w", ref.Path, ref.Name, err)
+		}
+		c.VMs[ref.Name] = machine
+		vmIDs[ref.Name] = machine.VmId
+		macMap[ref.Name] = macs[ref.Name]
+		nodeOpts[ref.Name] = talos.NodeOptions{
+			DependsOn:   []pulumi.Resource{machine},
+			DeletedWith: machine,
+			// A VM replaced with the same IP boots the ISO again in
+			// maintenance mode, while its apply would show no diff.
+			ReplacementTrigger: machine.ID(),
+		}
+	}
+
+	first := c.VMs[cfg.Nodes.ControlPlanes[0].Name]
+	c.Talos, err = talos.NewCluster(ctx, name, &talos.ClusterArgs{
+		ClusterName:       cfg.Cluster.Name,
+		Endpoint:          cfg.KubernetesEndpoint(),
+		TalosVersion:      cfg.Cluster.TalosVersion,
+		KubernetesVersion: cfg.Cluster.KubernetesVersion,
+		InstallerImage:    img.Installer,
+		Patches:           talos.PatchSpecFromConfig(cfg),
+		Nodes:             TalosNodes(cfg),
+		NodeOptions:       nodeOpts,
+		Cilium:            talos.ChartSettings{Version: cfg.Cluster.Cilium.Version, Values: cfg.Cluster.Cilium.Values},
+		CertApprover:      talos.ChartSettings{Version: cfg.Cluster.CertApprover.Version, Values: cfg.Cluster.CertApprover.Values},
+		// Bootstrap, kubeconfig and Helm releases go with the first control
+		// plane: a whole-stack destroy makes no call to the dying cluster.
+		DeletedWith: first,
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+
+	if err := c.ejectISOs(ctx, name, args, refs, parent); err != nil {
+		return nil, err
+	}
+
+	c.Kubeconfig = c.Talos.Kubeconfig
+	c.Talosconfig = c.Talos.Talosconfig
+	c.Endpoint = c.Talos.Endpoint
+	c.NodeIPs = c.Talos.NodeIPs
+	c.VMIDs = vmIDs.ToIntMapOutput()
+	c.MACs = macMap.ToStringMapOutput()
+	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{
+		"kubeconfig":     c.Kubeconfig,
+		"talosconfig":    c.Talosconfig,
+		"endpoint":       c.Endpoint,
+		"nodeIps":        c.NodeIPs,
+		"vmIds":          c.VMIDs,
+		"macs":           c.MACs,
+		"schematicId":    c.SchematicID,
+		"installerImage": c.InstallerImage,
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// nodeMACs returns every node's MAC: the configured one, or one derived from
+// a random per-cluster prefix. The prefix is created only when some node
+// needs it, and lives in state, so MACs never change between runs.
+func nodeMACs(ctx *pulumi.Context, name string, cfg *stacks.Config, parent pulumi.ResourceOption) (map[string]pulumi.StringOutput, error) {
+	out := map[string]pulumi.StringOutput{}
+	var prefix pulumi.StringOutput
+	for _, n := range cfg.Nodes.All() {
+		if n.MAC != "" {
+			out[n.Name] = pulumi.String(strings.ToLower(n.MAC)).ToStringOutput()
+			continue
+		}
+		if prefix == (pulumi.StringOutput{}) {
+			id, err := random.NewRandomId(ctx, name+"-mac-prefix", &random.RandomIdArgs{
+				ByteLength: pulumi.Int(MACPrefixBytes),
+			}, parent)
+			if err != nil {
+				return nil, fmt.Errorf("unable to create MAC prefix: %w", err)
+			}
+			prefix = id.Hex
+		}
+		node := n.Name
+		out[node] = prefix.ApplyT(func(p string) (string, error) {
+			return DeriveMAC(p, cfg.Cluster.Name, node)
+		}).(pulumi.StringOutput)
+	}
+	return out, nil
+}
+
+// newReservations writes the dnsmasq reservation file over SSH. Its content
+// is the command's stdin, so a changed MAC or IP shows in the preview and
+// re-runs the install script; delete removes the file with the old
+// connection.
+func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs map[string]pulumi.StringOutput, sshKey pulumi.StringInput, parent pulumi.ResourceOption) (*remote.Command, error) {
+	cfg := args.Config
+	file := DNSMasqFile{Dir: cfg.Proxmox.DNSMasq.ConfigDir, Cluster: cfg.Cluster.Name, Stack: args.Stack, Restart: cfg.Proxmox.DNSMasq.Restart}
+	nodes := cfg.Nodes.All()
+	macList := make([]any, len(nodes))
+	for i, n := range nodes {
+		macList[i] = macs[n.Name]
+	}
+	content := pulumi.All(macList...).ApplyT(func(ms []any) string {
+		rs := make([]Reservation, len(nodes))
+		for i, n := range nodes {
+			rs[i] = Reservation{MAC: ms[i].(string), IP: n.IP, Hostname: n.Name}
+		}
+		return file.Render(rs)
+	}).(pulumi.StringOutput)
+	ssh := cfg.Proxmox.SSH
+	conn := remote.ConnectionArgs{
+		Host:           pulumi.String(ssh.Host),
+		Port:           pulumi.Float64(float64(ssh.Port)),
+		User:           pulumi.String(ssh.User),
+		DialErrorLimit: pulumi.Int(3),
+		PerDialTimeout: pulumi.Int(15),
+	}
+	if sshKey != nil {
+		conn.PrivateKey = sshKey
+	}
+	install := file.InstallScript()
+	cmd, err := remote.NewCommand(ctx, name+"-dhcp-reservations", &remote.CommandArgs{
+		Connection: conn,
+		Create:     pulumi.String(install),
+		Update:     pulumi.String(install),
+		Delete:     pulumi.String(file.RemoveScript()),
+		Stdin:      content,
+		// The previous run's output in the environment is noise here.
+		AddPreviousOutputInEnv: pulumi.Bool(false),
+	}, parent)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create DHCP reservations: %w", err)
+	}
+	return cmd, nil
+}
+
+// ejectISOs empties every VM's CD-ROM once the cluster is up (after the
+// TalosCluster, whose Helm releases wait for the nodes): Talos then runs from
+// disk. Each command is replaced, and so runs again, when its VM is.
+func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs, refs []stacks.NodeRef, parent pulumi.ResourceOption) error {
+	px := args.Config.Proxmox
+	header := pulumi.ToSecret(px.APITokenSecret.Output().ApplyT(func(s string) string {
+		return AuthHeader(px.APITokenID, s)
+	})).(pulumi.StringOutput)
+	for _, ref := range refs {
+		machine := c.VMs[ref.Name]
+		cmd, err := local.NewCommand(ctx, name+"-eject-iso-"+ref.Name, &local.CommandArgs{
+			Create: pulumi.String(EjectCommand(px.Insecure)),
+			Stdin:  header,
+			Environment: pulumi.StringMap{
+				"PVE_API":  pulumi.String(APIURL(px.Endpoint)),
+				"PVE_NODE": pulumi.String(ref.ProxmoxNode),
+				"PVE_VMID": machine.VmId.ApplyT(strconv.Itoa).(pulumi.StringOutput),
+			},
+			Triggers:               pulumi.Array{machine.ID()},
+			AddPreviousOutputInEnv: pulumi.Bool(false),
+		}, parent, pulumi.DependsOn([]pulumi.Resource{c.Talos}), pulumi.DeletedWith(machine))
+		if err != nil {
+			return fmt.Errorf("unable to create ISO eject for %s: %w", ref.Name, err)
+		}
+		c.Ejects[ref.Name] = cmd
+	}
+	return nil
+}
+
+// sshPrivateKey is the key for the Proxmox host: the configured secret, the
+// key file (read now, so a missing file fails before anything is created),
+// or nil for the SSH agent.
+func (a *ClusterArgs) sshPrivateKey() (pulumi.StringInput, error) {
+	ssh := a.Config.Proxmox.SSH
+	switch {
+	case ssh.PrivateKey.IsSet():
+		return ssh.PrivateKey.Output(), nil
+	case ssh.PrivateKeyFile != "" && a.Config.Proxmox.DNSMasqEnabled():
+		read := a.ReadFile
+		if read == nil {
+			read = os.ReadFile
+		}
+		path := expandHome(ssh.PrivateKeyFile)
+		key, err := read(path)
+		if err != nil {
+			return nil, fmt.Errorf("proxmox.ssh.privateKeyFile: %w; nothing was created", err)
+		}
+		return pulumi.ToSecret(pulumi.String(string(key))).(pulumi.StringOutput), nil
+	default:
+		return nil, nil
+	}
+}
+
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}

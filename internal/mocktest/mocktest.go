@@ -1,0 +1,226 @@
+// Package mocktest is a Pulumi mock engine for tests: it answers resource
+// registrations and invokes the way this project's providers would (ids,
+// computed outputs) and records every registration with its dependencies and
+// options, so tests can assert on the resource graph.
+package mocktest
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// Type tokens of the resources this project registers.
+const (
+	TalosCluster   = "talos-cluster:index:TalosCluster"
+	ProxmoxCluster = "talos-cluster:index:ProxmoxCluster"
+	Secrets        = "talos:machine/secrets:Secrets"
+	Apply          = "talos:machine/configurationApply:ConfigurationApply"
+	Bootstrap      = "talos:machine/bootstrap:Bootstrap"
+	Kubeconfig     = "talos:cluster/kubeconfig:Kubeconfig"
+	Schematic      = "talos:imageFactory/schematic:Schematic"
+	Release        = "kubernetes:helm.sh/v3:Release"
+	K8sProvider    = "pulumi:providers:kubernetes"
+	PVEProvider    = "pulumi:providers:proxmoxve"
+	VM             = "proxmoxve:VM/virtualMachine:VirtualMachine"
+	Download       = "proxmoxve:Download/file:File"
+	RandomID       = "random:index/randomId:RandomId"
+	RemoteCommand  = "command:remote:Command"
+	LocalCommand   = "command:local:Command"
+)
+
+// SchematicID is the id the mock Image Factory gives every schematic.
+const SchematicID = "ce4c980550dd2ab1b17bbf2b08801c7eb59418eafe8f279833297925d67c7515"
+
+// Registered is one resource as the mock engine saw it.
+type Registered struct {
+	Type, Name, URN string
+	Inputs          resource.PropertyMap
+	Deps            []string // explicit, property and provider dependencies
+	DeletedWith     string
+	Parent          string
+	Provider        string // URN of the explicit provider, if any
+	IgnoreChanges   []string
+}
+
+// Engine answers registrations and invokes and records them.
+type Engine struct {
+	// MACPrefix is the hex the mock random.RandomId returns.
+	MACPrefix string
+
+	mu  sync.Mutex
+	res []Registered
+}
+
+// NewResource implements pulumi.MockResourceMonitor.
+func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	r := Registered{Type: args.TypeToken, Name: args.Name, Inputs: args.Inputs}
+	if rpc := args.RegisterRPC; rpc != nil {
+		r.Deps = append(r.Deps, rpc.GetDependencies()...)
+		for _, pd := range rpc.GetPropertyDependencies() {
+			r.Deps = append(r.Deps, pd.GetUrns()...)
+		}
+		if p := rpc.GetProvider(); p != "" {
+			r.Provider = p[:strings.LastIndex(p, "::")] // a provider reference is URN::ID
+			r.Deps = append(r.Deps, r.Provider)
+		}
+		r.DeletedWith = rpc.GetDeletedWith()
+		r.Parent = rpc.GetParent()
+		r.IgnoreChanges = rpc.GetIgnoreChanges()
+	}
+	e.mu.Lock()
+	e.res = append(e.res, r)
+	e.mu.Unlock()
+
+	id := args.Name + "-id"
+	out := args.Inputs.Copy()
+	switch args.TypeToken {
+	case Secrets:
+		out["clientConfiguration"] = resource.NewObjectProperty(resource.PropertyMap{
+			"caCertificate": resource.NewStringProperty("ca"), "clientCertificate": resource.NewStringProperty("crt"),
+			"clientKey": resource.NewStringProperty("key"),
+		})
+		out["machineSecrets"] = resource.NewObjectProperty(resource.PropertyMap{})
+	case Kubeconfig:
+		out["kubeconfigRaw"] = resource.NewStringProperty("apiVersion: v1\nkind: Config\n")
+	case Release:
+		out["status"] = resource.NewObjectProperty(resource.PropertyMap{"status": resource.NewStringProperty("deployed")})
+	case Schematic:
+		id = SchematicID
+	case RandomID:
+		prefix := e.MACPrefix
+		if prefix == "" {
+			prefix = "a1b2"
+		}
+		out["hex"] = resource.NewStringProperty(prefix)
+	case Download:
+		// The provider's id is the volume id <datastore>:<content>/<file>.
+		id = fmt.Sprintf("%s:%s/%s", str(args.Inputs, "datastoreId"), str(args.Inputs, "contentType"), str(args.Inputs, "fileName"))
+	case VM:
+		id = fmt.Sprint(args.Inputs["vmId"].NumberValue())
+	case RemoteCommand, LocalCommand:
+		out["stdout"] = resource.NewStringProperty("")
+		out["stderr"] = resource.NewStringProperty("")
+	}
+	return id, out, nil
+}
+
+func str(m resource.PropertyMap, key resource.PropertyKey) string {
+	v, ok := m[key]
+	if !ok || !v.IsString() {
+		return ""
+	}
+	return v.StringValue()
+}
+
+// Call implements pulumi.MockResourceMonitor.
+func (e *Engine) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	switch args.Token {
+	case "talos:machine/getConfiguration:getConfiguration":
+		return resource.PropertyMap{"machineConfiguration": resource.NewStringProperty("version: v1alpha1 # " + args.Args["machineType"].StringValue())}, nil
+	case "talos:client/getConfiguration:getConfiguration":
+		return resource.PropertyMap{"talosConfig": resource.NewStringProperty("context: test\n")}, nil
+	case "talos:imageFactory/getUrls:getUrls":
+		ver, id, platform := str(args.Args, "talosVersion"), str(args.Args, "schematicId"), str(args.Args, "platform")
+		return resource.PropertyMap{"urls": resource.NewObjectProperty(resource.PropertyMap{
+			"iso":       resource.NewStringProperty(fmt.Sprintf("https://factory.talos.dev/image/%s/%s/%s-amd64.iso", id, ver, platform)),
+			"installer": resource.NewStringProperty(fmt.Sprintf("factory.talos.dev/%s-installer/%s:%s", platform, id, ver)),
+		})}, nil
+	}
+	return resource.PropertyMap{}, nil
+}
+
+// All returns every registration so far.
+func (e *Engine) All() []Registered {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Registered(nil), e.res...)
+}
+
+// ByType returns the registrations of one type, in registration order.
+func (e *Engine) ByType(typ string) []Registered {
+	var out []Registered
+	for _, r := range e.All() {
+		if r.Type == typ {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// One returns the single registration of a type.
+func (e *Engine) One(t testing.TB, typ string) Registered {
+	t.Helper()
+	rs := e.ByType(typ)
+	if len(rs) != 1 {
+		t.Fatalf("%d registrations of %s, want 1", len(rs), typ)
+	}
+	return rs[0]
+}
+
+// Named returns the registration of a type with the given name.
+func (e *Engine) Named(t testing.TB, typ, name string) Registered {
+	t.Helper()
+	for _, r := range e.ByType(typ) {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no %s named %q", typ, name)
+	return Registered{}
+}
+
+// After reports whether a depends, directly or transitively, on b. A
+// dependency on a component counts as one on each of its children, as it
+// does for the engine.
+func (e *Engine) After(a, b Registered) bool {
+	all := e.All()
+	seen := map[string]bool{}
+	var reaches func(r Registered) bool // r is b, or r waits for b
+	var depsReach func(deps []string) bool
+	reaches = func(r Registered) bool {
+		key := r.urnSuffix()
+		if key == b.urnSuffix() {
+			return true
+		}
+		if seen[key] {
+			return false
+		}
+		seen[key] = true
+		if depsReach(r.Deps) {
+			return true
+		}
+		for _, c := range all {
+			if c.Parent != "" && r.is(c.Parent) && reaches(c) {
+				return true
+			}
+		}
+		return false
+	}
+	depsReach = func(deps []string) bool {
+		for _, d := range deps {
+			for _, r := range all {
+				if r.is(d) && reaches(r) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return depsReach(a.Deps)
+}
+
+// urnSuffix is how a URN of r ends: <type>::<name>.
+func (r Registered) urnSuffix() string { return r.Type + "::" + r.Name }
+
+// Is reports whether urn names r.
+func (r Registered) Is(urn string) bool { return urn != "" && r.is(urn) }
+
+// is reports whether urn names r (a URN ends in $<type>::<name> or ::<type>::<name>).
+func (r Registered) is(urn string) bool {
+	return urn == r.urnSuffix() || strings.HasSuffix(urn, "$"+r.urnSuffix()) || strings.HasSuffix(urn, "::"+r.urnSuffix())
+}

@@ -1,0 +1,190 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// deploy runs the whole program under the mock engine and awaits every
+// stack output.
+func deploy(t testing.TB, src stacks.Source) (*mocktest.Engine, map[string]internals.UnsafeAwaitOutputResult) {
+	t.Helper()
+	e := &mocktest.Engine{}
+	outs := map[string]internals.UnsafeAwaitOutputResult{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		m, err := program.Deploy(ctx, src)
+		if err != nil {
+			return err
+		}
+		for k, v := range m {
+			r, err := internals.UnsafeAwaitOutput(ctx.Context(), pulumi.ToOutput(v))
+			if err != nil {
+				return err
+			}
+			outs[k] = r
+		}
+		return nil
+	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stacktest.WithConfig(src))
+	require.NoError(t, err)
+	return e, outs
+}
+
+// edit changes one top-level config object of src (a copy).
+func edit(t testing.TB, src stacks.Source, key string, f func(m map[string]any)) stacks.Source {
+	t.Helper()
+	src.Values = maps.Clone(src.Values)
+	full := "talos-cluster:" + key
+	m := map[string]any{}
+	if raw, ok := src.Values[full]; ok {
+		require.NoError(t, json.Unmarshal([]byte(raw), &m))
+	}
+	f(m)
+	raw, err := json.Marshal(m)
+	require.NoError(t, err)
+	src.Values[full] = string(raw)
+	return src
+}
+
+func obj(p resource.PropertyValue, key string) resource.PropertyValue {
+	return p.ObjectValue()[resource.PropertyKey(key)]
+}
+
+func strs(p resource.PropertyValue) []string {
+	var out []string
+	for _, v := range p.ArrayValue() {
+		out = append(out, v.StringValue())
+	}
+	return out
+}
+
+func TestProxmoxExampleGraph(t *testing.T) {
+	t.Parallel()
+	e, outs := deploy(t, stacktest.Example(t, stacktest.ProxmoxExample))
+
+	provider := e.One(t, mocktest.PVEProvider)
+	assert.Equal(t, "https://192.168.122.70:8006/", provider.Inputs["endpoint"].StringValue())
+	assert.True(t, provider.Inputs["apiToken"].IsSecret(), "API token is a secret")
+	assert.False(t, provider.Inputs["insecure"].BoolValue())
+
+	isos := e.ByType(mocktest.Download)
+	require.Len(t, isos, 1, "one Proxmox node hosts every VM: one ISO")
+	iso := isos[0]
+	wantISO := "talos-v1.12.4-" + mocktest.SchematicID[:12] + "-metal-amd64.iso"
+	assert.Equal(t, wantISO, iso.Inputs["fileName"].StringValue())
+	assert.Equal(t, "pve", iso.Inputs["nodeName"].StringValue())
+	assert.Equal(t, "https://factory.talos.dev/image/"+mocktest.SchematicID+"/v1.12.4/metal-amd64.iso", iso.Inputs["url"].StringValue())
+	assert.False(t, iso.Inputs["overwrite"].BoolValue())
+
+	schematic := e.One(t, mocktest.Schematic).Inputs["schematic"].StringValue()
+	assert.Contains(t, schematic, "siderolabs/qemu-guest-agent")
+
+	dhcp := e.One(t, mocktest.RemoteCommand)
+	stdin := dhcp.Inputs["stdin"].StringValue()
+
+	want := map[string]struct {
+		id, ip       string
+		cores, mem   float64
+		disks        []float64
+		proxmoxNode  string
+		controlPlane bool
+	}{
+		"cp-0":     {"110", "10.10.0.10", 2, 4096, []float64{20}, "pve", true},
+		"worker-0": {"120", "10.10.0.20", 4, 8192, []float64{20, 20}, "pve", false},
+		"worker-1": {"121", "10.10.0.21", 4, 8192, []float64{20, 20}, "pve", false},
+	}
+	vms := e.ByType(mocktest.VM)
+	require.Len(t, vms, len(want))
+	for _, v := range vms {
+		name := v.Inputs["name"].StringValue()
+		w, ok := want[name]
+		require.True(t, ok, name)
+		in := v.Inputs
+		assert.Equal(t, w.id, fmt.Sprint(in["vmId"].NumberValue()), name)
+		assert.Equal(t, w.proxmoxNode, in["nodeName"].StringValue(), name)
+		assert.Equal(t, "host", obj(in["cpu"], "type").StringValue(), name)
+		assert.Equal(t, w.cores, obj(in["cpu"], "cores").NumberValue(), name)
+		assert.Equal(t, w.mem, obj(in["memory"], "dedicated").NumberValue(), name)
+		var sizes []float64
+		for i, d := range in["disks"].ArrayValue() {
+			sizes = append(sizes, obj(d, "size").NumberValue())
+			assert.Equal(t, []string{"scsi0", "scsi1"}[i], obj(d, "interface").StringValue(), name)
+			assert.Equal(t, "local-lvm", obj(d, "datastoreId").StringValue(), name)
+		}
+		assert.Equal(t, w.disks, sizes, name)
+		assert.Equal(t, []string{"scsi0", "ide2"}, strs(in["bootOrders"]), "%s: disk first, so only an empty disk falls through to the ISO", name)
+		assert.Equal(t, "local:iso/"+wantISO, obj(in["cdrom"], "fileId").StringValue(), name)
+		assert.Equal(t, "ide2", obj(in["cdrom"], "interface").StringValue(), "%s: q35 has no ide3", name)
+		assert.Equal(t, "q35", in["machine"].StringValue())
+		assert.True(t, obj(in["agent"], "enabled").BoolValue(), "%s: the image has the guest agent", name)
+		nic := in["networkDevices"].ArrayValue()
+		require.Len(t, nic, 1)
+		assert.Equal(t, "vmbr1", obj(nic[0], "bridge").StringValue(), name)
+		assert.Equal(t, "virtio", obj(nic[0], "model").StringValue(), name)
+		mac, err := proxmox.DeriveMAC("a1b2", "homelab", name)
+		require.NoError(t, err)
+		assert.Equal(t, mac, obj(nic[0], "macAddress").StringValue(), name)
+		assert.Contains(t, stdin, "dhcp-host="+mac+","+w.ip+","+name+"\n", "reservation of %s", name)
+		tags := strs(in["tags"])
+		assert.True(t, slices.IsSorted(tags), "%s: tags sorted, as Proxmox stores them: %v", name, tags)
+		assert.Contains(t, tags, "stack-proxmox-homelab")
+		assert.True(t, in["stopOnDestroy"].BoolValue(), name)
+		assert.LessOrEqual(t, in["timeoutShutdownVm"].NumberValue(), 60.0, name)
+		assert.LessOrEqual(t, in["timeoutStopVm"].NumberValue(), 60.0, name)
+		assert.False(t, in["rebootAfterUpdate"].BoolValue(), name)
+		assert.True(t, in["onBoot"].BoolValue(), name)
+		assert.Nil(t, in["initialization"].V, "%s: no cloud-init drive with DHCP reservations", name)
+		assert.Subset(t, v.IgnoreChanges, []string{"cdrom", "disks[0].speed"}, name)
+		assert.True(t, provider.Is(v.Provider), "%s uses the explicit provider, not a default one: %s", name, v.Provider)
+
+		assert.True(t, e.After(v, iso), "%s after its ISO", name)
+		assert.True(t, e.After(v, dhcp), "%s after its DHCP reservation", name)
+		apply := e.Named(t, mocktest.Apply, "homelab-apply-"+name)
+		assert.True(t, e.After(apply, v), "Talos apply of %s after its VM", name)
+		assert.True(t, strings.HasSuffix(apply.DeletedWith, "::homelab-vm-"+name), "apply of %s goes with its VM", name)
+		eject := e.Named(t, mocktest.LocalCommand, "homelab-eject-iso-"+name)
+		assert.True(t, e.After(eject, v))
+		for _, rel := range e.ByType(mocktest.Release) {
+			assert.True(t, e.After(eject, rel), "ISO of %s ejected only after the cluster is up (%s)", name, rel.Name)
+		}
+		assert.True(t, eject.Inputs["stdin"].IsSecret(), "the token header is secret")
+		assert.Equal(t, w.id, eject.Inputs["environment"].ObjectValue()["PVE_VMID"].StringValue())
+	}
+	for _, rel := range e.ByType(mocktest.Release) {
+		assert.True(t, strings.HasSuffix(rel.DeletedWith, "::homelab-vm-cp-0"), "%s goes with the first control plane", rel.Name)
+	}
+	for _, a := range e.ByType(mocktest.Apply) {
+		assert.Contains(t, strings.Join(strs(a.Inputs["configPatches"]), "\n"),
+			"factory.talos.dev/metal-installer/"+mocktest.SchematicID+":v1.12.4", "installer from the same schematic")
+	}
+	for _, r := range e.All() {
+		if r.Type != mocktest.ProxmoxCluster {
+			assert.Contains(t, r.Parent, "ProxmoxCluster", "%s %s is inside the component", r.Type, r.Name)
+		}
+	}
+
+	assert.True(t, outs["kubeconfig"].Secret)
+	assert.True(t, outs["talosconfig"].Secret)
+	assert.False(t, outs["vmIds"].Secret)
+	assert.Equal(t, map[string]int{"cp-0": 110, "worker-0": 120, "worker-1": 121}, outs["vmIds"].Value)
+	assert.Equal(t, "https://10.10.0.5:6443", outs["endpoint"].Value)
+	assert.Equal(t, map[string]string{"cp-0": "10.10.0.10", "worker-0": "10.10.0.20", "worker-1": "10.10.0.21"}, outs["nodeIps"].Value)
+	for _, k := range []string{"kubeconfig", "talosconfig", "endpoint", "nodeIps", "vmIds", "talosVersion", "kubernetesVersion", "schematicId", "installerImage", "macs"} {
+		assert.Contains(t, outs, k)
+	}
+}

@@ -282,9 +282,9 @@ func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs m
 	return cmd, nil
 }
 
-// ejectISOs empties every VM's CD-ROM once the cluster is up (after the
-// TalosCluster, whose Helm releases wait for the nodes): Talos then runs from
-// disk. Each command is replaced, and so runs again, when its VM is.
+// ejectISOs empties every VM's CD-ROM once the cluster is up (after its
+// node's apply and the Helm releases, which wait for the nodes): Talos then
+// runs from disk. Each command is replaced, and so runs again, when its VM is.
 func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs, refs []stacks.NodeRef, parent pulumi.ResourceOption) error {
 	px := args.Config.Proxmox
 	header := pulumi.ToSecret(px.APITokenSecret.Output().ApplyT(func(s string) string {
@@ -292,6 +292,10 @@ func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs,
 	})).(pulumi.StringOutput)
 	for _, ref := range refs {
 		machine := c.VMs[ref.Name]
+		// Concrete resources, not the TalosCluster component: the SDK expands
+		// a component into the children it knows of at that moment, and
+		// children register asynchronously, so that could miss the releases.
+		waitFor := []pulumi.Resource{c.Talos.Applies[ref.Name], c.Talos.Cilium, c.Talos.CertApprover}
 		cmd, err := local.NewCommand(ctx, name+"-eject-iso-"+ref.Name, &local.CommandArgs{
 			Create: pulumi.String(EjectCommand(px.Insecure)),
 			Stdin:  header,
@@ -302,7 +306,7 @@ func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs,
 			},
 			Triggers:               pulumi.Array{machine.ID()},
 			AddPreviousOutputInEnv: pulumi.Bool(false),
-		}, parent, pulumi.DependsOn([]pulumi.Resource{c.Talos}), pulumi.DeletedWith(machine))
+		}, parent, pulumi.DependsOn(waitFor), pulumi.DeletedWith(machine))
 		if err != nil {
 			return fmt.Errorf("unable to create ISO eject for %s: %w", ref.Name, err)
 		}

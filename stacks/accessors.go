@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Role is a node's Talos machine type.
@@ -78,3 +81,13 @@ func (p *ProxmoxConfig) EndpointHost() string {
 
 // DNSMasqEnabled reports whether DHCP reservations are written.
 func (p *ProxmoxConfig) DNSMasqEnabled() bool { return p.DNSMasq.Enabled != nil && *p.DNSMasq.Enabled }
+
+// KeyFilePath is privateKeyFile with a leading ~/ expanded, as a shell would.
+func (s *SSHConfig) KeyFilePath() string {
+	if rest, ok := strings.CutPrefix(s.PrivateKeyFile, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return s.PrivateKeyFile
+}

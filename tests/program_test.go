@@ -4,6 +4,7 @@ package tests
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"testing"
 
@@ -79,3 +80,5 @@ func TestUnimplementedPlatformFailsClearly(t *testing.T) {
 		assert.Empty(t, registered, file)
 	}
 }
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

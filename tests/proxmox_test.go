@@ -188,3 +188,103 @@ func TestProxmoxExampleGraph(t *testing.T) {
 		assert.Contains(t, outs, k)
 	}
 }
+
+func TestProxmoxStaticAddressing(t *testing.T) {
+	t.Parallel()
+	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) {
+		m["addressing"] = "static"
+		delete(m, "dnsmasq")
+	})
+	e, _ := deploy(t, src)
+	assert.Empty(t, e.ByType(mocktest.RemoteCommand), "no DHCP reservations with static addressing")
+	iso := e.One(t, mocktest.Download)
+	assert.Contains(t, iso.Inputs["fileName"].StringValue(), "-nocloud-amd64.iso")
+	assert.Contains(t, iso.Inputs["url"].StringValue(), "/nocloud-amd64.iso")
+	for _, v := range e.ByType(mocktest.VM) {
+		name := v.Inputs["name"].StringValue()
+		ci := v.Inputs["initialization"]
+		require.True(t, ci.IsObject(), name)
+		assert.Equal(t, "nocloud", obj(ci, "type").StringValue())
+		assert.Equal(t, "ide0", obj(ci, "interface").StringValue(), "the CD-ROM holds ide2")
+		ipc := obj(ci, "ipConfigs").ArrayValue()[0]
+		assert.Regexp(t, `^10\.10\.0\.\d+/24$`, obj(obj(ipc, "ipv4"), "address").StringValue())
+		assert.Equal(t, "10.10.0.1", obj(obj(ipc, "ipv4"), "gateway").StringValue())
+		assert.Equal(t, []string{"10.10.0.1"}, strs(obj(obj(ci, "dns"), "servers")))
+	}
+	for _, a := range e.ByType(mocktest.Apply) {
+		patches := strings.Join(strs(a.Inputs["configPatches"]), "\n")
+		assert.Contains(t, patches, "factory.talos.dev/nocloud-installer/")
+		assert.Contains(t, patches, "HostnameConfig", "static nodes name themselves")
+	}
+}
+
+func TestProxmoxMultiHostAgentAndGivenMAC(t *testing.T) {
+	t.Parallel()
+	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	src = edit(t, src, "nodes", func(m map[string]any) {
+		ws := m["workers"].([]any)
+		ws[1].(map[string]any)["proxmoxNode"] = "pve2"
+		ws[0].(map[string]any)["mac"] = "BC:24:11:00:00:20"
+	})
+	src = edit(t, src, "cluster", func(m map[string]any) {
+		m["schematic"] = map[string]any{"extensions": []any{"siderolabs/iscsi-tools"}}
+	})
+	e, outs := deploy(t, src)
+
+	isos := e.ByType(mocktest.Download)
+	require.Len(t, isos, 2, "one ISO per Proxmox node hosting a VM")
+	byNode := map[string]mocktest.Registered{}
+	for _, iso := range isos {
+		byNode[iso.Inputs["nodeName"].StringValue()] = iso
+	}
+	w1 := e.Named(t, mocktest.VM, "homelab-vm-worker-1")
+	assert.Equal(t, "pve2", w1.Inputs["nodeName"].StringValue())
+	assert.True(t, e.After(w1, byNode["pve2"]))
+	assert.False(t, e.After(w1, byNode["pve"]), "worker-1 waits only for the ISO on its own host")
+
+	for _, v := range e.ByType(mocktest.VM) {
+		assert.False(t, obj(v.Inputs["agent"], "enabled").BoolValue(), "no qemu-guest-agent extension, no agent")
+	}
+	w0 := e.Named(t, mocktest.VM, "homelab-vm-worker-0")
+	assert.Equal(t, "bc:24:11:00:00:20", obj(w0.Inputs["networkDevices"].ArrayValue()[0], "macAddress").StringValue())
+	assert.Contains(t, e.One(t, mocktest.RemoteCommand).Inputs["stdin"].StringValue(), "dhcp-host=bc:24:11:00:00:20,10.10.0.20,worker-0\n")
+	assert.Len(t, e.ByType(mocktest.RandomID), 1, "one MAC prefix for the derived MACs")
+	assert.Equal(t, "bc:24:11:00:00:20", outs["macs"].Value.(map[string]string)["worker-0"])
+}
+
+func TestProxmoxNoRandomPrefixWhenEveryMACIsGiven(t *testing.T) {
+	t.Parallel()
+	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "nodes", func(m map[string]any) {
+		for i, role := range []string{"controlPlanes", "workers"} {
+			for j, n := range m[role].([]any) {
+				n.(map[string]any)["mac"] = fmt.Sprintf("52:54:00:00:%02d:%02d", i, j)
+			}
+		}
+	})
+	e, _ := deploy(t, src)
+	assert.Empty(t, e.ByType(mocktest.RandomID))
+}
+
+func TestProxmoxSSHKeyFile(t *testing.T) {
+	t.Parallel()
+	key := t.TempDir() + "/id_ed25519"
+	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) {
+		m["ssh"].(map[string]any)["privateKeyFile"] = key
+	})
+
+	// A missing key file fails before anything is created, naming the key.
+	rec := &recorder{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error { return program.Run(ctx, src) },
+		pulumi.WithMocks("talos-cluster", "proxmox-homelab", rec), stacktest.WithConfig(src))
+	require.ErrorContains(t, err, "proxmox.ssh.privateKeyFile")
+	assert.Empty(t, rec.types)
+
+	require.NoError(t, writeFile(key, "-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n-----END OPENSSH PRIVATE KEY-----\n"))
+	e, _ := deploy(t, src)
+	conn := e.One(t, mocktest.RemoteCommand).Inputs["connection"]
+	require.True(t, conn.IsSecret(), "the SSH connection (with the key) is secret")
+	inner := conn.SecretValue().Element
+	assert.Contains(t, inner.ObjectValue()["privateKey"].String(), "BEGIN OPENSSH PRIVATE KEY", "the key file's content is used")
+	assert.Equal(t, "192.168.122.70", obj(inner, "host").StringValue())
+	assert.Equal(t, 22.0, obj(inner, "port").NumberValue())
+}

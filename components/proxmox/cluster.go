@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -328,7 +327,7 @@ func (a *ClusterArgs) sshPrivateKey() (pulumi.StringInput, error) {
 		if read == nil {
 			read = os.ReadFile
 		}
-		path := expandHome(ssh.PrivateKeyFile)
+		path := ssh.KeyFilePath()
 		key, err := read(path)
 		if err != nil {
 			return nil, fmt.Errorf("proxmox.ssh.privateKeyFile: %w; nothing was created", err)
@@ -337,13 +336,4 @@ func (a *ClusterArgs) sshPrivateKey() (pulumi.StringInput, error) {
 	default:
 		return nil, nil
 	}
-}
-
-func expandHome(p string) string {
-	if rest, ok := strings.CutPrefix(p, "~/"); ok {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, rest)
-		}
-	}
-	return p
 }

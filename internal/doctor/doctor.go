@@ -1,0 +1,262 @@
+// Package doctor checks, from the operator's machine, what `pulumi up` of a
+// stack will need: the stack config itself, the Proxmox API with the stack's
+// token (nodes, datastores, VM ids), SSH to the Proxmox host for dnsmasq, a
+// route to the VM network, and the local tools the program runs. Each check
+// says plainly what is missing and how to fix it.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// Level is a check result's severity.
+type Level string
+
+// Levels, as printed.
+const (
+	OK   Level = "ok"
+	Warn Level = "warn"
+	Fail Level = "FAIL"
+)
+
+// Result is one check's outcome.
+type Result struct {
+	Level   Level
+	Check   string
+	Message string
+}
+
+// API is the part of the Proxmox API the doctor reads.
+type API interface {
+	Version(ctx context.Context) (string, error)
+	Nodes(ctx context.Context) ([]pveapi.Node, error)
+	Storages(ctx context.Context, node string) ([]pveapi.Storage, error)
+	VMs(ctx context.Context) ([]pveapi.ClusterVM, error)
+}
+
+// Env holds the doctor's seams to the outside world.
+type Env struct {
+	// NewAPI makes the Proxmox API client for the stack.
+	NewAPI func(cfg *stacks.Config) (API, error)
+	// SSH runs a command on the Proxmox host as the program would.
+	SSH func(ctx context.Context, cfg *stacks.Config, command string) (string, error)
+	// Dial opens a TCP connection (net.Dialer.DialContext).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// LookPath finds a local tool (exec.LookPath).
+	LookPath func(string) (string, error)
+	// Timeout bounds each network check.
+	Timeout time.Duration
+}
+
+// DefaultEnv is the real world.
+func DefaultEnv() Env {
+	d := &net.Dialer{}
+	return Env{
+		NewAPI: func(cfg *stacks.Config) (API, error) {
+			px := cfg.Proxmox
+			return pveapi.New(px.Endpoint, px.APITokenID, px.APITokenSecret.Reveal(), pveapi.Options{Insecure: px.Insecure, Retries: 1})
+		},
+		SSH:      runSSH,
+		Dial:     d.DialContext,
+		LookPath: exec.LookPath,
+		Timeout:  5 * time.Second,
+	}
+}
+
+// Run loads the stack config and runs every check that applies to it.
+func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result {
+	cfg, diags := stacks.Load(src)
+	var out []Result
+	for _, w := range diags.Warnings {
+		out = append(out, Result{Warn, "config", w.String()})
+	}
+	if err := diags.Err(); err != nil {
+		return append(out, Result{Fail, "config", err.Error()})
+	}
+	out = append(out, Result{OK, "config", fmt.Sprintf("stack %s is a valid %s stack with %d nodes", stack, cfg.Platform, len(cfg.Nodes.All()))})
+	if cfg.Platform != stacks.PlatformProxmox {
+		return append(out, Result{Warn, "platform", "only Proxmox stacks have further checks so far"})
+	}
+	out = append(out, checkAPI(ctx, env, cfg, stack)...)
+	if cfg.Proxmox.DNSMasqEnabled() {
+		out = append(out, checkSSH(ctx, env, cfg))
+	}
+	out = append(out, checkRoute(ctx, env, cfg))
+	out = append(out, checkTool(env, "curl", "ejects the Talos ISO through the Proxmox API after the install"))
+	return out
+}
+
+// Failed reports whether any result is a failure.
+func Failed(rs []Result) bool {
+	return slices.ContainsFunc(rs, func(r Result) bool { return r.Level == Fail })
+}
+
+// Print writes results one per line.
+func Print(w io.Writer, rs []Result) {
+	for _, r := range rs {
+		fmt.Fprintf(w, "%-4s  %-8s  %s\n", r.Level, r.Check, r.Message)
+	}
+}
+
+func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []Result {
+	px := cfg.Proxmox
+	api, err := env.NewAPI(cfg)
+	if err != nil {
+		return []Result{{Fail, "api", err.Error()}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 4*env.Timeout)
+	defer cancel()
+	version, err := api.Version(ctx)
+	if err != nil {
+		return []Result{{Fail, "api", explainAPI(px, err)}}
+	}
+	out := []Result{{OK, "api", fmt.Sprintf("%s answers with token %s (Proxmox VE %s)", px.Endpoint, px.APITokenID, version)}}
+
+	nodes, err := api.Nodes(ctx)
+	if err != nil {
+		return append(out, Result{Fail, "api", "listing Proxmox nodes: " + err.Error()})
+	}
+	status := map[string]string{}
+	for _, n := range nodes {
+		status[n.Node] = n.Status
+	}
+	used := map[string]bool{}
+	for _, n := range cfg.Nodes.All() {
+		used[n.ProxmoxNode] = true
+	}
+	for _, name := range sortedKeys(used) {
+		switch st, ok := status[name]; {
+		case !ok:
+			out = append(out, Result{Fail, "node", fmt.Sprintf("Proxmox node %q does not exist (known: %s); fix proxmox.node or the nodes' proxmoxNode", name, strings.Join(sortedKeys(status), ", "))})
+			continue
+		case st != "online":
+			out = append(out, Result{Fail, "node", fmt.Sprintf("Proxmox node %q is %s", name, st)})
+			continue
+		}
+		out = append(out, checkStorage(ctx, api, name, px.ISODatastore, "iso", "proxmox.isoDatastore"))
+		out = append(out, checkStorage(ctx, api, name, px.DiskDatastore, "images", "proxmox.diskDatastore"))
+	}
+
+	vms, err := api.VMs(ctx)
+	if err != nil {
+		return append(out, Result{Fail, "vmids", "listing VMs: " + err.Error()})
+	}
+	tag := proxmox.StackTag(stack)
+	var clashes []string
+	for _, ref := range cfg.Nodes.Refs() {
+		for _, vm := range vms {
+			if vm.VMID != ref.VMID {
+				continue
+			}
+			if vm.Name == ref.Name && slices.Contains(pveapi.TagList(vm.Tags), tag) {
+				continue // this stack's own VM from an earlier up
+			}
+			clashes = append(clashes, fmt.Sprintf("%s.vmId %d is taken by VM %q on %s", ref.Path, ref.VMID, vm.Name, vm.Node))
+		}
+	}
+	if len(clashes) > 0 {
+		return append(out, Result{Fail, "vmids", strings.Join(clashes, "; ")})
+	}
+	return append(out, Result{OK, "vmids", "every VM id is free or already this stack's"})
+}
+
+func checkStorage(ctx context.Context, api API, node, name, content, key string) Result {
+	stores, err := api.Storages(ctx, node)
+	if err != nil {
+		return Result{Fail, "storage", fmt.Sprintf("listing datastores of %s: %v", node, err)}
+	}
+	for _, s := range stores {
+		if s.Storage != name {
+			continue
+		}
+		if !s.HasContent(content) {
+			return Result{Fail, "storage", fmt.Sprintf("%s: datastore %q on %s does not allow content %q (it has %q); enable it under Datacenter > Storage", key, name, node, content, s.Content)}
+		}
+		return Result{OK, "storage", fmt.Sprintf("datastore %q on %s holds %s", name, node, content)}
+	}
+	return Result{Fail, "storage", fmt.Sprintf("%s: datastore %q does not exist on %s", key, name, node)}
+}
+
+func explainAPI(px stacks.ProxmoxConfig, err error) string {
+	var api *pveapi.APIError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &api) && api.Status == 401:
+		return fmt.Sprintf("%s rejects token %s: check proxmox.apiTokenId and the secret (make secret KEY=proxmox.apiTokenSecret)", px.Endpoint, px.APITokenID)
+	case errors.As(err, &api) && api.Status == 403:
+		return fmt.Sprintf("token %s lacks a permission: %s (give the token's user the PVEVMAdmin and PVEDatastoreUser roles, or clear 'Privilege Separation')", px.APITokenID, api.Message)
+	case strings.Contains(msg, "certificate") && !px.Insecure:
+		return fmt.Sprintf("%s: the certificate is not trusted (%v); install a trusted one, or set proxmox.insecure: true for a self-signed host", px.Endpoint, err)
+	default:
+		return fmt.Sprintf("%s is not reachable from this machine: %v", px.Endpoint, err)
+	}
+}
+
+func checkSSH(ctx context.Context, env Env, cfg *stacks.Config) Result {
+	ssh := cfg.Proxmox.SSH
+	dir := cfg.Proxmox.DNSMasq.ConfigDir
+	ctx, cancel := context.WithTimeout(ctx, 2*env.Timeout)
+	defer cancel()
+	out, err := env.SSH(ctx, cfg, "command -v dnsmasq >/dev/null || { echo 'dnsmasq is not installed'; exit 3; }; "+
+		"test -d '"+dir+"' || { echo 'no directory "+dir+"'; exit 3; }; echo ready")
+	target := fmt.Sprintf("%s@%s:%d", ssh.User, ssh.Host, ssh.Port)
+	if err != nil {
+		hint := "load the key into your SSH agent (ssh-add), or set proxmox.ssh.privateKeyFile"
+		if strings.TrimSpace(out) != "" {
+			hint = strings.TrimSpace(out)
+		}
+		return Result{Fail, "ssh", fmt.Sprintf("%s: %v; %s", target, err, hint)}
+	}
+	return Result{OK, "ssh", fmt.Sprintf("%s works; dnsmasq is installed and %s exists", target, dir)}
+}
+
+// checkRoute probes the VM network's gateway (in a home lab the Proxmox
+// host's own address on the VM bridge). A refused connection proves the
+// route as well as an accepted one; a timeout or "no route" does not.
+func checkRoute(ctx context.Context, env Env, cfg *stacks.Config) Result {
+	gw := cfg.Cluster.Network.Gateway
+	prefix := netip.PrefixFrom(netip.MustParseAddr(gw), cfg.Cluster.Network.PrefixLength).Masked()
+	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
+	defer cancel()
+	conn, err := env.Dial(ctx, "tcp", net.JoinHostPort(gw, strconv.Itoa(cfg.Proxmox.SSH.Port)))
+	if err == nil {
+		_ = conn.Close()
+	}
+	if err == nil || errors.Is(err, syscall.ECONNREFUSED) {
+		return Result{OK, "route", fmt.Sprintf("the VM network %s is reachable from here (gateway %s answers)", prefix, gw)}
+	}
+	return Result{Fail, "route", fmt.Sprintf("the VM network %s is not reachable from this machine (%v). "+
+		"The Talos and Kubernetes providers run here and must reach the nodes: add a route through the Proxmox host "+
+		"(e.g. `sudo ip route add %s via %s`, with IP forwarding on the host)", prefix, err, prefix, cfg.Proxmox.SSH.Host)}
+}
+
+func checkTool(env Env, tool, why string) Result {
+	if p, err := env.LookPath(tool); err == nil {
+		return Result{OK, "tools", fmt.Sprintf("%s found at %s", tool, p)}
+	}
+	return Result{Fail, "tools", fmt.Sprintf("%s is not installed; the program %s", tool, why)}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,179 @@
+package doctor_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/doctor"
+	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// fakeAPI is the example host: node pve online, local (iso) and local-lvm
+// (images), and some other VMs.
+type fakeAPI struct {
+	err      error
+	nodes    []pveapi.Node
+	storages []pveapi.Storage
+	vms      []pveapi.ClusterVM
+}
+
+func healthyAPI() *fakeAPI {
+	return &fakeAPI{
+		nodes: []pveapi.Node{{Node: "pve", Status: "online"}},
+		storages: []pveapi.Storage{
+			{Storage: "local", Content: "iso,vztmpl,backup"},
+			{Storage: "local-lvm", Content: "images,rootdir"},
+		},
+		vms: []pveapi.ClusterVM{{VMID: 100, Name: "opnsense", Node: "pve"}},
+	}
+}
+
+func (f *fakeAPI) Version(context.Context) (string, error) { return "9.1.1", f.err }
+func (f *fakeAPI) Nodes(context.Context) ([]pveapi.Node, error) {
+	return f.nodes, nil
+}
+
+func (f *fakeAPI) Storages(context.Context, string) ([]pveapi.Storage, error) {
+	return f.storages, nil
+}
+func (f *fakeAPI) VMs(context.Context) ([]pveapi.ClusterVM, error) { return f.vms, nil }
+
+// env answers like a working set-up; tests break one thing at a time.
+func env(api *fakeAPI) doctor.Env {
+	return doctor.Env{
+		NewAPI: func(*stacks.Config) (doctor.API, error) { return api, nil },
+		SSH: func(context.Context, *stacks.Config, string) (string, error) {
+			return "ready\n", nil
+		},
+		Dial: func(_ context.Context, _, addr string) (net.Conn, error) {
+			c1, c2 := net.Pipe()
+			_ = c2.Close()
+			return c1, nil
+		},
+		LookPath: func(s string) (string, error) { return "/usr/bin/" + s, nil },
+		Timeout:  time.Second,
+	}
+}
+
+func run(t *testing.T, e doctor.Env) ([]doctor.Result, string) {
+	t.Helper()
+	rs := doctor.Run(context.Background(), e, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox-homelab")
+	var b strings.Builder
+	doctor.Print(&b, rs)
+	return rs, b.String()
+}
+
+func TestDoctorAllGood(t *testing.T) {
+	t.Parallel()
+	rs, out := run(t, env(healthyAPI()))
+	assert.False(t, doctor.Failed(rs), out)
+	for _, want := range []string{"valid proxmox stack with 3 nodes", "Proxmox VE 9.1.1", `datastore "local" on pve holds iso`,
+		`datastore "local-lvm" on pve holds images`, "every VM id is free", "root@192.168.122.70:22 works", "10.10.0.0/24 is reachable", "curl found"} {
+		assert.Contains(t, out, want)
+	}
+}
+
+func TestDoctorSaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		breakIt func(*fakeAPI, *doctor.Env)
+		want    string
+	}{
+		"bad token": {func(a *fakeAPI, _ *doctor.Env) {
+			a.err = &pveapi.APIError{Status: 401, Message: "authentication failure"}
+		}, "rejects token root@pam!pulumi"},
+		"unreachable API": {func(a *fakeAPI, _ *doctor.Env) { a.err = errors.New("dial tcp 192.168.122.70:8006: i/o timeout") },
+			"is not reachable from this machine"},
+		"unknown node": {func(a *fakeAPI, _ *doctor.Env) { a.nodes = []pveapi.Node{{Node: "pve1", Status: "online"}} },
+			`Proxmox node "pve" does not exist (known: pve1)`},
+		"offline node": {func(a *fakeAPI, _ *doctor.Env) { a.nodes[0].Status = "offline" }, `"pve" is offline`},
+		"no iso content": {func(a *fakeAPI, _ *doctor.Env) { a.storages[0].Content = "backup" },
+			`proxmox.isoDatastore: datastore "local" on pve does not allow content "iso"`},
+		"missing datastore": {func(a *fakeAPI, _ *doctor.Env) { a.storages = a.storages[:1] },
+			`proxmox.diskDatastore: datastore "local-lvm" does not exist on pve`},
+		"vm id taken": {func(a *fakeAPI, _ *doctor.Env) {
+			a.vms = append(a.vms, pveapi.ClusterVM{VMID: 120, Name: "gitlab", Node: "pve"})
+		}, `nodes.workers[0].vmId 120 is taken by VM "gitlab"`},
+		"no ssh": {func(_ *fakeAPI, e *doctor.Env) {
+			e.SSH = func(context.Context, *stacks.Config, string) (string, error) {
+				return "", errors.New("ssh: handshake failed: unable to authenticate")
+			}
+		}, "unable to authenticate; load the key into your SSH agent"},
+		"no dnsmasq": {func(_ *fakeAPI, e *doctor.Env) {
+			e.SSH = func(context.Context, *stacks.Config, string) (string, error) {
+				return "dnsmasq is not installed\n", errors.New("exit status 3")
+			}
+		}, "dnsmasq is not installed"},
+		"no route": {func(_ *fakeAPI, e *doctor.Env) {
+			e.Dial = func(context.Context, string, string) (net.Conn, error) {
+				return nil, errors.New("dial tcp 10.10.0.1:22: connect: no route to host")
+			}
+		}, "sudo ip route add 10.10.0.0/24 via 192.168.122.70"},
+		"no curl": {func(_ *fakeAPI, e *doctor.Env) {
+			e.LookPath = func(string) (string, error) { return "", errors.New("not found") }
+		}, "curl is not installed"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			api := healthyAPI()
+			e := env(api)
+			c.breakIt(api, &e)
+			rs, out := run(t, e)
+			assert.True(t, doctor.Failed(rs), out)
+			assert.Contains(t, out, "FAIL")
+			assert.Contains(t, out, c.want)
+		})
+	}
+}
+
+func TestDoctorAcceptsTheStacksOwnVMs(t *testing.T) {
+	t.Parallel()
+	api := healthyAPI()
+	api.vms = append(api.vms, pveapi.ClusterVM{VMID: 110, Name: "cp-0", Node: "pve", Tags: "cluster-homelab;stack-proxmox-homelab;talos"})
+	rs, out := run(t, env(api))
+	assert.False(t, doctor.Failed(rs), out)
+
+	// Same id and name but not tagged as this stack's: someone else's VM.
+	api.vms[1].Tags = "talos"
+	rs, out = run(t, env(api))
+	assert.True(t, doctor.Failed(rs), out)
+	assert.Contains(t, out, `nodes.controlPlanes[0].vmId 110 is taken by VM "cp-0"`)
+}
+
+func TestDoctorRouteWithRealSockets(t *testing.T) {
+	t.Parallel()
+	// A refused connection proves the route: listen, note the port, close.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+
+	e := env(healthyAPI())
+	var d net.Dialer
+	e.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}
+	_, out := run(t, e)
+	assert.Contains(t, out, "ok    route")
+}
+
+func TestDoctorInvalidConfig(t *testing.T) {
+	t.Parallel()
+	src := stacktest.StackSource(t, stacktest.ProxmoxExample, nil) // no token secret
+	rs := doctor.Run(context.Background(), env(healthyAPI()), src, "proxmox-homelab")
+	require.True(t, doctor.Failed(rs))
+	var b strings.Builder
+	doctor.Print(&b, rs)
+	assert.Contains(t, b.String(), "proxmox.apiTokenSecret: is required")
+}

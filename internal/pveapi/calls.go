@@ -1,0 +1,136 @@
+package pveapi
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Node is one member of the Proxmox cluster.
+type Node struct {
+	Node   string `json:"node"`
+	Status string `json:"status"` // online, offline, unknown
+}
+
+// Storage is a datastore as one node sees it.
+type Storage struct {
+	Storage string `json:"storage"`
+	Content string `json:"content"` // comma-separated: iso,images,...
+	Active  int    `json:"active"`
+	Enabled int    `json:"enabled"`
+}
+
+// HasContent reports whether the storage holds the content type.
+func (s Storage) HasContent(ct string) bool {
+	for _, c := range strings.Split(s.Content, ",") {
+		if strings.TrimSpace(c) == ct {
+			return true
+		}
+	}
+	return false
+}
+
+// ClusterVM is a VM as /cluster/resources lists it.
+type ClusterVM struct {
+	VMID   int    `json:"vmid"`
+	Name   string `json:"name"`
+	Node   string `json:"node"`
+	Status string `json:"status"`
+	Tags   string `json:"tags"` // ;-separated
+}
+
+// VMStatus is /nodes/{node}/qemu/{vmid}/status/current.
+type VMStatus struct {
+	Status string `json:"status"` // running, stopped
+	Name   string `json:"name"`
+	Tags   string `json:"tags"`
+	Lock   string `json:"lock"`
+}
+
+// TagList splits Proxmox's tag string (separated by ; , or space).
+func TagList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' || r == ' ' })
+}
+
+// TaskStatus is /nodes/{node}/tasks/{upid}/status.
+type TaskStatus struct {
+	Status     string `json:"status"` // running, stopped
+	ExitStatus string `json:"exitstatus"`
+}
+
+// Version returns the Proxmox VE version; it proves the token works.
+func (c *Client) Version(ctx context.Context) (string, error) {
+	var v struct {
+		Version string `json:"version"`
+		Release string `json:"release"`
+	}
+	if err := c.call(ctx, "GET", "/version", nil, &v); err != nil {
+		return "", err
+	}
+	return v.Version, nil
+}
+
+// Nodes lists the cluster's nodes.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	var out []Node
+	return out, c.call(ctx, "GET", "/nodes", nil, &out)
+}
+
+// Storages lists the datastores a node sees.
+func (c *Client) Storages(ctx context.Context, node string) ([]Storage, error) {
+	var out []Storage
+	return out, c.call(ctx, "GET", "/nodes/"+url.PathEscape(node)+"/storage", nil, &out)
+}
+
+// VMs lists every VM of the Proxmox cluster.
+func (c *Client) VMs(ctx context.Context) ([]ClusterVM, error) {
+	var out []ClusterVM
+	return out, c.call(ctx, "GET", "/cluster/resources?type=vm", nil, &out)
+}
+
+// VMStatus returns a VM's current state; ErrNotFound if it does not exist.
+func (c *Client) VMStatus(ctx context.Context, node string, vmid int) (VMStatus, error) {
+	var out VMStatus
+	return out, c.call(ctx, "GET", vmPath(node, vmid)+"/status/current", nil, &out)
+}
+
+// StopVM hard-stops a VM (power off, no guest shutdown) and returns the
+// task's UPID.
+func (c *Client) StopVM(ctx context.Context, node string, vmid int) (string, error) {
+	var upid string
+	return upid, c.call(ctx, "POST", vmPath(node, vmid)+"/status/stop", url.Values{}, &upid)
+}
+
+// TaskStatus returns a task's state.
+func (c *Client) TaskStatus(ctx context.Context, node, upid string) (TaskStatus, error) {
+	var out TaskStatus
+	return out, c.call(ctx, "GET", "/nodes/"+url.PathEscape(node)+"/tasks/"+url.PathEscape(upid)+"/status", nil, &out)
+}
+
+// WaitTask polls a task until it stops; a task that ends without "OK" is an
+// error carrying its exit status.
+func (c *Client) WaitTask(ctx context.Context, node, upid string, poll time.Duration) error {
+	for {
+		st, err := c.TaskStatus(ctx, node, upid)
+		if err != nil {
+			return err
+		}
+		if st.Status == "stopped" {
+			if st.ExitStatus != "OK" {
+				return fmt.Errorf("proxmox task %s failed: %s", upid, st.ExitStatus)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for proxmox task %s: %w", upid, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}
+
+func vmPath(node string, vmid int) string {
+	return fmt.Sprintf("/nodes/%s/qemu/%d", url.PathEscape(node), vmid)
+}

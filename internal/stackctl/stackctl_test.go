@@ -1,0 +1,98 @@
+package stackctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/doctor"
+	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// configJSON renders a source the way `pulumi config --show-secrets --json`
+// prints a stack's config.
+func configJSON(t *testing.T, src stacks.Source) []byte {
+	t.Helper()
+	out := map[string]any{}
+	for k, v := range src.Values {
+		out[k] = map[string]any{"value": v, "secret": slices.Contains(src.SecretKeys, k)}
+	}
+	raw, err := json.Marshal(out)
+	require.NoError(t, err)
+	return raw
+}
+
+func TestSourceFromJSON(t *testing.T) {
+	t.Parallel()
+	want := stacktest.Example(t, stacktest.ProxmoxExample)
+	got, err := SourceFromJSON(configJSON(t, want))
+	require.NoError(t, err)
+	assert.Equal(t, "talos-cluster", got.Project)
+	assert.Equal(t, want.Values, got.Values)
+	assert.ElementsMatch(t, want.SecretKeys, got.SecretKeys)
+
+	_, err = SourceFromJSON([]byte(`{"aws:region":{"value":"eu-west-1"}}`))
+	require.ErrorContains(t, err, "no platform key")
+	_, err = SourceFromJSON([]byte(`[secret]`))
+	require.ErrorContains(t, err, "not the JSON")
+}
+
+type okAPI struct{}
+
+func (okAPI) Version(context.Context) (string, error) { return "9.1.1", nil }
+func (okAPI) Nodes(context.Context) ([]pveapi.Node, error) {
+	return []pveapi.Node{{Node: "pve", Status: "online"}}, nil
+}
+
+func (okAPI) Storages(context.Context, string) ([]pveapi.Storage, error) {
+	return []pveapi.Storage{{Storage: "local", Content: "iso"}, {Storage: "local-lvm", Content: "images"}}, nil
+}
+func (okAPI) VMs(context.Context) ([]pveapi.ClusterVM, error) { return nil, nil }
+
+func TestDoctorCommandExitCodes(t *testing.T) {
+	t.Parallel()
+	raw := configJSON(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	routed := true
+	e := doctor.Env{
+		NewAPI: func(*stacks.Config) (doctor.API, error) { return okAPI{}, nil },
+		SSH:    func(context.Context, *stacks.Config, string) (string, error) { return "ready", nil },
+		Dial: func(context.Context, string, string) (net.Conn, error) {
+			if !routed {
+				return nil, &net.OpError{Op: "dial", Err: assert.AnError}
+			}
+			a, b := net.Pipe()
+			_ = b.Close()
+			return a, nil
+		},
+		LookPath: func(s string) (string, error) { return "/usr/bin/" + s, nil },
+		Timeout:  time.Second,
+	}
+	var out, errOut bytes.Buffer
+	code := doctorCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--config-json", "-"}, "", bytes.NewReader(raw), &out, &errOut, e)
+	assert.Equal(t, ExitOK, code, out.String()+errOut.String())
+	assert.Contains(t, out.String(), "Everything `pulumi up` needs is in place.")
+
+	routed = false
+	out.Reset()
+	code = doctorCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--config-json", "-"}, "", bytes.NewReader(raw), &out, &errOut, e)
+	assert.Equal(t, ExitFailed, code)
+	assert.Contains(t, out.String(), "FAIL  route")
+
+	errOut.Reset()
+	code = doctorCmd(context.Background(), []string{"--config-json", "-"}, "", strings.NewReader(""), &out, &errOut, e)
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, errOut.String(), "--stack")
+
+	code = doctorCmd(context.Background(), []string{"--stack", "x", "--config-json", "-"}, "", strings.NewReader("nope"), &out, &errOut, e)
+	assert.Equal(t, ExitNoConfig, code)
+}

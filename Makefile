@@ -33,6 +33,12 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora). What 
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	@# Every benchmark once, so they keep compiling and passing; `make bench` measures.
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... > /dev/null
+
+.PHONY: bench
+bench: ## Run the Go benchmarks (program evaluation per node count, ...).
+	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: lint
 lint: ## Run golangci-lint (pinned; built with the Go module proxy on first use).
@@ -67,6 +73,10 @@ init: require-stack ## Create (or select) the stack in the backend.
 secret: require-stack ## Set a secret config value: make secret STACK=... KEY=proxmox.apiTokenSecret (prompts).
 	@if [ -z "$(KEY)" ]; then echo "KEY is required, e.g. KEY=proxmox.apiTokenSecret" >&2; exit 2; fi
 	$(PULUMI) config set --secret --path --stack $(STACK) '$(KEY)'
+
+.PHONY: doctor
+doctor: require-stack ## Check from this machine what `up` needs: Proxmox API and token, datastores, VM ids, SSH, route to the VMs.
+	$(GO) run ./cmd/stackctl doctor --stack $(STACK)
 
 .PHONY: preview
 preview: require-stack ## Show what `up` would change.

@@ -109,7 +109,7 @@ func Failed(rs []Result) bool {
 // Print writes results one per line.
 func Print(w io.Writer, rs []Result) {
 	for _, r := range rs {
-		fmt.Fprintf(w, "%-4s  %-8s  %s\n", r.Level, r.Check, r.Message)
+		_, _ = fmt.Fprintf(w, "%-4s  %-8s  %s\n", r.Level, r.Check, r.Message)
 	}
 }
 

@@ -39,7 +39,7 @@ func runSSH(ctx context.Context, cfg *stacks.Config, command string) (string, er
 		if err != nil {
 			return "", fmt.Errorf("SSH agent at SSH_AUTH_SOCK: %w", err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		auth = append(auth, ssh.PublicKeysCallback(agent.NewClient(conn).Signers))
 	default:
 		return "", fmt.Errorf("no SSH credentials: no SSH agent (SSH_AUTH_SOCK) and no proxmox.ssh.privateKey(File)")
@@ -56,7 +56,7 @@ func runSSH(ctx context.Context, cfg *stacks.Config, command string) (string, er
 	if err != nil {
 		return "", err
 	}
-	defer raw.Close()
+	defer func() { _ = raw.Close() }()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = raw.SetDeadline(dl)
 	}
@@ -65,12 +65,12 @@ func runSSH(ctx context.Context, cfg *stacks.Config, command string) (string, er
 		return "", err
 	}
 	client := ssh.NewClient(sc, chans, reqs)
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	sess, err := client.NewSession()
 	if err != nil {
 		return "", err
 	}
-	defer sess.Close()
+	defer func() { _ = sess.Close() }()
 	var out bytes.Buffer
 	sess.Stdout, sess.Stderr = &out, &out
 	err = sess.Run(command)

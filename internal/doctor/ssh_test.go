@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -61,7 +62,7 @@ func serveSSH(c net.Conn, cfg *ssh.ServerConfig) {
 			return
 		}
 		go func() {
-			defer ch.Close()
+			defer func() { _ = ch.Close() }()
 			for req := range chReqs {
 				if req.Type != "exec" {
 					_ = req.Reply(false, nil)
@@ -75,7 +76,8 @@ func serveSSH(c net.Conn, cfg *ssh.ServerConfig) {
 				status := uint32(0)
 				if err := cmd.Run(); err != nil {
 					status = 1
-					if ee, ok := err.(*exec.ExitError); ok {
+					var ee *exec.ExitError
+					if errors.As(err, &ee) {
 						status = uint32(ee.ExitCode())
 					}
 				}

@@ -18,7 +18,7 @@ import (
 const (
 	TalosCluster   = "talos-cluster:index:TalosCluster"
 	ProxmoxCluster = "talos-cluster:index:ProxmoxCluster"
-	Secrets        = "talos:machine/secrets:Secrets"
+	Secrets        = "talos:machine/secrets:Secrets" //nolint:gosec // a type token, not a credential
 	Apply          = "talos:machine/configurationApply:ConfigurationApply"
 	Bootstrap      = "talos:machine/bootstrap:Bootstrap"
 	Kubeconfig     = "talos:cluster/kubeconfig:Kubeconfig"

@@ -159,7 +159,7 @@ func (c *Client) once(ctx context.Context, method, path string, form url.Values,
 	if err != nil {
 		return fmt.Errorf("proxmox API %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		return fmt.Errorf("proxmox API %s %s: reading the answer: %w", method, path, err)

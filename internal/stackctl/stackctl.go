@@ -27,14 +27,14 @@ const (
 // Main runs a subcommand and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: stackctl doctor --stack NAME [--config-json FILE|-]")
+		_, _ = fmt.Fprintln(stderr, "usage: stackctl doctor --stack NAME [--config-json FILE|-]")
 		return ExitUsage
 	}
 	switch args[0] {
 	case "doctor":
 		return doctorCmd(ctx, args[1:], os.Getenv("STACK"), stdin, stdout, stderr, doctor.DefaultEnv())
 	default:
-		fmt.Fprintf(stderr, "stackctl: unknown command %q (known: doctor)\n", args[0])
+		_, _ = fmt.Fprintf(stderr, "stackctl: unknown command %q (known: doctor)\n", args[0])
 		return ExitUsage
 	}
 }
@@ -48,26 +48,26 @@ func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io
 		return ExitUsage
 	}
 	if *stack == "" {
-		fmt.Fprintln(stderr, "stackctl doctor: --stack (or STACK) is required")
+		_, _ = fmt.Fprintln(stderr, "stackctl doctor: --stack (or STACK) is required")
 		return ExitUsage
 	}
 	raw, err := readConfigJSON(ctx, *configJSON, *stack, stdin)
 	if err != nil {
-		fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
+		_, _ = fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
 		return ExitNoConfig
 	}
 	src, err := SourceFromJSON(raw)
 	if err != nil {
-		fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
+		_, _ = fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
 		return ExitNoConfig
 	}
 	results := doctor.Run(ctx, env, src, *stack)
 	doctor.Print(stdout, results)
 	if doctor.Failed(results) {
-		fmt.Fprintln(stdout, "\nSome checks failed: `pulumi up` would fail at the first of these.")
+		_, _ = fmt.Fprintln(stdout, "\nSome checks failed: `pulumi up` would fail at the first of these.")
 		return ExitFailed
 	}
-	fmt.Fprintln(stdout, "\nEverything `pulumi up` needs is in place.")
+	_, _ = fmt.Fprintln(stdout, "\nEverything `pulumi up` needs is in place.")
 	return ExitOK
 }
 

@@ -140,6 +140,7 @@ type ProxmoxConfig struct {
 	VLANID         int           `json:"vlanId" doc:"VLAN tag of the VM NICs; 0 means untagged." default:"0"`
 	DiskDatastore  string        `json:"diskDatastore" doc:"Datastore for VM disks." default:"local-lvm"`
 	ISODatastore   string        `json:"isoDatastore" doc:"Datastore (with ISO content) for the Talos ISO." default:"local"`
+	KeepISO        bool          `json:"keepIso" doc:"Leave the downloaded Talos ISO in the datastore on destroy (it is deleted by default)." default:"false"`
 	CPUType        string        `json:"cpuType" doc:"QEMU CPU type; Talos needs 'host' or 'x86-64-v2-AES' or newer." default:"host"`
 	BIOS           string        `json:"bios" doc:"Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk)." default:"seabios"`
 	Addressing     string        `json:"addressing" doc:"How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image + cloud-init drive)." default:"dhcp-reservation"`

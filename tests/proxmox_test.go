@@ -17,6 +17,8 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/internal/mocktest"
 	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -25,10 +27,17 @@ import (
 // stack output.
 func deploy(t testing.TB, src stacks.Source) (*mocktest.Engine, map[string]internals.UnsafeAwaitOutputResult) {
 	t.Helper()
+	e, outs, _ := deployWithHooks(t, src)
+	return e, outs
+}
+
+func deployWithHooks(t testing.TB, src stacks.Source) (*mocktest.Engine, map[string]internals.UnsafeAwaitOutputResult, *mocktest.Hooks) {
+	t.Helper()
 	e := &mocktest.Engine{}
+	hooks := &mocktest.Hooks{}
 	outs := map[string]internals.UnsafeAwaitOutputResult{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		m, err := program.Deploy(ctx, src)
+		m, err := program.Deploy(ctx, src, program.Options{Hooks: hooks})
 		if err != nil {
 			return err
 		}
@@ -42,7 +51,7 @@ func deploy(t testing.TB, src stacks.Source) (*mocktest.Engine, map[string]inter
 		return nil
 	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stacktest.WithConfig(src))
 	require.NoError(t, err)
-	return e, outs
+	return e, outs, hooks
 }
 
 // edit changes one top-level config object of src (a copy).
@@ -90,6 +99,7 @@ func TestProxmoxExampleGraph(t *testing.T) {
 	assert.Equal(t, "pve", iso.Inputs["nodeName"].StringValue())
 	assert.Equal(t, "https://factory.talos.dev/image/"+mocktest.SchematicID+"/v1.12.4/metal-amd64.iso", iso.Inputs["url"].StringValue())
 	assert.False(t, iso.Inputs["overwrite"].BoolValue())
+	assert.False(t, iso.RetainOnDelete, "destroy deletes the ISO by default")
 
 	schematic := e.One(t, mocktest.Schematic).Inputs["schematic"].StringValue()
 	assert.Contains(t, schematic, "siderolabs/qemu-guest-agent")
@@ -287,4 +297,57 @@ func TestProxmoxSSHKeyFile(t *testing.T) {
 	assert.Contains(t, inner.ObjectValue()["privateKey"].String(), "BEGIN OPENSSH PRIVATE KEY", "the key file's content is used")
 	assert.Equal(t, "192.168.122.70", obj(inner, "host").StringValue())
 	assert.Equal(t, 22.0, obj(inner, "port").NumberValue())
+}
+
+// TestFastDestroyWiring: every VM carries the fast-stop BeforeDelete hook and
+// the provider's own hard stop; every resource that would call the cluster
+// on delete goes with a VM; what must run at destroy (DHCP reservations,
+// ISO) does not. The hook the program builds stops a VM described by its
+// registered inputs on a fake Proxmox API.
+func TestFastDestroyWiring(t *testing.T) {
+	t.Parallel()
+	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	e, _, hooks := deployWithHooks(t, src)
+
+	vms := e.ByType(mocktest.VM)
+	var names []string
+	for _, v := range vms {
+		names = append(names, v.Inputs["name"].StringValue())
+		assert.True(t, v.Inputs["stopOnDestroy"].BoolValue())
+	}
+	assert.ElementsMatch(t, names, hooks.Bound, "every VM has the BeforeDelete binding")
+	require.NotNil(t, hooks.Fn)
+
+	for _, typ := range []string{mocktest.Bootstrap, mocktest.Kubeconfig, mocktest.Release, mocktest.Apply, mocktest.LocalCommand} {
+		for _, r := range e.ByType(typ) {
+			assert.Contains(t, r.DeletedWith, "proxmoxve:VM/virtualMachine:VirtualMachine::homelab-vm-", "%s %s goes with a VM", typ, r.Name)
+		}
+	}
+	assert.Empty(t, e.One(t, mocktest.RemoteCommand).DeletedWith, "reservations are removed at destroy")
+	for _, iso := range e.ByType(mocktest.Download) {
+		assert.Empty(t, iso.DeletedWith)
+	}
+
+	// The hook from a real program run, against a fake Proxmox API, with the
+	// VM's registered inputs standing in for its state.
+	fake := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: "cluster-homelab;stack-proxmox-homelab;talos", Running: true}})
+	api, err := pveapi.New(fake.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: fake.Client()})
+	require.NoError(t, err)
+	hooks2 := &mocktest.Hooks{}
+	err = pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := program.Deploy(ctx, src, program.Options{Hooks: hooks2, ProxmoxAPI: api})
+		return err
+	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", &mocktest.Engine{}), stacktest.WithConfig(src))
+	require.NoError(t, err)
+	cp0 := e.Named(t, mocktest.VM, "homelab-vm-cp-0")
+	require.NoError(t, hooks2.Fn(&pulumi.ResourceHookArgs{Name: cp0.Name, OldOutputs: cp0.Inputs}))
+	assert.Equal(t, 1, fake.StopCalls(110))
+	assert.False(t, fake.Running(110))
+}
+
+func TestKeepISO(t *testing.T) {
+	t.Parallel()
+	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) { m["keepIso"] = true })
+	e, _ := deploy(t, src)
+	assert.True(t, e.One(t, mocktest.Download).RetainOnDelete)
 }

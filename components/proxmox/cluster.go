@@ -16,6 +16,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -30,6 +31,11 @@ type ClusterArgs struct {
 	Stack string
 	// ReadFile reads proxmox.ssh.privateKeyFile (os.ReadFile when nil).
 	ReadFile func(string) ([]byte, error)
+	// Hooks binds the fast-stop hook to the VMs (the engine's when nil).
+	Hooks Hooks
+	// StopAPI is the Proxmox API the hook stops VMs with (a client built
+	// from the stack config when nil).
+	StopAPI StopAPI
 }
 
 // Cluster is the ProxmoxCluster component: the Talos image, DHCP
@@ -129,6 +135,14 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		vmDeps = append(vmDeps, c.DHCP)
 	}
 
+	// The hook is registered on every run (bound to every VM), because a
+	// destroy needs the name recorded in state to resolve.
+	hooks, stopAPI, err := args.hookDeps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fastStop := FastStopHook(stopAPI, StackTag(args.Stack), fastStopTimeout, fastStopPoll)
+
 	agent := hasGuestAgent(cfg)
 	refs := cfg.Nodes.Refs()
 	nodeOpts := map[string]talos.NodeOptions{}
@@ -143,9 +157,14 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		// VMs start only once their DHCP reservation is live and their ISO
 		// is in storage.
 		deps := append([]pulumi.Resource{iso}, vmDeps...)
+		bindStop, err := hooks.BindFastStop(ref.Name, fastStop)
+		if err != nil {
+			return nil, err
+		}
 		machine, err := vm.NewVirtualMachine(ctx, name+"-vm-"+ref.Name, a, append(pve,
 			pulumi.DependsOn(deps),
 			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
+			bindStop,
 		)...)
 		if err != nil {
 			return nil, fmt.Errorf("unable to create VM for %s (%s): %w", ref.Path, ref.Name, err)
@@ -312,6 +331,23 @@ func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs,
 		c.Ejects[ref.Name] = cmd
 	}
 	return nil
+}
+
+// hookDeps returns the hook binder and the API client of the hook.
+func (a *ClusterArgs) hookDeps(ctx *pulumi.Context) (Hooks, StopAPI, error) {
+	hooks, api := a.Hooks, a.StopAPI
+	if hooks == nil {
+		hooks = &SDKHooks{Ctx: ctx}
+	}
+	if api == nil {
+		px := a.Config.Proxmox
+		c, err := pveapi.New(px.Endpoint, px.APITokenID, px.APITokenSecret.Reveal(), pveapi.Options{Insecure: px.Insecure})
+		if err != nil {
+			return nil, nil, err
+		}
+		api = c
+	}
+	return hooks, api, nil
 }
 
 // sshPrivateKey is the key for the Proxmox host: the configured secret, the

@@ -97,6 +97,9 @@ func newImage(ctx *pulumi.Context, name string, cfg *stacks.Config, parent pulum
 // downloadISOs puts the ISO into the ISO datastore of every Proxmox node that
 // hosts a VM, through the Proxmox API (the node fetches it from the factory).
 func downloadISOs(ctx *pulumi.Context, name string, cfg *stacks.Config, img *image, opts ...pulumi.ResourceOption) (map[string]*download.File, error) {
+	// Destroy deletes the ISO unless the stack keeps it (e.g. for VMs made
+	// by hand from it); a kept file stays in storage, unmanaged.
+	opts = append(opts, pulumi.RetainOnDelete(cfg.Proxmox.KeepISO))
 	fileName := img.SchematicID.ApplyT(func(id string) string {
 		return ISOFileName(cfg.Cluster.TalosVersion, id, img.Platform)
 	}).(pulumi.StringOutput)

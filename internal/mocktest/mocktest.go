@@ -45,6 +45,7 @@ type Registered struct {
 	Parent          string
 	Provider        string // URN of the explicit provider, if any
 	IgnoreChanges   []string
+	RetainOnDelete  bool
 }
 
 // Engine answers registrations and invokes and records them.
@@ -71,6 +72,7 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 		r.DeletedWith = rpc.GetDeletedWith()
 		r.Parent = rpc.GetParent()
 		r.IgnoreChanges = rpc.GetIgnoreChanges()
+		r.RetainOnDelete = rpc.GetRetainOnDelete()
 	}
 	e.mu.Lock()
 	e.res = append(e.res, r)
@@ -223,4 +225,22 @@ func (r Registered) Is(urn string) bool { return urn != "" && r.is(urn) }
 // is reports whether urn names r (a URN ends in $<type>::<name> or ::<type>::<name>).
 func (r Registered) is(urn string) bool {
 	return urn == r.urnSuffix() || strings.HasSuffix(urn, "$"+r.urnSuffix()) || strings.HasSuffix(urn, "::"+r.urnSuffix())
+}
+
+// Hooks stands in for the engine's hook registration, which the SDK's mock
+// engine cannot do: it records which VM asked for the fast-stop binding and
+// keeps the hook function so tests can call it.
+type Hooks struct {
+	mu    sync.Mutex
+	Bound []string
+	Fn    pulumi.ResourceHookFunction
+}
+
+// BindFastStop records the binding; the returned option changes nothing.
+func (h *Hooks) BindFastStop(vm string, fn pulumi.ResourceHookFunction) (pulumi.ResourceOption, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Bound = append(h.Bound, vm)
+	h.Fn = fn
+	return pulumi.Composite(), nil
 }

@@ -31,10 +31,24 @@ func Run(ctx *pulumi.Context, src stacks.Source) error {
 	return nil
 }
 
+// Options are seams for tests; the zero value is the real engine.
+type Options struct {
+	// Hooks binds resource hooks (the engine's own when nil; the SDK's mock
+	// engine cannot register hooks).
+	Hooks proxmox.Hooks
+	// ProxmoxAPI is what the fast-stop hook talks to (a client for the
+	// stack's endpoint when nil).
+	ProxmoxAPI proxmox.StopAPI
+}
+
 // Deploy registers the stack's resources and returns the stack outputs.
 // Kubeconfig and talosconfig are secret outputs of the components, so the
 // stack keeps them encrypted; `make outputs` writes them to files.
-func Deploy(ctx *pulumi.Context, src stacks.Source) (pulumi.Map, error) {
+func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	cfg, diags := stacks.Load(src)
 	for _, w := range diags.Warnings {
 		if err := ctx.Log.Warn(w.String(), nil); err != nil {
@@ -46,7 +60,9 @@ func Deploy(ctx *pulumi.Context, src stacks.Source) (pulumi.Map, error) {
 	}
 	switch cfg.Platform {
 	case stacks.PlatformProxmox:
-		c, err := proxmox.NewCluster(ctx, cfg.Cluster.Name, &proxmox.ClusterArgs{Config: cfg, Stack: ctx.Stack()})
+		c, err := proxmox.NewCluster(ctx, cfg.Cluster.Name, &proxmox.ClusterArgs{
+			Config: cfg, Stack: ctx.Stack(), Hooks: o.Hooks, StopAPI: o.ProxmoxAPI,
+		})
 		if err != nil {
 			return nil, err
 		}

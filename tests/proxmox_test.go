@@ -351,3 +351,17 @@ func TestKeepISO(t *testing.T) {
 	e, _ := deploy(t, src)
 	assert.True(t, e.One(t, mocktest.Download).RetainOnDelete)
 }
+
+func TestDerivedMACClashingWithAGivenOneFails(t *testing.T) {
+	t.Parallel()
+	derived, err := proxmox.DeriveMAC("a1b2", "homelab", "worker-1")
+	require.NoError(t, err)
+	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "nodes", func(m map[string]any) {
+		m["workers"].([]any)[0].(map[string]any)["mac"] = derived
+	})
+	err = pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{}})
+		return err
+	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", &mocktest.Engine{}), stacktest.WithConfig(src))
+	require.ErrorContains(t, err, `node "worker-1": its derived MAC `+derived+` is the configured MAC of "worker-0"`)
+}

@@ -231,6 +231,12 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 // needs it, and lives in state, so MACs never change between runs.
 func nodeMACs(ctx *pulumi.Context, name string, cfg *stacks.Config, parent pulumi.ResourceOption) (map[string]pulumi.StringOutput, error) {
 	out := map[string]pulumi.StringOutput{}
+	given := map[string]string{}
+	for _, n := range cfg.Nodes.All() {
+		if n.MAC != "" {
+			given[strings.ToLower(n.MAC)] = n.Name
+		}
+	}
 	var prefix pulumi.StringOutput
 	for _, n := range cfg.Nodes.All() {
 		if n.MAC != "" {
@@ -248,7 +254,11 @@ func nodeMACs(ctx *pulumi.Context, name string, cfg *stacks.Config, parent pulum
 		}
 		node := n.Name
 		out[node] = prefix.ApplyT(func(p string) (string, error) {
-			return DeriveMAC(p, cfg.Cluster.Name, node)
+			mac, err := DeriveMAC(p, cfg.Cluster.Name, node)
+			if other, clash := given[mac]; err == nil && clash {
+				return "", fmt.Errorf("node %q: its derived MAC %s is the configured MAC of %q; set 'mac' on %q too", node, mac, other, node)
+			}
+			return mac, err
 		}).(pulumi.StringOutput)
 	}
 	return out, nil

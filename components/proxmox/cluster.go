@@ -29,8 +29,6 @@ type ClusterArgs struct {
 	Config *stacks.Config
 	// Stack is the Pulumi stack name: VM tags, descriptions, file headers.
 	Stack string
-	// ReadFile reads proxmox.ssh.privateKeyFile (os.ReadFile when nil).
-	ReadFile func(string) ([]byte, error)
 	// Hooks binds the fast-stop hook to the VMs (the engine's when nil).
 	Hooks Hooks
 	// StopAPI is the Proxmox API the hook stops VMs with (a client built
@@ -211,19 +209,20 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	c.NodeIPs = c.Talos.NodeIPs
 	c.VMIDs = vmIDs.ToIntMapOutput()
 	c.MACs = macMap.ToStringMapOutput()
-	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{
-		"kubeconfig":     c.Kubeconfig,
-		"talosconfig":    c.Talosconfig,
-		"endpoint":       c.Endpoint,
-		"nodeIps":        c.NodeIPs,
-		"vmIds":          c.VMIDs,
-		"macs":           c.MACs,
-		"schematicId":    c.SchematicID,
-		"installerImage": c.InstallerImage,
-	}); err != nil {
+	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Outputs are the TalosCluster's outputs plus the Proxmox ones.
+func (c *Cluster) Outputs() pulumi.Map {
+	out := c.Talos.Outputs()
+	out["vmIds"] = c.VMIDs
+	out["macs"] = c.MACs
+	out["schematicId"] = c.SchematicID
+	out["installerImage"] = c.InstallerImage
+	return out
 }
 
 // nodeMACs returns every node's MAC: the configured one, or one derived from
@@ -369,12 +368,7 @@ func (a *ClusterArgs) sshPrivateKey() (pulumi.StringInput, error) {
 	case ssh.PrivateKey.IsSet():
 		return ssh.PrivateKey.Output(), nil
 	case ssh.PrivateKeyFile != "" && a.Config.Proxmox.DNSMasqEnabled():
-		read := a.ReadFile
-		if read == nil {
-			read = os.ReadFile
-		}
-		path := ssh.KeyFilePath()
-		key, err := read(path)
+		key, err := os.ReadFile(ssh.KeyFilePath())
 		if err != nil {
 			return nil, fmt.Errorf("proxmox.ssh.privateKeyFile: %w; nothing was created", err)
 		}

@@ -259,17 +259,23 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return xs[0].(string)
 	})).(pulumi.StringOutput)
 
-	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{
+	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Outputs are the component's outputs by name: what every platform's
+// cluster exports.
+func (c *Cluster) Outputs() pulumi.Map {
+	return pulumi.Map{
 		"kubeconfig":        c.Kubeconfig,
 		"talosconfig":       c.Talosconfig,
 		"endpoint":          c.Endpoint,
 		"nodeIps":           c.NodeIPs,
 		"talosVersion":      c.TalosVersion,
 		"kubernetesVersion": c.KubernetesVersion,
-	}); err != nil {
-		return nil, err
 	}
-	return c, nil
 }
 
 // release is one Helm release of the cluster, always in kube-system.

@@ -10,7 +10,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -66,28 +65,11 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		if err != nil {
 			return nil, err
 		}
-		out := clusterOutputs(c.Talos)
-		out["vmIds"] = c.VMIDs
-		out["macs"] = c.MACs
-		out["schematicId"] = c.SchematicID
-		out["installerImage"] = c.InstallerImage
-		return out, nil
+		return c.Outputs(), nil
 	case stacks.PlatformVPS:
 		return nil, fmt.Errorf("platform %q: %w; nothing was created", cfg.Platform, ErrPlatformNotImplemented)
 	default:
 		// Load rejects other platforms; reaching this is a bug.
 		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
-	}
-}
-
-// clusterOutputs are the outputs every platform's cluster has.
-func clusterOutputs(c *talos.Cluster) pulumi.Map {
-	return pulumi.Map{
-		"kubeconfig":        c.Kubeconfig,
-		"talosconfig":       c.Talosconfig,
-		"endpoint":          c.Endpoint,
-		"nodeIps":           c.NodeIPs,
-		"talosVersion":      c.TalosVersion,
-		"kubernetesVersion": c.KubernetesVersion,
 	}
 }

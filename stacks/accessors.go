@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Role is a node's Talos machine type.
@@ -90,4 +91,10 @@ func (s *SSHConfig) KeyFilePath() string {
 		}
 	}
 	return s.PrivateKeyFile
+}
+
+// TalosWait is vps.talosWaitTimeout as a duration (valid after Load).
+func (v VPSConfig) TalosWait() time.Duration {
+	d, _ := time.ParseDuration(v.TalosWaitTimeout)
+	return d
 }

@@ -22,6 +22,7 @@ const (
 	DefaultDiskSize           = 20
 	DefaultProxmoxPrefix      = 24
 	DefaultVPSPrefix          = 32
+	DefaultTalosWaitTimeout   = "30m"
 	defaultControlPlaneCores  = 2
 	defaultWorkerCores        = 4
 	defaultControlPlaneMemory = 4096
@@ -82,6 +83,13 @@ func applyDefaults(cfg *Config) {
 		if c.Network.Nameservers == nil {
 			c.Network.Nameservers = DefaultVPSNameservers()
 		}
+		v := &cfg.VPS
+		if v.RequireRescue == nil {
+			on := true
+			v.RequireRescue = &on
+		}
+		setString(&v.TalosWaitTimeout, DefaultTalosWaitTimeout)
+		setString(&v.OnDestroy, OnDestroyForget)
 		for _, n := range cfg.Nodes.All() {
 			setInt(&n.Rescue.Port, DefaultSSHPort)
 			setString(&n.Rescue.User, DefaultSSHUser)

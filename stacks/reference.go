@@ -70,6 +70,8 @@ func typeName(sf reflect.StructField) string {
 			return "list of patches"
 		case t.Elem().Kind() == reflect.Struct:
 			return "list of objects"
+		case t.Elem().Kind() == reflect.Int:
+			return "list of integers"
 		default:
 			return "list of " + t.Elem().Kind().String() + "s"
 		}

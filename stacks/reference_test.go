@@ -90,7 +90,7 @@ func TestDefaultTagsMatchTheLoader(t *testing.T) {
 			continue // platform- or role-dependent: covered by TestDefaultsPerPlatform
 		}
 		platform := stacks.PlatformProxmox
-		if strings.HasPrefix(f.Doc, "vps:") || strings.Contains(f.Path, ".rescue.") {
+		if strings.HasPrefix(f.Doc, "vps:") || strings.HasPrefix(f.Path, "vps.") || strings.Contains(f.Path, ".rescue.") {
 			platform = stacks.PlatformVPS
 		}
 		got, ok := lookup(reflect.ValueOf(minimal[platform]).Elem(), f.Path)

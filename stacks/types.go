@@ -164,7 +164,22 @@ type DNSMasqConfig struct {
 	Restart   string `json:"restartCommand" doc:"Shell command on the host that makes dnsmasq read the reservations (dnsmasq rereads dhcp-host lines only on restart)." default:"systemctl restart dnsmasq"`
 }
 
+// What `pulumi destroy` does to VPS nodes. Servers are never deleted.
+const (
+	// OnDestroyForget drops the nodes from the stack and leaves Talos running.
+	OnDestroyForget = "forget"
+	// OnDestroyReset wipes Talos's state and reboots each node into
+	// maintenance mode (the Talos install on disk stays).
+	OnDestroyReset = "reset"
+)
+
 // VPSConfig holds VPS-wide settings.
 type VPSConfig struct {
-	AllowedCIDRs []string `json:"allowedCidrs" doc:"Operator networks allowed to reach the Talos API (50000) and Kubernetes API (6443); empty leaves them open (warned)."`
+	AllowedCIDRs     []string `json:"allowedCidrs" doc:"Operator networks allowed to reach the Talos API (50000) and Kubernetes API (6443); empty leaves them open (warned)."`
+	PublicTCPPorts   []int    `json:"publicTcpPorts" doc:"TCP ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to the internet by the Talos firewall."`
+	ImageURL         string   `json:"imageUrl" doc:"Raw disk image the install writes (.raw.zst, .raw.xz, .raw.gz or .raw); default: the Image Factory's disk image of the schematic and Talos version (.raw.zst, or .raw.xz when the rescue system has no zstd)."`
+	RequireRescue    *bool    `json:"requireRescue" doc:"Refuse to install unless the server runs from RAM/network (a rescue system) or its host name says rescue. Turn off only for a rescue system installed on a disk." default:"true"`
+	RebootCommand    string   `json:"rebootCommand" doc:"Shell command run on the operator's machine after a node's install that switches its boot from rescue to disk and reboots it (e.g. the provider's CLI); gets NODE_NAME, NODE_IP, RESCUE_HOST. Empty: do it by hand while 'up' waits."`
+	TalosWaitTimeout string   `json:"talosWaitTimeout" doc:"How long 'up' waits, after a node's install, for its Talos API (port 50000) to answer; a duration like '30m'. Run 'up' again after a timeout to go on waiting." default:"30m"`
+	OnDestroy        string   `json:"onDestroy" doc:"What 'pulumi destroy' does to the servers (never deleted): 'forget' leaves Talos running and only empties the stack; 'reset' wipes each node's Talos state and reboots it into maintenance mode." default:"forget"`
 }

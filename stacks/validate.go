@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
@@ -28,6 +30,7 @@ var (
 	pveNameRe      = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
 	ifaceNameRe    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]{0,14}$`)
 	datastoreRe    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]*$`)
+	imageURLRe     = regexp.MustCompile(`\.raw(\.zst|\.xz|\.gz)?$`)
 )
 
 // Limits this project relies on.
@@ -523,7 +526,50 @@ func validateProxmoxEndpoint(d *Diagnostics, endpoint string) {
 	}
 }
 
+// Ports the VPS firewall manages itself: they may not be opened to the whole
+// internet through vps.publicTcpPorts.
+var managedPorts = map[int]string{
+	50000: "the Talos API", 50001: "Talos trustd", kubeAPIPort: "the Kubernetes API",
+	10250: "the kubelet", 2379: "etcd", 2380: "etcd",
+}
+
+// maxTalosWait bounds vps.talosWaitTimeout: longer than this, a second `up`
+// is the better way to go on waiting.
+const maxTalosWait = 24 * time.Hour
+
 func validateVPS(d *Diagnostics, cfg *Config) {
+	v := cfg.VPS
+	for i, port := range v.PublicTCPPorts {
+		p := fmt.Sprintf("vps.publicTcpPorts[%d]", i)
+		switch {
+		case port < 1 || port > maxPort:
+			d.errorf(p, "%d is out of range 1-%d", port, maxPort)
+		case managedPorts[port] != "":
+			d.errorf(p, "%d is %s; its access is managed by vps.allowedCidrs and the cluster's own rules", port, managedPorts[port])
+		case slices.Index(v.PublicTCPPorts, port) != i:
+			d.errorf(p, "%d is listed twice", port)
+		}
+	}
+	if v.ImageURL != "" {
+		u, err := url.Parse(v.ImageURL)
+		switch {
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
+			d.errorf("vps.imageUrl", "%q is not an http(s) URL", v.ImageURL)
+		case !imageURLRe.MatchString(u.Path):
+			d.errorf("vps.imageUrl", "%q must name a raw disk image ending in .raw, .raw.zst, .raw.xz or .raw.gz", v.ImageURL)
+		}
+	}
+	if t, err := time.ParseDuration(v.TalosWaitTimeout); err != nil || t < time.Minute || t > maxTalosWait {
+		d.errorf("vps.talosWaitTimeout", "%q is not a duration between 1m and 24h, e.g. 30m", v.TalosWaitTimeout)
+	}
+	switch v.OnDestroy {
+	case OnDestroyForget, OnDestroyReset:
+	default:
+		d.errorf("vps.onDestroy", "%q is not 'forget' (leave Talos running) or 'reset' (wipe and reboot into maintenance mode)", v.OnDestroy)
+	}
+	if strings.Contains(v.RebootCommand, "\n") {
+		d.errorf("vps.rebootCommand", "must be one line; put longer logic in a script and call it")
+	}
 	if len(cfg.VPS.AllowedCIDRs) == 0 {
 		d.warnf("vps.allowedCidrs", "empty: the Talos API (50000) and Kubernetes API (6443) accept connections from the whole internet (they still require mTLS)")
 	}

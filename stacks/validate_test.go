@@ -431,6 +431,46 @@ func TestInvalidConfigsNameTheKeyAndTheProblem(t *testing.T) {
 			at(k, "vps")["allowedCidrs"] = []any{"198.51.100.7/24"}
 			return vpsSource(k)
 		}, "vps.allowedCidrs[0]", "did you mean 198.51.100.0/24?"},
+		{"public port that the firewall manages", func() stacks.Source {
+			k := vpsKeys()
+			at(k, "vps")["publicTcpPorts"] = []any{443, 6443}
+			return vpsSource(k)
+		}, "vps.publicTcpPorts[1]", "6443 is the Kubernetes API"},
+		{"public port out of range", func() stacks.Source {
+			k := vpsKeys()
+			at(k, "vps")["publicTcpPorts"] = []any{70000}
+			return vpsSource(k)
+		}, "vps.publicTcpPorts[0]", "out of range"},
+		{"public port twice", func() stacks.Source {
+			k := vpsKeys()
+			at(k, "vps")["publicTcpPorts"] = []any{443, 443}
+			return vpsSource(k)
+		}, "vps.publicTcpPorts[1]", "listed twice"},
+		{"image URL that is not a raw image", func() stacks.Source {
+			k := vpsKeys()
+			at(k, "vps")["imageUrl"] = "https://factory.talos.dev/image/x/v1.12.4/metal-amd64.iso"
+			return vpsSource(k)
+		}, "vps.imageUrl", "ending in .raw"},
+		{"image URL without scheme", func() stacks.Source {
+			k := vpsKeys()
+			at(k, "vps")["imageUrl"] = "factory.talos.dev/metal-amd64.raw.xz"
+			return vpsSource(k)
+		}, "vps.imageUrl", "not an http(s) URL"},
+		{"wait timeout that is not a duration", func() stacks.Source {
+			k := vpsKeys()
+			at(k, "vps")["talosWaitTimeout"] = "30"
+			return vpsSource(k)
+		}, "vps.talosWaitTimeout", "between 1m and 24h"},
+		{"unknown destroy mode", func() stacks.Source {
+			k := vpsKeys()
+			at(k, "vps")["onDestroy"] = "delete"
+			return vpsSource(k)
+		}, "vps.onDestroy", "'forget'"},
+		{"multi-line reboot command", func() stacks.Source {
+			k := vpsKeys()
+			at(k, "vps")["rebootCommand"] = "ovh boot set disk\nreboot"
+			return vpsSource(k)
+		}, "vps.rebootCommand", "one line"},
 	}
 	require.GreaterOrEqual(t, len(cases), 25)
 	for _, tc := range cases {

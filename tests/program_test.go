@@ -3,7 +3,6 @@
 package tests
 
 import (
-	"errors"
 	"os"
 	"sync"
 	"testing"
@@ -69,16 +68,6 @@ func TestInvalidConfigRegistersNothing(t *testing.T) {
 	assert.Contains(t, err.Error(), "cluster.talosVersion: \"1.12.4\" needs the v prefix")
 	assert.Contains(t, err.Error(), "proxmox.apiTokenSecret: is required")
 	assert.Empty(t, registered)
-}
-
-func TestUnimplementedPlatformFailsClearly(t *testing.T) {
-	t.Parallel()
-	for _, file := range []string{stacktest.VPSExample} {
-		registered, err := run(t, stacktest.Example(t, file))
-		require.Error(t, err, file)
-		assert.True(t, errors.Is(err, program.ErrPlatformNotImplemented), "%s: %v", file, err)
-		assert.Empty(t, registered, file)
-	}
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

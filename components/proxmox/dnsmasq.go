@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/fluodata/talos-pulumi/internal/shell"
 )
 
 // Reservation is one DHCP reservation: the VM's MAC gets the node's IP and
@@ -87,7 +89,7 @@ rm -f "$file"
 }
 
 func (f DNSMasqFile) preamble() string {
-	return fmt.Sprintf("set -eu\ndir=%s\nfile=%s\ntest_args=%s\n", shellQuote(f.Dir), shellQuote(f.Path()), shellQuote(f.TestArgs))
+	return fmt.Sprintf("set -eu\ndir=%s\nfile=%s\ntest_args=%s\n", shell.Quote(f.Dir), shell.Quote(f.Path()), shell.Quote(f.TestArgs))
 }
 
 func (f DNSMasqFile) restart(done string) string {
@@ -101,4 +103,3 @@ echo "$file %s; dnsmasq restarted"
 }
 
 // shellQuote quotes s for POSIX sh.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -7,42 +7,21 @@ import (
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/imagefactory"
-	"gopkg.in/yaml.v3"
 
+	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // GuestAgentExtension is the system extension that runs qemu-guest-agent.
 const GuestAgentExtension = "siderolabs/qemu-guest-agent"
 
-// Image platforms of the Image Factory. The metal ISO boots into maintenance
-// mode and waits for a config; the nocloud ISO also reads the address from
-// the VM's cloud-init drive.
-const (
-	platformMetal   = "metal"
-	platformNocloud = "nocloud"
-)
-
-// imagePlatform is the factory platform for an addressing mode.
+// imagePlatform is the factory platform for an addressing mode: nocloud
+// reads the static address from the VM's cloud-init drive.
 func imagePlatform(addressing string) string {
 	if addressing == stacks.AddressingStatic {
-		return platformNocloud
+		return image.PlatformNocloud
 	}
-	return platformMetal
-}
-
-// SchematicYAML is the Image Factory schematic for a list of official
-// extensions, sorted so that the same set always yields the same schematic.
-func SchematicYAML(extensions []string) (string, error) {
-	exts := slices.Clone(extensions)
-	slices.Sort(exts)
-	doc := map[string]any{"customization": map[string]any{"systemExtensions": map[string]any{"officialExtensions": exts}}}
-	out, err := yaml.Marshal(doc)
-	if err != nil {
-		return "", fmt.Errorf("unable to render schematic: %w", err)
-	}
-	return string(out), nil
+	return image.PlatformMetal
 }
 
 // ISOFileName names the ISO in Proxmox storage. The factory's own basename
@@ -56,47 +35,19 @@ func ISOFileName(talosVersion, schematicID, platform string) string {
 	return fmt.Sprintf("talos-%s-%s-%s-amd64.iso", talosVersion, id, platform)
 }
 
-// image is the cluster's Talos image: schematic, ISO URL and installer.
-type image struct {
-	SchematicID pulumi.StringOutput
-	ISOURL      pulumi.StringOutput
-	Installer   pulumi.StringOutput
-	Platform    string
-}
-
-// newImage resolves the schematic (a given id, or one registered with the
-// Image Factory from the extension list) and its URLs.
-func newImage(ctx *pulumi.Context, name string, cfg *stacks.Config, parent pulumi.ResourceOrInvokeOption) (*image, error) {
-	img := &image{Platform: imagePlatform(cfg.Proxmox.Addressing)}
-	if id := cfg.Cluster.Schematic.ID; id != "" {
-		img.SchematicID = pulumi.String(id).ToStringOutput()
-	} else {
-		doc, err := SchematicYAML(cfg.Cluster.Schematic.Extensions)
-		if err != nil {
-			return nil, err
-		}
-		sch, err := imagefactory.NewSchematic(ctx, name+"-schematic", &imagefactory.SchematicArgs{
-			Schematic: pulumi.String(doc),
-		}, parent)
-		if err != nil {
-			return nil, fmt.Errorf("unable to create image schematic: %w", err)
-		}
-		// The schematic id is the resource id; the resource has no other output.
-		img.SchematicID = sch.ID().ToStringOutput()
-	}
-	urls := imagefactory.GetUrlsOutput(ctx, imagefactory.GetUrlsOutputArgs{
-		TalosVersion: pulumi.String(cfg.Cluster.TalosVersion),
-		SchematicId:  img.SchematicID,
-		Platform:     pulumi.String(img.Platform),
-	}, parent).Urls()
-	img.ISOURL = urls.Iso()
-	img.Installer = urls.Installer()
-	return img, nil
+// newImage resolves the cluster's image for the addressing mode.
+func newImage(ctx *pulumi.Context, name string, cfg *stacks.Config, parent pulumi.ResourceOrInvokeOption) (*image.Image, error) {
+	return image.New(ctx, name, image.Args{
+		TalosVersion: cfg.Cluster.TalosVersion,
+		SchematicID:  cfg.Cluster.Schematic.ID,
+		Extensions:   cfg.Cluster.Schematic.Extensions,
+		Platform:     imagePlatform(cfg.Proxmox.Addressing),
+	}, parent)
 }
 
 // downloadISOs puts the ISO into the ISO datastore of every Proxmox node that
 // hosts a VM, through the Proxmox API (the node fetches it from the factory).
-func downloadISOs(ctx *pulumi.Context, name string, cfg *stacks.Config, img *image, opts ...pulumi.ResourceOption) (map[string]*download.File, error) {
+func downloadISOs(ctx *pulumi.Context, name string, cfg *stacks.Config, img *image.Image, opts ...pulumi.ResourceOption) (map[string]*download.File, error) {
 	// Destroy deletes the ISO unless the stack keeps it (e.g. for VMs made
 	// by hand from it); a kept file stays in storage, unmanaged.
 	opts = append(opts, pulumi.RetainOnDelete(cfg.Proxmox.KeepISO))

@@ -32,6 +32,11 @@ type NodeOptions struct {
 	// id): a recreated VM with the same IP is back in maintenance mode but
 	// would otherwise show no diff.
 	ReplacementTrigger pulumi.Input
+	// ResetOnDestroy makes deleting the node's apply reset the node: Talos
+	// wipes its state and ephemeral partitions and reboots into maintenance
+	// mode. For machines that outlive the stack (VPS, opt-in); leave
+	// DeletedWith unset then, or the reset is skipped.
+	ResetOnDestroy bool
 }
 
 // ClusterArgs are the inputs of a TalosCluster.
@@ -145,15 +150,23 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		}
 		// Create and update use the insecure maintenance API when the node
 		// still answers it and the client certificate otherwise; delete is a
-		// no-op (no reset): the node's VM or server is handled by the platform.
-		apply, err := machine.NewConfigurationApply(ctx, name+"-apply-"+n.Name, &machine.ConfigurationApplyArgs{
+		// no-op unless the platform asks for a reset.
+		applyArgs := &machine.ConfigurationApplyArgs{
 			ClientConfiguration:       secrets.ClientConfiguration,
 			MachineConfigurationInput: base[n.Role],
 			ConfigPatches:             patches,
 			Node:                      pulumi.String(n.IP),
 			Endpoint:                  pulumi.String(n.IP),
 			ApplyMode:                 pulumi.String("auto"),
-		}, ropts...)
+		}
+		if nopts.ResetOnDestroy {
+			// Not graceful: leaving etcd fails on the last member, and every
+			// node of the cluster is reset in the same destroy.
+			applyArgs.OnDestroy = machine.ConfigurationApplyOnDestroyArgs{
+				Reset: pulumi.Bool(true), Graceful: pulumi.Bool(false), Reboot: pulumi.Bool(true),
+			}
+		}
+		apply, err := machine.NewConfigurationApply(ctx, name+"-apply-"+n.Name, applyArgs, ropts...)
 		if err != nil {
 			return nil, fmt.Errorf("unable to create config apply for node %q: %w", n.Name, err)
 		}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/gendata"
+	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
@@ -410,5 +413,129 @@ func TestProxmoxStaticAddressingValidatesInCloudMode(t *testing.T) {
 		assert.Equal(t, "10.10.0.1", get(v1, "machine.network.interfaces.0.routes.0.gateway"), n.Name)
 		assertHostname(t, d, n)
 		assert.Equal(t, n.Name, n.Hostname)
+	}
+}
+
+// allowed evaluates a node's final config the way Talos's ingress firewall
+// does: the default action unless a rule's port, protocol and subnet match.
+func allowed(cfg config.Provider, proto string, port uint16, from string) bool {
+	src := netip.MustParseAddr(from)
+	rules := cfg.NetworkRules()
+	for _, r := range rules.Rules() {
+		if r.Protocol().String() != proto {
+			continue
+		}
+		inPorts := slices.ContainsFunc(r.PortRanges(), func(pr [2]uint16) bool { return port >= pr[0] && port <= pr[1] })
+		inSubnets := slices.ContainsFunc(r.Subnets(), func(p netip.Prefix) bool { return p.Contains(src) })
+		if inPorts && inSubnets {
+			return true
+		}
+	}
+	return rules.DefaultAction() == nethelpers.DefaultActionAccept
+}
+
+func vpsFinal(t *testing.T, cfg *stacks.Config, n talos.NodeSpec) config.Provider {
+	t.Helper()
+	final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role,
+		talos.NodePatches(talos.PatchSpecFromConfig(cfg), n, installer))
+	require.NoError(t, err)
+	require.NoError(t, validateFor(t, final, metal))
+	return final
+}
+
+// The VPS example's single node, read through Talos's own firewall model.
+func TestVPSFirewallOfTheExample(t *testing.T) {
+	t.Parallel()
+	cfg := loadExample(t, stacktest.VPSExample)
+	final := vpsFinal(t, cfg, vps.TalosNodes(cfg)[0])
+	assert.Equal(t, nethelpers.DefaultActionBlock, final.NetworkRules().DefaultAction())
+
+	const operator, stranger, self, pod = "198.51.100.23", "192.0.2.77", "203.0.113.10", "10.244.0.15"
+	for _, c := range []struct {
+		proto string
+		port  uint16
+		from  string
+		want  bool
+	}{
+		{"tcp", 50000, operator, true}, {"tcp", 6443, operator, true},
+		{"tcp", 50000, stranger, false}, {"tcp", 6443, stranger, false},
+		{"tcp", 10250, stranger, false}, {"tcp", 2379, stranger, false}, {"tcp", 22, stranger, false},
+		{"tcp", 6443, pod, true}, {"tcp", 10250, pod, true}, {"tcp", 50000, pod, false},
+		{"tcp", 2380, self, true}, {"udp", 8472, self, true}, {"udp", 8472, stranger, false},
+		{"tcp", 10250, operator, false},
+	} {
+		assert.Equal(t, c.want, allowed(final, c.proto, c.port, c.from), "%s/%d from %s", c.proto, c.port, c.from)
+	}
+}
+
+// Three control planes and two workers, no operator CIDRs, public web ports:
+// the APIs open to all (the config warns), etcd only between control
+// planes, workers without API server or etcd rules.
+func TestVPSFirewallOfALargerCluster(t *testing.T) {
+	t.Parallel()
+	cfg := loadExample(t, stacktest.VPSExample)
+	cfg.VPS.AllowedCIDRs = nil
+	cfg.VPS.PublicTCPPorts = []int{80, 443}
+	base := cfg.Nodes.ControlPlanes[0]
+	cfg.Nodes.ControlPlanes = nil
+	for i, ip := range []string{"203.0.113.10", "203.0.113.11", "203.0.113.12", "198.51.100.40", "198.51.100.41"} {
+		n := base
+		n.Name, n.IP = fmt.Sprintf("node-%d", i), ip
+		if i < 3 {
+			cfg.Nodes.ControlPlanes = append(cfg.Nodes.ControlPlanes, n)
+		} else {
+			cfg.Nodes.Workers = append(cfg.Nodes.Workers, n)
+		}
+	}
+	nodes := vps.TalosNodes(cfg)
+	require.Len(t, nodes, 5)
+	cp, worker := vpsFinal(t, cfg, nodes[0]), vpsFinal(t, cfg, nodes[3])
+
+	const stranger = "192.0.2.77"
+	assert.True(t, allowed(cp, "tcp", 50000, stranger), "no allowedCidrs: the Talos API is open")
+	assert.True(t, allowed(cp, "tcp", 6443, stranger), "no allowedCidrs: the Kubernetes API is open")
+	assert.True(t, allowed(cp, "tcp", 443, stranger))
+	assert.True(t, allowed(worker, "tcp", 80, stranger))
+	assert.False(t, allowed(cp, "tcp", 10250, stranger))
+	assert.True(t, allowed(cp, "tcp", 2379, "203.0.113.12"), "etcd peer")
+	assert.False(t, allowed(cp, "tcp", 2379, "198.51.100.40"), "a worker is no etcd peer")
+	assert.True(t, allowed(cp, "tcp", 50001, "198.51.100.41"), "workers reach trustd")
+	assert.True(t, allowed(worker, "tcp", 10250, "203.0.113.11"), "the API server reaches kubelets")
+	assert.True(t, allowed(worker, "udp", 8472, "203.0.113.10"), "VXLAN between nodes")
+	assert.False(t, allowed(worker, "tcp", 6443, "203.0.113.10"), "no API server on a worker")
+	assert.False(t, allowed(worker, "tcp", 2379, "203.0.113.10"))
+	// Worker routes: the other nodes are in other networks; /32 keeps the
+	// on-link gateway route.
+	assert.Equal(t, "198.51.100.40/32", get(docs(t, worker)["v1alpha1"], "machine.network.interfaces.0.addresses.0"))
+}
+
+// A rule Talos cannot accept fails, whether ours or the user's.
+func TestBrokenFirewallRulesFail(t *testing.T) {
+	t.Parallel()
+	cfg := loadExample(t, stacktest.VPSExample)
+	n := vps.TalosNodes(cfg)[0]
+	spec := talos.PatchSpecFromConfig(cfg)
+	brokenOurs := vps.FirewallOf(cfg)
+	brokenOurs.PublicTCPPorts = []int{70000}
+	for name, patch := range map[string]string{
+		"generated rule with a port out of range": brokenOurs.Patch(n.Role),
+		"user rule with a reversed port range": "apiVersion: v1alpha1\nkind: NetworkRuleConfig\nname: web\n" +
+			"portSelector:\n  ports: [\"9000-8000\"]\n  protocol: tcp\ningress:\n  - subnet: 0.0.0.0/0\n",
+		"user rule without ports": "apiVersion: v1alpha1\nkind: NetworkRuleConfig\nname: web\n" +
+			"portSelector:\n  protocol: tcp\ningress:\n  - subnet: 0.0.0.0/0\n",
+		"user rule with a bad subnet": "apiVersion: v1alpha1\nkind: NetworkRuleConfig\nname: web\n" +
+			"portSelector:\n  ports: [443]\n  protocol: tcp\ningress:\n  - subnet: 0.0.0.0/33\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			node := n
+			node.UserPatches = []string{patch}
+			final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, node.Role,
+				talos.NodePatches(spec, node, installer))
+			if err == nil {
+				err = validateFor(t, final, metal)
+			}
+			assert.Error(t, err)
+		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 const (
 	TalosCluster   = "talos-cluster:index:TalosCluster"
 	ProxmoxCluster = "talos-cluster:index:ProxmoxCluster"
+	VpsCluster     = "talos-cluster:index:VpsCluster"
 	Secrets        = "talos:machine/secrets:Secrets" //nolint:gosec // a type token, not a credential
 	Apply          = "talos:machine/configurationApply:ConfigurationApply"
 	Bootstrap      = "talos:machine/bootstrap:Bootstrap"
@@ -131,6 +132,7 @@ func (e *Engine) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 		return resource.PropertyMap{"urls": resource.NewObjectProperty(resource.PropertyMap{
 			"iso":       resource.NewStringProperty(fmt.Sprintf("https://factory.talos.dev/image/%s/%s/%s-amd64.iso", id, ver, platform)),
 			"installer": resource.NewStringProperty(fmt.Sprintf("factory.talos.dev/%s-installer/%s:%s", platform, id, ver)),
+			"diskImage": resource.NewStringProperty(fmt.Sprintf("https://factory.talos.dev/image/%s/%s/%s-amd64.raw.zst", id, ver, platform)),
 		})}, nil
 	}
 	return resource.PropertyMap{}, nil

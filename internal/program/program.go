@@ -4,18 +4,14 @@
 package program
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
-
-// ErrPlatformNotImplemented is returned for a platform whose component does
-// not exist yet, rather than pretending to deploy it.
-var ErrPlatformNotImplemented = errors.New("platform not implemented yet")
 
 // Run is the program body. src is the run's raw config (see
 // stacks.CaptureSource). Nothing is registered unless the config is valid.
@@ -67,7 +63,11 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		}
 		return c.Outputs(), nil
 	case stacks.PlatformVPS:
-		return nil, fmt.Errorf("platform %q: %w; nothing was created", cfg.Platform, ErrPlatformNotImplemented)
+		c, err := vps.NewCluster(ctx, cfg.Cluster.Name, &vps.ClusterArgs{Config: cfg})
+		if err != nil {
+			return nil, err
+		}
+		return c.Outputs(), nil
 	default:
 		// Load rejects other platforms; reaching this is a bug.
 		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)

@@ -1,0 +1,88 @@
+// Package image resolves the cluster's Talos image with the Image Factory:
+// the schematic (a given id, or one registered from a list of official
+// extensions) and the factory URLs for a platform. Both platforms use it:
+// Proxmox boots the ISO, a VPS gets the raw disk image written from rescue.
+package image
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/imagefactory"
+	"gopkg.in/yaml.v3"
+)
+
+// Factory platforms. The metal images boot into maintenance mode and wait
+// for a config; nocloud also reads its address from a cloud-init drive.
+const (
+	PlatformMetal   = "metal"
+	PlatformNocloud = "nocloud"
+)
+
+// Args select the image.
+type Args struct {
+	TalosVersion string
+	// SchematicID is an existing schematic; empty registers one from
+	// Extensions.
+	SchematicID string
+	Extensions  []string
+	// Platform is the factory platform (PlatformMetal, PlatformNocloud).
+	Platform string
+}
+
+// Image is the resolved image: its schematic and the factory's URLs.
+type Image struct {
+	SchematicID pulumi.StringOutput
+	// ISOURL is the boot ISO.
+	ISOURL pulumi.StringOutput
+	// DiskImageURL is the compressed raw disk image.
+	DiskImageURL pulumi.StringOutput
+	// Installer is the installer image reference for machine.install.image.
+	Installer pulumi.StringOutput
+	Platform  string
+}
+
+// SchematicYAML is the Image Factory schematic for a list of official
+// extensions, sorted so that the same set always yields the same schematic.
+func SchematicYAML(extensions []string) (string, error) {
+	exts := slices.Clone(extensions)
+	slices.Sort(exts)
+	doc := map[string]any{"customization": map[string]any{"systemExtensions": map[string]any{"officialExtensions": exts}}}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return "", fmt.Errorf("unable to render schematic: %w", err)
+	}
+	return string(out), nil
+}
+
+// New resolves the schematic (registering it with the factory unless an id
+// is given; the schematic resource is named <name>-schematic) and its URLs.
+func New(ctx *pulumi.Context, name string, a Args, parent pulumi.ResourceOrInvokeOption) (*Image, error) {
+	img := &Image{Platform: a.Platform}
+	if a.SchematicID != "" {
+		img.SchematicID = pulumi.String(a.SchematicID).ToStringOutput()
+	} else {
+		doc, err := SchematicYAML(a.Extensions)
+		if err != nil {
+			return nil, err
+		}
+		sch, err := imagefactory.NewSchematic(ctx, name+"-schematic", &imagefactory.SchematicArgs{
+			Schematic: pulumi.String(doc),
+		}, parent)
+		if err != nil {
+			return nil, fmt.Errorf("unable to create image schematic: %w", err)
+		}
+		// The schematic id is the resource id; the resource has no other output.
+		img.SchematicID = sch.ID().ToStringOutput()
+	}
+	urls := imagefactory.GetUrlsOutput(ctx, imagefactory.GetUrlsOutputArgs{
+		TalosVersion: pulumi.String(a.TalosVersion),
+		SchematicId:  img.SchematicID,
+		Platform:     pulumi.String(a.Platform),
+	}, parent).Urls()
+	img.ISOURL = urls.Iso()
+	img.DiskImageURL = urls.DiskImage()
+	img.Installer = urls.Installer()
+	return img, nil
+}

@@ -1,0 +1,179 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+)
+
+const rescuePassword = "rescue-pw-Xq81" // the VPS example's secret in stacktest
+
+// plainOccurrences lists where needle appears in v outside a secret.
+func plainOccurrences(v resource.PropertyValue, path, needle string) []string {
+	switch {
+	case v.IsSecret():
+		return nil
+	case v.IsString():
+		if strings.Contains(v.StringValue(), needle) {
+			return []string{path}
+		}
+	case v.IsObject():
+		var out []string
+		for k, e := range v.ObjectValue() {
+			out = append(out, plainOccurrences(e, path+"."+string(k), needle)...)
+		}
+		return out
+	case v.IsArray():
+		var out []string
+		for i, e := range v.ArrayValue() {
+			out = append(out, plainOccurrences(e, fmt.Sprintf("%s[%d]", path, i), needle)...)
+		}
+		return out
+	}
+	return nil
+}
+
+func TestVPSExampleGraph(t *testing.T) {
+	t.Parallel()
+	e, outs := deploy(t, stacktest.Example(t, stacktest.VPSExample))
+
+	install := e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")
+	conn := install.Inputs["connection"]
+	connection := conn
+	if conn.IsSecret() {
+		connection = conn.SecretValue().Element
+	}
+	assert.True(t, conn.IsSecret() || obj(connection, "password").IsSecret(), "the rescue password is secret in the connection")
+	assert.Equal(t, "203.0.113.10", obj(connection, "host").StringValue(), "rescue host defaults to the node's IP")
+	assert.Equal(t, "root", obj(connection, "user").StringValue())
+	assert.Equal(t, 22.0, obj(connection, "port").NumberValue())
+
+	assert.Equal(t, "bash -s", install.Inputs["create"].StringValue())
+	stdin := install.Inputs["stdin"].StringValue()
+	assert.True(t, strings.HasPrefix(stdin, "IMAGE_URL='https://factory.talos.dev/image/"+mocktest.SchematicID+"/v1.12.4/metal-amd64.raw.zst'\n"+
+		"REQUIRE_RESCUE='1'\nTARGET='/dev/sda'\n"), "variables first:\n%s", stdin[:200])
+	assert.True(t, strings.HasSuffix(stdin, vps.InstallScript), "then the repo's install script as it is")
+	assert.Nil(t, install.Inputs["delete"].V, "destroy never touches the server's disk")
+	assert.Subset(t, install.IgnoreChanges, []string{"create", "stdin", "connection"},
+		"a new Talos version, image or password never re-images a running node")
+
+	for _, c := range e.ByType(mocktest.LocalCommand) {
+		assert.NotContains(t, c.Name, "reboot", "no reboot command configured")
+	}
+	wait := e.Named(t, mocktest.LocalCommand, "prod-wait-node-0")
+	assert.True(t, e.After(wait, install), "install before the wait")
+	assert.Equal(t, vps.WaitScript, wait.Inputs["create"].StringValue())
+	env := wait.Inputs["environment"].ObjectValue()
+	assert.Equal(t, "203.0.113.10", env["NODE_IP"].StringValue())
+	assert.Equal(t, "1800", env["WAIT_TIMEOUT"].StringValue())
+	assert.Contains(t, env["HINT"].StringValue(), "switch its boot from the rescue system to its disk", "manual step spelled out")
+	assert.Len(t, wait.Inputs["triggers"].ArrayValue(), 1, "replaced with the install")
+
+	apply := e.Named(t, mocktest.Apply, "prod-apply-node-0")
+	assert.True(t, e.After(apply, wait), "wait before the apply")
+	assert.True(t, strings.HasSuffix(apply.DeletedWith, "::prod-install-node-0"), "forget by default: no call to the node at destroy")
+	assert.Nil(t, apply.Inputs["onDestroy"].V, "no reset by default")
+	patches := strings.Join(strs(apply.Inputs["configPatches"]), "\n---\n")
+	for _, want := range []string{"203.0.113.10/32", "network: 203.0.113.254/32", "kind: NetworkDefaultActionConfig",
+		"ingress: block", "name: apid", "subnet: 198.51.100.0/24", "allowSchedulingOnControlPlanes: true"} {
+		assert.Contains(t, patches, want)
+	}
+	for _, rel := range e.ByType(mocktest.Release) {
+		assert.True(t, strings.HasSuffix(rel.DeletedWith, "::prod-install-node-0"), "%s: destroy never uninstalls from a live server", rel.Name)
+	}
+	assert.Empty(t, e.ByType(mocktest.VM))
+	for _, r := range e.All() {
+		if r.Type != mocktest.VpsCluster {
+			assert.Contains(t, r.Parent, "VpsCluster", "%s %s is inside the component", r.Type, r.Name)
+		}
+		for k, v := range r.Inputs {
+			assert.Empty(t, plainOccurrences(v, r.Name+"."+string(k), rescuePassword), "the rescue password only ever travels as a secret")
+		}
+	}
+
+	assert.True(t, outs["kubeconfig"].Secret)
+	assert.True(t, outs["talosconfig"].Secret)
+	assert.Equal(t, "https://203.0.113.10:6443", outs["endpoint"].Value)
+	assert.Equal(t, "https://factory.talos.dev/image/"+mocktest.SchematicID+"/v1.12.4/metal-amd64.raw.zst", outs["imageUrl"].Value)
+	for k, o := range outs {
+		assert.NotContains(t, fmt.Sprint(o.Value), rescuePassword, "output %s", k)
+	}
+}
+
+func TestVPSRebootCommandResetAndImageURL(t *testing.T) {
+	t.Parallel()
+	src := edit(t, stacktest.Example(t, stacktest.VPSExample), "vps", func(m map[string]any) {
+		m["rebootCommand"] = "ovh-cli boot-disk $NODE_NAME && ovh-cli reboot $NODE_NAME"
+		m["onDestroy"] = "reset"
+		m["imageUrl"] = "https://mirror.example.com/talos/metal-amd64.raw.xz"
+		m["talosWaitTimeout"] = "45m"
+	})
+	e, _ := deploy(t, src)
+
+	install := e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")
+	assert.Contains(t, install.Inputs["stdin"].StringValue(), "IMAGE_URL='https://mirror.example.com/talos/metal-amd64.raw.xz'\n")
+	reboot := e.Named(t, mocktest.LocalCommand, "prod-reboot-node-0")
+	wait := e.Named(t, mocktest.LocalCommand, "prod-wait-node-0")
+	assert.True(t, e.After(reboot, install))
+	assert.True(t, e.After(wait, reboot), "the wait starts after the reboot command")
+	assert.Equal(t, "ovh-cli boot-disk $NODE_NAME && ovh-cli reboot $NODE_NAME", reboot.Inputs["create"].StringValue())
+	assert.Equal(t, "node-0", reboot.Inputs["environment"].ObjectValue()["NODE_NAME"].StringValue())
+	assert.Subset(t, reboot.IgnoreChanges, []string{"create"}, "editing the command never reboots a running node")
+	env := wait.Inputs["environment"].ObjectValue()
+	assert.Equal(t, "2700", env["WAIT_TIMEOUT"].StringValue())
+	assert.Contains(t, env["HINT"].StringValue(), "vps.rebootCommand ran for node-0")
+
+	apply := e.Named(t, mocktest.Apply, "prod-apply-node-0")
+	assert.Empty(t, apply.DeletedWith, "reset needs the apply's delete to run")
+	onDestroy := apply.Inputs["onDestroy"].ObjectValue()
+	assert.True(t, onDestroy["reset"].BoolValue())
+	assert.True(t, onDestroy["reboot"].BoolValue())
+	assert.False(t, onDestroy["graceful"].BoolValue())
+	for _, rel := range e.ByType(mocktest.Release) {
+		assert.True(t, strings.HasSuffix(rel.DeletedWith, "::prod-install-node-0"), rel.Name)
+	}
+}
+
+// Three control planes and two workers: the same flow per node, each apply
+// waiting for its own node only, bootstrap on the first control plane.
+func TestVPSLargerCluster(t *testing.T) {
+	t.Parallel()
+	src := stacktest.Example(t, stacktest.VPSExample)
+	src = edit(t, src, "nodes", func(m map[string]any) {
+		base := m["controlPlanes"].([]any)[0].(map[string]any)
+		node := func(i int, ip string) map[string]any {
+			n := map[string]any{}
+			for k, v := range base {
+				n[k] = v
+			}
+			n["name"], n["ip"] = fmt.Sprintf("node-%d", i), ip
+			return n
+		}
+		m["controlPlanes"] = []any{node(0, "203.0.113.10"), node(1, "203.0.113.11"), node(2, "203.0.113.12")}
+		m["workers"] = []any{node(3, "203.0.113.20"), node(4, "203.0.113.21")}
+	})
+	e, outs := deploy(t, src)
+	require.Len(t, e.ByType(mocktest.RemoteCommand), 5)
+	for i := range 5 {
+		name := fmt.Sprintf("node-%d", i)
+		apply := e.Named(t, mocktest.Apply, "prod-apply-"+name)
+		assert.True(t, e.After(apply, e.Named(t, mocktest.LocalCommand, "prod-wait-"+name)))
+		for j := range 5 {
+			if j != i {
+				assert.False(t, e.After(apply, e.Named(t, mocktest.LocalCommand, fmt.Sprintf("prod-wait-node-%d", j))),
+					"%s does not wait for node-%d", name, j)
+			}
+		}
+	}
+	bootstrap := e.One(t, mocktest.Bootstrap)
+	assert.Equal(t, "203.0.113.10", bootstrap.Inputs["node"].StringValue())
+	assert.Len(t, outs["nodeIps"].Value, 5)
+}

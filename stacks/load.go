@@ -1,6 +1,8 @@
 package stacks
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -126,4 +128,35 @@ func walkSecrets(path string, v reflect.Value, fn func(path string, s Secret)) {
 			walkSecrets(fmt.Sprintf("%s[%d]", path, i), v.Index(i), fn)
 		}
 	}
+}
+
+// SourceFromConfigJSON turns `pulumi config --show-secrets --json` output
+// (the Automation API's ConfigMap has the same shape) into the config source
+// the program sees.
+func SourceFromConfigJSON(raw []byte) (Source, error) {
+	var entries map[string]struct {
+		Value  string `json:"value"`
+		Secret bool   `json:"secret"`
+	}
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return Source{}, fmt.Errorf("stack config is not the JSON `pulumi config --json` prints: %w", err)
+	}
+	src := Source{Values: map[string]string{}}
+	for k, e := range entries {
+		project, _, ok := strings.Cut(k, ":")
+		if !ok {
+			continue
+		}
+		if strings.HasSuffix(k, ":platform") {
+			src.Project = project
+		}
+		src.Values[k] = e.Value
+		if e.Secret {
+			src.SecretKeys = append(src.SecretKeys, k)
+		}
+	}
+	if src.Project == "" {
+		return src, errors.New("the stack has no platform key: is it this project's stack?")
+	}
+	return src, nil
 }

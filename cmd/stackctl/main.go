@@ -1,18 +1,22 @@
-// Command stackctl holds the operator tools of this project that are not the
-// Pulumi program itself. `stackctl doctor --stack NAME` checks what `pulumi
-// up` of a stack will need.
+// Command stackctl holds the operator tools of this project besides the
+// Pulumi program: `stackctl doctor` checks what `pulumi up` of a stack will
+// need; `stackctl preview|up|refresh|destroy|outputs` run the program for CI
+// through the Automation API.
 package main
 
 import (
 	"context"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/fluodata/talos-pulumi/internal/stackctl"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C and CI cancellation (SIGTERM) cancel the running operation:
+	// pulumi gets one interrupt, saves its state and releases the lock.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := stackctl.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

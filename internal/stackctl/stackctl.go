@@ -3,16 +3,21 @@ package stackctl
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/internal/doctor"
+	"github.com/fluodata/talos-pulumi/internal/driver"
+	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -24,19 +29,69 @@ const (
 	ExitNoConfig = 3 // the stack's config could not be read
 )
 
+const usage = `usage:
+  stackctl doctor  --stack NAME [--config-json FILE|-]
+  stackctl preview|up|refresh|destroy|outputs --stack NAME [flags]   (stackctl up -h lists the flags)`
+
 // Main runs a subcommand and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		_, _ = fmt.Fprintln(stderr, "usage: stackctl doctor --stack NAME [--config-json FILE|-]")
+		_, _ = fmt.Fprintln(stderr, usage)
 		return ExitUsage
 	}
-	switch args[0] {
-	case "doctor":
+	switch op := args[0]; {
+	case op == "doctor":
 		return doctorCmd(ctx, args[1:], os.Getenv("STACK"), stdin, stdout, stderr, doctor.DefaultEnv())
+	case slices.Contains(driver.Ops, op):
+		return driverCmd(ctx, op, args[1:], stdout, stderr, os.Getenv, nil)
 	default:
-		_, _ = fmt.Fprintf(stderr, "stackctl: unknown command %q (known: doctor)\n", args[0])
+		_, _ = fmt.Fprintf(stderr, "stackctl: unknown command %q\n%s\n", args[0], usage)
 		return ExitUsage
 	}
+}
+
+// driverCmd parses an operation's flags and runs it. pulumiCmd replaces the
+// CLI (tests); nil finds pulumi on PATH.
+func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.Writer, getenv func(string) string, pulumiCmd auto.PulumiCommand) int {
+	fs := flag.NewFlagSet(op, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := driver.Options{Op: op}
+	fs.StringVar(&o.Stack, "stack", getenv("STACK"), "stack name (default: $STACK)")
+	fs.StringVar(&o.WorkDir, "dir", ".", "directory with Pulumi.yaml and the stack files")
+	fs.StringVar(&o.BackendURL, "backend", getenv("PULUMI_BACKEND_URL"), "state backend URL (default: $PULUMI_BACKEND_URL, else file://<dir>/.pulumi-state)")
+	fs.StringVar(&o.SecretsProvider, "secrets-provider", getenv("SECRETS_PROVIDER"), "secrets provider of a new stack (default: $SECRETS_PROVIDER, else passphrase)")
+	fs.BoolVar(&o.Create, "create", false, "create the stack if it does not exist")
+	fs.StringVar(&o.SummaryFile, "summary", "", "write a JSON summary of the run to this file")
+	fs.StringVar(&o.OutDir, "out", "", "outputs: directory for kubeconfig and talosconfig (default: <dir>/.access/<stack>)")
+	fs.BoolVar(&o.ExitOnChanges, "exit-code-on-changes", false, fmt.Sprintf("preview: exit with %d when changes are pending", driver.ExitChangesPending))
+	pulumiPath := fs.String("pulumi", "", "path of the pulumi CLI (default: from PATH)")
+	grace := fs.Duration("grace", driver.DefaultGrace, "after Ctrl-C/SIGTERM, how long pulumi may finish and save its state before it is killed")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		_, _ = fmt.Fprintf(stderr, "stackctl %s: unexpected arguments %v\n", op, fs.Args())
+		return ExitUsage
+	}
+	if pulumiCmd == nil {
+		cli, err := driver.NewCLI(ctx, *pulumiPath, *grace)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "stackctl %s: %v\n", op, err)
+			return driver.ExitFailed
+		}
+		pulumiCmd = cli
+	}
+	return driver.Run(ctx, o, driver.Env{
+		Pulumi: pulumiCmd,
+		Program: func(src stacks.Source) pulumi.RunFunc {
+			return func(ctx *pulumi.Context) error { return program.Run(ctx, src) }
+		},
+		Validate: func(src stacks.Source) error {
+			_, diags := stacks.Load(src)
+			return diags.Err()
+		},
+		Stdout: stdout, Stderr: stderr, Getenv: getenv, Now: time.Now,
+	})
 }
 
 func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io.Reader, stdout, stderr io.Writer, env doctor.Env) int {
@@ -56,7 +111,7 @@ func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io
 		_, _ = fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
 		return ExitNoConfig
 	}
-	src, err := SourceFromJSON(raw)
+	src, err := stacks.SourceFromConfigJSON(raw)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
 		return ExitNoConfig
@@ -89,34 +144,4 @@ func readConfigJSON(ctx context.Context, from, stack string, stdin io.Reader) ([
 	default:
 		return os.ReadFile(from) //nolint:gosec // a path the operator gives
 	}
-}
-
-// SourceFromJSON turns `pulumi config --show-secrets --json` output into the
-// config source the program sees.
-func SourceFromJSON(raw []byte) (stacks.Source, error) {
-	var entries map[string]struct {
-		Value  string `json:"value"`
-		Secret bool   `json:"secret"`
-	}
-	if err := json.Unmarshal(raw, &entries); err != nil {
-		return stacks.Source{}, fmt.Errorf("stack config is not the JSON `pulumi config --json` prints: %w", err)
-	}
-	src := stacks.Source{Values: map[string]string{}}
-	for k, e := range entries {
-		project, _, ok := strings.Cut(k, ":")
-		if !ok {
-			continue
-		}
-		if strings.HasSuffix(k, ":platform") {
-			src.Project = project
-		}
-		src.Values[k] = e.Value
-		if e.Secret {
-			src.SecretKeys = append(src.SecretKeys, k)
-		}
-	}
-	if src.Project == "" {
-		return src, errors.New("the stack has no platform key: is it this project's stack?")
-	}
-	return src, nil
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/doctor"
+	"github.com/fluodata/talos-pulumi/internal/driver/drivertest"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -32,18 +35,18 @@ func configJSON(t *testing.T, src stacks.Source) []byte {
 	return raw
 }
 
-func TestSourceFromJSON(t *testing.T) {
+func TestSourceFromConfigJSON(t *testing.T) {
 	t.Parallel()
 	want := stacktest.Example(t, stacktest.ProxmoxExample)
-	got, err := SourceFromJSON(configJSON(t, want))
+	got, err := stacks.SourceFromConfigJSON(configJSON(t, want))
 	require.NoError(t, err)
 	assert.Equal(t, "talos-cluster", got.Project)
 	assert.Equal(t, want.Values, got.Values)
 	assert.ElementsMatch(t, want.SecretKeys, got.SecretKeys)
 
-	_, err = SourceFromJSON([]byte(`{"aws:region":{"value":"eu-west-1"}}`))
+	_, err = stacks.SourceFromConfigJSON([]byte(`{"aws:region":{"value":"eu-west-1"}}`))
 	require.ErrorContains(t, err, "no platform key")
-	_, err = SourceFromJSON([]byte(`[secret]`))
+	_, err = stacks.SourceFromConfigJSON([]byte(`[secret]`))
 	require.ErrorContains(t, err, "not the JSON")
 }
 
@@ -95,4 +98,29 @@ func TestDoctorCommandExitCodes(t *testing.T) {
 
 	code = doctorCmd(context.Background(), []string{"--stack", "x", "--config-json", "-"}, "", strings.NewReader("nope"), &out, &errOut, e)
 	assert.Equal(t, ExitNoConfig, code)
+}
+
+// The operation subcommands parse their flags into the driver's options.
+func TestDriverSubcommandFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), "Pulumi.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), data, 0o600))
+	fake := &drivertest.Pulumi{Stacks: []string{"vps-prod"}, Config: configJSON(t, stacktest.Example(t, stacktest.VPSExample)),
+		Changes: map[string]int{"same": 4}}
+	env := map[string]string{"STACK": "vps-prod", "PULUMI_BACKEND_URL": "file:///state", "PULUMI_CONFIG_PASSPHRASE": "x"}
+	var stdout, stderr bytes.Buffer
+	code := driverCmd(context.Background(), "destroy", []string{"--dir", dir, "--summary", filepath.Join(dir, "s.json")},
+		&stdout, &stderr, func(k string) string { return env[k] }, fake)
+	require.Equal(t, 0, code, stderr.String())
+	call, ok := fake.Find("destroy")
+	require.True(t, ok)
+	assert.Contains(t, call.Args, "--run-program=true")
+	assert.Contains(t, call.Env, "PULUMI_BACKEND_URL=file:///state", "the backend comes from the environment")
+	assert.FileExists(t, filepath.Join(dir, "s.json"))
+
+	assert.Equal(t, ExitUsage, driverCmd(context.Background(), "up", []string{"extra"}, &stdout, &stderr, func(string) string { return "" }, fake))
+	assert.Equal(t, ExitUsage, driverCmd(context.Background(), "up", []string{"--bogus"}, &stdout, &stderr, func(string) string { return "" }, fake))
+	assert.Equal(t, ExitUsage, Main(context.Background(), []string{"deploy"}, nil, &stdout, &stderr))
 }

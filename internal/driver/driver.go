@@ -1,0 +1,441 @@
+// Package driver runs this project's Pulumi operations for CI through the
+// Automation API: `stackctl preview|up|refresh|destroy|outputs`.
+//
+// The program runs inline, in the driver's own process: the driver binary is
+// built once per CI run and every operation reuses it, instead of the CLI
+// compiling the Go program for each operation. Progress streams to stdout; a
+// JSON summary is written for every run, and a Markdown one is appended to
+// $GITHUB_STEP_SUMMARY when GitHub Actions sets it.
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// Operations.
+const (
+	OpPreview = "preview"
+	OpUp      = "up"
+	OpRefresh = "refresh"
+	OpDestroy = "destroy"
+	OpOutputs = "outputs"
+)
+
+// Ops lists the operations in the order the usage text shows them.
+var Ops = []string{OpPreview, OpUp, OpRefresh, OpDestroy, OpOutputs}
+
+// Exit codes; CI scripts may branch on them.
+const (
+	ExitOK             = 0
+	ExitFailed         = 1   // the operation failed
+	ExitUsage          = 2   // bad flags
+	ExitBadConfig      = 3   // the stack's config is invalid or unreadable
+	ExitChangesPending = 4   // preview with --exit-code-on-changes found changes
+	ExitLocked         = 5   // another update holds the stack's lock
+	ExitPassphrase     = 6   // the secrets passphrase is missing or wrong
+	ExitNoStack        = 7   // the stack does not exist and --create was not given
+	ExitCancelled      = 130 // SIGINT/SIGTERM
+)
+
+// Options select what to run.
+type Options struct {
+	Op    string
+	Stack string
+	// WorkDir holds Pulumi.yaml and the stack files.
+	WorkDir string
+	// BackendURL is where state lives; "" is the local file backend in
+	// <WorkDir>/.pulumi-state.
+	BackendURL string
+	// SecretsProvider is used when a stack is created ("" = passphrase).
+	SecretsProvider string
+	// Create makes the stack if it does not exist yet.
+	Create bool
+	// SummaryFile receives the JSON summary ("" = none).
+	SummaryFile string
+	// OutDir receives kubeconfig and talosconfig (outputs; "" =
+	// <WorkDir>/.access/<stack>).
+	OutDir string
+	// ExitOnChanges makes a preview with pending changes exit with
+	// ExitChangesPending (for pull-request checks).
+	ExitOnChanges bool
+}
+
+// ProgramFunc builds the Pulumi program for a stack's config.
+type ProgramFunc func(src stacks.Source) pulumi.RunFunc
+
+// Env is what the driver runs with; tests replace parts of it.
+type Env struct {
+	// Pulumi is the CLI (a fake in tests).
+	Pulumi auto.PulumiCommand
+	// Program is the Pulumi program, run inline.
+	Program ProgramFunc
+	// Validate checks the stack's config before anything runs (nil: no
+	// check, for programs other than this project's).
+	Validate func(stacks.Source) error
+	Stdout   io.Writer
+	Stderr   io.Writer
+	Getenv   func(string) string
+	Now      func() time.Time
+}
+
+// Summary is the machine-readable record of one run.
+type Summary struct {
+	Operation       string         `json:"operation"`
+	Stack           string         `json:"stack"`
+	Result          string         `json:"result"` // succeeded, failed, cancelled
+	ExitCode        int            `json:"exitCode"`
+	Changes         map[string]int `json:"changes"`
+	ChangesPending  bool           `json:"changesPending"`
+	DurationSeconds float64        `json:"durationSeconds"`
+	Outputs         []string       `json:"outputs"`
+	Error           string         `json:"error,omitempty"`
+}
+
+// Results.
+const (
+	resultSucceeded = "succeeded"
+	resultFailed    = "failed"
+	resultCancelled = "cancelled"
+)
+
+// failure is an error with its exit code and a one-line explanation.
+type failure struct {
+	code int
+	msg  string
+	err  error
+}
+
+func (f *failure) Error() string { return f.msg }
+func (f *failure) Unwrap() error { return f.err }
+
+func fail(code int, err error, format string, args ...any) *failure {
+	return &failure{code: code, msg: fmt.Sprintf(format, args...), err: err}
+}
+
+// Run performs one operation and returns the exit code. It always writes the
+// summary (when asked to), also after a failure.
+func Run(ctx context.Context, o Options, env Env) int {
+	start := env.Now()
+	sum := Summary{Operation: o.Op, Stack: o.Stack, Changes: map[string]int{}, Outputs: []string{}}
+	err := run(ctx, o, env, &sum)
+	sum.DurationSeconds = env.Now().Sub(start).Round(time.Millisecond).Seconds()
+	sum.Result, sum.ExitCode = resultSucceeded, ExitOK
+	if err != nil {
+		var f *failure
+		if !errors.As(err, &f) {
+			f = classify(ctx, o, err)
+		}
+		sum.Result, sum.ExitCode, sum.Error = resultFailed, f.code, f.msg
+		if f.code == ExitCancelled {
+			sum.Result = resultCancelled
+		}
+		if f.code != ExitChangesPending {
+			_, _ = fmt.Fprintf(env.Stderr, "stackctl %s: %s\n", o.Op, f.msg)
+		}
+	}
+	if werr := writeSummaries(o, env, sum); werr != nil {
+		_, _ = fmt.Fprintf(env.Stderr, "stackctl %s: %v\n", o.Op, werr)
+		if sum.ExitCode == ExitOK {
+			return ExitFailed
+		}
+	}
+	return sum.ExitCode
+}
+
+func run(ctx context.Context, o Options, env Env, sum *Summary) error {
+	if !slices.Contains(Ops, o.Op) {
+		return fail(ExitUsage, nil, "unknown operation %q (known: %s)", o.Op, strings.Join(Ops, ", "))
+	}
+	if o.Stack == "" {
+		return fail(ExitUsage, nil, "a stack name is required (--stack or STACK)")
+	}
+	workDir, err := filepath.Abs(o.WorkDir)
+	if err != nil {
+		return fail(ExitUsage, err, "working directory %q: %v", o.WorkDir, err)
+	}
+	backend := o.BackendURL
+	if backend == "" {
+		backend = "file://" + filepath.Join(workDir, ".pulumi-state")
+	}
+	if dir, ok := strings.CutPrefix(backend, "file://"); ok {
+		// The state holds secrets (encrypted) and the stack's history.
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fail(ExitFailed, err, "cannot create the state directory %s: %v", dir, err)
+		}
+	}
+	if err := checkPassphrase(workDir, o, env.Getenv); err != nil {
+		return err
+	}
+
+	// The program runs with the config the driver read and validated; it
+	// is built before any operation can call it.
+	var runFn pulumi.RunFunc
+	program := func(ctx *pulumi.Context) error {
+		if runFn == nil {
+			return errors.New("stackctl: the program ran before its config was read")
+		}
+		return runFn(ctx)
+	}
+	wsOpts := []auto.LocalWorkspaceOption{
+		auto.WorkDir(workDir),
+		auto.Pulumi(env.Pulumi),
+		auto.Program(program),
+		auto.EnvVars(map[string]string{"PULUMI_BACKEND_URL": backend, "PULUMI_SKIP_UPDATE_CHECK": "true"}),
+	}
+	if o.SecretsProvider != "" {
+		wsOpts = append(wsOpts, auto.SecretsProvider(o.SecretsProvider))
+	}
+	ws, err := auto.NewLocalWorkspace(ctx, wsOpts...)
+	if err != nil {
+		return fail(ExitFailed, err, "cannot open the Pulumi project in %s: %v", workDir, err)
+	}
+	stack, err := openStack(ctx, o, ws, backend)
+	if err != nil {
+		return err
+	}
+
+	if o.Op == OpOutputs {
+		return writeOutputs(ctx, stack, o, workDir, env, sum)
+	}
+
+	cfg, err := stack.GetAllConfig(ctx)
+	if err != nil {
+		return classify(ctx, o, fmt.Errorf("reading the stack's config: %w", err))
+	}
+	proj, err := ws.ProjectSettings(ctx)
+	if err != nil {
+		return fail(ExitFailed, err, "cannot read Pulumi.yaml in %s: %v", workDir, err)
+	}
+	src := sourceFromConfig(string(proj.Name), cfg)
+	if env.Validate != nil {
+		if err := env.Validate(src); err != nil {
+			return fail(ExitBadConfig, err, "%v", err)
+		}
+	}
+	runFn = env.Program(src)
+	return operate(ctx, o, stack, env, sum)
+}
+
+// openStack selects the stack, or creates it when told to.
+func openStack(ctx context.Context, o Options, ws auto.Workspace, backend string) (auto.Stack, error) {
+	if o.Create {
+		s, err := auto.UpsertStack(ctx, o.Stack, ws)
+		if err != nil {
+			return s, classify(ctx, o, fmt.Errorf("creating or selecting stack %s: %w", o.Stack, err))
+		}
+		return s, nil
+	}
+	s, err := auto.SelectStack(ctx, o.Stack, ws)
+	if auto.IsSelectStack404Error(err) {
+		return s, fail(ExitNoStack, err, "stack %s does not exist in %s; create it with --create (or `make init STACK=%s`), or set PULUMI_BACKEND_URL to the backend that has it", o.Stack, backend, o.Stack)
+	}
+	if err != nil {
+		return s, classify(ctx, o, fmt.Errorf("selecting stack %s: %w", o.Stack, err))
+	}
+	return s, nil
+}
+
+func operate(ctx context.Context, o Options, stack auto.Stack, env Env, sum *Summary) error {
+	out, errOut := env.Stdout, env.Stderr
+	switch o.Op {
+	case OpPreview:
+		res, err := stack.Preview(ctx, optpreview.ProgressStreams(out), optpreview.ErrorProgressStreams(errOut))
+		if err != nil {
+			return err
+		}
+		for op, n := range res.ChangeSummary {
+			sum.Changes[string(op)] = n
+			if op != apitype.OpSame && n > 0 {
+				sum.ChangesPending = true
+			}
+		}
+		if o.ExitOnChanges && sum.ChangesPending {
+			return fail(ExitChangesPending, nil, "changes pending: %s", formatChanges(sum.Changes))
+		}
+		return nil
+	case OpUp:
+		res, err := stack.Up(ctx, optup.ProgressStreams(out), optup.ErrorProgressStreams(errOut))
+		if err != nil {
+			return err
+		}
+		record(sum, res.Summary, res.Outputs)
+		return nil
+	case OpRefresh:
+		res, err := stack.Refresh(ctx, optrefresh.ProgressStreams(out), optrefresh.ErrorProgressStreams(errOut))
+		if err != nil {
+			return err
+		}
+		record(sum, res.Summary, nil)
+		return nil
+	default: // OpDestroy
+		// Always with the program: the fast-delete hooks are program code.
+		res, err := stack.Destroy(ctx, optdestroy.RunProgram(true),
+			optdestroy.ProgressStreams(out), optdestroy.ErrorProgressStreams(errOut))
+		if err != nil {
+			return err
+		}
+		record(sum, res.Summary, nil)
+		return nil
+	}
+}
+
+func record(sum *Summary, s auto.UpdateSummary, outputs auto.OutputMap) {
+	if s.ResourceChanges != nil {
+		for op, n := range *s.ResourceChanges {
+			sum.Changes[op] = n
+		}
+	}
+	for name := range outputs {
+		sum.Outputs = append(sum.Outputs, name)
+	}
+	slices.Sort(sum.Outputs)
+}
+
+// classify maps an Automation API error to an exit code and one line.
+func classify(ctx context.Context, o Options, err error) *failure {
+	var f *failure
+	switch {
+	case errors.As(err, &f):
+		return f
+	case ctx.Err() != nil:
+		return fail(ExitCancelled, err, "cancelled: pulumi was sent one interrupt, finished the steps in flight, saved the state and released the stack's lock; run %s again to continue", o.Op)
+	case auto.IsConcurrentUpdateError(err):
+		return fail(ExitLocked, err, "stack %s is locked by another update; wait for it to finish (if it crashed: `pulumi cancel` on Pulumi Cloud, or remove the lock under .pulumi/locks in a file or bucket backend)", o.Stack)
+	case passphraseProblem(err.Error()):
+		return fail(ExitPassphrase, err, "the secrets passphrase is missing or wrong: set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to the one the stack was created with")
+	default:
+		return fail(ExitFailed, err, "%s", lastLines(err.Error()))
+	}
+}
+
+func passphraseProblem(text string) bool {
+	for _, s := range []string{"passphrase must be set", "incorrect passphrase", "PULUMI_CONFIG_PASSPHRASE"} {
+		if strings.Contains(text, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastLines keeps an Automation API error short: its first line and the
+// CLI's last stderr lines (the engine repeats the whole log otherwise).
+func lastLines(text string) string {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if len(lines) <= 8 {
+		return strings.Join(lines, "\n")
+	}
+	return lines[0] + "\n...\n" + strings.Join(lines[len(lines)-6:], "\n")
+}
+
+// checkPassphrase fails early, with one line, when a passphrase stack would
+// make the CLI fail on its first secret.
+func checkPassphrase(workDir string, o Options, getenv func(string) string) error {
+	if getenv("PULUMI_CONFIG_PASSPHRASE") != "" || getenv("PULUMI_CONFIG_PASSPHRASE_FILE") != "" {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(workDir, "Pulumi."+o.Stack+".yaml")) //nolint:gosec // the stack file of the operator's project
+	usesPassphrase := err == nil && strings.Contains(string(data), "encryptionsalt:")
+	newPassphraseStack := errors.Is(err, os.ErrNotExist) && o.Create && (o.SecretsProvider == "" || o.SecretsProvider == "passphrase")
+	if usesPassphrase || newPassphraseStack {
+		return fail(ExitPassphrase, nil, "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) is not set; stack %s keeps its secrets encrypted with a passphrase: pass it from your CI secret store", o.Stack)
+	}
+	return nil
+}
+
+// sourceFromConfig turns the CLI's view of the stack config into the
+// program's config source (the same the CLI hands a program it runs).
+func sourceFromConfig(project string, cfg auto.ConfigMap) stacks.Source {
+	src := stacks.Source{Project: project, Values: map[string]string{}}
+	for k, v := range cfg {
+		src.Values[k] = v.Value
+		if v.Secret {
+			src.SecretKeys = append(src.SecretKeys, k)
+		}
+	}
+	slices.Sort(src.SecretKeys)
+	return src
+}
+
+func formatChanges(c map[string]int) string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d to %s", c[k], k))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeSummaries writes the JSON summary and, under GitHub Actions, appends
+// a Markdown one to the job summary.
+func writeSummaries(o Options, env Env, sum Summary) error {
+	if o.SummaryFile != "" {
+		data, err := json.MarshalIndent(sum, "", "  ")
+		if err != nil {
+			return fmt.Errorf("summary: %w", err)
+		}
+		if err := os.WriteFile(o.SummaryFile, append(data, '\n'), 0o644); err != nil { //nolint:gosec // names and counts only, no secrets
+			return fmt.Errorf("writing summary %s: %w", o.SummaryFile, err)
+		}
+	}
+	if path := env.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644) //nolint:gosec // GitHub's own file
+		if err != nil {
+			return fmt.Errorf("job summary: %w", err)
+		}
+		_, werr := io.WriteString(f, Markdown(sum))
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("job summary: %w", werr)
+		}
+	}
+	return nil
+}
+
+// Markdown renders the summary for a GitHub job summary or a PR comment.
+func Markdown(s Summary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### `pulumi %s` on stack `%s`: %s\n\n", s.Operation, s.Stack, s.Result)
+	fmt.Fprintf(&b, "| Changes | Duration |\n|---|---|\n| %s | %.0f s |\n", formatChanges(s.Changes), s.DurationSeconds)
+	if s.Operation == OpPreview {
+		if s.ChangesPending {
+			b.WriteString("\nChanges are pending; merging runs `up`.\n")
+		} else {
+			b.WriteString("\nNo changes.\n")
+		}
+	}
+	if len(s.Outputs) > 0 {
+		fmt.Fprintf(&b, "\nOutputs: `%s`\n", strings.Join(s.Outputs, "`, `"))
+	}
+	if s.Error != "" {
+		fmt.Fprintf(&b, "\n```\n%s\n```\n", s.Error)
+	}
+	return b.String() + "\n"
+}

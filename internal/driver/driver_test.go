@@ -1,0 +1,297 @@
+package driver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/driver"
+	"github.com/fluodata/talos-pulumi/internal/driver/drivertest"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// project is a scratch project directory: the repo's Pulumi.yaml and a
+// passphrase stack file.
+func project(t *testing.T, stack string) string {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), "Pulumi.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), data, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi."+stack+".yaml"), []byte("encryptionsalt: v1:abc\nconfig: {}\n"), 0o600))
+	return dir
+}
+
+func exampleConfig(t *testing.T) []byte {
+	t.Helper()
+	src := stacktest.Example(t, stacktest.VPSExample)
+	out := map[string]any{}
+	for k, v := range src.Values {
+		out[k] = map[string]any{"value": v, "secret": slices.Contains(src.SecretKeys, k)}
+	}
+	raw, err := json.Marshal(out)
+	require.NoError(t, err)
+	return raw
+}
+
+type harness struct {
+	fake           *drivertest.Pulumi
+	opts           driver.Options
+	env            map[string]string
+	stdout, stderr bytes.Buffer
+	programSrc     *stacks.Source
+}
+
+func newHarness(t *testing.T, op string) *harness {
+	t.Helper()
+	dir := project(t, "prod")
+	return &harness{
+		fake: &drivertest.Pulumi{
+			Stacks: []string{"prod"}, Config: exampleConfig(t),
+			Changes: map[string]int{"create": 3, "same": 2},
+			Outputs: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\n", "talosconfig": "context: prod\n", "endpoint": "https://203.0.113.10:6443"},
+			Secret:  []string{"kubeconfig", "talosconfig"},
+		},
+		opts: driver.Options{Op: op, Stack: "prod", WorkDir: dir, SummaryFile: filepath.Join(dir, "summary.json")},
+		env:  map[string]string{"PULUMI_CONFIG_PASSPHRASE": "correct horse"},
+	}
+}
+
+func (h *harness) run(ctx context.Context) int {
+	return driver.Run(ctx, h.opts, driver.Env{
+		Pulumi: h.fake,
+		Program: func(src stacks.Source) pulumi.RunFunc {
+			h.programSrc = &src
+			return func(*pulumi.Context) error { return nil }
+		},
+		Validate: func(src stacks.Source) error {
+			_, d := stacks.Load(src)
+			return d.Err()
+		},
+		Stdout: &h.stdout, Stderr: &h.stderr,
+		Getenv: func(k string) string { return h.env[k] },
+		Now:    time.Now,
+	})
+}
+
+func (h *harness) summary(t *testing.T) driver.Summary {
+	t.Helper()
+	raw, err := os.ReadFile(h.opts.SummaryFile)
+	require.NoError(t, err)
+	var s driver.Summary
+	require.NoError(t, json.Unmarshal(raw, &s))
+	return s
+}
+
+// opCall is the invocation of the operation itself.
+func (h *harness) opCall(t *testing.T, op string) []string {
+	t.Helper()
+	c, ok := h.fake.Find(op)
+	require.True(t, ok, "pulumi %s was run: %v", op, h.fake.Calls())
+	return c.Args
+}
+
+func TestOperationsRunWithTheRightArguments(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		op   string
+		want []string // arguments that must be there
+		not  []string
+	}{
+		{driver.OpPreview, []string{"preview", "--exec-kind=auto.inline", "--stack", "prod"}, []string{"--yes"}},
+		{driver.OpUp, []string{"up", "--yes", "--skip-preview", "--exec-kind=auto.inline", "--stack", "prod"}, nil},
+		{driver.OpRefresh, []string{"refresh", "--yes", "--skip-preview", "--stack", "prod"}, nil},
+		{driver.OpDestroy, []string{"destroy", "--yes", "--skip-preview", "--run-program=true", "--exec-kind=auto.inline", "--stack", "prod"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.op, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, c.op)
+			require.Equal(t, driver.ExitOK, h.run(context.Background()), h.stderr.String())
+			args := h.opCall(t, c.op)
+			for _, w := range c.want {
+				assert.Contains(t, args, w)
+			}
+			for _, n := range c.not {
+				assert.NotContains(t, args, n)
+			}
+			if c.op != driver.OpRefresh {
+				assert.True(t, slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--client=") }),
+					"the program runs inline in the driver (built once), not compiled by the CLI: %v", args)
+			}
+			// The stack was selected, not created, and the backend is the
+			// local file backend in the project by default.
+			sel, ok := h.fake.Find("stack", "select")
+			require.True(t, ok)
+			assert.Contains(t, sel.Env, "PULUMI_BACKEND_URL=file://"+filepath.Join(h.opts.WorkDir, ".pulumi-state"))
+			_, created := h.fake.Find("stack", "init")
+			assert.False(t, created)
+			info, err := os.Stat(filepath.Join(h.opts.WorkDir, ".pulumi-state"))
+			require.NoError(t, err)
+			assert.Equal(t, os.FileMode(0o700), info.Mode().Perm())
+
+			require.NotNil(t, h.programSrc, "the program gets the stack's config")
+			assert.Equal(t, "talos-cluster", h.programSrc.Project)
+			assert.Contains(t, h.programSrc.SecretKeys, "talos-cluster:nodes")
+
+			s := h.summary(t)
+			assert.Equal(t, c.op, s.Operation)
+			assert.Equal(t, "prod", s.Stack)
+			assert.Equal(t, "succeeded", s.Result)
+			assert.Equal(t, 0, s.ExitCode)
+			assert.Equal(t, map[string]int{"create": 3, "same": 2}, s.Changes)
+			assert.GreaterOrEqual(t, s.DurationSeconds, 0.0)
+			assert.Contains(t, h.stdout.String(), "Resources:", "pulumi's progress is streamed")
+			if c.op == driver.OpUp {
+				assert.Equal(t, []string{"endpoint", "kubeconfig", "talosconfig"}, s.Outputs)
+			}
+			if c.op == driver.OpPreview {
+				assert.True(t, s.ChangesPending)
+			}
+		})
+	}
+}
+
+func TestBackendAndCreate(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, driver.OpUp)
+	h.fake.Stacks = nil
+	h.opts.Create = true
+	h.opts.BackendURL = "s3://bucket/state"
+	h.opts.SecretsProvider = "awskms://alias/ci"
+	require.Equal(t, driver.ExitOK, h.run(context.Background()), h.stderr.String())
+	initCall, ok := h.fake.Find("stack", "init")
+	require.True(t, ok, "the stack is created on first use with --create")
+	assert.Equal(t, []string{"stack", "init", "prod", "--secrets-provider", "awskms://alias/ci"}, initCall.Args[:5])
+	assert.Contains(t, initCall.Env, "PULUMI_BACKEND_URL=s3://bucket/state")
+	assert.NoDirExists(t, filepath.Join(h.opts.WorkDir, ".pulumi-state"))
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		op    string
+		setup func(h *harness)
+		code  int
+		msg   string
+	}{
+		{"unknown stack", driver.OpUp, func(h *harness) { h.fake.Stacks = nil }, driver.ExitNoStack, "stack prod does not exist in file://"},
+		{"locked stack", driver.OpUp, func(h *harness) {
+			h.fake.Fail, h.fake.Stderr = "up", "error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or delete the lock file"
+		}, driver.ExitLocked, "stack prod is locked by another update"},
+		{"missing passphrase", driver.OpUp, func(h *harness) { delete(h.env, "PULUMI_CONFIG_PASSPHRASE") },
+			driver.ExitPassphrase, "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) is not set"},
+		{"wrong passphrase", driver.OpPreview, func(h *harness) {
+			h.fake.Fail, h.fake.Stderr = "preview", "error: getting secrets manager: incorrect passphrase"
+		}, driver.ExitPassphrase, "passphrase is missing or wrong"},
+		{"invalid config", driver.OpUp, func(h *harness) {
+			h.fake.Config = []byte(`{"talos-cluster:platform":{"value":"vps","secret":false}}`)
+		}, driver.ExitBadConfig, "cluster.name: is required"},
+		{"failing update", driver.OpUp, func(h *harness) {
+			h.fake.Fail, h.fake.Stderr = "up", "error: talos-install: refused: install disk /dev/sda is in use"
+		}, driver.ExitFailed, "install disk /dev/sda is in use"},
+		{"pending changes in a PR check", driver.OpPreview, func(h *harness) { h.opts.ExitOnChanges = true },
+			driver.ExitChangesPending, "changes pending: 3 to create, 2 to same"},
+		{"no stack name", driver.OpUp, func(h *harness) { h.opts.Stack = "" }, driver.ExitUsage, "a stack name is required"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, c.op)
+			c.setup(h)
+			code := h.run(context.Background())
+			assert.Equal(t, c.code, code, "stderr: %s", h.stderr.String())
+			s := h.summary(t)
+			assert.Equal(t, c.code, s.ExitCode)
+			assert.Contains(t, s.Error, c.msg)
+			assert.Equal(t, "failed", s.Result)
+			if c.code != driver.ExitChangesPending {
+				firstLine, _, _ := strings.Cut(h.stderr.String(), "\n")
+				if c.code != driver.ExitFailed && c.code != driver.ExitBadConfig {
+					assert.Contains(t, firstLine, c.msg, "one line says what happened")
+				}
+			}
+		})
+	}
+}
+
+// Ctrl-C during an update cancels the operation's context: the CLI (here the
+// fake) is stopped, the run says so and exits 130.
+func TestCancellation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, driver.OpUp)
+	h.fake.Block, h.fake.Started = "up", make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() { done <- h.run(ctx) }()
+	<-h.fake.Started
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, driver.ExitCancelled, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the driver did not return after cancellation")
+	}
+	s := h.summary(t)
+	assert.Equal(t, "cancelled", s.Result)
+	assert.Contains(t, s.Error, "released the stack's lock")
+}
+
+func TestOutputsWritesAccessFiles(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, driver.OpOutputs)
+	out := filepath.Join(h.opts.WorkDir, "access")
+	require.NoError(t, os.MkdirAll(out, 0o755)) // an existing, too open directory is tightened
+	h.opts.OutDir = out
+	require.Equal(t, driver.ExitOK, h.run(context.Background()), h.stderr.String())
+	info, err := os.Stat(out)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm())
+	for name, want := range map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\n", "talosconfig": "context: prod\n"} {
+		p := filepath.Join(out, name)
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, want, string(data), "the secret value itself, not [secret]")
+		info, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), name)
+	}
+	assert.Contains(t, h.stdout.String(), "export KUBECONFIG="+filepath.Join(out, "kubeconfig"))
+	entries, _ := os.ReadDir(out)
+	assert.Len(t, entries, 2, "no temporary files left")
+
+	// A stack without outputs yet: an error, and the previous files stay.
+	h2 := newHarness(t, driver.OpOutputs)
+	h2.opts.OutDir = out
+	h2.fake.Outputs = map[string]string{"endpoint": "x"}
+	assert.Equal(t, driver.ExitFailed, h2.run(context.Background()))
+	assert.Contains(t, h2.stderr.String(), "has no kubeconfig output yet: run up first")
+	data, err := os.ReadFile(filepath.Join(out, "kubeconfig"))
+	require.NoError(t, err)
+	assert.Equal(t, "apiVersion: v1\nkind: Config\n", string(data))
+}
+
+func TestGitHubJobSummary(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, driver.OpPreview)
+	path := filepath.Join(h.opts.WorkDir, "step-summary.md")
+	h.env["GITHUB_STEP_SUMMARY"] = path
+	require.Equal(t, driver.ExitOK, h.run(context.Background()))
+	md, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "### `pulumi preview` on stack `prod`: succeeded")
+	assert.Contains(t, string(md), "3 to create, 2 to same")
+	assert.Contains(t, string(md), "Changes are pending")
+}

@@ -1,0 +1,74 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+)
+
+// AccessFiles are the outputs `outputs` writes to files: credentials, so
+// the directory is 0700 and each file 0600.
+var AccessFiles = []string{"kubeconfig", "talosconfig"}
+
+// writeOutputs writes the stack's access files. Each file is written to a
+// temporary name and renamed, so a failed run leaves the previous files.
+func writeOutputs(ctx context.Context, stack auto.Stack, o Options, workDir string, env Env, sum *Summary) error {
+	outs, err := stack.Outputs(ctx)
+	if err != nil {
+		return classify(ctx, o, fmt.Errorf("reading the stack's outputs: %w", err))
+	}
+	for name := range outs {
+		sum.Outputs = append(sum.Outputs, name)
+	}
+	dir := o.OutDir
+	if dir == "" {
+		dir = filepath.Join(workDir, ".access", o.Stack)
+	}
+	contents := map[string]string{}
+	for _, name := range AccessFiles {
+		v, ok := outs[name].Value.(string)
+		if !ok || v == "" {
+			return fail(ExitFailed, nil, "stack %s has no %s output yet: run up first", o.Stack, name)
+		}
+		contents[name] = v
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fail(ExitFailed, err, "cannot create %s: %v", dir, err)
+	}
+	// MkdirAll keeps the mode of an existing directory.
+	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // a directory needs x to be entered
+		return fail(ExitFailed, err, "cannot restrict %s to its owner: %v", dir, err)
+	}
+	for _, name := range AccessFiles {
+		if err := writeFileAtomic(filepath.Join(dir, name), contents[name]); err != nil {
+			return fail(ExitFailed, err, "writing %s: %v", name, err)
+		}
+	}
+	_, _ = fmt.Fprintf(env.Stdout, "export KUBECONFIG=%s TALOSCONFIG=%s\n",
+		filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "talosconfig"))
+	return nil
+}
+
+func writeFileAtomic(path, content string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() { _ = os.Remove(tmp) }() // gone after a successful rename
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if _, err := f.WriteString(content); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,169 @@
+// Package sshproxy serves a local HTTP CONNECT proxy whose connections are
+// dialled onward through one SSH connection (to the Proxmox host), so the
+// Talos and Kubernetes providers on the operator's machine reach a VM network
+// only that host can reach. Only destinations inside the allowed networks go
+// through; the SSH connection is re-established when it drops.
+package sshproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// SSHDialer opens the SSH connection; called again after it drops.
+type SSHDialer func(ctx context.Context) (*ssh.Client, error)
+
+// Proxy is the CONNECT proxy.
+type Proxy struct {
+	// Allowed are the networks (and single addresses, as /32) that may be
+	// reached: the stack's VM network and VIP.
+	Allowed []netip.Prefix
+	Dial    SSHDialer
+	// Log receives one line per refused request and per reconnect.
+	Log func(format string, args ...any)
+
+	mu     sync.Mutex
+	client *ssh.Client
+}
+
+// ErrNotAllowed is returned for a destination outside the allowed networks.
+var ErrNotAllowed = errors.New("destination is outside the stack's VM network")
+
+// Check reports whether host:port may be reached. Only IP literals are
+// accepted: a name would be resolved here, not where the VMs live.
+func (p *Proxy) Check(hostport string) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q is not host:port: %w", hostport, err)
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%q: only IP addresses are proxied: %w", host, ErrNotAllowed)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 {
+		return netip.AddrPort{}, fmt.Errorf("%q is not a port", port)
+	}
+	if !slices.ContainsFunc(p.Allowed, func(pr netip.Prefix) bool { return pr.Contains(addr.Unmap()) }) {
+		return netip.AddrPort{}, fmt.Errorf("%s: %w", addr, ErrNotAllowed)
+	}
+	return netip.AddrPortFrom(addr.Unmap(), uint16(n)), nil
+}
+
+// ServeHTTP implements the CONNECT method.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodConnect {
+		http.Error(w, "only CONNECT is supported", http.StatusMethodNotAllowed)
+		return
+	}
+	dst, err := p.Check(r.Host)
+	if err != nil {
+		p.logf("refused CONNECT %s: %v", r.Host, err)
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	upstream, err := p.dial(r.Context(), dst.String())
+	if err != nil {
+		p.logf("CONNECT %s: %v", dst, err)
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer func() { _ = upstream.Close() }()
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "connection cannot be taken over", http.StatusInternalServerError)
+		return
+	}
+	conn, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(upstream, buf); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(conn, upstream); done <- struct{}{} }()
+	<-done
+}
+
+// dial opens a TCP connection through SSH, reconnecting SSH once if the
+// current connection is gone.
+func (p *Proxy) dial(ctx context.Context, addr string) (net.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		client, err := p.sshClient(ctx)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := client.Dial("tcp", addr)
+		if err == nil {
+			return conn, nil
+		}
+		var open *ssh.OpenChannelError
+		if errors.As(err, &open) || attempt > 0 {
+			// The host answered: the destination itself refused.
+			return nil, fmt.Errorf("via SSH: %w", err)
+		}
+		p.drop(client)
+	}
+}
+
+func (p *Proxy) sshClient(ctx context.Context) (*ssh.Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client != nil {
+		return p.client, nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	c, err := p.Dial(dctx)
+	if err != nil {
+		return nil, fmt.Errorf("SSH to the Proxmox host: %w", err)
+	}
+	p.client = c
+	go func() {
+		_ = c.Wait() // returns when the connection drops
+		p.logf("SSH connection closed; the next request reconnects")
+		p.drop(c)
+	}()
+	return c, nil
+}
+
+func (p *Proxy) drop(c *ssh.Client) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client == c {
+		_ = c.Close()
+		p.client = nil
+	}
+}
+
+// Close closes the SSH connection.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.client == nil {
+		return nil
+	}
+	err := p.client.Close()
+	p.client = nil
+	return err
+}
+
+func (p *Proxy) logf(format string, args ...any) {
+	if p.Log != nil {
+		p.Log(format, args...)
+	}
+}

@@ -180,21 +180,14 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	}
 
 	first := c.VMs[cfg.Nodes.ControlPlanes[0].Name]
-	c.Talos, err = talos.NewCluster(ctx, name, &talos.ClusterArgs{
-		ClusterName:       cfg.Cluster.Name,
-		Endpoint:          cfg.KubernetesEndpoint(),
-		TalosVersion:      cfg.Cluster.TalosVersion,
-		KubernetesVersion: cfg.Cluster.KubernetesVersion,
-		InstallerImage:    img.Installer,
-		Patches:           talos.PatchSpecFromConfig(cfg),
-		Nodes:             TalosNodes(cfg),
-		NodeOptions:       nodeOpts,
-		Cilium:            talos.ChartSettings{Version: cfg.Cluster.Cilium.Version, Values: cfg.Cluster.Cilium.Values},
-		CertApprover:      talos.ChartSettings{Version: cfg.Cluster.CertApprover.Version, Values: cfg.Cluster.CertApprover.Values},
-		// Bootstrap, kubeconfig and Helm releases go with the first control
-		// plane: a whole-stack destroy makes no call to the dying cluster.
-		DeletedWith: first,
-	}, parent)
+	targs := talos.ClusterArgsFromConfig(cfg)
+	targs.InstallerImage = img.Installer
+	targs.Nodes = TalosNodes(cfg)
+	targs.NodeOptions = nodeOpts
+	// Bootstrap, kubeconfig and Helm releases go with the first control
+	// plane: a whole-stack destroy makes no call to the dying cluster.
+	targs.DeletedWith = first
+	c.Talos, err = talos.NewCluster(ctx, name, &targs, parent)
 	if err != nil {
 		return nil, err
 	}

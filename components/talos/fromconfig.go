@@ -17,6 +17,22 @@ func PatchSpecFromConfig(cfg *stacks.Config) PatchSpec {
 	}
 }
 
+// ClusterArgsFromConfig fills the cluster arguments a validated stack config
+// decides. The platform adds what only it knows: the installer image, the
+// nodes, their options and the resource the whole cluster is deleted with.
+func ClusterArgsFromConfig(cfg *stacks.Config) ClusterArgs {
+	c := cfg.Cluster
+	return ClusterArgs{
+		ClusterName:       c.Name,
+		Endpoint:          cfg.KubernetesEndpoint(),
+		TalosVersion:      c.TalosVersion,
+		KubernetesVersion: c.KubernetesVersion,
+		Patches:           PatchSpecFromConfig(cfg),
+		Cilium:            ChartSettings{Version: c.Cilium.Version, Values: c.Cilium.Values},
+		CertApprover:      ChartSettings{Version: c.CertApprover.Version, Values: c.CertApprover.Values},
+	}
+}
+
 // PatchTexts returns the YAML of config patches.
 func PatchTexts(ps []stacks.Patch) []string {
 	out := make([]string, 0, len(ps))

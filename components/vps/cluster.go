@@ -113,23 +113,16 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	}
 
 	first := c.Installs[cfg.Nodes.ControlPlanes[0].Name]
-	c.Talos, err = talos.NewCluster(ctx, name, &talos.ClusterArgs{
-		ClusterName:       cfg.Cluster.Name,
-		Endpoint:          cfg.KubernetesEndpoint(),
-		TalosVersion:      cfg.Cluster.TalosVersion,
-		KubernetesVersion: cfg.Cluster.KubernetesVersion,
-		InstallerImage:    img.Installer,
-		Patches:           talos.PatchSpecFromConfig(cfg),
-		Nodes:             TalosNodes(cfg),
-		NodeOptions:       nodeOpts,
-		Cilium:            talos.ChartSettings{Version: cfg.Cluster.Cilium.Version, Values: cfg.Cluster.Cilium.Values},
-		CertApprover:      talos.ChartSettings{Version: cfg.Cluster.CertApprover.Version, Values: cfg.Cluster.CertApprover.Values},
-		// The servers outlive the stack: destroy never uninstalls Helm
-		// releases from a cluster it forgets or resets. The first install
-		// is deleted (a no-op) by every destroy, so it stands for "the
-		// whole cluster goes".
-		DeletedWith: first,
-	}, parent)
+	targs := talos.ClusterArgsFromConfig(cfg)
+	targs.InstallerImage = img.Installer
+	targs.Nodes = TalosNodes(cfg)
+	targs.NodeOptions = nodeOpts
+	// The servers outlive the stack: destroy never uninstalls Helm
+	// releases from a cluster it forgets or resets. The first install
+	// is deleted (a no-op) by every destroy, so it stands for "the
+	// whole cluster goes".
+	targs.DeletedWith = first
+	c.Talos, err = talos.NewCluster(ctx, name, &targs, parent)
 	if err != nil {
 		return nil, err
 	}

@@ -33,18 +33,6 @@ func project(t *testing.T, stack string) string {
 	return dir
 }
 
-func exampleConfig(t *testing.T) []byte {
-	t.Helper()
-	src := stacktest.Example(t, stacktest.VPSExample)
-	out := map[string]any{}
-	for k, v := range src.Values {
-		out[k] = map[string]any{"value": v, "secret": slices.Contains(src.SecretKeys, k)}
-	}
-	raw, err := json.Marshal(out)
-	require.NoError(t, err)
-	return raw
-}
-
 type harness struct {
 	fake           *drivertest.Pulumi
 	opts           driver.Options
@@ -58,7 +46,7 @@ func newHarness(t *testing.T, op string) *harness {
 	dir := project(t, "prod")
 	return &harness{
 		fake: &drivertest.Pulumi{
-			Stacks: []string{"prod"}, Config: exampleConfig(t),
+			Stacks: []string{"prod"}, Config: stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample)),
 			Changes: map[string]int{"create": 3, "same": 2},
 			Outputs: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\n", "talosconfig": "context: prod\n", "endpoint": "https://203.0.113.10:6443"},
 			Secret:  []string{"kubeconfig", "talosconfig"},

@@ -3,11 +3,9 @@ package stackctl
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,23 +20,10 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// configJSON renders a source the way `pulumi config --show-secrets --json`
-// prints a stack's config.
-func configJSON(t *testing.T, src stacks.Source) []byte {
-	t.Helper()
-	out := map[string]any{}
-	for k, v := range src.Values {
-		out[k] = map[string]any{"value": v, "secret": slices.Contains(src.SecretKeys, k)}
-	}
-	raw, err := json.Marshal(out)
-	require.NoError(t, err)
-	return raw
-}
-
 func TestSourceFromConfigJSON(t *testing.T) {
 	t.Parallel()
 	want := stacktest.Example(t, stacktest.ProxmoxExample)
-	got, err := stacks.SourceFromConfigJSON(configJSON(t, want))
+	got, err := stacks.SourceFromConfigJSON(stacktest.ConfigJSON(t, want))
 	require.NoError(t, err)
 	assert.Equal(t, "talos-cluster", got.Project)
 	assert.Equal(t, want.Values, got.Values)
@@ -64,7 +49,7 @@ func (okAPI) VMs(context.Context) ([]pveapi.ClusterVM, error) { return nil, nil 
 
 func TestDoctorCommandExitCodes(t *testing.T) {
 	t.Parallel()
-	raw := configJSON(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	raw := stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.ProxmoxExample))
 	routed := true
 	e := doctor.Env{
 		NewAPI: func(*stacks.Config) (doctor.API, error) { return okAPI{}, nil },
@@ -107,7 +92,7 @@ func TestDriverSubcommandFlags(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), "Pulumi.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), data, 0o600))
-	fake := &drivertest.Pulumi{Stacks: []string{"vps-prod"}, Config: configJSON(t, stacktest.Example(t, stacktest.VPSExample)),
+	fake := &drivertest.Pulumi{Stacks: []string{"vps-prod"}, Config: stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample)),
 		Changes: map[string]int{"same": 4}}
 	env := map[string]string{"STACK": "vps-prod", "PULUMI_BACKEND_URL": "file:///state", "PULUMI_CONFIG_PASSPHRASE": "x"}
 	var stdout, stderr bytes.Buffer

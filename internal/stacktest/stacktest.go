@@ -5,9 +5,11 @@ package stacktest
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,4 +130,19 @@ func WithConfig(src stacks.Source) pulumi.RunOption {
 		ri.Config = src.Values
 		ri.ConfigSecretKeys = src.SecretKeys
 	}
+}
+
+// ConfigJSON renders a source the way `pulumi config --show-secrets --json`
+// prints a stack's config.
+func ConfigJSON(t testing.TB, src stacks.Source) []byte {
+	t.Helper()
+	out := map[string]any{}
+	for k, v := range src.Values {
+		out[k] = map[string]any{"value": v, "secret": slices.Contains(src.SecretKeys, k)}
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		t.Fatalf("config JSON: %v", err)
+	}
+	return raw
 }

@@ -3,6 +3,7 @@ package stacks
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -65,6 +66,10 @@ func (c *Config) EndpointHost() string {
 		return ""
 	}
 }
+
+// NodeNetwork is the nodes' shared subnet (gateway/prefixLength), as on
+// Proxmox; false when the gateway is not an IPv4 address.
+func (c *Config) NodeNetwork() (netip.Prefix, bool) { return nodeNetwork(c) }
 
 // KubernetesEndpoint is the cluster endpoint URL Talos configs carry.
 func (c *Config) KubernetesEndpoint() string {

@@ -61,6 +61,7 @@ func applyDefaults(cfg *Config) {
 		setString(&p.CPUType, DefaultCPUType)
 		setString(&p.BIOS, DefaultBIOS)
 		setString(&p.Addressing, AddressingDHCPReservation)
+		setString(&p.Access, AccessDirect)
 		setString(&p.DNSMasq.ConfigDir, DefaultDNSMasqDir)
 		setString(&p.DNSMasq.Restart, DefaultDNSMasqRestart)
 		if p.DNSMasq.Enabled == nil {

@@ -144,9 +144,20 @@ type ProxmoxConfig struct {
 	CPUType        string        `json:"cpuType" doc:"QEMU CPU type; Talos needs 'host' or 'x86-64-v2-AES' or newer." default:"host"`
 	BIOS           string        `json:"bios" doc:"Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk)." default:"seabios"`
 	Addressing     string        `json:"addressing" doc:"How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image + cloud-init drive)." default:"dhcp-reservation"`
-	SSH            SSHConfig     `json:"ssh" doc:"SSH access to the Proxmox host (for dnsmasq)."`
+	SSH            SSHConfig     `json:"ssh" doc:"SSH access to the Proxmox host (for dnsmasq and the 'ssh-proxy' access)."`
 	DNSMasq        DNSMasqConfig `json:"dnsmasq" doc:"DHCP reservations in dnsmasq on the Proxmox host."`
+	Access         string        `json:"access" doc:"How this machine reaches the VM network (Talos and Kubernetes APIs): 'direct' (it routes there itself, e.g. a route through the Proxmox host) or 'ssh-proxy' (make up / stackctl tunnel through one SSH connection to the Proxmox host)." default:"direct"`
+	NoProxy        []string      `json:"noProxy" doc:"ssh-proxy: extra hosts that must bypass the proxy (NO_PROXY entries: names, .domains, IPs, CIDRs), e.g. a private chart mirror; the Proxmox API, chart repositories, Image Factory and Pulumi hosts are already in."`
 }
+
+// How the operator's machine reaches the VM network.
+const (
+	// AccessDirect: the machine routes to the VM network itself.
+	AccessDirect = "direct"
+	// AccessSSHProxy: a local CONNECT proxy carries the Talos and Kubernetes
+	// traffic through one SSH connection to the Proxmox host.
+	AccessSSHProxy = "ssh-proxy"
+)
 
 // SSHConfig is SSH access to the Proxmox host.
 type SSHConfig struct {

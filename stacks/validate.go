@@ -487,6 +487,31 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	if !strings.HasPrefix(px.DNSMasq.ConfigDir, "/") {
 		d.errorf("proxmox.dnsmasq.configDir", "%q must be an absolute path", px.DNSMasq.ConfigDir)
 	}
+	switch px.Access {
+	case AccessDirect, AccessSSHProxy:
+	default:
+		d.errorf("proxmox.access", "%q is not %s or %s", px.Access, AccessDirect, AccessSSHProxy)
+	}
+	for i, h := range px.NoProxy {
+		path := fmt.Sprintf("proxmox.noProxy[%d]", i)
+		switch {
+		case px.Access != AccessSSHProxy:
+			d.errorf(path, "is only used with access %s", AccessSSHProxy)
+		case h == "*":
+			d.errorf(path, "\"*\" would send nothing through the proxy; use access %s instead", AccessDirect)
+		case !isNoProxyEntry(h):
+			d.errorf(path, "%q is not a host name, .domain, IP or CIDR (optionally with :port)", h)
+		default:
+			if vmNet, ok := nodeNetwork(cfg); ok {
+				if p, err := netip.ParsePrefix(h); err == nil && p.Overlaps(vmNet) {
+					d.errorf(path, "%s overlaps the VM network %s, which only the proxy reaches", h, vmNet)
+				}
+				if a, err := netip.ParseAddr(h); err == nil && vmNet.Contains(a) {
+					d.errorf(path, "%s is in the VM network %s, which only the proxy reaches", h, vmNet)
+				}
+			}
+		}
+	}
 	ssh := px.SSH
 	if ssh.Host != "" && !isHost(ssh.Host) {
 		d.errorf("proxmox.ssh.host", "%q is not a host name or IPv4 address", ssh.Host)
@@ -591,6 +616,26 @@ func parseIPv4(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
+}
+
+// isNoProxyEntry accepts what Go's (and curl's) NO_PROXY matching does:
+// a CIDR, an IP, or a host name or domain with an optional leading dot and
+// an optional port.
+func isNoProxyEntry(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	host := s
+	if h, port, err := net.SplitHostPort(s); err == nil {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > maxPort {
+			return false
+		}
+		host = h
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	return isHost(strings.TrimPrefix(host, "."))
 }
 
 func isHost(s string) bool {

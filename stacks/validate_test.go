@@ -377,6 +377,34 @@ func TestInvalidConfigsNameTheKeyAndTheProblem(t *testing.T) {
 			at(k, "proxmox")["dnsmasq"] = obj{"enabled": true}
 			return proxmoxSource(k)
 		}, "proxmox.dnsmasq.enabled", "only used with addressing dhcp-reservation"},
+		{"unknown VM network access", func() stacks.Source {
+			k := proxmoxKeys()
+			at(k, "proxmox")["access"] = "ssh"
+			return proxmoxSource(k)
+		}, "proxmox.access", `"ssh" is not direct or ssh-proxy`},
+		{"noProxy without the SSH proxy", func() stacks.Source {
+			k := proxmoxKeys()
+			at(k, "proxmox")["noProxy"] = []any{"charts.lan"}
+			return proxmoxSource(k)
+		}, "proxmox.noProxy[0]", "is only used with access ssh-proxy"},
+		{"noProxy entry that is no host", func() stacks.Source {
+			k := proxmoxKeys()
+			at(k, "proxmox")["access"] = "ssh-proxy"
+			at(k, "proxmox")["noProxy"] = []any{"charts.lan", ".corp.example", "192.168.1.0/24", "mirror.lan:8443", "a.lan,b.lan"}
+			return proxmoxSource(k)
+		}, "proxmox.noProxy[4]", `"a.lan,b.lan" is not a host name, .domain, IP or CIDR`},
+		{"noProxy that covers the VM network", func() stacks.Source {
+			k := proxmoxKeys()
+			at(k, "proxmox")["access"] = "ssh-proxy"
+			at(k, "proxmox")["noProxy"] = []any{"10.0.0.0/8"}
+			return proxmoxSource(k)
+		}, "proxmox.noProxy[0]", "overlaps the VM network 10.10.0.0/24"},
+		{"noProxy that bypasses everything", func() stacks.Source {
+			k := proxmoxKeys()
+			at(k, "proxmox")["access"] = "ssh-proxy"
+			at(k, "proxmox")["noProxy"] = []any{"*"}
+			return proxmoxSource(k)
+		}, "proxmox.noProxy[0]", "would send nothing through the proxy"},
 		{"boolean given as a word", func() stacks.Source {
 			k := proxmoxKeys()
 			at(k, "proxmox")["insecure"] = "yes"
@@ -564,6 +592,7 @@ func TestDefaultsPerPlatform(t *testing.T) {
 	assert.Equal(t, []string{"10.10.0.1"}, cfg.Cluster.Network.Nameservers)
 	assert.Equal(t, 24, cfg.Cluster.Network.PrefixLength)
 	assert.Equal(t, "192.168.122.70", cfg.Proxmox.SSH.Host, "SSH host defaults to the API host")
+	assert.Equal(t, stacks.AccessDirect, cfg.Proxmox.Access)
 	assert.Equal(t, 2, cfg.Nodes.ControlPlanes[0].Cores)
 	assert.Equal(t, 8192, cfg.Nodes.Workers[0].Memory)
 

@@ -20,6 +20,10 @@ const (
 	PlatformNocloud = "nocloud"
 )
 
+// FactoryHost is the Image Factory the Talos provider talks to (its
+// default; the provider calls it from the operator's machine).
+const FactoryHost = "factory.talos.dev"
+
 // Args select the image.
 type Args struct {
 	TalosVersion string

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,9 +30,15 @@ type Proxy struct {
 	// Allowed are the networks (and single addresses, as /32) that may be
 	// reached: the stack's VM network and VIP.
 	Allowed []netip.Prefix
-	Dial    SSHDialer
+	// AllowedHosts are host names that may be reached (the cluster's
+	// endpoint when it is a name); the Proxmox host resolves them.
+	AllowedHosts []string
+	Dial         SSHDialer
 	// Log receives one line per refused request and per reconnect.
 	Log func(format string, args ...any)
+	// RefusalHint is added to the log line of a refused request (e.g. how
+	// to let that host bypass the proxy).
+	RefusalHint string
 
 	mu     sync.Mutex
 	client *ssh.Client
@@ -40,25 +47,29 @@ type Proxy struct {
 // ErrNotAllowed is returned for a destination outside the allowed networks.
 var ErrNotAllowed = errors.New("destination is outside the stack's VM network")
 
-// Check reports whether host:port may be reached. Only IP literals are
-// accepted: a name would be resolved here, not where the VMs live.
-func (p *Proxy) Check(hostport string) (netip.AddrPort, error) {
+// Check reports whether host:port may be reached and returns the address to
+// dial. IP literals must lie in Allowed; names must be in AllowedHosts (any
+// other name would be a destination outside the VM network).
+func (p *Proxy) Check(hostport string) (string, error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%q is not host:port: %w", hostport, err)
-	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("%q: only IP addresses are proxied: %w", host, ErrNotAllowed)
+		return "", fmt.Errorf("%q is not host:port: %w", hostport, err)
 	}
 	n, err := strconv.ParseUint(port, 10, 16)
 	if err != nil || n == 0 {
-		return netip.AddrPort{}, fmt.Errorf("%q is not a port", port)
+		return "", fmt.Errorf("%q is not a port", port)
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		if slices.ContainsFunc(p.AllowedHosts, func(h string) bool { return strings.EqualFold(h, host) }) {
+			return net.JoinHostPort(strings.ToLower(host), port), nil
+		}
+		return "", fmt.Errorf("%s: %w", host, ErrNotAllowed)
 	}
 	if !slices.ContainsFunc(p.Allowed, func(pr netip.Prefix) bool { return pr.Contains(addr.Unmap()) }) {
-		return netip.AddrPort{}, fmt.Errorf("%s: %w", addr, ErrNotAllowed)
+		return "", fmt.Errorf("%s: %w", addr, ErrNotAllowed)
 	}
-	return netip.AddrPortFrom(addr.Unmap(), uint16(n)), nil
+	return netip.AddrPortFrom(addr.Unmap(), uint16(n)).String(), nil
 }
 
 // ServeHTTP implements the CONNECT method.
@@ -69,11 +80,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	dst, err := p.Check(r.Host)
 	if err != nil {
-		p.logf("refused CONNECT %s: %v", r.Host, err)
+		if p.RefusalHint != "" {
+			p.logf("refused CONNECT %s: %v; %s", r.Host, err, p.RefusalHint)
+		} else {
+			p.logf("refused CONNECT %s: %v", r.Host, err)
+		}
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
-	upstream, err := p.dial(r.Context(), dst.String())
+	upstream, err := p.dial(r.Context(), dst)
 	if err != nil {
 		p.logf("CONNECT %s: %v", dst, err)
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -148,6 +163,13 @@ func (p *Proxy) drop(c *ssh.Client) {
 		_ = c.Close()
 		p.client = nil
 	}
+}
+
+// Connect opens the SSH connection now, so a wrong key or host shows at
+// start instead of at the first request.
+func (p *Proxy) Connect(ctx context.Context) error {
+	_, err := p.sshClient(ctx)
+	return err
 }
 
 // Close closes the SSH connection.

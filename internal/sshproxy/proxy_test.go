@@ -3,9 +3,6 @@ package sshproxy_test
 import (
 	"bufio"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -22,89 +18,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/internal/sshproxy"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 )
-
-// sshServer is an in-process SSH server that forwards direct-tcpip
-// channels, like sshd on the Proxmox host. Kill drops every connection.
-type sshServer struct {
-	addr    string
-	handled atomic.Int32
-	mu      sync.Mutex
-	conns   []net.Conn
-}
-
-func newSSHServer(t *testing.T) *sshServer {
-	t.Helper()
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	require.NoError(t, err)
-	signer, err := ssh.NewSignerFromKey(key)
-	require.NoError(t, err)
-	cfg := &ssh.ServerConfig{PasswordCallback: func(_ ssh.ConnMetadata, pw []byte) (*ssh.Permissions, error) {
-		if string(pw) != "pw" {
-			return nil, fmt.Errorf("wrong password")
-		}
-		return nil, nil
-	}}
-	cfg.AddHostKey(signer)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	s := &sshServer{addr: l.Addr().String()}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.conns = append(s.conns, c)
-			s.mu.Unlock()
-			go s.serve(c, cfg)
-		}
-	}()
-	return s
-}
-
-func (s *sshServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
-	_, chans, reqs, err := ssh.NewServerConn(c, cfg)
-	if err != nil {
-		return
-	}
-	go ssh.DiscardRequests(reqs)
-	for nc := range chans {
-		if nc.ChannelType() != "direct-tcpip" {
-			_ = nc.Reject(ssh.UnknownChannelType, "only direct-tcpip")
-			continue
-		}
-		extra := nc.ExtraData()
-		hostLen := binary.BigEndian.Uint32(extra)
-		host := string(extra[4 : 4+hostLen])
-		port := binary.BigEndian.Uint32(extra[4+hostLen:])
-		dst, err := net.Dial("tcp", net.JoinHostPort(host, fmt.Sprint(port)))
-		if err != nil {
-			_ = nc.Reject(ssh.ConnectionFailed, err.Error())
-			continue
-		}
-		ch, chReqs, err := nc.Accept()
-		if err != nil {
-			_ = dst.Close()
-			continue
-		}
-		s.handled.Add(1)
-		go ssh.DiscardRequests(chReqs)
-		go func() { _, _ = io.Copy(ch, dst); _ = ch.Close() }()
-		go func() { _, _ = io.Copy(dst, ch); _ = dst.Close() }()
-	}
-}
-
-func (s *sshServer) kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.conns {
-		_ = c.Close()
-	}
-	s.conns = nil
-}
 
 func echoServer(t *testing.T) string {
 	t.Helper()
@@ -123,18 +38,23 @@ func echoServer(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startProxy(t *testing.T, s *sshServer, dials *atomic.Int32) string {
+func newSSHServer(t *testing.T) *sshtest.Server {
+	return sshtest.New(t, sshtest.Options{Password: "pw", Routes: map[string]string{}})
+}
+
+func startProxy(t *testing.T, s *sshtest.Server, dials *atomic.Int32) string {
 	t.Helper()
 	p := &sshproxy.Proxy{
-		Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Allowed:      []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		AllowedHosts: []string{"localhost"},
 		Dial: func(ctx context.Context) (*ssh.Client, error) {
 			dials.Add(1)
 			var d net.Dialer
-			c, err := d.DialContext(ctx, "tcp", s.addr)
+			c, err := d.DialContext(ctx, "tcp", s.Addr())
 			if err != nil {
 				return nil, err
 			}
-			conn, chans, reqs, err := ssh.NewClientConn(c, s.addr, &ssh.ClientConfig{
+			conn, chans, reqs, err := ssh.NewClientConn(c, s.Addr(), &ssh.ClientConfig{
 				User: "root", Auth: []ssh.AuthMethod{ssh.Password("pw")},
 				HostKeyCallback: ssh.InsecureIgnoreHostKey(), //nolint:gosec // loopback test server
 			})
@@ -191,9 +111,9 @@ func TestTunnelsThroughSSHAndSurvivesADroppedConnection(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "hello talos", echo(t, c, "hello talos"))
 	_ = c.Close()
-	assert.Equal(t, int32(1), s.handled.Load(), "the bytes went through the SSH server")
+	assert.Equal(t, 1, s.Forwarded(), "the bytes went through the SSH server")
 
-	s.kill() // the SSH connection drops (host reboot, network blip)
+	s.Kill() // the SSH connection drops (host reboot, network blip)
 	code, c = connect(t, proxyURL, target)
 	require.Equal(t, http.StatusOK, code, "the proxy reconnects")
 	assert.Equal(t, "again", echo(t, c, "again"))
@@ -218,7 +138,7 @@ func TestHTTPSClientThroughTheProxy(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	assert.Equal(t, "kube-apiserver", string(body))
-	assert.Equal(t, int32(1), s.handled.Load())
+	assert.Equal(t, 1, s.Forwarded())
 }
 
 func TestRefusesDestinationsOutsideTheVMNetwork(t *testing.T) {
@@ -226,13 +146,26 @@ func TestRefusesDestinationsOutsideTheVMNetwork(t *testing.T) {
 	s := newSSHServer(t)
 	var dials atomic.Int32
 	proxyURL := startProxy(t, s, &dials)
-	for _, target := range []string{"127.0.0.2:22", "192.0.2.1:443", "example.com:443", "[::1]:80"} {
+	for _, target := range []string{"127.0.0.2:22", "192.0.2.1:443", "example.com:443", "[::1]:80", "localhost.evil:22"} {
 		code, _ := connect(t, proxyURL, target)
 		assert.Equal(t, http.StatusForbidden, code, target)
 	}
-	assert.Equal(t, int32(0), s.handled.Load(), "nothing refused reached SSH")
+	assert.Equal(t, 0, s.Forwarded(), "nothing refused reached SSH")
 	resp, err := http.Get(proxyURL + "/")
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "only CONNECT")
+}
+
+func TestAllowedHostNameIsDialledByName(t *testing.T) {
+	t.Parallel()
+	s := newSSHServer(t)
+	var dials atomic.Int32
+	proxyURL := startProxy(t, s, &dials)
+	_, port, err := net.SplitHostPort(echoServer(t))
+	require.NoError(t, err)
+	code, c := connect(t, proxyURL, "LOCALHOST:"+port)
+	require.Equal(t, http.StatusOK, code, "the cluster endpoint's name is allowed, in any case")
+	assert.Equal(t, "by name", echo(t, c, "by name"))
+	_ = c.Close()
 }

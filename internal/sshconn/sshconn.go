@@ -1,0 +1,92 @@
+// Package sshconn opens SSH connections to the Proxmox host with the stack's
+// credentials, the way the program's remote commands authenticate: the
+// configured key, the key file, or the operator's SSH agent.
+package sshconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// ErrNoCredentials means neither a key nor an SSH agent is available.
+var ErrNoCredentials = errors.New("no SSH credentials: no SSH agent (SSH_AUTH_SOCK) and no proxmox.ssh.privateKey(File)")
+
+// Dial connects and authenticates to c.Host:c.Port. getenv reads
+// SSH_AUTH_SOCK (os.Getenv outside tests). The context bounds the TCP
+// connect and the handshake, not the life of the returned client.
+func Dial(ctx context.Context, c stacks.SSHConfig, getenv func(string) string) (*ssh.Client, error) {
+	auth, closeAgent, err := authMethod(ctx, c, getenv)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAgent()
+	cc := &ssh.ClientConfig{
+		User: c.User,
+		Auth: []ssh.AuthMethod{auth},
+		// Like the command provider without a hostKey: the stack does not
+		// pin the host key, so it cannot be checked here either. What goes
+		// through the tunnel (Talos, Kubernetes) is TLS of its own.
+		HostKeyCallback: ssh.InsecureIgnoreHostKey(), //nolint:gosec // mirrors the provider's behaviour
+	}
+	addr := net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = raw.SetDeadline(dl)
+	}
+	// The handshake also ends when ctx does (Ctrl-C during a slow connect).
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	sc, chans, reqs, err := ssh.NewClientConn(raw, addr, cc)
+	if !stop() || err != nil {
+		_ = raw.Close()
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	_ = raw.SetDeadline(time.Time{})
+	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+// authMethod picks the key (configured or from its file) over the agent.
+// The agent connection is only needed during the handshake.
+func authMethod(ctx context.Context, c stacks.SSHConfig, getenv func(string) string) (ssh.AuthMethod, func(), error) {
+	noop := func() {}
+	if c.PrivateKey.IsSet() || c.PrivateKeyFile != "" {
+		pem := []byte(c.PrivateKey.Reveal())
+		if c.PrivateKeyFile != "" {
+			var err error
+			if pem, err = os.ReadFile(c.KeyFilePath()); err != nil {
+				return nil, noop, fmt.Errorf("proxmox.ssh.privateKeyFile: %w", err)
+			}
+		}
+		signer, err := ssh.ParsePrivateKey(pem)
+		if err != nil {
+			return nil, noop, fmt.Errorf("proxmox.ssh: the private key does not parse (a passphrase-protected key must go through the agent): %w", err)
+		}
+		return ssh.PublicKeys(signer), noop, nil
+	}
+	sock := getenv("SSH_AUTH_SOCK")
+	if sock == "" {
+		return nil, noop, ErrNoCredentials
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return nil, noop, fmt.Errorf("SSH agent at SSH_AUTH_SOCK: %w", err)
+	}
+	return ssh.PublicKeysCallback(agent.NewClient(conn).Signers), func() { _ = conn.Close() }, nil
+}

@@ -88,7 +88,7 @@ func newPKI(t *testing.T, nodeIP string) pki {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 	p.clientCert, p.clientKey = issue(3, &x509.Certificate{
-		Subject: pkix.Name{CommonName: "admin", Organization: []string{"os:admin"}},
+		Subject:     pkix.Name{CommonName: "admin", Organization: []string{"os:admin"}},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	return p

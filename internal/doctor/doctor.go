@@ -1,17 +1,22 @@
 // Package doctor checks, from the operator's machine, what `pulumi up` of a
 // stack will need: the stack config itself, the Proxmox API with the stack's
-// token (nodes, datastores, VM ids), SSH to the Proxmox host for dnsmasq, a
-// route to the VM network, and the local tools the program runs. Each check
+// token (nodes, datastores, VM ids), SSH to the Proxmox host for dnsmasq, the
+// way to the VM network (a direct route, or the ssh-proxy helper), and the
+// local tools the program runs. Each check
 // says plainly what is missing and how to fix it.
 package doctor
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
+	"net/url"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -19,8 +24,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -55,6 +63,10 @@ type Env struct {
 	NewAPI func(cfg *stacks.Config) (API, error)
 	// SSH runs a command on the Proxmox host as the program would.
 	SSH func(ctx context.Context, cfg *stacks.Config, command string) (string, error)
+	// DialSSH connects to the Proxmox host (for the ssh-proxy check).
+	DialSSH func(ctx context.Context, cfg *stacks.Config) (*ssh.Client, error)
+	// Getenv reads the environment (NO_PROXY, PULUMI_BACKEND_URL, ...).
+	Getenv func(string) string
 	// Dial opens a TCP connection (net.Dialer.DialContext).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// LookPath finds a local tool (exec.LookPath).
@@ -72,6 +84,8 @@ func DefaultEnv() Env {
 			return pveapi.New(px.Endpoint, px.APITokenID, px.APITokenSecret.Reveal(), pveapi.Options{Insecure: px.Insecure, Retries: 1})
 		},
 		SSH:      runSSH,
+		DialSSH:  dialSSH,
+		Getenv:   os.Getenv,
 		Dial:     d.DialContext,
 		LookPath: exec.LookPath,
 		Timeout:  5 * time.Second,
@@ -96,7 +110,11 @@ func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result
 	if cfg.Proxmox.DNSMasqEnabled() {
 		out = append(out, checkSSH(ctx, env, cfg))
 	}
-	out = append(out, checkRoute(ctx, env, cfg))
+	if vmaccess.Enabled(cfg) {
+		out = append(out, checkProxy(ctx, env, cfg))
+	} else {
+		out = append(out, checkRoute(ctx, env, cfg))
+	}
 	out = append(out, checkTool(env, "curl", "ejects the Talos ISO through the Proxmox API after the install"))
 	return out
 }
@@ -238,11 +256,77 @@ func checkRoute(ctx context.Context, env Env, cfg *stacks.Config) Result {
 		_ = conn.Close()
 	}
 	if err == nil || errors.Is(err, syscall.ECONNREFUSED) {
-		return Result{OK, "route", fmt.Sprintf("the VM network %s is reachable from here (gateway %s answers)", prefix, gw)}
+		return Result{OK, "route", fmt.Sprintf("proxmox.access %s: the VM network %s is reachable from here (gateway %s answers)", stacks.AccessDirect, prefix, gw)}
 	}
 	return Result{Fail, "route", fmt.Sprintf("the VM network %s is not reachable from this machine (%v). "+
 		"The Talos and Kubernetes providers run here and must reach the nodes: add a route through the Proxmox host "+
-		"(e.g. `sudo ip route add %s via %s`, with IP forwarding on the host)", prefix, err, prefix, cfg.Proxmox.SSH.Host)}
+		"(e.g. `sudo ip route add %s via %s`, with IP forwarding on the host), "+
+		"or set proxmox.access: %s to tunnel through the host over SSH", prefix, err, prefix, cfg.Proxmox.SSH.Host, stacks.AccessSSHProxy)}
+}
+
+// checkProxy starts the ssh-proxy helper as make up would and opens a
+// tunnel through it to the VM network's gateway. As with the direct route,
+// a refusal from the gateway proves the way there.
+func checkProxy(ctx context.Context, env Env, cfg *stacks.Config) Result {
+	gw := cfg.Cluster.Network.Gateway
+	prefix, _ := cfg.NodeNetwork()
+	ctx, cancel := context.WithTimeout(ctx, 4*env.Timeout)
+	defer cancel()
+	s, err := vmaccess.Start(ctx, cfg, vmaccess.Options{
+		Dial:   func(ctx context.Context) (*ssh.Client, error) { return env.DialSSH(ctx, cfg) },
+		Getenv: env.Getenv,
+	})
+	if err != nil {
+		return Result{Fail, "access", fmt.Sprintf("proxmox.access is %s, but the helper cannot start: %v; "+
+			"load the key into your SSH agent (ssh-add), or set proxmox.ssh.privateKeyFile", stacks.AccessSSHProxy, err)}
+	}
+	defer func() { _ = s.Close() }()
+	target := net.JoinHostPort(gw, strconv.Itoa(cfg.Proxmox.SSH.Port))
+	status, body, err := connectVia(ctx, s.URL, target)
+	via := fmt.Sprintf("through the SSH proxy (one SSH connection to %s)", s.Target)
+	switch {
+	case err != nil:
+		return Result{Fail, "access", fmt.Sprintf("the local proxy did not answer: %v", err)}
+	case status == http.StatusOK, strings.Contains(strings.ToLower(body), "refused"):
+		return Result{OK, "access", fmt.Sprintf("proxmox.access %s: the VM network %s is reachable %s (gateway %s answers)", stacks.AccessSSHProxy, prefix, via, gw)}
+	case strings.Contains(body, "prohibited"):
+		return Result{Fail, "access", fmt.Sprintf("%s refuses port forwarding (%s): set `AllowTcpForwarding yes` in the host's /etc/ssh/sshd_config "+
+			"(or for this user in a Match block) and reload sshd", s.Target, strings.TrimSpace(body))}
+	default:
+		return Result{Fail, "access", fmt.Sprintf("the Proxmox host cannot reach the VM network's gateway %s: %s", target, strings.TrimSpace(body))}
+	}
+}
+
+// connectVia asks the proxy for a tunnel, as an HTTPS_PROXY client does,
+// and returns its status and (for a refusal) its message.
+func connectVia(ctx context.Context, proxyURL, target string) (int, string, error) {
+	u, err := url.Parse(proxyURL)
+	if err != nil {
+		return 0, "", err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = c.Close() }()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Host: target}, Host: target, Header: http.Header{}}
+	if err := req.Write(c); err != nil {
+		return 0, "", err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode == http.StatusOK {
+		return resp.StatusCode, "", nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, string(body), nil
 }
 
 func checkTool(env Env, tool, why string) Result {

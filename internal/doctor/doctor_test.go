@@ -2,6 +2,7 @@ package doctor_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"strconv"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -60,8 +63,12 @@ func env(api *fakeAPI) doctor.Env {
 			_ = c2.Close()
 			return c1, nil
 		},
+		DialSSH: func(context.Context, *stacks.Config) (*ssh.Client, error) {
+			return nil, errors.New("the direct stack must not open the SSH proxy")
+		},
+		Getenv:   func(string) string { return "" },
 		LookPath: func(s string) (string, error) { return "/usr/bin/" + s, nil },
-		Timeout:  time.Second,
+		Timeout:  2 * time.Second,
 	}
 }
 
@@ -166,6 +173,74 @@ func TestDoctorRouteWithRealSockets(t *testing.T) {
 	}
 	_, out := run(t, e)
 	assert.Contains(t, out, "ok    route")
+}
+
+// viaSSHProxy is the example stack with proxmox.access: ssh-proxy, and an
+// env whose SSH connections go to host.
+func viaSSHProxy(t *testing.T, host *sshtest.Server, signer ssh.Signer) (stacks.Source, doctor.Env) {
+	t.Helper()
+	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	key := src.Project + ":proxmox"
+	var px map[string]any
+	require.NoError(t, json.Unmarshal([]byte(src.Values[key]), &px))
+	px["access"] = stacks.AccessSSHProxy
+	b, err := json.Marshal(px)
+	require.NoError(t, err)
+	src.Values[key] = string(b)
+
+	e := env(healthyAPI())
+	e.Dial = func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("a stack behind the SSH proxy must not be probed directly")
+	}
+	e.DialSSH = func(ctx context.Context, _ *stacks.Config) (*ssh.Client, error) {
+		return ssh.Dial("tcp", host.Addr(), &ssh.ClientConfig{
+			User: "root", Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+			HostKeyCallback: ssh.InsecureIgnoreHostKey(), //nolint:gosec // loopback test server
+			Timeout:         5 * time.Second,
+		})
+	}
+	return src, e
+}
+
+func TestDoctorChecksTheSSHProxy(t *testing.T) {
+	t.Parallel()
+	listening, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = listening.Close() })
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedAddr := closed.Addr().String()
+	require.NoError(t, closed.Close())
+
+	cases := map[string]struct {
+		opts     sshtest.Options
+		wantFail bool
+		want     string
+	}{
+		"gateway answers": {sshtest.Options{Routes: map[string]string{"10.10.0.1:22": listening.Addr().String()}}, false,
+			"proxmox.access ssh-proxy: the VM network 10.10.0.0/24 is reachable through the SSH proxy (one SSH connection to root@192.168.122.70:22)"},
+		"gateway refuses": {sshtest.Options{Routes: map[string]string{"10.10.0.1:22": closedAddr}}, false,
+			"10.10.0.0/24 is reachable through the SSH proxy"},
+		"forwarding off": {sshtest.Options{NoForwarding: true}, true, "set `AllowTcpForwarding yes`"},
+		"wrong key":      {sshtest.Options{}, true, "proxmox.access is ssh-proxy, but the helper cannot start"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			signer, pub, _ := sshtest.Key(t)
+			if name != "wrong key" {
+				c.opts.AuthorizedKey = pub
+			}
+			host := sshtest.New(t, c.opts)
+			src, e := viaSSHProxy(t, host, signer)
+			rs := doctor.Run(context.Background(), e, src, "proxmox-homelab")
+			var b strings.Builder
+			doctor.Print(&b, rs)
+			assert.Equal(t, c.wantFail, doctor.Failed(rs), b.String())
+			assert.Contains(t, b.String(), c.want)
+			assert.NotContains(t, b.String(), "route", "no direct probe")
+		})
+	}
 }
 
 func TestDoctorInvalidConfig(t *testing.T) {

@@ -91,10 +91,14 @@ type Env struct {
 	// Validate checks the stack's config before anything runs (nil: no
 	// check, for programs other than this project's).
 	Validate func(stacks.Source) error
-	Stdout   io.Writer
-	Stderr   io.Writer
-	Getenv   func(string) string
-	Now      func() time.Time
+	// Access prepares the way to the cluster's nodes for an operation (the
+	// ssh-proxy helper): the environment pulumi and its providers get, and
+	// what to call when the operation is over. nil: nothing to prepare.
+	Access func(ctx context.Context, src stacks.Source) (env map[string]string, stop func(), err error)
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	Now    func() time.Time
 }
 
 // Summary is the machine-readable record of one run.
@@ -232,6 +236,20 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 		}
 	}
 	runFn = env.Program(src)
+	if env.Access != nil {
+		vars, stop, err := env.Access(ctx, src)
+		if err != nil {
+			return fail(ExitFailed, err, "cannot reach the cluster's nodes: %v", err)
+		}
+		if stop != nil {
+			defer stop()
+		}
+		if len(vars) > 0 {
+			if err := ws.SetEnvVars(vars); err != nil {
+				return fail(ExitFailed, err, "%v", err)
+			}
+		}
+	}
 	return operate(ctx, o, stack, env, sum)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,6 +37,7 @@ func project(t *testing.T, stack string) string {
 type harness struct {
 	fake           *drivertest.Pulumi
 	opts           driver.Options
+	access         func(context.Context, stacks.Source) (map[string]string, func(), error)
 	env            map[string]string
 	stdout, stderr bytes.Buffer
 	programSrc     *stacks.Source
@@ -67,6 +69,7 @@ func (h *harness) run(ctx context.Context) int {
 			_, d := stacks.Load(src)
 			return d.Err()
 		},
+		Access: h.access,
 		Stdout: &h.stdout, Stderr: &h.stderr,
 		Getenv: func(k string) string { return h.env[k] },
 		Now:    time.Now,
@@ -282,4 +285,45 @@ func TestGitHubJobSummary(t *testing.T) {
 	assert.Contains(t, string(md), "### `pulumi preview` on stack `prod`: succeeded")
 	assert.Contains(t, string(md), "3 to create, 2 to same")
 	assert.Contains(t, string(md), "Changes are pending")
+}
+
+func TestAccessHelperRunsAroundTheOperation(t *testing.T) {
+	t.Parallel()
+	for _, op := range []string{driver.OpPreview, driver.OpUp, driver.OpRefresh, driver.OpDestroy, driver.OpOutputs} {
+		t.Run(op, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, op)
+			var started, stopped bool
+			var callsAtStop int
+			h.access = func(_ context.Context, src stacks.Source) (map[string]string, func(), error) {
+				require.Equal(t, "talos-cluster", src.Project, "the helper gets the stack's config")
+				started = true
+				return map[string]string{"HTTPS_PROXY": "http://127.0.0.1:4242", "NO_PROXY": "pve.lan"}, func() {
+					stopped, callsAtStop = true, len(h.fake.Calls())
+				}, nil
+			}
+			require.Equal(t, driver.ExitOK, h.run(context.Background()), h.stderr.String())
+			if op == driver.OpOutputs {
+				assert.False(t, started, "reading outputs needs no way to the nodes")
+				return
+			}
+			require.True(t, started)
+			assert.True(t, stopped, "stopped when the operation is over")
+			call, ok := h.fake.Find(op)
+			require.True(t, ok)
+			assert.Contains(t, call.Env, "HTTPS_PROXY=http://127.0.0.1:4242")
+			assert.Contains(t, call.Env, "NO_PROXY=pve.lan")
+			assert.GreaterOrEqual(t, callsAtStop, slices.IndexFunc(h.fake.Calls(), func(c drivertest.Call) bool { return c.Args[0] == op })+1,
+				"stopped only after pulumi %s ran", op)
+		})
+	}
+
+	h := newHarness(t, driver.OpUp)
+	h.access = func(context.Context, stacks.Source) (map[string]string, func(), error) {
+		return nil, nil, errors.New("ssh-proxy: SSH to root@pve:22: unable to authenticate")
+	}
+	assert.Equal(t, driver.ExitFailed, h.run(context.Background()))
+	assert.Contains(t, h.stderr.String(), "cannot reach the cluster's nodes: ssh-proxy: SSH to root@pve:22: unable to authenticate")
+	_, ran := h.fake.Find(driver.OpUp)
+	assert.False(t, ran, "no update without the way to the nodes")
 }

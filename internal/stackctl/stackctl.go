@@ -18,6 +18,7 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/driver"
 	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -31,7 +32,9 @@ const (
 
 const usage = `usage:
   stackctl doctor  --stack NAME [--config-json FILE|-]
-  stackctl preview|up|refresh|destroy|outputs --stack NAME [flags]   (stackctl up -h lists the flags)`
+  stackctl preview|up|refresh|destroy|outputs --stack NAME [flags]   (stackctl up -h lists the flags)
+  stackctl proxy   --stack NAME [--listen 127.0.0.1:PORT]            (the ssh-proxy helper, until Ctrl-C)
+  stackctl exec    --stack NAME -- COMMAND [ARGS...]                 (COMMAND with the helper when the stack uses it)`
 
 // Main runs a subcommand and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -42,6 +45,14 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	switch op := args[0]; {
 	case op == "doctor":
 		return doctorCmd(ctx, args[1:], os.Getenv("STACK"), stdin, stdout, stderr, doctor.DefaultEnv())
+	case op == "proxy":
+		return proxyCmd(ctx, args[1:], defaultAccessEnv(stdin, stdout, stderr))
+	case op == "exec":
+		e := defaultAccessEnv(stdin, stdout, stderr)
+		sigs, stop := execSignals()
+		defer stop()
+		e.Signals = sigs
+		return execCmd(ctx, args[1:], e)
 	case slices.Contains(driver.Ops, op):
 		return driverCmd(ctx, op, args[1:], stdout, stderr, os.Getenv, nil)
 	default:
@@ -90,8 +101,30 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 			_, diags := stacks.Load(src)
 			return diags.Err()
 		},
+		Access: func(ctx context.Context, src stacks.Source) (map[string]string, func(), error) {
+			return driverAccess(ctx, src, getenv, stderr, vmaccess.Start)
+		},
 		Stdout: stdout, Stderr: stderr, Getenv: getenv, Now: time.Now,
 	})
+}
+
+// driverAccess starts the ssh-proxy helper for a driver operation when the
+// stack uses it. It outlives a cancellation: pulumi finishes the steps in
+// flight through it.
+func driverAccess(ctx context.Context, src stacks.Source, getenv func(string) string, stderr io.Writer,
+	start func(context.Context, *stacks.Config, vmaccess.Options) (*vmaccess.Session, error),
+) (map[string]string, func(), error) {
+	cfg, diags := stacks.Load(src)
+	if diags.HasErrors() || !vmaccess.Enabled(cfg) {
+		return nil, func() {}, nil
+	}
+	s, err := start(context.WithoutCancel(ctx), cfg, vmaccess.Options{Getenv: getenv, Log: logTo(stderr)})
+	if err != nil {
+		return nil, nil, err
+	}
+	_, _ = fmt.Fprintf(stderr, "ssh-proxy: Talos and Kubernetes traffic goes through %s (proxy %s)\n", s.Target, strings.TrimPrefix(s.URL, "http://"))
+	warnDropped(stderr, s)
+	return s.Env(), func() { _ = s.Close() }, nil
 }
 
 func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io.Reader, stdout, stderr io.Writer, env doctor.Env) int {

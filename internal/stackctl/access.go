@@ -1,0 +1,199 @@
+package stackctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/fluodata/talos-pulumi/internal/shell"
+	"github.com/fluodata/talos-pulumi/internal/vmaccess"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// accessEnv holds the seams of the proxy and exec commands.
+type accessEnv struct {
+	// ReadConfig returns `pulumi config --show-secrets --json` of a stack.
+	ReadConfig func(ctx context.Context, stack string) ([]byte, error)
+	// Start starts the ssh-proxy helper.
+	Start func(ctx context.Context, cfg *stacks.Config, o vmaccess.Options) (*vmaccess.Session, error)
+	// Environ is the environment the command runs with (os.Environ).
+	Environ []string
+	// Signals delivers SIGINT/SIGTERM to exec (nil: none).
+	Signals <-chan os.Signal
+	// Stdin, Stdout, Stderr are the command's streams.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+func defaultAccessEnv(stdin io.Reader, stdout, stderr io.Writer) accessEnv {
+	return accessEnv{
+		ReadConfig: func(ctx context.Context, stack string) ([]byte, error) { return readConfigJSON(ctx, "", stack, nil) },
+		Start:      vmaccess.Start,
+		Environ:    os.Environ(),
+		Stdin:      stdin, Stdout: stdout, Stderr: stderr,
+	}
+}
+
+// loadStack reads and validates a stack's config.
+func loadStack(ctx context.Context, read func(context.Context, string) ([]byte, error), stack string) (*stacks.Config, error) {
+	raw, err := read(ctx, stack)
+	if err != nil {
+		return nil, err
+	}
+	src, err := stacks.SourceFromConfigJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	cfg, diags := stacks.Load(src)
+	if err := diags.Err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// proxyCmd serves the ssh-proxy helper in the foreground until Ctrl-C, for
+// running pulumi, talosctl or kubectl by hand in another shell.
+func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs.SetOutput(e.Stderr)
+	stack := fs.String("stack", os.Getenv("STACK"), "stack name (default: $STACK)")
+	listen := fs.String("listen", "127.0.0.1:0", "address of the proxy (loopback only; port 0 picks a free one)")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if *stack == "" || fs.NArg() > 0 {
+		_, _ = fmt.Fprintln(e.Stderr, "usage: stackctl proxy --stack NAME [--listen 127.0.0.1:PORT]")
+		return ExitUsage
+	}
+	cfg, err := loadStack(ctx, e.ReadConfig, *stack)
+	if err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: %v\n", err)
+		return ExitNoConfig
+	}
+	if cfg.Platform != stacks.PlatformProxmox {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: stack %s is a %s stack; the SSH proxy reaches a Proxmox host's VM network\n", *stack, cfg.Platform)
+		return ExitUsage
+	}
+	if !vmaccess.Enabled(cfg) {
+		_, _ = fmt.Fprintf(e.Stderr, "note: stack %s has proxmox.access %s, so make up does not use this proxy; set proxmox.access: %s for that\n",
+			*stack, cfg.Proxmox.Access, stacks.AccessSSHProxy)
+	}
+	s, err := e.Start(ctx, cfg, vmaccess.Options{Listen: *listen, Log: logTo(e.Stderr)})
+	if err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: %v\n", err)
+		return ExitFailed
+	}
+	prefixes, hosts := vmaccess.Destinations(cfg)
+	dest := make([]string, 0, len(prefixes)+len(hosts))
+	for _, p := range prefixes {
+		dest = append(dest, p.String())
+	}
+	dest = append(dest, hosts...)
+	_, _ = fmt.Fprintf(e.Stderr, "ssh-proxy for stack %s: %s -> %s -> %s (everything else refused). Ctrl-C stops it.\n",
+		*stack, strings.TrimPrefix(s.URL, "http://"), s.Target, strings.Join(dest, ", "))
+	warnDropped(e.Stderr, s)
+	// The one line for another shell: eval "$(...)" or copy it.
+	_, _ = fmt.Fprintf(e.Stdout, "export HTTPS_PROXY=%[1]s https_proxy=%[1]s NO_PROXY=%[2]s no_proxy=%[2]s\n", shell.Quote(s.URL), shell.Quote(s.NoProxy))
+	<-ctx.Done()
+	_ = s.Close()
+	_, _ = fmt.Fprintln(e.Stderr, "ssh-proxy stopped")
+	return ExitOK
+}
+
+// execCmd runs a command (pulumi up, ...) with the ssh-proxy helper around
+// it when the stack says proxmox.access: ssh-proxy, else runs it as it is.
+func execCmd(ctx context.Context, args []string, e accessEnv) int {
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.SetOutput(e.Stderr)
+	stack := fs.String("stack", os.Getenv("STACK"), "stack name (default: $STACK)")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	argv := fs.Args()
+	if *stack == "" || len(argv) == 0 {
+		_, _ = fmt.Fprintln(e.Stderr, "usage: stackctl exec --stack NAME -- COMMAND [ARGS...]")
+		return ExitUsage
+	}
+	environ := e.Environ
+	cfg, err := loadStack(ctx, e.ReadConfig, *stack)
+	switch {
+	case err != nil:
+		// The command (pulumi) reads the same config and says what is
+		// wrong with it better than a second message here would.
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: the stack's config could not be read or is invalid; running without the SSH proxy\n")
+	case vmaccess.Enabled(cfg):
+		// The helper must outlive a Ctrl-C: pulumi finishes the steps in
+		// flight, which need the tunnel, before it exits.
+		s, err := e.Start(context.WithoutCancel(ctx), cfg, vmaccess.Options{Log: logTo(e.Stderr)})
+		if err != nil {
+			_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: proxmox.access is %s: %v\n(`make doctor STACK=%s` checks the SSH access)\n", stacks.AccessSSHProxy, err, *stack)
+			return ExitFailed
+		}
+		defer func() { _ = s.Close() }()
+		_, _ = fmt.Fprintf(e.Stderr, "ssh-proxy: Talos and Kubernetes traffic goes through %s (proxy %s)\n", s.Target, strings.TrimPrefix(s.URL, "http://"))
+		warnDropped(e.Stderr, s)
+		environ = s.Environ(environ)
+	}
+	return runChild(argv, environ, e)
+}
+
+// runChild runs argv in this process group, so a terminal's Ctrl-C reaches
+// it directly (once); a SIGTERM sent to this process alone is passed on as
+// one interrupt, the signal pulumi cancels gracefully on.
+func runChild(argv, environ []string, e accessEnv) int {
+	cmd := exec.Command(argv[0], argv[1:]...) //nolint:gosec // the operator's own command line
+	cmd.Env = environ
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
+	if err := cmd.Start(); err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: %v\n", err)
+		return 127
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case sig := <-e.Signals:
+			if sig == syscall.SIGTERM {
+				_ = cmd.Process.Signal(os.Interrupt)
+			}
+		case err := <-done:
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+				return ExitOK
+			case errors.As(err, &ee):
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					return 128 + int(ws.Signal())
+				}
+				return ee.ExitCode()
+			default:
+				_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: %v\n", err)
+				return ExitFailed
+			}
+		}
+	}
+}
+
+func warnDropped(w io.Writer, s *vmaccess.Session) {
+	if len(s.Dropped) > 0 {
+		_, _ = fmt.Fprintf(w, "ssh-proxy: left out of NO_PROXY, since they would send VM traffic past the proxy: %s\n", strings.Join(s.Dropped, ", "))
+	}
+}
+
+func logTo(w io.Writer) func(string, ...any) {
+	return func(format string, args ...any) { _, _ = fmt.Fprintf(w, "ssh-proxy: "+format+"\n", args...) }
+}
+
+// execSignals subscribes to the signals exec handles itself.
+func execSignals() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	return ch, func() { signal.Stop(ch) }
+}

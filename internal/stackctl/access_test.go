@@ -1,0 +1,239 @@
+package stackctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/internal/vmaccess"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proxmoxStack is the example Proxmox stack's `pulumi config --json`, with
+// its proxmox section changed by edit.
+func proxmoxStack(t *testing.T, edit func(px map[string]any)) []byte {
+	t.Helper()
+	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	key := src.Project + ":proxmox"
+	var px map[string]any
+	require.NoError(t, json.Unmarshal([]byte(src.Values[key]), &px))
+	edit(px)
+	b, err := json.Marshal(px)
+	require.NoError(t, err)
+	src.Values[key] = string(b)
+	return stacktest.ConfigJSON(t, src)
+}
+
+// behindHost is the example stack with proxmox.access: ssh-proxy and SSH to
+// an in-process host that reaches the VIP's API server.
+func behindHost(t *testing.T) (config []byte, host *sshtest.Server) {
+	t.Helper()
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "kube-apiserver "+r.URL.Path)
+	}))
+	t.Cleanup(api.Close)
+	_, pub, pemKey := sshtest.Key(t)
+	host = sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": strings.TrimPrefix(api.URL, "https://")}})
+	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
+	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
+	return proxmoxStack(t, func(px map[string]any) {
+		px["access"] = stacks.AccessSSHProxy
+		px["ssh"] = map[string]any{"host": host.Host, "port": host.Port, "user": "root", "privateKeyFile": keyFile}
+	}), host
+}
+
+func accessEnvFor(config []byte, readErr error) (accessEnv, *syncBuffer, *syncBuffer) {
+	var out, errOut syncBuffer
+	return accessEnv{
+		ReadConfig: func(context.Context, string) ([]byte, error) { return config, readErr },
+		Start: func(ctx context.Context, cfg *stacks.Config, o vmaccess.Options) (*vmaccess.Session, error) {
+			o.Getenv = func(string) string { return "" } // no agent, no inherited NO_PROXY
+			return vmaccess.Start(ctx, cfg, o)
+		},
+		Environ: []string{"PATH=" + os.Getenv("PATH"), "HTTPS_PROXY=http://corp.example:3128"},
+		Stdin:   strings.NewReader(""), Stdout: &out, Stderr: &errOut,
+	}, &out, &errOut
+}
+
+func TestExecRunsTheCommandThroughTheHelper(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed (installed by .ci/run)")
+	}
+	config, host := behindHost(t)
+	e, out, errOut := accessEnvFor(config, nil)
+	code := execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--",
+		"sh", "-c", `echo "proxy=$HTTPS_PROXY"; curl -sSk --fail --max-time 10 https://10.10.0.5:6443/version`}, e)
+	require.Equal(t, ExitOK, code, out.String()+errOut.String())
+	assert.Contains(t, out.String(), "kube-apiserver /version", "the command reached the VIP through the host")
+	assert.Equal(t, 1, host.Forwarded())
+	assert.Contains(t, errOut.String(), "ssh-proxy: Talos and Kubernetes traffic goes through root@127.0.0.1:")
+
+	// The helper is gone with the command.
+	m := regexp.MustCompile(`proxy=http://(127\.0\.0\.1:\d+)`).FindStringSubmatch(out.String())
+	require.Len(t, m, 2, out.String())
+	_, err := net.DialTimeout("tcp", m[1], time.Second)
+	require.Error(t, err, "the proxy stopped when the command ended")
+}
+
+func TestExecWithoutTheHelper(t *testing.T) {
+	t.Parallel()
+	direct := proxmoxStack(t, func(map[string]any) {})
+	e, out, _ := accessEnvFor(direct, nil)
+	e.Start = func(context.Context, *stacks.Config, vmaccess.Options) (*vmaccess.Session, error) {
+		t.Error("a direct stack starts no helper")
+		return nil, errors.New("no")
+	}
+	code := execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c", `echo "proxy=$HTTPS_PROXY"; exit 3`}, e)
+	assert.Equal(t, 3, code, "the command's exit code")
+	assert.Equal(t, "proxy=http://corp.example:3128\n", out.String(), "the environment is passed on untouched")
+
+	// Unreadable config: the command runs (pulumi explains the problem).
+	e, out, errOut := accessEnvFor(nil, errors.New("pulumi config: no stack named 'x'"))
+	code = execCmd(context.Background(), []string{"--stack", "x", "--", "sh", "-c", "echo ran"}, e)
+	assert.Equal(t, ExitOK, code)
+	assert.Equal(t, "ran\n", out.String())
+	assert.Contains(t, errOut.String(), "running without the SSH proxy")
+
+	assert.Equal(t, ExitUsage, execCmd(context.Background(), []string{"--stack", "x"}, e), "no command")
+}
+
+func TestExecStopsWhenTheHelperCannotStart(t *testing.T) {
+	t.Parallel()
+	config := proxmoxStack(t, func(px map[string]any) {
+		px["access"] = stacks.AccessSSHProxy
+		px["ssh"] = map[string]any{"host": "127.0.0.1", "port": 1, "privateKeyFile": "/nonexistent/key"}
+	})
+	e, out, errOut := accessEnvFor(config, nil)
+	code := execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c", "echo ran"}, e)
+	assert.Equal(t, ExitFailed, code)
+	assert.Empty(t, out.String(), "pulumi would fail at the first apply: it is not started")
+	assert.Contains(t, errOut.String(), "proxmox.ssh.privateKeyFile")
+	assert.Contains(t, errOut.String(), "make doctor STACK=proxmox-homelab")
+}
+
+func TestExecPassesSIGTERMOnAsOneInterrupt(t *testing.T) {
+	t.Parallel()
+	e, out, _ := accessEnvFor(proxmoxStack(t, func(map[string]any) {}), nil)
+	sigs := make(chan os.Signal, 2)
+	e.Signals = sigs
+	done := make(chan int, 1)
+	go func() {
+		done <- execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c",
+			`trap 'echo interrupted; exit 130' INT; echo ready; while :; do sleep 0.05; done`}, e)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "ready") }, 10*time.Second, 10*time.Millisecond)
+	sigs <- os.Interrupt // a terminal's Ctrl-C already reached the command itself: not passed on
+	time.Sleep(200 * time.Millisecond)
+	assert.NotContains(t, out.String(), "interrupted")
+	sigs <- syscall.SIGTERM
+	select {
+	case code := <-done:
+		assert.Equal(t, 130, code)
+		assert.Contains(t, out.String(), "interrupted")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command did not get the interrupt")
+	}
+}
+
+func TestProxyCommandServesUntilCancelled(t *testing.T) {
+	t.Parallel()
+	config, host := behindHost(t)
+	e, out, errOut := accessEnvFor(config, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- proxyCmd(ctx, []string{"--stack", "proxmox-homelab"}, e) }()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "export HTTPS_PROXY=") }, 10*time.Second, 10*time.Millisecond, errOut.String())
+	assert.Contains(t, errOut.String(), "-> 10.10.0.0/24 (everything else refused)")
+
+	// The printed line works in a shell.
+	cmd := exec.Command("sh", "-c", out.String()+`curl -sSk --fail --max-time 10 https://10.10.0.5:6443/livez`)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	got, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(got))
+	assert.Equal(t, "kube-apiserver /livez", string(got))
+	assert.Equal(t, 1, host.Forwarded())
+
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, ExitOK, code)
+		assert.Contains(t, errOut.String(), "ssh-proxy stopped")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ctrl-C did not stop the proxy")
+	}
+
+	vps, _, _ := accessEnvFor(stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample)), nil)
+	assert.Equal(t, ExitUsage, proxyCmd(context.Background(), []string{"--stack", "vps-prod"}, vps))
+}
+
+func TestDriverAccessOnlyForSSHProxyStacks(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	never := func(context.Context, *stacks.Config, vmaccess.Options) (*vmaccess.Session, error) {
+		t.Error("no helper for this stack")
+		return nil, errors.New("no")
+	}
+	for _, raw := range [][]byte{proxmoxStack(t, func(map[string]any) {}), stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample))} {
+		src, err := stacks.SourceFromConfigJSON(raw)
+		require.NoError(t, err)
+		env, stop, err := driverAccess(context.Background(), src, os.Getenv, &stderr, never)
+		require.NoError(t, err)
+		assert.Nil(t, env)
+		stop()
+	}
+
+	config, _ := behindHost(t)
+	src, err := stacks.SourceFromConfigJSON(config)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	env, stop, err := driverAccess(ctx, src, func(string) string { return "" }, &stderr, vmaccess.Start)
+	require.NoError(t, err)
+	cancel() // a cancelled operation still finishes through the helper
+	time.Sleep(100 * time.Millisecond)
+	addr := strings.TrimPrefix(env["HTTPS_PROXY"], "http://")
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	require.NoError(t, err, "the helper outlives the cancellation")
+	_ = c.Close()
+	assert.Contains(t, env["NO_PROXY"], "192.168.122.70")
+	stop()
+	_, err = net.DialTimeout("tcp", addr, time.Second)
+	require.Error(t, err, "stopped after the operation")
+}

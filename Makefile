@@ -18,6 +18,10 @@ SECRETS_PROVIDER ?= passphrase
 ACCESS_DIR ?= .access
 FUZZTIME ?= 60s
 GOLANGCI_LINT_VERSION ?= v2.6.2
+# The operator tools (doctor, the ssh-proxy helper). `exec` runs a pulumi command with the helper
+# around it when the stack has proxmox.access: ssh-proxy, and runs it unchanged otherwise.
+STACKCTL ?= $(GO) run ./cmd/stackctl
+WITH_ACCESS = $(STACKCTL) exec --stack $(STACK) --pulumi $(PULUMI) --
 
 ##@ Development
 
@@ -82,23 +86,27 @@ secret: require-stack ## Set a secret config value: make secret STACK=... KEY=pr
 
 .PHONY: doctor
 doctor: require-stack ## Check from this machine what `up` needs: Proxmox API and token, datastores, VM ids, SSH, route to the VMs.
-	$(GO) run ./cmd/stackctl doctor --stack $(STACK)
+	$(STACKCTL) doctor --stack $(STACK) --pulumi $(PULUMI)
+
+.PHONY: proxy
+proxy: require-stack ## Serve the ssh-proxy helper until Ctrl-C and print the export line (for talosctl/kubectl by hand).
+	$(STACKCTL) proxy --stack $(STACK) --pulumi $(PULUMI)
 
 .PHONY: preview
 preview: require-stack ## Show what `up` would change.
-	$(PULUMI) preview --diff --stack $(STACK)
+	$(WITH_ACCESS) $(PULUMI) preview --diff --stack $(STACK)
 
 .PHONY: up
 up: require-stack ## Create or update the cluster.
-	$(PULUMI) up --stack $(STACK)
+	$(WITH_ACCESS) $(PULUMI) up --stack $(STACK)
 
 .PHONY: refresh
 refresh: require-stack ## Reconcile the state with reality.
-	$(PULUMI) refresh --stack $(STACK)
+	$(WITH_ACCESS) $(PULUMI) refresh --stack $(STACK)
 
 .PHONY: destroy
 destroy: require-stack ## Tear the cluster down (runs the program so fast-delete hooks run).
-	$(PULUMI) destroy --run-program --stack $(STACK)
+	$(WITH_ACCESS) $(PULUMI) destroy --run-program --stack $(STACK)
 
 .PHONY: outputs
 outputs: require-stack ## Write kubeconfig and talosconfig to .access/STACK/ (mode 0600).

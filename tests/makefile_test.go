@@ -1,22 +1,37 @@
 package tests
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// fakePulumi logs its arguments and backend, and answers `stack output` with
-// a fixed document unless FAKE_FAIL names the output.
+// fakePulumi answers `config --json` with FAKE_CONFIG (or fails: no such
+// stack), logs other commands with their backend, records the proxy it was
+// given and fetches FAKE_CURL as a provider would, and answers `stack
+// output` with a fixed document unless FAKE_FAIL names the output.
 const fakePulumi = `#!/bin/bash
+if [ "$1" = "config" ]; then
+  if [ -n "$FAKE_CONFIG" ]; then cat "$FAKE_CONFIG"; exit 0; fi
+  echo "error: no stack named '$4'" >&2; exit 255
+fi
 echo "$* | backend=$PULUMI_BACKEND_URL" >> "$FAKE_LOG"
+if [ -n "$HTTPS_PROXY" ]; then echo "proxy=$HTTPS_PROXY" >> "$FAKE_LOG.access"; fi
+if [ -n "$FAKE_CURL" ]; then curl -sSk --fail --max-time 10 "$FAKE_CURL" >> "$FAKE_LOG.access" 2>&1; fi
 if [ "$1 $2" = "stack output" ]; then
   if [ "$3" = "$FAKE_FAIL" ]; then echo "error: no output $3" >&2; exit 1; fi
   echo "# $3 of the stack"
@@ -39,11 +54,41 @@ func makeIn(t *testing.T, env []string, args ...string) (dir, log, out string, e
 	require.NoError(t, os.WriteFile(fake, []byte(fakePulumi), 0o700)) //nolint:gosec // an executable test double
 	log = filepath.Join(dir, "pulumi.log")
 
-	cmd := exec.Command("make", append([]string{"--no-print-directory", "PULUMI=" + fake}, args...)...)
+	cmd := exec.Command("make", append([]string{"--no-print-directory", "PULUMI=" + fake, "STACKCTL=" + stackctl(t)}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), append([]string{"FAKE_LOG=" + log}, env...)...)
 	b, err := cmd.CombinedOutput()
 	return dir, log, string(b), err
+}
+
+// stackctlBuild builds cmd/stackctl once for the Makefile tests (the
+// Makefile's default, go run, needs the repository as working directory).
+var stackctlBuild = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "stackctl-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "stackctl")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/fluodata/talos-pulumi/cmd/stackctl").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %w: %s", err, out)
+	}
+	return bin, nil
+})
+
+func stackctl(t *testing.T) string {
+	t.Helper()
+	bin, err := stackctlBuild()
+	require.NoError(t, err)
+	return bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := stackctlBuild(); err == nil && strings.Contains(bin, "stackctl-") {
+		_ = os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
 }
 
 // cleanEnv drops what an outer `make test` or the user's shell exports
@@ -129,6 +174,44 @@ func TestMakeRefusesAMissingStack(t *testing.T) {
 	_, _, out, err = makeIn(t, nil, "up", "STACK=nope")
 	require.Error(t, err)
 	assert.Contains(t, out, "Pulumi.nope.yaml does not exist")
+}
+
+func TestMakeUpStartsTheSSHProxyWhenTheStackSaysSo(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed (installed by .ci/run)")
+	}
+	// The Proxmox host: it alone reaches the VIP's API server.
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "kube-apiserver "+r.URL.Path)
+	}))
+	t.Cleanup(api.Close)
+	_, pub, pemKey := sshtest.Key(t)
+	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": strings.TrimPrefix(api.URL, "https://")}})
+	scratch := t.TempDir()
+	keyFile := filepath.Join(scratch, "id_ed25519")
+	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
+	src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+		px["ssh"] = map[string]any{"host": host.Host, "port": host.Port, "user": "root", "privateKeyFile": keyFile}
+	})
+	configFile := filepath.Join(scratch, "config.json")
+	require.NoError(t, os.WriteFile(configFile, stacktest.ConfigJSON(t, src), 0o600))
+
+	_, log, out, err := makeIn(t, []string{"FAKE_CONFIG=" + configFile, "FAKE_CURL=https://10.10.0.5:6443/version"}, "up", "STACK=test")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "ssh-proxy: Talos and Kubernetes traffic goes through root@127.0.0.1:")
+	access := readLog(t, log+".access")
+	assert.Regexp(t, `proxy=http://127\.0\.0\.1:\d+`, access)
+	assert.Contains(t, access, "kube-apiserver /version", "pulumi's children reach the VIP through the host")
+	assert.Equal(t, 1, host.Forwarded())
+
+	// A direct stack: pulumi runs as it is.
+	direct := stacktest.EditSection(t, src, "proxmox", func(px map[string]any) { px["access"] = stacks.AccessDirect })
+	require.NoError(t, os.WriteFile(configFile, stacktest.ConfigJSON(t, direct), 0o600))
+	_, log, out, err = makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "preview", "STACK=test")
+	require.NoError(t, err, out)
+	assert.Contains(t, readLog(t, log), "preview --diff --stack test")
+	assert.NoFileExists(t, log+".access")
 }
 
 func must[T any](v T, err error) T {

@@ -2,7 +2,6 @@ package doctor_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"strconv"
@@ -72,9 +71,17 @@ func env(api *fakeAPI) doctor.Env {
 	}
 }
 
+// direct is the example stack with a route to the VM network.
+func direct(t *testing.T) stacks.Source {
+	t.Helper()
+	return stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+		px["access"] = stacks.AccessDirect
+	})
+}
+
 func run(t *testing.T, e doctor.Env) ([]doctor.Result, string) {
 	t.Helper()
-	rs := doctor.Run(context.Background(), e, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox-homelab")
+	rs := doctor.Run(context.Background(), e, direct(t), "proxmox-homelab")
 	var b strings.Builder
 	doctor.Print(&b, rs)
 	return rs, b.String()
@@ -175,18 +182,11 @@ func TestDoctorRouteWithRealSockets(t *testing.T) {
 	assert.Contains(t, out, "ok    route")
 }
 
-// viaSSHProxy is the example stack with proxmox.access: ssh-proxy, and an
-// env whose SSH connections go to host.
+// viaSSHProxy is the example stack (proxmox.access: ssh-proxy), and an env
+// whose SSH connections go to host.
 func viaSSHProxy(t *testing.T, host *sshtest.Server, signer ssh.Signer) (stacks.Source, doctor.Env) {
 	t.Helper()
 	src := stacktest.Example(t, stacktest.ProxmoxExample)
-	key := src.Project + ":proxmox"
-	var px map[string]any
-	require.NoError(t, json.Unmarshal([]byte(src.Values[key]), &px))
-	px["access"] = stacks.AccessSSHProxy
-	b, err := json.Marshal(px)
-	require.NoError(t, err)
-	src.Values[key] = string(b)
 
 	e := env(healthyAPI())
 	e.Dial = func(context.Context, string, string) (net.Conn, error) {

@@ -34,11 +34,21 @@ type accessEnv struct {
 
 func defaultAccessEnv(stdin io.Reader, stdout, stderr io.Writer) accessEnv {
 	return accessEnv{
-		ReadConfig: func(ctx context.Context, stack string) ([]byte, error) { return readConfigJSON(ctx, "", stack, nil) },
+		ReadConfig: func(ctx context.Context, stack string) ([]byte, error) {
+			return readConfigJSON(ctx, "pulumi", "", stack, nil)
+		},
 		Start:      vmaccess.Start,
 		Environ:    os.Environ(),
 		Stdin:      stdin, Stdout: stdout, Stderr: stderr,
 	}
+}
+
+// pulumiFlag adds --pulumi, the CLI that reads the stack's config.
+func pulumiFlag(fs *flag.FlagSet, e *accessEnv) {
+	fs.Func("pulumi", "path of the pulumi CLI that reads the stack's config (default: pulumi from PATH)", func(path string) error {
+		e.ReadConfig = func(ctx context.Context, stack string) ([]byte, error) { return readConfigJSON(ctx, path, "", stack, nil) }
+		return nil
+	})
 }
 
 // loadStack reads and validates a stack's config.
@@ -65,6 +75,7 @@ func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
 	fs.SetOutput(e.Stderr)
 	stack := fs.String("stack", os.Getenv("STACK"), "stack name (default: $STACK)")
 	listen := fs.String("listen", "127.0.0.1:0", "address of the proxy (loopback only; port 0 picks a free one)")
+	pulumiFlag(fs, &e)
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -113,6 +124,7 @@ func execCmd(ctx context.Context, args []string, e accessEnv) int {
 	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
 	fs.SetOutput(e.Stderr)
 	stack := fs.String("stack", os.Getenv("STACK"), "stack name (default: $STACK)")
+	pulumiFlag(fs, &e)
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}

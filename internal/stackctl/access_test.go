@@ -3,7 +3,6 @@ package stackctl
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -50,15 +49,7 @@ func (s *syncBuffer) String() string {
 // its proxmox section changed by edit.
 func proxmoxStack(t *testing.T, edit func(px map[string]any)) []byte {
 	t.Helper()
-	src := stacktest.Example(t, stacktest.ProxmoxExample)
-	key := src.Project + ":proxmox"
-	var px map[string]any
-	require.NoError(t, json.Unmarshal([]byte(src.Values[key]), &px))
-	edit(px)
-	b, err := json.Marshal(px)
-	require.NoError(t, err)
-	src.Values[key] = string(b)
-	return stacktest.ConfigJSON(t, src)
+	return stacktest.ConfigJSON(t, stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", edit))
 }
 
 // behindHost is the example stack with proxmox.access: ssh-proxy and SSH to
@@ -115,7 +106,7 @@ func TestExecRunsTheCommandThroughTheHelper(t *testing.T) {
 
 func TestExecWithoutTheHelper(t *testing.T) {
 	t.Parallel()
-	direct := proxmoxStack(t, func(map[string]any) {})
+	direct := proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect })
 	e, out, _ := accessEnvFor(direct, nil)
 	e.Start = func(context.Context, *stacks.Config, vmaccess.Options) (*vmaccess.Session, error) {
 		t.Error("a direct stack starts no helper")
@@ -151,7 +142,7 @@ func TestExecStopsWhenTheHelperCannotStart(t *testing.T) {
 
 func TestExecPassesSIGTERMOnAsOneInterrupt(t *testing.T) {
 	t.Parallel()
-	e, out, _ := accessEnvFor(proxmoxStack(t, func(map[string]any) {}), nil)
+	e, out, _ := accessEnvFor(proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect }), nil)
 	sigs := make(chan os.Signal, 2)
 	e.Signals = sigs
 	done := make(chan int, 1)
@@ -211,7 +202,7 @@ func TestDriverAccessOnlyForSSHProxyStacks(t *testing.T) {
 		t.Error("no helper for this stack")
 		return nil, errors.New("no")
 	}
-	for _, raw := range [][]byte{proxmoxStack(t, func(map[string]any) {}), stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample))} {
+	for _, raw := range [][]byte{proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect }), stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample))} {
 		src, err := stacks.SourceFromConfigJSON(raw)
 		require.NoError(t, err)
 		env, stop, err := driverAccess(context.Background(), src, os.Getenv, &stderr, never)

@@ -132,6 +132,7 @@ func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io
 	fs.SetOutput(stderr)
 	stack := fs.String("stack", defaultStack, "stack name (default: $STACK)")
 	configJSON := fs.String("config-json", "", "read `pulumi config --show-secrets --json` output from this file (- for stdin) instead of running pulumi")
+	pulumiPath := fs.String("pulumi", "pulumi", "path of the pulumi CLI that reads the stack's config")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -139,7 +140,7 @@ func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io
 		_, _ = fmt.Fprintln(stderr, "stackctl doctor: --stack (or STACK) is required")
 		return ExitUsage
 	}
-	raw, err := readConfigJSON(ctx, *configJSON, *stack, stdin)
+	raw, err := readConfigJSON(ctx, *pulumiPath, *configJSON, *stack, stdin)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
 		return ExitNoConfig
@@ -159,14 +160,16 @@ func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io
 	return ExitOK
 }
 
-func readConfigJSON(ctx context.Context, from, stack string, stdin io.Reader) ([]byte, error) {
+// readConfigJSON reads `pulumi config --show-secrets --json` of a stack from
+// the CLI at pulumiPath, or from a file (- for stdin) when from is set.
+func readConfigJSON(ctx context.Context, pulumiPath, from, stack string, stdin io.Reader) ([]byte, error) {
 	switch from {
 	case "-":
 		return io.ReadAll(stdin)
 	case "":
 		// The CLI decrypts the stack's secrets (it knows the passphrase or
 		// secrets provider); the values stay in this process's memory.
-		cmd := exec.CommandContext(ctx, "pulumi", "config", "--show-secrets", "--json", "--stack", stack)
+		cmd := exec.CommandContext(ctx, pulumiPath, "config", "--show-secrets", "--json", "--stack", stack) //nolint:gosec // the operator's CLI
 		var errOut strings.Builder
 		cmd.Stderr = &errOut
 		out, err := cmd.Output()

@@ -49,7 +49,7 @@ func (okAPI) VMs(context.Context) ([]pveapi.ClusterVM, error) { return nil, nil 
 
 func TestDoctorCommandExitCodes(t *testing.T) {
 	t.Parallel()
-	raw := stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	raw := proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect })
 	routed := true
 	e := doctor.Env{
 		NewAPI: func(*stacks.Config) (doctor.API, error) { return okAPI{}, nil },

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,4 +146,26 @@ func ConfigJSON(t testing.TB, src stacks.Source) []byte {
 		t.Fatalf("config JSON: %v", err)
 	}
 	return raw
+}
+
+// EditSection returns a copy of src whose top-level key section (e.g.
+// "proxmox") is changed by edit, as editing that block of the stack file
+// would.
+func EditSection(t testing.TB, src stacks.Source, section string, edit func(map[string]any)) stacks.Source {
+	t.Helper()
+	key := src.Project + ":" + section
+	obj := map[string]any{}
+	if raw, ok := src.Values[key]; ok {
+		if err := json.Unmarshal([]byte(raw), &obj); err != nil {
+			t.Fatalf("%s is not an object: %v", key, err)
+		}
+	}
+	edit(obj)
+	b, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := stacks.Source{Project: src.Project, Values: maps.Clone(src.Values), SecretKeys: slices.Clone(src.SecretKeys)}
+	out.Values[key] = string(b)
+	return out
 }

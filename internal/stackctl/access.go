@@ -37,16 +37,18 @@ func defaultAccessEnv(stdin io.Reader, stdout, stderr io.Writer) accessEnv {
 		ReadConfig: func(ctx context.Context, stack string) ([]byte, error) {
 			return readConfigJSON(ctx, "pulumi", "", stack, nil)
 		},
-		Start:      vmaccess.Start,
-		Environ:    os.Environ(),
-		Stdin:      stdin, Stdout: stdout, Stderr: stderr,
+		Start:   vmaccess.Start,
+		Environ: os.Environ(),
+		Stdin:   stdin, Stdout: stdout, Stderr: stderr,
 	}
 }
 
 // pulumiFlag adds --pulumi, the CLI that reads the stack's config.
 func pulumiFlag(fs *flag.FlagSet, e *accessEnv) {
 	fs.Func("pulumi", "path of the pulumi CLI that reads the stack's config (default: pulumi from PATH)", func(path string) error {
-		e.ReadConfig = func(ctx context.Context, stack string) ([]byte, error) { return readConfigJSON(ctx, path, "", stack, nil) }
+		e.ReadConfig = func(ctx context.Context, stack string) ([]byte, error) {
+			return readConfigJSON(ctx, path, "", stack, nil)
+		}
 		return nil
 	})
 }

@@ -2,9 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,12 +179,8 @@ func TestMakeUpStartsTheSSHProxyWhenTheStackSaysSo(t *testing.T) {
 		t.Fatal("curl is needed (installed by .ci/run)")
 	}
 	// The Proxmox host: it alone reaches the VIP's API server.
-	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "kube-apiserver "+r.URL.Path)
-	}))
-	t.Cleanup(api.Close)
 	_, pub, pemKey := sshtest.Key(t)
-	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": strings.TrimPrefix(api.URL, "https://")}})
+	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": sshtest.APIServer(t)}})
 	scratch := t.TempDir()
 	keyFile := filepath.Join(scratch, "id_ed25519")
 	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"io"
 	"net"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -78,23 +80,16 @@ func TestDialWithTheSSHAgent(t *testing.T) {
 func TestDialEndsWithItsContext(t *testing.T) {
 	t.Parallel()
 	// A server that accepts TCP but never speaks SSH.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	silent := sshtest.Listen(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	host, port, err := net.SplitHostPort(silent)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
+	portNum, err := strconv.Atoi(port)
+	require.NoError(t, err)
 	_, _, pemKey := sshtest.Key(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = sshconn.Dial(ctx, stacks.SSHConfig{Host: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port, User: "root", PrivateKey: stacks.NewSecret(string(pemKey))}, noEnv)
+	_, err = sshconn.Dial(ctx, stacks.SSHConfig{Host: host, Port: portNum, User: "root", PrivateKey: stacks.NewSecret(string(pemKey))}, noEnv)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 5*time.Second)
 }

@@ -1,9 +1,7 @@
 package sshproxy_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,23 +18,6 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/sshproxy"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
 )
-
-func echoServer(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
-		}
-	}()
-	return l.Addr().String()
-}
 
 func newSSHServer(t *testing.T) *sshtest.Server {
 	return sshtest.New(t, sshtest.Options{Password: "pw", Routes: map[string]string{}})
@@ -69,54 +50,23 @@ func startProxy(t *testing.T, s *sshtest.Server, dials *atomic.Int32) string {
 	return srv.URL
 }
 
-// connect opens a CONNECT tunnel like an HTTPS_PROXY client and returns the
-// proxy's status code and the tunnel.
-func connect(t *testing.T, proxyURL, target string) (int, net.Conn) {
-	t.Helper()
-	u, err := url.Parse(proxyURL)
-	require.NoError(t, err)
-	c, err := net.Dial("tcp", u.Host)
-	require.NoError(t, err)
-	_, err = fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
-	require.NoError(t, err)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	require.NoError(t, err)
-	_ = resp.Body.Close() // a CONNECT answer has no body; the tunnel follows
-	if resp.StatusCode != http.StatusOK {
-		_ = c.Close()
-		return resp.StatusCode, nil
-	}
-	return resp.StatusCode, c
-}
-
-func echo(t *testing.T, c net.Conn, msg string) string {
-	t.Helper()
-	_, err := io.WriteString(c, msg)
-	require.NoError(t, err)
-	buf := make([]byte, len(msg))
-	_, err = io.ReadFull(c, buf)
-	require.NoError(t, err)
-	return string(buf)
-}
-
 func TestTunnelsThroughSSHAndSurvivesADroppedConnection(t *testing.T) {
 	t.Parallel()
 	s := newSSHServer(t)
 	var dials atomic.Int32
 	proxyURL := startProxy(t, s, &dials)
-	target := echoServer(t)
+	target := sshtest.Echo(t)
 
-	code, c := connect(t, proxyURL, target)
+	code, c := sshtest.Connect(t, proxyURL, target)
 	require.Equal(t, http.StatusOK, code)
-	assert.Equal(t, "hello talos", echo(t, c, "hello talos"))
+	assert.Equal(t, "hello talos", sshtest.RoundTrip(t, c, "hello talos"))
 	_ = c.Close()
 	assert.Equal(t, 1, s.Forwarded(), "the bytes went through the SSH server")
 
 	s.Kill() // the SSH connection drops (host reboot, network blip)
-	code, c = connect(t, proxyURL, target)
+	code, c = sshtest.Connect(t, proxyURL, target)
 	require.Equal(t, http.StatusOK, code, "the proxy reconnects")
-	assert.Equal(t, "again", echo(t, c, "again"))
+	assert.Equal(t, "again", sshtest.RoundTrip(t, c, "again"))
 	_ = c.Close()
 	assert.Equal(t, int32(2), dials.Load(), "one new SSH connection")
 }
@@ -147,7 +97,7 @@ func TestRefusesDestinationsOutsideTheVMNetwork(t *testing.T) {
 	var dials atomic.Int32
 	proxyURL := startProxy(t, s, &dials)
 	for _, target := range []string{"127.0.0.2:22", "192.0.2.1:443", "example.com:443", "[::1]:80", "localhost.evil:22"} {
-		code, _ := connect(t, proxyURL, target)
+		code, _ := sshtest.Connect(t, proxyURL, target)
 		assert.Equal(t, http.StatusForbidden, code, target)
 	}
 	assert.Equal(t, 0, s.Forwarded(), "nothing refused reached SSH")
@@ -162,10 +112,10 @@ func TestAllowedHostNameIsDialledByName(t *testing.T) {
 	s := newSSHServer(t)
 	var dials atomic.Int32
 	proxyURL := startProxy(t, s, &dials)
-	_, port, err := net.SplitHostPort(echoServer(t))
+	_, port, err := net.SplitHostPort(sshtest.Echo(t))
 	require.NoError(t, err)
-	code, c := connect(t, proxyURL, "LOCALHOST:"+port)
+	code, c := sshtest.Connect(t, proxyURL, "LOCALHOST:"+port)
 	require.Equal(t, http.StatusOK, code, "the cluster endpoint's name is allowed, in any case")
-	assert.Equal(t, "by name", echo(t, c, "by name"))
+	assert.Equal(t, "by name", sshtest.RoundTrip(t, c, "by name"))
 	_ = c.Close()
 }

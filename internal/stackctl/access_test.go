@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,12 +53,8 @@ func proxmoxStack(t *testing.T, edit func(px map[string]any)) []byte {
 // an in-process host that reaches the VIP's API server.
 func behindHost(t *testing.T) (config []byte, host *sshtest.Server) {
 	t.Helper()
-	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "kube-apiserver "+r.URL.Path)
-	}))
-	t.Cleanup(api.Close)
 	_, pub, pemKey := sshtest.Key(t)
-	host = sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": strings.TrimPrefix(api.URL, "https://")}})
+	host = sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": sshtest.APIServer(t)}})
 	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
 	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
 	return proxmoxStack(t, func(px map[string]any) {

@@ -2,11 +2,11 @@ package vmaccess_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"os"
@@ -121,23 +121,6 @@ func (f fixture) start(t *testing.T, ctx context.Context) *vmaccess.Session {
 	return s
 }
 
-func echoServer(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
-		}
-	}()
-	return l.Addr().String()
-}
-
 // curl runs the real curl with the session's environment, as pulumi's
 // child processes get it.
 func curl(ctx context.Context, s *vmaccess.Session, args ...string) (string, error) {
@@ -152,13 +135,9 @@ func TestClientsUsingHTTPSProxyReachTheVMNetworkThroughSSH(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is needed (installed by .ci/run)")
 	}
-	apiServer := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "kube-apiserver "+r.URL.Path)
-	}))
-	t.Cleanup(apiServer.Close)
 	f := newFixture(t, map[string]string{
-		"10.10.0.5:6443": strings.TrimPrefix(apiServer.URL, "https://"), // the VIP
-		"10.10.0.10:7":   echoServer(t),                                 // a node's echo port
+		"10.10.0.5:6443": sshtest.APIServer(t), // the VIP
+		"10.10.0.10:7":   sshtest.Echo(t),      // a node's echo port
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -172,11 +151,11 @@ func TestClientsUsingHTTPSProxyReachTheVMNetworkThroughSSH(t *testing.T) {
 
 	// A Go client with Go's HTTPS_PROXY/NO_PROXY rules.
 	vars := s.Env()
-	tr := apiServer.Client().Transport.(*http.Transport).Clone()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = func(r *http.Request) (*url.URL, error) {
 		return (&httpproxy.Config{HTTPSProxy: vars["HTTPS_PROXY"], NoProxy: vars["NO_PROXY"]}).ProxyFunc()(r.URL)
 	}
-	tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // the test server's certificate names 127.0.0.1
+	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the test server's certificate names 127.0.0.1
 	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://10.10.0.5:6443/readyz")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
@@ -184,7 +163,9 @@ func TestClientsUsingHTTPSProxyReachTheVMNetworkThroughSSH(t *testing.T) {
 	assert.Equal(t, "kube-apiserver /readyz", string(body))
 
 	// A raw TCP tunnel (CONNECT) to the echo port.
-	assert.Equal(t, "ping", tunnelEcho(t, s.URL, "10.10.0.10:7", "ping"))
+	code, tunnel := sshtest.Connect(t, s.URL, "10.10.0.10:7")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ping", sshtest.RoundTrip(t, tunnel, "ping"))
 	forwarded := f.host.Forwarded()
 	assert.Equal(t, 3, forwarded, "each connection went through the SSH server")
 
@@ -202,27 +183,6 @@ func TestClientsUsingHTTPSProxyReachTheVMNetworkThroughSSH(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Equal(t, "kube-apiserver /again", out)
 	assert.Equal(t, 2, f.host.Logins(), "one new SSH connection after the drop")
-}
-
-func tunnelEcho(t *testing.T, proxyURL, target, msg string) string {
-	t.Helper()
-	u, err := url.Parse(proxyURL)
-	require.NoError(t, err)
-	c, err := net.Dial("tcp", u.Host)
-	require.NoError(t, err)
-	defer func() { _ = c.Close() }()
-	_, err = io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
-	require.NoError(t, err)
-	head := make([]byte, len("HTTP/1.1 200 Connection Established\r\n\r\n"))
-	_, err = io.ReadFull(c, head)
-	require.NoError(t, err)
-	require.Contains(t, string(head), " 200 ")
-	_, err = io.WriteString(c, msg)
-	require.NoError(t, err)
-	buf := make([]byte, len(msg))
-	_, err = io.ReadFull(c, buf)
-	require.NoError(t, err)
-	return string(buf)
 }
 
 func TestStartFailsFastAndClearly(t *testing.T) {

@@ -315,7 +315,7 @@ func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs,
 		// Concrete resources, not the TalosCluster component: the SDK expands
 		// a component into the children it knows of at that moment, and
 		// children register asynchronously, so that could miss the releases.
-		waitFor := []pulumi.Resource{c.Talos.Applies[ref.Name], c.Talos.Cilium, c.Talos.CertApprover}
+		waitFor := []pulumi.Resource{c.Talos.Applies[ref.Name], c.Talos.Cilium, c.Talos.CertApprover, c.Talos.NodesReady}
 		cmd, err := local.NewCommand(ctx, name+"-eject-iso-"+ref.Name, &local.CommandArgs{
 			Create: pulumi.String(EjectCommand(px.Insecure)),
 			Stdin:  header,

@@ -1,8 +1,11 @@
 package talos
 
 import (
+	_ "embed" // the nodes-ready script
 	"fmt"
+	"strconv"
 
+	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -38,6 +41,14 @@ type NodeOptions struct {
 	// DeletedWith unset then, or the reset is skipped.
 	ResetOnDestroy bool
 }
+
+// WaitNodesScript waits until every node is Ready (run as it is).
+//
+//go:embed wait-nodes.sh
+var WaitNodesScript string
+
+// nodesReadyTimeoutSecs bounds the nodes-ready wait after the releases.
+const nodesReadyTimeoutSecs = 600
 
 // ClusterArgs are the inputs of a TalosCluster.
 type ClusterArgs struct {
@@ -78,6 +89,8 @@ type Cluster struct {
 	KubeProvider *kubernetes.Provider
 	Cilium       *helmv3.Release
 	CertApprover *helmv3.Release
+	// NodesReady waits until every node is Ready (after the releases).
+	NodesReady *local.Command
 }
 
 // Validate checks the arguments a platform assembled.
@@ -261,14 +274,35 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return nil, err
 	}
 
+	// Ready nodes: the kubelet and Cilium run on every node. Re-run only
+	// when the cluster gains or loses nodes (a renewed kubeconfig is no
+	// reason to wait again).
+	c.NodesReady, err = local.NewCommand(ctx, name+"-nodes-ready", &local.CommandArgs{
+		Create:      pulumi.String(WaitNodesScript),
+		Interpreter: pulumi.ToStringArray([]string{"/bin/sh", "-c"}),
+		Environment: pulumi.StringMap{
+			"KUBECONFIG_DATA": pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput),
+			"NODE_COUNT":      pulumi.String(strconv.Itoa(len(args.Nodes))),
+			"WAIT_TIMEOUT":    pulumi.String(strconv.Itoa(nodesReadyTimeoutSecs)),
+		},
+		Triggers: pulumi.Array{pulumi.String(strconv.Itoa(len(args.Nodes)))},
+		Logging:  local.LoggingStdoutAndStderr,
+	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.CertApprover}),
+		pulumi.IgnoreChanges([]string{"create", "environment", "interpreter", "logging"}),
+		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: fmt.Sprintf("%ds", nodesReadyTimeoutSecs+60)}))...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create the nodes-ready wait: %w", err)
+	}
+
 	c.Talosconfig = pulumi.ToSecret(talosconfig).(pulumi.StringOutput)
 	c.Endpoint = pulumi.String(args.Endpoint).ToStringOutput()
 	c.NodeIPs = nodeIPs.ToStringMapOutput()
 	c.TalosVersion = pulumi.String(args.TalosVersion).ToStringOutput()
 	c.KubernetesVersion = pulumi.String(kubeVersion).ToStringOutput()
 	// The kubeconfig output resolves only after the cluster is usable, so
-	// whoever reads it (a stack export) waits for Cilium and the approver.
-	c.Kubeconfig = pulumi.ToSecret(pulumi.All(kubeconfig.KubeconfigRaw, c.CertApprover.Status).ApplyT(func(xs []any) string {
+	// whoever reads it (a stack export) waits for Cilium, the approver and
+	// Ready nodes.
+	c.Kubeconfig = pulumi.ToSecret(pulumi.All(kubeconfig.KubeconfigRaw, c.CertApprover.Status, c.NodesReady.Stdout).ApplyT(func(xs []any) string {
 		return xs[0].(string)
 	})).(pulumi.StringOutput)
 

@@ -1,6 +1,7 @@
 package talos_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -111,7 +112,17 @@ func TestClusterGraph(t *testing.T) {
 			assert.True(t, m.After(cilium, kubeconfig), "cilium after kubeconfig")
 			assert.True(t, m.After(approver, cilium), "approver after cilium")
 
-			for _, r := range []mocktest.Registered{bootstrap, kubeconfig, cilium, approver} {
+			ready := m.One(t, mocktest.LocalCommand)
+			assert.Equal(t, "lab-nodes-ready", ready.Name)
+			assert.True(t, m.After(ready, approver), "the nodes-ready wait after the approver")
+			assert.Equal(t, talos.WaitNodesScript, ready.Inputs["create"].StringValue())
+			assert.True(t, ready.Inputs["environment"].ContainsSecrets(), "the kubeconfig in its environment stays secret")
+			env := ready.Inputs["environment"].ObjectValue()
+			assert.Equal(t, strconv.Itoa(len(ns)), env["NODE_COUNT"].StringValue())
+			assert.Equal(t, "600", env["WAIT_TIMEOUT"].StringValue())
+			assert.Subset(t, ready.IgnoreChanges, []string{"create", "environment"}, "a renewed kubeconfig does not re-run the wait")
+
+			for _, r := range []mocktest.Registered{bootstrap, kubeconfig, cilium, approver, ready} {
 				assert.True(t, strings.HasSuffix(r.DeletedWith, "::vm-cp-0"), "%s DeletedWith the platform's resource, got %q", r.Name, r.DeletedWith)
 			}
 			for _, r := range m.All() {

@@ -2,15 +2,9 @@ package vmaccess_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -28,6 +22,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/fluodata/talos-pulumi/internal/pkitest"
 )
 
 // The Talos provider talks to apid with Talos's machinery client (grpc-go,
@@ -50,57 +46,13 @@ func (apid) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, 
 	}}}, nil
 }
 
-// pki is a cluster CA with a server certificate for the node's IP and a
-// client certificate, as in a talosconfig.
-type pki struct {
-	caPEM, serverCert, serverKey, clientCert, clientKey []byte
-}
-
-func newPKI(t *testing.T, nodeIP string) pki {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "talos"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	require.NoError(t, err)
-	ca, err := x509.ParseCertificate(caDER)
-	require.NoError(t, err)
-	issue := func(serial int64, tmpl *x509.Certificate) ([]byte, []byte) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		require.NoError(t, err)
-		keyDER, err := x509.MarshalECPrivateKey(key)
-		require.NoError(t, err)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	}
-	p := pki{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	p.serverCert, p.serverKey = issue(2, &x509.Certificate{
-		Subject: pkix.Name{CommonName: "cp-0"}, IPAddresses: []net.IP{net.ParseIP(nodeIP)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	p.clientCert, p.clientKey = issue(3, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "admin", Organization: []string{"os:admin"}},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
-	return p
-}
-
 // startAPID serves the Talos API with mTLS on loopback.
-func startAPID(t *testing.T, p pki) string {
+func startAPID(t *testing.T, p pkitest.PKI) string {
 	t.Helper()
-	cert, err := tls.X509KeyPair(p.serverCert, p.serverKey)
+	cert, err := tls.X509KeyPair(p.ServerCert, p.ServerKey)
 	require.NoError(t, err)
 	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(p.caPEM))
+	require.True(t, pool.AppendCertsFromPEM(p.CA))
 	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{
 		Certificates: []tls.Certificate{cert}, ClientCAs: pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13,
@@ -140,7 +92,7 @@ func TestTalosClientChild(t *testing.T) {
 func TestTalosClientReachesApidThroughTheProxy(t *testing.T) {
 	t.Parallel()
 	const node = "10.10.0.10"
-	p := newPKI(t, node)
+	p := pkitest.New(t, node)
 	f := newFixture(t, map[string]string{node + ":50000": startAPID(t, p)})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -149,7 +101,7 @@ func TestTalosClientReachesApidThroughTheProxy(t *testing.T) {
 	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 	talosconfig := &clientconfig.Config{Context: "homelab", Contexts: map[string]*clientconfig.Context{"homelab": {
 		Endpoints: []string{node}, Nodes: []string{node},
-		CA: b64(p.caPEM), Crt: b64(p.clientCert), Key: b64(p.clientKey),
+		CA: b64(p.CA), Crt: b64(p.ClientCert), Key: b64(p.ClientKey),
 	}}}
 	path := filepath.Join(t.TempDir(), "talosconfig")
 	require.NoError(t, talosconfig.Save(path))

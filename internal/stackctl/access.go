@@ -17,12 +17,15 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
+// startFunc starts the ssh-proxy helper (vmaccess.Start outside tests).
+type startFunc func(ctx context.Context, cfg *stacks.Config, o vmaccess.Options) (*vmaccess.Session, error)
+
 // accessEnv holds the seams of the proxy and exec commands.
 type accessEnv struct {
 	// ReadConfig returns `pulumi config --show-secrets --json` of a stack.
 	ReadConfig func(ctx context.Context, stack string) ([]byte, error)
 	// Start starts the ssh-proxy helper.
-	Start func(ctx context.Context, cfg *stacks.Config, o vmaccess.Options) (*vmaccess.Session, error)
+	Start startFunc
 	// Environ is the environment the command runs with (os.Environ).
 	Environ []string
 	// Signals delivers SIGINT/SIGTERM to exec (nil: none).
@@ -103,14 +106,8 @@ func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: %v\n", err)
 		return ExitFailed
 	}
-	prefixes, hosts := vmaccess.Destinations(cfg)
-	dest := make([]string, 0, len(prefixes)+len(hosts))
-	for _, p := range prefixes {
-		dest = append(dest, p.String())
-	}
-	dest = append(dest, hosts...)
 	_, _ = fmt.Fprintf(e.Stderr, "ssh-proxy for stack %s: %s -> %s -> %s (everything else refused). Ctrl-C stops it.\n",
-		*stack, strings.TrimPrefix(s.URL, "http://"), s.Target, strings.Join(dest, ", "))
+		*stack, strings.TrimPrefix(s.URL, "http://"), s.Target, strings.Join(s.Allowed, ", "))
 	warnDropped(e.Stderr, s)
 	// The one line for another shell: eval "$(...)" or copy it.
 	_, _ = fmt.Fprintf(e.Stdout, "export HTTPS_PROXY=%[1]s https_proxy=%[1]s NO_PROXY=%[2]s no_proxy=%[2]s\n", shell.Quote(s.URL), shell.Quote(s.NoProxy))
@@ -143,16 +140,12 @@ func execCmd(ctx context.Context, args []string, e accessEnv) int {
 		// wrong with it better than a second message here would.
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: the stack's config could not be read or is invalid; running without the SSH proxy\n")
 	case vmaccess.Enabled(cfg):
-		// The helper must outlive a Ctrl-C: pulumi finishes the steps in
-		// flight, which need the tunnel, before it exits.
-		s, err := e.Start(context.WithoutCancel(ctx), cfg, vmaccess.Options{Log: logTo(e.Stderr)})
+		s, err := startForCommand(ctx, cfg, e.Start, vmaccess.Options{}, e.Stderr)
 		if err != nil {
 			_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: proxmox.access is %s: %v\n(`make doctor STACK=%s` checks the SSH access)\n", stacks.AccessSSHProxy, err, *stack)
 			return ExitFailed
 		}
 		defer func() { _ = s.Close() }()
-		_, _ = fmt.Fprintf(e.Stderr, "ssh-proxy: Talos and Kubernetes traffic goes through %s (proxy %s)\n", s.Target, strings.TrimPrefix(s.URL, "http://"))
-		warnDropped(e.Stderr, s)
 		environ = s.Environ(environ)
 	}
 	return runChild(argv, environ, e)
@@ -193,6 +186,20 @@ func runChild(argv, environ []string, e accessEnv) int {
 			}
 		}
 	}
+}
+
+// startForCommand starts the helper around a pulumi run (exec, the driver)
+// and says so. The helper outlives a cancellation: pulumi finishes the
+// steps in flight, which need the tunnel, before it exits.
+func startForCommand(ctx context.Context, cfg *stacks.Config, start startFunc, o vmaccess.Options, stderr io.Writer) (*vmaccess.Session, error) {
+	o.Log = logTo(stderr)
+	s, err := start(context.WithoutCancel(ctx), cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = fmt.Fprintf(stderr, "ssh-proxy: Talos and Kubernetes traffic goes through %s (proxy %s)\n", s.Target, strings.TrimPrefix(s.URL, "http://"))
+	warnDropped(stderr, s)
+	return s, nil
 }
 
 func warnDropped(w io.Writer, s *vmaccess.Session) {

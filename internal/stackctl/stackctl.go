@@ -109,21 +109,16 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 }
 
 // driverAccess starts the ssh-proxy helper for a driver operation when the
-// stack uses it. It outlives a cancellation: pulumi finishes the steps in
-// flight through it.
-func driverAccess(ctx context.Context, src stacks.Source, getenv func(string) string, stderr io.Writer,
-	start func(context.Context, *stacks.Config, vmaccess.Options) (*vmaccess.Session, error),
-) (map[string]string, func(), error) {
+// stack uses it.
+func driverAccess(ctx context.Context, src stacks.Source, getenv func(string) string, stderr io.Writer, start startFunc) (map[string]string, func(), error) {
 	cfg, diags := stacks.Load(src)
 	if diags.HasErrors() || !vmaccess.Enabled(cfg) {
 		return nil, func() {}, nil
 	}
-	s, err := start(context.WithoutCancel(ctx), cfg, vmaccess.Options{Getenv: getenv, Log: logTo(stderr)})
+	s, err := startForCommand(ctx, cfg, start, vmaccess.Options{Getenv: getenv}, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
-	_, _ = fmt.Fprintf(stderr, "ssh-proxy: Talos and Kubernetes traffic goes through %s (proxy %s)\n", s.Target, strings.TrimPrefix(s.URL, "http://"))
-	warnDropped(stderr, s)
 	return s.Env(), func() { _ = s.Close() }, nil
 }
 

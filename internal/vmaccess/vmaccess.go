@@ -80,6 +80,10 @@ var directHosts = []string{
 // left out.
 func NoProxy(cfg *stacks.Config, getenv func(string) string) (entries, dropped []string) {
 	prefixes, hosts := Destinations(cfg)
+	return noProxy(cfg, getenv, prefixes, hosts)
+}
+
+func noProxy(cfg *stacks.Config, getenv func(string) string, prefixes []netip.Prefix, hosts []string) (entries, dropped []string) {
 	add := func(e string) {
 		e = strings.TrimSpace(e)
 		if e != "" && !slices.Contains(entries, e) {
@@ -172,6 +176,8 @@ type Session struct {
 	Dropped []string
 	// Target is user@host:port of the SSH connection, for messages.
 	Target string
+	// Allowed lists what goes through (networks and names), for messages.
+	Allowed []string
 
 	proxy *sshproxy.Proxy
 	srv   *http.Server
@@ -202,15 +208,19 @@ func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error)
 		o.Dial = func(ctx context.Context) (*ssh.Client, error) { return sshconn.Dial(ctx, sshCfg, o.Getenv) }
 	}
 	prefixes, hosts := Destinations(cfg)
-	noProxy, dropped := NoProxy(cfg, o.Getenv)
+	noProxyList, dropped := noProxy(cfg, o.Getenv, prefixes, hosts)
 	p := &sshproxy.Proxy{
 		Allowed: prefixes, AllowedHosts: hosts, Dial: o.Dial, Log: o.Log,
 		RefusalHint: "only the VM network goes through the Proxmox host; a host that must be reached directly belongs in proxmox.noProxy",
 	}
 	s := &Session{
-		NoProxy: strings.Join(noProxy, ","), Dropped: dropped, proxy: p, done: make(chan struct{}),
+		NoProxy: strings.Join(noProxyList, ","), Dropped: dropped, proxy: p, done: make(chan struct{}),
 		Target: fmt.Sprintf("%s@%s", sshCfg.User, net.JoinHostPort(sshCfg.Host, fmt.Sprint(sshCfg.Port))),
 	}
+	for _, pr := range prefixes {
+		s.Allowed = append(s.Allowed, pr.String())
+	}
+	s.Allowed = append(s.Allowed, hosts...)
 	if err := p.Connect(ctx); err != nil {
 		return nil, fmt.Errorf("ssh-proxy: SSH to %s: %w", s.Target, err)
 	}
@@ -236,13 +246,22 @@ func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error)
 	return s, nil
 }
 
-// Env is what a process needs to use the proxy, in both spellings (Go reads
-// HTTPS_PROXY first, curl https_proxy).
+// proxyVars are the variables Env sets, in both spellings: Go's httpproxy
+// prefers the lowercase one, client-go reads NO_PROXY first, curl takes
+// either; a stale spelling left in the environment would win somewhere.
+var proxyVars = []string{"HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"}
+
+// Env is what a process needs to use the proxy.
 func (s *Session) Env() map[string]string {
-	return map[string]string{
-		"HTTPS_PROXY": s.URL, "https_proxy": s.URL,
-		"NO_PROXY": s.NoProxy, "no_proxy": s.NoProxy,
+	env := make(map[string]string, len(proxyVars))
+	for _, k := range proxyVars {
+		if strings.EqualFold(k, "HTTPS_PROXY") {
+			env[k] = s.URL
+		} else {
+			env[k] = s.NoProxy
+		}
 	}
+	return env
 }
 
 // Environ returns base (an os.Environ list) with the proxy variables
@@ -256,7 +275,7 @@ func (s *Session) Environ(base []string) []string {
 			out = append(out, kv)
 		}
 	}
-	for _, k := range []string{"HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"} {
+	for _, k := range proxyVars {
 		out = append(out, k+"="+env[k])
 	}
 	return out

@@ -1,0 +1,126 @@
+package adopt
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optimport"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
+
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// Type tokens of the Talos provider's resources that are imported.
+const (
+	SecretsType   = "talos:machine/secrets:Secrets" //nolint:gosec // a type token, not a credential
+	BootstrapType = "talos:machine/bootstrap:Bootstrap"
+)
+
+// The Talos provider plugin the program's SDK asks for (its
+// pulumi-plugin.json; a test holds them to go.mod's version). The import
+// must use the same plugin, or the next `up` would see another default
+// provider and replace what was imported.
+const (
+	TalosPluginVersion = "0.7.1"
+	talosPluginServer  = "github://api.github.com/pulumiverse"
+)
+
+// BootstrapID is the id the provider gives a bootstrap; any id is accepted
+// on import, this one makes the state look like a bootstrap made by `up`.
+const BootstrapID = "machine_bootstrap"
+
+// PlanOptions say what to import.
+type PlanOptions struct {
+	// SecretsFile is the path of secrets.yaml; the provider reads it.
+	SecretsFile string
+	// Bootstrapped records the bootstrap as done. True for a running
+	// cluster, whose etcd refuses a second bootstrap; false when only the
+	// secrets are reused for a new cluster.
+	Bootstrapped bool
+}
+
+// Plan returns the import file's resources: the platform and Talos
+// components as placeholders (so the imported resources get the URNs the
+// program gives them), the secrets read from the file, and the bootstrap.
+// Entries are referenced by role ("platform", "cluster", ...); their
+// logicalName is the program's resource name.
+func Plan(cfg *stacks.Config, o PlanOptions) ([]*optimport.ImportResource, error) {
+	if o.SecretsFile == "" {
+		return nil, errors.New("no secrets file")
+	}
+	file, err := filepath.Abs(o.SecretsFile)
+	if err != nil {
+		return nil, fmt.Errorf("secrets file: %w", err)
+	}
+	version := TalosPluginVersion
+	var platformType string
+	switch cfg.Platform {
+	case stacks.PlatformProxmox:
+		platformType = proxmox.ClusterType
+	case stacks.PlatformVPS:
+		platformType = vps.ClusterType
+	default:
+		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
+	}
+	name := cfg.Cluster.Name
+	rs := []*optimport.ImportResource{
+		{Name: "platform", LogicalName: name, Type: platformType, Component: true},
+		{Name: "cluster", LogicalName: name, Type: talos.ClusterType, Parent: "platform", Component: true},
+		{
+			Name: "secrets", LogicalName: name + "-secrets", Type: SecretsType, Parent: "cluster",
+			ID: file, Version: version, PluginDownloadURL: talosPluginServer,
+		},
+	}
+	if o.Bootstrapped {
+		rs = append(rs, &optimport.ImportResource{
+			Name: "bootstrap", LogicalName: name + "-bootstrap", Type: BootstrapType, Parent: "cluster",
+			ID: BootstrapID, Version: version, PluginDownloadURL: talosPluginServer,
+		})
+	}
+	return rs, nil
+}
+
+// URNs resolves the URN each planned resource gets in a stack, by the rule
+// `pulumi import` applies (parent's type chain, then type and logicalName).
+func URNs(stack, project string, rs []*optimport.ImportResource) (map[string]resource.URN, error) {
+	byName := map[string]*optimport.ImportResource{}
+	for _, r := range rs {
+		byName[r.Name] = r
+	}
+	out := map[string]resource.URN{}
+	var resolve func(r *optimport.ImportResource, depth int) (resource.URN, error)
+	resolve = func(r *optimport.ImportResource, depth int) (resource.URN, error) {
+		if u, ok := out[r.Name]; ok {
+			return u, nil
+		}
+		if depth > len(rs) {
+			return "", fmt.Errorf("import entry %q: parent cycle", r.Name)
+		}
+		var parentType tokens.Type
+		if r.Parent != "" {
+			p, ok := byName[r.Parent]
+			if !ok {
+				return "", fmt.Errorf("import entry %q: unknown parent %q", r.Name, r.Parent)
+			}
+			pu, err := resolve(p, depth+1)
+			if err != nil {
+				return "", err
+			}
+			parentType = pu.QualifiedType()
+		}
+		u := resource.NewURN(tokens.QName(stack), tokens.PackageName(project), parentType, tokens.Type(r.Type), r.LogicalName)
+		out[r.Name] = u
+		return u, nil
+	}
+	for _, r := range rs {
+		if _, err := resolve(r, 0); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

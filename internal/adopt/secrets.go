@@ -1,0 +1,146 @@
+// Package adopt moves a running cluster, made by the Ansible playbooks or
+// talosctl, under this tool: it checks the cluster's secrets.yaml the way the
+// Talos provider will read it and describes the `pulumi import` that records
+// the secrets (and the bootstrap already done) in the stack, so the next `up`
+// generates configs the running nodes accept instead of a new PKI.
+package adopt
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+)
+
+// ErrInvalidSecrets marks a secrets file the provider would reject, misread
+// or crash on.
+var ErrInvalidSecrets = errors.New("invalid secrets file")
+
+// LoadSecrets reads a secrets bundle (`talosctl gen secrets` output) with the
+// same decoder as the Talos provider's import and checks everything the
+// import and the later config generation use: each section present, each
+// certificate and key parseable and belonging together, and the talosconfig
+// the provider derives from it can be made. Every problem is reported, each
+// named by its path in the file.
+func LoadSecrets(path string) (*secrets.Bundle, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("secrets file: %w", err)
+	}
+	bundle, err := secrets.LoadBundle(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: not a secrets bundle: %v", ErrInvalidSecrets, path, err)
+	}
+	var problems []string
+	if err := bundle.Validate(); err != nil {
+		problems = append(problems, splitMulti(err)...)
+	}
+	if bundle.Certs != nil {
+		for _, p := range []struct {
+			key  string
+			pair *x509.PEMEncodedCertificateAndKey
+		}{
+			{"certs.etcd", bundle.Certs.Etcd},
+			{"certs.k8s", bundle.Certs.K8s},
+			{"certs.k8saggregator", bundle.Certs.K8sAggregator},
+			{"certs.os", bundle.Certs.OS},
+		} {
+			if p.pair == nil || mentioned(problems, p.key) {
+				continue // Validate reported it
+			}
+			if _, err := tls.X509KeyPair(p.pair.Crt, p.pair.Key); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: the key does not belong to the certificate (%v)", p.key, err))
+			}
+		}
+	}
+	if len(problems) == 0 {
+		// The provider's import derives the client configuration this way;
+		// a failure here is a failed import there.
+		in, err := generate.NewInput("adopt", "https://adopt:6443", "", generate.WithSecretsBundle(bundle))
+		if err == nil {
+			_, err = in.Talosconfig()
+		}
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("no Talos client certificate can be made from certs.os: %v", err))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w %s:\n  - %s", ErrInvalidSecrets, path, strings.Join(problems, "\n  - "))
+	}
+	return bundle, nil
+}
+
+// CheckTalosconfig confirms that a talosconfig (the one kept next to
+// secrets.yaml in the Ansible environment folder) trusts the bundle's Talos
+// CA, i.e. both files belong to the same cluster. An admin certificate
+// signed by another CA would make every apply of the next `up` fail.
+func CheckTalosconfig(bundle *secrets.Bundle, path string) error {
+	// Not config.Open: it creates a missing file.
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("talosconfig: %w", err)
+	}
+	cfg, err := config.FromBytes(raw)
+	if err != nil {
+		return fmt.Errorf("talosconfig %s: %w", path, err)
+	}
+	if len(cfg.Contexts) == 0 {
+		return fmt.Errorf("talosconfig %s: no contexts", path)
+	}
+	want := bytes.TrimSpace(bundle.Certs.OS.Crt)
+	for name, c := range cfg.Contexts {
+		ca, err := base64.StdEncoding.DecodeString(c.CA)
+		if err != nil {
+			return fmt.Errorf("talosconfig %s: context %s: ca: %w", path, name, err)
+		}
+		if !bytes.Equal(bytes.TrimSpace(ca), want) {
+			return fmt.Errorf("talosconfig %s: context %s trusts another Talos CA than certs.os of the secrets file; they belong to different clusters", path, name)
+		}
+	}
+	return nil
+}
+
+// SiblingTalosconfig returns the talosconfig next to a secrets file, the
+// Ansible environment folder's layout, or "" when there is none.
+func SiblingTalosconfig(secretsPath string) string {
+	p := filepath.Join(filepath.Dir(secretsPath), "talosconfig")
+	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+		return p
+	}
+	return ""
+}
+
+// splitMulti turns a go-multierror into its lines.
+func splitMulti(err error) []string {
+	var out []string
+	if u, ok := err.(interface{ Unwrap() []error }); ok { //nolint:errorlint // a join's parts, not a chain
+		for _, e := range u.Unwrap() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	if u, ok := err.(interface{ WrappedErrors() []error }); ok { //nolint:errorlint // go-multierror's parts
+		for _, e := range u.WrappedErrors() {
+			out = append(out, e.Error())
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+func mentioned(problems []string, key string) bool {
+	for _, p := range problems {
+		if strings.HasPrefix(p, key+" ") || strings.HasPrefix(p, key+".") || strings.HasPrefix(p, key+":") {
+			return true
+		}
+	}
+	return false
+}

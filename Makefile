@@ -79,6 +79,11 @@ require-stack:
 init: require-stack ## Create (or select) the stack in the backend.
 	$(PULUMI) stack select --create --secrets-provider $(SECRETS_PROVIDER) --stack $(STACK)
 
+.PHONY: adopt
+adopt: require-stack ## Take over a running cluster before the first up: import its secrets.yaml (and bootstrap). SECRETS=path [ADOPT_FLAGS=--new-cluster].
+	@if [ -z "$(SECRETS)" ]; then echo "SECRETS is required, e.g. SECRETS=../ansible/environments/$(STACK)/secrets.yaml" >&2; exit 2; fi
+	$(STACKCTL) adopt --stack $(STACK) --pulumi $(PULUMI) --secrets '$(SECRETS)' $(ADOPT_FLAGS)
+
 .PHONY: secret
 secret: require-stack ## Set a secret config value: make secret STACK=... KEY=proxmox.apiTokenSecret (prompts).
 	@if [ -z "$(KEY)" ]; then echo "KEY is required, e.g. KEY=proxmox.apiTokenSecret" >&2; exit 2; fi

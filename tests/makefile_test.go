@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -205,6 +206,27 @@ func TestMakeUpStartsTheSSHProxyWhenTheStackSaysSo(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, readLog(t, log), "preview --diff --stack test")
 	assert.NoFileExists(t, log+".access")
+}
+
+// make adopt checks the environment folder's secrets.yaml and hands the
+// import to pulumi; without SECRETS it says what is missing.
+func TestMakeAdoptImportsTheSecretsFile(t *testing.T) {
+	t.Parallel()
+	scratch := t.TempDir()
+	configFile := filepath.Join(scratch, "config.json")
+	require.NoError(t, os.WriteFile(configFile, stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.ProxmoxExample)), 0o600))
+	env := filepath.Join(scratch, "environments", "proxmox-homelab")
+	require.NoError(t, os.MkdirAll(env, 0o700))
+	secretsFile := pkitest.WriteTalosSecrets(t, pkitest.TalosBundle(t), env)
+
+	_, log, out, err := makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "adopt", "STACK=test", "SECRETS="+secretsFile, "ADOPT_FLAGS=--yes")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `^import --stack test --file \S+/import\.json --protect=false --generate-code=false --yes \| backend=file://`, readLog(t, log))
+	assert.Contains(t, out, "Imported. Next: make preview STACK=test")
+
+	_, _, out, err = makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "adopt", "STACK=test")
+	require.Error(t, err)
+	assert.Contains(t, out, "SECRETS is required")
 }
 
 func must[T any](v T, err error) T {

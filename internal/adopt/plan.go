@@ -19,6 +19,7 @@ import (
 const (
 	SecretsType   = "talos:machine/secrets:Secrets" //nolint:gosec // a type token, not a credential
 	BootstrapType = "talos:machine/bootstrap:Bootstrap"
+	ReleaseType   = "kubernetes:helm.sh/v3:Release"
 )
 
 // The Talos provider plugin the program's SDK asks for (its
@@ -123,4 +124,46 @@ func URNs(stack, project string, rs []*optimport.ImportResource) (map[string]res
 		}
 	}
 	return out, nil
+}
+
+// Resource names the program gives the Helm releases (components/talos).
+var releaseResources = map[string]string{
+	talos.CiliumRelease:   "-cilium",
+	talos.ApproverRelease: "-cert-approver",
+}
+
+// k8sProviderType is the type token of the cluster's Kubernetes provider.
+const k8sProviderType = "pulumi:providers:kubernetes"
+
+// ReleasesPlan returns the import of Helm releases that already run in the
+// cluster (the playbooks' `helm install cilium`), which `up` would
+// otherwise fail to install again ("cannot re-use a name that is still in
+// use"). They are imported under the cluster's own Kubernetes provider, so
+// it must be in the stack already: run after an `up` that got that far.
+// The next `up` upgrades them to the stack's chart version and values.
+func ReleasesPlan(cfg *stacks.Config, stack, project string, releases []string) (nameTable map[string]string, rs []*optimport.ImportResource, err error) {
+	if len(releases) == 0 {
+		return nil, nil, errors.New("no release named")
+	}
+	chain, err := Plan(cfg, PlanOptions{SecretsFile: "unused"})
+	if err != nil {
+		return nil, nil, err
+	}
+	chain = append(chain[:2], &optimport.ImportResource{Name: "k8s", LogicalName: cfg.Cluster.Name + "-k8s", Type: k8sProviderType, Parent: "cluster"})
+	urns, err := URNs(stack, project, chain)
+	if err != nil {
+		return nil, nil, err
+	}
+	nameTable = map[string]string{"cluster": string(urns["cluster"]), "k8s": string(urns["k8s"])}
+	for _, rel := range releases {
+		suffix, ok := releaseResources[rel]
+		if !ok {
+			return nil, nil, fmt.Errorf("release %q: the program installs only %s and %s", rel, talos.CiliumRelease, talos.ApproverRelease)
+		}
+		rs = append(rs, &optimport.ImportResource{
+			Name: rel, LogicalName: cfg.Cluster.Name + suffix, Type: ReleaseType, Parent: "cluster", Provider: "k8s",
+			ID: talos.SystemNamespace + "/" + rel,
+		})
+	}
+	return nameTable, rs, nil
 }

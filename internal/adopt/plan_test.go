@@ -65,6 +65,18 @@ func TestPlanMatchesProgramURNs(t *testing.T) {
 				require.Equal(t, got.Name, r.LogicalName, pair.entry)
 				require.Equal(t, got.Parent, string(urns[r.Parent]), "%s: parent URN", pair.entry)
 			}
+			// The releases a second import takes over sit under the same
+			// component, with the cluster's own Kubernetes provider.
+			nameTable, rels, err := ReleasesPlan(load(t, src), tc.stack, src.Project, []string{"cilium", "kubelet-csr-approver"})
+			require.NoError(t, err)
+			require.Len(t, rels, 2)
+			for _, r := range rels {
+				got := e.Named(t, mocktest.Release, r.LogicalName)
+				require.Equal(t, got.Parent, nameTable[r.Parent], r.Name)
+				require.Equal(t, got.Provider, nameTable[r.Provider], r.Name)
+				require.Equal(t, "kube-system/"+got.Inputs["name"].StringValue(), r.ID, "helm release import id is namespace/name")
+			}
+
 			// And the component chain above them.
 			cluster := e.One(t, mocktest.TalosCluster)
 			require.Equal(t, string(urns["cluster"]), e.One(t, mocktest.Secrets).Parent)
@@ -99,6 +111,11 @@ func TestPlanEntries(t *testing.T) {
 	}
 
 	_, err = Plan(cfg, PlanOptions{})
+	require.Error(t, err)
+
+	_, _, err = ReleasesPlan(cfg, "s", "p", []string{"traefik"})
+	require.ErrorContains(t, err, `release "traefik": the program installs only cilium and kubelet-csr-approver`)
+	_, _, err = ReleasesPlan(cfg, "s", "p", nil)
 	require.Error(t, err)
 
 	_, err = URNs("s", "p", []*optimport.ImportResource{{Name: "a", Type: "x:y:Z", Parent: "nobody"}})

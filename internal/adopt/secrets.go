@@ -11,14 +11,19 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // ErrInvalidSecrets marks a secrets file the provider would reject, misread
@@ -37,7 +42,7 @@ func LoadSecrets(path string) (*secrets.Bundle, error) {
 	}
 	bundle, err := secrets.LoadBundle(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: not a secrets bundle: %v", ErrInvalidSecrets, path, err)
+		return nil, fmt.Errorf("%w %s: not a secrets bundle: %w", ErrInvalidSecrets, path, err)
 	}
 	var problems []string
 	if err := bundle.Validate(); err != nil {
@@ -80,32 +85,62 @@ func LoadSecrets(path string) (*secrets.Bundle, error) {
 
 // CheckTalosconfig confirms that a talosconfig (the one kept next to
 // secrets.yaml in the Ansible environment folder) trusts the bundle's Talos
-// CA, i.e. both files belong to the same cluster. An admin certificate
-// signed by another CA would make every apply of the next `up` fail.
-func CheckTalosconfig(bundle *secrets.Bundle, path string) error {
+// CA, i.e. both files belong to the same cluster: an admin certificate
+// signed by another CA would make every apply of the next `up` fail. It
+// warns where the talosconfig suggests the stack describes another cluster
+// (another name, nodes the stack does not have).
+func CheckTalosconfig(cfg *stacks.Config, bundle *secrets.Bundle, path string) (warnings []string, err error) {
 	// Not config.Open: it creates a missing file.
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(path) //nolint:gosec // the operator names the file
 	if err != nil {
-		return fmt.Errorf("talosconfig: %w", err)
+		return nil, fmt.Errorf("talosconfig: %w", err)
 	}
-	cfg, err := config.FromBytes(raw)
+	tc, err := config.FromBytes(raw)
 	if err != nil {
-		return fmt.Errorf("talosconfig %s: %w", path, err)
+		return nil, fmt.Errorf("talosconfig %s: %w", path, err)
 	}
-	if len(cfg.Contexts) == 0 {
-		return fmt.Errorf("talosconfig %s: no contexts", path)
+	if len(tc.Contexts) == 0 {
+		return nil, fmt.Errorf("talosconfig %s: no contexts", path)
 	}
 	want := bytes.TrimSpace(bundle.Certs.OS.Crt)
-	for name, c := range cfg.Contexts {
+	known := map[string]bool{cfg.Cluster.VIP: true, cfg.EndpointHost(): true}
+	for _, n := range cfg.Nodes.All() {
+		known[n.IP] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(tc.Contexts)) {
+		c := tc.Contexts[name]
 		ca, err := base64.StdEncoding.DecodeString(c.CA)
 		if err != nil {
-			return fmt.Errorf("talosconfig %s: context %s: ca: %w", path, name, err)
+			return nil, fmt.Errorf("talosconfig %s: context %s: ca: %w", path, name, err)
 		}
 		if !bytes.Equal(bytes.TrimSpace(ca), want) {
-			return fmt.Errorf("talosconfig %s: context %s trusts another Talos CA than certs.os of the secrets file; they belong to different clusters", path, name)
+			return nil, fmt.Errorf("talosconfig %s: context %s trusts another Talos CA than certs.os of the secrets file; they belong to different clusters", path, name)
+		}
+		if name != cfg.Cluster.Name {
+			warnings = append(warnings, fmt.Sprintf("talosconfig context %q is not cluster.name %q; the running cluster keeps the name it was made with, so set cluster.name to it", name, cfg.Cluster.Name))
+		}
+		for _, h := range slices.Concat(c.Endpoints, c.Nodes) {
+			host := h
+			if hp, err := netip.ParseAddrPort(h); err == nil {
+				host = hp.Addr().String()
+			}
+			if !known[host] {
+				warnings = append(warnings, fmt.Sprintf("talosconfig context %q names %s, which is neither a node, the VIP nor the endpoint of the stack; the stack's nodes must be the running cluster's", name, h))
+			}
 		}
 	}
-	return nil
+	return warnings, nil
+}
+
+// ImportedTalosVersion is the talosVersion the provider's import records
+// for a bundle: it cannot know the real one and picks by the encryption
+// secret (aescbc before Talos 1.3). The program's version follows as an
+// in-place update.
+func ImportedTalosVersion(b *secrets.Bundle) string {
+	if b.Secrets != nil && b.Secrets.AESCBCEncryptionSecret != "" {
+		return "v1.2"
+	}
+	return "v1.3"
 }
 
 // SiblingTalosconfig returns the talosconfig next to a secrets file, the

@@ -1,44 +1,34 @@
 package adopt
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/siderolabs/talos/pkg/machinery/config"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v4"
-)
 
-// newBundle makes a bundle the way `talosctl gen secrets` does.
-func newBundle(t *testing.T) *secrets.Bundle {
-	t.Helper()
-	b, err := secrets.NewBundle(secrets.NewFixedClock(time.Now()), config.TalosVersionCurrent)
-	require.NoError(t, err)
-	return b
-}
+	"github.com/fluodata/talos-pulumi/internal/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+)
 
 // writeBundle writes b as talosctl does (YAML) into a fresh folder and
 // returns the file's path; edit changes the YAML tree first.
 func writeBundle(t *testing.T, b *secrets.Bundle, edit func(m map[string]any)) string {
 	t.Helper()
-	raw, err := yaml.Marshal(b)
-	require.NoError(t, err)
+	p := pkitest.WriteTalosSecrets(t, b, t.TempDir())
 	if edit != nil {
+		raw, err := os.ReadFile(p)
+		require.NoError(t, err)
 		var m map[string]any
 		require.NoError(t, yaml.Unmarshal(raw, &m))
 		edit(m)
 		raw, err = yaml.Marshal(m)
 		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(p, raw, 0o600))
 	}
-	p := filepath.Join(t.TempDir(), "secrets.yaml")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
 	return p
 }
 
@@ -51,7 +41,7 @@ func section(m map[string]any, path ...string) map[string]any {
 
 func TestLoadSecretsAcceptsTalosctlBundle(t *testing.T) {
 	t.Parallel()
-	b := newBundle(t)
+	b := pkitest.TalosBundle(t)
 	got, err := LoadSecrets(writeBundle(t, b, nil))
 	require.NoError(t, err)
 	require.Equal(t, b.Cluster.ID, got.Cluster.ID)
@@ -60,7 +50,7 @@ func TestLoadSecretsAcceptsTalosctlBundle(t *testing.T) {
 
 func TestLoadSecretsNamesEveryProblem(t *testing.T) {
 	t.Parallel()
-	other := newBundle(t)
+	other := pkitest.TalosBundle(t)
 	cases := []struct {
 		name string
 		edit func(m map[string]any)
@@ -108,7 +98,7 @@ func TestLoadSecretsNamesEveryProblem(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := writeBundle(t, newBundle(t), tc.edit)
+			p := writeBundle(t, pkitest.TalosBundle(t), tc.edit)
 			_, err := LoadSecrets(p)
 			require.ErrorIs(t, err, ErrInvalidSecrets)
 			require.Contains(t, err.Error(), p)
@@ -139,47 +129,41 @@ func TestLoadSecretsRejectsOtherFiles(t *testing.T) {
 	require.Contains(t, err.Error(), "cluster is required")
 }
 
-// talosconfigFor writes the talosconfig talosctl gen config makes from b.
-func talosconfigFor(t *testing.T, b *secrets.Bundle, dir string) string {
-	t.Helper()
-	in, err := generate.NewInput("homelab", "https://10.10.0.2:6443", "", generate.WithSecretsBundle(b))
-	require.NoError(t, err)
-	tc, err := in.Talosconfig()
-	require.NoError(t, err)
-	raw, err := tc.Bytes()
-	require.NoError(t, err)
-	p := filepath.Join(dir, "talosconfig")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
-	return p
-}
-
 func TestCheckTalosconfig(t *testing.T) {
 	t.Parallel()
-	b := newBundle(t)
+	cfg := load(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	b := pkitest.TalosBundle(t)
 	secretsPath := writeBundle(t, b, nil)
 	dir := filepath.Dir(secretsPath)
 	require.Empty(t, SiblingTalosconfig(secretsPath), "no talosconfig yet")
 
-	tc := talosconfigFor(t, b, dir)
+	tc := pkitest.WriteTalosconfig(t, b, dir, "homelab", "10.10.0.10", "10.10.0.5")
 	require.Equal(t, tc, SiblingTalosconfig(secretsPath))
-	require.NoError(t, CheckTalosconfig(b, tc))
+	warnings, err := CheckTalosconfig(cfg, b, tc)
+	require.NoError(t, err)
+	require.Empty(t, warnings)
+
+	// Same cluster, but the stack names it differently and misses a node.
+	other := pkitest.WriteTalosconfig(t, b, t.TempDir(), "home", "10.10.0.10", "10.10.0.99")
+	warnings, err = CheckTalosconfig(cfg, b, other)
+	require.NoError(t, err)
+	require.Len(t, warnings, 2)
+	require.Contains(t, warnings[0], `context "home" is not cluster.name "homelab"`)
+	require.Contains(t, warnings[1], "10.10.0.99")
 
 	// The talosconfig of another environment's cluster.
-	wrong := talosconfigFor(t, newBundle(t), t.TempDir())
-	err := CheckTalosconfig(b, wrong)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "different clusters")
+	wrong := pkitest.WriteTalosconfig(t, pkitest.TalosBundle(t), t.TempDir(), "homelab")
+	_, err = CheckTalosconfig(cfg, b, wrong)
+	require.ErrorContains(t, err, "different clusters")
 
-	_, err = os.Stat(filepath.Join(dir, "nothing"))
-	require.True(t, errors.Is(err, fs.ErrNotExist))
-	err = CheckTalosconfig(b, filepath.Join(dir, "nothing"))
+	missing := filepath.Join(dir, "nothing")
+	_, err = CheckTalosconfig(cfg, b, missing)
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	_, err = os.Stat(filepath.Join(dir, "nothing"))
+	_, err = os.Stat(missing)
 	require.ErrorIs(t, err, fs.ErrNotExist, "checking must not create the file")
 
 	garbage := filepath.Join(t.TempDir(), "talosconfig")
 	require.NoError(t, os.WriteFile(garbage, []byte("context: x\ncontexts: {}\n"), 0o600))
-	err = CheckTalosconfig(b, garbage)
-	require.Error(t, err)
-	require.True(t, strings.Contains(err.Error(), "no contexts"), err.Error())
+	_, err = CheckTalosconfig(cfg, b, garbage)
+	require.ErrorContains(t, err, "no contexts")
 }

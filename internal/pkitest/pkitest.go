@@ -1,6 +1,7 @@
 // Package pkitest makes a throwaway certificate authority for tests: a CA,
 // a server certificate for one IP and a client certificate, PEM-encoded, as
-// a talosconfig or kubeconfig carries them.
+// a talosconfig or kubeconfig carries them; and Talos secrets bundles and
+// talosconfigs as talosctl writes them.
 package pkitest
 
 import (

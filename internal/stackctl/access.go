@@ -56,21 +56,22 @@ func pulumiFlag(fs *flag.FlagSet, e *accessEnv) {
 	})
 }
 
-// loadStack reads and validates a stack's config.
-func loadStack(ctx context.Context, read func(context.Context, string) ([]byte, error), stack string) (*stacks.Config, error) {
+// loadStack reads and validates a stack's config; project is the Pulumi
+// project its keys belong to.
+func loadStack(ctx context.Context, read func(context.Context, string) ([]byte, error), stack string) (cfg *stacks.Config, project string, err error) {
 	raw, err := read(ctx, stack)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	src, err := stacks.SourceFromConfigJSON(raw)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	cfg, diags := stacks.Load(src)
 	if err := diags.Err(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return cfg, nil
+	return cfg, src.Project, nil
 }
 
 // proxyCmd serves the ssh-proxy helper in the foreground until Ctrl-C, for
@@ -88,7 +89,7 @@ func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
 		_, _ = fmt.Fprintln(e.Stderr, "usage: stackctl proxy --stack NAME [--listen 127.0.0.1:PORT]")
 		return ExitUsage
 	}
-	cfg, err := loadStack(ctx, e.ReadConfig, *stack)
+	cfg, _, err := loadStack(ctx, e.ReadConfig, *stack)
 	if err != nil {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: %v\n", err)
 		return ExitNoConfig
@@ -133,7 +134,7 @@ func execCmd(ctx context.Context, args []string, e accessEnv) int {
 		return ExitUsage
 	}
 	environ := e.Environ
-	cfg, err := loadStack(ctx, e.ReadConfig, *stack)
+	cfg, _, err := loadStack(ctx, e.ReadConfig, *stack)
 	switch {
 	case err != nil:
 		// The command (pulumi) reads the same config and says what is

@@ -34,7 +34,8 @@ const usage = `usage:
   stackctl doctor  --stack NAME [--config-json FILE|-]
   stackctl preview|up|refresh|destroy|outputs --stack NAME [flags]   (stackctl up -h lists the flags)
   stackctl proxy   --stack NAME [--listen 127.0.0.1:PORT]            (the ssh-proxy helper, until Ctrl-C)
-  stackctl exec    --stack NAME -- COMMAND [ARGS...]                 (COMMAND with the helper when the stack uses it)`
+  stackctl exec    --stack NAME -- COMMAND [ARGS...]                 (COMMAND with the helper when the stack uses it)
+  stackctl adopt   --stack NAME --secrets FILE [flags]               (import a running cluster's secrets.yaml; -h lists the flags)`
 
 // Main runs a subcommand and returns the exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -53,6 +54,13 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		defer stop()
 		e.Signals = sigs
 		return execCmd(ctx, args[1:], e)
+	case op == "adopt":
+		e := defaultAccessEnv(stdin, stdout, stderr)
+		e.ReadConfig = nil // --pulumi decides
+		sigs, stop := execSignals()
+		defer stop()
+		e.Signals = sigs
+		return adoptCmd(ctx, args[1:], e)
 	case slices.Contains(driver.Ops, op):
 		return driverCmd(ctx, op, args[1:], stdout, stderr, os.Getenv, nil)
 	default:

@@ -87,8 +87,8 @@ func LoadSecrets(path string) (*secrets.Bundle, error) {
 // secrets.yaml in the Ansible environment folder) trusts the bundle's Talos
 // CA, i.e. both files belong to the same cluster: an admin certificate
 // signed by another CA would make every apply of the next `up` fail. It
-// warns where the talosconfig suggests the stack describes another cluster
-// (another name, nodes the stack does not have).
+// warns when the names differ and lists the machines the stack does not
+// have: the old ones, to retire once the stack's nodes have joined.
 func CheckTalosconfig(cfg *stacks.Config, bundle *secrets.Bundle, path string) (warnings []string, err error) {
 	// Not config.Open: it creates a missing file.
 	raw, err := os.ReadFile(path) //nolint:gosec // the operator names the file
@@ -125,7 +125,7 @@ func CheckTalosconfig(cfg *stacks.Config, bundle *secrets.Bundle, path string) (
 				host = hp.Addr().String()
 			}
 			if !known[host] {
-				warnings = append(warnings, fmt.Sprintf("talosconfig context %q names %s, which is neither a node, the VIP nor the endpoint of the stack; the stack's nodes must be the running cluster's", name, h))
+				warnings = append(warnings, fmt.Sprintf("talosconfig context %q names %s, which the stack does not have: the stack's nodes join the cluster, retire %s afterwards (talosctl reset --graceful)", name, h, h))
 			}
 		}
 	}

@@ -80,9 +80,9 @@ init: require-stack ## Create (or select) the stack in the backend.
 	$(PULUMI) stack select --create --secrets-provider $(SECRETS_PROVIDER) --stack $(STACK)
 
 .PHONY: adopt
-adopt: require-stack ## Take over a running cluster before the first up: import its secrets.yaml (and bootstrap). SECRETS=path [ADOPT_FLAGS=--new-cluster].
-	@if [ -z "$(SECRETS)" ]; then echo "SECRETS is required, e.g. SECRETS=../ansible/environments/$(STACK)/secrets.yaml" >&2; exit 2; fi
-	$(STACKCTL) adopt --stack $(STACK) --pulumi $(PULUMI) --secrets '$(SECRETS)' $(ADOPT_FLAGS)
+adopt: require-stack ## Take over a running cluster: SECRETS=path/secrets.yaml before the first up; RELEASES="cilium ..." after it.
+	@if [ -z "$(SECRETS)$(RELEASES)" ]; then echo "SECRETS (or, after the first up, RELEASES) is required, e.g. SECRETS=../ansible/environments/$(STACK)/secrets.yaml" >&2; exit 2; fi
+	$(STACKCTL) adopt --stack $(STACK) --pulumi $(PULUMI) $(if $(SECRETS),--secrets '$(SECRETS)') $(foreach r,$(RELEASES),--release $(r)) $(ADOPT_FLAGS)
 
 .PHONY: secret
 secret: require-stack ## Set a secret config value: make secret STACK=... KEY=proxmox.apiTokenSecret (prompts).

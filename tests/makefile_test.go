@@ -226,7 +226,18 @@ func TestMakeAdoptImportsTheSecretsFile(t *testing.T) {
 
 	_, _, out, err = makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "adopt", "STACK=test")
 	require.Error(t, err)
-	assert.Contains(t, out, "SECRETS is required")
+	assert.Contains(t, out, "SECRETS (or, after the first up, RELEASES) is required")
+
+	// The second step, after the first up: the releases (on a stack that
+	// reaches the VMs directly; the helper's part is tested in stackctl).
+	direct := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+		px["access"] = stacks.AccessDirect
+	})
+	require.NoError(t, os.WriteFile(configFile, stacktest.ConfigJSON(t, direct), 0o600))
+	_, log, out, err = makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "adopt", "STACK=test", "RELEASES=cilium kubelet-csr-approver", "ADOPT_FLAGS=--yes")
+	require.NoError(t, err, out)
+	assert.Contains(t, readLog(t, log), "import --stack test --file ")
+	assert.Contains(t, out, "helm upgrade")
 }
 
 func must[T any](v T, err error) T {

@@ -107,15 +107,16 @@ func CheckTalosconfig(cfg *stacks.Config, bundle *secrets.Bundle, path string) (
 	for _, n := range cfg.Nodes.All() {
 		known[n.IP] = true
 	}
+	// A talosconfig may hold contexts of several clusters; the ones that
+	// trust the bundle's CA are this cluster's.
+	matched := 0
 	for _, name := range slices.Sorted(maps.Keys(tc.Contexts)) {
 		c := tc.Contexts[name]
 		ca, err := base64.StdEncoding.DecodeString(c.CA)
-		if err != nil {
-			return nil, fmt.Errorf("talosconfig %s: context %s: ca: %w", path, name, err)
+		if err != nil || !bytes.Equal(bytes.TrimSpace(ca), want) {
+			continue
 		}
-		if !bytes.Equal(bytes.TrimSpace(ca), want) {
-			return nil, fmt.Errorf("talosconfig %s: context %s trusts another Talos CA than certs.os of the secrets file; they belong to different clusters", path, name)
-		}
+		matched++
 		if name != cfg.Cluster.Name {
 			warnings = append(warnings, fmt.Sprintf("talosconfig context %q is not cluster.name %q; the running cluster keeps the name it was made with, so set cluster.name to it", name, cfg.Cluster.Name))
 		}
@@ -128,6 +129,9 @@ func CheckTalosconfig(cfg *stacks.Config, bundle *secrets.Bundle, path string) (
 				warnings = append(warnings, fmt.Sprintf("talosconfig context %q names %s, which the stack does not have: the stack's nodes join the cluster, retire %s afterwards (talosctl reset --graceful)", name, h, h))
 			}
 		}
+	}
+	if matched == 0 {
+		return nil, fmt.Errorf("talosconfig %s: no context trusts the Talos CA of the secrets file (certs.os); they belong to different clusters", path)
 	}
 	return warnings, nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v4"
@@ -129,6 +130,13 @@ func TestLoadSecretsRejectsOtherFiles(t *testing.T) {
 	require.Contains(t, err.Error(), "cluster is required")
 }
 
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
 func TestCheckTalosconfig(t *testing.T) {
 	t.Parallel()
 	cfg := load(t, stacktest.Example(t, stacktest.ProxmoxExample))
@@ -150,6 +158,18 @@ func TestCheckTalosconfig(t *testing.T) {
 	require.Len(t, warnings, 2)
 	require.Contains(t, warnings[0], `context "home" is not cluster.name "homelab"`)
 	require.Contains(t, warnings[1], "10.10.0.99")
+
+	// A talosconfig holding this cluster's context among others'.
+	merged := filepath.Join(t.TempDir(), "talosconfig")
+	mine, err := clientconfig.FromBytes(mustRead(t, tc))
+	require.NoError(t, err)
+	theirs, err := clientconfig.FromBytes(mustRead(t, pkitest.WriteTalosconfig(t, pkitest.TalosBundle(t), t.TempDir(), "prod", "192.0.2.1")))
+	require.NoError(t, err)
+	mine.Contexts["prod"] = theirs.Contexts["prod"]
+	require.NoError(t, mine.Save(merged))
+	warnings, err = CheckTalosconfig(cfg, b, merged)
+	require.NoError(t, err)
+	require.Empty(t, warnings, "the other cluster's context is not this one's business")
 
 	// The talosconfig of another environment's cluster.
 	wrong := pkitest.WriteTalosconfig(t, pkitest.TalosBundle(t), t.TempDir(), "homelab")

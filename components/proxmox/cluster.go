@@ -179,14 +179,12 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		}
 	}
 
-	first := c.VMs[cfg.Nodes.ControlPlanes[0].Name]
-	targs := talos.ClusterArgsFromConfig(cfg)
-	targs.InstallerImage = img.Installer
-	targs.Nodes = TalosNodes(cfg)
-	targs.NodeOptions = nodeOpts
-	// Bootstrap, kubeconfig and Helm releases go with the first control
-	// plane: a whole-stack destroy makes no call to the dying cluster.
-	targs.DeletedWith = first
+	targs := talos.ClusterArgsFromConfig(cfg, talos.Machines{
+		InstallerImage: img.Installer, Nodes: TalosNodes(cfg), NodeOptions: nodeOpts,
+		// Bootstrap, kubeconfig and Helm releases go with the first control
+		// plane: a whole-stack destroy makes no call to the dying cluster.
+		DeletedWith: c.VMs[cfg.Nodes.ControlPlanes[0].Name],
+	})
 	c.Talos, err = talos.NewCluster(ctx, name, &targs, parent)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,10 @@
 package talos
 
-import "github.com/fluodata/talos-pulumi/stacks"
+import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/stacks"
+)
 
 // PatchSpecFromConfig takes the cluster-wide patch inputs from a validated
 // stack config.
@@ -17,12 +21,25 @@ func PatchSpecFromConfig(cfg *stacks.Config) PatchSpec {
 	}
 }
 
-// ClusterArgsFromConfig fills the cluster arguments a validated stack config
-// decides. The platform adds what only it knows: the installer image, the
-// nodes, their options and the resource the whole cluster is deleted with.
-func ClusterArgsFromConfig(cfg *stacks.Config) ClusterArgs {
+// Machines is what only the platform knows about the cluster: the
+// installer image, the nodes, their options and the resource the whole
+// cluster is deleted with.
+type Machines struct {
+	InstallerImage pulumi.StringInput
+	Nodes          []NodeSpec
+	NodeOptions    map[string]NodeOptions
+	DeletedWith    pulumi.Resource
+}
+
+// ClusterArgsFromConfig fills the cluster arguments from a validated stack
+// config and the platform's machines.
+func ClusterArgsFromConfig(cfg *stacks.Config, m Machines) ClusterArgs {
 	c := cfg.Cluster
 	return ClusterArgs{
+		InstallerImage:    m.InstallerImage,
+		Nodes:             m.Nodes,
+		NodeOptions:       m.NodeOptions,
+		DeletedWith:       m.DeletedWith,
 		ClusterName:       c.Name,
 		Endpoint:          cfg.KubernetesEndpoint(),
 		TalosVersion:      c.TalosVersion,

@@ -112,16 +112,14 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		nodeOpts[ref.Name] = o
 	}
 
-	first := c.Installs[cfg.Nodes.ControlPlanes[0].Name]
-	targs := talos.ClusterArgsFromConfig(cfg)
-	targs.InstallerImage = img.Installer
-	targs.Nodes = TalosNodes(cfg)
-	targs.NodeOptions = nodeOpts
-	// The servers outlive the stack: destroy never uninstalls Helm
-	// releases from a cluster it forgets or resets. The first install
-	// is deleted (a no-op) by every destroy, so it stands for "the
-	// whole cluster goes".
-	targs.DeletedWith = first
+	targs := talos.ClusterArgsFromConfig(cfg, talos.Machines{
+		InstallerImage: img.Installer, Nodes: TalosNodes(cfg), NodeOptions: nodeOpts,
+		// The servers outlive the stack: destroy never uninstalls Helm
+		// releases from a cluster it forgets or resets. The first install
+		// is deleted (a no-op) by every destroy, so it stands for "the
+		// whole cluster goes".
+		DeletedWith: c.Installs[cfg.Nodes.ControlPlanes[0].Name],
+	})
 	c.Talos, err = talos.NewCluster(ctx, name, &targs, parent)
 	if err != nil {
 		return nil, err

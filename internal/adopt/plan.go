@@ -58,7 +58,27 @@ func Plan(cfg *stacks.Config, o PlanOptions) ([]*optimport.ImportResource, error
 	if err != nil {
 		return nil, fmt.Errorf("secrets file: %w", err)
 	}
-	version := TalosPluginVersion
+	rs, err := components(cfg)
+	if err != nil {
+		return nil, err
+	}
+	name := cfg.Cluster.Name
+	rs = append(rs, &optimport.ImportResource{
+		Name: "secrets", LogicalName: name + "-secrets", Type: SecretsType, Parent: "cluster",
+		ID: file, Version: TalosPluginVersion, PluginDownloadURL: talosPluginServer,
+	})
+	if o.Bootstrapped {
+		rs = append(rs, &optimport.ImportResource{
+			Name: "bootstrap", LogicalName: name + "-bootstrap", Type: BootstrapType, Parent: "cluster",
+			ID: BootstrapID, Version: TalosPluginVersion, PluginDownloadURL: talosPluginServer,
+		})
+	}
+	return rs, nil
+}
+
+// components are the placeholders of the program's two components: the
+// platform's ("platform") and TalosCluster ("cluster") under it.
+func components(cfg *stacks.Config) ([]*optimport.ImportResource, error) {
 	var platformType string
 	switch cfg.Platform {
 	case stacks.PlatformProxmox:
@@ -69,21 +89,10 @@ func Plan(cfg *stacks.Config, o PlanOptions) ([]*optimport.ImportResource, error
 		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
 	}
 	name := cfg.Cluster.Name
-	rs := []*optimport.ImportResource{
+	return []*optimport.ImportResource{
 		{Name: "platform", LogicalName: name, Type: platformType, Component: true},
 		{Name: "cluster", LogicalName: name, Type: talos.ClusterType, Parent: "platform", Component: true},
-		{
-			Name: "secrets", LogicalName: name + "-secrets", Type: SecretsType, Parent: "cluster",
-			ID: file, Version: version, PluginDownloadURL: talosPluginServer,
-		},
-	}
-	if o.Bootstrapped {
-		rs = append(rs, &optimport.ImportResource{
-			Name: "bootstrap", LogicalName: name + "-bootstrap", Type: BootstrapType, Parent: "cluster",
-			ID: BootstrapID, Version: version, PluginDownloadURL: talosPluginServer,
-		})
-	}
-	return rs, nil
+	}, nil
 }
 
 // URNs resolves the URN each planned resource gets in a stack, by the rule
@@ -145,11 +154,11 @@ func ReleasesPlan(cfg *stacks.Config, stack, project string, releases []string) 
 	if len(releases) == 0 {
 		return nil, nil, errors.New("no release named")
 	}
-	chain, err := Plan(cfg, PlanOptions{SecretsFile: "unused"})
+	chain, err := components(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	chain = append(chain[:2], &optimport.ImportResource{Name: "k8s", LogicalName: cfg.Cluster.Name + "-k8s", Type: k8sProviderType, Parent: "cluster"})
+	chain = append(chain, &optimport.ImportResource{Name: "k8s", LogicalName: cfg.Cluster.Name + "-k8s", Type: k8sProviderType, Parent: "cluster"})
 	urns, err := URNs(stack, project, chain)
 	if err != nil {
 		return nil, nil, err

@@ -18,6 +18,17 @@ import (
 // ClusterType is the component's type token.
 const ClusterType = "talos-cluster:index:TalosCluster"
 
+// Name suffixes of the component's children (after the cluster name). They
+// are part of each child's URN, which `make adopt` imports under, so they
+// are fixed here once.
+const (
+	SecretsSuffix      = "-secrets"
+	BootstrapSuffix    = "-bootstrap"
+	K8sProviderSuffix  = "-k8s"
+	CiliumSuffix       = "-cilium"
+	CertApproverSuffix = "-cert-approver"
+)
+
 // ChartSettings pins a chart version and adds values.
 type ChartSettings struct {
 	Version string
@@ -125,7 +136,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	// Machine secrets: created once; a Talos version change updates them in
 	// place and keeps every key, so `up` never rotates the cluster's PKI.
-	secrets, err := machine.NewSecrets(ctx, name+"-secrets", &machine.SecretsArgs{
+	secrets, err := machine.NewSecrets(ctx, name+SecretsSuffix, &machine.SecretsArgs{
 		TalosVersion: pulumi.String(args.TalosVersion),
 	}, parent)
 	if err != nil {
@@ -198,7 +209,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	// Bootstrap etcd once, on the first control plane, after its config is
 	// applied. Its update and delete are no-ops, and re-creating it on a live
 	// cluster fails: nothing here ever replaces it.
-	bootstrap, err := machine.NewBootstrap(ctx, name+"-bootstrap", &machine.BootstrapArgs{
+	bootstrap, err := machine.NewBootstrap(ctx, name+BootstrapSuffix, &machine.BootstrapArgs{
 		ClientConfiguration: secrets.ClientConfiguration,
 		Node:                pulumi.String(first.IP),
 		Endpoint:            pulumi.String(first.IP),
@@ -243,7 +254,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		Nodes:     allIPs,
 	}, pulumi.Parent(c)).TalosConfig()
 
-	k8s, err := kubernetes.NewProvider(ctx, name+"-k8s", &kubernetes.ProviderArgs{
+	k8s, err := kubernetes.NewProvider(ctx, name+K8sProviderSuffix, &kubernetes.ProviderArgs{
 		Kubeconfig:        kubeconfig.KubeconfigRaw,
 		DeleteUnreachable: pulumi.Bool(true),
 	}, parent, pulumi.DependsOn([]pulumi.Resource{kubeconfig}))
@@ -254,7 +265,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	// Helm waits (no skipAwait) until Cilium's agents and operator are ready:
 	// nodes turn Ready once their agent runs, so `up` returns a usable cluster.
-	c.Cilium, err = newRelease(ctx, name+"-cilium", release{
+	c.Cilium, err = newRelease(ctx, name+CiliumSuffix, release{
 		name: CiliumRelease, chart: CiliumChart, repo: CiliumRepo, version: args.Cilium.Version,
 		values: CiliumValues(len(args.Nodes), args.Cilium.Values), timeoutSeconds: ciliumTimeoutSeconds,
 	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{kubeconfig}))...)
@@ -266,7 +277,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	if args.Patches.VIP != "" {
 		extraIPs = append(extraIPs, args.Patches.VIP)
 	}
-	c.CertApprover, err = newRelease(ctx, name+"-cert-approver", release{
+	c.CertApprover, err = newRelease(ctx, name+CertApproverSuffix, release{
 		name: ApproverRelease, chart: ApproverChart, repo: ApproverRepo, version: args.CertApprover.Version,
 		values: ApproverValues(args.Nodes, extraIPs, args.CertApprover.Values), timeoutSeconds: approverTimeoutSecs,
 	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{c.Cilium}))...)

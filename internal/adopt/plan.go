@@ -64,12 +64,12 @@ func Plan(cfg *stacks.Config, o PlanOptions) ([]*optimport.ImportResource, error
 	}
 	name := cfg.Cluster.Name
 	rs = append(rs, &optimport.ImportResource{
-		Name: "secrets", LogicalName: name + "-secrets", Type: SecretsType, Parent: "cluster",
+		Name: "secrets", LogicalName: name + talos.SecretsSuffix, Type: SecretsType, Parent: "cluster",
 		ID: file, Version: TalosPluginVersion, PluginDownloadURL: talosPluginServer,
 	})
 	if o.Bootstrapped {
 		rs = append(rs, &optimport.ImportResource{
-			Name: "bootstrap", LogicalName: name + "-bootstrap", Type: BootstrapType, Parent: "cluster",
+			Name: "bootstrap", LogicalName: name + talos.BootstrapSuffix, Type: BootstrapType, Parent: "cluster",
 			ID: BootstrapID, Version: TalosPluginVersion, PluginDownloadURL: talosPluginServer,
 		})
 	}
@@ -135,10 +135,10 @@ func URNs(stack, project string, rs []*optimport.ImportResource) (map[string]res
 	return out, nil
 }
 
-// Resource names the program gives the Helm releases (components/talos).
+// The name suffix of each Helm release's resource, by release name.
 var releaseResources = map[string]string{
-	talos.CiliumRelease:   "-cilium",
-	talos.ApproverRelease: "-cert-approver",
+	talos.CiliumRelease:   talos.CiliumSuffix,
+	talos.ApproverRelease: talos.CertApproverSuffix,
 }
 
 // k8sProviderType is the type token of the cluster's Kubernetes provider.
@@ -158,7 +158,7 @@ func ReleasesPlan(cfg *stacks.Config, stack, project string, releases []string) 
 	if err != nil {
 		return nil, nil, err
 	}
-	chain = append(chain, &optimport.ImportResource{Name: "k8s", LogicalName: cfg.Cluster.Name + "-k8s", Type: k8sProviderType, Parent: "cluster"})
+	chain = append(chain, &optimport.ImportResource{Name: "k8s", LogicalName: cfg.Cluster.Name + talos.K8sProviderSuffix, Type: k8sProviderType, Parent: "cluster"})
 	urns, err := URNs(stack, project, chain)
 	if err != nil {
 		return nil, nil, err

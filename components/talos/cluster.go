@@ -1,7 +1,7 @@
 package talos
 
 import (
-	_ "embed" // the nodes-ready script
+	_ "embed" // the Kubernetes wait script
 	"fmt"
 	"strconv"
 
@@ -27,6 +27,8 @@ const (
 	K8sProviderSuffix  = "-k8s"
 	CiliumSuffix       = "-cilium"
 	CertApproverSuffix = "-cert-approver"
+	APIReadySuffix     = "-api-ready"
+	NodesReadySuffix   = "-nodes-ready"
 )
 
 // ChartSettings pins a chart version and adds values.
@@ -53,13 +55,18 @@ type NodeOptions struct {
 	ResetOnDestroy bool
 }
 
-// WaitNodesScript waits until every node is Ready (run as it is).
+// KubeWaitScript waits until the Kubernetes API answers /readyz
+// (WAIT_FOR=api) or every node is Ready (WAIT_FOR=nodes); run as it is.
 //
-//go:embed wait-nodes.sh
-var WaitNodesScript string
+//go:embed wait-kube.sh
+var KubeWaitScript string
 
-// nodesReadyTimeoutSecs bounds the nodes-ready wait after the releases.
-const nodesReadyTimeoutSecs = 600
+// Bounds of the two waits. The API wait covers etcd's first start, the
+// control-plane images' pull and the VIP's election after the bootstrap.
+const (
+	apiReadyTimeoutSecs   = 900
+	nodesReadyTimeoutSecs = 600
+)
 
 // ClusterArgs are the inputs of a TalosCluster.
 type ClusterArgs struct {
@@ -94,9 +101,12 @@ type Cluster struct {
 	KubernetesVersion pulumi.StringOutput    `pulumi:"kubernetesVersion"`
 
 	// Children, for platforms that build on them.
-	Secrets      *machine.Secrets
-	Applies      map[string]*machine.ConfigurationApply
-	Bootstrap    *machine.Bootstrap
+	Secrets   *machine.Secrets
+	Applies   map[string]*machine.ConfigurationApply
+	Bootstrap *machine.Bootstrap
+	// APIReady waits after the bootstrap until the Kubernetes API answers
+	// /readyz; the Kubernetes provider is configured only after it.
+	APIReady     *local.Command
 	KubeProvider *kubernetes.Provider
 	Cilium       *helmv3.Release
 	CertApprover *helmv3.Release
@@ -254,10 +264,24 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		Nodes:     allIPs,
 	}, pulumi.Parent(c)).TalosConfig()
 
+	// pulumi-kubernetes decides once, when the provider is configured,
+	// whether the cluster is reachable, and refuses every Helm release of
+	// that run if not. Right after the bootstrap the API server is minutes
+	// away, so the provider waits for the API (a provider's registration
+	// waits until its dependencies are created).
+	c.APIReady, err = newKubeWait(ctx, name+APIReadySuffix, kubeWait{
+		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "api", timeoutSecs: apiReadyTimeoutSecs,
+		// Once created it never runs again: a later `up` finds the API up,
+		// and a renewed kubeconfig is no reason to wait.
+		triggers: pulumi.Array{pulumi.String(args.Endpoint)},
+	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{bootstrap, kubeconfig}))...)
+	if err != nil {
+		return nil, err
+	}
 	k8s, err := kubernetes.NewProvider(ctx, name+K8sProviderSuffix, &kubernetes.ProviderArgs{
 		Kubeconfig:        kubeconfig.KubeconfigRaw,
 		DeleteUnreachable: pulumi.Bool(true),
-	}, parent, pulumi.DependsOn([]pulumi.Resource{kubeconfig}))
+	}, parent, pulumi.DependsOn([]pulumi.Resource{kubeconfig, c.APIReady}))
 	if err != nil {
 		return nil, fmt.Errorf("unable to create kubernetes provider: %w", err)
 	}
@@ -288,21 +312,13 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	// Ready nodes: the kubelet and Cilium run on every node. Re-run only
 	// when the cluster gains or loses nodes (a renewed kubeconfig is no
 	// reason to wait again).
-	c.NodesReady, err = local.NewCommand(ctx, name+"-nodes-ready", &local.CommandArgs{
-		Create:      pulumi.String(WaitNodesScript),
-		Interpreter: pulumi.ToStringArray([]string{"/bin/sh", "-c"}),
-		Environment: pulumi.StringMap{
-			"KUBECONFIG_DATA": pulumi.ToSecret(kubeconfig.KubeconfigRaw).(pulumi.StringOutput),
-			"NODE_COUNT":      pulumi.String(strconv.Itoa(len(args.Nodes))),
-			"WAIT_TIMEOUT":    pulumi.String(strconv.Itoa(nodesReadyTimeoutSecs)),
-		},
-		Triggers: pulumi.Array{pulumi.String(strconv.Itoa(len(args.Nodes)))},
-		Logging:  local.LoggingStdoutAndStderr,
-	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.CertApprover}),
-		pulumi.IgnoreChanges([]string{"create", "environment", "interpreter", "logging"}),
-		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: fmt.Sprintf("%ds", nodesReadyTimeoutSecs+60)}))...)
+	c.NodesReady, err = newKubeWait(ctx, name+NodesReadySuffix, kubeWait{
+		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "nodes", timeoutSecs: nodesReadyTimeoutSecs,
+		env:      pulumi.StringMap{"NODE_COUNT": pulumi.String(strconv.Itoa(len(args.Nodes)))},
+		triggers: pulumi.Array{pulumi.String(strconv.Itoa(len(args.Nodes)))},
+	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.CertApprover}))...)
 	if err != nil {
-		return nil, fmt.Errorf("unable to create the nodes-ready wait: %w", err)
+		return nil, err
 	}
 
 	c.Talosconfig = pulumi.ToSecret(talosconfig).(pulumi.StringOutput)
@@ -359,4 +375,41 @@ func newRelease(ctx *pulumi.Context, resourceName string, r release, opts ...pul
 		return nil, fmt.Errorf("unable to create %s release: %w", r.name, err)
 	}
 	return rel, nil
+}
+
+// kubeWait is one run of the Kubernetes wait script.
+type kubeWait struct {
+	kubeconfig  pulumi.StringOutput
+	waitFor     string // api or nodes
+	timeoutSecs int
+	env         pulumi.StringMap
+	// triggers re-run the wait when they change; nothing else does.
+	triggers pulumi.Array
+}
+
+// newKubeWait runs the wait script on this machine once, when created. The
+// script's text, the kubeconfig and the interpreter are ignored in diffs, so
+// neither a new version of the script nor a renewed kubeconfig re-runs it.
+func newKubeWait(ctx *pulumi.Context, resourceName string, w kubeWait, opts ...pulumi.ResourceOption) (*local.Command, error) {
+	env := pulumi.StringMap{
+		"KUBECONFIG_DATA": pulumi.ToSecret(w.kubeconfig).(pulumi.StringOutput),
+		"WAIT_FOR":        pulumi.String(w.waitFor),
+		"WAIT_TIMEOUT":    pulumi.String(strconv.Itoa(w.timeoutSecs)),
+	}
+	for k, v := range w.env {
+		env[k] = v
+	}
+	cmd, err := local.NewCommand(ctx, resourceName, &local.CommandArgs{
+		Create:      pulumi.String(KubeWaitScript),
+		Interpreter: pulumi.ToStringArray([]string{"/bin/sh", "-c"}),
+		Environment: env,
+		Triggers:    w.triggers,
+		Logging:     local.LoggingStdoutAndStderr,
+	}, append(opts,
+		pulumi.IgnoreChanges([]string{"create", "environment", "interpreter", "logging"}),
+		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: fmt.Sprintf("%ds", w.timeoutSecs+60)}))...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create the %s wait: %w", w.waitFor, err)
+	}
+	return cmd, nil
 }

@@ -112,17 +112,40 @@ func TestClusterGraph(t *testing.T) {
 			assert.True(t, m.After(cilium, kubeconfig), "cilium after kubeconfig")
 			assert.True(t, m.After(approver, cilium), "approver after cilium")
 
-			ready := m.One(t, mocktest.LocalCommand)
-			assert.Equal(t, "lab-nodes-ready", ready.Name)
+			waits := m.ByType(mocktest.LocalCommand)
+			require.Len(t, waits, 2, "the API wait and the nodes-ready wait")
+			apiReady, ready := m.Named(t, mocktest.LocalCommand, "lab-api-ready"), m.Named(t, mocktest.LocalCommand, "lab-nodes-ready")
+
+			// The first `up`: the Kubernetes provider decides at configure
+			// time whether the cluster is reachable, so it (and through it
+			// every release) comes after the API wait, which comes after
+			// the bootstrap.
+			provider := m.One(t, mocktest.K8sProvider)
+			assert.True(t, m.After(apiReady, bootstrap), "the API wait after the bootstrap")
+			assert.True(t, m.After(apiReady, kubeconfig), "the API wait uses the kubeconfig")
+			assert.True(t, m.After(provider, apiReady), "the Kubernetes provider after the API wait")
+			for _, rel := range []mocktest.Registered{cilium, approver} {
+				assert.True(t, provider.Is(rel.Provider), "%s uses the cluster's provider, not %q", rel.Name, rel.Provider)
+				assert.True(t, m.After(rel, apiReady), "%s after the API wait", rel.Name)
+			}
+			assert.Equal(t, talos.KubeWaitScript, apiReady.Inputs["create"].StringValue())
+			apiEnv := apiReady.Inputs["environment"].ObjectValue()
+			assert.Equal(t, "api", apiEnv["WAIT_FOR"].StringValue())
+			assert.Equal(t, "900", apiEnv["WAIT_TIMEOUT"].StringValue())
+			assert.True(t, apiReady.Inputs["environment"].ContainsSecrets(), "the kubeconfig in its environment stays secret")
+
 			assert.True(t, m.After(ready, approver), "the nodes-ready wait after the approver")
-			assert.Equal(t, talos.WaitNodesScript, ready.Inputs["create"].StringValue())
-			assert.True(t, ready.Inputs["environment"].ContainsSecrets(), "the kubeconfig in its environment stays secret")
+			assert.Equal(t, talos.KubeWaitScript, ready.Inputs["create"].StringValue())
+			for _, w := range waits {
+				assert.True(t, w.Inputs["environment"].ContainsSecrets(), "the kubeconfig in its environment stays secret")
+				assert.Subset(t, w.IgnoreChanges, []string{"create", "environment"}, "a renewed kubeconfig does not re-run %s", w.Name)
+			}
 			env := ready.Inputs["environment"].ObjectValue()
+			assert.Equal(t, "nodes", env["WAIT_FOR"].StringValue())
 			assert.Equal(t, strconv.Itoa(len(ns)), env["NODE_COUNT"].StringValue())
 			assert.Equal(t, "600", env["WAIT_TIMEOUT"].StringValue())
-			assert.Subset(t, ready.IgnoreChanges, []string{"create", "environment"}, "a renewed kubeconfig does not re-run the wait")
 
-			for _, r := range []mocktest.Registered{bootstrap, kubeconfig, cilium, approver, ready} {
+			for _, r := range []mocktest.Registered{bootstrap, kubeconfig, apiReady, cilium, approver, ready} {
 				assert.True(t, strings.HasSuffix(r.DeletedWith, "::vm-cp-0"), "%s DeletedWith the platform's resource, got %q", r.Name, r.DeletedWith)
 			}
 			for _, r := range m.All() {

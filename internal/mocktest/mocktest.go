@@ -47,6 +47,9 @@ type Registered struct {
 	Provider        string // URN of the explicit provider, if any
 	IgnoreChanges   []string
 	RetainOnDelete  bool
+	// ReplaceWith: URNs whose replacement replaces this resource too.
+	ReplaceWith         []string
+	DeleteBeforeReplace bool
 }
 
 // Engine answers registrations and invokes and records them.
@@ -74,6 +77,8 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 		r.Parent = rpc.GetParent()
 		r.IgnoreChanges = rpc.GetIgnoreChanges()
 		r.RetainOnDelete = rpc.GetRetainOnDelete()
+		r.ReplaceWith = rpc.GetReplaceWith()
+		r.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
 	}
 	e.mu.Lock()
 	e.res = append(e.res, r)

@@ -1,8 +1,16 @@
 // Package pvefake is an httptest Proxmox VE API that behaves like the real
-// one for the calls this project makes around VM deletion: API-token
-// authentication, VM status, a hard stop that returns a task id (UPID) and
-// finishes after a configurable latency, task status polling, 404 for unknown
-// VMs, bursts of 500s, and the lock error a VM busy with a shutdown gives.
+// one for the calls this project, and the provider around it, make:
+// API-token authentication, VM status, a hard stop that returns a task id
+// (UPID) and finishes after a configurable latency, task status polling, 404
+// for unknown VMs, bursts of 500s, the lock error a VM busy with another task
+// gives, and the storage calls of the provider's download_file resource
+// (storage.go).
+//
+// Where it answers an error, it answers the way Proxmox's own code does
+// (pve-http-server, pve-common's JSONSchema, qemu-server, pve-storage): a
+// parameter the method's schema lacks or refuses is a 400 "Parameter
+// verification failed." with the reason per parameter under "errors", before
+// any task starts; a failure inside a task is the task's exit status.
 package pvefake
 
 import (
@@ -10,8 +18,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,47 +38,79 @@ const (
 type VM struct {
 	Node, Name, Tags string
 	Running          bool
-	// Locked makes a stop task fail the way a VM held by a shutdown does.
+	// Locked: a task other than a guest shutdown (a backup, a migration)
+	// holds the VM's lock, so every stop task fails with the lock timeout,
+	// overrule-shutdown or not.
 	Locked bool
+	// ShutdownPending: a graceful shutdown task (qmshutdown) that the guest
+	// ignores holds the VM's lock. A stop task fails with the lock timeout,
+	// as on Proxmox after 10 s, unless the stop carries overrule-shutdown=1,
+	// which aborts the shutdown task first.
+	ShutdownPending bool
+	// HA: the VM is HA-managed; Proxmox refuses overrule-shutdown for it.
+	HA bool
 }
 
 // Server is the fake API.
 type Server struct {
 	*httptest.Server
-	// TaskLatency is how long a stop task runs.
+	// TaskLatency is how long a stop or download task runs.
 	TaskLatency time.Duration
 	// Fail500 answers the next n requests with 500.
 	Fail500 int
 	// Forbidden answers every stop with 403 (a token without VM.PowerMgmt).
 	Forbidden bool
+	// OldPVE makes the fake a Proxmox VE before 8.2 (qemu-server before
+	// 8.1.2), whose stop has no overrule-shutdown parameter: like every
+	// method whose schema forbids additional properties, it refuses it.
+	OldPVE bool
 
 	mu        sync.Mutex
 	vms       map[int]*VM
 	tasks     map[string]*task
 	stopCalls map[int]int
+	stopForms map[int][]url.Values
 	seq       int
+	storage
 }
 
+// task is a Proxmox worker: it runs until done, then either fails with
+// failMsg as its exit status or applies its effect once.
 type task struct {
-	vmid    int
 	done    time.Time
 	failMsg string
+	exit    string // exit status on success; "OK" when empty
+	apply   func()
+	applied bool
 }
 
-// New starts a fake with the given VMs by id.
+// New starts a fake with the given VMs by id and the datastore "local" (a
+// directory allowing ISOs, like a fresh Proxmox install) on every node.
 func New(t testing.TB, vms map[int]*VM) *Server {
 	t.Helper()
-	s := &Server{vms: vms, tasks: map[string]*task{}, stopCalls: map[int]int{}}
+	s := &Server{
+		vms: vms, tasks: map[string]*task{}, stopCalls: map[int]int{}, stopForms: map[int][]url.Values{},
+		storage: newStorage(),
+	}
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.handle))
 	t.Cleanup(s.Close)
 	return s
 }
 
-// StopCalls reports how often a VM was asked to stop.
+// StopCalls reports how often a VM was stopped: stops Proxmox accepted and
+// started a task for, not the ones it refused.
 func (s *Server) StopCalls(vmid int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopCalls[vmid]
+}
+
+// StopForms returns the parameters of every stop request for a VM, refused
+// or not, in order.
+func (s *Server) StopForms(vmid int) []url.Values {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.stopForms[vmid])
 }
 
 // Running reports whether a VM runs (a finished stop task stops it).
@@ -78,10 +121,23 @@ func (s *Server) Running(vmid int) bool {
 	return s.vms[vmid] != nil && s.vms[vmid].Running
 }
 
+// ShutdownPending reports whether a VM's shutdown task still holds its lock.
+func (s *Server) ShutdownPending(vmid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.vms[vmid] != nil && s.vms[vmid].ShutdownPending
+}
+
 var (
-	statusRe = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/qemu/(\d+)/status/(current|stop)$`)
-	taskRe   = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/tasks/([^/]+)/status$`)
+	statusRe  = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/qemu/(\d+)/status/(current|stop)$`)
+	taskRe    = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/tasks/([^/]+)/status$`)
+	taskDelRe = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/tasks/([^/]+)$`)
 )
+
+// stopParams are the parameters of qemu-server's vm_stop
+// (src/PVE/API2/Qemu.pm) before overrule-shutdown; node and vmid come from
+// the path and may be repeated in the body.
+var stopParams = []string{"node", "vmid", "skiplock", "migratedfrom", "timeout", "keepActive"}
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "PVEAPIToken="+TokenID+"="+TokenSecret {
@@ -96,6 +152,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.settle()
+	if err := r.ParseForm(); err != nil {
+		writeErr(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if m := statusRe.FindStringSubmatch(r.URL.Path); m != nil {
 		vmid, _ := strconv.Atoi(m[2])
 		vm, ok := s.vms[vmid]
@@ -111,19 +171,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			}
 			writeData(w, map[string]any{"status": status, "name": vm.Name, "tags": vm.Tags, "vmid": vmid})
 		case m[3] == "stop" && r.Method == http.MethodPost:
-			if s.Forbidden {
-				writeErr(w, http.StatusForbidden, fmt.Sprintf("Permission check failed (/vms/%d, VM.PowerMgmt)", vmid))
-				return
-			}
-			s.stopCalls[vmid]++
-			s.seq++
-			upid := fmt.Sprintf("UPID:%s:%08X:0000:%08X:qmstop:%d:%s:", vm.Node, s.seq, time.Now().Unix(), vmid, TokenID)
-			t := &task{vmid: vmid, done: time.Now().Add(s.TaskLatency)}
-			if vm.Locked {
-				t.failMsg = fmt.Sprintf("can't lock file '/var/lock/qemu-server/lock-%d.conf' - got timeout", vmid)
-			}
-			s.tasks[upid] = t
-			writeData(w, upid)
+			s.stop(w, r, vmid, vm)
 		default:
 			writeErr(w, http.StatusNotImplemented, "Method '"+r.Method+" "+r.URL.Path+"' not implemented")
 		}
@@ -140,24 +188,114 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			writeData(w, map[string]any{"status": "running"})
 		case t.failMsg != "":
 			writeData(w, map[string]any{"status": "stopped", "exitstatus": t.failMsg})
+		case t.exit != "":
+			writeData(w, map[string]any{"status": "stopped", "exitstatus": t.exit})
 		default:
 			writeData(w, map[string]any{"status": "stopped", "exitstatus": "OK"})
 		}
 		return
 	}
+	if m := taskDelRe.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodDelete {
+		// Stopping a task that already ended changes nothing.
+		if _, ok := s.tasks[m[2]]; !ok {
+			writeErr(w, http.StatusNotFound, "no such task")
+			return
+		}
+		writeData(w, nil)
+		return
+	}
+	if s.handleStorage(w, r) {
+		return
+	}
 	writeErr(w, http.StatusNotImplemented, "Method '"+r.Method+" "+r.URL.Path+"' not implemented")
 }
 
-// settle applies finished stop tasks to their VMs.
+// stop is qemu-server's vm_stop: the parameter check, then a qmstop task
+// that, with overrule-shutdown, first aborts the VM's qmshutdown tasks.
+func (s *Server) stop(w http.ResponseWriter, r *http.Request, vmid int, vm *VM) {
+	if s.Forbidden {
+		writeErr(w, http.StatusForbidden, fmt.Sprintf("Permission check failed (/vms/%d, VM.PowerMgmt)", vmid))
+		return
+	}
+	s.stopForms[vmid] = append(s.stopForms[vmid], r.PostForm)
+	allowed := stopParams
+	if !s.OldPVE {
+		allowed = append(slices.Clone(stopParams), "overrule-shutdown")
+	}
+	if errs := unknownParams(r.PostForm, allowed); len(errs) > 0 {
+		writeParamErr(w, errs)
+		return
+	}
+	overrule := false
+	if v, ok := r.PostForm["overrule-shutdown"]; ok {
+		b, err := parseBool(v[0])
+		if err != nil {
+			writeParamErr(w, map[string]string{"overrule-shutdown": err.Error()})
+			return
+		}
+		overrule = b
+	}
+	if overrule && vm.HA {
+		writeParamErr(w, map[string]string{"overrule-shutdown": "Not applicable for HA resources."})
+		return
+	}
+	s.stopCalls[vmid]++
+	t := &task{done: time.Now().Add(s.TaskLatency)}
+	if overrule {
+		vm.ShutdownPending = false // abort_guest_tasks, at the start of the task
+	}
+	if vm.Locked || vm.ShutdownPending {
+		t.failMsg = fmt.Sprintf("can't lock file '/var/lock/qemu-server/lock-%d.conf' - got timeout", vmid)
+	} else {
+		t.apply = func() { vm.Running = false }
+	}
+	upid := s.newTask(vm.Node, "qmstop", strconv.Itoa(vmid), t)
+	writeData(w, upid)
+}
+
+// newTask registers a task and returns its UPID.
+func (s *Server) newTask(node, kind, id string, t *task) string {
+	s.seq++
+	upid := fmt.Sprintf("UPID:%s:%08X:0000:%08X:%s:%s:%s:", node, s.seq, time.Now().Unix(), kind, id, TokenID)
+	s.tasks[upid] = t
+	return upid
+}
+
+// settle applies the effect of every task that finished without failing.
 func (s *Server) settle() {
 	now := time.Now()
 	for _, t := range s.tasks {
-		if !now.Before(t.done) && t.failMsg == "" {
-			if vm := s.vms[t.vmid]; vm != nil {
-				vm.Running = false
+		if !now.Before(t.done) && t.failMsg == "" && !t.applied {
+			t.applied = true
+			if t.apply != nil {
+				t.apply()
 			}
 		}
 	}
+}
+
+// unknownParams returns the form's parameters outside allowed, with the
+// reason pve-common's JSONSchema gives for a schema that forbids additional
+// properties.
+func unknownParams(form url.Values, allowed []string) map[string]string {
+	errs := map[string]string{}
+	for k := range form {
+		if !slices.Contains(allowed, k) {
+			errs[k] = "property is not defined in schema and the schema does not allow additional properties"
+		}
+	}
+	return errs
+}
+
+// parseBool accepts what pve-common's JSONSchema accepts for a boolean.
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "true", "yes", "on":
+		return true, nil
+	case "0", "false", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("type check ('boolean') failed - got '%s'", v)
 }
 
 func writeData(w http.ResponseWriter, data any) {
@@ -170,4 +308,13 @@ func writeErr(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"data": nil, "message": msg + "\n"})
+}
+
+// writeParamErr answers like Proxmox's parameter check (raise_param_exc, or
+// the schema validation before the method runs): 400, one reason per
+// parameter.
+func writeParamErr(w http.ResponseWriter, errs map[string]string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]any{"data": nil, "errors": errs, "message": "Parameter verification failed.\n"})
 }

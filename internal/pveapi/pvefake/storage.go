@@ -1,0 +1,272 @@
+package pvefake
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Datastore is a directory datastore of the fake, like Proxmox's "local".
+type Datastore struct {
+	Path    string   // e.g. /var/lib/vz; ISOs live in <Path>/template/iso
+	Content []string // content types it allows: iso, vztmpl, ...
+}
+
+// storage is the fake's file state: what every node's datastores hold and
+// what the nodes can download.
+type storage struct {
+	datastores map[string]Datastore
+	files      map[string]map[string]int64 // node -> volid -> size
+	remote     map[string]int64            // URL -> size
+	downloads  map[string]int              // node -> download-url tasks started
+}
+
+func newStorage() storage {
+	return storage{
+		datastores: map[string]Datastore{"local": {Path: "/var/lib/vz", Content: []string{"iso", "vztmpl", "backup"}}},
+		files:      map[string]map[string]int64{},
+		remote:     map[string]int64{},
+		downloads:  map[string]int{},
+	}
+}
+
+// Serve makes a URL downloadable by the nodes, with its size.
+func (s *Server) Serve(rawURL string, size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.remote[rawURL] = size
+}
+
+// PutFile puts a file into a node's datastore, as someone outside the
+// provider would (by hand, or a stack that kept it).
+func (s *Server) PutFile(node, volid string, size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.put(node, volid, size)
+}
+
+func (s *Server) put(node, volid string, size int64) {
+	if s.files[node] == nil {
+		s.files[node] = map[string]int64{}
+	}
+	s.files[node][volid] = size
+}
+
+// Volumes lists the volume ids in a node's datastores, sorted.
+func (s *Server) Volumes(node string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	var out []string
+	for v := range s.files[node] {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Downloads reports how many download tasks a node started.
+func (s *Server) Downloads(node string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.downloads[node]
+}
+
+var (
+	urlMetaRe     = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/query-url-metadata$`)
+	downloadURLRe = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/storage/([^/]+)/download-url$`)
+	contentRe     = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/storage/([^/]+)/content$`)
+	volumeRe      = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/storage/([^/]+)/content/(.+)$`)
+
+	// httpURLRe is download_url's pattern for url.
+	httpURLRe = regexp.MustCompile(`^https?://.*`)
+	// isoExtRe is pve-storage's $ISO_EXT_RE_0 as download_url applies it.
+	isoExtRe = regexp.MustCompile(`(?i)^[^/]+\.(?:iso|img)$`)
+	// isoVolnameRe is how the directory plugin parses an ISO's volume name.
+	isoVolnameRe = regexp.MustCompile(`(?i)^iso/([^/]+\.(?:iso|img))$`)
+	// volidRe is pve-storage's parse_volume_id.
+	volidRe = regexp.MustCompile(`^([a-z][a-z0-9\-_.]*[a-z0-9]):(.+)$`)
+	// unsafeRe is what normalize_content_filename replaces with '_'.
+	unsafeRe = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+)
+
+// downloadParams are download_url's parameters; node and storage come from
+// the path and may be repeated in the body (bpg's client sends them).
+var downloadParams = []string{"node", "storage", "url", "content", "filename", "checksum", "compression", "checksum-algorithm", "verify-certificates"}
+
+// handleStorage answers the storage calls of bpg's download_file resource;
+// false if the request is none of them.
+func (s *Server) handleStorage(w http.ResponseWriter, r *http.Request) bool {
+	if m := match(r, http.MethodGet, urlMetaRe); m != nil {
+		s.urlMetadata(w, r)
+		return true
+	}
+	if m := match(r, http.MethodPost, downloadURLRe); m != nil {
+		s.downloadURL(w, r, m[1], m[2])
+		return true
+	}
+	if m := match(r, http.MethodGet, contentRe); m != nil {
+		s.listContent(w, r, m[1], m[2])
+		return true
+	}
+	if m := match(r, http.MethodDelete, volumeRe); m != nil {
+		s.deleteVolume(w, m[1], m[2], m[3])
+		return true
+	}
+	return false
+}
+
+func match(r *http.Request, method string, re *regexp.Regexp) []string {
+	if r.Method != method {
+		return nil
+	}
+	return re.FindStringSubmatch(r.URL.Path)
+}
+
+// urlMetadata is pve-manager's query-url-metadata: the node asks the URL
+// for its name, type and size.
+func (s *Server) urlMetadata(w http.ResponseWriter, r *http.Request) {
+	u := r.Form.Get("url")
+	size, ok := s.remote[u]
+	if !ok {
+		writeErr(w, http.StatusInternalServerError, "invalid server response: '404 Not Found'")
+		return
+	}
+	writeData(w, map[string]any{"filename": path.Base(u), "mimetype": "application/x-iso9660-image", "size": size})
+}
+
+// downloadURL is pve-storage's download_url (src/PVE/API2/Storage/Status.pm):
+// the parameter checks, then a "download" task that, like pve-common's
+// download_file_from_url without a checksum, refuses to replace an existing
+// file. The file appears when the task ends.
+func (s *Server) downloadURL(w http.ResponseWriter, r *http.Request, node, store string) {
+	form := r.PostForm
+	if errs := unknownParams(form, downloadParams); len(errs) > 0 {
+		writeParamErr(w, errs)
+		return
+	}
+	errs := map[string]string{}
+	for _, k := range []string{"url", "content", "filename"} {
+		if form.Get(k) == "" {
+			errs[k] = "property is missing and it is not optional"
+		}
+	}
+	if u := form.Get("url"); u != "" && !httpURLRe.MatchString(u) {
+		errs["url"] = "value does not match the regex pattern"
+	}
+	if c := form.Get("content"); c != "" && !slices.Contains([]string{"iso", "vztmpl", "import"}, c) {
+		errs["content"] = fmt.Sprintf("value '%s' does not have a value in the enumeration 'iso, vztmpl, import'", c)
+	}
+	if len(form.Get("filename")) > 255 {
+		errs["filename"] = "value may only be 255 characters long"
+	}
+	if len(errs) > 0 {
+		writeParamErr(w, errs)
+		return
+	}
+	ds, ok := s.datastores[store]
+	if !ok {
+		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("storage '%s' does not exist", store))
+		return
+	}
+	content := form.Get("content")
+	if !slices.Contains(ds.Content, content) {
+		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("storage '%s' is not configured for content-type '%s'", store, content))
+		return
+	}
+	if content != "iso" {
+		writeErr(w, http.StatusNotImplemented, "the fake downloads ISOs only")
+		return
+	}
+	// Proxmox stores the file under the normalized name, whatever the
+	// caller thinks it is called.
+	name := normalizeContentFilename(form.Get("filename"))
+	if !isoExtRe.MatchString(name) {
+		writeParamErr(w, map[string]string{"filename": "wrong file extension"})
+		return
+	}
+	dest := ds.Path + "/template/iso/" + name
+	volid := store + ":iso/" + name
+	t := &task{done: time.Now().Add(s.TaskLatency)}
+	size, served := s.remote[form.Get("url")]
+	switch _, exists := s.files[node][volid]; {
+	case exists:
+		t.failMsg = fmt.Sprintf("refusing to override existing file '%s'", dest)
+	case !served:
+		t.failMsg = "download failed: command 'wget --progress=dot:giga -O " + dest + ".tmp_dwnl.1 " + form.Get("url") + "' failed: exit code 8"
+	default:
+		t.apply = func() { s.put(node, volid, size) }
+	}
+	s.downloads[node]++
+	writeData(w, s.newTask(node, "download", name, t))
+}
+
+// normalizeContentFilename is pve-storage's normalize_content_filename.
+func normalizeContentFilename(name string) string {
+	name = strings.TrimSuffix(name, "\n")
+	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	return unsafeRe.ReplaceAllString(name, "_")
+}
+
+// listContent is pve-storage's content index, filtered by ?content=.
+func (s *Server) listContent(w http.ResponseWriter, r *http.Request, node, store string) {
+	if _, ok := s.datastores[store]; !ok {
+		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("storage '%s' does not exist", store))
+		return
+	}
+	want := r.Form.Get("content")
+	out := []map[string]any{}
+	for volid, size := range s.files[node] {
+		sid, volname, _ := strings.Cut(volid, ":")
+		ct, _, _ := strings.Cut(volname, "/")
+		if sid != store || (want != "" && ct != want) {
+			continue
+		}
+		out = append(out, map[string]any{"volid": volid, "content": ct, "format": ct, "size": size})
+	}
+	writeData(w, out)
+}
+
+// deleteVolume is pve-storage's content delete
+// (src/PVE/API2/Storage/Content.pm): the volume may be given with or without
+// its storage; the removal is an "imgdel" task, and a file that is not there
+// is a warning in that task, not an error. The fake removes the file at
+// once: on a directory datastore the task is an unlink, done long before any
+// next call arrives.
+func (s *Server) deleteVolume(w http.ResponseWriter, node, store, volume string) {
+	volid := store + ":" + volume
+	if strings.Contains(volume, ":") {
+		m := volidRe.FindStringSubmatch(volume)
+		if m == nil {
+			writeParamErr(w, map[string]string{"volume": fmt.Sprintf("unable to parse volume ID '%s'", volume)})
+			return
+		}
+		if m[1] != store {
+			writeParamErr(w, map[string]string{"volume": fmt.Sprintf("storage ID mismatch (%s != %s)", m[1], store)})
+			return
+		}
+		volid = volume
+	}
+	if _, ok := s.datastores[store]; !ok {
+		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("storage '%s' does not exist", store))
+		return
+	}
+	_, volname, _ := strings.Cut(volid, ":")
+	if !isoVolnameRe.MatchString(volname) {
+		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("unable to parse directory volume name '%s'", volname))
+		return
+	}
+	t := &task{}
+	if _, ok := s.files[node][volid]; ok {
+		delete(s.files[node], volid)
+	} else {
+		t.exit = "WARNINGS: 1"
+	}
+	writeData(w, s.newTask(node, "imgdel", store, t))
+}

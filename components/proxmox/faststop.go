@@ -46,9 +46,11 @@ func (v VMRef) String() string { return fmt.Sprintf("VM %d (%s) on %s", v.VMID, 
 var ErrForeignVM = errors.New("not this stack's VM")
 
 // HardStop makes sure the VM is stopped before the provider deletes it: a
-// running VM is powered off (no guest shutdown) and the Proxmox task awaited;
-// a stopped or missing VM is success. It refuses a VM whose live name or tags
-// say it is not this stack's (the id was reused, or state is stale).
+// running VM is powered off (no guest shutdown; a pending shutdown task, say
+// the provider's or one started by hand, is overruled where Proxmox can, see
+// pveapi.Client.StopVM) and the Proxmox task awaited; a stopped or missing VM
+// is success. It refuses a VM whose live name or tags say it is not this
+// stack's (the id was reused, or state is stale).
 func HardStop(ctx context.Context, api StopAPI, vm VMRef, stackTag string, poll time.Duration) error {
 	st, err := api.VMStatus(ctx, vm.Node, vm.VMID)
 	switch {

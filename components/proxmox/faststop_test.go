@@ -119,6 +119,47 @@ func TestHardStopPermanentErrorsAreClear(t *testing.T) {
 	assert.ErrorContains(t, err, "hard stop before deleting homelab-vm-x: the VM's state lacks")
 }
 
+// A guest that ignored a graceful shutdown leaves the shutdown task holding
+// the VM's lock; the hard stop overrules it instead of failing on the lock.
+func TestHardStopOverrulesPendingShutdown(t *testing.T) {
+	t.Parallel()
+	s := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, ShutdownPending: true}})
+	require.NoError(t, hook(t, s, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")}))
+	assert.Equal(t, 1, s.StopCalls(110))
+	assert.False(t, s.Running(110))
+	assert.False(t, s.ShutdownPending(110), "the shutdown task was aborted")
+	forms := s.StopForms(110)
+	require.Len(t, forms, 1)
+	assert.Equal(t, "1", forms[0].Get("overrule-shutdown"))
+}
+
+// Proxmox VE before 8.2 refuses overrule-shutdown, and every version refuses
+// it for HA-managed VMs: the stop is sent again without it.
+func TestHardStopWhereOverruleIsRefused(t *testing.T) {
+	t.Parallel()
+	old := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
+	old.OldPVE = true
+	require.NoError(t, hook(t, old, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")}))
+	assert.Equal(t, 1, old.StopCalls(110), "one stop accepted")
+	assert.Len(t, old.StopForms(110), 2, "the first, with overrule-shutdown, refused")
+	assert.False(t, old.Running(110))
+
+	ha := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, HA: true}})
+	require.NoError(t, hook(t, ha, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")}))
+	assert.Equal(t, 1, ha.StopCalls(110))
+	assert.Len(t, ha.StopForms(110), 2)
+	assert.False(t, ha.Running(110))
+
+	// Without overrule a pending shutdown still wins: the lock error, named.
+	stuck := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, ShutdownPending: true}})
+	stuck.OldPVE = true
+	err := hook(t, stuck, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "VM 110 (cp-0) on pve: hard stop: proxmox task")
+	assert.Contains(t, err.Error(), "can't lock file '/var/lock/qemu-server/lock-110.conf' - got timeout")
+	assert.True(t, stuck.Running(110))
+}
+
 func TestHardStopHonoursDeadline(t *testing.T) {
 	t.Parallel()
 	s := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})

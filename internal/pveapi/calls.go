@@ -2,6 +2,7 @@ package pveapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -96,11 +97,38 @@ func (c *Client) VMStatus(ctx context.Context, node string, vmid int) (VMStatus,
 	return out, c.call(ctx, "GET", vmPath(node, vmid)+"/status/current", nil, &out)
 }
 
+// OverruleShutdown is the stop parameter that aborts pending guest shutdown
+// tasks (qmshutdown) of the VM before stopping it. It came with qemu-server
+// 8.1.2 (Proxmox VE 8.2); older versions reject it.
+const OverruleShutdown = "overrule-shutdown"
+
 // StopVM hard-stops a VM (power off, no guest shutdown) and returns the
 // task's UPID.
+//
+// It asks Proxmox to overrule a pending graceful shutdown: such a task holds
+// the VM's lock, and a plain stop then fails after 10 s with "can't lock file
+// ... got timeout", which is exactly the VM a destroy finds still running.
+//
+// When Proxmox refuses the parameter (a 400 naming it, before any task
+// starts), the stop is sent again without it. That is chosen over reading
+// /version first because the version cannot tell: the parameter belongs to
+// the qemu-server package, not to the pve-manager version /version reports;
+// the stop runs on the VM's node, which in a cluster being upgraded may not
+// be the node answering /version; and Proxmox refuses it with the same 400
+// for HA-managed VMs on every version ("Not applicable for HA resources.").
+// The retry costs one refused call on those, nothing elsewhere.
 func (c *Client) StopVM(ctx context.Context, node string, vmid int) (string, error) {
+	path := vmPath(node, vmid) + "/status/stop"
 	var upid string
-	return upid, c.call(ctx, "POST", vmPath(node, vmid)+"/status/stop", url.Values{}, &upid)
+	err := c.call(ctx, "POST", path, url.Values{OverruleShutdown: {"1"}}, &upid)
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || !apiErr.RejectsParam(OverruleShutdown) {
+		return upid, err
+	}
+	if err := c.call(ctx, "POST", path, url.Values{}, &upid); err != nil {
+		return "", fmt.Errorf("unable to stop VM %d without %s (refused: %s): %w", vmid, OverruleShutdown, apiErr.Errors[OverruleShutdown], err)
+	}
+	return upid, nil
 }
 
 // TaskStatus returns a task's state.

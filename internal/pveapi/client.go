@@ -16,9 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -33,6 +35,17 @@ type APIError struct {
 	Method, Path string
 	Status       int
 	Message      string
+	// Errors is Proxmox's per-parameter reason of a 400 "Parameter
+	// verification failed.", keyed by parameter name.
+	Errors map[string]string
+}
+
+// RejectsParam reports whether the API refused the call because of the named
+// parameter: a 400 whose per-parameter errors name it. Proxmox checks
+// parameters before it starts any task, so nothing was done.
+func (e *APIError) RejectsParam(name string) bool {
+	_, named := e.Errors[name]
+	return e.Status == http.StatusBadRequest && named
 }
 
 func (e *APIError) Error() string {
@@ -165,7 +178,8 @@ func (c *Client) once(ctx context.Context, method, path string, form url.Values,
 		return fmt.Errorf("proxmox API %s %s: reading the answer: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
-		apiErr := &APIError{Method: method, Path: path, Status: resp.StatusCode, Message: errorMessage(resp, raw)}
+		msg, perParam := errorMessage(resp, raw)
+		apiErr := &APIError{Method: method, Path: path, Status: resp.StatusCode, Message: msg, Errors: perParam}
 		if resp.StatusCode == http.StatusNotFound || isMissing(apiErr.Message) {
 			return fmt.Errorf("%w: %w", ErrNotFound, apiErr)
 		}
@@ -187,8 +201,9 @@ func (c *Client) once(ctx context.Context, method, path string, form url.Values,
 }
 
 // errorMessage is Proxmox's reason: the status line carries it, the body may
-// add a "message" or per-parameter "errors".
-func errorMessage(resp *http.Response, body []byte) string {
+// add a "message" or per-parameter "errors" (returned too, and appended to the
+// message in name order so that the text is the same on every run).
+func errorMessage(resp *http.Response, body []byte) (string, map[string]string) {
 	var e struct {
 		Message string            `json:"message"`
 		Errors  map[string]string `json:"errors"`
@@ -198,11 +213,11 @@ func errorMessage(resp *http.Response, body []byte) string {
 		if e.Message != "" {
 			msg = strings.TrimSpace(e.Message)
 		}
-		for k, v := range e.Errors {
-			msg += fmt.Sprintf("; %s: %s", k, v)
+		for _, k := range slices.Sorted(maps.Keys(e.Errors)) {
+			msg += fmt.Sprintf("; %s: %s", k, strings.TrimSpace(e.Errors[k]))
 		}
 	} else if s := strings.TrimSpace(string(body)); s != "" && len(s) < 300 {
 		msg = s
 	}
-	return msg
+	return msg, e.Errors
 }

@@ -3,6 +3,7 @@ package pveapi
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -153,4 +154,83 @@ func TestWaitTask(t *testing.T) {
 	})
 	err = c2.WaitTask(ctx, "pve", "UPID:pve:3:slow", 5*time.Millisecond)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// stopAPI answers the stop like Proxmox: accepted (a UPID) or refused with a
+// 400 whose reasons name parameters; it records the forms it got.
+func stopAPI(t *testing.T, refuse func(form map[string][]string) map[string]string) (*Client, *[]string) {
+	t.Helper()
+	var forms []string
+	c, _ := newClient(t, func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, "/api2/json/nodes/pve/qemu/110/status/stop", r.URL.Path)
+		require.NoError(t, r.ParseForm())
+		forms = append(forms, r.PostForm.Encode())
+		if errs := refuse(r.PostForm); errs != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]any{"data": nil, "errors": errs, "message": "Parameter verification failed.\n"})
+			return
+		}
+		_, _ = w.Write([]byte(`{"data":"UPID:pve:1:qmstop:110"}`))
+	})
+	return c, &forms
+}
+
+func TestStopVMOverrulesShutdown(t *testing.T) {
+	t.Parallel()
+	c, forms := stopAPI(t, func(map[string][]string) map[string]string { return nil })
+	upid, err := c.StopVM(context.Background(), "pve", 110)
+	require.NoError(t, err)
+	assert.Equal(t, "UPID:pve:1:qmstop:110", upid)
+	assert.Equal(t, []string{"overrule-shutdown=1"}, *forms)
+}
+
+func TestStopVMWithoutOverruleWhereRefused(t *testing.T) {
+	t.Parallel()
+	for name, reason := range map[string]string{
+		// What a Proxmox VE before 8.2 says: the stop's schema lacks it.
+		"old PVE": "property is not defined in schema and the schema does not allow additional properties",
+		// What every version says for an HA-managed VM.
+		"HA VM": "Not applicable for HA resources.",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, forms := stopAPI(t, func(form map[string][]string) map[string]string {
+				if _, ok := form[OverruleShutdown]; ok {
+					return map[string]string{OverruleShutdown: reason}
+				}
+				return nil
+			})
+			upid, err := c.StopVM(context.Background(), "pve", 110)
+			require.NoError(t, err)
+			assert.Equal(t, "UPID:pve:1:qmstop:110", upid)
+			assert.Equal(t, []string{"overrule-shutdown=1", ""}, *forms, "refused once, then stopped without it")
+		})
+	}
+}
+
+func TestStopVMOtherRefusalsAreNotRetried(t *testing.T) {
+	t.Parallel()
+	c, forms := stopAPI(t, func(map[string][]string) map[string]string {
+		return map[string]string{"vmid": "invalid format - value does not look like a valid VM ID"}
+	})
+	_, err := c.StopVM(context.Background(), "pve", 110)
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusBadRequest, apiErr.Status)
+	assert.Equal(t, "Parameter verification failed.; vmid: invalid format - value does not look like a valid VM ID", apiErr.Message)
+	assert.False(t, apiErr.RejectsParam(OverruleShutdown))
+	assert.Len(t, *forms, 1)
+
+	// Refused with the parameter and then failing without it: both reasons.
+	c2, forms2 := stopAPI(t, func(form map[string][]string) map[string]string {
+		if _, ok := form[OverruleShutdown]; ok {
+			return map[string]string{OverruleShutdown: "Not applicable for HA resources."}
+		}
+		return map[string]string{"skiplock": "Only root may use this option."}
+	})
+	_, err = c2.StopVM(context.Background(), "pve", 110)
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, "Only root may use this option.", apiErr.Errors["skiplock"])
+	assert.ErrorContains(t, err, "unable to stop VM 110 without overrule-shutdown (refused: Not applicable for HA resources.)")
+	assert.Len(t, *forms2, 2)
 }

@@ -107,7 +107,7 @@ type NodeConfig struct {
 
 	// Proxmox.
 	VMID         int    `json:"vmId" doc:"proxmox: VM id, unique on the Proxmox cluster (100-999999999)." required:"proxmox"`
-	MAC          string `json:"mac" doc:"proxmox: MAC address of the VM's NIC; default: derived from the cluster's random MAC prefix and the node name."`
+	MAC          string `json:"mac" doc:"proxmox: MAC address of the VM's NIC; default: derived from the stack, cluster and node names (the same after a destroy and up)."`
 	Cores        int    `json:"cores" doc:"proxmox: virtual CPU cores." default:"2 (control plane), 4 (worker)"`
 	Memory       int    `json:"memory" doc:"proxmox: memory in MiB." default:"4096 (control plane), 8192 (worker)"`
 	DiskSize     int    `json:"diskSize" doc:"proxmox: boot disk size in GiB." default:"20"`

@@ -146,8 +146,7 @@ func TestProxmoxExampleGraph(t *testing.T) {
 		require.Len(t, nic, 1)
 		assert.Equal(t, "vmbr1", obj(nic[0], "bridge").StringValue(), name)
 		assert.Equal(t, "virtio", obj(nic[0], "model").StringValue(), name)
-		mac, err := proxmox.DeriveMAC("a1b2", "homelab", name)
-		require.NoError(t, err)
+		mac := proxmox.DeriveMAC("proxmox-homelab", "homelab", name)
 		assert.Equal(t, mac, obj(nic[0], "macAddress").StringValue(), name)
 		assert.Contains(t, stdin, "dhcp-host="+mac+","+w.ip+","+name+"\n", "reservation of %s", name)
 		tags := strs(in["tags"])
@@ -258,21 +257,41 @@ func TestProxmoxMultiHostAgentAndGivenMAC(t *testing.T) {
 	w0 := e.Named(t, mocktest.VM, "homelab-vm-worker-0")
 	assert.Equal(t, "bc:24:11:00:00:20", obj(w0.Inputs["networkDevices"].ArrayValue()[0], "macAddress").StringValue())
 	assert.Contains(t, e.One(t, mocktest.RemoteCommand).Inputs["stdin"].StringValue(), "dhcp-host=bc:24:11:00:00:20,10.10.0.20,worker-0\n")
-	assert.Len(t, e.ByType(mocktest.RandomID), 1, "one MAC prefix for the derived MACs")
+	assert.Empty(t, e.ByType(mocktest.RandomID), "derived MACs need no state")
 	assert.Equal(t, "bc:24:11:00:00:20", outs["macs"].Value.(map[string]string)["worker-0"])
 }
 
-func TestProxmoxNoRandomPrefixWhenEveryMACIsGiven(t *testing.T) {
+// Destroy then up: the state, and with it anything random, is gone; the
+// VMs must come back with the MACs their DHCP reservations name, or dnsmasq
+// (still holding the old leases) hands them no reserved address.
+func TestProxmoxDestroyThenUpKeepsMACs(t *testing.T) {
 	t.Parallel()
-	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "nodes", func(m map[string]any) {
-		for i, role := range []string{"controlPlanes", "workers"} {
-			for j, n := range m[role].([]any) {
-				n.(map[string]any)["mac"] = fmt.Sprintf("52:54:00:00:%02d:%02d", i, j)
-			}
+	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	macsOf := func(e *mocktest.Engine) (map[string]string, string) {
+		out := map[string]string{}
+		for _, v := range e.ByType(mocktest.VM) {
+			out[v.Inputs["name"].StringValue()] = obj(v.Inputs["networkDevices"].ArrayValue()[0], "macAddress").StringValue()
 		}
-	})
-	e, _ := deploy(t, src)
-	assert.Empty(t, e.ByType(mocktest.RandomID))
+		return out, e.One(t, mocktest.RemoteCommand).Inputs["stdin"].StringValue()
+	}
+	first, firstFile := macsOf(func() *mocktest.Engine { e, _ := deploy(t, src); return e }())
+	again, againFile := macsOf(func() *mocktest.Engine { e, _ := deploy(t, src); return e }())
+	require.Len(t, first, 3)
+	assert.Equal(t, first, again, "the same MACs after destroy and up")
+	assert.Equal(t, firstFile, againFile, "the same reservations")
+
+	// Another stack with the same cluster and node names on the bridge
+	// gets other MACs.
+	other := stacktest.Example(t, stacktest.ProxmoxExample)
+	e := &mocktest.Engine{}
+	require.NoError(t, pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := program.Deploy(ctx, other, program.Options{Hooks: &mocktest.Hooks{}})
+		return err
+	}, pulumi.WithMocks("talos-cluster", "proxmox-staging", e), stacktest.WithConfig(other)))
+	staging, _ := macsOf(e)
+	for n, mac := range first {
+		assert.NotEqual(t, mac, staging[n], "%s: another stack, another MAC", n)
+	}
 }
 
 func TestProxmoxSSHKeyFile(t *testing.T) {
@@ -354,14 +373,15 @@ func TestKeepISO(t *testing.T) {
 
 func TestDerivedMACClashingWithAGivenOneFails(t *testing.T) {
 	t.Parallel()
-	derived, err := proxmox.DeriveMAC("a1b2", "homelab", "worker-1")
-	require.NoError(t, err)
+	derived := proxmox.DeriveMAC("proxmox-homelab", "homelab", "worker-1")
 	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "nodes", func(m map[string]any) {
-		m["workers"].([]any)[0].(map[string]any)["mac"] = derived
+		m["workers"].([]any)[0].(map[string]any)["mac"] = strings.ToUpper(derived)
 	})
-	err = pulumi.RunErr(func(ctx *pulumi.Context) error {
+	e := &mocktest.Engine{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{}})
 		return err
-	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", &mocktest.Engine{}), stacktest.WithConfig(src))
-	require.ErrorContains(t, err, `node "worker-1": its derived MAC `+derived+` is the configured MAC of "worker-0"`)
+	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stacktest.WithConfig(src))
+	require.ErrorContains(t, err, `node "worker-1": its derived MAC `+derived+` is the MAC of "worker-0"`)
+	assert.Empty(t, e.All(), "nothing is registered")
 }

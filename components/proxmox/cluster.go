@@ -12,7 +12,6 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-command/sdk/go/command/remote"
-	"github.com/pulumi/pulumi-random/sdk/v4/go/random"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -60,26 +59,27 @@ type Cluster struct {
 }
 
 // check finds problems the stack validation cannot see because they depend
-// on derived values, before anything is registered.
-func (a *ClusterArgs) check() error {
+// on derived values, before anything is registered, and returns every
+// node's MAC.
+func (a *ClusterArgs) check() (map[string]string, error) {
 	if a.Config == nil || a.Config.Platform != stacks.PlatformProxmox {
-		return errors.New("proxmox cluster: needs a validated config of platform proxmox")
+		return nil, errors.New("proxmox cluster: needs a validated config of platform proxmox")
 	}
-	var derived []string
+	var nodes []NodeMAC
 	for _, n := range a.Config.Nodes.All() {
-		if n.MAC == "" {
-			derived = append(derived, n.Name)
-		}
+		nodes = append(nodes, NodeMAC{Name: n.Name, MAC: n.MAC})
 	}
-	if problems := derivedMACCollisions(a.Config.Cluster.Name, derived); len(problems) > 0 {
-		return fmt.Errorf("nodes: %s; nothing was created", strings.Join(problems, "; "))
+	macs, problems := NodeMACs(a.Stack, a.Config.Cluster.Name, nodes)
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("nodes: %s; nothing was created", strings.Join(problems, "; "))
 	}
-	return nil
+	return macs, nil
 }
 
 // NewCluster builds the Proxmox platform for a stack config.
 func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if err := args.check(); err != nil {
+	macs, err := args.check()
+	if err != nil {
 		return nil, err
 	}
 	cfg := args.Config
@@ -119,11 +119,6 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return nil, err
 	}
 
-	macs, err := nodeMACs(ctx, name, cfg, parent)
-	if err != nil {
-		return nil, err
-	}
-
 	var vmDeps []pulumi.Resource
 	if px.DNSMasqEnabled() {
 		c.DHCP, err = newReservations(ctx, name, args, macs, sshKey, parent)
@@ -149,7 +144,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	for _, ref := range refs {
 		iso := c.ISOs[ref.ProxmoxNode]
 		a := vmArgs(cfg, ref, vmSpec{
-			Cluster: cfg.Cluster.Name, Stack: args.Stack, MAC: macs[ref.Name],
+			Cluster: cfg.Cluster.Name, Stack: args.Stack, MAC: pulumi.String(macs[ref.Name]),
 			ISO: iso.ID().ToStringOutput(), Agent: agent,
 		})
 		// VMs start only once their DHCP reservation is live and their ISO
@@ -169,7 +164,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		}
 		c.VMs[ref.Name] = machine
 		vmIDs[ref.Name] = machine.VmId
-		macMap[ref.Name] = macs[ref.Name]
+		macMap[ref.Name] = pulumi.String(macs[ref.Name])
 		nodeOpts[ref.Name] = talos.NodeOptions{
 			DependsOn:   []pulumi.Resource{machine},
 			DeletedWith: machine,
@@ -216,63 +211,18 @@ func (c *Cluster) Outputs() pulumi.Map {
 	return out
 }
 
-// nodeMACs returns every node's MAC: the configured one, or one derived from
-// a random per-cluster prefix. The prefix is created only when some node
-// needs it, and lives in state, so MACs never change between runs.
-func nodeMACs(ctx *pulumi.Context, name string, cfg *stacks.Config, parent pulumi.ResourceOption) (map[string]pulumi.StringOutput, error) {
-	out := map[string]pulumi.StringOutput{}
-	given := map[string]string{}
-	for _, n := range cfg.Nodes.All() {
-		if n.MAC != "" {
-			given[strings.ToLower(n.MAC)] = n.Name
-		}
-	}
-	var prefix pulumi.StringOutput
-	for _, n := range cfg.Nodes.All() {
-		if n.MAC != "" {
-			out[n.Name] = pulumi.String(strings.ToLower(n.MAC)).ToStringOutput()
-			continue
-		}
-		if prefix == (pulumi.StringOutput{}) {
-			id, err := random.NewRandomId(ctx, name+"-mac-prefix", &random.RandomIdArgs{
-				ByteLength: pulumi.Int(MACPrefixBytes),
-			}, parent)
-			if err != nil {
-				return nil, fmt.Errorf("unable to create MAC prefix: %w", err)
-			}
-			prefix = id.Hex
-		}
-		node := n.Name
-		out[node] = prefix.ApplyT(func(p string) (string, error) {
-			mac, err := DeriveMAC(p, cfg.Cluster.Name, node)
-			if other, clash := given[mac]; err == nil && clash {
-				return "", fmt.Errorf("node %q: its derived MAC %s is the configured MAC of %q; set 'mac' on %q too", node, mac, other, node)
-			}
-			return mac, err
-		}).(pulumi.StringOutput)
-	}
-	return out, nil
-}
-
 // newReservations writes the dnsmasq reservation file over SSH. Its content
 // is the command's stdin, so a changed MAC or IP shows in the preview and
 // re-runs the install script; delete removes the file with the old
 // connection.
-func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs map[string]pulumi.StringOutput, sshKey pulumi.StringInput, parent pulumi.ResourceOption) (*remote.Command, error) {
+func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs map[string]string, sshKey pulumi.StringInput, parent pulumi.ResourceOption) (*remote.Command, error) {
 	cfg := args.Config
 	file := DNSMasqFile{Dir: cfg.Proxmox.DNSMasq.ConfigDir, Cluster: cfg.Cluster.Name, Stack: args.Stack, Restart: cfg.Proxmox.DNSMasq.Restart}
-	nodes := cfg.Nodes.All()
-	macList := make([]any, len(nodes))
-	for i, n := range nodes {
-		macList[i] = macs[n.Name]
+	var rs []Reservation
+	for _, n := range cfg.Nodes.All() {
+		rs = append(rs, Reservation{MAC: macs[n.Name], IP: n.IP, Hostname: n.Name})
 	}
-	content := pulumi.All(macList...).ApplyT(func(ms []any) string {
-		rs := make([]Reservation, len(nodes))
-		for i, n := range nodes {
-			rs[i] = Reservation{MAC: ms[i].(string), IP: n.IP, Hostname: n.Name}
-		}
-		return file.Render(rs)
-	}).(pulumi.StringOutput)
+	content := pulumi.String(file.Render(rs))
 	ssh := cfg.Proxmox.SSH
 	conn := remote.ConnectionArgs{
 		Host:           pulumi.String(ssh.Host),

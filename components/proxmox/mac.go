@@ -2,58 +2,65 @@ package proxmox
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
+	"strings"
 )
 
-// MACPrefixBytes is the length of the per-cluster random MAC prefix.
-const MACPrefixBytes = 2
-
-// DeriveMAC returns the NIC address of a node: the cluster's random prefix
-// (kept in Pulumi state by a random.RandomId, so it never changes for the
-// life of the stack) in the first two octets, marked locally administered and
-// unicast, then four octets hashed from the cluster and node names.
+// DeriveMAC returns the NIC address of a node that has no configured MAC: a
+// pure function of the stack, cluster and node names, so it is the same on
+// every run, after a destroy and a new `up` too (the DHCP reservation made
+// for it then still matches), and on another machine. The first octet is
+// marked locally administered and unicast; the other 46 bits are hashed.
 //
-// The prefix keeps two clusters apart even when they share a cluster name
-// and node names on one bridge; the hash keeps nodes apart within a cluster
-// and is independent of the prefix, so collisions between derived addresses
-// can be found before anything is created (see derivedMACCollisions).
-func DeriveMAC(prefixHex, cluster, node string) (string, error) {
-	prefix, err := hex.DecodeString(prefixHex)
-	if err != nil || len(prefix) != MACPrefixBytes {
-		return "", fmt.Errorf("MAC prefix %q is not %d bytes of hex", prefixHex, MACPrefixBytes)
-	}
-	h := nodeHash(cluster, node)
+// The stack name keeps two clusters apart that share a cluster name and
+// node names on one bridge (a second stack of the same environment); the
+// separators keep ("a-b", "c") and ("a", "b-c") apart.
+func DeriveMAC(stack, cluster, node string) string {
+	sum := sha256.Sum256([]byte("talos-cluster-mac\x00" + stack + "\x00" + cluster + "\x00" + node))
 	mac := net.HardwareAddr{
-		prefix[0]&^0x01 | 0x02, // clear the multicast bit, set the local bit
-		prefix[1],
-		h[0], h[1], h[2], h[3],
+		sum[0]&^0x01 | 0x02, // clear the multicast bit, set the local bit
+		sum[1], sum[2], sum[3], sum[4], sum[5],
 	}
-	return mac.String(), nil
+	return mac.String()
 }
 
-// nodeHash is the node-specific part of a derived MAC. The separator keeps
-// ("a-b", "c") and ("a", "b-c") apart.
-func nodeHash(cluster, node string) [4]byte {
-	sum := sha256.Sum256([]byte(cluster + "\x00" + node))
-	return [4]byte{sum[0], sum[1], sum[2], sum[3]}
+// NodeMAC is one node's name and configured MAC ("" to derive it).
+type NodeMAC struct {
+	Name, MAC string
 }
 
-// derivedMACCollisions names pairs of nodes whose derived MACs would be equal
-// whatever the prefix. Node names are unique, so this takes a 32-bit hash
-// collision; it is checked rather than assumed because a duplicate MAC on a
-// bridge is a miserable thing to debug.
-func derivedMACCollisions(cluster string, nodes []string) []string {
-	seen := map[[4]byte]string{}
-	var out []string
+// NodeMACs returns every node's MAC: the configured one, normalised to
+// lower case, or the derived one. It reports, before anything is created,
+// every pair of nodes that would share an address: a derived MAC equal to
+// another derived one (a 46-bit hash collision, checked rather than assumed
+// because a duplicate MAC on a bridge is miserable to debug) or to a
+// configured one.
+func NodeMACs(stack, cluster string, nodes []NodeMAC) (map[string]string, []string) {
+	out := map[string]string{}
+	owner := map[string]string{} // MAC -> node
+	var problems []string
+	// Configured MACs first: they win, and a derived MAC that hits one is
+	// the derived node's problem.
 	for _, n := range nodes {
-		h := nodeHash(cluster, n)
-		if other, dup := seen[h]; dup {
-			out = append(out, fmt.Sprintf("nodes %q and %q would get the same derived MAC; set 'mac' on one of them", other, n))
+		if n.MAC == "" {
 			continue
 		}
-		seen[h] = n
+		mac := strings.ToLower(n.MAC)
+		out[n.Name] = mac
+		owner[mac] = n.Name
 	}
-	return out
+	for _, n := range nodes {
+		if n.MAC != "" {
+			continue
+		}
+		mac := DeriveMAC(stack, cluster, n.Name)
+		if other, clash := owner[mac]; clash {
+			problems = append(problems, fmt.Sprintf("node %q: its derived MAC %s is the MAC of %q; set 'mac' on %q", n.Name, mac, other, n.Name))
+			continue
+		}
+		out[n.Name] = mac
+		owner[mac] = n.Name
+	}
+	return out, problems
 }

@@ -5,6 +5,8 @@
 package mocktest
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -54,9 +56,6 @@ type Registered struct {
 
 // Engine answers registrations and invokes and records them.
 type Engine struct {
-	// MACPrefix is the hex the mock random.RandomId returns.
-	MACPrefix string
-
 	mu  sync.Mutex
 	res []Registered
 }
@@ -100,11 +99,15 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 	case Schematic:
 		id = SchematicID
 	case RandomID:
-		prefix := e.MACPrefix
-		if prefix == "" {
-			prefix = "a1b2"
+		// Like the random provider: new bytes for every resource created,
+		// so a destroy followed by an `up` (a new engine) gets other ones.
+		n := 8
+		if v, ok := args.Inputs["byteLength"]; ok && v.IsNumber() {
+			n = int(v.NumberValue())
 		}
-		out["hex"] = resource.NewStringProperty(prefix)
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		out["hex"] = resource.NewStringProperty(hex.EncodeToString(b))
 	case Download:
 		// The provider's id is the volume id <datastore>:<content>/<file>.
 		id = fmt.Sprintf("%s:%s/%s", str(args.Inputs, "datastoreId"), str(args.Inputs, "contentType"), str(args.Inputs, "fileName"))

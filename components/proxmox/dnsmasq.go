@@ -27,6 +27,14 @@ type DNSMasqFile struct {
 	// hosts files on SIGHUP, not dhcp-host lines in config files, so the
 	// default is a restart.
 	Restart string
+	// LeaseFile is dnsmasq's lease database (dhcp-leasefile). A lease there
+	// outlives the VM that took it: dnsmasq will not hand a reserved address
+	// to its MAC while another MAC holds an unexpired lease on it, so the
+	// scripts drop such leases (see leaseFunctions).
+	LeaseFile string
+	// Interface is where the VMs' DHCP requests reach dnsmasq (the Proxmox
+	// bridge); dhcp_release sends its DHCPRELEASE in through it.
+	Interface string
 }
 
 // Path is the file's path on the host: named after the cluster, so an
@@ -52,45 +60,188 @@ func (f DNSMasqFile) Render(rs []Reservation) string {
 //     file plus the conf-dir, which Debian's service adds on its command
 //     line rather than in dnsmasq.conf) must pass `dnsmasq --test`; if not,
 //     the previous file (or none) is put back;
-//  3. only then is dnsmasq restarted.
+//  3. the leases that would keep a node from its reserved address are
+//     released: those of a reserved address held by another MAC, and those
+//     of a reservation the previous file had and the new one drops (a node
+//     removed, its MAC or IP changed);
+//  4. only then is dnsmasq restarted.
 //
 // The running dnsmasq is never restarted with an unchecked file. The staging
 // file lives outside the conf-dir, which dnsmasq would read whatever its name.
 func (f DNSMasqFile) InstallScript() string {
-	return f.preamble() + `new=$(mktemp "${TMPDIR:-/tmp}/talos-dnsmasq.XXXXXX")
-old=$(mktemp "${TMPDIR:-/tmp}/talos-dnsmasq.XXXXXX")
-trap 'rm -f "$new" "$old"' EXIT
-cat > "$new"
+	return f.preamble() + `new=$tmp/new
+old=$tmp/old
+: > "$old" || fail "unable to create $old"
+cat > "$new" || fail "unable to write the new reservations to $new"
 if ! out=$(dnsmasq --test --conf-file="$new" 2>&1); then
-	echo "dnsmasq --test rejected the new reservations; $file is unchanged: $out" >&2
-	exit 1
+	fail "dnsmasq --test rejected the new reservations; $file is unchanged: $out"
 fi
 had_old=0
-if [ -e "$file" ]; then cp -p "$file" "$old"; had_old=1; fi
-chmod 0644 "$new"
-cp "$new" "$file.tmp" && mv -f "$file.tmp" "$file"
-if ! out=$(dnsmasq --test $test_args --conf-dir="$dir" 2>&1); then
-	if [ "$had_old" = 1 ]; then cp -p "$old" "$file.tmp" && mv -f "$file.tmp" "$file"; else rm -f "$file"; fi
-	echo "dnsmasq --test rejected the configuration with the new reservations; $file is back as it was: $out" >&2
-	exit 1
+if [ -e "$file" ]; then
+	cp -p "$file" "$old" || fail "unable to back up $file to $old; $file is unchanged"
+	had_old=1
 fi
+chmod 0644 "$new" || fail "unable to make $new readable; $file is unchanged"
+# replace SRC puts a copy of SRC in place of $file through $file.tmp (same
+# directory, so the mv is atomic); a failed step removes $file.tmp, which
+# dnsmasq would read from the conf-dir like any other file.
+replace() {
+	if cp -p "$1" "$file.tmp" && mv -f "$file.tmp" "$file"; then
+		return 0
+	fi
+	rm -f "$file.tmp"
+	return 1
+}
+replace "$new" || fail "unable to write $file through $file.tmp; $file is unchanged"
+put_back() {
+	if [ "$had_old" = 1 ]; then
+		replace "$old"
+	else
+		rm -f "$file"
+	fi
+}
+if ! out=$(dnsmasq --test $test_args --conf-dir="$dir" 2>&1); then
+	if ! put_back; then
+		fail "dnsmasq --test rejected the configuration with the new reservations, and unable to put the previous $file back (it holds the rejected reservations): $out"
+	fi
+	fail "dnsmasq --test rejected the configuration with the new reservations; $file is back as it was: $out"
+fi
+release_leases "$new" "$old" "$file is installed"
 ` + f.restart("installed")
 }
 
-// RemoveScript deletes the file and restarts dnsmasq; a file already gone is
-// success, so a repeated destroy does not fail.
+// RemoveScript deletes the file, releases the leases of its reservations and
+// restarts dnsmasq; a file already gone is success, so a repeated destroy
+// does not fail. The leases go before the file, so that a failure leaves the
+// file in place and a retried destroy still knows which leases to release.
 func (f DNSMasqFile) RemoveScript() string {
 	return f.preamble() + `if [ ! -e "$file" ]; then
 	echo "$file is already gone"
 	exit 0
 fi
-rm -f "$file"
+none=$tmp/none
+old=$tmp/old
+: > "$none" || fail "unable to create $none"
+cp -p "$file" "$old" || fail "unable to copy $file to $old; $file is still in place"
+release_leases "$none" "$old" "$file is still in place"
+rm -f "$file" || fail "unable to remove $file"
 ` + f.restart("removed")
 }
 
 func (f DNSMasqFile) preamble() string {
-	return fmt.Sprintf("set -eu\ndir=%s\nfile=%s\ntest_args=%s\n", shell.Quote(f.Dir), shell.Quote(f.Path()), shell.Quote(f.TestArgs))
+	return fmt.Sprintf("set -eu\ndir=%s\nfile=%s\ntest_args=%s\nlease_file=%s\niface=%s\n",
+		shell.Quote(f.Dir), shell.Quote(f.Path()), shell.Quote(f.TestArgs), shell.Quote(f.LeaseFile), shell.Quote(f.Interface)) +
+		`fail() {
+	echo "$*" >&2
+	exit 1
 }
+if ! tmp=$(mktemp -d "${TMPDIR:-/tmp}/talos-dnsmasq.XXXXXX"); then
+	fail "unable to create a scratch directory in ${TMPDIR:-/tmp}"
+fi
+trap 'rm -rf "$tmp"' EXIT
+` + leaseFunctions
+}
+
+// leaseFunctions are the shell functions both scripts release leases with.
+//
+// A lease is stale when it holds an address the new file reserves for another
+// MAC, or when it is the lease of a reservation the old file had and the new
+// one drops. Leases of addresses this cluster never reserved, and leases of a
+// dropped address held by a MAC that was not the reserved one, belong to
+// someone else and stay.
+//
+// dnsmasq keeps its leases in memory, reads the lease file only when it
+// starts, and rewrites the whole file from memory whenever a lease changes
+// (it does not write it when it stops). So a stale lease goes in two ways:
+//   - dhcp_release (Debian's dnsmasq-utils), when installed, sends a
+//     DHCPRELEASE in through the bridge, as the client would: the running
+//     dnsmasq forgets the lease, so a rewrite of the file from memory before
+//     the restart cannot bring it back. It is best effort: it needs root, an
+//     address of the bridge in the lease's subnet, and dnsmasq listening
+//     there, and it cannot tell whether dnsmasq acted on the packet. Its
+//     failure is printed, not fatal.
+//   - the stale lines are removed from the lease file right before the
+//     restart, which is what the restarted dnsmasq reads: this is the step
+//     that must work, so its failure fails the script. The file is rewritten
+//     in place, not replaced: dnsmasq keeps it open and rewrites it through
+//     that descriptor, so a new file would be orphaned from the running
+//     dnsmasq's point of view, and in place also keeps its owner and mode.
+//
+// A missing lease file holds no leases (a host whose dnsmasq never served
+// DHCP yet); it is said, not an error. The awk program compares MACs in lower
+// case (dnsmasq writes them so) and leaves every other line alone, including
+// the DHCPv6 "duid" line and IPv6 leases.
+const leaseFunctions = `# leases MODE NEW OLD < lease file: MODE stale prints the stale leases, keep
+# the others.
+leases() {
+	awk -v mode="$1" -v newf="$2" -v oldf="$3" '
+function load(f, m,    line, n, p, r) {
+	while ((r = (getline line < f)) > 0) {
+		if (line !~ /^dhcp-host=/) continue
+		n = split(substr(line, 11), p, ",")
+		if (n >= 2) m[p[2]] = tolower(p[1])
+	}
+	if (r < 0) {
+		print "unable to read " f > "/dev/stderr"
+		exit 2
+	}
+	close(f)
+}
+BEGIN { load(newf, reserved); load(oldf, dropped) }
+{
+	stale = 0
+	if (NF >= 3) {
+		ip = $3
+		mac = tolower($2)
+		if (ip in reserved) stale = reserved[ip] != mac
+		else if (ip in dropped) stale = dropped[ip] == mac
+	}
+	if ((mode == "stale") == stale) print
+}'
+}
+# release_one IP MAC CLIENTID: dhcp_release takes the client id the lease
+# was made with, "*" (none) left out.
+release_one() {
+	if [ -n "$3" ] && [ "$3" != "*" ]; then
+		dhcp_release "$iface" "$1" "$2" "$3"
+	else
+		dhcp_release "$iface" "$1" "$2"
+	fi
+}
+# release_leases NEW OLD STATE: releases the stale leases; STATE says where
+# the reservation file stands if this fails.
+release_leases() {
+	if [ ! -e "$lease_file" ]; then
+		echo "$lease_file does not exist: no DHCP leases to release"
+		return 0
+	fi
+	if ! stale=$(leases stale "$1" "$2" < "$lease_file"); then
+		fail "unable to read the DHCP leases in $lease_file; $3, dnsmasq was not restarted"
+	fi
+	if [ -z "$stale" ]; then
+		return 0
+	fi
+	if command -v dhcp_release > /dev/null 2>&1; then
+		printf '%s\n' "$stale" | while read -r _ mac ip _ clid; do
+			if ! out=$(release_one "$ip" "$mac" "$clid" 2>&1); then
+				echo "dhcp_release on $iface of $ip ($mac) failed, the edit of $lease_file drops the lease instead: $out" >&2
+			fi
+		done
+	else
+		echo "dhcp_release (Debian package dnsmasq-utils) is not installed: the edit of $lease_file and the restart drop the stale leases"
+	fi
+	# Recomputed: dnsmasq may have rewritten the file after a release.
+	if ! leases keep "$1" "$2" < "$lease_file" > "$tmp/leases"; then
+		fail "unable to read the DHCP leases in $lease_file; $3, dnsmasq was not restarted"
+	fi
+	if ! cat "$tmp/leases" > "$lease_file"; then
+		fail "unable to rewrite $lease_file; $3, dnsmasq was not restarted"
+	fi
+	printf '%s\n' "$stale" | while read -r _ mac ip _; do
+		echo "dropped the DHCP lease of $ip to $mac"
+	done
+}
+`
 
 func (f DNSMasqFile) restart(done string) string {
 	return fmt.Sprintf(`if ! out=$( { %s
@@ -101,5 +252,3 @@ fi
 echo "$file %s; dnsmasq restarted"
 `, f.Restart, done, done)
 }
-
-// shellQuote quotes s for POSIX sh.

@@ -371,6 +371,30 @@ func TestKeepISO(t *testing.T) {
 	assert.True(t, e.One(t, mocktest.Download).RetainOnDelete)
 }
 
+// A replaced VM (a proxmoxNode change, `pulumi up --replace`) keeps its
+// vmId: the old one must go first, and the new one, back in maintenance mode
+// with the ISO inserted, needs its node's config applied and the ISO ejected
+// again, while nothing else of the cluster is touched.
+func TestProxmoxReplacingAVMReRunsOnlyItsApplyAndEject(t *testing.T) {
+	t.Parallel()
+	e, _, hooks := deployWithHooks(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	vms := e.ByType(mocktest.VM)
+	require.Len(t, vms, 3)
+	for _, v := range vms {
+		assert.True(t, v.DeleteBeforeReplace, "%s: deleted before its replacement (same vmId)", v.Name)
+	}
+	assert.Len(t, hooks.Bound, 3, "the fast-stop hook is bound to every VM, so it runs for a replacement's delete too")
+	for _, node := range []string{"cp-0", "worker-0", "worker-1"} {
+		vm := e.Named(t, mocktest.VM, "homelab-vm-"+node)
+		var names []string
+		for _, r := range e.ReplacedWith(vm) {
+			names = append(names, r.Name)
+		}
+		assert.ElementsMatch(t, []string{"homelab-apply-" + node, "homelab-eject-iso-" + node}, names,
+			"replacing %s re-runs its apply and eject, nothing else", vm.Name)
+	}
+}
+
 func TestDerivedMACClashingWithAGivenOneFails(t *testing.T) {
 	t.Parallel()
 	derived := proxmox.DeriveMAC("proxmox-homelab", "homelab", "worker-1")

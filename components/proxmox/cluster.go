@@ -156,6 +156,10 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		}
 		machine, err := vm.NewVirtualMachine(ctx, name+"-vm-"+ref.Name, a, append(pve,
 			pulumi.DependsOn(deps),
+			// The replacement has the same vmId (and name, MAC, IP): it can
+			// only be created once the old VM is gone. The fast-stop hook
+			// runs for this delete too, as for every delete of the VM.
+			pulumi.DeleteBeforeReplace(true),
 			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
 			bindStop,
 		)...)
@@ -169,7 +173,12 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 			DependsOn:   []pulumi.Resource{machine},
 			DeletedWith: machine,
 			// A VM replaced with the same IP boots the ISO again in
-			// maintenance mode, while its apply would show no diff.
+			// maintenance mode, while its apply would show no diff. The
+			// provider's id is the vmId, the same for the new VM, so only
+			// the engine knows it is a new instance: replace with it.
+			ReplaceWith: []pulumi.Resource{machine},
+			// Kept from earlier versions only so that their state sees no
+			// change (the vmId never changes for a VM).
 			ReplacementTrigger: machine.ID(),
 		}
 	}
@@ -274,7 +283,10 @@ func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs,
 			},
 			Triggers:               pulumi.Array{machine.ID()},
 			AddPreviousOutputInEnv: pulumi.Bool(false),
-		}, parent, pulumi.DependsOn(waitFor), pulumi.DeletedWith(machine))
+		}, parent, pulumi.DependsOn(waitFor), pulumi.DeletedWith(machine),
+			// A new VM (same vmId, so the trigger above stays the same) has
+			// the ISO inserted again: eject once more.
+			pulumi.ReplaceWith([]pulumi.Resource{machine}))
 		if err != nil {
 			return fmt.Errorf("unable to create ISO eject for %s: %w", ref.Name, err)
 		}

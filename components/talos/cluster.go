@@ -44,9 +44,12 @@ type NodeOptions struct {
 	// DeletedWith: the resource whose deletion removes this node (its VM),
 	// so no remote call is made for the node when both go.
 	DeletedWith pulumi.Resource
-	// ReplacementTrigger re-applies the config when it changes (e.g. the VM
-	// id): a recreated VM with the same IP is back in maintenance mode but
-	// would otherwise show no diff.
+	// ReplaceWith re-applies the config whenever one of these resources is
+	// replaced (the node's VM): a new machine with the same IP is back in
+	// maintenance mode, while the apply's own inputs show no diff.
+	ReplaceWith []pulumi.Resource
+	// ReplacementTrigger re-applies the config when its value changes (a
+	// VPS install's id, new for every install).
 	ReplacementTrigger pulumi.Input
 	// ResetOnDestroy makes deleting the node's apply reset the node: Talos
 	// wipes its state and ephemeral partitions and reboots into maintenance
@@ -178,6 +181,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		ropts := []pulumi.ResourceOption{parent, pulumi.DependsOn(nopts.DependsOn)}
 		if nopts.DeletedWith != nil {
 			ropts = append(ropts, pulumi.DeletedWith(nopts.DeletedWith))
+		}
+		if len(nopts.ReplaceWith) > 0 {
+			ropts = append(ropts, pulumi.ReplaceWith(nopts.ReplaceWith))
 		}
 		if nopts.ReplacementTrigger != nil {
 			ropts = append(ropts, pulumi.ReplacementTrigger(nopts.ReplacementTrigger))

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -224,6 +225,29 @@ func (e *Engine) After(a, b Registered) bool {
 		return false
 	}
 	return depsReach(a.Deps)
+}
+
+// ReplacedWith returns what the engine replaces, besides r itself, when r
+// is replaced: every resource whose ReplaceWith names r, or names one of
+// those in turn.
+func (e *Engine) ReplacedWith(r Registered) []Registered {
+	all := e.All()
+	var out []Registered
+	seen := map[string]bool{r.urnSuffix(): true}
+	queue := []Registered{r}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, c := range all {
+			if seen[c.urnSuffix()] || !slices.ContainsFunc(c.ReplaceWith, cur.Is) {
+				continue
+			}
+			seen[c.urnSuffix()] = true
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
 
 // urnSuffix is how a URN of r ends: <type>::<name>.

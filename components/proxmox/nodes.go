@@ -8,11 +8,15 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// TalosNodes describes the stack's VMs to the TalosCluster. With DHCP
-// reservations the node takes address and hostname from dnsmasq, so no
-// hostname is set in Talos (the two would conflict). With static addressing
-// the nocloud image reads the address from the cloud-init drive, and the
-// machine config repeats it so that the installed system keeps it.
+// TalosNodes describes the stack's VMs to the TalosCluster. Every node's
+// hostname is pinned to its name in the machine config, whatever the
+// addressing: a DHCP server that sends no hostname (another router than
+// our dnsmasq) would leave the node a generated talos-xxx-yyy name, which
+// the serving-certificate approver's name pattern never matches. Talos 1.12
+// takes it as a HostnameConfig document, which does not clash with a name
+// from DHCP. With static addressing the nocloud image reads the address
+// from the cloud-init drive, and the machine config repeats it so that the
+// installed system keeps it.
 func TalosNodes(cfg *stacks.Config) []talos.NodeSpec {
 	static := cfg.Proxmox.Addressing == stacks.AddressingStatic
 	var out []talos.NodeSpec
@@ -24,9 +28,9 @@ func TalosNodes(cfg *stacks.Config) []talos.NodeSpec {
 			InstallDisk: cfg.Cluster.InstallDisk,
 			UserPatches: talos.PatchTexts(ref.Patches),
 			Network:     talos.NodeNetwork{DHCP: !static},
+			Hostname:    ref.Name,
 		}
 		if static {
-			n.Hostname = ref.Name
 			n.Network.Addresses = []string{fmt.Sprintf("%s/%d", ref.IP, cfg.Cluster.Network.PrefixLength)}
 			n.Network.Routes = []talos.Route{{Network: "0.0.0.0/0", Gateway: cfg.Cluster.Network.Gateway}}
 		}

@@ -203,6 +203,10 @@ func TestExampleNodeConfigsValidate(t *testing.T) {
 				assert.Equal(t, true, get(v1, "machine.network.interfaces.0.deviceSelector.physical"))
 				assert.Equal(t, []any{"time.cloudflare.com"}, orNil(ex.file == stacktest.ProxmoxExample, get(v1, "machine.time.servers")),
 					"the example's user patch for all nodes")
+				// Pinned on every platform and in every addressing mode: a
+				// DHCP server that sends no name would leave a generated one
+				// that the approver's node-name pattern never matches.
+				assert.Equal(t, n.Name, n.Hostname)
 				assertHostname(t, d, n)
 			})
 		}

@@ -17,6 +17,7 @@ const (
 	DefaultBIOS               = "seabios"
 	DefaultDNSMasqDir         = "/etc/dnsmasq.d"
 	DefaultDNSMasqRestart     = "systemctl restart dnsmasq"
+	DefaultDNSMasqLeaseFile   = "/var/lib/misc/dnsmasq.leases"
 	DefaultSSHPort            = 22
 	DefaultSSHUser            = "root"
 	DefaultDiskSize           = 20
@@ -64,6 +65,7 @@ func applyDefaults(cfg *Config) {
 		setString(&p.Access, AccessDirect)
 		setString(&p.DNSMasq.ConfigDir, DefaultDNSMasqDir)
 		setString(&p.DNSMasq.Restart, DefaultDNSMasqRestart)
+		setString(&p.DNSMasq.LeaseFile, DefaultDNSMasqLeaseFile)
 		if p.DNSMasq.Enabled == nil {
 			on := p.Addressing == AddressingDHCPReservation
 			p.DNSMasq.Enabled = &on

@@ -173,6 +173,9 @@ type DNSMasqConfig struct {
 	Enabled   *bool  `json:"enabled" doc:"Write reservations; default: on with 'dhcp-reservation' addressing. Turn off if DHCP is managed elsewhere."`
 	ConfigDir string `json:"configDir" doc:"Directory dnsmasq reads extra config from." default:"/etc/dnsmasq.d"`
 	Restart   string `json:"restartCommand" doc:"Shell command on the host that makes dnsmasq read the reservations (dnsmasq rereads dhcp-host lines only on restart)." default:"systemctl restart dnsmasq"`
+	LeaseFile string `json:"leaseFile" doc:"dnsmasq's lease file on the host (its 'dhcp-leasefile'). 'up' and 'destroy' drop from it the leases that would keep a node from its reserved address (the old MAC's lease after a MAC change, a removed node's lease), also through 'dhcp_release' on 'proxmox.bridge' when dnsmasq-utils is installed." default:"/var/lib/misc/dnsmasq.leases"`
+	// BridgeSpansHosts lifts the single-host check of validateDNSMasqPlacement.
+	BridgeSpansHosts bool `json:"bridgeSpansHosts" doc:"The bridge carries one layer-2 network across the Proxmox nodes (e.g. an SDN VXLAN or VLAN zone), so the reserving host's dnsmasq also serves VMs on other nodes. Without it, reservations refuse VMs on a 'proxmoxNode' other than 'proxmox.node'." default:"false"`
 }
 
 // What `pulumi destroy` does to VPS nodes. Servers are never deleted.

@@ -404,6 +404,42 @@ func validateProxmoxNode(d *Diagnostics, ref NodeRef, vmids map[int]string, macs
 	}
 }
 
+// validateDNSMasqPlacement refuses reservations for VMs spread over several
+// Proxmox nodes. The reservations live in the dnsmasq of the one host reached
+// over SSH, and a DHCP server answers only on the layer-2 network it sits on:
+// a VM on another node's bridge of the same name never reaches it, boots
+// without its reserved address, and the node's config apply times out. Only
+// the operator knows whether the bridge spans the nodes (an SDN VXLAN or VLAN
+// zone does), hence proxmox.dnsmasq.bridgeSpansHosts. Runs before resolve: an
+// empty proxmoxNode is proxmox.node.
+func validateDNSMasqPlacement(d *Diagnostics, cfg *Config) {
+	px := &cfg.Proxmox
+	if px.Addressing != AddressingDHCPReservation || !px.DNSMasqEnabled() || px.DNSMasq.BridgeSpansHosts {
+		return
+	}
+	hosts := map[string]bool{}
+	for _, ref := range cfg.Nodes.Refs() {
+		hosts[nodeHost(px, ref)] = true
+	}
+	if len(hosts) < 2 {
+		return
+	}
+	for _, ref := range cfg.Nodes.Refs() {
+		if host := nodeHost(px, ref); host != px.Node {
+			d.errorf(ref.Path+".proxmoxNode", "%q is not proxmox.node (%q), and DHCP reservations are on: the dnsmasq holding them on the host reached over SSH serves only the bridge %s it sits on, which does not reach VMs on other Proxmox nodes; set proxmox.dnsmasq.bridgeSpansHosts: true if %s spans the nodes (e.g. an SDN VXLAN zone), or use addressing %s",
+				host, px.Node, px.Bridge, px.Bridge, AddressingStatic)
+		}
+	}
+}
+
+// nodeHost is the Proxmox node a VM runs on, before resolve fills it in.
+func nodeHost(px *ProxmoxConfig, ref NodeRef) string {
+	if ref.ProxmoxNode != "" {
+		return ref.ProxmoxNode
+	}
+	return px.Node
+}
+
 func validateVPSNode(d *Diagnostics, ref NodeRef) {
 	p := ref.Path
 	if ref.Gateway != "" {
@@ -487,6 +523,10 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	if !strings.HasPrefix(px.DNSMasq.ConfigDir, "/") {
 		d.errorf("proxmox.dnsmasq.configDir", "%q must be an absolute path", px.DNSMasq.ConfigDir)
 	}
+	if !strings.HasPrefix(px.DNSMasq.LeaseFile, "/") {
+		d.errorf("proxmox.dnsmasq.leaseFile", "%q must be an absolute path", px.DNSMasq.LeaseFile)
+	}
+	validateDNSMasqPlacement(d, cfg)
 	switch px.Access {
 	case AccessDirect, AccessSSHProxy:
 	default:

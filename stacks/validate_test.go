@@ -377,6 +377,16 @@ func TestInvalidConfigsNameTheKeyAndTheProblem(t *testing.T) {
 			at(k, "proxmox")["dnsmasq"] = obj{"enabled": true}
 			return proxmoxSource(k)
 		}, "proxmox.dnsmasq.enabled", "only used with addressing dhcp-reservation"},
+		{"relative dnsmasq lease file", func() stacks.Source {
+			k := proxmoxKeys()
+			at(k, "proxmox")["dnsmasq"] = obj{"leaseFile": "dnsmasq.leases"}
+			return proxmoxSource(k)
+		}, "proxmox.dnsmasq.leaseFile", `"dnsmasq.leases" must be an absolute path`},
+		{"dnsmasq reservations for VMs on two Proxmox nodes", func() stacks.Source {
+			k := proxmoxKeys()
+			at(k, "nodes", "workers", 1)["proxmoxNode"] = "pve2"
+			return proxmoxSource(k)
+		}, "nodes.workers[1].proxmoxNode", `"pve2" is not proxmox.node ("pve"), and DHCP reservations are on: the dnsmasq holding them on the host reached over SSH serves only the bridge vmbr1 it sits on`},
 		{"unknown VM network access", func() stacks.Source {
 			k := proxmoxKeys()
 			at(k, "proxmox")["access"] = "ssh"
@@ -515,6 +525,45 @@ func TestInvalidConfigsNameTheKeyAndTheProblem(t *testing.T) {
 			assert.True(t, found, "want %s: ...%s...; got:\n%s", tc.wantPath, tc.wantMsg, d.Err())
 			assert.Contains(t, d.Err().Error(), tc.wantPath+": ", "the printed message names the key")
 		})
+	}
+}
+
+// dnsmasq on the host reached over SSH serves VMs on other Proxmox nodes only
+// when the bridge spans the nodes; every VM off proxmox.node is named.
+func TestDNSMasqReservationsAndMultiHostPlacement(t *testing.T) {
+	t.Parallel()
+	multiHost := func() keys {
+		k := proxmoxKeys()
+		at(k, "nodes", "workers", 0)["proxmoxNode"] = "pve2"
+		at(k, "nodes", "workers", 1)["proxmoxNode"] = "pve3"
+		return k
+	}
+	_, d := stacks.Load(proxmoxSource(multiHost()))
+	var paths []string
+	for _, p := range d.Errors {
+		paths = append(paths, p.Path)
+		assert.Contains(t, p.Message, "proxmox.dnsmasq.bridgeSpansHosts: true", p.Path)
+	}
+	assert.Equal(t, []string{"nodes.workers[0].proxmoxNode", "nodes.workers[1].proxmoxNode"}, paths)
+
+	for name, edit := range map[string]func(keys){
+		"the bridge spans the hosts": func(k keys) { at(k, "proxmox")["dnsmasq"] = obj{"bridgeSpansHosts": true} },
+		"dnsmasq off":                func(k keys) { at(k, "proxmox")["dnsmasq"] = obj{"enabled": false} },
+		"static addressing":          func(k keys) { at(k, "proxmox")["addressing"] = "static" },
+		"every VM on one other node": func(k keys) {
+			at(k, "nodes", "controlPlanes", 0)["proxmoxNode"] = "pve2"
+			at(k, "nodes", "workers", 1)["proxmoxNode"] = "pve2"
+			at(k, "nodes", "workers", 0)["proxmoxNode"] = "pve2"
+		},
+		"proxmoxNode spelling out proxmox.node": func(k keys) {
+			at(k, "nodes", "workers", 0)["proxmoxNode"] = "pve"
+			at(k, "nodes", "workers", 1)["proxmoxNode"] = "pve"
+		},
+	} {
+		k := multiHost()
+		edit(k)
+		_, d := stacks.Load(proxmoxSource(k))
+		assert.NoError(t, d.Err(), name)
 	}
 }
 

@@ -235,6 +235,11 @@ func TestProxmoxMultiHostAgentAndGivenMAC(t *testing.T) {
 		ws[1].(map[string]any)["proxmoxNode"] = "pve2"
 		ws[0].(map[string]any)["mac"] = "BC:24:11:00:00:20"
 	})
+	// Reservations in one host's dnsmasq reach a VM on pve2 only over a
+	// bridge spanning the hosts (without it the config is refused).
+	src = edit(t, src, "proxmox", func(m map[string]any) {
+		m["dnsmasq"].(map[string]any)["bridgeSpansHosts"] = true
+	})
 	src = edit(t, src, "cluster", func(m map[string]any) {
 		m["schematic"] = map[string]any{"extensions": []any{"siderolabs/iscsi-tools"}}
 	})
@@ -291,6 +296,22 @@ func TestProxmoxDestroyThenUpKeepsMACs(t *testing.T) {
 	staging, _ := macsOf(e)
 	for n, mac := range first {
 		assert.NotEqual(t, mac, staging[n], "%s: another stack, another MAC", n)
+	}
+}
+
+// The reservation scripts release stale leases in the lease file the stack
+// names, through dhcp_release on the VMs' bridge.
+func TestProxmoxReservationScriptsGetTheLeaseFileAndBridge(t *testing.T) {
+	t.Parallel()
+	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) {
+		m["dnsmasq"].(map[string]any)["leaseFile"] = "/var/lib/misc/dnsmasq.vmbr1.leases"
+	})
+	e, _ := deploy(t, src)
+	dhcp := e.One(t, mocktest.RemoteCommand)
+	for _, script := range []string{"create", "update", "delete"} {
+		s := dhcp.Inputs[resource.PropertyKey(script)].StringValue()
+		assert.Contains(t, s, "\nlease_file='/var/lib/misc/dnsmasq.vmbr1.leases'\n", script)
+		assert.Contains(t, s, "\niface='vmbr1'\n", script)
 	}
 }
 

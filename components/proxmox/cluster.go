@@ -226,7 +226,8 @@ func (c *Cluster) Outputs() pulumi.Map {
 // connection.
 func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs map[string]string, sshKey pulumi.StringInput, parent pulumi.ResourceOption) (*remote.Command, error) {
 	cfg := args.Config
-	file := DNSMasqFile{Dir: cfg.Proxmox.DNSMasq.ConfigDir, Cluster: cfg.Cluster.Name, Stack: args.Stack, Restart: cfg.Proxmox.DNSMasq.Restart}
+	file := DNSMasqFile{Dir: cfg.Proxmox.DNSMasq.ConfigDir, Cluster: cfg.Cluster.Name, Stack: args.Stack, Restart: cfg.Proxmox.DNSMasq.Restart,
+		LeaseFile: cfg.Proxmox.DNSMasq.LeaseFile, Interface: cfg.Proxmox.Bridge}
 	var rs []Reservation
 	for _, n := range cfg.Nodes.All() {
 		rs = append(rs, Reservation{MAC: macs[n.Name], IP: n.IP, Hostname: n.Name})

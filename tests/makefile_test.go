@@ -1,13 +1,21 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/diag"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,15 +27,26 @@ import (
 )
 
 // fakePulumi answers `config --json` with FAKE_CONFIG (or fails: no such
-// stack), logs other commands with their backend, records the proxy it was
-// given and fetches FAKE_CURL as a provider would, and answers `stack
-// output` with a fixed document unless FAKE_FAIL names the output.
+// stack), logs other commands with their backend (and passphrase file),
+// records the proxy it was given and fetches FAKE_CURL as a provider would,
+// and answers `stack output` with a fixed document unless FAKE_FAIL names the
+// output. Given --cwd, it goes there as pulumi does and keeps a copy of the
+// project file it finds (pulumi fails without one).
 const fakePulumi = `#!/bin/bash
 if [ "$1" = "config" ]; then
   if [ -n "$FAKE_CONFIG" ]; then cat "$FAKE_CONFIG"; exit 0; fi
   echo "error: no stack named '$4'" >&2; exit 255
 fi
 echo "$* | backend=$PULUMI_BACKEND_URL" >> "$FAKE_LOG"
+if [ -n "$PULUMI_CONFIG_PASSPHRASE_FILE" ]; then echo "passphrase-file=$PULUMI_CONFIG_PASSPHRASE_FILE" >> "$FAKE_LOG.env"; fi
+args=("$@")
+for ((i = 0; i < $#; i++)); do
+  if [ "${args[i]}" = "--cwd" ]; then
+    cd "${args[i+1]}" || exit 255
+    if [ ! -f Pulumi.yaml ]; then echo "error: no Pulumi.yaml project file found in $PWD" >&2; exit 255; fi
+    cp Pulumi.yaml "$FAKE_LOG.project.yaml"
+  fi
+done
 if [ -n "$HTTPS_PROXY" ]; then echo "proxy=$HTTPS_PROXY" >> "$FAKE_LOG.access"; fi
 if [ -n "$FAKE_CURL" ]; then curl -sSk --fail --max-time 10 "$FAKE_CURL" >> "$FAKE_LOG.access" 2>&1; fi
 if [ "$1 $2" = "stack output" ]; then
@@ -40,27 +59,38 @@ fi
 // a fake pulumi, so nothing touches the repository or a real backend.
 func makeIn(t *testing.T, env []string, args ...string) (dir, log, out string, err error) {
 	t.Helper()
+	dir = t.TempDir()
+	for _, name := range []string{"Makefile", "Pulumi.yaml"} {
+		b, readErr := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), name))
+		require.NoError(t, readErr)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.test.yaml"), []byte("config: {}\n"), 0o600))
+	// The program: these tests do not build it (TestMakeBuildsOncePerSourceChange does).
+	program := filepath.Join(dir, "program")
+	require.NoError(t, os.WriteFile(program, []byte("#!/bin/sh\n"), 0o700)) //nolint:gosec // an executable test double
+	log = filepath.Join(dir, "pulumi.log")
+	out, err = runMake(t, dir, log, env, append([]string{"STACKCTL=" + stackctl(t), "PROGRAM=" + program}, args...)...)
+	return dir, log, out, err
+}
+
+// runMake runs make in dir with the fake pulumi (written there) logging to log.
+func runMake(t *testing.T, dir, log string, env []string, args ...string) (string, error) {
+	t.Helper()
 	if _, lookErr := exec.LookPath("make"); lookErr != nil {
 		t.Skip("make is not installed")
 	}
-	dir = t.TempDir()
-	mk, readErr := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), "Makefile"))
-	require.NoError(t, readErr)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "Makefile"), mk, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.test.yaml"), []byte("config: {}\n"), 0o600))
 	fake := filepath.Join(dir, "fake-pulumi")
 	require.NoError(t, os.WriteFile(fake, []byte(fakePulumi), 0o700)) //nolint:gosec // an executable test double
-	log = filepath.Join(dir, "pulumi.log")
-
-	cmd := exec.Command("make", append([]string{"--no-print-directory", "PULUMI=" + fake, "STACKCTL=" + stackctl(t)}, args...)...)
+	cmd := exec.Command("make", append([]string{"--no-print-directory", "PULUMI=" + fake}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), append([]string{"FAKE_LOG=" + log}, env...)...)
 	b, err := cmd.CombinedOutput()
-	return dir, log, string(b), err
+	return string(b), err
 }
 
 // stackctlBuild builds cmd/stackctl once for the Makefile tests (the
-// Makefile's default, go run, needs the repository as working directory).
+// Makefile's default, bin/stackctl, is built from the repository's sources).
 var stackctlBuild = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "stackctl-")
 	if err != nil {
@@ -151,7 +181,7 @@ func TestMakeDestroyRunsTheProgramOnTheLocalBackend(t *testing.T) {
 	dir, log, out, err := makeIn(t, nil, "destroy", "STACK=test")
 	require.NoError(t, err, out)
 	line := strings.TrimSpace(readLog(t, log))
-	assert.Equal(t, "destroy --run-program --stack test | backend=file://"+dir+"/.pulumi-state", line)
+	assert.Equal(t, "destroy --cwd bin/project --run-program --stack test | backend=file://"+dir+"/.pulumi-state", line)
 	assert.DirExists(t, filepath.Join(dir, ".pulumi-state"))
 }
 
@@ -159,7 +189,7 @@ func TestMakeHonoursABackendURL(t *testing.T) {
 	t.Parallel()
 	dir, log, out, err := makeIn(t, []string{"PULUMI_BACKEND_URL=s3://bucket/state"}, "up", "STACK=test")
 	require.NoError(t, err, out)
-	assert.Equal(t, "up --stack test | backend=s3://bucket/state", strings.TrimSpace(readLog(t, log)))
+	assert.Equal(t, "up --cwd bin/project --stack test | backend=s3://bucket/state", strings.TrimSpace(readLog(t, log)))
 	assert.NoDirExists(t, filepath.Join(dir, ".pulumi-state"))
 }
 
@@ -204,7 +234,7 @@ func TestMakeUpStartsTheSSHProxyWhenTheStackSaysSo(t *testing.T) {
 	require.NoError(t, os.WriteFile(configFile, stacktest.ConfigJSON(t, direct), 0o600))
 	_, log, out, err = makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "preview", "STACK=test")
 	require.NoError(t, err, out)
-	assert.Contains(t, readLog(t, log), "preview --diff --stack test")
+	assert.Contains(t, readLog(t, log), "preview --cwd bin/project --diff --stack test")
 	assert.NoFileExists(t, log+".access")
 }
 
@@ -219,7 +249,7 @@ func TestMakeAdoptImportsTheSecretsFile(t *testing.T) {
 	require.NoError(t, os.MkdirAll(env, 0o700))
 	secretsFile := pkitest.WriteTalosSecrets(t, pkitest.TalosBundle(t), env)
 
-	_, log, out, err := makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "adopt", "STACK=test", "SECRETS="+secretsFile, "ADOPT_FLAGS=--yes")
+	_, log, out, err := makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "adopt", "STACK=test", "SECRETS="+secretsFile, "YES=1")
 	require.NoError(t, err, out)
 	assert.Regexp(t, `^import --stack test --file \S+/import\.json --protect=false --generate-code=false --yes \| backend=file://`, readLog(t, log))
 	assert.Contains(t, out, "Imported. Next: make preview STACK=test")
@@ -238,6 +268,278 @@ func TestMakeAdoptImportsTheSecretsFile(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, readLog(t, log), "import --stack test --file ")
 	assert.Contains(t, out, "helm upgrade")
+}
+
+// fakeGo stands in for `go build -o OUT PKG` in a copy of the repository, so
+// that the test sees which binaries make builds and when: stackctl is the
+// test's real build, the program a script naming its build.
+const fakeGo = `#!/bin/bash
+echo "$*" >> "$FAKE_GO_LOG"
+if [ "$1 $2" != "build -o" ] || [ $# -ne 4 ]; then echo "fake go: unexpected arguments: $*" >&2; exit 2; fi
+case "$4" in
+  ./cmd/stackctl) cp "$REAL_STACKCTL" "$3" ;;
+  .) printf '#!/bin/sh\necho "program of build %s"\n' "$(wc -l < "$FAKE_GO_LOG")" > "$3"; chmod 755 "$3" ;;
+  *) echo "fake go: unexpected package $4" >&2; exit 2 ;;
+esac
+`
+
+// The stack targets build bin/stackctl and the program from the sources
+// once, reuse them while no source changes, and rebuild the one whose
+// sources changed; pulumi runs in bin/project, whose project file is
+// Pulumi.yaml with the prebuilt program as the Go runtime's binary.
+func TestMakeBuildsOncePerSourceChange(t *testing.T) {
+	t.Parallel()
+	dir := copyRepo(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.test.yaml"), []byte("config: {}\n"), 0o600))
+	scratch := t.TempDir()
+	fakeGoPath, goLog, log := filepath.Join(scratch, "go"), filepath.Join(scratch, "go.log"), filepath.Join(scratch, "pulumi.log")
+	require.NoError(t, os.WriteFile(fakeGoPath, []byte(fakeGo), 0o700)) //nolint:gosec // an executable test double
+	env := []string{"FAKE_GO_LOG=" + goLog, "REAL_STACKCTL=" + stackctl(t)}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := runMake(t, dir, log, env, append([]string{"GO=" + fakeGoPath}, args...)...)
+		require.NoError(t, err, out)
+		return out
+	}
+	builds := 0
+	newBuilds := func() []string {
+		t.Helper()
+		b, err := os.ReadFile(goLog)
+		if os.IsNotExist(err) {
+			return nil
+		}
+		require.NoError(t, err)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		out := lines[builds:]
+		builds = len(lines)
+		return out
+	}
+	lastPulumi := func() string {
+		t.Helper()
+		lines := strings.Split(strings.TrimSpace(readLog(t, log)), "\n")
+		return lines[len(lines)-1]
+	}
+	const (
+		buildStackctl = "build -o bin/stackctl.tmp ./cmd/stackctl"
+		buildProgram  = "build -o bin/talos-cluster.tmp ."
+	)
+	backend := " | backend=file://" + dir + "/.pulumi-state"
+
+	// A fresh clone: both are built, then pulumi runs with the project file.
+	run("preview", "STACK=test")
+	assert.Equal(t, []string{buildStackctl, buildProgram}, newBuilds())
+	assert.Equal(t, "preview --cwd bin/project --diff --stack test"+backend, lastPulumi())
+	program := filepath.Join(dir, "bin", "talos-cluster")
+	assert.Equal(t, "program of build 2\n", string(must(exec.Command(program).Output())))
+	checkProject(t, dir, log+".project.yaml", program)
+
+	// Another target, nothing changed: nothing is built; destroy still runs
+	// the program (for the fast-delete hooks), the prebuilt one.
+	out := run("destroy", "STACK=test")
+	assert.Empty(t, newBuilds())
+	assert.NotContains(t, out, "go build")
+	assert.Equal(t, "destroy --cwd bin/project --run-program --stack test"+backend, lastPulumi())
+	checkProject(t, dir, log+".project.yaml", program)
+	run("up", "STACK=test")
+	assert.Empty(t, newBuilds())
+	assert.Equal(t, "program of build 2\n", string(must(exec.Command(program).Output())))
+
+	// Each change rebuilds what depends on it, once.
+	for _, change := range []struct {
+		name string
+		do   func(root string)
+		want []string
+	}{
+		{"a test file", func(root string) { appendTo(t, filepath.Join(root, "stacks", anyFile(t, root, "stacks", "_test.go"))) }, nil},
+		{"main.go", func(root string) { appendTo(t, filepath.Join(root, "main.go")) }, []string{buildProgram}},
+		{"cmd/stackctl", func(root string) { appendTo(t, filepath.Join(root, "cmd", "stackctl", "main.go")) }, []string{buildStackctl}},
+		{"a package", func(root string) {
+			appendTo(t, filepath.Join(root, "internal", "program", anyFile(t, root, "internal/program", ".go")))
+		}, []string{buildStackctl, buildProgram}},
+		{"an embedded script", func(root string) {
+			appendTo(t, filepath.Join(root, "components", anyFile(t, root, "components", ".sh")))
+		}, []string{buildStackctl, buildProgram}},
+		{"a new file", func(root string) {
+			require.NoError(t, os.WriteFile(filepath.Join(root, "internal", "program", "zz_new.go"), []byte("package program\n"), 0o600))
+		}, []string{buildStackctl, buildProgram}},
+		{"a deleted file", func(root string) {
+			require.NoError(t, os.Remove(filepath.Join(root, "internal", "program", "zz_new.go")))
+		}, []string{buildStackctl, buildProgram}},
+		{"go.sum", func(root string) { appendTo(t, filepath.Join(root, "go.sum")) }, []string{buildStackctl, buildProgram}},
+	} {
+		// The sources two hours old, the binaries one, so the change is
+		// newer than them whatever the file system's time resolution.
+		setTimes(t, dir, time.Now().Add(-2*time.Hour))
+		setTimes(t, filepath.Join(dir, "bin"), time.Now().Add(-time.Hour))
+		change.do(dir)
+		run("build")
+		if got := newBuilds(); len(change.want) == 0 {
+			assert.Empty(t, got, change.name)
+		} else {
+			assert.Equal(t, change.want, got, change.name)
+		}
+		run("build")
+		assert.Empty(t, newBuilds(), "%s: built once", change.name)
+	}
+	run("preview", "STACK=test")
+	assert.Empty(t, newBuilds())
+	assert.Equal(t, "program of build 14\n", string(must(exec.Command(program).Output())), "pulumi runs the newest build")
+	checkProject(t, dir, log+".project.yaml", program)
+}
+
+// checkProject reads the project file pulumi found in bin/project (the copy
+// the fake kept) as pulumi does, and checks that it is Pulumi.yaml's project
+// running the prebuilt program in the repository, with the repository's
+// stack files.
+func checkProject(t *testing.T, dir, snapshot, program string) {
+	t.Helper()
+	// Pulumi's loader checks the file against the project schema.
+	proj, err := workspace.LoadProject(snapshot)
+	require.NoError(t, err)
+	orig, err := workspace.LoadProject(filepath.Join(dir, "Pulumi.yaml"))
+	require.NoError(t, err)
+	root := filepath.Join(dir, "bin", "project")
+
+	// The Go language host (pulumi-language-go, Run) runs
+	// runtime.options.binary instead of compiling the program when it is
+	// set; an absolute path is found wherever the host runs.
+	assert.Equal(t, "go", proj.Runtime.Name())
+	assert.Equal(t, map[string]any{"binary": program}, proj.Runtime.Options())
+	// The program's folder: `main` relative to the project's (the engine's
+	// getPwdMain); the program, the providers and the language host run there.
+	assert.Equal(t, dir, filepath.Join(root, proj.Main))
+	// The stack file: workspace.DetectProjectStackPath puts it in
+	// stackConfigDir, relative to the project file's folder.
+	stackFile := filepath.Join(root, proj.StackConfigDir, "Pulumi.test.yaml")
+	assert.Equal(t, filepath.Join(dir, "Pulumi.test.yaml"), stackFile)
+	_, err = workspace.LoadProjectStack(diag.DefaultSink(io.Discard, io.Discard, diag.FormatOptions{Color: colors.Never}), proj, stackFile)
+	require.NoError(t, err)
+
+	// Everything else is Pulumi.yaml's: the name (the state's project), the
+	// config types, the description.
+	proj.Runtime, proj.Main, proj.StackConfigDir = orig.Runtime, orig.Main, orig.StackConfigDir
+	assert.JSONEq(t, string(must(json.Marshal(orig))), string(must(json.Marshal(proj))))
+}
+
+// copyRepo copies what make builds from (the Go packages' folders, go.mod,
+// go.sum, the root's Go files, the Makefile and Pulumi.yaml) into a scratch
+// folder, every file and folder two hours old.
+func copyRepo(t *testing.T) string {
+	t.Helper()
+	src, dst := stacktest.RepoRoot(t), t.TempDir()
+	var names []string
+	for _, pattern := range []string{"*.go", "go.mod", "go.sum", "Makefile", "Pulumi.yaml"} {
+		names = append(names, must(filepath.Glob(filepath.Join(src, pattern)))...)
+	}
+	for _, name := range names {
+		require.NoError(t, os.WriteFile(filepath.Join(dst, filepath.Base(name)), must(os.ReadFile(name)), 0o600))
+	}
+	for _, top := range []string{"cmd", "components", "internal", "stacks"} {
+		err := filepath.WalkDir(filepath.Join(src, top), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel := must(filepath.Rel(src, path))
+			switch {
+			case d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")):
+				return filepath.SkipDir
+			case d.IsDir():
+				return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+			case d.Type().IsRegular():
+				b, err := os.ReadFile(path) //nolint:gosec // the repository's own files
+				if os.IsNotExist(err) {
+					return nil // removed meanwhile
+				}
+				if err != nil {
+					return err
+				}
+				return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	setTimes(t, dst, time.Now().Add(-2*time.Hour))
+	return dst
+}
+
+// setTimes sets the times of root and everything under it.
+func setTimes(t *testing.T, root string, when time.Time) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(root, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(path, when, when)
+	}))
+}
+
+// anyFile names a file of root/dir whose name ends in suffix (and that is
+// not a test unless suffix says so), relative to root/dir.
+func anyFile(t *testing.T, root, dir, suffix string) string {
+	t.Helper()
+	var found string
+	require.NoError(t, filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || found != "" || d.IsDir() || !strings.HasSuffix(d.Name(), suffix) ||
+			(!strings.HasSuffix(suffix, "_test.go") && strings.HasSuffix(d.Name(), "_test.go")) {
+			return err
+		}
+		found = must(filepath.Rel(filepath.Join(root, dir), path))
+		return nil
+	}))
+	require.NotEmpty(t, found, "no %s file under %s", suffix, dir)
+	return found
+}
+
+// appendTo changes a file in place, as an editor saving it would.
+func appendTo(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0) //nolint:gosec // a scratch copy
+	require.NoError(t, err)
+	_, err = f.WriteString("\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// YES=1 passes --yes to the operations that ask for confirmation, which
+// pulumi refuses to do outside a terminal; without it they prompt as ever.
+func TestMakeYesSkipsTheConfirmationPrompt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"up", "YES=1"}, "up --cwd bin/project --yes --stack test"},
+		{[]string{"destroy", "YES=1"}, "destroy --cwd bin/project --run-program --yes --stack test"},
+		{[]string{"refresh", "YES=1"}, "refresh --cwd bin/project --yes --stack test"},
+		{[]string{"up"}, "up --cwd bin/project --stack test"},
+		{[]string{"destroy"}, "destroy --cwd bin/project --run-program --stack test"},
+		{[]string{"refresh"}, "refresh --cwd bin/project --stack test"},
+		{[]string{"up", "YES=0"}, "up --cwd bin/project --stack test"},
+		{[]string{"preview", "YES=1"}, "preview --cwd bin/project --diff --stack test"},
+	} {
+		_, log, out, err := makeIn(t, nil, append(tc.args, "STACK=test")...)
+		require.NoError(t, err, out)
+		line, _, _ := strings.Cut(strings.TrimSpace(readLog(t, log)), " | ")
+		assert.Equal(t, tc.want, line, tc.args)
+	}
+}
+
+// pulumi runs in bin/project, and resolves a relative file backend or
+// passphrase file against its working directory: make hands it absolute
+// ones, the same files a pulumi run in the repository uses.
+func TestMakeKeepsRelativeStatePathsForPulumiInTheProjectFolder(t *testing.T) {
+	t.Parallel()
+	dir, log, out, err := makeIn(t, []string{"PULUMI_BACKEND_URL=file://state", "PULUMI_CONFIG_PASSPHRASE_FILE=.pulumi-passphrase"}, "up", "STACK=test")
+	require.NoError(t, err, out)
+	assert.Equal(t, "up --cwd bin/project --stack test | backend=file://"+dir+"/state", strings.TrimSpace(readLog(t, log)))
+	assert.Equal(t, "passphrase-file="+dir+"/.pulumi-passphrase\n", readLog(t, log+".env"))
+
+	// Absolute ones and ~ are left as they are.
+	_, log, out, err = makeIn(t, []string{"PULUMI_BACKEND_URL=file://~/state", "PULUMI_CONFIG_PASSPHRASE_FILE=/etc/passphrase"}, "up", "STACK=test")
+	require.NoError(t, err, out)
+	assert.Equal(t, "up --cwd bin/project --stack test | backend=file://~/state", strings.TrimSpace(readLog(t, log)))
+	assert.Equal(t, "passphrase-file=/etc/passphrase\n", readLog(t, log+".env"))
 }
 
 func must[T any](v T, err error) T {

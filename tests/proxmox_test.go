@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -33,11 +34,21 @@ func deploy(t testing.TB, src stacks.Source) (*mocktest.Engine, map[string]inter
 
 func deployWithHooks(t testing.TB, src stacks.Source) (*mocktest.Engine, map[string]internals.UnsafeAwaitOutputResult, *mocktest.Hooks) {
 	t.Helper()
+	return deployWith(t, src, program.Options{TalosProbe: noTalosYet})
+}
+
+// noTalosYet is the VPS probe of servers in their rescue system: none
+// answers the Talos API (tests never dial the example's addresses).
+func noTalosYet(context.Context, string) bool { return false }
+
+func deployWith(t testing.TB, src stacks.Source, o program.Options) (*mocktest.Engine, map[string]internals.UnsafeAwaitOutputResult, *mocktest.Hooks) {
+	t.Helper()
 	e := &mocktest.Engine{}
 	hooks := &mocktest.Hooks{}
+	o.Hooks = hooks
 	outs := map[string]internals.UnsafeAwaitOutputResult{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		m, err := program.Deploy(ctx, src, program.Options{Hooks: hooks})
+		m, err := program.Deploy(ctx, src, o)
 		if err != nil {
 			return err
 		}
@@ -94,11 +105,15 @@ func TestProxmoxExampleGraph(t *testing.T) {
 	isos := e.ByType(mocktest.Download)
 	require.Len(t, isos, 1, "one Proxmox node hosts every VM: one ISO")
 	iso := isos[0]
-	wantISO := "talos-v1.12.4-" + mocktest.SchematicID[:12] + "-metal-amd64.iso"
+	wantISO := proxmox.ISOFileName(proxmox.ISOFile{
+		Stack: "proxmox-homelab", Cluster: "homelab", TalosVersion: "v1.12.4", SchematicID: mocktest.SchematicID, Platform: "metal",
+	})
+	assert.Regexp(t, `^talos-v1\.12\.4-`+mocktest.SchematicID[:12]+`-metal-proxmox-homelab-homelab-[0-9a-f]{8}-amd64\.iso$`, wantISO)
 	assert.Equal(t, wantISO, iso.Inputs["fileName"].StringValue())
 	assert.Equal(t, "pve", iso.Inputs["nodeName"].StringValue())
 	assert.Equal(t, "https://factory.talos.dev/image/"+mocktest.SchematicID+"/v1.12.4/metal-amd64.iso", iso.Inputs["url"].StringValue())
 	assert.False(t, iso.Inputs["overwrite"].BoolValue())
+	assert.True(t, iso.Inputs["overwriteUnmanaged"].BoolValue(), "a file of this stack's ISO name in the way is downloaded again, not an error")
 	assert.False(t, iso.RetainOnDelete, "destroy deletes the ISO by default")
 
 	schematic := e.One(t, mocktest.Schematic).Inputs["schematic"].StringValue()

@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/internal/stacktest"
 )
 
@@ -176,4 +179,42 @@ func TestVPSLargerCluster(t *testing.T) {
 	bootstrap := e.One(t, mocktest.Bootstrap)
 	assert.Equal(t, "203.0.113.10", bootstrap.Inputs["node"].StringValue())
 	assert.Len(t, outs["nodeIps"].Value, 5)
+}
+
+// After `vps.onDestroy: reset` the servers boot Talos from their disks into
+// maintenance mode; the next `up` must not try the rescue install (Talos has
+// no SSH), nor the reboot command, and must go on to the config apply.
+func TestVPSNodeInMaintenanceModeSkipsRescueInstallAndReboot(t *testing.T) {
+	t.Parallel()
+	src := edit(t, stacktest.Example(t, stacktest.VPSExample), "vps", func(m map[string]any) {
+		m["rebootCommand"] = "ovh-cli boot-disk $NODE_NAME && ovh-cli reboot $NODE_NAME"
+		m["onDestroy"] = "reset"
+	})
+	var probed []string
+	var mu sync.Mutex
+	e, _, _ := deployWith(t, src, program.Options{TalosProbe: func(_ context.Context, ip string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		probed = append(probed, ip)
+		return true
+	}})
+	assert.Equal(t, []string{"203.0.113.10"}, probed, "the node's own address is probed")
+
+	install := e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")
+	for _, k := range []resource.PropertyKey{"create", "stdin"} {
+		_, has := install.Inputs[k]
+		assert.False(t, has, "no %s: the command provider runs nothing and dials nobody", k)
+	}
+	assert.Subset(t, install.IgnoreChanges, []string{"create", "stdin"}, "a later up, in rescue or not, shows no diff")
+	reboot := e.Named(t, mocktest.LocalCommand, "prod-reboot-node-0")
+	_, has := reboot.Inputs["create"]
+	assert.False(t, has, "the reboot command does not run")
+	wait := e.Named(t, mocktest.LocalCommand, "prod-wait-node-0")
+	apply := e.Named(t, mocktest.Apply, "prod-apply-node-0")
+	assert.True(t, e.After(apply, wait), "the apply still waits for Talos to answer")
+	assert.Equal(t, vps.WaitScript, wait.Inputs["create"].StringValue())
+
+	// The same stack with the node in its rescue system installs as before.
+	e, _ = deploy(t, src)
+	assert.Equal(t, "bash -s", e.Named(t, mocktest.RemoteCommand, "prod-install-node-0").Inputs["create"].StringValue())
 }

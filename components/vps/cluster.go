@@ -1,8 +1,10 @@
 package vps
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
@@ -21,6 +23,9 @@ const ClusterType = "talos-cluster:index:VpsCluster"
 type ClusterArgs struct {
 	// Config is the validated stack config (platform vps).
 	Config *stacks.Config
+	// Probe tells whether a node already runs Talos in maintenance mode
+	// (TalosMaintenanceProbe on port 50000 when nil).
+	Probe MaintenanceProbe
 }
 
 // Cluster is the VpsCluster component: per node a rescue-mode install, an
@@ -93,8 +98,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	reset := cfg.VPS.OnDestroy == stacks.OnDestroyReset
 	nodeOpts := map[string]talos.NodeOptions{}
+	inMaintenance := probeNodes(ctx.Context(), args.Probe, cfg.Nodes.Refs())
 	for _, ref := range cfg.Nodes.Refs() {
-		ready, install, err := c.prepareNode(ctx, name, cfg, ref, parent)
+		ready, install, err := c.prepareNode(ctx, name, cfg, ref, inMaintenance[ref.Name], parent)
 		if err != nil {
 			return nil, err
 		}
@@ -130,12 +136,43 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	return c, nil
 }
 
+// probeNodes asks every node at once whether it runs Talos in maintenance
+// mode, so that the probes' timeouts do not add up.
+func probeNodes(ctx context.Context, probe MaintenanceProbe, refs []stacks.NodeRef) map[string]bool {
+	if probe == nil {
+		probe = TalosMaintenanceProbe(talosAPIPort)
+	}
+	out := make(map[string]bool, len(refs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, ref := range refs {
+		wg.Go(func() {
+			up := probe(ctx, ref.IP)
+			mu.Lock()
+			out[ref.Name] = up
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// talosAPIPort is the Talos API's port (apid, and the maintenance API).
+const talosAPIPort = 50000
+
 // prepareNode registers a node's install, optional reboot command and wait,
 // and returns the resource the node's config apply must wait for.
-func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, cfg *stacks.Config, ref stacks.NodeRef, parent pulumi.ResourceOption) (pulumi.Resource, *remote.Command, error) {
+//
+// A node that already answers in Talos maintenance mode gets an install
+// and a reboot command without a create command: the command provider runs
+// nothing and opens no connection for them (its Create returns at once when
+// there is no command), the wait finds Talos at once, and the config apply
+// follows. Both keep their names, and `create` is in their ignoreChanges, so
+// a later `up`, when the node answers differently, shows no diff.
+func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, cfg *stacks.Config, ref stacks.NodeRef, inMaintenance bool, parent pulumi.ResourceOption) (pulumi.Resource, *remote.Command, error) {
 	r := ref.Rescue
 	inst := Install{Disk: ref.InstallDisk, RequireRescue: *cfg.VPS.RequireRescue}
-	install, err := remote.NewCommand(ctx, name+"-install-"+ref.Name, &remote.CommandArgs{
+	installArgs := &remote.CommandArgs{
 		Connection: remote.ConnectionArgs{
 			Host:           pulumi.String(r.Host),
 			Port:           pulumi.Float64(float64(r.Port)),
@@ -144,14 +181,22 @@ func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, cfg *stacks.Conf
 			DialErrorLimit: pulumi.Int(3),
 			PerDialTimeout: pulumi.Int(15),
 		},
-		Create: pulumi.String("bash -s"),
-		Stdin: c.ImageURL.ApplyT(func(url string) string {
+		Logging: remote.LoggingStdoutAndStderr,
+	}
+	if inMaintenance {
+		msg := fmt.Sprintf("%s (%s) already runs Talos in maintenance mode: no rescue install, no reboot; its config is applied next", ref.Name, ref.IP)
+		if err := ctx.Log.Info(msg, nil); err != nil {
+			return nil, nil, fmt.Errorf("unable to log the state of node %q: %w", ref.Name, err)
+		}
+	} else {
+		installArgs.Create = pulumi.String("bash -s")
+		installArgs.Stdin = c.ImageURL.ApplyT(func(url string) string {
 			i := inst
 			i.ImageURL = url
 			return i.Stdin()
-		}).(pulumi.StringOutput),
-		Logging: remote.LoggingStdoutAndStderr,
-	}, parent,
+		}).(pulumi.StringOutput)
+	}
+	install, err := remote.NewCommand(ctx, name+"-install-"+ref.Name, installArgs, parent,
 		pulumi.IgnoreChanges(installIgnoreChanges),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: installTimeout.String()}))
 	if err != nil {
@@ -165,14 +210,17 @@ func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, cfg *stacks.Conf
 	var ready pulumi.Resource = install
 	hint := ManualRebootHint(ref.Name, ref.IP, ref.InstallDisk)
 	if cmd := cfg.VPS.RebootCommand; cmd != "" {
-		reboot, err := local.NewCommand(ctx, name+"-reboot-"+ref.Name, &local.CommandArgs{
-			Create: pulumi.String(cmd),
+		rebootArgs := &local.CommandArgs{
 			Environment: pulumi.StringMap{
 				"NODE_NAME": pulumi.String(ref.Name), "NODE_IP": pulumi.String(ref.IP), "RESCUE_HOST": pulumi.String(r.Host),
 			},
 			Triggers: triggers,
 			Logging:  local.LoggingStdoutAndStderr,
-		}, parent, pulumi.DependsOn([]pulumi.Resource{install}),
+		}
+		if !inMaintenance {
+			rebootArgs.Create = pulumi.String(cmd)
+		}
+		reboot, err := local.NewCommand(ctx, name+"-reboot-"+ref.Name, rebootArgs, parent, pulumi.DependsOn([]pulumi.Resource{install}),
 			pulumi.IgnoreChanges(localIgnoreChanges),
 			pulumi.Timeouts(&pulumi.CustomTimeouts{Create: rebootTimeout.String()}))
 		if err != nil {

@@ -34,6 +34,9 @@ type Options struct {
 	// ProxmoxAPI is what the fast-stop hook talks to (a client for the
 	// stack's endpoint when nil).
 	ProxmoxAPI proxmox.StopAPI
+	// TalosProbe tells whether a VPS node already runs Talos in maintenance
+	// mode (a probe of its Talos API when nil).
+	TalosProbe vps.MaintenanceProbe
 }
 
 // Deploy registers the stack's resources and returns the stack outputs.
@@ -63,7 +66,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		}
 		return c.Outputs(), nil
 	case stacks.PlatformVPS:
-		c, err := vps.NewCluster(ctx, cfg.Cluster.Name, &vps.ClusterArgs{Config: cfg})
+		c, err := vps.NewCluster(ctx, cfg.Cluster.Name, &vps.ClusterArgs{Config: cfg, Probe: o.TalosProbe})
 		if err != nil {
 			return nil, err
 		}

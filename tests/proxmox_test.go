@@ -222,7 +222,7 @@ func TestProxmoxStaticAddressing(t *testing.T) {
 	e, _ := deploy(t, src)
 	assert.Empty(t, e.ByType(mocktest.RemoteCommand), "no DHCP reservations with static addressing")
 	iso := e.One(t, mocktest.Download)
-	assert.Contains(t, iso.Inputs["fileName"].StringValue(), "-nocloud-amd64.iso")
+	assert.Contains(t, iso.Inputs["fileName"].StringValue(), "-nocloud-proxmox-homelab-homelab-")
 	assert.Contains(t, iso.Inputs["url"].StringValue(), "/nocloud-amd64.iso")
 	for _, v := range e.ByType(mocktest.VM) {
 		name := v.Inputs["name"].StringValue()

@@ -1,7 +1,10 @@
 package proxmox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -24,15 +27,52 @@ func imagePlatform(addressing string) string {
 	return image.PlatformMetal
 }
 
-// ISOFileName names the ISO in Proxmox storage. The factory's own basename
-// (metal-amd64.iso) is the same for every version and schematic, so a new
-// version would otherwise overwrite, or be mistaken for, the old one.
-func ISOFileName(talosVersion, schematicID, platform string) string {
-	id := schematicID
+// ISOFile is what a stack's ISO file stands for: whose it is and what it
+// holds.
+type ISOFile struct {
+	Stack, Cluster                      string
+	TalosVersion, SchematicID, Platform string
+}
+
+// isoPartMax bounds each part of an ISO file name, so that the whole stays
+// far below the 255 characters Proxmox accepts (download-url's filename).
+const isoPartMax = 40
+
+// isoUnsafeRe matches what Proxmox's normalize_content_filename replaces with
+// '_' (pve-storage, src/PVE/Storage.pm).
+var isoUnsafeRe = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+
+// ISOFileName names the ISO in Proxmox storage:
+// talos-<version>-<schematic>-<platform>-<stack>-<cluster>-<hash>-amd64.iso.
+//
+// The factory's own basename (metal-amd64.iso) is the same for every version
+// and schematic, so a new version would otherwise overwrite, or be mistaken
+// for, the old one. Stack and cluster make the file this stack's alone: two
+// stacks with the same version and schematic on one host each have their
+// own, so destroying one never deletes the file the other's VMs boot from,
+// and a file already in the way can only be this stack's (see downloadISOs).
+//
+// Every part is reduced to the characters Proxmox keeps: it stores a file
+// under its normalized name, while the provider keeps the name it asked for
+// as the resource's id, and would then never find its own file. Parts are
+// cut to isoPartMax; the hash (of all inputs, unreduced) keeps names distinct
+// where cutting, reducing or the dashes between parts would not (stack "a-b"
+// with cluster "c", and stack "a" with cluster "b-c").
+func ISOFileName(f ISOFile) string {
+	id := f.SchematicID
 	if len(id) > 12 {
 		id = id[:12]
 	}
-	return fmt.Sprintf("talos-%s-%s-%s-amd64.iso", talosVersion, id, platform)
+	sum := sha256.Sum256([]byte(strings.Join([]string{f.Stack, f.Cluster, f.TalosVersion, f.SchematicID, f.Platform}, "\x00")))
+	parts := []string{"talos", f.TalosVersion, id, f.Platform, f.Stack, f.Cluster, hex.EncodeToString(sum[:4]), "amd64"}
+	for i, p := range parts {
+		p = isoUnsafeRe.ReplaceAllString(p, "_")
+		if len(p) > isoPartMax {
+			p = p[:isoPartMax]
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, "-") + ".iso"
 }
 
 // newImage resolves the cluster's image for the addressing mode.
@@ -51,8 +91,13 @@ func downloadISOs(ctx *pulumi.Context, name string, cfg *stacks.Config, img *ima
 	// Destroy deletes the ISO unless the stack keeps it (e.g. for VMs made
 	// by hand from it); a kept file stays in storage, unmanaged.
 	opts = append(opts, pulumi.RetainOnDelete(cfg.Proxmox.KeepISO))
+	// ctx.Stack() is the stack the program runs as, the one the VMs' stack
+	// tag names too.
 	fileName := img.SchematicID.ApplyT(func(id string) string {
-		return ISOFileName(cfg.Cluster.TalosVersion, id, img.Platform)
+		return ISOFileName(ISOFile{
+			Stack: ctx.Stack(), Cluster: cfg.Cluster.Name,
+			TalosVersion: cfg.Cluster.TalosVersion, SchematicID: id, Platform: img.Platform,
+		})
 	}).(pulumi.StringOutput)
 	out := map[string]*download.File{}
 	for _, node := range proxmoxNodes(cfg) {
@@ -64,9 +109,18 @@ func downloadISOs(ctx *pulumi.Context, name string, cfg *stacks.Config, img *ima
 			FileName:    fileName,
 			// The name already pins version and schematic; without this the
 			// provider re-downloads whenever the factory's Content-Length
-			// answer differs from the stored file.
-			Overwrite:     pulumi.Bool(false),
-			UploadTimeout: pulumi.Int(isoDownloadTimeoutSeconds),
+			// answer differs from the stored file (it compares sizes on
+			// every refresh).
+			Overwrite: pulumi.Bool(false),
+			// A file of this name that the provider does not manage is this
+			// stack's own ISO (the name says whose and what): the one
+			// keepIso left behind, or one a lost state forgot. Proxmox
+			// refuses to download over it; with this the provider deletes
+			// it and downloads it again instead of failing "File already
+			// exists in the datastore" (bpg v0.95.0,
+			// fwprovider/nodes/resource_download_file.go, Create).
+			OverwriteUnmanaged: pulumi.Bool(true),
+			UploadTimeout:      pulumi.Int(isoDownloadTimeoutSeconds),
 		}, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("unable to create ISO download on Proxmox node %q: %w", node, err)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -271,13 +272,13 @@ func TestMakeAdoptImportsTheSecretsFile(t *testing.T) {
 }
 
 // fakeGo stands in for `go build -o OUT PKG` in a copy of the repository, so
-// that the test sees which binaries make builds and when: stackctl is the
-// test's real build, the program a script naming its build.
+// that the test sees which binaries make builds and when: stackctl runs the
+// test's real build, the program is a script naming its build.
 const fakeGo = `#!/bin/bash
 echo "$*" >> "$FAKE_GO_LOG"
 if [ "$1 $2" != "build -o" ] || [ $# -ne 4 ]; then echo "fake go: unexpected arguments: $*" >&2; exit 2; fi
 case "$4" in
-  ./cmd/stackctl) cp "$REAL_STACKCTL" "$3" ;;
+  ./cmd/stackctl) printf '#!/bin/sh\nexec %q "$@"\n' "$REAL_STACKCTL" > "$3"; chmod 755 "$3" ;;
   .) printf '#!/bin/sh\necho "program of build %s"\n' "$(wc -l < "$FAKE_GO_LOG")" > "$3"; chmod 755 "$3" ;;
   *) echo "fake go: unexpected package $4" >&2; exit 2 ;;
 esac
@@ -305,7 +306,7 @@ func TestMakeBuildsOncePerSourceChange(t *testing.T) {
 	newBuilds := func() []string {
 		t.Helper()
 		b, err := os.ReadFile(goLog)
-		if os.IsNotExist(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		require.NoError(t, err)
@@ -447,7 +448,7 @@ func copyRepo(t *testing.T) string {
 				return os.MkdirAll(filepath.Join(dst, rel), 0o700)
 			case d.Type().IsRegular():
 				b, err := os.ReadFile(path) //nolint:gosec // the repository's own files
-				if os.IsNotExist(err) {
+				if errors.Is(err, fs.ErrNotExist) {
 					return nil // removed meanwhile
 				}
 				if err != nil {

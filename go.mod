@@ -9,7 +9,6 @@ require (
 	github.com/pulumi/esc v0.17.0
 	github.com/pulumi/pulumi-command/sdk v1.1.3
 	github.com/pulumi/pulumi-kubernetes/sdk/v4 v4.25.0
-	github.com/pulumi/pulumi-random/sdk/v4 v4.18.4
 	github.com/pulumi/pulumi/sdk/v3 v3.219.0
 	github.com/pulumiverse/pulumi-talos/sdk v0.7.1
 	github.com/siderolabs/crypto v0.6.4

@@ -127,6 +127,7 @@ type RescueConfig struct {
 	Port     int    `json:"port" doc:"SSH port of the rescue system." default:"22"`
 	User     string `json:"user" doc:"SSH user of the rescue system." default:"root"`
 	Password Secret `json:"password" doc:"Rescue SSH password (secret): 'pulumi config set --secret --path 'nodes.controlPlanes[0].rescue.password''." required:"vps" secret:"true"`
+	HostKey  string `json:"hostKey" doc:"The rescue system's SSH host key, checked by the install: its public key line as 'ssh-keyscan -t ed25519 <host>' prints it (known_hosts host names in front are allowed), once its fingerprint matches the one the provider shows. A whole ed25519 or ECDSA key: the command provider takes no fingerprint, and offers only SHA-1 signatures for an RSA key. Taken when the install is created, like the password. Empty: any key is accepted (warned)."`
 }
 
 // ProxmoxConfig is access to the Proxmox VE API and host.
@@ -166,6 +167,7 @@ type SSHConfig struct {
 	User           string `json:"user" doc:"SSH user." default:"root"`
 	PrivateKey     Secret `json:"privateKey" doc:"Private key (secret); default: the SSH agent ('SSH_AUTH_SOCK') or 'privateKeyFile'." secret:"true"`
 	PrivateKeyFile string `json:"privateKeyFile" doc:"Path of a private key file on the operator's machine; excludes 'privateKey'."`
+	HostKey        string `json:"hostKey" doc:"The host's SSH host key, checked by every SSH connection to it (dnsmasq reservations, ssh-proxy helper, 'make doctor'): its public key line as 'ssh-keyscan -t ed25519 <host>' prints it (known_hosts host names in front are allowed); 'make doctor' prints it. A fingerprint 'SHA256:...' only with the reservations off: the command provider that writes them takes only a whole key, and no RSA key. Empty: any key is accepted (warned)."`
 }
 
 // DNSMasqConfig controls the DHCP reservation file.

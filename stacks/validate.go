@@ -466,6 +466,7 @@ func validateVPSNode(d *Diagnostics, ref NodeRef) {
 	if !r.Password.IsSet() {
 		d.errorf(p+".rescue.password", "is required: `pulumi config set --secret --path '%s.rescue.password' <password>`", p)
 	}
+	validateRescueHostKey(d, ref)
 }
 
 func validateProxmox(d *Diagnostics, cfg *Config) {
@@ -568,6 +569,7 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	if ssh.PrivateKey.IsSet() && !strings.Contains(ssh.PrivateKey.Reveal(), "PRIVATE KEY") {
 		d.errorf("proxmox.ssh.privateKey", "is not a PEM/OpenSSH private key (no \"PRIVATE KEY\" header)")
 	}
+	validateProxmoxHostKey(d, px)
 }
 
 func validateProxmoxEndpoint(d *Diagnostics, endpoint string) {

@@ -16,6 +16,9 @@ const (
 	project     = "talos-cluster"
 	tokenSecret = "6f1c2e0a-8b7d-4c3e-9f5a-1d2b3c4d5e6f"
 	rescuePW    = "hunter2-rescue"
+	// Pinned host keys, so that the base configs are free of warnings.
+	pveHostKey    = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILLv5oo8Hld2lK72k/SU05828UX0FPhpCEGBq4aMEq1x root@pve"
+	rescueHostKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJzbzgU1kskLi7H36Wq4kAjh/rmPo053Qwt7aZy3WMdA"
 )
 
 // keys is a stack config as top-level key -> value (strings stay raw, the rest
@@ -61,6 +64,7 @@ func proxmoxKeys() keys {
 		"proxmox": obj{
 			"endpoint": "https://192.168.122.70:8006/", "apiTokenId": "root@pam!pulumi",
 			"apiTokenSecret": tokenSecret, "bridge": "vmbr1",
+			"ssh": obj{"hostKey": pveHostKey},
 		},
 	}
 }
@@ -70,7 +74,7 @@ func vpsKeys() keys {
 		"platform": "vps",
 		"cluster":  obj{"name": "prod", "talosVersion": "v1.12.4", "network": obj{"gateway": "203.0.113.254"}},
 		"nodes": obj{"controlPlanes": []any{obj{
-			"name": "node-0", "ip": "203.0.113.10", "rescue": obj{"password": rescuePW},
+			"name": "node-0", "ip": "203.0.113.10", "rescue": obj{"password": rescuePW, "hostKey": rescueHostKey},
 		}}},
 		"vps": obj{"allowedCidrs": []any{"198.51.100.0/24"}},
 	}

@@ -1,6 +1,7 @@
 // Package sshconn opens SSH connections to the Proxmox host with the stack's
 // credentials, the way the program's remote commands authenticate: the
-// configured key, the key file, or the operator's SSH agent.
+// configured key, the key file, or the operator's SSH agent. The host's key
+// is checked against proxmox.ssh.hostKey when one is pinned.
 package sshconn
 
 import (
@@ -25,24 +26,36 @@ var ErrNoCredentials = errors.New("no SSH credentials: no SSH agent (SSH_AUTH_SO
 // SSH_AUTH_SOCK (os.Getenv outside tests). The context bounds the TCP
 // connect and the handshake, not the life of the returned client.
 func Dial(ctx context.Context, c stacks.SSHConfig, getenv func(string) string) (*ssh.Client, error) {
+	pin, err := stacks.ParseHostKey(c.HostKey)
+	if err != nil {
+		return nil, fmt.Errorf("unable to read %s: %w", PinPath, err)
+	}
 	auth, closeAgent, err := authMethod(ctx, c, getenv)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAgent()
 	cc := &ssh.ClientConfig{
-		User: c.User,
-		Auth: []ssh.AuthMethod{auth},
-		// Like the command provider without a hostKey: the stack does not
-		// pin the host key, so it cannot be checked here either. What goes
-		// through the tunnel (Talos, Kubernetes) is TLS of its own.
-		HostKeyCallback: ssh.InsecureIgnoreHostKey(), //nolint:gosec // mirrors the provider's behaviour
+		User:              c.User,
+		Auth:              []ssh.AuthMethod{auth},
+		HostKeyCallback:   HostKeyCallback(pin),
+		HostKeyAlgorithms: HostKeyAlgorithms(pin),
 	}
 	addr := net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+	sc, chans, reqs, err := handshake(ctx, addr, cc)
+	if err != nil {
+		return nil, err
+	}
+	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+// handshake connects to addr and runs the SSH handshake (key exchange, host
+// key check, login) within ctx.
+func handshake(ctx context.Context, addr string, cc *ssh.ClientConfig) (ssh.Conn, <-chan ssh.NewChannel, <-chan *ssh.Request, error) {
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = raw.SetDeadline(dl)
@@ -55,10 +68,10 @@ func Dial(ctx context.Context, c stacks.SSHConfig, getenv func(string) string) (
 		if err == nil {
 			err = ctx.Err()
 		}
-		return nil, err
+		return nil, nil, nil, err
 	}
 	_ = raw.SetDeadline(time.Time{})
-	return ssh.NewClient(sc, chans, reqs), nil
+	return sc, chans, reqs, nil
 }
 
 // authMethod picks the key (configured or from its file) over the agent.

@@ -34,12 +34,17 @@ type Options struct {
 	Routes map[string]string
 	// NoForwarding refuses direct-tcpip, like sshd's AllowTcpForwarding no.
 	NoForwarding bool
+	// HostKeys are the server's host keys, as a real sshd has one per
+	// type; default: one new ed25519 key.
+	HostKeys []ssh.Signer
 }
 
 // Server is a running test server.
 type Server struct {
 	Host string
 	Port int
+	// HostKey is the public key of the first host key.
+	HostKey ssh.PublicKey
 
 	opts      Options
 	forwarded atomic.Int32
@@ -51,11 +56,11 @@ type Server struct {
 // New starts a server that stops when the test ends.
 func New(t testing.TB, opts Options) *Server {
 	t.Helper()
-	_, hostKey, err := ed25519.GenerateKey(rand.Reader)
-	must(t, err)
-	signer, err := ssh.NewSignerFromKey(hostKey)
-	must(t, err)
-	s := &Server{opts: opts}
+	if len(opts.HostKeys) == 0 {
+		signer, _, _ := Key(t)
+		opts.HostKeys = []ssh.Signer{signer}
+	}
+	s := &Server{opts: opts, HostKey: opts.HostKeys[0].PublicKey()}
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
 			if opts.AuthorizedKey != nil && string(k.Marshal()) == string(opts.AuthorizedKey.Marshal()) {
@@ -72,7 +77,9 @@ func New(t testing.TB, opts Options) *Server {
 			return nil, errors.New("wrong password")
 		},
 	}
-	cfg.AddHostKey(signer)
+	for _, k := range opts.HostKeys {
+		cfg.AddHostKey(k)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	t.Cleanup(func() { _ = l.Close(); s.Kill() })

@@ -1,9 +1,9 @@
 // Package doctor checks, from the operator's machine, what `pulumi up` of a
 // stack will need: the stack config itself, the Proxmox API with the stack's
-// token (nodes, datastores, VM ids), SSH to the Proxmox host for dnsmasq, the
-// way to the VM network (a direct route, or the ssh-proxy helper), and the
-// local tools the program runs. Each check
-// says plainly what is missing and how to fix it.
+// token (nodes, datastores, VM ids), the Proxmox host's SSH key against the
+// pinned one, SSH to the host for dnsmasq, the way to the VM network (a
+// direct route, or the ssh-proxy helper), and the local tools the program
+// runs. Each check says plainly what is missing and how to fix it.
 package doctor
 
 import (
@@ -65,6 +65,8 @@ type Env struct {
 	SSH func(ctx context.Context, cfg *stacks.Config, command string) (string, error)
 	// DialSSH connects to the Proxmox host (for the ssh-proxy check).
 	DialSSH func(ctx context.Context, cfg *stacks.Config) (*ssh.Client, error)
+	// ScanHostKey reads the key the Proxmox host presents, without login.
+	ScanHostKey func(ctx context.Context, cfg *stacks.Config) (ssh.PublicKey, error)
 	// Getenv reads the environment (NO_PROXY, PULUMI_BACKEND_URL, ...).
 	Getenv func(string) string
 	// Dial opens a TCP connection (net.Dialer.DialContext).
@@ -83,12 +85,13 @@ func DefaultEnv() Env {
 			px := cfg.Proxmox
 			return pveapi.New(px.Endpoint, px.APITokenID, px.APITokenSecret.Reveal(), pveapi.Options{Insecure: px.Insecure, Retries: 1})
 		},
-		SSH:      runSSH,
-		DialSSH:  dialSSH,
-		Getenv:   os.Getenv,
-		Dial:     d.DialContext,
-		LookPath: exec.LookPath,
-		Timeout:  5 * time.Second,
+		SSH:         runSSH,
+		DialSSH:     dialSSH,
+		ScanHostKey: scanHostKey,
+		Getenv:      os.Getenv,
+		Dial:        d.DialContext,
+		LookPath:    exec.LookPath,
+		Timeout:     5 * time.Second,
 	}
 }
 
@@ -107,6 +110,9 @@ func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result
 		return append(out, Result{Warn, "platform", "only Proxmox stacks have further checks so far"})
 	}
 	out = append(out, checkAPI(ctx, env, cfg, stack)...)
+	if cfg.Proxmox.DNSMasqEnabled() || vmaccess.Enabled(cfg) {
+		out = append(out, checkHostKey(ctx, env, cfg, stack))
+	}
 	if cfg.Proxmox.DNSMasqEnabled() {
 		out = append(out, checkSSH(ctx, env, cfg))
 	}
@@ -241,6 +247,36 @@ func checkSSH(ctx context.Context, env Env, cfg *stacks.Config) Result {
 		return Result{Fail, "ssh", fmt.Sprintf("%s: %v; %s", target, err, hint)}
 	}
 	return Result{OK, "ssh", fmt.Sprintf("%s works; dnsmasq is installed and %s exists", target, dir)}
+}
+
+// checkHostKey shows the key the Proxmox host presents and compares it with
+// proxmox.ssh.hostKey, so a pin can be taken (after checking it on the
+// host's console) and a mismatch is explained before `up` trips over it.
+func checkHostKey(ctx context.Context, env Env, cfg *stacks.Config, stack string) Result {
+	conn := cfg.Proxmox.SSH
+	target := net.JoinHostPort(conn.Host, strconv.Itoa(conn.Port))
+	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
+	defer cancel()
+	key, err := env.ScanHostKey(ctx, cfg)
+	if err != nil {
+		return Result{Fail, "hostkey", err.Error()}
+	}
+	// Load has validated the pin.
+	pin, _ := stacks.ParseHostKey(conn.HostKey)
+	fp := ssh.FingerprintSHA256(key)
+	seen := fmt.Sprintf("%s presents the %s key %s", target, key.Type(), fp)
+	check := fmt.Sprintf("once %s matches `ssh-keygen -lf /etc/ssh/ssh_host_%s_key.pub` on the host's console", fp, keyFileType(key))
+	add := fmt.Sprintf("under proxmox.ssh in Pulumi.%s.yaml: `hostKey: %s`", stack, authorizedKey(key))
+	switch {
+	case !pin.IsSet():
+		return Result{Warn, "hostkey", fmt.Sprintf("%s; nothing is pinned, so SSH to the host accepts any key: %s, add %s", seen, check, add)}
+	case pin.Matches(key):
+		return Result{OK, "hostkey", fmt.Sprintf("%s, the one proxmox.ssh.hostKey pins", seen)}
+	default:
+		return Result{Fail, "hostkey", fmt.Sprintf("%s, but proxmox.ssh.hostKey pins %s, so every SSH connection to it is refused. "+
+			"If the host's keys changed (a reinstall), %s, replace the pin %s; otherwise something between you and the host answers in its place",
+			seen, pin.Fingerprint, check, add)}
+	}
 }
 
 // checkRoute probes the VM network's gateway (in a home lab the Proxmox

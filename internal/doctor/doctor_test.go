@@ -50,9 +50,35 @@ func (f *fakeAPI) Storages(context.Context, string) ([]pveapi.Storage, error) {
 }
 func (f *fakeAPI) VMs(context.Context) ([]pveapi.ClusterVM, error) { return f.vms, nil }
 
+// The host key pinned in the example stack, and its fingerprint as
+// `ssh-keygen -lf` prints it.
+const (
+	exampleHostKey   = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINa7eG/pBlvgisjquRHxcNSZhmgYkxhl3ScZ5sP47kKX"
+	exampleHostKeyFP = "SHA256:/KkoOOaIPtx7VRPUwK66ZO/zzKwBfCEpqj44OVaPw4c"
+)
+
+// A key the host presents after a reinstall, or an impostor's.
+const (
+	strangerLine = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJzbzgU1kskLi7H36Wq4kAjh/rmPo053Qwt7aZy3WMdA"
+	strangerFP   = "SHA256:DFP+ClXfOO+qces4CkuGU0VOmwGRFetv18DJKTH0Ar4"
+)
+
+var strangerKey = mustKey(strangerLine)
+
+func mustKey(line string) ssh.PublicKey {
+	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
 // env answers like a working set-up; tests break one thing at a time.
 func env(api *fakeAPI) doctor.Env {
 	return doctor.Env{
+		ScanHostKey: func(context.Context, *stacks.Config) (ssh.PublicKey, error) {
+			return mustKey(exampleHostKey), nil
+		},
 		NewAPI: func(*stacks.Config) (doctor.API, error) { return api, nil },
 		SSH: func(context.Context, *stacks.Config, string) (string, error) {
 			return "ready\n", nil
@@ -92,7 +118,9 @@ func TestDoctorAllGood(t *testing.T) {
 	rs, out := run(t, env(healthyAPI()))
 	assert.False(t, doctor.Failed(rs), out)
 	for _, want := range []string{"valid proxmox stack with 3 nodes", "Proxmox VE 9.1.1", `datastore "local" on pve holds iso`,
-		`datastore "local-lvm" on pve holds images`, "every VM id is free", "root@192.168.122.70:22 works", "10.10.0.0/24 is reachable", "curl found"} {
+		`datastore "local-lvm" on pve holds images`, "every VM id is free",
+		"ok    hostkey   192.168.122.70:22 presents the ssh-ed25519 key " + exampleHostKeyFP + ", the one proxmox.ssh.hostKey pins",
+		"root@192.168.122.70:22 works", "10.10.0.0/24 is reachable", "curl found"} {
 		assert.Contains(t, out, want)
 	}
 }
@@ -133,6 +161,17 @@ func TestDoctorSaysWhatIsMissing(t *testing.T) {
 				return nil, errors.New("dial tcp 10.10.0.1:22: connect: no route to host")
 			}
 		}, "sudo ip route add 10.10.0.0/24 via 192.168.122.70"},
+		"host key changed": {func(_ *fakeAPI, e *doctor.Env) {
+			e.ScanHostKey = func(context.Context, *stacks.Config) (ssh.PublicKey, error) { return strangerKey, nil }
+		}, "192.168.122.70:22 presents the ssh-ed25519 key " + strangerFP + ", but proxmox.ssh.hostKey pins " + exampleHostKeyFP +
+			", so every SSH connection to it is refused. If the host's keys changed (a reinstall), once " + strangerFP +
+			" matches `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host's console, replace the pin under proxmox.ssh in Pulumi.proxmox-homelab.yaml: `hostKey: " +
+			strangerLine + "`; otherwise something between you and the host answers in its place"},
+		"host key unreadable": {func(_ *fakeAPI, e *doctor.Env) {
+			e.ScanHostKey = func(context.Context, *stacks.Config) (ssh.PublicKey, error) {
+				return nil, errors.New("unable to read the host key of 192.168.122.70:22: connection refused")
+			}
+		}, "FAIL  hostkey   unable to read the host key of 192.168.122.70:22: connection refused"},
 		"no curl": {func(_ *fakeAPI, e *doctor.Env) {
 			e.LookPath = func(string) (string, error) { return "", errors.New("not found") }
 		}, "curl is not installed"},
@@ -251,4 +290,72 @@ func TestDoctorInvalidConfig(t *testing.T) {
 	var b strings.Builder
 	doctor.Print(&b, rs)
 	assert.Contains(t, b.String(), "proxmox.apiTokenSecret: is required")
+}
+
+// The host key check with the doctor's real scanner against an in-process
+// SSH host.
+func TestDoctorShowsTheHostKey(t *testing.T) {
+	t.Parallel()
+	host := sshtest.New(t, sshtest.Options{})
+	seen := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(host.HostKey)))
+	fp := ssh.FingerprintSHA256(host.HostKey)
+	target := host.Addr()
+	cases := map[string]struct {
+		pin      string
+		level    doctor.Level
+		want     string
+		wantFail bool
+	}{
+		"none pinned": {"", doctor.Warn, target + " presents the ssh-ed25519 key " + fp + "; nothing is pinned, so SSH to the host accepts any key: once " + fp +
+			" matches `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host's console, add under proxmox.ssh in Pulumi.proxmox-homelab.yaml: `hostKey: " + seen + "`", false},
+		"pinned key":         {seen, doctor.OK, target + " presents the ssh-ed25519 key " + fp + ", the one proxmox.ssh.hostKey pins", false},
+		"pinned known_hosts": {"[" + host.Host + "]:" + strconv.Itoa(host.Port) + " " + seen, doctor.OK, "the one proxmox.ssh.hostKey pins", false},
+		"another key":        {exampleHostKey, doctor.Fail, target + " presents the ssh-ed25519 key " + fp + ", but proxmox.ssh.hostKey pins " + exampleHostKeyFP, true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+				px["access"] = stacks.AccessDirect
+				px["ssh"] = map[string]any{"host": host.Host, "port": host.Port, "user": "root", "hostKey": c.pin}
+			})
+			e := env(healthyAPI())
+			e.ScanHostKey = doctor.DefaultEnv().ScanHostKey
+			rs := doctor.Run(context.Background(), e, src, "proxmox-homelab")
+			var b strings.Builder
+			doctor.Print(&b, rs)
+			assert.Equal(t, c.wantFail, doctor.Failed(rs), b.String())
+			var got []doctor.Result
+			for _, r := range rs {
+				if r.Check == "hostkey" {
+					got = append(got, r)
+				}
+			}
+			require.Len(t, got, 1, b.String())
+			assert.Equal(t, c.level, got[0].Level)
+			assert.Contains(t, got[0].Message, c.want)
+			if c.pin == "" {
+				assert.Contains(t, b.String(), "warn  config    proxmox.ssh.hostKey: not set", "the config says so too")
+			}
+		})
+	}
+}
+
+// Without SSH to the host (no reservations, direct access) there is no key
+// to check.
+func TestDoctorSkipsTheHostKeyWithoutSSH(t *testing.T) {
+	t.Parallel()
+	src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+		px["access"] = stacks.AccessDirect
+		px["dnsmasq"] = map[string]any{"enabled": false}
+	})
+	e := env(healthyAPI())
+	e.ScanHostKey = func(context.Context, *stacks.Config) (ssh.PublicKey, error) {
+		return nil, errors.New("the host must not be contacted")
+	}
+	rs := doctor.Run(context.Background(), e, src, "proxmox-homelab")
+	var b strings.Builder
+	doctor.Print(&b, rs)
+	assert.False(t, doctor.Failed(rs), b.String())
+	assert.NotContains(t, b.String(), "hostkey")
 }

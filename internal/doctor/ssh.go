@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"os"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 
@@ -14,6 +15,31 @@ import (
 // remote commands use: the configured key, the key file, or the SSH agent.
 func dialSSH(ctx context.Context, cfg *stacks.Config) (*ssh.Client, error) {
 	return sshconn.Dial(ctx, cfg.Proxmox.SSH, os.Getenv)
+}
+
+// scanHostKey reads the key the Proxmox host presents to the project's SSH
+// clients (the pinned key's type, else ed25519 first).
+func scanHostKey(ctx context.Context, cfg *stacks.Config) (ssh.PublicKey, error) {
+	return sshconn.ScanHostKey(ctx, cfg.Proxmox.SSH)
+}
+
+// authorizedKey is the key as a pin: "<type> <base64>".
+func authorizedKey(k ssh.PublicKey) string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
+}
+
+// keyFileType names the key's file under /etc/ssh (ssh_host_<type>_key.pub).
+func keyFileType(k ssh.PublicKey) string {
+	switch t := k.Type(); {
+	case t == ssh.KeyAlgoED25519:
+		return "ed25519"
+	case t == ssh.KeyAlgoRSA:
+		return "rsa"
+	case strings.HasPrefix(t, "ecdsa-"):
+		return "ecdsa"
+	default:
+		return "*"
+	}
 }
 
 // runSSH runs command on the Proxmox host and returns its combined output.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/driver/drivertest"
@@ -54,6 +55,11 @@ func TestDoctorCommandExitCodes(t *testing.T) {
 	e := doctor.Env{
 		NewAPI: func(*stacks.Config) (doctor.API, error) { return okAPI{}, nil },
 		SSH:    func(context.Context, *stacks.Config, string) (string, error) { return "ready", nil },
+		// The host presents the key the stack pins.
+		ScanHostKey: func(_ context.Context, cfg *stacks.Config) (ssh.PublicKey, error) {
+			pin, err := stacks.ParseHostKey(cfg.Proxmox.SSH.HostKey)
+			return pin.Key, err
+		},
 		Dial: func(context.Context, string, string) (net.Conn, error) {
 			if !routed {
 				return nil, &net.OpError{Op: "dial", Err: assert.AnError}

@@ -240,6 +240,10 @@ func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs m
 		User:           pulumi.String(ssh.User),
 		DialErrorLimit: pulumi.Int(3),
 		PerDialTimeout: pulumi.Int(15),
+		// The whole pinned key (Load refuses a fingerprint or RSA key here,
+		// as the provider could not check them). A changed pin updates the
+		// command, which re-runs the idempotent install script once.
+		HostKey: stacks.CommandHostKey(ssh.HostKey),
 	}
 	if sshKey != nil {
 		conn.PrivateKey = sshKey

@@ -180,6 +180,10 @@ func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, cfg *stacks.Conf
 			Password:       r.Password.Output(),
 			DialErrorLimit: pulumi.Int(3),
 			PerDialTimeout: pulumi.Int(15),
+			// The whole pinned key (Load refuses a fingerprint or RSA key).
+			// Like the password, it is read when the install is created:
+			// the connection is in installIgnoreChanges.
+			HostKey: stacks.CommandHostKey(r.HostKey),
 		},
 		Logging: remote.LoggingStdoutAndStderr,
 	}

@@ -64,13 +64,14 @@ func ISOFileName(f ISOFile) string {
 		id = id[:12]
 	}
 	sum := sha256.Sum256([]byte(strings.Join([]string{f.Stack, f.Cluster, f.TalosVersion, f.SchematicID, f.Platform}, "\x00")))
-	parts := []string{"talos", f.TalosVersion, id, f.Platform, f.Stack, f.Cluster, hex.EncodeToString(sum[:4]), "amd64"}
-	for i, p := range parts {
+	raw := []string{"talos", f.TalosVersion, id, f.Platform, f.Stack, f.Cluster, hex.EncodeToString(sum[:4]), "amd64"}
+	parts := make([]string, 0, len(raw))
+	for _, p := range raw {
 		p = isoUnsafeRe.ReplaceAllString(p, "_")
 		if len(p) > isoPartMax {
 			p = p[:isoPartMax]
 		}
-		parts[i] = p
+		parts = append(parts, p)
 	}
 	return strings.Join(parts, "-") + ".iso"
 }

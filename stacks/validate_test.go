@@ -3,6 +3,7 @@ package stacks_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,14 +114,24 @@ func TestBaseConfigsAreValid(t *testing.T) {
 	}
 }
 
-func TestInvalidConfigsNameTheKeyAndTheProblem(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name     string
-		src      func() stacks.Source
-		wantPath string
-		wantMsg  string
-	}{
+// invalidCase is one invalid stack config and the problem it must report.
+type invalidCase struct {
+	name     string
+	src      func() stacks.Source
+	wantPath string
+	wantMsg  string
+}
+
+// invalidCases is the invalid-config table: the base cases below and one
+// group per class of problem, each in a file of its own.
+func invalidCases() []invalidCase {
+	return slices.Concat(
+		baseInvalidCases(),
+	)
+}
+
+func baseInvalidCases() []invalidCase {
+	return []invalidCase{
 		{"missing platform", func() stacks.Source {
 			k := proxmoxKeys()
 			delete(k, "platform")
@@ -514,6 +525,11 @@ func TestInvalidConfigsNameTheKeyAndTheProblem(t *testing.T) {
 			return vpsSource(k)
 		}, "vps.rebootCommand", "one line"},
 	}
+}
+
+func TestInvalidConfigsNameTheKeyAndTheProblem(t *testing.T) {
+	t.Parallel()
+	cases := invalidCases()
 	require.GreaterOrEqual(t, len(cases), 25)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -136,6 +136,7 @@ type ProxmoxConfig struct {
 	APITokenID     string        `json:"apiTokenId" doc:"API token id, 'user@realm!tokenname'." required:"proxmox"`
 	APITokenSecret Secret        `json:"apiTokenSecret" doc:"API token secret (a UUID, secret): 'pulumi config set --secret --path proxmox.apiTokenSecret'." required:"proxmox" secret:"true"`
 	Insecure       bool          `json:"insecure" doc:"Skip TLS verification of the API (self-signed certificate). Off by default." default:"false"`
+	LocalForward   bool          `json:"localForward" doc:"'proxmox.endpoint' and 'proxmox.ssh.host' may be loopback addresses (127.0.0.1, ::1, localhost): the local ends of SSH port forwards (ssh -L) to the Proxmox host. Off by default, since a loopback address reaches this machine itself." default:"false"`
 	Node           string        `json:"node" doc:"Default Proxmox node (host) for VMs and the ISO." default:"pve"`
 	Bridge         string        `json:"bridge" doc:"Bridge the VM NICs attach to." default:"vmbr0"`
 	VLANID         int           `json:"vlanId" doc:"VLAN tag of the VM NICs; 0 means untagged." default:"0"`

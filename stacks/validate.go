@@ -61,6 +61,7 @@ func validate(d *Diagnostics, cfg *Config) {
 	}
 	validateCluster(d, cfg)
 	validateNodes(d, cfg)
+	validateAddresses(d, cfg)
 	switch cfg.Platform {
 	case PlatformProxmox:
 		validateProxmox(d, cfg)
@@ -108,9 +109,7 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 		seen[ext] = i
 	}
 
-	if !devicePathRe.MatchString(c.InstallDisk) {
-		d.errorf("cluster.installDisk", "%q is not a device path like /dev/sda", c.InstallDisk)
-	}
+	validateDevicePath(d, "cluster.installDisk", c.InstallDisk)
 
 	validateNetwork(d, cfg)
 	validateEndpoint(d, cfg)
@@ -196,8 +195,7 @@ func validateNetwork(d *Diagnostics, cfg *Config) {
 func validateEndpoint(d *Diagnostics, cfg *Config) {
 	c := cfg.Cluster
 	if c.Endpoint != "" {
-		_, isIP := parseIPv4(c.Endpoint)
-		if !isIP && (!hostnameRe.MatchString(c.Endpoint) || len(c.Endpoint) > 253) {
+		if !isHost(c.Endpoint) {
 			d.errorf("cluster.endpoint", "%q must be a host name or IPv4 address only; the API URL is https://<endpoint>:%d", c.Endpoint, kubeAPIPort)
 		}
 	}
@@ -216,6 +214,9 @@ func validateEndpoint(d *Diagnostics, cfg *Config) {
 		d.errorf("cluster.vip", "%q is not an IPv4 address", c.VIP)
 		return
 	}
+	if specialAddr(vip) != "" {
+		return // validateAddresses says why
+	}
 	if net, ok := nodeNetwork(cfg); ok && !net.Contains(vip) {
 		d.errorf("cluster.vip", "%s is outside the node network %s of gateway %s", vip, net, cfg.Cluster.Network.Gateway)
 	}
@@ -232,7 +233,7 @@ func validateEndpoint(d *Diagnostics, cfg *Config) {
 // nodeNetwork is the shared node subnet (Proxmox), if the gateway is valid.
 func nodeNetwork(cfg *Config) (netip.Prefix, bool) {
 	gw, ok := parseIPv4(cfg.Cluster.Network.Gateway)
-	if !ok || cfg.Cluster.Network.PrefixLength < minNodePrefix || cfg.Cluster.Network.PrefixLength > maxProxmoxPrefix {
+	if !ok || specialAddr(gw) != "" || cfg.Cluster.Network.PrefixLength < minNodePrefix || cfg.Cluster.Network.PrefixLength > maxProxmoxPrefix {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(gw, cfg.Cluster.Network.PrefixLength).Masked(), true
@@ -308,6 +309,10 @@ func validateNodeIP(d *Diagnostics, cfg *Config, ref NodeRef, ip netip.Addr) {
 	if ref.Gateway != "" {
 		gw, gwOK = parseIPv4(ref.Gateway)
 	}
+	if specialAddr(ip) != "" {
+		return // validateAddresses says why
+	}
+	gwOK = gwOK && specialAddr(gw) == ""
 	if gwOK && gw == ip {
 		d.errorf(p, "%s is the gateway's address", ip)
 		return
@@ -450,8 +455,8 @@ func validateVPSNode(d *Diagnostics, ref NodeRef) {
 	if ref.PrefixLength != 0 && (ref.PrefixLength < minNodePrefix || ref.PrefixLength > 32) {
 		d.errorf(p+".prefixLength", "%d is out of range %d-32", ref.PrefixLength, minNodePrefix)
 	}
-	if ref.InstallDisk != "" && !devicePathRe.MatchString(ref.InstallDisk) {
-		d.errorf(p+".installDisk", "%q is not a device path like /dev/sda", ref.InstallDisk)
+	if ref.InstallDisk != "" {
+		validateDevicePath(d, p+".installDisk", ref.InstallDisk)
 	}
 	r := ref.Rescue
 	if r.Host != "" && !isHost(r.Host) {
@@ -521,12 +526,9 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	default:
 		d.errorf("proxmox.addressing", "%q is not %s or %s", px.Addressing, AddressingDHCPReservation, AddressingStatic)
 	}
-	if !strings.HasPrefix(px.DNSMasq.ConfigDir, "/") {
-		d.errorf("proxmox.dnsmasq.configDir", "%q must be an absolute path", px.DNSMasq.ConfigDir)
-	}
-	if !strings.HasPrefix(px.DNSMasq.LeaseFile, "/") {
-		d.errorf("proxmox.dnsmasq.leaseFile", "%q must be an absolute path", px.DNSMasq.LeaseFile)
-	}
+	validateHostPath(d, "proxmox.dnsmasq.configDir", px.DNSMasq.ConfigDir, true)
+	validateHostPath(d, "proxmox.dnsmasq.leaseFile", px.DNSMasq.LeaseFile, false)
+	validateRestartCommand(d, px.DNSMasq.Restart)
 	validateDNSMasqPlacement(d, cfg)
 	switch px.Access {
 	case AccessDirect, AccessSSHProxy:
@@ -563,6 +565,7 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	if ssh.User == "" {
 		d.errorf("proxmox.ssh.user", "must not be empty")
 	}
+	validateKeyFilePath(d, "proxmox.ssh.privateKeyFile", ssh.PrivateKeyFile)
 	if ssh.PrivateKey.IsSet() && ssh.PrivateKeyFile != "" {
 		d.errorf("proxmox.ssh", "set either privateKey or privateKeyFile, not both")
 	}
@@ -684,7 +687,7 @@ func isHost(s string) bool {
 	if _, ok := parseIPv4(s); ok {
 		return true
 	}
-	return len(s) <= 253 && hostnameRe.MatchString(s)
+	return len(s) <= 253 && hostnameRe.MatchString(s) && !numericHost(s)
 }
 
 func broadcast(p netip.Prefix) netip.Addr {

@@ -217,6 +217,7 @@ func TestMakeUpStartsTheSSHProxyWhenTheStackSaysSo(t *testing.T) {
 	keyFile := filepath.Join(scratch, "id_ed25519")
 	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
 	src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+		px["localForward"] = true // the test's SSH host listens on loopback
 		px["ssh"] = map[string]any{"host": host.Host, "port": host.Port, "user": "root", "privateKeyFile": keyFile}
 	})
 	configFile := filepath.Join(scratch, "config.json")

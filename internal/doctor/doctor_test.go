@@ -317,6 +317,7 @@ func TestDoctorShowsTheHostKey(t *testing.T) {
 			t.Parallel()
 			src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
 				px["access"] = stacks.AccessDirect
+				px["localForward"] = true // the test's SSH host listens on loopback
 				px["ssh"] = map[string]any{"host": host.Host, "port": host.Port, "user": "root", "hostKey": c.pin}
 			})
 			e := env(healthyAPI())

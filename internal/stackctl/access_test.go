@@ -59,6 +59,7 @@ func behindHost(t *testing.T) (config []byte, host *sshtest.Server) {
 	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
 	return proxmoxStack(t, func(px map[string]any) {
 		px["access"] = stacks.AccessSSHProxy
+		px["localForward"] = true // the test's SSH host listens on loopback
 		px["ssh"] = map[string]any{"host": host.Host, "port": host.Port, "user": "root", "privateKeyFile": keyFile}
 	}), host
 }
@@ -123,6 +124,7 @@ func TestExecStopsWhenTheHelperCannotStart(t *testing.T) {
 	t.Parallel()
 	config := proxmoxStack(t, func(px map[string]any) {
 		px["access"] = stacks.AccessSSHProxy
+		px["localForward"] = true
 		px["ssh"] = map[string]any{"host": "127.0.0.1", "port": 1, "privateKeyFile": "/nonexistent/key"}
 	})
 	e, out, errOut := accessEnvFor(config, nil)

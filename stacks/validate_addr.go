@@ -1,0 +1,168 @@
+package stacks
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Addresses a stack must not configure. Every address of a stack names a
+// machine that the nodes, the operator's machine or a rescue system connects
+// to (or, for a node IP, the node itself), and a loopback, unspecified,
+// multicast or link-local address names no such machine: a loopback address
+// reaches whichever machine uses it, so a VPS node given 127.0.0.1 (whose
+// rescue host defaults to its IP) would have the install SSH into the
+// operator's own machine. validateAddresses refuses them in every address
+// field; the checks in validate.go skip what follows from such an address
+// (a node network around a loopback gateway, ...), so each mistake is
+// reported once.
+
+// numericLabelRe is a host-name label that a resolver may read as a number:
+// inet_aton, which ssh, curl and glibc's getaddrinfo fall back to, takes
+// decimal, octal (leading 0) and hex (0x) parts and fewer than four of them,
+// so "10.10.0.300" is no host name, and "127.1" or "0x7f000001" is 127.0.0.1.
+var numericLabelRe = regexp.MustCompile(`^(?i:[0-9]+|0x[0-9a-f]*)$`)
+
+// numericHost reports whether s, a syntactically valid host name, ends in a
+// label a resolver may take as (part of) an IPv4 address. No top-level
+// domain is numeric (RFC 3696, section 2), so no real name is refused.
+func numericHost(s string) bool {
+	labels := strings.Split(s, ".")
+	return numericLabelRe.MatchString(labels[len(labels)-1])
+}
+
+// specialAddr says why a is no address of a machine to configure, or "".
+func specialAddr(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case a.IsLoopback():
+		return "a loopback address: it reaches the machine that uses it, not another one"
+	case a.IsUnspecified() || (a.Is4() && a.As4()[0] == 0):
+		return "an unspecified address (0.0.0.0/8, ::): it names no machine"
+	case a.IsMulticast():
+		return "a multicast address: it names a group, not one machine"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address (169.254.0.0/16, fe80::/10): it is valid on one link only and never routed"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address: it names every machine on the link"
+	}
+	return ""
+}
+
+// specialHost is specialAddr for a host name or IP literal: "localhost" and
+// names under .localhost (RFC 6761) are loopback.
+func specialHost(host string) (why string, loopback bool) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return specialAddr(a), a.Unmap().IsLoopback()
+	}
+	h := strings.ToLower(host)
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return "a loopback name: it reaches the machine that uses it, not another one", true
+	}
+	return "", false
+}
+
+// localForwardHint is added where a loopback address can be the local end of
+// an SSH port forward.
+const localForwardHint = "; if it is the local end of an SSH port forward (ssh -L) to the Proxmox host, set proxmox.localForward: true"
+
+func validateAddresses(d *Diagnostics, cfg *Config) {
+	c := &cfg.Cluster
+	checkIPv4(d, "cluster.network.gateway", c.Network.Gateway)
+	for i, ns := range c.Network.Nameservers {
+		if len(c.Network.Nameservers) == 1 && ns == c.Network.Gateway {
+			continue // the gateway, or the Proxmox default copied from it: checked above
+		}
+		if a, err := netip.ParseAddr(ns); err == nil && a.Zone() == "" {
+			if why := specialAddr(a); why != "" {
+				d.errorf(fmt.Sprintf("cluster.network.nameservers[%d]", i), "%s is %s", ns, why)
+			}
+		}
+	}
+	if cfg.Platform == PlatformProxmox {
+		checkIPv4(d, "cluster.vip", c.VIP)
+	}
+	checkHost(d, "cluster.endpoint", c.Endpoint, false)
+	for _, ref := range cfg.Nodes.Refs() {
+		checkIPv4(d, ref.Path+".ip", ref.IP)
+		if cfg.Platform == PlatformVPS {
+			checkIPv4(d, ref.Path+".gateway", ref.Gateway)
+			checkHost(d, ref.Path+".rescue.host", ref.Rescue.Host, false)
+		}
+	}
+	switch cfg.Platform {
+	case PlatformProxmox:
+		px := &cfg.Proxmox
+		if u, err := url.Parse(px.Endpoint); err == nil && u.Host != "" {
+			checkHost(d, "proxmox.endpoint", u.Hostname(), px.LocalForward)
+			checkURLPort(d, "proxmox.endpoint", u)
+		}
+		checkHost(d, "proxmox.ssh.host", px.SSH.Host, px.LocalForward)
+	case PlatformVPS:
+		checkImageURLHost(d, cfg.VPS.ImageURL)
+	}
+}
+
+// checkIPv4 refuses a special address in an IPv4 field; a value that is no
+// IPv4 address at all is validate.go's to report.
+func checkIPv4(d *Diagnostics, path, s string) {
+	if a, ok := parseIPv4(s); ok {
+		if why := specialAddr(a); why != "" {
+			d.errorf(path, "%s is %s", a, why)
+		}
+	}
+}
+
+// checkHost refuses a special address or name in a host field (host name or
+// IPv4 address); an invalid host is validate.go's to report. A loopback one
+// is allowed where it may be the local end of a port forward and the stack
+// says it is.
+func checkHost(d *Diagnostics, path, host string, loopbackOK bool) {
+	if host == "" || !isHost(host) {
+		return
+	}
+	why, loopback := specialHost(host)
+	switch {
+	case why == "" || (loopback && loopbackOK):
+	case loopback && strings.HasPrefix(path, "proxmox."):
+		d.errorf(path, "%s is %s%s", host, why, localForwardHint)
+	default:
+		d.errorf(path, "%s is %s", host, why)
+	}
+}
+
+// checkURLPort refuses a port outside 1-65535 (url.Parse takes any digits).
+func checkURLPort(d *Diagnostics, path string, u *url.URL) {
+	p := u.Port()
+	if p == "" {
+		return
+	}
+	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > maxPort {
+		d.errorf(path, "port %s is out of range 1-%d", p, maxPort)
+	}
+}
+
+// checkImageURLHost checks the host and port of vps.imageUrl, which the
+// rescue system fetches the image from. validateImageURL checks the rest;
+// messages here name the host only, as the URL's query may be a credential.
+func checkImageURLHost(d *Diagnostics, raw string) {
+	const path = "vps.imageUrl"
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return
+	}
+	host := u.Hostname()
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() && a.Zone() == "" {
+		if why := specialAddr(a); why != "" {
+			d.errorf(path, "host %s is %s", host, why)
+		}
+	} else if !isHost(host) {
+		d.errorf(path, "host %q is neither a host name nor an IPv4 or [IPv6] address", host)
+	} else {
+		checkHost(d, path, host, false)
+	}
+	checkURLPort(d, path, u)
+}

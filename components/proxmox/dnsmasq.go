@@ -84,9 +84,16 @@ fi
 chmod 0644 "$new" || fail "unable to make $new readable; $file is unchanged"
 # replace SRC puts a copy of SRC in place of $file through $file.tmp (same
 # directory, so the mv is atomic); a failed step removes $file.tmp, which
-# dnsmasq would read from the conf-dir like any other file.
+# dnsmasq would read from the conf-dir like any other file. cp and mv succeed
+# into a directory of either name, leaving no file in place: a directory at
+# $file is refused, one at $file.tmp fails its removal, and the copy is
+# compared before it goes live.
 replace() {
-	if cp -p "$1" "$file.tmp" && mv -f "$file.tmp" "$file"; then
+	if [ -d "$file" ]; then
+		echo "$file is a directory" >&2
+		return 1
+	fi
+	if rm -f "$file.tmp" && cp -p "$1" "$file.tmp" && cmp -s "$1" "$file.tmp" && mv -f "$file.tmp" "$file"; then
 		return 0
 	fi
 	rm -f "$file.tmp"
@@ -243,12 +250,14 @@ release_leases() {
 }
 `
 
+// restart runs the restart command in a shell of its own (sh -c), so that
+// whatever it holds runs as that command and cannot end or reshape the
+// script around it.
 func (f DNSMasqFile) restart(done string) string {
-	return fmt.Sprintf(`if ! out=$( { %s
-} 2>&1); then
+	return fmt.Sprintf(`if ! out=$(sh -c %s 2>&1); then
 	echo "$file %s, but restarting dnsmasq failed: $out" >&2
 	exit 1
 fi
 echo "$file %s; dnsmasq restarted"
-`, f.Restart, done, done)
+`, shell.Quote(f.Restart), done, done)
 }

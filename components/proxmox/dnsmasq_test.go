@@ -340,7 +340,7 @@ func TestDNSMasqLeaseReleaseWithoutAWorkingDHCPRelease(t *testing.T) {
 		// A PATH with only the tools the script uses, so no dhcp_release.
 		tools := filepath.Join(h.dir, "tools")
 		require.NoError(t, os.Mkdir(tools, 0o755))
-		for _, tool := range []string{"awk", "cat", "chmod", "cp", "mktemp", "mv", "rm", "touch"} {
+		for _, tool := range []string{"awk", "cat", "chmod", "cmp", "cp", "mktemp", "mv", "rm", "sh", "touch"} {
 			p, err := exec.LookPath(tool)
 			require.NoError(t, err)
 			require.NoError(t, os.Symlink(p, filepath.Join(tools, tool)))

@@ -107,6 +107,9 @@ func decodeInto(d *Diagnostics, path string, v any, dst reflect.Value) {
 			return
 		}
 		dst.SetInt(n)
+		if n == 0 {
+			d.noteExplicitZero(path)
+		}
 	case reflect.Bool:
 		switch b := v.(type) {
 		case bool:

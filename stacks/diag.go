@@ -25,6 +25,9 @@ func (p Problem) String() string {
 type Diagnostics struct {
 	Errors   []Problem
 	Warnings []Problem
+	// explicitZeros are the key paths the stack gives the number 0, which
+	// defaults cannot tell from an absent key (see numbers.go).
+	explicitZeros map[string]bool
 }
 
 func (d *Diagnostics) errorf(path, format string, args ...any) {

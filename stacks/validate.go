@@ -70,10 +70,11 @@ func validate(d *Diagnostics, cfg *Config) {
 		}
 	case PlatformVPS:
 		validateVPS(d, cfg)
-		if !reflect.ValueOf(cfg.Proxmox).IsZero() {
+		if !reflect.ValueOf(cfg.Proxmox).IsZero() || d.zeroUnder("proxmox") {
 			d.errorf("proxmox", "is only valid for platform proxmox (this stack's platform is vps)")
 		}
 	}
+	validateExplicitZeros(d, cfg)
 }
 
 func validateCluster(d *Diagnostics, cfg *Config) {
@@ -281,14 +282,15 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 		case PlatformProxmox:
 			validateProxmoxNode(d, ref, vmids, macs)
 			rejectSet(d, p, "vps", map[string]bool{
-				"gateway": ref.Gateway != "", "prefixLength": ref.PrefixLength != 0,
-				"installDisk": ref.InstallDisk != "", "rescue": !reflect.ValueOf(ref.Rescue).IsZero(),
+				"gateway": ref.Gateway != "", "prefixLength": d.given(p+".prefixLength", ref.PrefixLength != 0),
+				"installDisk": ref.InstallDisk != "", "rescue": !reflect.ValueOf(ref.Rescue).IsZero() || d.zeroUnder(p+".rescue"),
 			})
 		case PlatformVPS:
 			validateVPSNode(d, ref)
 			rejectSet(d, p, "proxmox", map[string]bool{
-				"vmId": ref.VMID != 0, "mac": ref.MAC != "", "cores": ref.Cores != 0, "memory": ref.Memory != 0,
-				"diskSize": ref.DiskSize != 0, "dataDiskSize": ref.DataDiskSize != 0, "proxmoxNode": ref.ProxmoxNode != "",
+				"vmId": d.given(p+".vmId", ref.VMID != 0), "mac": ref.MAC != "", "cores": d.given(p+".cores", ref.Cores != 0),
+				"memory": d.given(p+".memory", ref.Memory != 0), "diskSize": d.given(p+".diskSize", ref.DiskSize != 0),
+				"dataDiskSize": d.given(p+".dataDiskSize", ref.DataDiskSize != 0), "proxmoxNode": ref.ProxmoxNode != "",
 			})
 		}
 	}
@@ -361,7 +363,7 @@ func validateNodeIP(d *Diagnostics, cfg *Config, ref NodeRef, ip netip.Addr) {
 func validateProxmoxNode(d *Diagnostics, ref NodeRef, vmids map[int]string, macs map[string]string) {
 	p := ref.Path
 	switch {
-	case ref.VMID == 0:
+	case ref.VMID == 0 && !d.explicitZero(p+".vmId"):
 		d.errorf(p+".vmId", "is required")
 	case ref.VMID < minVMID || ref.VMID > maxVMID:
 		d.errorf(p+".vmId", "%d is out of range %d-%d", ref.VMID, minVMID, maxVMID)
@@ -386,24 +388,7 @@ func validateProxmoxNode(d *Diagnostics, ref NodeRef, vmids map[int]string, macs
 			macs[key] = p
 		}
 	}
-	if ref.Cores < 1 {
-		d.errorf(p+".cores", "%d: at least one core is required", ref.Cores)
-	}
-	switch {
-	case ref.Memory < minMemoryMiB:
-		d.errorf(p+".memory", "%d MiB is below the %d MiB Talos needs", ref.Memory, minMemoryMiB)
-	case ref.Role == RoleControlPlane && ref.Memory < minCPMemoryMiB:
-		d.warnf(p+".memory", "%d MiB is below the %d MiB Talos recommends for a control plane", ref.Memory, minCPMemoryMiB)
-	}
-	if ref.DiskSize < minDiskGiB {
-		d.errorf(p+".diskSize", "%d GiB is below the %d GiB Talos needs", ref.DiskSize, minDiskGiB)
-	}
-	switch {
-	case ref.DataDiskSize < 0:
-		d.errorf(p+".dataDiskSize", "%d must not be negative", ref.DataDiskSize)
-	case ref.DataDiskSize > 0 && ref.Role == RoleControlPlane:
-		d.errorf(p+".dataDiskSize", "data disks are for workers only")
-	}
+	validateVMSize(d, ref)
 	if ref.ProxmoxNode != "" && !pveNameRe.MatchString(ref.ProxmoxNode) {
 		d.errorf(p+".proxmoxNode", "%q is not a Proxmox node name", ref.ProxmoxNode)
 	}

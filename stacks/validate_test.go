@@ -127,6 +127,7 @@ type invalidCase struct {
 func invalidCases() []invalidCase {
 	return slices.Concat(
 		baseInvalidCases(),
+		limitsInvalidCases(),
 		addressAndPathInvalidCases(),
 	)
 }

@@ -114,6 +114,7 @@ func resolve(cfg *Config) {
 	switch cfg.Platform {
 	case PlatformProxmox:
 		setString(&cfg.Proxmox.SSH.Host, cfg.Proxmox.EndpointHost())
+		normalizeMACs(cfg)
 		for _, n := range cfg.Nodes.All() {
 			setString(&n.ProxmoxNode, cfg.Proxmox.Node)
 		}

@@ -373,21 +373,7 @@ func validateProxmoxNode(d *Diagnostics, ref NodeRef, vmids map[int]string, macs
 		}
 		vmids[ref.VMID] = p
 	}
-	if ref.MAC != "" {
-		hw, err := net.ParseMAC(ref.MAC)
-		switch {
-		case err != nil || len(hw) != 6:
-			d.errorf(p+".mac", "%q is not a MAC address like 52:54:00:12:34:56", ref.MAC)
-		case hw[0]&1 == 1:
-			d.errorf(p+".mac", "%s is a multicast address; a NIC needs a unicast one", hw)
-		default:
-			key := hw.String()
-			if other, dup := macs[key]; dup {
-				d.errorf(p+".mac", "%s is already the MAC of %s", hw, other)
-			}
-			macs[key] = p
-		}
-	}
+	validateMAC(d, p, ref.MAC, macs)
 	validateVMSize(d, ref)
 	if ref.ProxmoxNode != "" && !pveNameRe.MatchString(ref.ProxmoxNode) {
 		d.errorf(p+".proxmoxNode", "%q is not a Proxmox node name", ref.ProxmoxNode)

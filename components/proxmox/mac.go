@@ -31,7 +31,7 @@ type NodeMAC struct {
 }
 
 // NodeMACs returns every node's MAC: the configured one, normalised to
-// lower case, or the derived one. It reports, before anything is created,
+// lower-case colon form, or the derived one. It reports, before anything is created,
 // every pair of nodes that would share an address: a derived MAC equal to
 // another derived one (a 46-bit hash collision, checked rather than assumed
 // because a duplicate MAC on a bridge is miserable to debug) or to a
@@ -46,7 +46,7 @@ func NodeMACs(stack, cluster string, nodes []NodeMAC) (map[string]string, []stri
 		if n.MAC == "" {
 			continue
 		}
-		mac := strings.ToLower(n.MAC)
+		mac := canonicalMAC(n.MAC)
 		out[n.Name] = mac
 		owner[mac] = n.Name
 	}
@@ -63,4 +63,15 @@ func NodeMACs(stack, cluster string, nodes []NodeMAC) (map[string]string, []stri
 		owner[mac] = n.Name
 	}
 	return out, problems
+}
+
+// canonicalMAC is a MAC in the one spelling Proxmox VE takes and dnsmasq and
+// the clash check compare: lower-case hex pairs joined by colons. The stack
+// loader already hands MACs on in this form; anything else that parses (a
+// dashed or dotted spelling) is converted, the rest only lower-cased.
+func canonicalMAC(mac string) string {
+	if hw, err := net.ParseMAC(mac); err == nil {
+		return hw.String()
+	}
+	return strings.ToLower(mac)
 }

@@ -10,7 +10,7 @@ import (
 // would fill it, more than Proxmox VE takes), MAC spellings and image URLs
 // with a query string.
 func limitsInvalidCases() []invalidCase {
-	return slices.Concat(boundsInvalidCases(), macInvalidCases())
+	return slices.Concat(boundsInvalidCases(), macInvalidCases(), imageURLInvalidCases())
 }
 
 // proxmoxWith and vpsWith change one key of a base config.

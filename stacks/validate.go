@@ -591,15 +591,7 @@ func validateVPS(d *Diagnostics, cfg *Config) {
 			d.errorf(p, "%d is listed twice", port)
 		}
 	}
-	if v.ImageURL != "" {
-		u, err := url.Parse(v.ImageURL)
-		switch {
-		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
-			d.errorf("vps.imageUrl", "%q is not an http(s) URL", v.ImageURL)
-		case !imageURLRe.MatchString(u.Path):
-			d.errorf("vps.imageUrl", "%q must name a raw disk image ending in .raw, .raw.zst, .raw.xz or .raw.gz", v.ImageURL)
-		}
-	}
+	validateImageURL(d, v.ImageURL)
 	if t, err := time.ParseDuration(v.TalosWaitTimeout); err != nil || t < time.Minute || t > maxTalosWait {
 		d.errorf("vps.talosWaitTimeout", "%q is not a duration between 1m and 24h, e.g. 30m", v.TalosWaitTimeout)
 	}

@@ -9,7 +9,8 @@
 # Variables:
 #   TARGET          disk to write, e.g. /dev/sda or /dev/disk/by-id/... (required)
 #   IMAGE_URL       raw disk image, .raw, .raw.zst, .raw.xz or .raw.gz; http(s) URL
-#                   or file:// / plain path (required)
+#                   or file:// / plain path (required). A query string (a presigned
+#                   URL) is kept: the suffix is read before it, and logs leave it out
 #   REQUIRE_RESCUE  1 (default): refuse unless this system runs from RAM or the network,
 #                   or its host name says rescue
 #   PROC_DIR, SYS_DIR     where /proc and /sys are (tests point them at fixtures)
@@ -91,25 +92,40 @@ check_target() {
 	[ -z "$why" ] || die "install disk $DISK is in use: $why. Unmount it (or stop what holds it) and run 'pulumi up' again."
 }
 
+# image_path is IMAGE_URL up to its query or fragment: the part that names
+# the file. IMAGE_SHOWN is IMAGE_URL for logs, without a query, which in a
+# presigned URL is a credential.
+image_path() { printf '%s' "${IMAGE_URL%%[?#]*}"; }
+show_image() {
+	IMAGE_SHOWN=$(image_path)
+	[ "$IMAGE_SHOWN" = "$IMAGE_URL" ] || IMAGE_SHOWN="$IMAGE_SHOWN?..."
+}
+
 # pick_decompressor sets DECOMPRESS for IMAGE_URL, switching a factory .zst URL
-# to .xz when this system has no zstd (the factory serves both).
+# to .xz when this system has no zstd (the factory serves both). The format
+# comes from the path, so a presigned URL's query string does not hide it.
 pick_decompressor() {
-	case "$IMAGE_URL" in
+	show_image
+	case "$(image_path)" in
 	*.raw.zst)
 		if have zstd; then
 			DECOMPRESS="zstd -dc"
-		elif have xz; then
+		elif ! have xz; then
+			die "neither zstd nor xz is installed; set vps.imageUrl to a .raw.gz or .raw image"
+		elif [ "$(image_path)" != "$IMAGE_URL" ]; then
+			# A query (a presigned URL's signature) is valid for this path only.
+			die "zstd is not installed, and the .xz twin of $IMAGE_SHOWN cannot be derived from a URL with a query string; install zstd or set vps.imageUrl to a .raw.xz, .raw.gz or .raw image"
+		else
 			IMAGE_URL="${IMAGE_URL%.zst}.xz"
 			DECOMPRESS="xz -dc"
+			show_image
 			log "no zstd here: fetching the .xz image instead"
-		else
-			die "neither zstd nor xz is installed; set vps.imageUrl to a .raw.gz or .raw image"
 		fi
 		;;
 	*.raw.xz) have xz || die "xz is not installed; set vps.imageUrl to a .raw.zst, .raw.gz or .raw image"; DECOMPRESS="xz -dc" ;;
 	*.raw.gz) DECOMPRESS="gzip -dc" ;;
 	*.raw) DECOMPRESS="cat" ;;
-	*) die "IMAGE_URL $IMAGE_URL is not a .raw, .raw.zst, .raw.xz or .raw.gz image" ;;
+	*) die "IMAGE_URL $IMAGE_SHOWN is not a .raw, .raw.zst, .raw.xz or .raw.gz image" ;;
 	esac
 }
 
@@ -118,7 +134,8 @@ fetch() {
 	case "$IMAGE_URL" in
 	http://* | https://*)
 		if have curl; then
-			curl -fsSL --retry 3 --connect-timeout 20 "$IMAGE_URL"
+			# --globoff: [] and {} in a URL are characters, not curl's ranges.
+			curl -fsSL --globoff --retry 3 --connect-timeout 20 "$IMAGE_URL"
 		elif have wget; then
 			wget -q -O - "$IMAGE_URL"
 		else
@@ -158,7 +175,7 @@ write_image() {
 	if [ -b "$DISK" ]; then
 		SECTORS_BEFORE=$(awk '{ print $7 }' "$SYS_DIR/block/$(basename "$DISK")/stat" 2>/dev/null || echo 0)
 	fi
-	log "writing $IMAGE_URL to $DISK"
+	log "writing $IMAGE_SHOWN to $DISK"
 	wipe_tail
 	(
 		set -o pipefail
@@ -172,7 +189,7 @@ write_image() {
 		fi
 	done
 	if ! wait "$pid"; then
-		printf 'talos-install: failed: download or decompression of %s broke off; the disk holds a partial image. Run pulumi up again to retry.\n' "$IMAGE_URL" >&2
+		printf 'talos-install: failed: download or decompression of %s broke off; the disk holds a partial image. Run pulumi up again to retry.\n' "$IMAGE_SHOWN" >&2
 		exit 1
 	fi
 	sync

@@ -616,6 +616,7 @@ func validateVPS(d *Diagnostics, cfg *Config) {
 			d.errorf(p, "%q has host bits set; did you mean %s?", c, prefix.Masked())
 		}
 	}
+	warnOpenCIDRs(d, cfg.VPS.AllowedCIDRs)
 }
 
 func parseIPv4(s string) (netip.Addr, bool) {

@@ -107,11 +107,11 @@ type NodeConfig struct {
 
 	// Proxmox.
 	VMID         int    `json:"vmId" doc:"proxmox: VM id, unique on the Proxmox cluster (100-999999999)." required:"proxmox"`
-	MAC          string `json:"mac" doc:"proxmox: MAC address of the VM's NIC; default: derived from the stack, cluster and node names (the same after a destroy and up)."`
-	Cores        int    `json:"cores" doc:"proxmox: virtual CPU cores." default:"2 (control plane), 4 (worker)"`
-	Memory       int    `json:"memory" doc:"proxmox: memory in MiB." default:"4096 (control plane), 8192 (worker)"`
-	DiskSize     int    `json:"diskSize" doc:"proxmox: boot disk size in GiB." default:"20"`
-	DataDiskSize int    `json:"dataDiskSize" doc:"proxmox: size in GiB of a second disk (e.g. for Longhorn) on workers; 0 means none." default:"0"`
+	MAC          string `json:"mac" doc:"proxmox: MAC address of the VM's NIC, in any spelling (52:54:00:12:34:56, 52-54-00-12-34-56, 5254.0012.3456; handed on in the first), unicast and not all zero; default: derived from the stack, cluster and node names (the same after a destroy and up)."`
+	Cores        int    `json:"cores" doc:"proxmox: virtual CPU cores (1-256)." default:"2 (control plane), 4 (worker)"`
+	Memory       int    `json:"memory" doc:"proxmox: memory in MiB (1024-4194304, i.e. at most 4 TiB)." default:"4096 (control plane), 8192 (worker)"`
+	DiskSize     int    `json:"diskSize" doc:"proxmox: boot disk size in GiB (10-131072, i.e. at most 128 TiB)." default:"20"`
+	DataDiskSize int    `json:"dataDiskSize" doc:"proxmox: size in GiB of a second disk (e.g. for Longhorn) on workers (at most 131072); 0 means none." default:"0"`
 	ProxmoxNode  string `json:"proxmoxNode" doc:"proxmox: Proxmox node (host) that runs this VM; default: 'proxmox.node'."`
 
 	// VPS.
@@ -139,7 +139,7 @@ type ProxmoxConfig struct {
 	LocalForward   bool          `json:"localForward" doc:"'proxmox.endpoint' and 'proxmox.ssh.host' may be loopback addresses (127.0.0.1, ::1, localhost): the local ends of SSH port forwards (ssh -L) to the Proxmox host. Off by default, since a loopback address reaches this machine itself." default:"false"`
 	Node           string        `json:"node" doc:"Default Proxmox node (host) for VMs and the ISO." default:"pve"`
 	Bridge         string        `json:"bridge" doc:"Bridge the VM NICs attach to." default:"vmbr0"`
-	VLANID         int           `json:"vlanId" doc:"VLAN tag of the VM NICs; 0 means untagged." default:"0"`
+	VLANID         int           `json:"vlanId" doc:"VLAN tag of the VM NICs (1-4094); 0 means untagged." default:"0"`
 	DiskDatastore  string        `json:"diskDatastore" doc:"Datastore for VM disks." default:"local-lvm"`
 	ISODatastore   string        `json:"isoDatastore" doc:"Datastore (with ISO content) for the Talos ISO." default:"local"`
 	KeepISO        bool          `json:"keepIso" doc:"Leave the downloaded Talos ISO in the datastore on destroy (it is deleted by default)." default:"false"`
@@ -192,9 +192,9 @@ const (
 
 // VPSConfig holds VPS-wide settings.
 type VPSConfig struct {
-	AllowedCIDRs     []string `json:"allowedCidrs" doc:"Operator networks allowed to reach the Talos API (50000) and Kubernetes API (6443); empty leaves them open (warned)."`
+	AllowedCIDRs     []string `json:"allowedCidrs" doc:"Operator networks allowed to reach the Talos API (50000) and Kubernetes API (6443); empty, or entries that together cover every address (0.0.0.0/0), leave them open (warned)."`
 	PublicTCPPorts   []int    `json:"publicTcpPorts" doc:"TCP ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to the internet by the Talos firewall."`
-	ImageURL         string   `json:"imageUrl" doc:"Raw disk image the install writes (.raw.zst, .raw.xz, .raw.gz or .raw); default: the Image Factory's disk image of the schematic and Talos version (.raw.zst, or .raw.xz when the rescue system has no zstd)."`
+	ImageURL         string   `json:"imageUrl" doc:"Raw disk image the install writes (.raw.zst, .raw.xz, .raw.gz or .raw); default: the Image Factory's disk image of the schematic and Talos version (.raw.zst, or .raw.xz when the rescue system has no zstd). A query string (a presigned object-store URL) is kept: the format is read from the path before it, the URL is fetched as given (never switched to .xz), and output leaves the query out."`
 	RequireRescue    *bool    `json:"requireRescue" doc:"Refuse to install unless the server runs from RAM/network (a rescue system) or its host name says rescue. Turn off only for a rescue system installed on a disk." default:"true"`
 	RebootCommand    string   `json:"rebootCommand" doc:"Shell command run on the operator's machine after a node's install that switches its boot from rescue to disk and reboots it (e.g. the provider's CLI); gets NODE_NAME, NODE_IP, RESCUE_HOST. Empty: do it by hand while 'up' waits."`
 	TalosWaitTimeout string   `json:"talosWaitTimeout" doc:"How long 'up' waits, after a node's install, for its Talos API (port 50000) to answer; a duration like '30m'. Run 'up' again after a timeout to go on waiting." default:"30m"`

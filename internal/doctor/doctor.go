@@ -28,6 +28,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/shell"
 	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -236,8 +237,7 @@ func checkSSH(ctx context.Context, env Env, cfg *stacks.Config) Result {
 	dir := cfg.Proxmox.DNSMasq.ConfigDir
 	ctx, cancel := context.WithTimeout(ctx, 2*env.Timeout)
 	defer cancel()
-	out, err := env.SSH(ctx, cfg, "command -v dnsmasq >/dev/null || { echo 'dnsmasq is not installed'; exit 3; }; "+
-		"test -d '"+dir+"' || { echo 'no directory "+dir+"'; exit 3; }; echo ready")
+	out, err := env.SSH(ctx, cfg, dnsmasqCheckCommand(dir))
 	target := fmt.Sprintf("%s@%s:%d", ssh.User, ssh.Host, ssh.Port)
 	if err != nil {
 		hint := "load the key into your SSH agent (ssh-add), or set proxmox.ssh.privateKeyFile"
@@ -247,6 +247,14 @@ func checkSSH(ctx context.Context, env Env, cfg *stacks.Config) Result {
 		return Result{Fail, "ssh", fmt.Sprintf("%s: %v; %s", target, err, hint)}
 	}
 	return Result{OK, "ssh", fmt.Sprintf("%s works; dnsmasq is installed and %s exists", target, dir)}
+}
+
+// dnsmasqCheckCommand is the shell command checkSSH runs on the host: dnsmasq
+// is installed and dir is a directory. dir is quoted, so the host's shell
+// reads it as one word whatever it holds.
+func dnsmasqCheckCommand(dir string) string {
+	return "dir=" + shell.Quote(dir) + "; command -v dnsmasq >/dev/null || { echo 'dnsmasq is not installed'; exit 3; }; " +
+		`test -d "$dir" || { printf 'no directory %s\n' "$dir"; exit 3; }; echo ready`
 }
 
 // checkHostKey shows the key the Proxmox host presents and compares it with

@@ -14,7 +14,8 @@ import (
 )
 
 // Run is the program body. src is the run's raw config (see
-// stacks.CaptureSource). Nothing is registered unless the config is valid.
+// stacks.CaptureSource). Nothing is registered unless the config is valid,
+// user patches and Helm values included (see Validate).
 func Run(ctx *pulumi.Context, src stacks.Source) error {
 	outputs, err := Deploy(ctx, src)
 	if err != nil {
@@ -47,7 +48,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	cfg, diags := stacks.Load(src)
+	cfg, diags := Validate(src)
 	for _, w := range diags.Warnings {
 		if err := ctx.Log.Warn(w.String(), nil); err != nil {
 			return nil, fmt.Errorf("unable to log config warning: %w", err)

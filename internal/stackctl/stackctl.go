@@ -106,7 +106,7 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 			return func(ctx *pulumi.Context) error { return program.Run(ctx, src) }
 		},
 		Validate: func(src stacks.Source) error {
-			_, diags := stacks.Load(src)
+			_, diags := program.Validate(src)
 			return diags.Err()
 		},
 		Access: func(ctx context.Context, src stacks.Source) (map[string]string, func(), error) {

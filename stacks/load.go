@@ -44,6 +44,7 @@ func Load(src Source) (*Config, *Diagnostics) {
 	decodeSource(d, src, cfg)
 	applyDefaults(cfg)
 	validate(d, cfg)
+	checkConfigSize(d, src)
 	if !d.HasErrors() {
 		resolve(cfg)
 	}

@@ -138,8 +138,13 @@ func execCmd(ctx context.Context, args []string, e accessEnv) int {
 	switch {
 	case err != nil:
 		// The command (pulumi) reads the same config and says what is
-		// wrong with it better than a second message here would.
+		// wrong with it better than a second message here would; but a
+		// config too large to start the program with only gets a bare
+		// "argument list too long" from it.
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: the stack's config could not be read or is invalid; running without the SSH proxy\n")
+		for _, p := range stacks.TooLargeProblems(err) {
+			_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: %s\n", p)
+		}
 	case vmaccess.Enabled(cfg):
 		s, err := startForCommand(ctx, cfg, e.Start, vmaccess.Options{}, e.Stderr)
 		if err != nil {

@@ -45,6 +45,7 @@ func decodeInto(d *Diagnostics, path string, v any, dst reflect.Value) {
 		return // null and absent keys keep the zero value; defaults fill it later
 	}
 	t := dst.Type()
+	describe := describerFor(t) // never the text of a credential
 	switch t {
 	case secretType:
 		s, ok := v.(string)

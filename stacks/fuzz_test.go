@@ -3,6 +3,7 @@ package stacks_test
 import (
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,6 +25,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add("vps", `{"network":{"gateway":"1.2.3.4"}}`, `{"controlPlanes":[{"ip":"1.2.3.4"},{"ip":"1.2.3.4"}]}`, `[]`, `null`)
 	f.Add("", `{"patches":{"all":["machine: {instal: {}}", {"a": 1}]}}`, `{"workers":[null, 1, "x"]}`, `{"ssh":{"port":1e99}}`, `{"allowedCidrs":["::/0"]}`)
 	f.Add("proxmox", `{"schematic":{"id":"`+strings.Repeat("f", 64)+`","extensions":[]}}`, `{}`, `{"endpoint":"https://[::1]:8006/"}`, `{}`)
+	f.Add("proxmox", `{}`, `{"controlPlanes":[{"rescue":"pw123456"}]}`, `{"apiTokenId":"a@b!c=d1e2f3g4h5","apiTokenSecret":123456789,"ssh":{"hostKey":"-----BEGIN PRIVATE KEY----- abcdefgh","privateKey":"not a key 12345"}}`, `{}`)
 
 	f.Fuzz(func(t *testing.T, platform, cluster, nodes, proxmox, vps string) {
 		src := stacks.Source{Project: "talos-cluster", Values: map[string]string{
@@ -34,9 +36,19 @@ func FuzzLoad(f *testing.F) {
 			"talos-cluster:vps":      vps,
 		}, SecretKeys: []string{"talos-cluster:nodes", "talos-cluster:proxmox"}}
 		cfg, d := stacks.Load(src)
+		secrets := []stacks.Secret{cfg.Proxmox.APITokenSecret, cfg.Proxmox.SSH.PrivateKey}
+		for _, n := range slices.Concat(cfg.Nodes.ControlPlanes, cfg.Nodes.Workers) {
+			secrets = append(secrets, n.Rescue.Password)
+		}
 		for _, p := range append(d.Errors, d.Warnings...) {
 			if p.Path == "" || p.Message == "" {
 				t.Fatalf("problem without key path or message: %+v", p)
+			}
+			for _, s := range secrets {
+				// Shorter ones are not scrubbed; "secret" is in "[secret]".
+				if v := s.Reveal(); len(v) >= 6 && !strings.Contains("[secret]", v) && strings.Contains(p.Message, v) {
+					t.Fatalf("a message shows a secret: %s", p)
+				}
 			}
 		}
 		if d.HasErrors() {

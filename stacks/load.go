@@ -18,6 +18,12 @@ type Source struct {
 	Project    string
 	Values     map[string]string
 	SecretKeys []string
+	// PlainInFile holds the values the stack file stores in plain text, by
+	// key path (`nodes.workers[1].rescue.password`), when it was read
+	// (ReadStackFile); nil otherwise. A credential in it with the value the
+	// engine handed over is reported even when its top-level key holds
+	// another, secure value.
+	PlainInFile map[string]string
 }
 
 // CaptureSource returns a pulumi.RunOption that records the run's config into
@@ -30,6 +36,10 @@ func CaptureSource(dst *Source) pulumi.RunOption {
 		dst.Project = ri.Project
 		dst.Values = ri.Config
 		dst.SecretKeys = ri.ConfigSecretKeys
+		// Best effort: without the stack file (config from elsewhere)
+		// credentials are checked per top-level key, as the engine marks
+		// them.
+		_ = dst.ReadStackFile(ri.RootDirectory, ri.Stack)
 	}
 }
 
@@ -42,9 +52,15 @@ func Load(src Source) (*Config, *Diagnostics) {
 	d := &Diagnostics{}
 	cfg := &Config{}
 	decodeSource(d, src, cfg)
+	failed := problemPaths(d.Errors)
+	creds := checkCredentials(d, src, cfg)
+	failed = append(failed, creds.failed...)
+	errorsFrom, warningsFrom := len(d.Errors), len(d.Warnings)
 	applyDefaults(cfg)
 	validate(d, cfg)
 	checkConfigSize(d, src)
+	dropFollowUps(d, errorsFrom, warningsFrom, failed)
+	scrubSecrets(d, creds.secrets)
 	if !d.HasErrors() {
 		resolve(cfg)
 	}
@@ -82,11 +98,10 @@ func decodeSource(d *Diagnostics, src Source, cfg *Config) {
 		}
 		v, err := parseJSON(raw)
 		if err != nil {
-			d.errorf(key, "must be an object, got %s", describe(raw))
+			d.errorf(key, "must be an object, got %s", describeRawFor(field.Type(), src.isSecret(full), raw))
 			continue
 		}
 		decodeInto(d, key, v, field)
-		checkSecretsStored(d, key, src.isSecret(full), field)
 	}
 }
 
@@ -97,20 +112,6 @@ func fieldIndex(t reflect.Type, name string) int {
 		}
 	}
 	return -1
-}
-
-// checkSecretsStored refuses credentials stored in plain text. Pulumi marks
-// a whole top-level key as secret when any value nested in it was set with
-// `--secret`, which is the finest grain the engine tells a program about.
-func checkSecretsStored(d *Diagnostics, key string, keyIsSecret bool, v reflect.Value) {
-	if keyIsSecret {
-		return
-	}
-	walkSecrets(key, v, func(path string, s Secret) {
-		if s.IsSet() {
-			d.errorf(path, "is stored in plain text; set it with `pulumi config set --secret --path '%s' <value>`", path)
-		}
-	})
 }
 
 // walkSecrets calls fn for every Secret field under v.

@@ -129,6 +129,7 @@ func invalidCases() []invalidCase {
 		baseInvalidCases(),
 		limitsInvalidCases(),
 		addressAndPathInvalidCases(),
+		secretAndSizeInvalidCases(),
 	)
 }
 

@@ -230,6 +230,9 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 		return fail(ExitFailed, err, "cannot read Pulumi.yaml in %s: %v", workDir, err)
 	}
 	src := sourceFromConfig(string(proj.Name), cfg)
+	// How each value is stored, so that every credential is checked on its
+	// own (best effort: the config may come from elsewhere).
+	_ = src.ReadStackFile(workDir, o.Stack)
 	if env.Validate != nil {
 		if err := env.Validate(src); err != nil {
 			return fail(ExitBadConfig, err, "%v", err)

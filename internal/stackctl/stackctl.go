@@ -153,6 +153,7 @@ func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io
 		_, _ = fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
 		return ExitNoConfig
 	}
+	_ = src.ReadStackFile(".", *stack) // every credential checked on its own
 	results := doctor.Run(ctx, env, src, *stack)
 	doctor.Print(stdout, results)
 	if doctor.Failed(results) {

@@ -73,7 +73,10 @@ func StackSource(t testing.TB, path string, secrets map[string]string) stacks.So
 	t.Helper()
 	proj := Project(t)
 	sink := diag.DefaultSink(io.Discard, io.Discard, diag.FormatOptions{Color: colors.Never})
-	full := filepath.Join(RepoRoot(t), path)
+	full := path
+	if !filepath.IsAbs(path) {
+		full = filepath.Join(RepoRoot(t), path)
+	}
 	raw, err := os.ReadFile(full) //nolint:gosec // test helper reading the repo's own stack files
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +118,15 @@ func StackSource(t testing.TB, path string, secrets map[string]string) stacks.So
 	}
 	for _, k := range ps.Config.SecureKeys() {
 		src.SecretKeys = append(src.SecretKeys, k.String())
+	}
+	// The stack file as `pulumi config set --secret --path` leaves it: the
+	// program reads how each value is stored from there.
+	saved, err := encoding.YAML.Marshal(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.PlainInFile, err = stacks.PlainValuesFromStackFile(saved, src.Project); err != nil {
+		t.Fatal(err)
 	}
 	return src
 }

@@ -1,0 +1,125 @@
+package stacks
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The engine tells a program only which top-level keys hold a secret
+// somewhere (Pulumi marks the whole key when one value in it was set with
+// `--secret --path`), and hands it every value decrypted. How each value is
+// stored is in the stack file only: a value set with --secret is a mapping
+// `{secure: <ciphertext>}` there, anything else is plain text. Reading it
+// lets Load check every credential on its own.
+
+// PlainValuesFromStackFile returns the values under project's keys that the
+// stack file raw (Pulumi.<stack>.yaml) stores in plain text, by key path
+// (`nodes.workers[1].rescue.password`), scalars as their text.
+func PlainValuesFromStackFile(raw []byte, project string) (map[string]string, error) {
+	var doc struct {
+		Config yaml.Node `yaml:"config"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("the stack file is not YAML: %w", err)
+	}
+	out := map[string]string{}
+	cfg := resolveAlias(&doc.Config)
+	if cfg.Kind == 0 {
+		return out, nil // no config section
+	}
+	if cfg.Kind != yaml.MappingNode {
+		return nil, errors.New("the stack file's config is not a mapping")
+	}
+	for i := 0; i+1 < len(cfg.Content); i += 2 {
+		key, ok := strings.CutPrefix(cfg.Content[i].Value, project+":")
+		if !ok {
+			continue // other namespaces (provider settings)
+		}
+		collectPlain(out, key, cfg.Content[i+1])
+	}
+	return out, nil
+}
+
+func collectPlain(out map[string]string, path string, n *yaml.Node) {
+	n = resolveAlias(n)
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag != "!!null" {
+			out[path] = n.Value
+		}
+	case yaml.MappingNode:
+		if len(n.Content) == 2 && n.Content[0].Value == "secure" && resolveAlias(n.Content[1]).Kind == yaml.ScalarNode {
+			return // stored encrypted
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			collectPlain(out, join(path, n.Content[i].Value), n.Content[i+1])
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			collectPlain(out, fmt.Sprintf("%s[%d]", path, i), item)
+		}
+	}
+}
+
+func resolveAlias(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// StackFilePath is where Pulumi keeps the config of stack for the project
+// whose Pulumi.yaml is in root: Pulumi.<stack>.yaml next to it, or in its
+// stackConfigDir.
+func StackFilePath(root, stack string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(root, "Pulumi.yaml")) //nolint:gosec // the project's own file
+	if err != nil {
+		return "", err
+	}
+	var proj struct {
+		StackConfigDir string `yaml:"stackConfigDir"`
+	}
+	if err := yaml.Unmarshal(raw, &proj); err != nil {
+		return "", fmt.Errorf("%s: %w", filepath.Join(root, "Pulumi.yaml"), err)
+	}
+	// A fully qualified stack (org/project/stack) has its short name in the
+	// file name; Pulumi turns any '/' left into '-'.
+	name := stack
+	if parts := strings.Split(stack, "/"); len(parts) == 3 {
+		name = parts[2]
+	}
+	file := "Pulumi." + strings.ReplaceAll(name, "/", "-") + ".yaml"
+	dir := root
+	if proj.StackConfigDir != "" {
+		dir = filepath.Join(root, proj.StackConfigDir)
+	}
+	return filepath.Join(dir, file), nil
+}
+
+// ReadStackFile fills s.PlainInFile from the stack file of stack in the
+// project at root. Without a readable stack file (config from elsewhere, a
+// test run) it leaves s as it is: the top-level keys are all it checks then.
+func (s *Source) ReadStackFile(root, stack string) error {
+	if root == "" || stack == "" {
+		return nil
+	}
+	path, err := StackFilePath(root, stack)
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(path) //nolint:gosec // the stack's own file
+	if err != nil {
+		return err
+	}
+	plain, err := PlainValuesFromStackFile(raw, s.Project)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	s.PlainInFile = plain
+	return nil
+}

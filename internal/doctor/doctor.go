@@ -27,6 +27,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/shell"
 	"github.com/fluodata/talos-pulumi/internal/vmaccess"
@@ -96,9 +97,11 @@ func DefaultEnv() Env {
 	}
 }
 
-// Run loads the stack config and runs every check that applies to it.
+// Run loads the stack config, with the checks `up` runs before anything
+// (program.Validate: what patches and Helm values may not undo too), and
+// runs every check that applies to it.
 func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result {
-	cfg, diags := stacks.Load(src)
+	cfg, diags := program.Validate(src)
 	var out []Result
 	for _, w := range diags.Warnings {
 		out = append(out, Result{Warn, "config", w.String()})

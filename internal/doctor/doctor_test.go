@@ -292,6 +292,21 @@ func TestDoctorInvalidConfig(t *testing.T) {
 	assert.Contains(t, b.String(), "proxmox.apiTokenSecret: is required")
 }
 
+// The doctor refuses what `up` refuses before anything runs, patches and
+// Helm values that undo what the cluster relies on included.
+func TestDoctorRefusesAPatchThatBreaksTheCluster(t *testing.T) {
+	t.Parallel()
+	src := stacktest.EditSection(t, direct(t), "cluster", func(c map[string]any) {
+		c["patches"] = map[string]any{"all": []any{"cluster:\n  network:\n    cni:\n      name: flannel\n"}}
+	})
+	rs := doctor.Run(context.Background(), env(healthyAPI()), src, "proxmox-homelab")
+	require.True(t, doctor.Failed(rs))
+	var b strings.Builder
+	doctor.Print(&b, rs)
+	assert.Contains(t, b.String(), "cluster.patches.all[0]: ")
+	assert.Contains(t, b.String(), "flannel")
+}
+
 // The host key check with the doctor's real scanner against an in-process
 // SSH host.
 func TestDoctorShowsTheHostKey(t *testing.T) {

@@ -604,10 +604,11 @@ func (g *guard) approverPrefixes(path string, raw any) {
 			continue
 		}
 		prefixes = append(prefixes, pfx)
+		insideNodes := hasNetwork && network.Bits() <= pfx.Bits() && network.Contains(pfx.Addr())
 		switch {
 		case pfx.Bits() == 0:
 			g.warnf(ipath, "%q approves serving certificates for any address", s)
-		case pfx.Bits() < pfx.Addr().BitLen() && !(hasNetwork && network.Bits() <= pfx.Bits() && network.Contains(pfx.Addr())):
+		case pfx.Bits() < pfx.Addr().BitLen() && !insideNodes:
 			g.warnf(ipath, "%q approves serving certificates for addresses outside the nodes' network: list the node addresses (/32) instead", s)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
@@ -75,6 +76,7 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 		}
 		r.DeletedWith = rpc.GetDeletedWith()
 		r.Parent = rpc.GetParent()
+		r.URN = childURN(r.Parent, args.TypeToken, args.Name)
 		r.IgnoreChanges = rpc.GetIgnoreChanges()
 		r.RetainOnDelete = rpc.GetRetainOnDelete()
 		r.ReplaceWith = rpc.GetReplaceWith()
@@ -248,6 +250,21 @@ func (e *Engine) ReplacedWith(r Registered) []Registered {
 		}
 	}
 	return out
+}
+
+// childURN is the URN the engine gives a resource of type typ and name
+// under parent (whose URN carries the stack and project): the parent's
+// qualified type, except the root stack's, prefixes the type.
+func childURN(parent, typ, name string) string {
+	p, err := resource.ParseURN(parent)
+	if err != nil {
+		return ""
+	}
+	parentType := p.QualifiedType()
+	if p.Type() == resource.RootStackType {
+		parentType = ""
+	}
+	return string(resource.NewURN(p.Stack(), p.Project(), parentType, tokens.Type(typ), name))
 }
 
 // urnSuffix is how a URN of r ends: <type>::<name>.

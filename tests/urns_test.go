@@ -1,0 +1,61 @@
+package tests
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/stacktest"
+)
+
+var updateURNs = flag.Bool("update-urns", false, "rewrite testdata/urns/*.txt from the program as it is")
+
+// A resource's URN is its identity in the state: a changed type, name or
+// parent makes the next `up` delete the old resource and create a new one
+// (a new VM, new machine secrets). Every URN the program registers for the
+// example stacks is kept in a golden file, so a refactoring that changes one
+// fails here; a change on purpose is made with -update-urns and says in the
+// README which `pulumi state` steps move an existing stack.
+func TestExampleStacksKeepTheirURNs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ file, stack string }{
+		{stacktest.ProxmoxExample, "proxmox-homelab"},
+		{stacktest.VPSExample, "vps-prod"},
+	} {
+		t.Run(tc.stack, func(t *testing.T) {
+			t.Parallel()
+			src := stacktest.Example(t, tc.file)
+			e := &mocktest.Engine{}
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+				_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{}, TalosProbe: noTalosYet})
+				return err
+			}, pulumi.WithMocks(src.Project, tc.stack, e), stacktest.WithConfig(src))
+			require.NoError(t, err)
+
+			var urns []string
+			for _, r := range e.All() {
+				require.NotEmpty(t, r.URN, "%s %s has a URN", r.Type, r.Name)
+				urns = append(urns, r.URN)
+			}
+			slices.Sort(urns)
+			got := strings.Join(urns, "\n") + "\n"
+			path := filepath.Join("testdata", "urns", tc.stack+".txt")
+			if *updateURNs {
+				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+				require.NoError(t, os.WriteFile(path, []byte(got), 0o600))
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err, "run `go test ./tests -run TestExampleStacksKeepTheirURNs -update-urns` once to create it")
+			assert.Equal(t, string(want), got, "the URNs of %s changed: existing stacks would lose or re-create these resources", tc.stack)
+		})
+	}
+}

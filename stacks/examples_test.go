@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // The example files are loaded the way the Pulumi CLI loads a stack (its own
@@ -19,10 +19,10 @@ import (
 // neither they nor Pulumi.yaml can rot without this failing.
 func TestExamplesLoadAndValidate(t *testing.T) {
 	t.Parallel()
-	for _, file := range []string{stacktest.ProxmoxExample, stacktest.VPSExample} {
+	for _, file := range []string{stackstest.ProxmoxExample, stackstest.VPSExample} {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
-			cfg, diags := stacks.Load(stacktest.Example(t, file))
+			cfg, diags := stacks.Load(stackstest.Example(t, file))
 			require.NoError(t, diags.Err())
 			assert.Empty(t, diags.Warnings, "an example should be clean")
 			assert.NotEmpty(t, cfg.Cluster.Name)
@@ -32,7 +32,7 @@ func TestExamplesLoadAndValidate(t *testing.T) {
 
 func TestProxmoxExampleMatchesTheSeedNodeTable(t *testing.T) {
 	t.Parallel()
-	cfg, diags := stacks.Load(stacktest.Example(t, stacktest.ProxmoxExample))
+	cfg, diags := stacks.Load(stackstest.Example(t, stackstest.ProxmoxExample))
 	require.NoError(t, diags.Err())
 
 	type row struct {
@@ -60,7 +60,7 @@ func TestProxmoxExampleMatchesTheSeedNodeTable(t *testing.T) {
 
 func TestVPSExampleIsOneCombinedNode(t *testing.T) {
 	t.Parallel()
-	cfg, diags := stacks.Load(stacktest.Example(t, stacktest.VPSExample))
+	cfg, diags := stacks.Load(stackstest.Example(t, stackstest.VPSExample))
 	require.NoError(t, diags.Err())
 	require.Len(t, cfg.Nodes.ControlPlanes, 1)
 	assert.Empty(t, cfg.Nodes.Workers)
@@ -78,8 +78,8 @@ func TestVPSExampleIsOneCombinedNode(t *testing.T) {
 func TestExampleValuesAreCommented(t *testing.T) {
 	t.Parallel()
 	valueLine := regexp.MustCompile(`^\s+(- |[A-Za-z-:]+: \S)`)
-	for _, file := range []string{stacktest.ProxmoxExample, stacktest.VPSExample} {
-		raw, err := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), file))
+	for _, file := range []string{stackstest.ProxmoxExample, stackstest.VPSExample} {
+		raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), file))
 		require.NoError(t, err)
 		for i, line := range strings.Split(string(raw), "\n") {
 			if strings.HasPrefix(strings.TrimSpace(line), "#") || !valueLine.MatchString(line) {

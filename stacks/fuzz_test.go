@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // FuzzLoad feeds arbitrary values to every top-level key. The loader must
@@ -16,8 +16,8 @@ import (
 // must be a config the components can use without further checks.
 // `go test` runs the seed corpus; `make fuzz` explores further.
 func FuzzLoad(f *testing.F) {
-	for _, file := range []string{stacktest.ProxmoxExample, stacktest.VPSExample} {
-		src := stacktest.Example(f, file)
+	for _, file := range []string{stackstest.ProxmoxExample, stackstest.VPSExample} {
+		src := stackstest.Example(f, file)
 		v := func(k string) string { return src.Values["talos-cluster:"+k] }
 		f.Add(v("platform"), v("cluster"), v("nodes"), v("proxmox"), v("vps"))
 	}

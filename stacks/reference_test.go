@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 var update = flag.Bool("update", false, "rewrite the README's configuration reference")
@@ -27,7 +27,7 @@ const (
 // this fails when a key is added, renamed or re-documented without `make docs`.
 func TestReadmeReferenceIsCurrent(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(stacktest.RepoRoot(t), "README.md")
+	path := filepath.Join(stackstest.RepoRoot(t), "README.md")
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	readme := string(raw)
@@ -46,7 +46,7 @@ func TestReadmeReferenceIsCurrent(t *testing.T) {
 // exactly the keys the program reads, with the same descriptions.
 func TestPulumiYamlDeclaresEveryTopLevelKey(t *testing.T) {
 	t.Parallel()
-	proj := stacktest.Project(t)
+	proj := stackstest.Project(t)
 	declared := map[string]string{}
 	for k, v := range proj.Config {
 		declared[k] = v.Description

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // A private key as a user might paste it where it does not belong; its body
@@ -359,7 +359,7 @@ func writeStack(t *testing.T, text string, secrets map[string]string) stacks.Sou
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "Pulumi.check.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
-	return stacktest.StackSource(t, path, secrets)
+	return stackstest.StackSource(t, path, secrets)
 }
 
 // Pulumi marks a whole top-level key secret when one value in it is: the

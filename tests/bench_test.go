@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // sizedProxmox is the Proxmox example grown to n nodes (3 control planes
 // when n allows, workers for the rest) on a /16.
 func sizedProxmox(b *testing.B, n int) stacks.Source {
 	b.Helper()
-	src := stacktest.Example(b, stacktest.ProxmoxExample)
+	src := stackstest.Example(b, stackstest.ProxmoxExample)
 	src = edit(b, src, "cluster", func(m map[string]any) {
 		m["network"].(map[string]any)["prefixLength"] = 16
 	})

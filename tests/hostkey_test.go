@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/mocktest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // The keys pinned in the example stacks, without their comments.
@@ -44,18 +44,18 @@ func hostKeyOf(t *testing.T, r mocktest.Registered) string {
 
 func TestProxmoxReservationsCheckThePinnedHostKey(t *testing.T) {
 	t.Parallel()
-	e, _ := deploy(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	e, _ := deploy(t, stackstest.Example(t, stackstest.ProxmoxExample))
 	dhcp := e.Named(t, mocktest.RemoteCommand, "homelab-dhcp-reservations")
 	assert.Equal(t, examplePVEKey, hostKeyOf(t, dhcp), "the example's pin, as the provider parses it")
 
 	// A known_hosts line with a comment reaches the provider as the bare key.
-	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) {
+	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) {
 		m["ssh"].(map[string]any)["hostKey"] = "pve.lan,192.168.122.70 " + examplePVEKey + " root@pve"
 	})
 	e, _ = deploy(t, src)
 	assert.Equal(t, examplePVEKey, hostKeyOf(t, e.Named(t, mocktest.RemoteCommand, "homelab-dhcp-reservations")))
 
-	src = edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) {
+	src = edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) {
 		delete(m["ssh"].(map[string]any), "hostKey")
 	})
 	e, _ = deploy(t, src)
@@ -66,13 +66,13 @@ func TestProxmoxReservationsCheckThePinnedHostKey(t *testing.T) {
 
 func TestVPSInstallsCheckThePinnedHostKey(t *testing.T) {
 	t.Parallel()
-	e, _ := deploy(t, stacktest.Example(t, stacktest.VPSExample))
+	e, _ := deploy(t, stackstest.Example(t, stackstest.VPSExample))
 	install := e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")
 	assert.Equal(t, exampleRescueKey, hostKeyOf(t, install))
 	assert.Contains(t, install.IgnoreChanges, "connection", "a new pin, like a new password, never re-images a node")
 
 	// One node pinned (as ssh-keyscan prints it), one not.
-	src := edit(t, stacktest.Example(t, stacktest.VPSExample), "nodes", func(m map[string]any) {
+	src := edit(t, stackstest.Example(t, stackstest.VPSExample), "nodes", func(m map[string]any) {
 		base := m["controlPlanes"].([]any)[0].(map[string]any)
 		rescue := base["rescue"].(map[string]any)
 		rescue["hostKey"] = "203.0.113.10 " + exampleRescueKey

@@ -14,8 +14,8 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/mocktest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // Breakouts of a shell word: each creates the file "pwned" in the working
@@ -96,9 +96,9 @@ var shellFields = []shellField{
 func injectionBase(t *testing.T, platform stacks.Platform, scratch string) stacks.Source {
 	t.Helper()
 	if platform == stacks.PlatformVPS {
-		return stacktest.Example(t, stacktest.VPSExample)
+		return stackstest.Example(t, stackstest.VPSExample)
 	}
-	return edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) {
+	return edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) {
 		d := m["dnsmasq"].(map[string]any)
 		d["configDir"] = filepath.Join(scratch, "conf")
 		d["leaseFile"] = filepath.Join(scratch, "leases")

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // argLogger is a fake pulumi or stackctl: it writes its name and then each
@@ -31,7 +31,7 @@ func makeQuoted(t *testing.T, args ...string) (dir string, calls [][]string, out
 	}
 	dir = t.TempDir()
 	for _, name := range []string{"Makefile", "Pulumi.yaml"} {
-		b, readErr := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), name)) //nolint:gosec // the repository's own files
+		b, readErr := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), name)) //nolint:gosec // the repository's own files
 		require.NoError(t, readErr)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
 	}

@@ -23,8 +23,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // fakePulumi answers `config --json` with FAKE_CONFIG (or fails: no such
@@ -62,7 +62,7 @@ func makeIn(t *testing.T, env []string, args ...string) (dir, log, out string, e
 	t.Helper()
 	dir = t.TempDir()
 	for _, name := range []string{"Makefile", "Pulumi.yaml"} {
-		b, readErr := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), name))
+		b, readErr := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), name))
 		require.NoError(t, readErr)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
 	}
@@ -216,12 +216,12 @@ func TestMakeUpStartsTheSSHProxyWhenTheStackSaysSo(t *testing.T) {
 	scratch := t.TempDir()
 	keyFile := filepath.Join(scratch, "id_ed25519")
 	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
-	src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(px map[string]any) {
 		px["localForward"] = true // the test's SSH host listens on loopback
 		px["ssh"] = map[string]any{"host": host.Host, "port": host.Port, "user": "root", "privateKeyFile": keyFile}
 	})
 	configFile := filepath.Join(scratch, "config.json")
-	require.NoError(t, os.WriteFile(configFile, stacktest.ConfigJSON(t, src), 0o600))
+	require.NoError(t, os.WriteFile(configFile, stackstest.ConfigJSON(t, src), 0o600))
 
 	_, log, out, err := makeIn(t, []string{"FAKE_CONFIG=" + configFile, "FAKE_CURL=https://10.10.0.5:6443/version"}, "up", "STACK=test")
 	require.NoError(t, err, out)
@@ -232,8 +232,8 @@ func TestMakeUpStartsTheSSHProxyWhenTheStackSaysSo(t *testing.T) {
 	assert.Equal(t, 1, host.Forwarded())
 
 	// A direct stack: pulumi runs as it is.
-	direct := stacktest.EditSection(t, src, "proxmox", func(px map[string]any) { px["access"] = stacks.AccessDirect })
-	require.NoError(t, os.WriteFile(configFile, stacktest.ConfigJSON(t, direct), 0o600))
+	direct := stackstest.EditSection(t, src, "proxmox", func(px map[string]any) { px["access"] = stacks.AccessDirect })
+	require.NoError(t, os.WriteFile(configFile, stackstest.ConfigJSON(t, direct), 0o600))
 	_, log, out, err = makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "preview", "STACK=test")
 	require.NoError(t, err, out)
 	assert.Contains(t, readLog(t, log), "preview --cwd bin/project --diff --stack test")
@@ -246,7 +246,7 @@ func TestMakeAdoptImportsTheSecretsFile(t *testing.T) {
 	t.Parallel()
 	scratch := t.TempDir()
 	configFile := filepath.Join(scratch, "config.json")
-	require.NoError(t, os.WriteFile(configFile, stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.ProxmoxExample)), 0o600))
+	require.NoError(t, os.WriteFile(configFile, stackstest.ConfigJSON(t, stackstest.Example(t, stackstest.ProxmoxExample)), 0o600))
 	env := filepath.Join(scratch, "environments", "proxmox-homelab")
 	require.NoError(t, os.MkdirAll(env, 0o700))
 	secretsFile := pkitest.WriteTalosSecrets(t, pkitest.TalosBundle(t), env)
@@ -262,10 +262,10 @@ func TestMakeAdoptImportsTheSecretsFile(t *testing.T) {
 
 	// The second step, after the first up: the releases (on a stack that
 	// reaches the VMs directly; the helper's part is tested in stackctl).
-	direct := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+	direct := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(px map[string]any) {
 		px["access"] = stacks.AccessDirect
 	})
-	require.NoError(t, os.WriteFile(configFile, stacktest.ConfigJSON(t, direct), 0o600))
+	require.NoError(t, os.WriteFile(configFile, stackstest.ConfigJSON(t, direct), 0o600))
 	_, log, out, err = makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "adopt", "STACK=test", "RELEASES=cilium kubelet-csr-approver", "ADOPT_FLAGS=--yes")
 	require.NoError(t, err, out)
 	assert.Contains(t, readLog(t, log), "import --stack test --file ")
@@ -428,7 +428,7 @@ func checkProject(t *testing.T, dir, snapshot, program string) {
 // folder, every file and folder two hours old.
 func copyRepo(t *testing.T) string {
 	t.Helper()
-	src, dst := stacktest.RepoRoot(t), t.TempDir()
+	src, dst := stackstest.RepoRoot(t), t.TempDir()
 	var names []string
 	for _, pattern := range []string{"*.go", "go.mod", "go.sum", "Makefile", "Pulumi.yaml"} {
 		names = append(names, must(filepath.Glob(filepath.Join(src, pattern)))...)

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/program"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // A patch or Helm value that would break the cluster stops the program
@@ -16,10 +16,10 @@ import (
 // error names the patch and the value.
 func TestInvalidOverridesRegisterNothing(t *testing.T) {
 	t.Parallel()
-	for _, file := range []string{stacktest.ProxmoxExample, stacktest.VPSExample} {
+	for _, file := range []string{stackstest.ProxmoxExample, stackstest.VPSExample} {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
-			src := stacktest.EditSection(t, stacktest.Example(t, file), "cluster", func(c map[string]any) {
+			src := stackstest.EditSection(t, stackstest.Example(t, file), "cluster", func(c map[string]any) {
 				c["patches"] = map[string]any{"controlPlane": []any{"machine:\n  type: worker\n"}}
 				c["cilium"].(map[string]any)["values"] = map[string]any{"kubeProxyReplacement": false}
 			})
@@ -38,7 +38,7 @@ func TestInvalidOverridesRegisterNothing(t *testing.T) {
 // What only weakens the cluster is a warning: the program goes on.
 func TestProgramRunsWithWeakeningOverrides(t *testing.T) {
 	t.Parallel()
-	src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "cluster", func(c map[string]any) {
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "cluster", func(c map[string]any) {
 		c["certApprover"].(map[string]any)["values"] = map[string]any{"providerRegex": ".*"}
 		c["cilium"].(map[string]any)["values"] = map[string]any{"operator": map[string]any{"replicas": 5}}
 	})

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/program"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // recorder is a mock monitor that records every registered resource.
@@ -39,7 +39,7 @@ func run(t *testing.T, src stacks.Source) ([]string, error) {
 	rec := &recorder{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		return program.Run(ctx, src)
-	}, pulumi.WithMocks("talos-cluster", "test", rec), stacktest.WithConfig(src))
+	}, pulumi.WithMocks("talos-cluster", "test", rec), stackstest.WithConfig(src))
 	return rec.types, err
 }
 
@@ -59,7 +59,7 @@ func TestRecorderSeesRegistrations(t *testing.T) {
 
 func TestInvalidConfigRegistersNothing(t *testing.T) {
 	t.Parallel()
-	src := stacktest.StackSource(t, stacktest.ProxmoxExample, nil) // the token secret was never set
+	src := stackstest.StackSource(t, stackstest.ProxmoxExample, nil) // the token secret was never set
 	src.Values["talos-cluster:cluster"] = `{"name":"homelab","talosVersion":"1.12.4","network":{"gateway":"10.10.0.1"}}`
 
 	registered, err := run(t, src)

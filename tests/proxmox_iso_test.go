@@ -11,8 +11,8 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/mocktest"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // These tests replay, against the fake Proxmox API, what the proxmoxve
@@ -29,7 +29,7 @@ func isoDownloads(t *testing.T, src stacks.Source, stack string) []downloadInput
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{}})
 		return err
-	}, pulumi.WithMocks("talos-cluster", stack, e), stacktest.WithConfig(src))
+	}, pulumi.WithMocks("talos-cluster", stack, e), stackstest.WithConfig(src))
 	require.NoError(t, err)
 	var out []downloadInputs
 	for _, r := range e.ByType(mocktest.Download) {
@@ -66,7 +66,7 @@ func isoDestroy(t *testing.T, fake *pvefake.Server, downloads []downloadInputs, 
 
 func TestProxmoxISOKeptByDestroyThenUpAgain(t *testing.T) {
 	t.Parallel()
-	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) { m["keepIso"] = true })
+	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) { m["keepIso"] = true })
 	fake := pvefake.New(t, nil)
 	const stack = "proxmox-homelab"
 
@@ -87,7 +87,7 @@ func TestProxmoxISOTwoStacksOnOneHostDestroyOne(t *testing.T) {
 	t.Parallel()
 	// Two stacks from the same example: same cluster name, Talos version,
 	// extensions and Proxmox node.
-	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	src := stackstest.Example(t, stackstest.ProxmoxExample)
 	fake := pvefake.New(t, nil)
 
 	homelab := isoDownloads(t, src, "proxmox-homelab")

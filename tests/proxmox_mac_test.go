@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/fluodata/talos-pulumi/internal/mocktest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // MACs given in a dashed or dotted spelling reach the VM's NIC, the dnsmasq
@@ -14,7 +14,7 @@ import (
 // takes and the one dnsmasq's lease file uses.
 func TestProxmoxGivenMACsInOtherSpellingsArriveInColonForm(t *testing.T) {
 	t.Parallel()
-	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "nodes", func(m map[string]any) {
+	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "nodes", func(m map[string]any) {
 		ws := m["workers"].([]any)
 		ws[0].(map[string]any)["mac"] = "BC-24-11-00-00-20"
 		ws[1].(map[string]any)["mac"] = "BC24.1100.0021"

@@ -20,8 +20,8 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // deploy runs the whole program under the mock engine and awaits every
@@ -60,7 +60,7 @@ func deployWith(t testing.TB, src stacks.Source, o program.Options) (*mocktest.E
 			outs[k] = r
 		}
 		return nil
-	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stacktest.WithConfig(src))
+	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stackstest.WithConfig(src))
 	require.NoError(t, err)
 	return e, outs, hooks
 }
@@ -95,7 +95,7 @@ func strs(p resource.PropertyValue) []string {
 
 func TestProxmoxExampleGraph(t *testing.T) {
 	t.Parallel()
-	e, outs := deploy(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	e, outs := deploy(t, stackstest.Example(t, stackstest.ProxmoxExample))
 
 	provider := e.One(t, mocktest.PVEProvider)
 	assert.Equal(t, "https://192.168.122.70:8006/", provider.Inputs["endpoint"].StringValue())
@@ -215,7 +215,7 @@ func TestProxmoxExampleGraph(t *testing.T) {
 
 func TestProxmoxStaticAddressing(t *testing.T) {
 	t.Parallel()
-	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) {
+	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) {
 		m["addressing"] = "static"
 		delete(m, "dnsmasq")
 	})
@@ -244,7 +244,7 @@ func TestProxmoxStaticAddressing(t *testing.T) {
 
 func TestProxmoxMultiHostAgentAndGivenMAC(t *testing.T) {
 	t.Parallel()
-	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	src := stackstest.Example(t, stackstest.ProxmoxExample)
 	src = edit(t, src, "nodes", func(m map[string]any) {
 		ws := m["workers"].([]any)
 		ws[1].(map[string]any)["proxmoxNode"] = "pve2"
@@ -286,7 +286,7 @@ func TestProxmoxMultiHostAgentAndGivenMAC(t *testing.T) {
 // (still holding the old leases) hands them no reserved address.
 func TestProxmoxDestroyThenUpKeepsMACs(t *testing.T) {
 	t.Parallel()
-	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	src := stackstest.Example(t, stackstest.ProxmoxExample)
 	macsOf := func(e *mocktest.Engine) (map[string]string, string) {
 		out := map[string]string{}
 		for _, v := range e.ByType(mocktest.VM) {
@@ -302,12 +302,12 @@ func TestProxmoxDestroyThenUpKeepsMACs(t *testing.T) {
 
 	// Another stack with the same cluster and node names on the bridge
 	// gets other MACs.
-	other := stacktest.Example(t, stacktest.ProxmoxExample)
+	other := stackstest.Example(t, stackstest.ProxmoxExample)
 	e := &mocktest.Engine{}
 	require.NoError(t, pulumi.RunErr(func(ctx *pulumi.Context) error {
 		_, err := program.Deploy(ctx, other, program.Options{Hooks: &mocktest.Hooks{}})
 		return err
-	}, pulumi.WithMocks("talos-cluster", "proxmox-staging", e), stacktest.WithConfig(other)))
+	}, pulumi.WithMocks("talos-cluster", "proxmox-staging", e), stackstest.WithConfig(other)))
 	staging, _ := macsOf(e)
 	for n, mac := range first {
 		assert.NotEqual(t, mac, staging[n], "%s: another stack, another MAC", n)
@@ -318,7 +318,7 @@ func TestProxmoxDestroyThenUpKeepsMACs(t *testing.T) {
 // names, through dhcp_release on the VMs' bridge.
 func TestProxmoxReservationScriptsGetTheLeaseFileAndBridge(t *testing.T) {
 	t.Parallel()
-	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) {
+	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) {
 		m["dnsmasq"].(map[string]any)["leaseFile"] = "/var/lib/misc/dnsmasq.vmbr1.leases"
 	})
 	e, _ := deploy(t, src)
@@ -333,14 +333,14 @@ func TestProxmoxReservationScriptsGetTheLeaseFileAndBridge(t *testing.T) {
 func TestProxmoxSSHKeyFile(t *testing.T) {
 	t.Parallel()
 	key := t.TempDir() + "/id_ed25519"
-	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) {
+	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) {
 		m["ssh"].(map[string]any)["privateKeyFile"] = key
 	})
 
 	// A missing key file fails before anything is created, naming the key.
 	rec := &recorder{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error { return program.Run(ctx, src) },
-		pulumi.WithMocks("talos-cluster", "proxmox-homelab", rec), stacktest.WithConfig(src))
+		pulumi.WithMocks("talos-cluster", "proxmox-homelab", rec), stackstest.WithConfig(src))
 	require.ErrorContains(t, err, "proxmox.ssh.privateKeyFile")
 	assert.Empty(t, rec.types)
 
@@ -361,7 +361,7 @@ func TestProxmoxSSHKeyFile(t *testing.T) {
 // registered inputs on a fake Proxmox API.
 func TestFastDestroyWiring(t *testing.T) {
 	t.Parallel()
-	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	src := stackstest.Example(t, stackstest.ProxmoxExample)
 	e, _, hooks := deployWithHooks(t, src)
 
 	vms := e.ByType(mocktest.VM)
@@ -392,7 +392,7 @@ func TestFastDestroyWiring(t *testing.T) {
 	err = pulumi.RunErr(func(ctx *pulumi.Context) error {
 		_, err := program.Deploy(ctx, src, program.Options{Hooks: hooks2, ProxmoxAPI: api})
 		return err
-	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", &mocktest.Engine{}), stacktest.WithConfig(src))
+	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", &mocktest.Engine{}), stackstest.WithConfig(src))
 	require.NoError(t, err)
 	cp0 := e.Named(t, mocktest.VM, "homelab-vm-cp-0")
 	require.NoError(t, hooks2.Fn(&pulumi.ResourceHookArgs{Name: cp0.Name, OldOutputs: cp0.Inputs}))
@@ -402,7 +402,7 @@ func TestFastDestroyWiring(t *testing.T) {
 
 func TestKeepISO(t *testing.T) {
 	t.Parallel()
-	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(m map[string]any) { m["keepIso"] = true })
+	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) { m["keepIso"] = true })
 	e, _ := deploy(t, src)
 	assert.True(t, e.One(t, mocktest.Download).RetainOnDelete)
 }
@@ -413,7 +413,7 @@ func TestKeepISO(t *testing.T) {
 // again, while nothing else of the cluster is touched.
 func TestProxmoxReplacingAVMReRunsOnlyItsApplyAndEject(t *testing.T) {
 	t.Parallel()
-	e, _, hooks := deployWithHooks(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	e, _, hooks := deployWithHooks(t, stackstest.Example(t, stackstest.ProxmoxExample))
 	vms := e.ByType(mocktest.VM)
 	require.Len(t, vms, 3)
 	for _, v := range vms {
@@ -434,14 +434,14 @@ func TestProxmoxReplacingAVMReRunsOnlyItsApplyAndEject(t *testing.T) {
 func TestDerivedMACClashingWithAGivenOneFails(t *testing.T) {
 	t.Parallel()
 	derived := proxmox.DeriveMAC("proxmox-homelab", "homelab", "worker-1")
-	src := edit(t, stacktest.Example(t, stacktest.ProxmoxExample), "nodes", func(m map[string]any) {
+	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "nodes", func(m map[string]any) {
 		m["workers"].([]any)[0].(map[string]any)["mac"] = strings.ToUpper(derived)
 	})
 	e := &mocktest.Engine{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{}})
 		return err
-	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stacktest.WithConfig(src))
+	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stackstest.WithConfig(src))
 	require.ErrorContains(t, err, `node "worker-1": its derived MAC `+derived+` is the MAC of "worker-0"`)
 	assert.Empty(t, e.All(), "nothing is registered")
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/internal/mocktest"
 	"github.com/fluodata/talos-pulumi/internal/program"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 var updateURNs = flag.Bool("update-urns", false, "rewrite testdata/urns/*.txt from the program as it is")
@@ -28,17 +28,17 @@ var updateURNs = flag.Bool("update-urns", false, "rewrite testdata/urns/*.txt fr
 func TestExampleStacksKeepTheirURNs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ file, stack string }{
-		{stacktest.ProxmoxExample, "proxmox-homelab"},
-		{stacktest.VPSExample, "vps-prod"},
+		{stackstest.ProxmoxExample, "proxmox-homelab"},
+		{stackstest.VPSExample, "vps-prod"},
 	} {
 		t.Run(tc.stack, func(t *testing.T) {
 			t.Parallel()
-			src := stacktest.Example(t, tc.file)
+			src := stackstest.Example(t, tc.file)
 			e := &mocktest.Engine{}
 			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 				_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{}, TalosProbe: noTalosYet})
 				return err
-			}, pulumi.WithMocks(src.Project, tc.stack, e), stacktest.WithConfig(src))
+			}, pulumi.WithMocks(src.Project, tc.stack, e), stackstest.WithConfig(src))
 			require.NoError(t, err)
 
 			var urns []string

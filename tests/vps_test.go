@@ -14,10 +14,10 @@ import (
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/mocktest"
 	"github.com/fluodata/talos-pulumi/internal/program"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
-const rescuePassword = "rescue-pw-Xq81" // the VPS example's secret in stacktest
+const rescuePassword = "rescue-pw-Xq81" // the VPS example's secret in stackstest
 
 // plainOccurrences lists where needle appears in v outside a secret.
 func plainOccurrences(v resource.PropertyValue, path, needle string) []string {
@@ -46,7 +46,7 @@ func plainOccurrences(v resource.PropertyValue, path, needle string) []string {
 
 func TestVPSExampleGraph(t *testing.T) {
 	t.Parallel()
-	e, outs := deploy(t, stacktest.Example(t, stacktest.VPSExample))
+	e, outs := deploy(t, stackstest.Example(t, stackstest.VPSExample))
 
 	install := e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")
 	conn := install.Inputs["connection"]
@@ -113,7 +113,7 @@ func TestVPSExampleGraph(t *testing.T) {
 
 func TestVPSRebootCommandResetAndImageURL(t *testing.T) {
 	t.Parallel()
-	src := edit(t, stacktest.Example(t, stacktest.VPSExample), "vps", func(m map[string]any) {
+	src := edit(t, stackstest.Example(t, stackstest.VPSExample), "vps", func(m map[string]any) {
 		m["rebootCommand"] = "ovh-cli boot-disk $NODE_NAME && ovh-cli reboot $NODE_NAME"
 		m["onDestroy"] = "reset"
 		m["imageUrl"] = "https://mirror.example.com/talos/metal-amd64.raw.xz"
@@ -149,7 +149,7 @@ func TestVPSRebootCommandResetAndImageURL(t *testing.T) {
 // waiting for its own node only, bootstrap on the first control plane.
 func TestVPSLargerCluster(t *testing.T) {
 	t.Parallel()
-	src := stacktest.Example(t, stacktest.VPSExample)
+	src := stackstest.Example(t, stackstest.VPSExample)
 	src = edit(t, src, "nodes", func(m map[string]any) {
 		base := m["controlPlanes"].([]any)[0].(map[string]any)
 		node := func(i int, ip string) map[string]any {
@@ -186,7 +186,7 @@ func TestVPSLargerCluster(t *testing.T) {
 // no SSH), nor the reboot command, and must go on to the config apply.
 func TestVPSNodeInMaintenanceModeSkipsRescueInstallAndReboot(t *testing.T) {
 	t.Parallel()
-	src := edit(t, stacktest.Example(t, stacktest.VPSExample), "vps", func(m map[string]any) {
+	src := edit(t, stackstest.Example(t, stackstest.VPSExample), "vps", func(m map[string]any) {
 		m["rebootCommand"] = "ovh-cli boot-disk $NODE_NAME && ovh-cli reboot $NODE_NAME"
 		m["onDestroy"] = "reset"
 	})

@@ -11,8 +11,8 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // finding is an expected problem: its exact key path and a part of its
@@ -291,7 +291,7 @@ var overrideCases = []overrideCase{
 	},
 	{
 		name:    "no scheduling on a cluster without workers",
-		file:    stacktest.VPSExample,
+		file:    stackstest.VPSExample,
 		cluster: patches("all", "cluster:\n  allowSchedulingOnControlPlanes: false\n"),
 		warns:   []finding{{"cluster.patches.all[0]", "sets cluster.allowSchedulingOnControlPlanes: false on a cluster without workers"}},
 	},
@@ -304,7 +304,7 @@ var overrideCases = []overrideCase{
 
 	// What passes without a word.
 	{name: "the example as it is"},
-	{name: "the VPS example as it is", file: stacktest.VPSExample},
+	{name: "the VPS example as it is", file: stackstest.VPSExample},
 	{
 		name: "patches that leave the program's settings alone",
 		cluster: both(
@@ -330,7 +330,7 @@ var overrideCases = []overrideCase{
 	},
 	{
 		name:    "a firewall rule of the user's on the VPS",
-		file:    stacktest.VPSExample,
+		file:    stackstest.VPSExample,
 		cluster: patches("all", "apiVersion: v1alpha1\nkind: NetworkRuleConfig\nname: ingress-https\nportSelector:\n  ports: [443]\n  protocol: tcp\ningress:\n  - subnet: 0.0.0.0/0\n"),
 	},
 }
@@ -339,18 +339,18 @@ func loadEdited(t *testing.T, c overrideCase) (*stacks.Config, []talos.NodeSpec)
 	t.Helper()
 	file := c.file
 	if file == "" {
-		file = stacktest.ProxmoxExample
+		file = stackstest.ProxmoxExample
 	}
-	src := stacktest.Example(t, file)
+	src := stackstest.Example(t, file)
 	if c.cluster != nil {
-		src = stacktest.EditSection(t, src, "cluster", c.cluster)
+		src = stackstest.EditSection(t, src, "cluster", c.cluster)
 	}
 	if c.nodes != nil {
-		src = stacktest.EditSection(t, src, "nodes", c.nodes)
+		src = stackstest.EditSection(t, src, "nodes", c.nodes)
 	}
 	cfg, d := stacks.Load(src)
 	require.NoError(t, d.Err(), "the edited stack must load: only CheckOverrides judges it")
-	if file == stacktest.VPSExample {
+	if file == stackstest.VPSExample {
 		return cfg, vps.TalosNodes(cfg)
 	}
 	return cfg, proxmox.TalosNodes(cfg)
@@ -393,11 +393,11 @@ func assertFindings(t *testing.T, kind string, want []finding, got []stacks.Prob
 // patches of its own costs no config work, and the result is the same for
 // 3 nodes as for 300.
 func TestCheckOverridesSharesWorkAcrossNodes(t *testing.T) { // not parallel: it counts allocations
-	src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "cluster", func(c map[string]any) {
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "cluster", func(c map[string]any) {
 		set(c, "network.prefixLength", 16)
 		set(c, "patches.worker", []any{kubeProxyOn})
 	})
-	src = stacktest.EditSection(t, src, "nodes", func(n map[string]any) {
+	src = stackstest.EditSection(t, src, "nodes", func(n map[string]any) {
 		var ws []any
 		for i := range 300 {
 			w := map[string]any{"name": fmt.Sprintf("w-%d", i), "ip": fmt.Sprintf("10.10.%d.%d", 1+i/200, 10+i%200), "vmId": 2000 + i}

@@ -31,8 +31,8 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and the fixed secrets bundle")
@@ -170,13 +170,13 @@ type exampleCase struct {
 }
 
 var examples = []exampleCase{
-	{stacktest.ProxmoxExample, proxmox.TalosNodes, metal},
-	{stacktest.VPSExample, vps.TalosNodes, metal},
+	{stackstest.ProxmoxExample, proxmox.TalosNodes, metal},
+	{stackstest.VPSExample, vps.TalosNodes, metal},
 }
 
 func loadExample(t *testing.T, file string) *stacks.Config {
 	t.Helper()
-	cfg, d := stacks.Load(stacktest.Example(t, file))
+	cfg, d := stacks.Load(stackstest.Example(t, file))
 	require.NoError(t, d.Err())
 	return cfg
 }
@@ -201,7 +201,7 @@ func TestExampleNodeConfigsValidate(t *testing.T) {
 				assert.Equal(t, true, get(v1, "cluster.proxy.disabled"))
 				assert.Equal(t, "true", get(v1, "machine.kubelet.extraArgs.rotate-server-certificates"))
 				assert.Equal(t, true, get(v1, "machine.network.interfaces.0.deviceSelector.physical"))
-				assert.Equal(t, []any{"time.cloudflare.com"}, orNil(ex.file == stacktest.ProxmoxExample, get(v1, "machine.time.servers")),
+				assert.Equal(t, []any{"time.cloudflare.com"}, orNil(ex.file == stackstest.ProxmoxExample, get(v1, "machine.time.servers")),
 					"the example's user patch for all nodes")
 				// Pinned on every platform and in every addressing mode: a
 				// DHCP server that sends no name would leave a generated one
@@ -236,7 +236,7 @@ func assertHostname(t *testing.T, d map[string]map[string]any, n talos.NodeSpec)
 
 func TestProxmoxExampleDetails(t *testing.T) {
 	t.Parallel()
-	cfg := loadExample(t, stacktest.ProxmoxExample)
+	cfg := loadExample(t, stackstest.ProxmoxExample)
 	spec := talos.PatchSpecFromConfig(cfg)
 	for _, n := range proxmox.TalosNodes(cfg) {
 		final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, talos.NodePatches(spec, n, installer))
@@ -255,7 +255,7 @@ func TestProxmoxExampleDetails(t *testing.T) {
 
 func TestVPSExampleHasPointToPointRoutesAndASchedulableControlPlane(t *testing.T) {
 	t.Parallel()
-	cfg := loadExample(t, stacktest.VPSExample)
+	cfg := loadExample(t, stackstest.VPSExample)
 	n := vps.TalosNodes(cfg)[0]
 	final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role,
 		talos.NodePatches(talos.PatchSpecFromConfig(cfg), n, installer))
@@ -403,7 +403,7 @@ func TestGoldenPatches(t *testing.T) {
 // names itself (no DHCP server does).
 func TestProxmoxStaticAddressingValidatesInCloudMode(t *testing.T) {
 	t.Parallel()
-	cfg := loadExample(t, stacktest.ProxmoxExample)
+	cfg := loadExample(t, stackstest.ProxmoxExample)
 	cfg.Proxmox.Addressing = stacks.AddressingStatic
 	spec := talos.PatchSpecFromConfig(cfg)
 	for _, n := range proxmox.TalosNodes(cfg) {
@@ -450,7 +450,7 @@ func vpsFinal(t *testing.T, cfg *stacks.Config, n talos.NodeSpec) config.Provide
 // The VPS example's single node, read through Talos's own firewall model.
 func TestVPSFirewallOfTheExample(t *testing.T) {
 	t.Parallel()
-	cfg := loadExample(t, stacktest.VPSExample)
+	cfg := loadExample(t, stackstest.VPSExample)
 	final := vpsFinal(t, cfg, vps.TalosNodes(cfg)[0])
 	assert.Equal(t, nethelpers.DefaultActionBlock, final.NetworkRules().DefaultAction())
 
@@ -477,7 +477,7 @@ func TestVPSFirewallOfTheExample(t *testing.T) {
 // planes, workers without API server or etcd rules.
 func TestVPSFirewallOfALargerCluster(t *testing.T) {
 	t.Parallel()
-	cfg := loadExample(t, stacktest.VPSExample)
+	cfg := loadExample(t, stackstest.VPSExample)
 	cfg.VPS.AllowedCIDRs = nil
 	cfg.VPS.PublicTCPPorts = []int{80, 443}
 	base := cfg.Nodes.ControlPlanes[0]
@@ -516,7 +516,7 @@ func TestVPSFirewallOfALargerCluster(t *testing.T) {
 // A rule Talos cannot accept fails, whether ours or the user's.
 func TestBrokenFirewallRulesFail(t *testing.T) {
 	t.Parallel()
-	cfg := loadExample(t, stacktest.VPSExample)
+	cfg := loadExample(t, stackstest.VPSExample)
 	n := vps.TalosNodes(cfg)[0]
 	spec := talos.PatchSpecFromConfig(cfg)
 	brokenOurs := vps.FirewallOf(cfg)

@@ -15,8 +15,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/internal/mocktest"
 	"github.com/fluodata/talos-pulumi/internal/program"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 func load(t *testing.T, src stacks.Source) *stacks.Config {
@@ -34,19 +34,19 @@ func load(t *testing.T, src stacks.Source) *stacks.Config {
 func TestPlanMatchesProgramURNs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ file, stack string }{
-		{stacktest.ProxmoxExample, "proxmox-homelab"},
-		{stacktest.VPSExample, "vps-prod"},
+		{stackstest.ProxmoxExample, "proxmox-homelab"},
+		{stackstest.VPSExample, "vps-prod"},
 	} {
 		t.Run(tc.stack, func(t *testing.T) {
 			t.Parallel()
-			src := stacktest.Example(t, tc.file)
+			src := stackstest.Example(t, tc.file)
 			e := &mocktest.Engine{}
 			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 				_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{},
 					// The VPS servers are in rescue mode; no probe leaves the machine.
 					TalosProbe: func(context.Context, string) bool { return false }})
 				return err
-			}, pulumi.WithMocks(src.Project, tc.stack, e), stacktest.WithConfig(src))
+			}, pulumi.WithMocks(src.Project, tc.stack, e), stackstest.WithConfig(src))
 			require.NoError(t, err)
 
 			rs, err := Plan(load(t, src), PlanOptions{SecretsFile: "secrets.yaml", Bootstrapped: true})
@@ -91,7 +91,7 @@ func TestPlanMatchesProgramURNs(t *testing.T) {
 
 func TestPlanEntries(t *testing.T) {
 	t.Parallel()
-	cfg := load(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	cfg := load(t, stackstest.Example(t, stackstest.ProxmoxExample))
 	rs, err := Plan(cfg, PlanOptions{SecretsFile: "env/secrets.yaml"})
 	require.NoError(t, err)
 	require.Len(t, rs, 3, "no bootstrap entry unless the cluster is bootstrapped")

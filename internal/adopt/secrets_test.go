@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // writeBundle writes b as talosctl does (YAML) into a fresh folder and
@@ -139,7 +139,7 @@ func mustRead(t *testing.T, path string) []byte {
 
 func TestCheckTalosconfig(t *testing.T) {
 	t.Parallel()
-	cfg := load(t, stacktest.Example(t, stacktest.ProxmoxExample))
+	cfg := load(t, stackstest.Example(t, stackstest.ProxmoxExample))
 	b := pkitest.TalosBundle(t)
 	secretsPath := writeBundle(t, b, nil)
 	dir := filepath.Dir(secretsPath)

@@ -16,8 +16,8 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // fakeAPI is the example host: node pve online, local (iso) and local-lvm
@@ -100,7 +100,7 @@ func env(api *fakeAPI) doctor.Env {
 // direct is the example stack with a route to the VM network.
 func direct(t *testing.T) stacks.Source {
 	t.Helper()
-	return stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+	return stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(px map[string]any) {
 		px["access"] = stacks.AccessDirect
 	})
 }
@@ -225,7 +225,7 @@ func TestDoctorRouteWithRealSockets(t *testing.T) {
 // whose SSH connections go to host.
 func viaSSHProxy(t *testing.T, host *sshtest.Server, signer ssh.Signer) (stacks.Source, doctor.Env) {
 	t.Helper()
-	src := stacktest.Example(t, stacktest.ProxmoxExample)
+	src := stackstest.Example(t, stackstest.ProxmoxExample)
 
 	e := env(healthyAPI())
 	e.Dial = func(context.Context, string, string) (net.Conn, error) {
@@ -284,7 +284,7 @@ func TestDoctorChecksTheSSHProxy(t *testing.T) {
 
 func TestDoctorInvalidConfig(t *testing.T) {
 	t.Parallel()
-	src := stacktest.StackSource(t, stacktest.ProxmoxExample, nil) // no token secret
+	src := stackstest.StackSource(t, stackstest.ProxmoxExample, nil) // no token secret
 	rs := doctor.Run(context.Background(), env(healthyAPI()), src, "proxmox-homelab")
 	require.True(t, doctor.Failed(rs))
 	var b strings.Builder
@@ -296,7 +296,7 @@ func TestDoctorInvalidConfig(t *testing.T) {
 // Helm values that undo what the cluster relies on included.
 func TestDoctorRefusesAPatchThatBreaksTheCluster(t *testing.T) {
 	t.Parallel()
-	src := stacktest.EditSection(t, direct(t), "cluster", func(c map[string]any) {
+	src := stackstest.EditSection(t, direct(t), "cluster", func(c map[string]any) {
 		c["patches"] = map[string]any{"all": []any{"cluster:\n  network:\n    cni:\n      name: flannel\n"}}
 	})
 	rs := doctor.Run(context.Background(), env(healthyAPI()), src, "proxmox-homelab")
@@ -330,7 +330,7 @@ func TestDoctorShowsTheHostKey(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+			src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(px map[string]any) {
 				px["access"] = stacks.AccessDirect
 				px["localForward"] = true // the test's SSH host listens on loopback
 				px["ssh"] = map[string]any{"host": host.Host, "port": host.Port, "user": "root", "hostKey": c.pin}
@@ -361,7 +361,7 @@ func TestDoctorShowsTheHostKey(t *testing.T) {
 // to check.
 func TestDoctorSkipsTheHostKeyWithoutSSH(t *testing.T) {
 	t.Parallel()
-	src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(px map[string]any) {
 		px["access"] = stacks.AccessDirect
 		px["dnsmasq"] = map[string]any{"enabled": false}
 	})

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/doctor"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // Breakouts of a shell word: each creates the file "pwned" in the working
@@ -44,7 +44,7 @@ func TestDoctorRemoteCommandRunsConfigDirAsData(t *testing.T) {
 		for _, exists := range []bool{true, false} {
 			scratch := t.TempDir()
 			dir := filepath.Join(scratch, "dnsmasq.d") + payload
-			src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", func(px map[string]any) {
+			src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(px map[string]any) {
 				px["access"] = stacks.AccessDirect
 				px["dnsmasq"] = map[string]any{"enabled": true, "configDir": dir}
 			})

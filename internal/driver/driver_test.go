@@ -18,8 +18,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/internal/driver"
 	"github.com/fluodata/talos-pulumi/internal/driver/drivertest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // project is a scratch project directory: the repo's Pulumi.yaml and a
@@ -27,7 +27,7 @@ import (
 func project(t *testing.T, stack string) string {
 	t.Helper()
 	dir := t.TempDir()
-	data, err := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), "Pulumi.yaml"))
+	data, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), "Pulumi.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), data, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi."+stack+".yaml"), []byte("encryptionsalt: v1:abc\nconfig: {}\n"), 0o600))
@@ -48,7 +48,7 @@ func newHarness(t *testing.T, op string) *harness {
 	dir := project(t, "prod")
 	return &harness{
 		fake: &drivertest.Pulumi{
-			Stacks: []string{"prod"}, Config: stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample)),
+			Stacks: []string{"prod"}, Config: stackstest.ConfigJSON(t, stackstest.Example(t, stackstest.VPSExample)),
 			Changes: map[string]int{"create": 3, "same": 2},
 			Outputs: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\n", "talosconfig": "context: prod\n", "endpoint": "https://203.0.113.10:6443"},
 			Secret:  []string{"kubeconfig", "talosconfig"},

@@ -7,16 +7,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/program"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // The example stacks' patches and values pass the override check without
 // a word: Validate says what stacks.Load says.
 func TestValidateExamples(t *testing.T) {
 	t.Parallel()
-	for _, file := range []string{stacktest.ProxmoxExample, stacktest.VPSExample} {
-		src := stacktest.Example(t, file)
+	for _, file := range []string{stackstest.ProxmoxExample, stackstest.VPSExample} {
+		src := stackstest.Example(t, file)
 		_, loaded := stacks.Load(src)
 		_, d := program.Validate(src)
 		require.NoError(t, d.Err(), file)
@@ -28,7 +28,7 @@ func TestValidateExamples(t *testing.T) {
 // config with errors gets stacks.Load's errors alone.
 func TestValidateOrder(t *testing.T) {
 	t.Parallel()
-	src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "cluster", func(c map[string]any) {
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "cluster", func(c map[string]any) {
 		c["patches"] = map[string]any{"worker": []any{"cluster:\n  proxy:\n    disabled: false\n"}}
 	})
 	_, d := program.Validate(src)
@@ -36,7 +36,7 @@ func TestValidateOrder(t *testing.T) {
 	assert.Equal(t, "cluster.patches.worker[0]", d.Errors[0].Path)
 	assert.Contains(t, d.Errors[0].Message, "enables kube-proxy on workers")
 
-	broken := stacktest.EditSection(t, src, "cluster", func(c map[string]any) { c["talosVersion"] = "1.12.4" })
+	broken := stackstest.EditSection(t, src, "cluster", func(c map[string]any) { c["talosVersion"] = "1.12.4" })
 	_, d = program.Validate(broken)
 	require.Len(t, d.Errors, 1)
 	assert.Equal(t, "cluster.talosVersion", d.Errors[0].Path)

@@ -19,9 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -46,7 +46,7 @@ func (s *syncBuffer) String() string {
 // its proxmox section changed by edit.
 func proxmoxStack(t *testing.T, edit func(px map[string]any)) []byte {
 	t.Helper()
-	return stacktest.ConfigJSON(t, stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "proxmox", edit))
+	return stackstest.ConfigJSON(t, stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", edit))
 }
 
 // behindHost is the example stack with proxmox.access: ssh-proxy and SSH to
@@ -186,7 +186,7 @@ func TestProxyCommandServesUntilCancelled(t *testing.T) {
 		t.Fatal("Ctrl-C did not stop the proxy")
 	}
 
-	vps, _, _ := accessEnvFor(stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample)), nil)
+	vps, _, _ := accessEnvFor(stackstest.ConfigJSON(t, stackstest.Example(t, stackstest.VPSExample)), nil)
 	assert.Equal(t, ExitUsage, proxyCmd(context.Background(), []string{"--stack", "vps-prod"}, vps))
 }
 
@@ -197,7 +197,7 @@ func TestDriverAccessOnlyForSSHProxyStacks(t *testing.T) {
 		t.Error("no helper for this stack")
 		return nil, errors.New("no")
 	}
-	for _, raw := range [][]byte{proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect }), stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample))} {
+	for _, raw := range [][]byte{proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect }), stackstest.ConfigJSON(t, stackstest.Example(t, stackstest.VPSExample))} {
 		src, err := stacks.SourceFromConfigJSON(raw)
 		require.NoError(t, err)
 		env, stop, err := driverAccess(context.Background(), src, os.Getenv, &stderr, never)

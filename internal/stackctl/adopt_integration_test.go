@@ -16,8 +16,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/internal/adopt"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // TestIntegrationAdoptWithTheRealCLI imports a secrets.yaml into a new
@@ -32,13 +32,13 @@ func TestIntegrationAdoptWithTheRealCLI(t *testing.T) {
 		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the adopt integration test did not run")
 	}
 	dir := t.TempDir()
-	root := stacktest.RepoRoot(t)
+	root := stackstest.RepoRoot(t)
 	for _, f := range []string{"Pulumi.yaml"} {
 		raw, err := os.ReadFile(filepath.Join(root, f))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), raw, 0o600))
 	}
-	example, err := os.ReadFile(filepath.Join(root, stacktest.ProxmoxExample))
+	example, err := os.ReadFile(filepath.Join(root, stackstest.ProxmoxExample))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.it.yaml"), example, 0o600))
 	t.Chdir(dir)
@@ -53,7 +53,7 @@ func TestIntegrationAdoptWithTheRealCLI(t *testing.T) {
 		return string(out)
 	}
 	pulumi("stack", "init", "it", "--secrets-provider", "passphrase")
-	for k, v := range stacktest.ExampleSecrets[stacktest.ProxmoxExample] {
+	for k, v := range stackstest.ExampleSecrets[stackstest.ProxmoxExample] {
 		pulumi("config", "set", "--secret", "--path", "--stack", "it", k, v)
 	}
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/internal/adopt"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // fakePulumi is a pulumi CLI stand-in: `config` prints the stack's config
@@ -46,7 +46,7 @@ type adoptRun struct {
 // stack's config.
 func newAdoptRun(t *testing.T, importExit string) (*adoptRun, string) {
 	t.Helper()
-	return newAdoptRunWith(t, importExit, stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.ProxmoxExample)))
+	return newAdoptRunWith(t, importExit, stackstest.ConfigJSON(t, stackstest.Example(t, stackstest.ProxmoxExample)))
 }
 
 func newAdoptRunWith(t *testing.T, importExit string, config []byte) (*adoptRun, string) {

@@ -7,17 +7,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // pulumi fails on a config too large to start the program with by a bare
 // "argument list too long": exec says first which key makes it large.
 func TestExecNamesTheKeyOfAConfigTooLargeToStartTheProgram(t *testing.T) {
 	t.Parallel()
-	src := stacktest.EditSection(t, stacktest.Example(t, stacktest.ProxmoxExample), "cluster", func(c map[string]any) {
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "cluster", func(c map[string]any) {
 		c["patches"] = map[string]any{"all": []any{"machine:\n  sysctls: {}\n# " + strings.Repeat("x", 130*1024)}}
 	})
-	e, out, errOut := accessEnvFor(stacktest.ConfigJSON(t, src), nil)
+	e, out, errOut := accessEnvFor(stackstest.ConfigJSON(t, src), nil)
 	code := execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c", "echo ran"}, e)
 	assert.Equal(t, ExitOK, code, "the command still runs: pulumi refresh needs no program")
 	assert.Equal(t, "ran\n", out.String())

@@ -17,14 +17,14 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/driver/drivertest"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 func TestSourceFromConfigJSON(t *testing.T) {
 	t.Parallel()
-	want := stacktest.Example(t, stacktest.ProxmoxExample)
-	got, err := stacks.SourceFromConfigJSON(stacktest.ConfigJSON(t, want))
+	want := stackstest.Example(t, stackstest.ProxmoxExample)
+	got, err := stacks.SourceFromConfigJSON(stackstest.ConfigJSON(t, want))
 	require.NoError(t, err)
 	assert.Equal(t, "talos-cluster", got.Project)
 	assert.Equal(t, want.Values, got.Values)
@@ -95,10 +95,10 @@ func TestDoctorCommandExitCodes(t *testing.T) {
 func TestDriverSubcommandFlags(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	data, err := os.ReadFile(filepath.Join(stacktest.RepoRoot(t), "Pulumi.yaml"))
+	data, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), "Pulumi.yaml"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), data, 0o600))
-	fake := &drivertest.Pulumi{Stacks: []string{"vps-prod"}, Config: stacktest.ConfigJSON(t, stacktest.Example(t, stacktest.VPSExample)),
+	fake := &drivertest.Pulumi{Stacks: []string{"vps-prod"}, Config: stackstest.ConfigJSON(t, stackstest.Example(t, stackstest.VPSExample)),
 		Changes: map[string]int{"same": 4}}
 	env := map[string]string{"STACK": "vps-prod", "PULUMI_BACKEND_URL": "file:///state", "PULUMI_CONFIG_PASSPHRASE": "x"}
 	var stdout, stderr bytes.Buffer

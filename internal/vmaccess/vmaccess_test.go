@@ -22,16 +22,16 @@ import (
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
-	"github.com/fluodata/talos-pulumi/internal/stacktest"
 	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // homelab is the example stack (VMs on 10.10.0.0/24 behind the host,
 // VIP 10.10.0.5) switched to the SSH proxy.
 func homelab(t *testing.T) *stacks.Config {
 	t.Helper()
-	cfg, d := stacks.Load(stacktest.Example(t, "Pulumi.proxmox-homelab.yaml.example"))
+	cfg, d := stacks.Load(stackstest.Example(t, "Pulumi.proxmox-homelab.yaml.example"))
 	require.NoError(t, d.Err())
 	cfg.Proxmox.Access = stacks.AccessSSHProxy
 	return cfg

@@ -1,7 +1,7 @@
-// Package stacktest loads stack files the way the Pulumi CLI does, for tests:
+// Package stackstest loads stack files the way the Pulumi CLI does, for tests:
 // Pulumi's own project and stack loaders, its project-config validation and
 // defaults, and secrets set as `pulumi config set --secret --path` sets them.
-package stacktest
+package stackstest
 
 import (
 	"context"

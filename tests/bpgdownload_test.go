@@ -13,7 +13,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 )
 
@@ -52,7 +52,7 @@ type downloadInputs struct {
 	RetainOnDelete                          bool
 }
 
-func inputsOf(r mocktest.Registered) downloadInputs {
+func inputsOf(r componentstest.Registered) downloadInputs {
 	str := func(k resource.PropertyKey) string {
 		if v, ok := r.Inputs[k]; ok && v.IsString() {
 			return v.StringValue()

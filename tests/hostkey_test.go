@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
@@ -19,7 +19,7 @@ const (
 
 // connection is a remote command's connection input, unwrapped from the
 // secret it travels in when a credential is part of it.
-func connection(t *testing.T, r mocktest.Registered) resource.PropertyMap {
+func connection(t *testing.T, r componentstest.Registered) resource.PropertyMap {
 	t.Helper()
 	c := r.Inputs["connection"]
 	if c.IsSecret() {
@@ -30,7 +30,7 @@ func connection(t *testing.T, r mocktest.Registered) resource.PropertyMap {
 }
 
 // hostKeyOf is the connection's hostKey, "" when there is none.
-func hostKeyOf(t *testing.T, r mocktest.Registered) string {
+func hostKeyOf(t *testing.T, r componentstest.Registered) string {
 	t.Helper()
 	v, ok := connection(t, r)["hostKey"]
 	if !ok || v.IsNull() {
@@ -45,7 +45,7 @@ func hostKeyOf(t *testing.T, r mocktest.Registered) string {
 func TestProxmoxReservationsCheckThePinnedHostKey(t *testing.T) {
 	t.Parallel()
 	e, _ := deploy(t, stackstest.Example(t, stackstest.ProxmoxExample))
-	dhcp := e.Named(t, mocktest.RemoteCommand, "homelab-dhcp-reservations")
+	dhcp := e.Named(t, componentstest.RemoteCommand, "homelab-dhcp-reservations")
 	assert.Equal(t, examplePVEKey, hostKeyOf(t, dhcp), "the example's pin, as the provider parses it")
 
 	// A known_hosts line with a comment reaches the provider as the bare key.
@@ -53,13 +53,13 @@ func TestProxmoxReservationsCheckThePinnedHostKey(t *testing.T) {
 		m["ssh"].(map[string]any)["hostKey"] = "pve.lan,192.168.122.70 " + examplePVEKey + " root@pve"
 	})
 	e, _ = deploy(t, src)
-	assert.Equal(t, examplePVEKey, hostKeyOf(t, e.Named(t, mocktest.RemoteCommand, "homelab-dhcp-reservations")))
+	assert.Equal(t, examplePVEKey, hostKeyOf(t, e.Named(t, componentstest.RemoteCommand, "homelab-dhcp-reservations")))
 
 	src = edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) {
 		delete(m["ssh"].(map[string]any), "hostKey")
 	})
 	e, _ = deploy(t, src)
-	dhcp = e.Named(t, mocktest.RemoteCommand, "homelab-dhcp-reservations")
+	dhcp = e.Named(t, componentstest.RemoteCommand, "homelab-dhcp-reservations")
 	assert.Empty(t, hostKeyOf(t, dhcp), "nothing pinned: no hostKey")
 	assert.Equal(t, "192.168.122.70", connection(t, dhcp)["host"].StringValue())
 }
@@ -67,7 +67,7 @@ func TestProxmoxReservationsCheckThePinnedHostKey(t *testing.T) {
 func TestVPSInstallsCheckThePinnedHostKey(t *testing.T) {
 	t.Parallel()
 	e, _ := deploy(t, stackstest.Example(t, stackstest.VPSExample))
-	install := e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")
+	install := e.Named(t, componentstest.RemoteCommand, "prod-install-node-0")
 	assert.Equal(t, exampleRescueKey, hostKeyOf(t, install))
 	assert.Contains(t, install.IgnoreChanges, "connection", "a new pin, like a new password, never re-images a node")
 
@@ -80,8 +80,8 @@ func TestVPSInstallsCheckThePinnedHostKey(t *testing.T) {
 		m["workers"] = []any{other}
 	})
 	e, _ = deploy(t, src)
-	assert.Equal(t, exampleRescueKey, hostKeyOf(t, e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")))
-	unpinned := e.Named(t, mocktest.RemoteCommand, "prod-install-node-1")
+	assert.Equal(t, exampleRescueKey, hostKeyOf(t, e.Named(t, componentstest.RemoteCommand, "prod-install-node-0")))
+	unpinned := e.Named(t, componentstest.RemoteCommand, "prod-install-node-1")
 	assert.Empty(t, hostKeyOf(t, unpinned))
 	assert.Equal(t, "203.0.113.11", connection(t, unpinned)["host"].StringValue())
 	assert.Contains(t, unpinned.IgnoreChanges, "connection")

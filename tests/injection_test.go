@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/vps"
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -181,9 +181,9 @@ func plainString(v resource.PropertyValue) string {
 
 // The reservation scripts write the file in the directory the stack names,
 // exactly, and remove it again.
-func runReservationScripts(t *testing.T, e *mocktest.Engine, cfg *stacks.Config, scratch, fakeBin, payload string) {
+func runReservationScripts(t *testing.T, e *componentstest.Engine, cfg *stacks.Config, scratch, fakeBin, payload string) {
 	t.Helper()
-	dhcp := e.One(t, mocktest.RemoteCommand)
+	dhcp := e.One(t, componentstest.RemoteCommand)
 	dir := cfg.Proxmox.DNSMasq.ConfigDir
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	file := filepath.Join(dir, "talos-"+cfg.Cluster.Name+".conf")
@@ -206,11 +206,11 @@ func runReservationScripts(t *testing.T, e *mocktest.Engine, cfg *stacks.Config,
 
 // Each ISO eject calls curl with the API URL of the stack's endpoint and the
 // token header on stdin, both unchanged.
-func runEjects(t *testing.T, e *mocktest.Engine, cfg *stacks.Config, scratch, fakeBin, payload string) {
+func runEjects(t *testing.T, e *componentstest.Engine, cfg *stacks.Config, scratch, fakeBin, payload string) {
 	t.Helper()
 	px := cfg.Proxmox
 	var n int
-	for _, c := range e.ByType(mocktest.LocalCommand) {
+	for _, c := range e.ByType(componentstest.LocalCommand) {
 		if !strings.Contains(c.Name, "-eject-iso-") {
 			continue
 		}
@@ -238,10 +238,10 @@ func runEjects(t *testing.T, e *mocktest.Engine, cfg *stacks.Config, scratch, fa
 
 // The install's stdin is the variables, then install.sh as it is; bash
 // reads the variables back unchanged.
-func runInstallPreamble(t *testing.T, e *mocktest.Engine, cfg *stacks.Config, scratch, payload string) {
+func runInstallPreamble(t *testing.T, e *componentstest.Engine, cfg *stacks.Config, scratch, payload string) {
 	t.Helper()
 	ref := cfg.Nodes.Refs()[0]
-	install := e.Named(t, mocktest.RemoteCommand, cfg.Cluster.Name+"-install-"+ref.Name)
+	install := e.Named(t, componentstest.RemoteCommand, cfg.Cluster.Name+"-install-"+ref.Name)
 	stdin := plainString(install.Inputs["stdin"])
 	require.True(t, strings.HasSuffix(stdin, vps.InstallScript))
 	preamble := strings.TrimSuffix(stdin, vps.InstallScript)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -25,14 +25,14 @@ import (
 // inputs of its ISO downloads.
 func isoDownloads(t *testing.T, src stacks.Source, stack string) []downloadInputs {
 	t.Helper()
-	e := &mocktest.Engine{}
+	e := &componentstest.Engine{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{}})
+		_, err := program.Deploy(ctx, src, program.Options{Hooks: &componentstest.Hooks{}})
 		return err
 	}, pulumi.WithMocks("talos-cluster", stack, e), stackstest.WithConfig(src))
 	require.NoError(t, err)
 	var out []downloadInputs
-	for _, r := range e.ByType(mocktest.Download) {
+	for _, r := range e.ByType(componentstest.Download) {
 		out = append(out, inputsOf(r))
 	}
 	require.NotEmpty(t, out)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
@@ -20,9 +20,9 @@ func TestProxmoxGivenMACsInOtherSpellingsArriveInColonForm(t *testing.T) {
 		ws[1].(map[string]any)["mac"] = "BC24.1100.0021"
 	})
 	e, outs := deploy(t, src)
-	stdin := e.One(t, mocktest.RemoteCommand).Inputs["stdin"].StringValue()
+	stdin := e.One(t, componentstest.RemoteCommand).Inputs["stdin"].StringValue()
 	for name, want := range map[string]string{"worker-0": "bc:24:11:00:00:20", "worker-1": "bc:24:11:00:00:21"} {
-		vm := e.Named(t, mocktest.VM, "homelab-vm-"+name)
+		vm := e.Named(t, componentstest.VM, "homelab-vm-"+name)
 		assert.Equal(t, want, obj(vm.Inputs["networkDevices"].ArrayValue()[0], "macAddress").StringValue(), name)
 		assert.Equal(t, want, outs["macs"].Value.(map[string]string)[name], name)
 		assert.Contains(t, stdin, "dhcp-host="+want+",", "reservation of %s", name)

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
@@ -26,13 +26,13 @@ import (
 
 // deploy runs the whole program under the mock engine and awaits every
 // stack output.
-func deploy(t testing.TB, src stacks.Source) (*mocktest.Engine, map[string]internals.UnsafeAwaitOutputResult) {
+func deploy(t testing.TB, src stacks.Source) (*componentstest.Engine, map[string]internals.UnsafeAwaitOutputResult) {
 	t.Helper()
 	e, outs, _ := deployWithHooks(t, src)
 	return e, outs
 }
 
-func deployWithHooks(t testing.TB, src stacks.Source) (*mocktest.Engine, map[string]internals.UnsafeAwaitOutputResult, *mocktest.Hooks) {
+func deployWithHooks(t testing.TB, src stacks.Source) (*componentstest.Engine, map[string]internals.UnsafeAwaitOutputResult, *componentstest.Hooks) {
 	t.Helper()
 	return deployWith(t, src, program.Options{TalosProbe: noTalosYet})
 }
@@ -41,10 +41,10 @@ func deployWithHooks(t testing.TB, src stacks.Source) (*mocktest.Engine, map[str
 // answers the Talos API (tests never dial the example's addresses).
 func noTalosYet(context.Context, string) bool { return false }
 
-func deployWith(t testing.TB, src stacks.Source, o program.Options) (*mocktest.Engine, map[string]internals.UnsafeAwaitOutputResult, *mocktest.Hooks) {
+func deployWith(t testing.TB, src stacks.Source, o program.Options) (*componentstest.Engine, map[string]internals.UnsafeAwaitOutputResult, *componentstest.Hooks) {
 	t.Helper()
-	e := &mocktest.Engine{}
-	hooks := &mocktest.Hooks{}
+	e := &componentstest.Engine{}
+	hooks := &componentstest.Hooks{}
 	o.Hooks = hooks
 	outs := map[string]internals.UnsafeAwaitOutputResult{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
@@ -97,29 +97,29 @@ func TestProxmoxExampleGraph(t *testing.T) {
 	t.Parallel()
 	e, outs := deploy(t, stackstest.Example(t, stackstest.ProxmoxExample))
 
-	provider := e.One(t, mocktest.PVEProvider)
+	provider := e.One(t, componentstest.PVEProvider)
 	assert.Equal(t, "https://192.168.122.70:8006/", provider.Inputs["endpoint"].StringValue())
 	assert.True(t, provider.Inputs["apiToken"].IsSecret(), "API token is a secret")
 	assert.False(t, provider.Inputs["insecure"].BoolValue())
 
-	isos := e.ByType(mocktest.Download)
+	isos := e.ByType(componentstest.Download)
 	require.Len(t, isos, 1, "one Proxmox node hosts every VM: one ISO")
 	iso := isos[0]
 	wantISO := proxmox.ISOFileName(proxmox.ISOFile{
-		Stack: "proxmox-homelab", Cluster: "homelab", TalosVersion: "v1.12.4", SchematicID: mocktest.SchematicID, Platform: "metal",
+		Stack: "proxmox-homelab", Cluster: "homelab", TalosVersion: "v1.12.4", SchematicID: componentstest.SchematicID, Platform: "metal",
 	})
-	assert.Regexp(t, `^talos-v1\.12\.4-`+mocktest.SchematicID[:12]+`-metal-proxmox-homelab-homelab-[0-9a-f]{8}-amd64\.iso$`, wantISO)
+	assert.Regexp(t, `^talos-v1\.12\.4-`+componentstest.SchematicID[:12]+`-metal-proxmox-homelab-homelab-[0-9a-f]{8}-amd64\.iso$`, wantISO)
 	assert.Equal(t, wantISO, iso.Inputs["fileName"].StringValue())
 	assert.Equal(t, "pve", iso.Inputs["nodeName"].StringValue())
-	assert.Equal(t, "https://factory.talos.dev/image/"+mocktest.SchematicID+"/v1.12.4/metal-amd64.iso", iso.Inputs["url"].StringValue())
+	assert.Equal(t, "https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.12.4/metal-amd64.iso", iso.Inputs["url"].StringValue())
 	assert.False(t, iso.Inputs["overwrite"].BoolValue())
 	assert.True(t, iso.Inputs["overwriteUnmanaged"].BoolValue(), "a file of this stack's ISO name in the way is downloaded again, not an error")
 	assert.False(t, iso.RetainOnDelete, "destroy deletes the ISO by default")
 
-	schematic := e.One(t, mocktest.Schematic).Inputs["schematic"].StringValue()
+	schematic := e.One(t, componentstest.Schematic).Inputs["schematic"].StringValue()
 	assert.Contains(t, schematic, "siderolabs/qemu-guest-agent")
 
-	dhcp := e.One(t, mocktest.RemoteCommand)
+	dhcp := e.One(t, componentstest.RemoteCommand)
 	stdin := dhcp.Inputs["stdin"].StringValue()
 
 	want := map[string]struct {
@@ -133,7 +133,7 @@ func TestProxmoxExampleGraph(t *testing.T) {
 		"worker-0": {"120", "10.10.0.20", 4, 8192, []float64{20, 20}, "pve", false},
 		"worker-1": {"121", "10.10.0.21", 4, 8192, []float64{20, 20}, "pve", false},
 	}
-	vms := e.ByType(mocktest.VM)
+	vms := e.ByType(componentstest.VM)
 	require.Len(t, vms, len(want))
 	for _, v := range vms {
 		name := v.Inputs["name"].StringValue()
@@ -178,26 +178,26 @@ func TestProxmoxExampleGraph(t *testing.T) {
 
 		assert.True(t, e.After(v, iso), "%s after its ISO", name)
 		assert.True(t, e.After(v, dhcp), "%s after its DHCP reservation", name)
-		apply := e.Named(t, mocktest.Apply, "homelab-apply-"+name)
+		apply := e.Named(t, componentstest.Apply, "homelab-apply-"+name)
 		assert.True(t, e.After(apply, v), "Talos apply of %s after its VM", name)
 		assert.True(t, strings.HasSuffix(apply.DeletedWith, "::homelab-vm-"+name), "apply of %s goes with its VM", name)
-		eject := e.Named(t, mocktest.LocalCommand, "homelab-eject-iso-"+name)
+		eject := e.Named(t, componentstest.LocalCommand, "homelab-eject-iso-"+name)
 		assert.True(t, e.After(eject, v))
-		for _, rel := range e.ByType(mocktest.Release) {
+		for _, rel := range e.ByType(componentstest.Release) {
 			assert.True(t, e.After(eject, rel), "ISO of %s ejected only after the cluster is up (%s)", name, rel.Name)
 		}
 		assert.True(t, eject.Inputs["stdin"].IsSecret(), "the token header is secret")
 		assert.Equal(t, w.id, eject.Inputs["environment"].ObjectValue()["PVE_VMID"].StringValue())
 	}
-	for _, rel := range e.ByType(mocktest.Release) {
+	for _, rel := range e.ByType(componentstest.Release) {
 		assert.True(t, strings.HasSuffix(rel.DeletedWith, "::homelab-vm-cp-0"), "%s goes with the first control plane", rel.Name)
 	}
-	for _, a := range e.ByType(mocktest.Apply) {
+	for _, a := range e.ByType(componentstest.Apply) {
 		assert.Contains(t, strings.Join(strs(a.Inputs["configPatches"]), "\n"),
-			"factory.talos.dev/metal-installer/"+mocktest.SchematicID+":v1.12.4", "installer from the same schematic")
+			"factory.talos.dev/metal-installer/"+componentstest.SchematicID+":v1.12.4", "installer from the same schematic")
 	}
 	for _, r := range e.All() {
-		if r.Type != mocktest.ProxmoxCluster {
+		if r.Type != componentstest.ProxmoxCluster {
 			assert.Contains(t, r.Parent, "ProxmoxCluster", "%s %s is inside the component", r.Type, r.Name)
 		}
 	}
@@ -220,11 +220,11 @@ func TestProxmoxStaticAddressing(t *testing.T) {
 		delete(m, "dnsmasq")
 	})
 	e, _ := deploy(t, src)
-	assert.Empty(t, e.ByType(mocktest.RemoteCommand), "no DHCP reservations with static addressing")
-	iso := e.One(t, mocktest.Download)
+	assert.Empty(t, e.ByType(componentstest.RemoteCommand), "no DHCP reservations with static addressing")
+	iso := e.One(t, componentstest.Download)
 	assert.Contains(t, iso.Inputs["fileName"].StringValue(), "-nocloud-proxmox-homelab-homelab-")
 	assert.Contains(t, iso.Inputs["url"].StringValue(), "/nocloud-amd64.iso")
-	for _, v := range e.ByType(mocktest.VM) {
+	for _, v := range e.ByType(componentstest.VM) {
 		name := v.Inputs["name"].StringValue()
 		ci := v.Inputs["initialization"]
 		require.True(t, ci.IsObject(), name)
@@ -235,7 +235,7 @@ func TestProxmoxStaticAddressing(t *testing.T) {
 		assert.Equal(t, "10.10.0.1", obj(obj(ipc, "ipv4"), "gateway").StringValue())
 		assert.Equal(t, []string{"10.10.0.1"}, strs(obj(obj(ci, "dns"), "servers")))
 	}
-	for _, a := range e.ByType(mocktest.Apply) {
+	for _, a := range e.ByType(componentstest.Apply) {
 		patches := strings.Join(strs(a.Inputs["configPatches"]), "\n")
 		assert.Contains(t, patches, "factory.talos.dev/nocloud-installer/")
 		assert.Contains(t, patches, "HostnameConfig", "static nodes name themselves")
@@ -260,24 +260,24 @@ func TestProxmoxMultiHostAgentAndGivenMAC(t *testing.T) {
 	})
 	e, outs := deploy(t, src)
 
-	isos := e.ByType(mocktest.Download)
+	isos := e.ByType(componentstest.Download)
 	require.Len(t, isos, 2, "one ISO per Proxmox node hosting a VM")
-	byNode := map[string]mocktest.Registered{}
+	byNode := map[string]componentstest.Registered{}
 	for _, iso := range isos {
 		byNode[iso.Inputs["nodeName"].StringValue()] = iso
 	}
-	w1 := e.Named(t, mocktest.VM, "homelab-vm-worker-1")
+	w1 := e.Named(t, componentstest.VM, "homelab-vm-worker-1")
 	assert.Equal(t, "pve2", w1.Inputs["nodeName"].StringValue())
 	assert.True(t, e.After(w1, byNode["pve2"]))
 	assert.False(t, e.After(w1, byNode["pve"]), "worker-1 waits only for the ISO on its own host")
 
-	for _, v := range e.ByType(mocktest.VM) {
+	for _, v := range e.ByType(componentstest.VM) {
 		assert.False(t, obj(v.Inputs["agent"], "enabled").BoolValue(), "no qemu-guest-agent extension, no agent")
 	}
-	w0 := e.Named(t, mocktest.VM, "homelab-vm-worker-0")
+	w0 := e.Named(t, componentstest.VM, "homelab-vm-worker-0")
 	assert.Equal(t, "bc:24:11:00:00:20", obj(w0.Inputs["networkDevices"].ArrayValue()[0], "macAddress").StringValue())
-	assert.Contains(t, e.One(t, mocktest.RemoteCommand).Inputs["stdin"].StringValue(), "dhcp-host=bc:24:11:00:00:20,10.10.0.20,worker-0\n")
-	assert.Empty(t, e.ByType(mocktest.RandomID), "derived MACs need no state")
+	assert.Contains(t, e.One(t, componentstest.RemoteCommand).Inputs["stdin"].StringValue(), "dhcp-host=bc:24:11:00:00:20,10.10.0.20,worker-0\n")
+	assert.Empty(t, e.ByType(componentstest.RandomID), "derived MACs need no state")
 	assert.Equal(t, "bc:24:11:00:00:20", outs["macs"].Value.(map[string]string)["worker-0"])
 }
 
@@ -287,15 +287,15 @@ func TestProxmoxMultiHostAgentAndGivenMAC(t *testing.T) {
 func TestProxmoxDestroyThenUpKeepsMACs(t *testing.T) {
 	t.Parallel()
 	src := stackstest.Example(t, stackstest.ProxmoxExample)
-	macsOf := func(e *mocktest.Engine) (map[string]string, string) {
+	macsOf := func(e *componentstest.Engine) (map[string]string, string) {
 		out := map[string]string{}
-		for _, v := range e.ByType(mocktest.VM) {
+		for _, v := range e.ByType(componentstest.VM) {
 			out[v.Inputs["name"].StringValue()] = obj(v.Inputs["networkDevices"].ArrayValue()[0], "macAddress").StringValue()
 		}
-		return out, e.One(t, mocktest.RemoteCommand).Inputs["stdin"].StringValue()
+		return out, e.One(t, componentstest.RemoteCommand).Inputs["stdin"].StringValue()
 	}
-	first, firstFile := macsOf(func() *mocktest.Engine { e, _ := deploy(t, src); return e }())
-	again, againFile := macsOf(func() *mocktest.Engine { e, _ := deploy(t, src); return e }())
+	first, firstFile := macsOf(func() *componentstest.Engine { e, _ := deploy(t, src); return e }())
+	again, againFile := macsOf(func() *componentstest.Engine { e, _ := deploy(t, src); return e }())
 	require.Len(t, first, 3)
 	assert.Equal(t, first, again, "the same MACs after destroy and up")
 	assert.Equal(t, firstFile, againFile, "the same reservations")
@@ -303,9 +303,9 @@ func TestProxmoxDestroyThenUpKeepsMACs(t *testing.T) {
 	// Another stack with the same cluster and node names on the bridge
 	// gets other MACs.
 	other := stackstest.Example(t, stackstest.ProxmoxExample)
-	e := &mocktest.Engine{}
+	e := &componentstest.Engine{}
 	require.NoError(t, pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := program.Deploy(ctx, other, program.Options{Hooks: &mocktest.Hooks{}})
+		_, err := program.Deploy(ctx, other, program.Options{Hooks: &componentstest.Hooks{}})
 		return err
 	}, pulumi.WithMocks("talos-cluster", "proxmox-staging", e), stackstest.WithConfig(other)))
 	staging, _ := macsOf(e)
@@ -322,7 +322,7 @@ func TestProxmoxReservationScriptsGetTheLeaseFileAndBridge(t *testing.T) {
 		m["dnsmasq"].(map[string]any)["leaseFile"] = "/var/lib/misc/dnsmasq.vmbr1.leases"
 	})
 	e, _ := deploy(t, src)
-	dhcp := e.One(t, mocktest.RemoteCommand)
+	dhcp := e.One(t, componentstest.RemoteCommand)
 	for _, script := range []string{"create", "update", "delete"} {
 		s := dhcp.Inputs[resource.PropertyKey(script)].StringValue()
 		assert.Contains(t, s, "\nlease_file='/var/lib/misc/dnsmasq.vmbr1.leases'\n", script)
@@ -346,7 +346,7 @@ func TestProxmoxSSHKeyFile(t *testing.T) {
 
 	require.NoError(t, writeFile(key, "-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n-----END OPENSSH PRIVATE KEY-----\n"))
 	e, _ := deploy(t, src)
-	conn := e.One(t, mocktest.RemoteCommand).Inputs["connection"]
+	conn := e.One(t, componentstest.RemoteCommand).Inputs["connection"]
 	require.True(t, conn.IsSecret(), "the SSH connection (with the key) is secret")
 	inner := conn.SecretValue().Element
 	assert.Contains(t, inner.ObjectValue()["privateKey"].String(), "BEGIN OPENSSH PRIVATE KEY", "the key file's content is used")
@@ -364,7 +364,7 @@ func TestFastDestroyWiring(t *testing.T) {
 	src := stackstest.Example(t, stackstest.ProxmoxExample)
 	e, _, hooks := deployWithHooks(t, src)
 
-	vms := e.ByType(mocktest.VM)
+	vms := e.ByType(componentstest.VM)
 	var names []string
 	for _, v := range vms {
 		names = append(names, v.Inputs["name"].StringValue())
@@ -373,13 +373,13 @@ func TestFastDestroyWiring(t *testing.T) {
 	assert.ElementsMatch(t, names, hooks.Bound, "every VM has the BeforeDelete binding")
 	require.NotNil(t, hooks.Fn)
 
-	for _, typ := range []string{mocktest.Bootstrap, mocktest.Kubeconfig, mocktest.Release, mocktest.Apply, mocktest.LocalCommand} {
+	for _, typ := range []string{componentstest.Bootstrap, componentstest.Kubeconfig, componentstest.Release, componentstest.Apply, componentstest.LocalCommand} {
 		for _, r := range e.ByType(typ) {
 			assert.Contains(t, r.DeletedWith, "proxmoxve:VM/virtualMachine:VirtualMachine::homelab-vm-", "%s %s goes with a VM", typ, r.Name)
 		}
 	}
-	assert.Empty(t, e.One(t, mocktest.RemoteCommand).DeletedWith, "reservations are removed at destroy")
-	for _, iso := range e.ByType(mocktest.Download) {
+	assert.Empty(t, e.One(t, componentstest.RemoteCommand).DeletedWith, "reservations are removed at destroy")
+	for _, iso := range e.ByType(componentstest.Download) {
 		assert.Empty(t, iso.DeletedWith)
 	}
 
@@ -388,13 +388,13 @@ func TestFastDestroyWiring(t *testing.T) {
 	fake := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: "cluster-homelab;stack-proxmox-homelab;talos", Running: true}})
 	api, err := pveapi.New(fake.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: fake.Client()})
 	require.NoError(t, err)
-	hooks2 := &mocktest.Hooks{}
+	hooks2 := &componentstest.Hooks{}
 	err = pulumi.RunErr(func(ctx *pulumi.Context) error {
 		_, err := program.Deploy(ctx, src, program.Options{Hooks: hooks2, ProxmoxAPI: api})
 		return err
-	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", &mocktest.Engine{}), stackstest.WithConfig(src))
+	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", &componentstest.Engine{}), stackstest.WithConfig(src))
 	require.NoError(t, err)
-	cp0 := e.Named(t, mocktest.VM, "homelab-vm-cp-0")
+	cp0 := e.Named(t, componentstest.VM, "homelab-vm-cp-0")
 	require.NoError(t, hooks2.Fn(&pulumi.ResourceHookArgs{Name: cp0.Name, OldOutputs: cp0.Inputs}))
 	assert.Equal(t, 1, fake.StopCalls(110))
 	assert.False(t, fake.Running(110))
@@ -404,7 +404,7 @@ func TestKeepISO(t *testing.T) {
 	t.Parallel()
 	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) { m["keepIso"] = true })
 	e, _ := deploy(t, src)
-	assert.True(t, e.One(t, mocktest.Download).RetainOnDelete)
+	assert.True(t, e.One(t, componentstest.Download).RetainOnDelete)
 }
 
 // A replaced VM (a proxmoxNode change, `pulumi up --replace`) keeps its
@@ -414,14 +414,14 @@ func TestKeepISO(t *testing.T) {
 func TestProxmoxReplacingAVMReRunsOnlyItsApplyAndEject(t *testing.T) {
 	t.Parallel()
 	e, _, hooks := deployWithHooks(t, stackstest.Example(t, stackstest.ProxmoxExample))
-	vms := e.ByType(mocktest.VM)
+	vms := e.ByType(componentstest.VM)
 	require.Len(t, vms, 3)
 	for _, v := range vms {
 		assert.True(t, v.DeleteBeforeReplace, "%s: deleted before its replacement (same vmId)", v.Name)
 	}
 	assert.Len(t, hooks.Bound, 3, "the fast-stop hook is bound to every VM, so it runs for a replacement's delete too")
 	for _, node := range []string{"cp-0", "worker-0", "worker-1"} {
-		vm := e.Named(t, mocktest.VM, "homelab-vm-"+node)
+		vm := e.Named(t, componentstest.VM, "homelab-vm-"+node)
 		var names []string
 		for _, r := range e.ReplacedWith(vm) {
 			names = append(names, r.Name)
@@ -437,9 +437,9 @@ func TestDerivedMACClashingWithAGivenOneFails(t *testing.T) {
 	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "nodes", func(m map[string]any) {
 		m["workers"].([]any)[0].(map[string]any)["mac"] = strings.ToUpper(derived)
 	})
-	e := &mocktest.Engine{}
+	e := &componentstest.Engine{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{}})
+		_, err := program.Deploy(ctx, src, program.Options{Hooks: &componentstest.Hooks{}})
 		return err
 	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stackstest.WithConfig(src))
 	require.ErrorContains(t, err, `node "worker-1": its derived MAC `+derived+` is the MAC of "worker-0"`)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -34,9 +34,9 @@ func TestExampleStacksKeepTheirURNs(t *testing.T) {
 		t.Run(tc.stack, func(t *testing.T) {
 			t.Parallel()
 			src := stackstest.Example(t, tc.file)
-			e := &mocktest.Engine{}
+			e := &componentstest.Engine{}
 			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-				_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{}, TalosProbe: noTalosYet})
+				_, err := program.Deploy(ctx, src, program.Options{Hooks: &componentstest.Hooks{}, TalosProbe: noTalosYet})
 				return err
 			}, pulumi.WithMocks(src.Project, tc.stack, e), stackstest.WithConfig(src))
 			require.NoError(t, err)

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/vps"
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -48,7 +48,7 @@ func TestVPSExampleGraph(t *testing.T) {
 	t.Parallel()
 	e, outs := deploy(t, stackstest.Example(t, stackstest.VPSExample))
 
-	install := e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")
+	install := e.Named(t, componentstest.RemoteCommand, "prod-install-node-0")
 	conn := install.Inputs["connection"]
 	connection := conn
 	if conn.IsSecret() {
@@ -61,17 +61,17 @@ func TestVPSExampleGraph(t *testing.T) {
 
 	assert.Equal(t, "bash -s", install.Inputs["create"].StringValue())
 	stdin := install.Inputs["stdin"].StringValue()
-	assert.True(t, strings.HasPrefix(stdin, "IMAGE_URL='https://factory.talos.dev/image/"+mocktest.SchematicID+"/v1.12.4/metal-amd64.raw.zst'\n"+
+	assert.True(t, strings.HasPrefix(stdin, "IMAGE_URL='https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.12.4/metal-amd64.raw.zst'\n"+
 		"REQUIRE_RESCUE='1'\nTARGET='/dev/sda'\n"), "variables first:\n%s", stdin[:200])
 	assert.True(t, strings.HasSuffix(stdin, vps.InstallScript), "then the repo's install script as it is")
 	assert.Nil(t, install.Inputs["delete"].V, "destroy never touches the server's disk")
 	assert.Subset(t, install.IgnoreChanges, []string{"create", "stdin", "connection"},
 		"a new Talos version, image or password never re-images a running node")
 
-	for _, c := range e.ByType(mocktest.LocalCommand) {
+	for _, c := range e.ByType(componentstest.LocalCommand) {
 		assert.NotContains(t, c.Name, "reboot", "no reboot command configured")
 	}
-	wait := e.Named(t, mocktest.LocalCommand, "prod-wait-node-0")
+	wait := e.Named(t, componentstest.LocalCommand, "prod-wait-node-0")
 	assert.True(t, e.After(wait, install), "install before the wait")
 	assert.Equal(t, vps.WaitScript, wait.Inputs["create"].StringValue())
 	env := wait.Inputs["environment"].ObjectValue()
@@ -80,7 +80,7 @@ func TestVPSExampleGraph(t *testing.T) {
 	assert.Contains(t, env["HINT"].StringValue(), "switch its boot from the rescue system to its disk", "manual step spelled out")
 	assert.Len(t, wait.Inputs["triggers"].ArrayValue(), 1, "replaced with the install")
 
-	apply := e.Named(t, mocktest.Apply, "prod-apply-node-0")
+	apply := e.Named(t, componentstest.Apply, "prod-apply-node-0")
 	assert.True(t, e.After(apply, wait), "wait before the apply")
 	assert.True(t, strings.HasSuffix(apply.DeletedWith, "::prod-install-node-0"), "forget by default: no call to the node at destroy")
 	assert.Nil(t, apply.Inputs["onDestroy"].V, "no reset by default")
@@ -89,12 +89,12 @@ func TestVPSExampleGraph(t *testing.T) {
 		"ingress: block", "name: apid", "subnet: 198.51.100.0/24", "allowSchedulingOnControlPlanes: true"} {
 		assert.Contains(t, patches, want)
 	}
-	for _, rel := range e.ByType(mocktest.Release) {
+	for _, rel := range e.ByType(componentstest.Release) {
 		assert.True(t, strings.HasSuffix(rel.DeletedWith, "::prod-install-node-0"), "%s: destroy never uninstalls from a live server", rel.Name)
 	}
-	assert.Empty(t, e.ByType(mocktest.VM))
+	assert.Empty(t, e.ByType(componentstest.VM))
 	for _, r := range e.All() {
-		if r.Type != mocktest.VpsCluster {
+		if r.Type != componentstest.VpsCluster {
 			assert.Contains(t, r.Parent, "VpsCluster", "%s %s is inside the component", r.Type, r.Name)
 		}
 		for k, v := range r.Inputs {
@@ -105,7 +105,7 @@ func TestVPSExampleGraph(t *testing.T) {
 	assert.True(t, outs["kubeconfig"].Secret)
 	assert.True(t, outs["talosconfig"].Secret)
 	assert.Equal(t, "https://203.0.113.10:6443", outs["endpoint"].Value)
-	assert.Equal(t, "https://factory.talos.dev/image/"+mocktest.SchematicID+"/v1.12.4/metal-amd64.raw.zst", outs["imageUrl"].Value)
+	assert.Equal(t, "https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.12.4/metal-amd64.raw.zst", outs["imageUrl"].Value)
 	for k, o := range outs {
 		assert.NotContains(t, fmt.Sprint(o.Value), rescuePassword, "output %s", k)
 	}
@@ -121,10 +121,10 @@ func TestVPSRebootCommandResetAndImageURL(t *testing.T) {
 	})
 	e, _ := deploy(t, src)
 
-	install := e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")
+	install := e.Named(t, componentstest.RemoteCommand, "prod-install-node-0")
 	assert.Contains(t, install.Inputs["stdin"].StringValue(), "IMAGE_URL='https://mirror.example.com/talos/metal-amd64.raw.xz'\n")
-	reboot := e.Named(t, mocktest.LocalCommand, "prod-reboot-node-0")
-	wait := e.Named(t, mocktest.LocalCommand, "prod-wait-node-0")
+	reboot := e.Named(t, componentstest.LocalCommand, "prod-reboot-node-0")
+	wait := e.Named(t, componentstest.LocalCommand, "prod-wait-node-0")
 	assert.True(t, e.After(reboot, install))
 	assert.True(t, e.After(wait, reboot), "the wait starts after the reboot command")
 	assert.Equal(t, "ovh-cli boot-disk $NODE_NAME && ovh-cli reboot $NODE_NAME", reboot.Inputs["create"].StringValue())
@@ -134,13 +134,13 @@ func TestVPSRebootCommandResetAndImageURL(t *testing.T) {
 	assert.Equal(t, "2700", env["WAIT_TIMEOUT"].StringValue())
 	assert.Contains(t, env["HINT"].StringValue(), "vps.rebootCommand ran for node-0")
 
-	apply := e.Named(t, mocktest.Apply, "prod-apply-node-0")
+	apply := e.Named(t, componentstest.Apply, "prod-apply-node-0")
 	assert.Empty(t, apply.DeletedWith, "reset needs the apply's delete to run")
 	onDestroy := apply.Inputs["onDestroy"].ObjectValue()
 	assert.True(t, onDestroy["reset"].BoolValue())
 	assert.True(t, onDestroy["reboot"].BoolValue())
 	assert.False(t, onDestroy["graceful"].BoolValue())
-	for _, rel := range e.ByType(mocktest.Release) {
+	for _, rel := range e.ByType(componentstest.Release) {
 		assert.True(t, strings.HasSuffix(rel.DeletedWith, "::prod-install-node-0"), rel.Name)
 	}
 }
@@ -164,19 +164,19 @@ func TestVPSLargerCluster(t *testing.T) {
 		m["workers"] = []any{node(3, "203.0.113.20"), node(4, "203.0.113.21")}
 	})
 	e, outs := deploy(t, src)
-	require.Len(t, e.ByType(mocktest.RemoteCommand), 5)
+	require.Len(t, e.ByType(componentstest.RemoteCommand), 5)
 	for i := range 5 {
 		name := fmt.Sprintf("node-%d", i)
-		apply := e.Named(t, mocktest.Apply, "prod-apply-"+name)
-		assert.True(t, e.After(apply, e.Named(t, mocktest.LocalCommand, "prod-wait-"+name)))
+		apply := e.Named(t, componentstest.Apply, "prod-apply-"+name)
+		assert.True(t, e.After(apply, e.Named(t, componentstest.LocalCommand, "prod-wait-"+name)))
 		for j := range 5 {
 			if j != i {
-				assert.False(t, e.After(apply, e.Named(t, mocktest.LocalCommand, fmt.Sprintf("prod-wait-node-%d", j))),
+				assert.False(t, e.After(apply, e.Named(t, componentstest.LocalCommand, fmt.Sprintf("prod-wait-node-%d", j))),
 					"%s does not wait for node-%d", name, j)
 			}
 		}
 	}
-	bootstrap := e.One(t, mocktest.Bootstrap)
+	bootstrap := e.One(t, componentstest.Bootstrap)
 	assert.Equal(t, "203.0.113.10", bootstrap.Inputs["node"].StringValue())
 	assert.Len(t, outs["nodeIps"].Value, 5)
 }
@@ -200,21 +200,21 @@ func TestVPSNodeInMaintenanceModeSkipsRescueInstallAndReboot(t *testing.T) {
 	}})
 	assert.Equal(t, []string{"203.0.113.10"}, probed, "the node's own address is probed")
 
-	install := e.Named(t, mocktest.RemoteCommand, "prod-install-node-0")
+	install := e.Named(t, componentstest.RemoteCommand, "prod-install-node-0")
 	for _, k := range []resource.PropertyKey{"create", "stdin"} {
 		_, has := install.Inputs[k]
 		assert.False(t, has, "no %s: the command provider runs nothing and dials nobody", k)
 	}
 	assert.Subset(t, install.IgnoreChanges, []string{"create", "stdin"}, "a later up, in rescue or not, shows no diff")
-	reboot := e.Named(t, mocktest.LocalCommand, "prod-reboot-node-0")
+	reboot := e.Named(t, componentstest.LocalCommand, "prod-reboot-node-0")
 	_, has := reboot.Inputs["create"]
 	assert.False(t, has, "the reboot command does not run")
-	wait := e.Named(t, mocktest.LocalCommand, "prod-wait-node-0")
-	apply := e.Named(t, mocktest.Apply, "prod-apply-node-0")
+	wait := e.Named(t, componentstest.LocalCommand, "prod-wait-node-0")
+	apply := e.Named(t, componentstest.Apply, "prod-apply-node-0")
 	assert.True(t, e.After(apply, wait), "the apply still waits for Talos to answer")
 	assert.Equal(t, vps.WaitScript, wait.Inputs["create"].StringValue())
 
 	// The same stack with the node in its rescue system installs as before.
 	e, _ = deploy(t, src)
-	assert.Equal(t, "bash -s", e.Named(t, mocktest.RemoteCommand, "prod-install-node-0").Inputs["create"].StringValue())
+	assert.Equal(t, "bash -s", e.Named(t, componentstest.RemoteCommand, "prod-install-node-0").Inputs["create"].StringValue())
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
 )
 
 func nodes(cps, workers int) []talos.NodeSpec {
@@ -31,9 +31,9 @@ type outputs struct {
 	kubeconfig, talosconfig, endpoint internals.UnsafeAwaitOutputResult
 }
 
-func runCluster(t *testing.T, ns []talos.NodeSpec) (*mocktest.Engine, outputs) {
+func runCluster(t *testing.T, ns []talos.NodeSpec) (*componentstest.Engine, outputs) {
 	t.Helper()
-	m := &mocktest.Engine{}
+	m := &componentstest.Engine{}
 	var out outputs
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		var vm pulumi.ResourceState
@@ -68,11 +68,11 @@ func runCluster(t *testing.T, ns []talos.NodeSpec) (*mocktest.Engine, outputs) {
 }
 
 const (
-	tSecrets   = mocktest.Secrets
-	tApply     = mocktest.Apply
-	tBootstrap = mocktest.Bootstrap
-	tKubecfg   = mocktest.Kubeconfig
-	tRelease   = mocktest.Release
+	tSecrets   = componentstest.Secrets
+	tApply     = componentstest.Apply
+	tBootstrap = componentstest.Bootstrap
+	tKubecfg   = componentstest.Kubeconfig
+	tRelease   = componentstest.Release
 )
 
 func TestClusterGraph(t *testing.T) {
@@ -112,19 +112,19 @@ func TestClusterGraph(t *testing.T) {
 			assert.True(t, m.After(cilium, kubeconfig), "cilium after kubeconfig")
 			assert.True(t, m.After(approver, cilium), "approver after cilium")
 
-			waits := m.ByType(mocktest.LocalCommand)
+			waits := m.ByType(componentstest.LocalCommand)
 			require.Len(t, waits, 2, "the API wait and the nodes-ready wait")
-			apiReady, ready := m.Named(t, mocktest.LocalCommand, "lab-api-ready"), m.Named(t, mocktest.LocalCommand, "lab-nodes-ready")
+			apiReady, ready := m.Named(t, componentstest.LocalCommand, "lab-api-ready"), m.Named(t, componentstest.LocalCommand, "lab-nodes-ready")
 
 			// The first `up`: the Kubernetes provider decides at configure
 			// time whether the cluster is reachable, so it (and through it
 			// every release) comes after the API wait, which comes after
 			// the bootstrap.
-			provider := m.One(t, mocktest.K8sProvider)
+			provider := m.One(t, componentstest.K8sProvider)
 			assert.True(t, m.After(apiReady, bootstrap), "the API wait after the bootstrap")
 			assert.True(t, m.After(apiReady, kubeconfig), "the API wait uses the kubeconfig")
 			assert.True(t, m.After(provider, apiReady), "the Kubernetes provider after the API wait")
-			for _, rel := range []mocktest.Registered{cilium, approver} {
+			for _, rel := range []componentstest.Registered{cilium, approver} {
 				assert.True(t, provider.Is(rel.Provider), "%s uses the cluster's provider, not %q", rel.Name, rel.Provider)
 				assert.True(t, m.After(rel, apiReady), "%s after the API wait", rel.Name)
 			}
@@ -145,7 +145,7 @@ func TestClusterGraph(t *testing.T) {
 			assert.Equal(t, strconv.Itoa(len(ns)), env["NODE_COUNT"].StringValue())
 			assert.Equal(t, "600", env["WAIT_TIMEOUT"].StringValue())
 
-			for _, r := range []mocktest.Registered{bootstrap, kubeconfig, apiReady, cilium, approver, ready} {
+			for _, r := range []componentstest.Registered{bootstrap, kubeconfig, apiReady, cilium, approver, ready} {
 				assert.True(t, strings.HasSuffix(r.DeletedWith, "::vm-cp-0"), "%s DeletedWith the platform's resource, got %q", r.Name, r.DeletedWith)
 			}
 			for _, r := range m.All() {
@@ -198,6 +198,6 @@ func TestClusterArgsAreChecked(t *testing.T) {
 		_, err := talos.NewCluster(ctx, "lab", &talos.ClusterArgs{ClusterName: "lab", Endpoint: "https://x:6443", TalosVersion: "v1.12.4",
 			InstallerImage: pulumi.String("img"), Nodes: ws})
 		return err
-	}, pulumi.WithMocks("talos-cluster", "test", &mocktest.Engine{}))
+	}, pulumi.WithMocks("talos-cluster", "test", &componentstest.Engine{}))
 	require.ErrorContains(t, err, "first node must be a control plane")
 }

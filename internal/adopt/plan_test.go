@@ -13,7 +13,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/mocktest"
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -40,9 +40,9 @@ func TestPlanMatchesProgramURNs(t *testing.T) {
 		t.Run(tc.stack, func(t *testing.T) {
 			t.Parallel()
 			src := stackstest.Example(t, tc.file)
-			e := &mocktest.Engine{}
+			e := &componentstest.Engine{}
 			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-				_, err := program.Deploy(ctx, src, program.Options{Hooks: &mocktest.Hooks{},
+				_, err := program.Deploy(ctx, src, program.Options{Hooks: &componentstest.Hooks{},
 					// The VPS servers are in rescue mode; no probe leaves the machine.
 					TalosProbe: func(context.Context, string) bool { return false }})
 				return err
@@ -59,8 +59,8 @@ func TestPlanMatchesProgramURNs(t *testing.T) {
 				byName[r.Name] = r
 			}
 			for _, pair := range []struct{ entry, typ string }{
-				{"secrets", mocktest.Secrets},
-				{"bootstrap", mocktest.Bootstrap},
+				{"secrets", componentstest.Secrets},
+				{"bootstrap", componentstest.Bootstrap},
 			} {
 				got := e.One(t, pair.typ)
 				r := byName[pair.entry]
@@ -74,15 +74,15 @@ func TestPlanMatchesProgramURNs(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, rels, 2)
 			for _, r := range rels {
-				got := e.Named(t, mocktest.Release, r.LogicalName)
+				got := e.Named(t, componentstest.Release, r.LogicalName)
 				require.Equal(t, got.Parent, nameTable[r.Parent], r.Name)
 				require.Equal(t, got.Provider, nameTable[r.Provider], r.Name)
 				require.Equal(t, "kube-system/"+got.Inputs["name"].StringValue(), r.ID, "helm release import id is namespace/name")
 			}
 
 			// And the component chain above them.
-			cluster := e.One(t, mocktest.TalosCluster)
-			require.Equal(t, string(urns["cluster"]), e.One(t, mocktest.Secrets).Parent)
+			cluster := e.One(t, componentstest.TalosCluster)
+			require.Equal(t, string(urns["cluster"]), e.One(t, componentstest.Secrets).Parent)
 			require.Equal(t, cluster.Name, byName["cluster"].LogicalName)
 			require.Equal(t, string(urns["platform"]), cluster.Parent)
 		})

@@ -1,8 +1,8 @@
-// Package mocktest is a Pulumi mock engine for tests: it answers resource
+// Package componentstest is a Pulumi mock engine for tests: it answers resource
 // registrations and invokes the way this project's providers would (ids,
 // computed outputs) and records every registration with its dependencies and
 // options, so tests can assert on the resource graph.
-package mocktest
+package componentstest
 
 import (
 	"crypto/rand"

@@ -153,7 +153,7 @@ type hostKeyUse struct {
 	host string
 	port int
 	// command names what pulumi-command runs over the connection; empty
-	// when only the project's own SSH client (internal/sshconn) connects.
+	// when only the project's own SSH client (internal/access) connects.
 	command string
 	// contacted: the stack connects to this host at all.
 	contacted bool
@@ -217,7 +217,7 @@ func hostsCover(patterns []string, host string, port int) (string, bool) {
 
 // validateProxmoxHostKey checks proxmox.ssh.hostKey. The host is reached over
 // SSH by the dnsmasq reservations (pulumi-command) and by the ssh-proxy
-// helper and `make doctor` (internal/sshconn).
+// helper and `make doctor` (internal/access).
 func validateProxmoxHostKey(d *Diagnostics, px *ProxmoxConfig) {
 	host := px.SSH.Host
 	if host == "" {

@@ -27,10 +27,10 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/shell"
-	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -114,13 +114,13 @@ func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result
 		return append(out, Result{Warn, "platform", "only Proxmox stacks have further checks so far"})
 	}
 	out = append(out, checkAPI(ctx, env, cfg, stack)...)
-	if cfg.Proxmox.DNSMasqEnabled() || vmaccess.Enabled(cfg) {
+	if cfg.Proxmox.DNSMasqEnabled() || access.Enabled(cfg) {
 		out = append(out, checkHostKey(ctx, env, cfg, stack))
 	}
 	if cfg.Proxmox.DNSMasqEnabled() {
 		out = append(out, checkSSH(ctx, env, cfg))
 	}
-	if vmaccess.Enabled(cfg) {
+	if access.Enabled(cfg) {
 		out = append(out, checkProxy(ctx, env, cfg))
 	} else {
 		out = append(out, checkRoute(ctx, env, cfg))
@@ -319,7 +319,7 @@ func checkProxy(ctx context.Context, env Env, cfg *stacks.Config) Result {
 	prefix, _ := cfg.NodeNetwork()
 	ctx, cancel := context.WithTimeout(ctx, 4*env.Timeout)
 	defer cancel()
-	s, err := vmaccess.Start(ctx, cfg, vmaccess.Options{
+	s, err := access.Start(ctx, cfg, access.Options{
 		Dial:   func(ctx context.Context) (*ssh.Client, error) { return env.DialSSH(ctx, cfg) },
 		Getenv: env.Getenv,
 	})

@@ -7,20 +7,20 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/fluodata/talos-pulumi/internal/sshconn"
+	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // dialSSH connects to the Proxmox host with the credentials the program's
 // remote commands use: the configured key, the key file, or the SSH agent.
 func dialSSH(ctx context.Context, cfg *stacks.Config) (*ssh.Client, error) {
-	return sshconn.Dial(ctx, cfg.Proxmox.SSH, os.Getenv)
+	return access.DialSSH(ctx, cfg.Proxmox.SSH, os.Getenv)
 }
 
 // scanHostKey reads the key the Proxmox host presents to the project's SSH
 // clients (the pinned key's type, else ed25519 first).
 func scanHostKey(ctx context.Context, cfg *stacks.Config) (ssh.PublicKey, error) {
-	return sshconn.ScanHostKey(ctx, cfg.Proxmox.SSH)
+	return access.ScanHostKey(ctx, cfg.Proxmox.SSH)
 }
 
 // authorizedKey is the key as a pin: "<type> <base64>".

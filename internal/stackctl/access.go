@@ -12,13 +12,13 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/shell"
-	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// startFunc starts the ssh-proxy helper (vmaccess.Start outside tests).
-type startFunc func(ctx context.Context, cfg *stacks.Config, o vmaccess.Options) (*vmaccess.Session, error)
+// startFunc starts the ssh-proxy helper (access.Start outside tests).
+type startFunc func(ctx context.Context, cfg *stacks.Config, o access.Options) (*access.Session, error)
 
 // accessEnv holds the seams of the proxy and exec commands.
 type accessEnv struct {
@@ -40,7 +40,7 @@ func defaultAccessEnv(stdin io.Reader, stdout, stderr io.Writer) accessEnv {
 		ReadConfig: func(ctx context.Context, stack string) ([]byte, error) {
 			return readConfigJSON(ctx, "pulumi", "", stack, nil)
 		},
-		Start:   vmaccess.Start,
+		Start:   access.Start,
 		Environ: os.Environ(),
 		Stdin:   stdin, Stdout: stdout, Stderr: stderr,
 	}
@@ -99,11 +99,11 @@ func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: stack %s is a %s stack; the SSH proxy reaches a Proxmox host's VM network\n", *stack, cfg.Platform)
 		return ExitUsage
 	}
-	if !vmaccess.Enabled(cfg) {
+	if !access.Enabled(cfg) {
 		_, _ = fmt.Fprintf(e.Stderr, "note: stack %s has proxmox.access %s, so make up does not use this proxy; set proxmox.access: %s for that\n",
 			*stack, cfg.Proxmox.Access, stacks.AccessSSHProxy)
 	}
-	s, err := e.Start(ctx, cfg, vmaccess.Options{Listen: *listen, Log: logTo(e.Stderr)})
+	s, err := e.Start(ctx, cfg, access.Options{Listen: *listen, Log: logTo(e.Stderr)})
 	if err != nil {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: %v\n", err)
 		return ExitFailed
@@ -146,8 +146,8 @@ func execCmd(ctx context.Context, args []string, e accessEnv) int {
 		for _, p := range stacks.TooLargeProblems(err) {
 			_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: %s\n", p)
 		}
-	case vmaccess.Enabled(cfg):
-		s, err := startForCommand(ctx, cfg, e.Start, vmaccess.Options{}, e.Stderr)
+	case access.Enabled(cfg):
+		s, err := startForCommand(ctx, cfg, e.Start, access.Options{}, e.Stderr)
 		if err != nil {
 			_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: proxmox.access is %s: %v\n(`make doctor STACK=%s` checks the SSH access)\n", stacks.AccessSSHProxy, err, *stack)
 			return ExitFailed
@@ -198,7 +198,7 @@ func runChild(argv, environ []string, e accessEnv) int {
 // startForCommand starts the helper around a pulumi run (exec, the driver)
 // and says so. The helper outlives a cancellation: pulumi finishes the
 // steps in flight, which need the tunnel, before it exits.
-func startForCommand(ctx context.Context, cfg *stacks.Config, start startFunc, o vmaccess.Options, stderr io.Writer) (*vmaccess.Session, error) {
+func startForCommand(ctx context.Context, cfg *stacks.Config, start startFunc, o access.Options, stderr io.Writer) (*access.Session, error) {
 	o.Log = logTo(stderr)
 	s, err := start(context.WithoutCancel(ctx), cfg, o)
 	if err != nil {
@@ -209,7 +209,7 @@ func startForCommand(ctx context.Context, cfg *stacks.Config, start startFunc, o
 	return s, nil
 }
 
-func warnDropped(w io.Writer, s *vmaccess.Session) {
+func warnDropped(w io.Writer, s *access.Session) {
 	if len(s.Dropped) > 0 {
 		_, _ = fmt.Fprintf(w, "ssh-proxy: left out of NO_PROXY, since they would send VM traffic past the proxy: %s\n", strings.Join(s.Dropped, ", "))
 	}

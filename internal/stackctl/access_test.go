@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
-	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -68,9 +68,9 @@ func accessEnvFor(config []byte, readErr error) (accessEnv, *syncBuffer, *syncBu
 	var out, errOut syncBuffer
 	return accessEnv{
 		ReadConfig: func(context.Context, string) ([]byte, error) { return config, readErr },
-		Start: func(ctx context.Context, cfg *stacks.Config, o vmaccess.Options) (*vmaccess.Session, error) {
+		Start: func(ctx context.Context, cfg *stacks.Config, o access.Options) (*access.Session, error) {
 			o.Getenv = func(string) string { return "" } // no agent, no inherited NO_PROXY
-			return vmaccess.Start(ctx, cfg, o)
+			return access.Start(ctx, cfg, o)
 		},
 		Environ: []string{"PATH=" + os.Getenv("PATH"), "HTTPS_PROXY=http://corp.example:3128"},
 		Stdin:   strings.NewReader(""), Stdout: &out, Stderr: &errOut,
@@ -102,7 +102,7 @@ func TestExecWithoutTheHelper(t *testing.T) {
 	t.Parallel()
 	direct := proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect })
 	e, out, _ := accessEnvFor(direct, nil)
-	e.Start = func(context.Context, *stacks.Config, vmaccess.Options) (*vmaccess.Session, error) {
+	e.Start = func(context.Context, *stacks.Config, access.Options) (*access.Session, error) {
 		t.Error("a direct stack starts no helper")
 		return nil, errors.New("no")
 	}
@@ -193,7 +193,7 @@ func TestProxyCommandServesUntilCancelled(t *testing.T) {
 func TestDriverAccessOnlyForSSHProxyStacks(t *testing.T) {
 	t.Parallel()
 	var stderr bytes.Buffer
-	never := func(context.Context, *stacks.Config, vmaccess.Options) (*vmaccess.Session, error) {
+	never := func(context.Context, *stacks.Config, access.Options) (*access.Session, error) {
 		t.Error("no helper for this stack")
 		return nil, errors.New("no")
 	}
@@ -210,7 +210,7 @@ func TestDriverAccessOnlyForSSHProxyStacks(t *testing.T) {
 	src, err := stacks.SourceFromConfigJSON(config)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	env, stop, err := driverAccess(ctx, src, func(string) string { return "" }, &stderr, vmaccess.Start)
+	env, stop, err := driverAccess(ctx, src, func(string) string { return "" }, &stderr, access.Start)
 	require.NoError(t, err)
 	cancel() // a cancelled operation still finishes through the helper
 	time.Sleep(100 * time.Millisecond)

@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/adopt"
-	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -61,8 +61,8 @@ func adoptCmd(ctx context.Context, args []string, e accessEnv) int {
 			return fail(ExitUsage, "%v", err)
 		}
 		// The provider reads the releases from the cluster's API server.
-		if vmaccess.Enabled(cfg) && !*dryRun {
-			s, err := startForCommand(ctx, cfg, e.Start, vmaccess.Options{}, e.Stderr)
+		if access.Enabled(cfg) && !*dryRun {
+			s, err := startForCommand(ctx, cfg, e.Start, access.Options{}, e.Stderr)
 			if err != nil {
 				return fail(ExitFailed, "proxmox.access is %s: %v", stacks.AccessSSHProxy, err)
 			}

@@ -15,10 +15,10 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/driver"
 	"github.com/fluodata/talos-pulumi/internal/program"
-	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -110,7 +110,7 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 			return diags.Err()
 		},
 		Access: func(ctx context.Context, src stacks.Source) (map[string]string, func(), error) {
-			return driverAccess(ctx, src, getenv, stderr, vmaccess.Start)
+			return driverAccess(ctx, src, getenv, stderr, access.Start)
 		},
 		Stdout: stdout, Stderr: stderr, Getenv: getenv, Now: time.Now,
 	})
@@ -120,10 +120,10 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 // stack uses it.
 func driverAccess(ctx context.Context, src stacks.Source, getenv func(string) string, stderr io.Writer, start startFunc) (map[string]string, func(), error) {
 	cfg, diags := stacks.Load(src)
-	if diags.HasErrors() || !vmaccess.Enabled(cfg) {
+	if diags.HasErrors() || !access.Enabled(cfg) {
 		return nil, func() {}, nil
 	}
-	s, err := startForCommand(ctx, cfg, start, vmaccess.Options{Getenv: getenv}, stderr)
+	s, err := startForCommand(ctx, cfg, start, access.Options{Getenv: getenv}, stderr)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package sshconn
+package access
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// PinPath is the config key of the Proxmox host's pinned key.
-const PinPath = "proxmox.ssh.hostKey"
+// HostKeyPinPath is the config key of the Proxmox host's pinned key.
+const HostKeyPinPath = "proxmox.ssh.hostKey"
 
 // preferredHostKeyAlgorithms is OpenSSH's own client order (ed25519 first),
 // not x/crypto's (ECDSA first, ed25519 last): a host has one key per type and
@@ -43,7 +43,7 @@ func HostKeyAlgorithms(pin stacks.HostKey) []string {
 }
 
 // HostKeyCallback accepts the pinned key (or the key of the pinned
-// fingerprint) and refuses any other with a *MismatchError. Without a pin it
+// fingerprint) and refuses any other with a *HostKeyMismatchError. Without a pin it
 // accepts every key, as the command provider does without a hostKey; the
 // config's warning says so. What goes through the ssh-proxy tunnel (Talos,
 // Kubernetes) is TLS of its own, but the dnsmasq commands and the key or
@@ -57,12 +57,12 @@ func HostKeyCallback(pin stacks.HostKey) ssh.HostKeyCallback {
 		if remote != nil {
 			addr = remote.String()
 		}
-		return &MismatchError{Addr: addr, Got: key, Want: pin}
+		return &HostKeyMismatchError{Addr: addr, Got: key, Want: pin}
 	}
 }
 
-// MismatchError is a host presenting another key than the pinned one.
-type MismatchError struct {
+// HostKeyMismatchError is a host presenting another key than the pinned one.
+type HostKeyMismatchError struct {
 	// Addr is where the connection went.
 	Addr string
 	// Got is the key the host presented.
@@ -72,24 +72,24 @@ type MismatchError struct {
 }
 
 // Error shows both fingerprints and what to do about the difference.
-func (e *MismatchError) Error() string {
+func (e *HostKeyMismatchError) Error() string {
 	return fmt.Sprintf("host key mismatch: %s presented the %s key %s, but %s pins %s; "+
 		"if the host was reinstalled or its keys regenerated, check the new key on its console "+
 		"(`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`) and update the pin (`make doctor` prints the line); "+
 		"otherwise something between you and the host is answering in its place",
-		e.Addr, e.Got.Type(), ssh.FingerprintSHA256(e.Got), PinPath, e.Want.Fingerprint)
+		e.Addr, e.Got.Type(), ssh.FingerprintSHA256(e.Got), HostKeyPinPath, e.Want.Fingerprint)
 }
 
 // errScanned ends a handshake once the host key is known.
 var errScanned = errors.New("host key read")
 
 // ScanHostKey returns the key the host presents to this project's clients
-// (the same algorithm choice as Dial for c's pin), without logging in, as
+// (the same algorithm choice as DialSSH for c's pin), without logging in, as
 // ssh-keyscan does.
 func ScanHostKey(ctx context.Context, c stacks.SSHConfig) (ssh.PublicKey, error) {
 	pin, err := stacks.ParseHostKey(c.HostKey)
 	if err != nil {
-		return nil, fmt.Errorf("unable to read %s: %w", PinPath, err)
+		return nil, fmt.Errorf("unable to read %s: %w", HostKeyPinPath, err)
 	}
 	var seen ssh.PublicKey
 	cc := &ssh.ClientConfig{

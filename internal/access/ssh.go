@@ -1,8 +1,9 @@
-// Package sshconn opens SSH connections to the Proxmox host with the stack's
+// This file opens SSH connections to the Proxmox host with the stack's
 // credentials, the way the program's remote commands authenticate: the
 // configured key, the key file, or the operator's SSH agent. The host's key
-// is checked against proxmox.ssh.hostKey when one is pinned.
-package sshconn
+// is checked against proxmox.ssh.hostKey when one is pinned (hostkey.go).
+
+package access
 
 import (
 	"context"
@@ -19,16 +20,16 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// ErrNoCredentials means neither a key nor an SSH agent is available.
-var ErrNoCredentials = errors.New("no SSH credentials: no SSH agent (SSH_AUTH_SOCK) and no proxmox.ssh.privateKey(File)")
+// ErrNoSSHCredentials means neither a key nor an SSH agent is available.
+var ErrNoSSHCredentials = errors.New("no SSH credentials: no SSH agent (SSH_AUTH_SOCK) and no proxmox.ssh.privateKey(File)")
 
-// Dial connects and authenticates to c.Host:c.Port. getenv reads
+// DialSSH connects and authenticates to c.Host:c.Port. getenv reads
 // SSH_AUTH_SOCK (os.Getenv outside tests). The context bounds the TCP
 // connect and the handshake, not the life of the returned client.
-func Dial(ctx context.Context, c stacks.SSHConfig, getenv func(string) string) (*ssh.Client, error) {
+func DialSSH(ctx context.Context, c stacks.SSHConfig, getenv func(string) string) (*ssh.Client, error) {
 	pin, err := stacks.ParseHostKey(c.HostKey)
 	if err != nil {
-		return nil, fmt.Errorf("unable to read %s: %w", PinPath, err)
+		return nil, fmt.Errorf("unable to read %s: %w", HostKeyPinPath, err)
 	}
 	auth, closeAgent, err := authMethod(ctx, c, getenv)
 	if err != nil {
@@ -94,7 +95,7 @@ func authMethod(ctx context.Context, c stacks.SSHConfig, getenv func(string) str
 	}
 	sock := getenv("SSH_AUTH_SOCK")
 	if sock == "" {
-		return nil, noop, ErrNoCredentials
+		return nil, noop, ErrNoSSHCredentials
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", sock)

@@ -1,4 +1,4 @@
-package vmaccess_test
+package access_test
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 // environment, against a gRPC server that only the "Proxmox host" (the SSH
 // test server) can reach at 10.10.0.10:50000.
 
-const childEnv = "VMACCESS_TALOS_CHILD"
+const childEnv = "ACCESS_TALOS_CHILD"
 
 // apid is a stand-in for a node's Talos API: it answers Version.
 type apid struct {

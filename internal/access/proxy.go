@@ -1,9 +1,10 @@
-// Package sshproxy serves a local HTTP CONNECT proxy whose connections are
-// dialled onward through one SSH connection (to the Proxmox host), so the
-// Talos and Kubernetes providers on the operator's machine reach a VM network
-// only that host can reach. Only destinations inside the allowed networks go
-// through; the SSH connection is re-established when it drops.
-package sshproxy
+// This file serves a local HTTP CONNECT proxy whose connections are dialled
+// onward through one SSH connection (to the Proxmox host), so the Talos and
+// Kubernetes providers on the operator's machine reach a VM network only that
+// host can reach. Only destinations inside the allowed networks go through;
+// the SSH connection is re-established when it drops.
+
+package access
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sshproxy_test
+package access_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/fluodata/talos-pulumi/internal/sshproxy"
+	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
 )
 
@@ -25,7 +25,7 @@ func newSSHServer(t *testing.T) *sshtest.Server {
 
 func startProxy(t *testing.T, s *sshtest.Server, dials *atomic.Int32) string {
 	t.Helper()
-	p := &sshproxy.Proxy{
+	p := &access.Proxy{
 		Allowed:      []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		AllowedHosts: []string{"localhost"},
 		Dial: func(ctx context.Context) (*ssh.Client, error) {

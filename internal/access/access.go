@@ -1,9 +1,15 @@
-// Package vmaccess carries the operator's traffic to a VM network that only
+// Package access carries the operator's traffic to a VM network that only
 // the Proxmox host reaches (proxmox.access: ssh-proxy): a CONNECT proxy on
 // 127.0.0.1 that tunnels through one SSH connection to the host, and the
 // environment (HTTPS_PROXY, NO_PROXY) that sends the Talos and Kubernetes
 // providers through it while everything else goes direct.
-package vmaccess
+//
+// Its parts: Start and Session (this file) run the helper for a stack;
+// Proxy (proxy.go) is the CONNECT proxy itself, which lets only the allowed
+// destinations through and re-establishes the SSH connection when it drops;
+// DialSSH (ssh.go) opens SSH connections to the Proxmox host with the
+// stack's credentials, and hostkey.go checks the host's key against its pin.
+package access
 
 import (
 	"context"
@@ -22,8 +28,6 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/sshconn"
-	"github.com/fluodata/talos-pulumi/internal/sshproxy"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -158,7 +162,7 @@ type Options struct {
 	Listen string
 	// Dial opens the SSH connection; default: the stack's proxmox.ssh
 	// settings with the key, key file or SSH agent.
-	Dial sshproxy.SSHDialer
+	Dial SSHDialer
 	// Getenv reads SSH_AUTH_SOCK, NO_PROXY and PULUMI_BACKEND_URL
 	// (default os.Getenv).
 	Getenv func(string) string
@@ -179,7 +183,7 @@ type Session struct {
 	// Allowed lists what goes through (networks and names), for messages.
 	Allowed []string
 
-	proxy *sshproxy.Proxy
+	proxy *Proxy
 	srv   *http.Server
 	done  chan struct{}
 }
@@ -205,11 +209,11 @@ func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error)
 	}
 	sshCfg := cfg.Proxmox.SSH
 	if o.Dial == nil {
-		o.Dial = func(ctx context.Context) (*ssh.Client, error) { return sshconn.Dial(ctx, sshCfg, o.Getenv) }
+		o.Dial = func(ctx context.Context) (*ssh.Client, error) { return DialSSH(ctx, sshCfg, o.Getenv) }
 	}
 	prefixes, hosts := Destinations(cfg)
 	noProxyList, dropped := noProxy(cfg, o.Getenv, prefixes, hosts)
-	p := &sshproxy.Proxy{
+	p := &Proxy{
 		Allowed: prefixes, AllowedHosts: hosts, Dial: o.Dial, Log: o.Log,
 		RefusalHint: "only the VM network goes through the Proxmox host; a host that must be reached directly belongs in proxmox.noProxy",
 	}

@@ -1,4 +1,4 @@
-package sshconn_test
+package access_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
-	"github.com/fluodata/talos-pulumi/internal/sshconn"
+	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -35,16 +35,16 @@ func TestDialWithAConfiguredKey(t *testing.T) {
 	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := sshconn.Dial(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKey: stacks.NewSecret(string(pemKey))}, noEnv)
+	c, err := access.DialSSH(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKey: stacks.NewSecret(string(pemKey))}, noEnv)
 	require.NoError(t, err)
 	_ = c.Close()
 
-	_, err = sshconn.Dial(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKey: stacks.NewSecret("-----BEGIN OPENSSH PRIVATE KEY-----\nnope\n")}, noEnv)
+	_, err = access.DialSSH(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKey: stacks.NewSecret("-----BEGIN OPENSSH PRIVATE KEY-----\nnope\n")}, noEnv)
 	require.ErrorContains(t, err, "proxmox.ssh: the private key does not parse")
-	_, err = sshconn.Dial(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKeyFile: filepath.Join(t.TempDir(), "missing")}, noEnv)
+	_, err = access.DialSSH(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKeyFile: filepath.Join(t.TempDir(), "missing")}, noEnv)
 	require.ErrorContains(t, err, "proxmox.ssh.privateKeyFile")
-	_, err = sshconn.Dial(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root"}, noEnv)
-	require.ErrorIs(t, err, sshconn.ErrNoCredentials)
+	_, err = access.DialSSH(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root"}, noEnv)
+	require.ErrorIs(t, err, access.ErrNoSSHCredentials)
 }
 
 func TestDialWithTheSSHAgent(t *testing.T) {
@@ -78,7 +78,7 @@ func TestDialWithTheSSHAgent(t *testing.T) {
 		}
 		return ""
 	}
-	c, err := sshconn.Dial(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root"}, getenv)
+	c, err := access.DialSSH(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root"}, getenv)
 	require.NoError(t, err)
 	_ = c.Close()
 	assert.Equal(t, 1, host.Logins())
@@ -96,7 +96,7 @@ func TestDialEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = sshconn.Dial(ctx, stacks.SSHConfig{Host: host, Port: portNum, User: "root", PrivateKey: stacks.NewSecret(string(pemKey))}, noEnv)
+	_, err = access.DialSSH(ctx, stacks.SSHConfig{Host: host, Port: portNum, User: "root", PrivateKey: stacks.NewSecret(string(pemKey))}, noEnv)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
@@ -153,12 +153,12 @@ func TestDialChecksThePinnedHostKey(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			before := host.Logins()
-			client, err := sshconn.Dial(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root",
+			client, err := access.DialSSH(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root",
 				PrivateKey: stacks.NewSecret(string(pemKey)), HostKey: c.pin}, noEnv)
 			switch {
 			case c.wantSeen != nil:
 				require.Error(t, err)
-				var mismatch *sshconn.MismatchError
+				var mismatch *access.HostKeyMismatchError
 				require.ErrorAs(t, err, &mismatch)
 				pin, perr := stacks.ParseHostKey(c.pin)
 				require.NoError(t, perr)
@@ -184,14 +184,14 @@ func TestScanHostKey(t *testing.T) {
 	defer cancel()
 	at := stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root"}
 
-	got, err := sshconn.ScanHostKey(ctx, at)
+	got, err := access.ScanHostKey(ctx, at)
 	require.NoError(t, err)
 	assert.Equal(t, line(keys["ed25519"]), line(got), "unpinned: the key ssh would show, ed25519")
 
 	for _, typ := range []string{"ecdsa", "rsa"} {
 		pinned := at
 		pinned.HostKey = line(keys[typ])
-		got, err = sshconn.ScanHostKey(ctx, pinned)
+		got, err = access.ScanHostKey(ctx, pinned)
 		require.NoError(t, err)
 		assert.Equal(t, line(keys[typ]), line(got), "pinned: the key of the pinned type")
 	}
@@ -201,7 +201,7 @@ func TestScanHostKey(t *testing.T) {
 	require.NoError(t, err)
 	closed := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
-	_, err = sshconn.ScanHostKey(ctx, stacks.SSHConfig{Host: "127.0.0.1", Port: closed, User: "root"})
+	_, err = access.ScanHostKey(ctx, stacks.SSHConfig{Host: "127.0.0.1", Port: closed, User: "root"})
 	require.ErrorContains(t, err, "unable to read the host key of 127.0.0.1:"+strconv.Itoa(closed)+": ")
 }
 
@@ -239,7 +239,7 @@ func TestSSHKeyscanLinesArePins(t *testing.T) {
 		require.NoError(t, err, l)
 		assert.Equal(t, []string{"[" + host.Host + "]:" + strconv.Itoa(host.Port)}, pin.Hosts)
 		assert.Contains(t, string(fpOut), pin.Fingerprint+" ", "ssh-keygen -lf shows the pin's fingerprint")
-		client, err := sshconn.Dial(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKey: stacks.NewSecret(string(pemKey)), HostKey: l}, noEnv)
+		client, err := access.DialSSH(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKey: stacks.NewSecret(string(pemKey)), HostKey: l}, noEnv)
 		require.NoError(t, err, l)
 		_ = client.Close()
 	}

@@ -1,4 +1,4 @@
-package vmaccess_test
+package access_test
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http/httpproxy"
 
+	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
-	"github.com/fluodata/talos-pulumi/internal/vmaccess"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -53,13 +53,13 @@ func proxyFor(t *testing.T, vars map[string]string, target string) *url.URL {
 func TestDestinationsAreTheVMNetworkVIPAndEndpoint(t *testing.T) {
 	t.Parallel()
 	cfg := homelab(t)
-	prefixes, hosts := vmaccess.Destinations(cfg)
+	prefixes, hosts := access.Destinations(cfg)
 	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.10.0.0/24")}, prefixes, "VIP and nodes lie inside the network")
 	assert.Empty(t, hosts)
 
 	cfg.Cluster.Endpoint = "k8s.lab.example.com"
 	cfg.Nodes.Workers[0].IP = "10.20.0.7" // not valid config, but must still be reachable
-	prefixes, hosts = vmaccess.Destinations(cfg)
+	prefixes, hosts = access.Destinations(cfg)
 	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.10.0.0/24"), netip.MustParsePrefix("10.20.0.7/32")}, prefixes)
 	assert.Equal(t, []string{"k8s.lab.example.com"}, hosts)
 }
@@ -69,7 +69,7 @@ func TestNoProxySendsOnlyTheVMNetworkThroughTheProxy(t *testing.T) {
 	cfg := homelab(t)
 	cfg.Cluster.Endpoint = "k8s.lab.example.com"
 	cfg.Proxmox.NoProxy = []string{"charts.lan"}
-	entries, dropped := vmaccess.NoProxy(cfg, env(map[string]string{
+	entries, dropped := access.NoProxy(cfg, env(map[string]string{
 		"NO_PROXY":           "corp.example, 10.0.0.0/8,10.10.0.10,.example.com,*,intranet:8080",
 		"no_proxy":           "lower.example,10.0.0.0/8",
 		"PULUMI_BACKEND_URL": "https://pulumi.corp.example:8443",
@@ -113,9 +113,9 @@ func newFixture(t *testing.T, routes map[string]string) fixture {
 	return fixture{cfg: cfg, host: host}
 }
 
-func (f fixture) start(t *testing.T, ctx context.Context) *vmaccess.Session {
+func (f fixture) start(t *testing.T, ctx context.Context) *access.Session {
 	t.Helper()
-	s, err := vmaccess.Start(ctx, f.cfg, vmaccess.Options{Getenv: env(nil), Log: t.Logf})
+	s, err := access.Start(ctx, f.cfg, access.Options{Getenv: env(nil), Log: t.Logf})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -123,7 +123,7 @@ func (f fixture) start(t *testing.T, ctx context.Context) *vmaccess.Session {
 
 // curl runs the real curl with the session's environment, as pulumi's
 // child processes get it.
-func curl(ctx context.Context, s *vmaccess.Session, args ...string) (string, error) {
+func curl(ctx context.Context, s *access.Session, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "curl", append([]string{"-sS", "--fail", "--max-time", "10"}, args...)...)
 	cmd.Env = s.Environ(os.Environ())
 	out, err := cmd.CombinedOutput()
@@ -191,21 +191,21 @@ func TestStartFailsFastAndClearly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	_, err := vmaccess.Start(ctx, f.cfg, vmaccess.Options{Listen: "0.0.0.0:0", Getenv: env(nil)})
-	require.ErrorIs(t, err, vmaccess.ErrNotLoopback)
+	_, err := access.Start(ctx, f.cfg, access.Options{Listen: "0.0.0.0:0", Getenv: env(nil)})
+	require.ErrorIs(t, err, access.ErrNotLoopback)
 
 	wrong := *f.cfg
 	_, _, otherKey := sshtest.Key(t)
 	wrong.Proxmox.SSH.PrivateKeyFile = filepath.Join(t.TempDir(), "other")
 	require.NoError(t, os.WriteFile(wrong.Proxmox.SSH.PrivateKeyFile, otherKey, 0o600))
-	_, err = vmaccess.Start(ctx, &wrong, vmaccess.Options{Getenv: env(nil)})
+	_, err = access.Start(ctx, &wrong, access.Options{Getenv: env(nil)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ssh-proxy: SSH to root@127.0.0.1:")
 	assert.Contains(t, err.Error(), "unable to authenticate")
 
 	noKey := *f.cfg
 	noKey.Proxmox.SSH.PrivateKeyFile = ""
-	_, err = vmaccess.Start(ctx, &noKey, vmaccess.Options{Getenv: env(nil)})
+	_, err = access.Start(ctx, &noKey, access.Options{Getenv: env(nil)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no SSH agent (SSH_AUTH_SOCK)")
 }
@@ -214,7 +214,7 @@ func TestSessionEndsWithItsContext(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := vmaccess.Start(ctx, f.cfg, vmaccess.Options{Getenv: env(nil)})
+	s, err := access.Start(ctx, f.cfg, access.Options{Getenv: env(nil)})
 	require.NoError(t, err)
 	cancel()
 	u, _ := url.Parse(s.URL)
@@ -230,7 +230,7 @@ func TestSessionEndsWithItsContext(t *testing.T) {
 
 func TestEnvironReplacesInheritedProxyVariables(t *testing.T) {
 	t.Parallel()
-	s := &vmaccess.Session{URL: "http://127.0.0.1:1", NoProxy: "a,b"}
+	s := &access.Session{URL: "http://127.0.0.1:1", NoProxy: "a,b"}
 	got := s.Environ([]string{"PATH=/bin", "https_proxy=http://corp:3128", "NO_PROXY=x", "HTTP_PROXY=http://corp:3128"})
 	assert.Equal(t, []string{"PATH=/bin", "HTTP_PROXY=http://corp:3128",
 		"HTTPS_PROXY=http://127.0.0.1:1", "https_proxy=http://127.0.0.1:1", "NO_PROXY=a,b", "no_proxy=a,b"}, got)

@@ -1,9 +1,9 @@
-// Package sshtest is an in-process SSH server on loopback standing in for
+// Package accesstest is an in-process SSH server on loopback standing in for
 // the Proxmox host in tests: it runs exec requests with sh and forwards
 // direct-tcpip channels (what `ssh -W`/the CONNECT proxy use), optionally
 // mapping VM-network addresses to loopback listeners, the way the host
 // reaches VMs the test machine cannot.
-package sshtest
+package accesstest
 
 import (
 	"crypto/ed25519"
@@ -218,6 +218,6 @@ func Key(t testing.TB) (ssh.Signer, ssh.PublicKey, []byte) {
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
-		t.Fatal(fmt.Errorf("sshtest: %w", err))
+		t.Fatal(fmt.Errorf("accesstest: %w", err))
 	}
 }

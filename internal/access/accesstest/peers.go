@@ -1,4 +1,4 @@
-package sshtest
+package accesstest
 
 import (
 	"bufio"

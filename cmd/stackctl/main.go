@@ -10,14 +10,14 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/fluodata/talos-pulumi/internal/stackctl"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/cli"
 )
 
 func main() {
 	// Ctrl-C and CI cancellation (SIGTERM) cancel the running operation:
 	// pulumi gets one interrupt, saves its state and releases the lock.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := stackctl.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

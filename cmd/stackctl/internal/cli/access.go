@@ -1,4 +1,4 @@
-package stackctl
+package cli
 
 import (
 	"context"

@@ -1,5 +1,6 @@
-// Package stackctl is the body of cmd/stackctl, kept importable for tests.
-package stackctl
+// Package cli is the body of cmd/stackctl: its commands, kept out of package
+// main so that tests can run them.
+package cli
 
 import (
 	"context"

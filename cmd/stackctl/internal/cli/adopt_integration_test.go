@@ -1,6 +1,6 @@
 //go:build integration
 
-package stackctl
+package cli
 
 import (
 	"context"

@@ -83,13 +83,13 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora). What 
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	@# The Automation API integration test: runs where pulumi is on PATH, says SKIPPED otherwise.
-	@set -o pipefail; $(GO) test -count=1 -tags integration -run Integration -v ./internal/driver ./cmd/stackctl/internal/cli | grep -E '^(--- |ok|FAIL|PASS)|SKIPPED'
+	@set -o pipefail; $(GO) test -count=1 -tags integration -run Integration -v ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli | grep -E '^(--- |ok|FAIL|PASS)|SKIPPED'
 	@# Every benchmark once, so they keep compiling and passing; `make bench` measures.
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... > /dev/null
 
 .PHONY: integration
 integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, adopt; needs pulumi on PATH).
-	$(GO) test -count=1 -tags integration -run Integration -v ./internal/driver ./cmd/stackctl/internal/cli
+	$(GO) test -count=1 -tags integration -run Integration -v ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli
 
 .PHONY: bench
 bench: ## Run the Go benchmarks (program evaluation per node count, ...).

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/driver"
-	"github.com/fluodata/talos-pulumi/internal/driver/drivertest"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver/drivertest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )

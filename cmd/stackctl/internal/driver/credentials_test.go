@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/driver"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 )
 
 // The CLI marks the whole nodes key secret (the example's rescue password

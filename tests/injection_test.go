@@ -38,7 +38,7 @@ var breakouts = []string{
 // stdin. (proxmox.dnsmasq.restartCommand and vps.rebootCommand are shell
 // code by design: each runs as a command of its own, see
 // TestDNSMasqRestartCommandRunsInItsOwnShell; the doctor's command is tested
-// in internal/doctor, the Makefile's in makefile_quote_test.go.)
+// in cmd/stackctl/internal/doctor, the Makefile's in makefile_quote_test.go.)
 type shellField struct {
 	key      string
 	platform stacks.Platform

@@ -36,7 +36,8 @@ quote = $(if $(findstring $(newline),$(1)),$(error A value with a line break can
 # Built once per source change, into bin/ (git-ignored): make compares the binaries' times with
 # those of go.mod, go.sum and every file of the package folders they are built from (Go sources
 # and the scripts they embed), tests and testdata aside. The folders count too, so that a deleted
-# or added file is a change.
+# or added file is a change. stackctl's own packages (cmd/stackctl/internal/...) count for
+# bin/stackctl only: the program cannot import them.
 go_inputs = $(shell find $(1) \( -name testdata -o -name '.*' \) -prune -o -name '*_test.go' -o -print 2>/dev/null)
 GO_INPUTS := go.mod go.sum $(call go_inputs,components internal stacks)
 PROGRAM_INPUTS := $(filter-out %_test.go,$(wildcard *.go)) $(GO_INPUTS)

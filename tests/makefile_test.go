@@ -355,6 +355,9 @@ func TestMakeBuildsOncePerSourceChange(t *testing.T) {
 		{"a test file", func(root string) { appendTo(t, filepath.Join(root, "stacks", anyFile(t, root, "stacks", "_test.go"))) }, nil},
 		{"main.go", func(root string) { appendTo(t, filepath.Join(root, "main.go")) }, []string{buildProgram}},
 		{"cmd/stackctl", func(root string) { appendTo(t, filepath.Join(root, "cmd", "stackctl", "main.go")) }, []string{buildStackctl}},
+		{"a package of stackctl's own", func(root string) {
+			appendTo(t, filepath.Join(root, "cmd", "stackctl", "internal", "doctor", anyFile(t, root, "cmd/stackctl/internal/doctor", ".go")))
+		}, []string{buildStackctl}},
 		{"a package", func(root string) {
 			appendTo(t, filepath.Join(root, "internal", "program", anyFile(t, root, "internal/program", ".go")))
 		}, []string{buildStackctl, buildProgram}},
@@ -385,7 +388,7 @@ func TestMakeBuildsOncePerSourceChange(t *testing.T) {
 	}
 	run("preview", "STACK=test")
 	assert.Empty(t, newBuilds())
-	assert.Equal(t, "program of build 14\n", string(must(exec.Command(program).Output())), "pulumi runs the newest build")
+	assert.Equal(t, "program of build 15\n", string(must(exec.Command(program).Output())), "pulumi runs the newest build")
 	checkProject(t, dir, log+".project.yaml", program)
 }
 

@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/adopt"
 	"github.com/fluodata/talos-pulumi/internal/access"
-	"github.com/fluodata/talos-pulumi/internal/adopt"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/shell"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -84,20 +85,20 @@ func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
 	listen := fs.String("listen", "127.0.0.1:0", "address of the proxy (loopback only; port 0 picks a free one)")
 	pulumiFlag(fs, &e)
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return exitcode.Usage
 	}
 	if *stack == "" || fs.NArg() > 0 {
 		_, _ = fmt.Fprintln(e.Stderr, "usage: stackctl proxy --stack NAME [--listen 127.0.0.1:PORT]")
-		return ExitUsage
+		return exitcode.Usage
 	}
 	cfg, _, err := loadStack(ctx, e.ReadConfig, *stack)
 	if err != nil {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: %v\n", err)
-		return ExitNoConfig
+		return exitcode.BadConfig
 	}
 	if cfg.Platform != stacks.PlatformProxmox {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: stack %s is a %s stack; the SSH proxy reaches a Proxmox host's VM network\n", *stack, cfg.Platform)
-		return ExitUsage
+		return exitcode.Usage
 	}
 	if !access.Enabled(cfg) {
 		_, _ = fmt.Fprintf(e.Stderr, "note: stack %s has proxmox.access %s, so make up does not use this proxy; set proxmox.access: %s for that\n",
@@ -106,7 +107,7 @@ func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
 	s, err := e.Start(ctx, cfg, access.Options{Listen: *listen, Log: logTo(e.Stderr)})
 	if err != nil {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: %v\n", err)
-		return ExitFailed
+		return exitcode.Failed
 	}
 	_, _ = fmt.Fprintf(e.Stderr, "ssh-proxy for stack %s: %s -> %s -> %s (everything else refused). Ctrl-C stops it.\n",
 		*stack, strings.TrimPrefix(s.URL, "http://"), s.Target, strings.Join(s.Allowed, ", "))
@@ -116,7 +117,7 @@ func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
 	<-ctx.Done()
 	_ = s.Close()
 	_, _ = fmt.Fprintln(e.Stderr, "ssh-proxy stopped")
-	return ExitOK
+	return exitcode.OK
 }
 
 // execCmd runs a command (pulumi up, ...) with the ssh-proxy helper around
@@ -127,12 +128,12 @@ func execCmd(ctx context.Context, args []string, e accessEnv) int {
 	stack := fs.String("stack", os.Getenv("STACK"), "stack name (default: $STACK)")
 	pulumiFlag(fs, &e)
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return exitcode.Usage
 	}
 	argv := fs.Args()
 	if *stack == "" || len(argv) == 0 {
 		_, _ = fmt.Fprintln(e.Stderr, "usage: stackctl exec --stack NAME -- COMMAND [ARGS...]")
-		return ExitUsage
+		return exitcode.Usage
 	}
 	environ := e.Environ
 	cfg, _, err := loadStack(ctx, e.ReadConfig, *stack)
@@ -150,7 +151,7 @@ func execCmd(ctx context.Context, args []string, e accessEnv) int {
 		s, err := startForCommand(ctx, cfg, e.Start, access.Options{}, e.Stderr)
 		if err != nil {
 			_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: proxmox.access is %s: %v\n(`make doctor STACK=%s` checks the SSH access)\n", stacks.AccessSSHProxy, err, *stack)
-			return ExitFailed
+			return exitcode.Failed
 		}
 		defer func() { _ = s.Close() }()
 		environ = s.Environ(environ)
@@ -167,7 +168,7 @@ func runChild(argv, environ []string, e accessEnv) int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
 	if err := cmd.Start(); err != nil {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: %v\n", err)
-		return 127
+		return exitcode.CannotRun
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -181,15 +182,15 @@ func runChild(argv, environ []string, e accessEnv) int {
 			var ee *exec.ExitError
 			switch {
 			case err == nil:
-				return ExitOK
+				return exitcode.OK
 			case errors.As(err, &ee):
 				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-					return 128 + int(ws.Signal())
+					return exitcode.Signaled(int(ws.Signal()))
 				}
 				return ee.ExitCode()
 			default:
 				_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: %v\n", err)
-				return ExitFailed
+				return exitcode.Failed
 			}
 		}
 	}

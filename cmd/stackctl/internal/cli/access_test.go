@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/access/accesstest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -86,7 +87,7 @@ func TestExecRunsTheCommandThroughTheHelper(t *testing.T) {
 	e, out, errOut := accessEnvFor(config, nil)
 	code := execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--",
 		"sh", "-c", `echo "proxy=$HTTPS_PROXY"; curl -sSk --fail --max-time 10 https://10.10.0.5:6443/version`}, e)
-	require.Equal(t, ExitOK, code, out.String()+errOut.String())
+	require.Equal(t, exitcode.OK, code, out.String()+errOut.String())
 	assert.Contains(t, out.String(), "kube-apiserver /version", "the command reached the VIP through the host")
 	assert.Equal(t, 1, host.Forwarded())
 	assert.Contains(t, errOut.String(), "ssh-proxy: Talos and Kubernetes traffic goes through root@127.0.0.1:")
@@ -113,11 +114,11 @@ func TestExecWithoutTheHelper(t *testing.T) {
 	// Unreadable config: the command runs (pulumi explains the problem).
 	e, out, errOut := accessEnvFor(nil, errors.New("pulumi config: no stack named 'x'"))
 	code = execCmd(context.Background(), []string{"--stack", "x", "--", "sh", "-c", "echo ran"}, e)
-	assert.Equal(t, ExitOK, code)
+	assert.Equal(t, exitcode.OK, code)
 	assert.Equal(t, "ran\n", out.String())
 	assert.Contains(t, errOut.String(), "running without the SSH proxy")
 
-	assert.Equal(t, ExitUsage, execCmd(context.Background(), []string{"--stack", "x"}, e), "no command")
+	assert.Equal(t, exitcode.Usage, execCmd(context.Background(), []string{"--stack", "x"}, e), "no command")
 }
 
 func TestExecStopsWhenTheHelperCannotStart(t *testing.T) {
@@ -129,7 +130,7 @@ func TestExecStopsWhenTheHelperCannotStart(t *testing.T) {
 	})
 	e, out, errOut := accessEnvFor(config, nil)
 	code := execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c", "echo ran"}, e)
-	assert.Equal(t, ExitFailed, code)
+	assert.Equal(t, exitcode.Failed, code)
 	assert.Empty(t, out.String(), "pulumi would fail at the first apply: it is not started")
 	assert.Contains(t, errOut.String(), "proxmox.ssh.privateKeyFile")
 	assert.Contains(t, errOut.String(), "make doctor STACK=proxmox-homelab")
@@ -180,14 +181,14 @@ func TestProxyCommandServesUntilCancelled(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		assert.Equal(t, ExitOK, code)
+		assert.Equal(t, exitcode.OK, code)
 		assert.Contains(t, errOut.String(), "ssh-proxy stopped")
 	case <-time.After(10 * time.Second):
 		t.Fatal("Ctrl-C did not stop the proxy")
 	}
 
 	vps, _, _ := accessEnvFor(stackstest.ConfigJSON(t, stackstest.Example(t, stackstest.VPSExample)), nil)
-	assert.Equal(t, ExitUsage, proxyCmd(context.Background(), []string{"--stack", "vps-prod"}, vps))
+	assert.Equal(t, exitcode.Usage, proxyCmd(context.Background(), []string{"--stack", "vps-prod"}, vps))
 }
 
 func TestDriverAccessOnlyForSSHProxyStacks(t *testing.T) {

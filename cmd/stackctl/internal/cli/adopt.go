@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/adopt"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -34,12 +35,12 @@ func adoptCmd(ctx context.Context, args []string, e accessEnv) int {
 	})
 	pulumiPath := fs.String("pulumi", "pulumi", "path of the pulumi CLI")
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return exitcode.Usage
 	}
 	if *stack == "" || (*secretsFile == "") == (len(releases) == 0) || fs.NArg() > 0 {
 		_, _ = fmt.Fprintln(e.Stderr, `usage: stackctl adopt --stack NAME --secrets path/to/secrets.yaml [--talosconfig FILE] [--new-cluster] [--dry-run] [--yes]
        stackctl adopt --stack NAME --release cilium [--release ...] [--dry-run] [--yes]   (after the first up)`)
-		return ExitUsage
+		return exitcode.Usage
 	}
 	if e.ReadConfig == nil {
 		e.ReadConfig = func(ctx context.Context, stack string) ([]byte, error) {
@@ -53,31 +54,31 @@ func adoptCmd(ctx context.Context, args []string, e accessEnv) int {
 
 	cfg, project, err := loadStack(ctx, e.ReadConfig, *stack)
 	if err != nil {
-		return fail(ExitNoConfig, "stack %s: %v", *stack, err)
+		return fail(exitcode.BadConfig, "stack %s: %v", *stack, err)
 	}
 	if len(releases) > 0 {
 		nameTable, rs, err := adopt.ReleasesPlan(cfg, *stack, project, releases)
 		if err != nil {
-			return fail(ExitUsage, "%v", err)
+			return fail(exitcode.Usage, "%v", err)
 		}
 		// The provider reads the releases from the cluster's API server.
 		if access.Enabled(cfg) && !*dryRun {
 			s, err := startForCommand(ctx, cfg, e.Start, access.Options{}, e.Stderr)
 			if err != nil {
-				return fail(ExitFailed, "proxmox.access is %s: %v", stacks.AccessSSHProxy, err)
+				return fail(exitcode.Failed, "proxmox.access is %s: %v", stacks.AccessSSHProxy, err)
 			}
 			defer func() { _ = s.Close() }()
 			e.Environ = s.Environ(e.Environ)
 		}
 		code := runImport(map[string]any{"nameTable": nameTable, "resources": rs}, *pulumiPath, *stack, *dryRun, *yes, e)
-		if code == ExitOK && !*dryRun {
+		if code == exitcode.OK && !*dryRun {
 			_, _ = fmt.Fprintf(e.Stderr, "\nImported. Next: make preview STACK=%s shows each release as an update (helm upgrade to the stack's chart version and values), not a replace.\n", *stack)
 		}
 		return code
 	}
 	bundle, err := adopt.LoadSecrets(*secretsFile)
 	if err != nil {
-		return fail(ExitFailed, "%v", err)
+		return fail(exitcode.Failed, "%v", err)
 	}
 	tc := *talosconfig
 	if tc == "" {
@@ -88,7 +89,7 @@ func adoptCmd(ctx context.Context, args []string, e accessEnv) int {
 	} else {
 		warnings, err := adopt.CheckTalosconfig(cfg, bundle, tc)
 		if err != nil {
-			return fail(ExitFailed, "%v", err)
+			return fail(exitcode.Failed, "%v", err)
 		}
 		for _, w := range warnings {
 			_, _ = fmt.Fprintf(e.Stderr, "warning: %s\n", w)
@@ -98,15 +99,15 @@ func adoptCmd(ctx context.Context, args []string, e accessEnv) int {
 
 	rs, err := adopt.Plan(cfg, adopt.PlanOptions{SecretsFile: *secretsFile, Bootstrapped: !*newCluster})
 	if err != nil {
-		return fail(ExitFailed, "%v", err)
+		return fail(exitcode.Failed, "%v", err)
 	}
 	// The import file holds only the secrets file's path, not its content.
 	code := runImport(map[string]any{"resources": rs}, *pulumiPath, *stack, *dryRun, *yes, e)
-	if code != ExitOK || *dryRun {
+	if code != exitcode.OK || *dryRun {
 		return code
 	}
 	_, _ = fmt.Fprint(e.Stderr, nextSteps(cfg, *stack, adopt.ImportedTalosVersion(bundle), !*newCluster))
-	return ExitOK
+	return exitcode.OK
 }
 
 // runImport writes the import file (private, removed afterwards) and runs
@@ -115,22 +116,22 @@ func runImport(file map[string]any, pulumiPath, stack string, dryRun, yes bool, 
 	raw, err := json.MarshalIndent(file, "", "  ")
 	if err != nil {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: import file: %v\n", err)
-		return ExitFailed
+		return exitcode.Failed
 	}
 	if dryRun {
 		_, _ = fmt.Fprintf(e.Stdout, "%s\n", raw)
-		return ExitOK
+		return exitcode.OK
 	}
 	dir, err := os.MkdirTemp("", "stackctl-adopt-")
 	if err != nil {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: %v\n", err)
-		return ExitFailed
+		return exitcode.Failed
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	importFile := filepath.Join(dir, "import.json")
 	if err := os.WriteFile(importFile, append(raw, '\n'), 0o600); err != nil {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: %v\n", err)
-		return ExitFailed
+		return exitcode.Failed
 	}
 	// --protect=false: the program does not protect them either, and a
 	// protected resource would stop `make destroy`. No code generation:
@@ -139,11 +140,11 @@ func runImport(file map[string]any, pulumiPath, stack string, dryRun, yes bool, 
 	if yes {
 		argv = append(argv, "--yes")
 	}
-	if code := runChild(argv, e.Environ, e); code != ExitOK {
+	if code := runChild(argv, e.Environ, e); code != exitcode.OK {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: pulumi import failed (exit %d); the stack's state is as it was\n", code)
 		return code
 	}
-	return ExitOK
+	return exitcode.OK
 }
 
 // nextSteps says what the first preview after the import shows.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/adopt"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -67,7 +68,7 @@ func TestIntegrationAdoptWithTheRealCLI(t *testing.T) {
 	e := defaultAccessEnv(strings.NewReader(""), &out, &errOut)
 	e.ReadConfig = nil
 	code := adoptCmd(context.Background(), []string{"--stack", "it", "--pulumi", pulumiPath, "--secrets", secretsFile, "--yes"}, e)
-	require.Equal(t, ExitOK, code, out.String()+errOut.String())
+	require.Equal(t, exitcode.OK, code, out.String()+errOut.String())
 
 	var state struct {
 		Deployment struct {

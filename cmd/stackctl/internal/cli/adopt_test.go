@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/adopt"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -77,7 +78,7 @@ func TestAdoptImportsSecretsAndBootstrap(t *testing.T) {
 	t.Parallel()
 	r, secretsFile := newAdoptRun(t, "0")
 	code := r.run(t, "--secrets", secretsFile, "--yes")
-	require.Equal(t, ExitOK, code, r.errOut.String())
+	require.Equal(t, exitcode.OK, code, r.errOut.String())
 
 	args, err := os.ReadFile(r.log)
 	require.NoError(t, err)
@@ -114,7 +115,7 @@ func TestAdoptImportsSecretsAndBootstrap(t *testing.T) {
 func TestAdoptNewClusterSkipsBootstrapAndDryRunPrints(t *testing.T) {
 	t.Parallel()
 	r, secretsFile := newAdoptRun(t, "0")
-	require.Equal(t, ExitOK, r.run(t, "--secrets", secretsFile, "--new-cluster", "--dry-run"), r.errOut.String())
+	require.Equal(t, exitcode.OK, r.run(t, "--secrets", secretsFile, "--new-cluster", "--dry-run"), r.errOut.String())
 	require.NotContains(t, r.out.String(), adopt.BootstrapType)
 	require.Contains(t, r.out.String(), adopt.SecretsType)
 	_, err := os.Stat(r.log)
@@ -127,7 +128,7 @@ func TestAdoptStopsBeforeImporting(t *testing.T) {
 		t.Parallel()
 		r, secretsFile := newAdoptRun(t, "0")
 		pkitest.WriteTalosSecrets(t, pkitest.TalosBundle(t), filepath.Dir(secretsFile))
-		require.Equal(t, ExitFailed, r.run(t, "--secrets", secretsFile))
+		require.Equal(t, exitcode.Failed, r.run(t, "--secrets", secretsFile))
 		require.Contains(t, r.errOut.String(), "different clusters")
 		require.Contains(t, r.errOut.String(), "Nothing was imported")
 		_, err := os.Stat(r.log)
@@ -137,7 +138,7 @@ func TestAdoptStopsBeforeImporting(t *testing.T) {
 		t.Parallel()
 		r, secretsFile := newAdoptRun(t, "0")
 		require.NoError(t, os.WriteFile(secretsFile, []byte("cluster:\n  id: x\n"), 0o600))
-		require.Equal(t, ExitFailed, r.run(t, "--secrets", secretsFile))
+		require.Equal(t, exitcode.Failed, r.run(t, "--secrets", secretsFile))
 		require.Contains(t, r.errOut.String(), "certs is required")
 		_, err := os.Stat(r.log)
 		require.ErrorIs(t, err, os.ErrNotExist)
@@ -146,14 +147,14 @@ func TestAdoptStopsBeforeImporting(t *testing.T) {
 		t.Parallel()
 		r, secretsFile := newAdoptRun(t, "0")
 		require.NoError(t, os.Remove(r.config))
-		require.Equal(t, ExitNoConfig, r.run(t, "--secrets", secretsFile))
+		require.Equal(t, exitcode.BadConfig, r.run(t, "--secrets", secretsFile))
 		_, err := os.Stat(r.log)
 		require.ErrorIs(t, err, os.ErrNotExist)
 	})
 	t.Run("usage", func(t *testing.T) {
 		t.Parallel()
 		r, _ := newAdoptRun(t, "0")
-		require.Equal(t, ExitUsage, r.run(t))
+		require.Equal(t, exitcode.Usage, r.run(t))
 	})
 }
 
@@ -174,7 +175,7 @@ func TestAdoptImportsReleasesThroughTheHelper(t *testing.T) {
 	config, host := behindHost(t)
 	r, _ := newAdoptRunWith(t, "0", config)
 	code := r.run(t, "--release", "cilium", "--yes")
-	require.Equal(t, ExitOK, code, r.errOut.String())
+	require.Equal(t, exitcode.OK, code, r.errOut.String())
 
 	env, err := os.ReadFile(r.log + ".env")
 	require.NoError(t, err)
@@ -196,6 +197,6 @@ func TestAdoptImportsReleasesThroughTheHelper(t *testing.T) {
 	require.Contains(t, r.errOut.String(), "helm upgrade")
 
 	// Secrets and releases are separate steps; an unknown release is refused.
-	require.Equal(t, ExitUsage, r.run(t, "--release", "cilium", "--secrets", "x.yaml"))
-	require.Equal(t, ExitUsage, r.run(t, "--release", "traefik"))
+	require.Equal(t, exitcode.Usage, r.run(t, "--release", "cilium", "--secrets", "x.yaml"))
+	require.Equal(t, exitcode.Usage, r.run(t, "--release", "traefik"))
 }

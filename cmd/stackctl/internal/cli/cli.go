@@ -18,17 +18,10 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks"
-)
-
-// Exit codes.
-const (
-	ExitOK       = 0
-	ExitFailed   = 1 // a check failed
-	ExitUsage    = 2
-	ExitNoConfig = 3 // the stack's config could not be read
 )
 
 const usage = `usage:
@@ -42,7 +35,7 @@ const usage = `usage:
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		_, _ = fmt.Fprintln(stderr, usage)
-		return ExitUsage
+		return exitcode.Usage
 	}
 	switch op := args[0]; {
 	case op == "doctor":
@@ -66,7 +59,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return driverCmd(ctx, op, args[1:], stdout, stderr, os.Getenv, nil)
 	default:
 		_, _ = fmt.Fprintf(stderr, "stackctl: unknown command %q\n%s\n", args[0], usage)
-		return ExitUsage
+		return exitcode.Usage
 	}
 }
 
@@ -83,21 +76,21 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 	fs.BoolVar(&o.Create, "create", false, "create the stack if it does not exist")
 	fs.StringVar(&o.SummaryFile, "summary", "", "write a JSON summary of the run to this file")
 	fs.StringVar(&o.OutDir, "out", "", "outputs: directory for kubeconfig and talosconfig (default: <dir>/.access/<stack>)")
-	fs.BoolVar(&o.ExitOnChanges, "exit-code-on-changes", false, fmt.Sprintf("preview: exit with %d when changes are pending", driver.ExitChangesPending))
+	fs.BoolVar(&o.ExitOnChanges, "exit-code-on-changes", false, fmt.Sprintf("preview: exit with %d when changes are pending", exitcode.ChangesPending))
 	pulumiPath := fs.String("pulumi", "", "path of the pulumi CLI (default: from PATH)")
 	grace := fs.Duration("grace", driver.DefaultGrace, "after Ctrl-C/SIGTERM, how long pulumi may finish and save its state before it is killed")
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return exitcode.Usage
 	}
 	if fs.NArg() > 0 {
 		_, _ = fmt.Fprintf(stderr, "stackctl %s: unexpected arguments %v\n", op, fs.Args())
-		return ExitUsage
+		return exitcode.Usage
 	}
 	if pulumiCmd == nil {
 		cli, err := driver.NewCLI(ctx, *pulumiPath, *grace)
 		if err != nil {
 			_, _ = fmt.Fprintf(stderr, "stackctl %s: %v\n", op, err)
-			return driver.ExitFailed
+			return exitcode.Failed
 		}
 		pulumiCmd = cli
 	}
@@ -138,31 +131,31 @@ func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io
 	configJSON := fs.String("config-json", "", "read `pulumi config --show-secrets --json` output from this file (- for stdin) instead of running pulumi")
 	pulumiPath := fs.String("pulumi", "pulumi", "path of the pulumi CLI that reads the stack's config")
 	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+		return exitcode.Usage
 	}
 	if *stack == "" {
 		_, _ = fmt.Fprintln(stderr, "stackctl doctor: --stack (or STACK) is required")
-		return ExitUsage
+		return exitcode.Usage
 	}
 	raw, err := readConfigJSON(ctx, *pulumiPath, *configJSON, *stack, stdin)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
-		return ExitNoConfig
+		return exitcode.BadConfig
 	}
 	src, err := stacks.SourceFromConfigJSON(raw)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "stackctl doctor: %v\n", err)
-		return ExitNoConfig
+		return exitcode.BadConfig
 	}
 	_ = src.ReadStackFile(".", *stack) // every credential checked on its own
 	results := doctor.Run(ctx, env, src, *stack)
 	doctor.Print(stdout, results)
 	if doctor.Failed(results) {
 		_, _ = fmt.Fprintln(stdout, "\nSome checks failed: `pulumi up` would fail at the first of these.")
-		return ExitFailed
+		return exitcode.Failed
 	}
 	_, _ = fmt.Fprintln(stdout, "\nEverything `pulumi up` needs is in place.")
-	return ExitOK
+	return exitcode.OK
 }
 
 // readConfigJSON reads `pulumi config --show-secrets --json` of a stack from

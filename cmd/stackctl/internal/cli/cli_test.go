@@ -16,6 +16,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver/drivertest"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -73,22 +74,22 @@ func TestDoctorCommandExitCodes(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	code := doctorCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--config-json", "-"}, "", bytes.NewReader(raw), &out, &errOut, e)
-	assert.Equal(t, ExitOK, code, out.String()+errOut.String())
+	assert.Equal(t, exitcode.OK, code, out.String()+errOut.String())
 	assert.Contains(t, out.String(), "Everything `pulumi up` needs is in place.")
 
 	routed = false
 	out.Reset()
 	code = doctorCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--config-json", "-"}, "", bytes.NewReader(raw), &out, &errOut, e)
-	assert.Equal(t, ExitFailed, code)
+	assert.Equal(t, exitcode.Failed, code)
 	assert.Contains(t, out.String(), "FAIL  route")
 
 	errOut.Reset()
 	code = doctorCmd(context.Background(), []string{"--config-json", "-"}, "", strings.NewReader(""), &out, &errOut, e)
-	assert.Equal(t, ExitUsage, code)
+	assert.Equal(t, exitcode.Usage, code)
 	assert.Contains(t, errOut.String(), "--stack")
 
 	code = doctorCmd(context.Background(), []string{"--stack", "x", "--config-json", "-"}, "", strings.NewReader("nope"), &out, &errOut, e)
-	assert.Equal(t, ExitNoConfig, code)
+	assert.Equal(t, exitcode.BadConfig, code)
 }
 
 // The operation subcommands parse their flags into the driver's options.
@@ -111,7 +112,7 @@ func TestDriverSubcommandFlags(t *testing.T) {
 	assert.Contains(t, call.Env, "PULUMI_BACKEND_URL=file:///state", "the backend comes from the environment")
 	assert.FileExists(t, filepath.Join(dir, "s.json"))
 
-	assert.Equal(t, ExitUsage, driverCmd(context.Background(), "up", []string{"extra"}, &stdout, &stderr, func(string) string { return "" }, fake))
-	assert.Equal(t, ExitUsage, driverCmd(context.Background(), "up", []string{"--bogus"}, &stdout, &stderr, func(string) string { return "" }, fake))
-	assert.Equal(t, ExitUsage, Main(context.Background(), []string{"deploy"}, nil, &stdout, &stderr))
+	assert.Equal(t, exitcode.Usage, driverCmd(context.Background(), "up", []string{"extra"}, &stdout, &stderr, func(string) string { return "" }, fake))
+	assert.Equal(t, exitcode.Usage, driverCmd(context.Background(), "up", []string{"--bogus"}, &stdout, &stderr, func(string) string { return "" }, fake))
+	assert.Equal(t, exitcode.Usage, Main(context.Background(), []string{"deploy"}, nil, &stdout, &stderr))
 }

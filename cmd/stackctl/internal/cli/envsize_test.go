@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
@@ -19,13 +20,13 @@ func TestExecNamesTheKeyOfAConfigTooLargeToStartTheProgram(t *testing.T) {
 	})
 	e, out, errOut := accessEnvFor(stackstest.ConfigJSON(t, src), nil)
 	code := execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c", "echo ran"}, e)
-	assert.Equal(t, ExitOK, code, "the command still runs: pulumi refresh needs no program")
+	assert.Equal(t, exitcode.OK, code, "the command still runs: pulumi refresh needs no program")
 	assert.Equal(t, "ran\n", out.String())
 	assert.Contains(t, errOut.String(), "stackctl exec: cluster.patches.all[0]: holds ")
 	assert.Contains(t, errOut.String(), `"argument list too long"`)
 
 	// Other problems are left to pulumi, which runs the program and lists them.
 	e, _, errOut = accessEnvFor(proxmoxStack(t, func(px map[string]any) { px["bios"] = "uefi" }), nil)
-	assert.Equal(t, ExitOK, execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "true"}, e))
+	assert.Equal(t, exitcode.OK, execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "true"}, e))
 	assert.NotContains(t, errOut.String(), "proxmox.bios")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 )
 
 // The CLI marks the whole nodes key secret (the example's rescue password
@@ -19,7 +20,7 @@ func TestDriverChecksEveryCredentialInTheStackFile(t *testing.T) {
 	h := newHarness(t, driver.OpUp)
 	stackFile := "encryptionsalt: v1:abc\nconfig:\n  talos-cluster:nodes:\n    controlPlanes:\n      - rescue: {password: rescue-pw-Xq81}\n"
 	require.NoError(t, os.WriteFile(filepath.Join(h.opts.WorkDir, "Pulumi.prod.yaml"), []byte(stackFile), 0o600))
-	assert.Equal(t, driver.ExitBadConfig, h.run(context.Background()), h.stderr.String())
+	assert.Equal(t, exitcode.BadConfig, h.run(context.Background()), h.stderr.String())
 	assert.Contains(t, h.summary(t).Error, "nodes.controlPlanes[0].rescue.password: is stored in plain text")
 	assert.NotContains(t, h.stderr.String(), "rescue-pw-Xq81")
 
@@ -27,5 +28,5 @@ func TestDriverChecksEveryCredentialInTheStackFile(t *testing.T) {
 	h = newHarness(t, driver.OpUp)
 	stackFile = "encryptionsalt: v1:abc\nconfig:\n  talos-cluster:nodes:\n    controlPlanes:\n      - rescue: {password: {secure: v1:xyz}}\n"
 	require.NoError(t, os.WriteFile(filepath.Join(h.opts.WorkDir, "Pulumi.prod.yaml"), []byte(stackFile), 0o600))
-	assert.Equal(t, driver.ExitOK, h.run(context.Background()), h.stderr.String())
+	assert.Equal(t, exitcode.OK, h.run(context.Background()), h.stderr.String())
 }

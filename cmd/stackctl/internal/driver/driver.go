@@ -28,6 +28,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -42,19 +43,6 @@ const (
 
 // Ops lists the operations in the order the usage text shows them.
 var Ops = []string{OpPreview, OpUp, OpRefresh, OpDestroy, OpOutputs}
-
-// Exit codes; CI scripts may branch on them.
-const (
-	ExitOK             = 0
-	ExitFailed         = 1   // the operation failed
-	ExitUsage          = 2   // bad flags
-	ExitBadConfig      = 3   // the stack's config is invalid or unreadable
-	ExitChangesPending = 4   // preview with --exit-code-on-changes found changes
-	ExitLocked         = 5   // another update holds the stack's lock
-	ExitPassphrase     = 6   // the secrets passphrase is missing or wrong
-	ExitNoStack        = 7   // the stack does not exist and --create was not given
-	ExitCancelled      = 130 // SIGINT/SIGTERM
-)
 
 // Options select what to run.
 type Options struct {
@@ -75,7 +63,7 @@ type Options struct {
 	// <WorkDir>/.access/<stack>).
 	OutDir string
 	// ExitOnChanges makes a preview with pending changes exit with
-	// ExitChangesPending (for pull-request checks).
+	// exitcode.ChangesPending (for pull-request checks).
 	ExitOnChanges bool
 }
 
@@ -142,24 +130,24 @@ func Run(ctx context.Context, o Options, env Env) int {
 	sum := Summary{Operation: o.Op, Stack: o.Stack, Changes: map[string]int{}, Outputs: []string{}}
 	err := run(ctx, o, env, &sum)
 	sum.DurationSeconds = env.Now().Sub(start).Round(time.Millisecond).Seconds()
-	sum.Result, sum.ExitCode = resultSucceeded, ExitOK
+	sum.Result, sum.ExitCode = resultSucceeded, exitcode.OK
 	if err != nil {
 		var f *failure
 		if !errors.As(err, &f) {
 			f = classify(ctx, o, err)
 		}
 		sum.Result, sum.ExitCode, sum.Error = resultFailed, f.code, f.msg
-		if f.code == ExitCancelled {
+		if f.code == exitcode.Cancelled {
 			sum.Result = resultCancelled
 		}
-		if f.code != ExitChangesPending {
+		if f.code != exitcode.ChangesPending {
 			_, _ = fmt.Fprintf(env.Stderr, "stackctl %s: %s\n", o.Op, f.msg)
 		}
 	}
 	if werr := writeSummaries(o, env, sum); werr != nil {
 		_, _ = fmt.Fprintf(env.Stderr, "stackctl %s: %v\n", o.Op, werr)
-		if sum.ExitCode == ExitOK {
-			return ExitFailed
+		if sum.ExitCode == exitcode.OK {
+			return exitcode.Failed
 		}
 	}
 	return sum.ExitCode
@@ -167,14 +155,14 @@ func Run(ctx context.Context, o Options, env Env) int {
 
 func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 	if !slices.Contains(Ops, o.Op) {
-		return fail(ExitUsage, nil, "unknown operation %q (known: %s)", o.Op, strings.Join(Ops, ", "))
+		return fail(exitcode.Usage, nil, "unknown operation %q (known: %s)", o.Op, strings.Join(Ops, ", "))
 	}
 	if o.Stack == "" {
-		return fail(ExitUsage, nil, "a stack name is required (--stack or STACK)")
+		return fail(exitcode.Usage, nil, "a stack name is required (--stack or STACK)")
 	}
 	workDir, err := filepath.Abs(o.WorkDir)
 	if err != nil {
-		return fail(ExitUsage, err, "working directory %q: %v", o.WorkDir, err)
+		return fail(exitcode.Usage, err, "working directory %q: %v", o.WorkDir, err)
 	}
 	backend := o.BackendURL
 	if backend == "" {
@@ -183,7 +171,7 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 	if dir, ok := strings.CutPrefix(backend, "file://"); ok {
 		// The state holds secrets (encrypted) and the stack's history.
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fail(ExitFailed, err, "cannot create the state directory %s: %v", dir, err)
+			return fail(exitcode.Failed, err, "cannot create the state directory %s: %v", dir, err)
 		}
 	}
 	if err := checkPassphrase(workDir, o, env.Getenv); err != nil {
@@ -210,7 +198,7 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 	}
 	ws, err := auto.NewLocalWorkspace(ctx, wsOpts...)
 	if err != nil {
-		return fail(ExitFailed, err, "cannot open the Pulumi project in %s: %v", workDir, err)
+		return fail(exitcode.Failed, err, "cannot open the Pulumi project in %s: %v", workDir, err)
 	}
 	stack, err := openStack(ctx, o, ws, backend)
 	if err != nil {
@@ -227,7 +215,7 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 	}
 	proj, err := ws.ProjectSettings(ctx)
 	if err != nil {
-		return fail(ExitFailed, err, "cannot read Pulumi.yaml in %s: %v", workDir, err)
+		return fail(exitcode.Failed, err, "cannot read Pulumi.yaml in %s: %v", workDir, err)
 	}
 	src := sourceFromConfig(string(proj.Name), cfg)
 	// How each value is stored, so that every credential is checked on its
@@ -235,21 +223,21 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 	_ = src.ReadStackFile(workDir, o.Stack)
 	if env.Validate != nil {
 		if err := env.Validate(src); err != nil {
-			return fail(ExitBadConfig, err, "%v", err)
+			return fail(exitcode.BadConfig, err, "%v", err)
 		}
 	}
 	runFn = env.Program(src)
 	if env.Access != nil {
 		vars, stop, err := env.Access(ctx, src)
 		if err != nil {
-			return fail(ExitFailed, err, "cannot reach the cluster's nodes: %v", err)
+			return fail(exitcode.Failed, err, "cannot reach the cluster's nodes: %v", err)
 		}
 		if stop != nil {
 			defer stop()
 		}
 		if len(vars) > 0 {
 			if err := ws.SetEnvVars(vars); err != nil {
-				return fail(ExitFailed, err, "%v", err)
+				return fail(exitcode.Failed, err, "%v", err)
 			}
 		}
 	}
@@ -267,7 +255,7 @@ func openStack(ctx context.Context, o Options, ws auto.Workspace, backend string
 	}
 	s, err := auto.SelectStack(ctx, o.Stack, ws)
 	if auto.IsSelectStack404Error(err) {
-		return s, fail(ExitNoStack, err, "stack %s does not exist in %s; create it with --create (or `make init STACK=%s`), or set PULUMI_BACKEND_URL to the backend that has it", o.Stack, backend, o.Stack)
+		return s, fail(exitcode.NoStack, err, "stack %s does not exist in %s; create it with --create (or `make init STACK=%s`), or set PULUMI_BACKEND_URL to the backend that has it", o.Stack, backend, o.Stack)
 	}
 	if err != nil {
 		return s, classify(ctx, o, fmt.Errorf("selecting stack %s: %w", o.Stack, err))
@@ -290,7 +278,7 @@ func operate(ctx context.Context, o Options, stack auto.Stack, env Env, sum *Sum
 			}
 		}
 		if o.ExitOnChanges && sum.ChangesPending {
-			return fail(ExitChangesPending, nil, "changes pending: %s", formatChanges(sum.Changes))
+			return fail(exitcode.ChangesPending, nil, "changes pending: %s", formatChanges(sum.Changes))
 		}
 		return nil
 	case OpUp:
@@ -338,13 +326,13 @@ func classify(ctx context.Context, o Options, err error) *failure {
 	case errors.As(err, &f):
 		return f
 	case ctx.Err() != nil:
-		return fail(ExitCancelled, err, "cancelled: pulumi was sent one interrupt, finished the steps in flight, saved the state and released the stack's lock; run %s again to continue", o.Op)
+		return fail(exitcode.Cancelled, err, "cancelled: pulumi was sent one interrupt, finished the steps in flight, saved the state and released the stack's lock; run %s again to continue", o.Op)
 	case auto.IsConcurrentUpdateError(err):
-		return fail(ExitLocked, err, "stack %s is locked by another update; wait for it to finish (if it crashed: `pulumi cancel` on Pulumi Cloud, or remove the lock under .pulumi/locks in a file or bucket backend)", o.Stack)
+		return fail(exitcode.Locked, err, "stack %s is locked by another update; wait for it to finish (if it crashed: `pulumi cancel` on Pulumi Cloud, or remove the lock under .pulumi/locks in a file or bucket backend)", o.Stack)
 	case passphraseProblem(err.Error()):
-		return fail(ExitPassphrase, err, "the secrets passphrase is missing or wrong: set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to the one the stack was created with")
+		return fail(exitcode.Passphrase, err, "the secrets passphrase is missing or wrong: set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to the one the stack was created with")
 	default:
-		return fail(ExitFailed, err, "%s", lastLines(err.Error()))
+		return fail(exitcode.Failed, err, "%s", lastLines(err.Error()))
 	}
 }
 
@@ -377,7 +365,7 @@ func checkPassphrase(workDir string, o Options, getenv func(string) string) erro
 	usesPassphrase := err == nil && strings.Contains(string(data), "encryptionsalt:")
 	newPassphraseStack := errors.Is(err, os.ErrNotExist) && o.Create && (o.SecretsProvider == "" || o.SecretsProvider == "passphrase")
 	if usesPassphrase || newPassphraseStack {
-		return fail(ExitPassphrase, nil, "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) is not set; stack %s keeps its secrets encrypted with a passphrase: pass it from your CI secret store", o.Stack)
+		return fail(exitcode.Passphrase, nil, "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) is not set; stack %s keeps its secrets encrypted with a passphrase: pass it from your CI secret store", o.Stack)
 	}
 	return nil
 }

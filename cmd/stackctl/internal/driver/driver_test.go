@@ -18,6 +18,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver/drivertest"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -109,7 +110,7 @@ func TestOperationsRunWithTheRightArguments(t *testing.T) {
 		t.Run(c.op, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, c.op)
-			require.Equal(t, driver.ExitOK, h.run(context.Background()), h.stderr.String())
+			require.Equal(t, exitcode.OK, h.run(context.Background()), h.stderr.String())
 			args := h.opCall(t, c.op)
 			for _, w := range c.want {
 				assert.Contains(t, args, w)
@@ -161,7 +162,7 @@ func TestBackendAndCreate(t *testing.T) {
 	h.opts.Create = true
 	h.opts.BackendURL = "s3://bucket/state"
 	h.opts.SecretsProvider = "awskms://alias/ci"
-	require.Equal(t, driver.ExitOK, h.run(context.Background()), h.stderr.String())
+	require.Equal(t, exitcode.OK, h.run(context.Background()), h.stderr.String())
 	initCall, ok := h.fake.Find("stack", "init")
 	require.True(t, ok, "the stack is created on first use with --create")
 	assert.Equal(t, []string{"stack", "init", "prod", "--secrets-provider", "awskms://alias/ci"}, initCall.Args[:5])
@@ -178,24 +179,24 @@ func TestExitCodes(t *testing.T) {
 		code  int
 		msg   string
 	}{
-		{"unknown stack", driver.OpUp, func(h *harness) { h.fake.Stacks = nil }, driver.ExitNoStack, "stack prod does not exist in file://"},
+		{"unknown stack", driver.OpUp, func(h *harness) { h.fake.Stacks = nil }, exitcode.NoStack, "stack prod does not exist in file://"},
 		{"locked stack", driver.OpUp, func(h *harness) {
 			h.fake.Fail, h.fake.Stderr = "up", "error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or delete the lock file"
-		}, driver.ExitLocked, "stack prod is locked by another update"},
+		}, exitcode.Locked, "stack prod is locked by another update"},
 		{"missing passphrase", driver.OpUp, func(h *harness) { delete(h.env, "PULUMI_CONFIG_PASSPHRASE") },
-			driver.ExitPassphrase, "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) is not set"},
+			exitcode.Passphrase, "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) is not set"},
 		{"wrong passphrase", driver.OpPreview, func(h *harness) {
 			h.fake.Fail, h.fake.Stderr = "preview", "error: getting secrets manager: incorrect passphrase"
-		}, driver.ExitPassphrase, "passphrase is missing or wrong"},
+		}, exitcode.Passphrase, "passphrase is missing or wrong"},
 		{"invalid config", driver.OpUp, func(h *harness) {
 			h.fake.Config = []byte(`{"talos-cluster:platform":{"value":"vps","secret":false}}`)
-		}, driver.ExitBadConfig, "cluster.name: is required"},
+		}, exitcode.BadConfig, "cluster.name: is required"},
 		{"failing update", driver.OpUp, func(h *harness) {
 			h.fake.Fail, h.fake.Stderr = "up", "error: talos-install: refused: install disk /dev/sda is in use"
-		}, driver.ExitFailed, "install disk /dev/sda is in use"},
+		}, exitcode.Failed, "install disk /dev/sda is in use"},
 		{"pending changes in a PR check", driver.OpPreview, func(h *harness) { h.opts.ExitOnChanges = true },
-			driver.ExitChangesPending, "changes pending: 3 to create, 2 to same"},
-		{"no stack name", driver.OpUp, func(h *harness) { h.opts.Stack = "" }, driver.ExitUsage, "a stack name is required"},
+			exitcode.ChangesPending, "changes pending: 3 to create, 2 to same"},
+		{"no stack name", driver.OpUp, func(h *harness) { h.opts.Stack = "" }, exitcode.Usage, "a stack name is required"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -208,9 +209,9 @@ func TestExitCodes(t *testing.T) {
 			assert.Equal(t, c.code, s.ExitCode)
 			assert.Contains(t, s.Error, c.msg)
 			assert.Equal(t, "failed", s.Result)
-			if c.code != driver.ExitChangesPending {
+			if c.code != exitcode.ChangesPending {
 				firstLine, _, _ := strings.Cut(h.stderr.String(), "\n")
-				if c.code != driver.ExitFailed && c.code != driver.ExitBadConfig {
+				if c.code != exitcode.Failed && c.code != exitcode.BadConfig {
 					assert.Contains(t, firstLine, c.msg, "one line says what happened")
 				}
 			}
@@ -231,7 +232,7 @@ func TestCancellation(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		assert.Equal(t, driver.ExitCancelled, code)
+		assert.Equal(t, exitcode.Cancelled, code)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the driver did not return after cancellation")
 	}
@@ -246,7 +247,7 @@ func TestOutputsWritesAccessFiles(t *testing.T) {
 	out := filepath.Join(h.opts.WorkDir, "access")
 	require.NoError(t, os.MkdirAll(out, 0o755)) // an existing, too open directory is tightened
 	h.opts.OutDir = out
-	require.Equal(t, driver.ExitOK, h.run(context.Background()), h.stderr.String())
+	require.Equal(t, exitcode.OK, h.run(context.Background()), h.stderr.String())
 	info, err := os.Stat(out)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm())
@@ -267,7 +268,7 @@ func TestOutputsWritesAccessFiles(t *testing.T) {
 	h2 := newHarness(t, driver.OpOutputs)
 	h2.opts.OutDir = out
 	h2.fake.Outputs = map[string]string{"endpoint": "x"}
-	assert.Equal(t, driver.ExitFailed, h2.run(context.Background()))
+	assert.Equal(t, exitcode.Failed, h2.run(context.Background()))
 	assert.Contains(t, h2.stderr.String(), "has no kubeconfig output yet: run up first")
 	data, err := os.ReadFile(filepath.Join(out, "kubeconfig"))
 	require.NoError(t, err)
@@ -279,7 +280,7 @@ func TestGitHubJobSummary(t *testing.T) {
 	h := newHarness(t, driver.OpPreview)
 	path := filepath.Join(h.opts.WorkDir, "step-summary.md")
 	h.env["GITHUB_STEP_SUMMARY"] = path
-	require.Equal(t, driver.ExitOK, h.run(context.Background()))
+	require.Equal(t, exitcode.OK, h.run(context.Background()))
 	md, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "### `pulumi preview` on stack `prod`: succeeded")
@@ -302,7 +303,7 @@ func TestAccessHelperRunsAroundTheOperation(t *testing.T) {
 					stopped, callsAtStop = true, len(h.fake.Calls())
 				}, nil
 			}
-			require.Equal(t, driver.ExitOK, h.run(context.Background()), h.stderr.String())
+			require.Equal(t, exitcode.OK, h.run(context.Background()), h.stderr.String())
 			if op == driver.OpOutputs {
 				assert.False(t, started, "reading outputs needs no way to the nodes")
 				return
@@ -322,7 +323,7 @@ func TestAccessHelperRunsAroundTheOperation(t *testing.T) {
 	h.access = func(context.Context, stacks.Source) (map[string]string, func(), error) {
 		return nil, nil, errors.New("ssh-proxy: SSH to root@pve:22: unable to authenticate")
 	}
-	assert.Equal(t, driver.ExitFailed, h.run(context.Background()))
+	assert.Equal(t, exitcode.Failed, h.run(context.Background()))
 	assert.Contains(t, h.stderr.String(), "cannot reach the cluster's nodes: ssh-proxy: SSH to root@pve:22: unable to authenticate")
 	_, ran := h.fake.Find(driver.OpUp)
 	assert.False(t, ran, "no update without the way to the nodes")

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -59,21 +60,21 @@ func TestIntegrationWithTheRealCLI(t *testing.T) {
 	}
 
 	code, s, log := run(driver.OpPreview, true)
-	require.Equal(t, driver.ExitOK, code, log)
+	require.Equal(t, exitcode.OK, code, log)
 	assert.True(t, s.ChangesPending)
 
 	code, s, log = run(driver.OpUp, false)
-	require.Equal(t, driver.ExitOK, code, log)
+	require.Equal(t, exitcode.OK, code, log)
 	assert.Equal(t, 1, s.Changes["create"], log)
 	assert.Equal(t, []string{"kubeconfig", "talosconfig"}, s.Outputs)
 
 	code, _, log = run(driver.OpOutputs, false)
-	require.Equal(t, driver.ExitOK, code, log)
+	require.Equal(t, exitcode.OK, code, log)
 	data, err := os.ReadFile(filepath.Join(dir, ".access", "it", "kubeconfig"))
 	require.NoError(t, err)
 	assert.Equal(t, "apiVersion: v1\n", string(data))
 
 	code, s, log = run(driver.OpDestroy, false)
-	require.Equal(t, driver.ExitOK, code, log)
+	require.Equal(t, exitcode.OK, code, log)
 	assert.Equal(t, 1, s.Changes["delete"], log)
 }

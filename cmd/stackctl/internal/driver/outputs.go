@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 )
 
 // AccessFiles are the outputs `outputs` writes to files: credentials, so
@@ -31,20 +33,20 @@ func writeOutputs(ctx context.Context, stack auto.Stack, o Options, workDir stri
 	for _, name := range AccessFiles {
 		v, ok := outs[name].Value.(string)
 		if !ok || v == "" {
-			return fail(ExitFailed, nil, "stack %s has no %s output yet: run up first", o.Stack, name)
+			return fail(exitcode.Failed, nil, "stack %s has no %s output yet: run up first", o.Stack, name)
 		}
 		contents[name] = v
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fail(ExitFailed, err, "cannot create %s: %v", dir, err)
+		return fail(exitcode.Failed, err, "cannot create %s: %v", dir, err)
 	}
 	// MkdirAll keeps the mode of an existing directory.
 	if err := os.Chmod(dir, 0o700); err != nil { //nolint:gosec // a directory needs x to be entered
-		return fail(ExitFailed, err, "cannot restrict %s to its owner: %v", dir, err)
+		return fail(exitcode.Failed, err, "cannot restrict %s to its owner: %v", dir, err)
 	}
 	for _, name := range AccessFiles {
 		if err := writeFileAtomic(filepath.Join(dir, name), contents[name]); err != nil {
-			return fail(ExitFailed, err, "writing %s: %v", name, err)
+			return fail(exitcode.Failed, err, "writing %s: %v", name, err)
 		}
 	}
 	_, _ = fmt.Fprintf(env.Stdout, "export KUBECONFIG=%s TALOSCONFIG=%s\n",

@@ -16,6 +16,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 )
 
 // Type tokens of the resources this project registers.
@@ -277,6 +279,9 @@ func (r Registered) Is(urn string) bool { return urn != "" && r.is(urn) }
 func (r Registered) is(urn string) bool {
 	return urn == r.urnSuffix() || strings.HasSuffix(urn, "$"+r.urnSuffix()) || strings.HasSuffix(urn, "::"+r.urnSuffix())
 }
+
+// Hooks is a proxmox.Hooks, checked at compile time.
+var _ proxmox.Hooks = (*Hooks)(nil)
 
 // Hooks stands in for the engine's hook registration, which the SDK's mock
 // engine cannot do: it records which VM asked for the fast-stop binding and

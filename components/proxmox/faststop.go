@@ -138,6 +138,12 @@ type Hooks interface {
 	BindFastStop(vm string, fn pulumi.ResourceHookFunction) (pulumi.ResourceOption, error)
 }
 
+// The seams' real implementations, checked at compile time.
+var (
+	_ StopAPI = (*pveapi.Client)(nil)
+	_ Hooks   = (*SDKHooks)(nil)
+)
+
 // SDKHooks registers hooks with the Pulumi engine.
 type SDKHooks struct {
 	Ctx *pulumi.Context

@@ -59,6 +59,9 @@ type API interface {
 	VMs(ctx context.Context) ([]pveapi.ClusterVM, error)
 }
 
+// The real Proxmox client is the doctor's API, checked at compile time.
+var _ API = (*pveapi.Client)(nil)
+
 // Env holds the doctor's seams to the outside world.
 type Env struct {
 	// NewAPI makes the Proxmox API client for the stack.

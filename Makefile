@@ -133,8 +133,8 @@ fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: docs
-docs: ## Regenerate the README's configuration reference from stacks/types.go.
-	$(GO) test ./stacks -run TestReadmeReferenceIsCurrent -update -count=1
+docs: ## Regenerate the configuration reference (docs/configuration.md) from stacks/types.go.
+	$(GO) test ./stacks -run TestConfigurationReferenceIsCurrent -update -count=1
 
 .PHONY: fuzz
 fuzz: ## Fuzz the stack config loader for FUZZTIME (default 60s).

@@ -4,8 +4,8 @@
 // problem at once.
 //
 // Every field carries a `doc` tag (and, where it has one, a `default` tag);
-// the README's configuration reference is generated from these tags, and a
-// test keeps the two in sync.
+// the configuration reference in docs/configuration.md is generated from these
+// tags, and a test keeps the two in sync.
 package stacks
 
 // Platform names the infrastructure a stack runs on.

@@ -24,7 +24,8 @@ var updateURNs = flag.Bool("update-urns", false, "rewrite testdata/urns/*.txt fr
 // (a new VM, new machine secrets). Every URN the program registers for the
 // example stacks is kept in a golden file, so a refactoring that changes one
 // fails here; a change on purpose is made with -update-urns and says in the
-// README which `pulumi state` steps move an existing stack.
+// docs (docs/proxmox.md, docs/vps.md, docs/talos-cluster.md) which
+// `pulumi state` steps move an existing stack.
 func TestExampleStacksKeepTheirURNs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ file, stack string }{

@@ -205,8 +205,9 @@ func TestScanHostKey(t *testing.T) {
 	require.ErrorContains(t, err, "unable to read the host key of 127.0.0.1:"+strconv.Itoa(closed)+": ")
 }
 
-// The README's way to get the pin: ssh-keyscan's lines are pins as they
-// are, and ssh-keygen -lf prints the fingerprints the pins carry.
+// The documented way to get the pin (README.md, docs/ssh-host-keys.md):
+// ssh-keyscan's lines are pins as they are, and ssh-keygen -lf prints the
+// fingerprints the pins carry.
 func TestSSHKeyscanLinesArePins(t *testing.T) {
 	t.Parallel()
 	keyscan, err := exec.LookPath("ssh-keyscan")

@@ -157,7 +157,7 @@ Imported. Next: make preview STACK=%[1]s. Expect
 		s += fmt.Sprintf("  ~ update  %s-bootstrap  node, endpoint, clientConfiguration (no second bootstrap)\n", cfg.Cluster.Name)
 	}
 	s += `and creates for the rest (applies, kubeconfig, releases). A "replace" of either
-means the import did not match the program: do not run up; see the README
+means the import did not match the program: do not run up; see docs/adopting.md
 ("Adopting a running cluster").
 `
 	return s

@@ -2,7 +2,7 @@
 // subcommand: CI scripts and the Makefile may branch on them.
 package exitcode
 
-// The codes; their meanings are in the README's table too.
+// The codes; their meanings are in docs/ci.md's table too.
 const (
 	OK             = 0
 	Failed         = 1   // the operation or a check failed

@@ -4,12 +4,12 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/program/programtest"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -25,11 +25,7 @@ import (
 // inputs of its ISO downloads.
 func isoDownloads(t *testing.T, src stacks.Source, stack string) []downloadInputs {
 	t.Helper()
-	e := &componentstest.Engine{}
-	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := program.Deploy(ctx, src, program.Options{Hooks: &componentstest.Hooks{}})
-		return err
-	}, pulumi.WithMocks("talos-cluster", stack, e), stackstest.WithConfig(src))
+	e, _, _, err := programtest.Run(t, src, stack, program.Options{})
 	require.NoError(t, err)
 	var out []downloadInputs
 	for _, r := range e.ByType(componentstest.Download) {

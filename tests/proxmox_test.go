@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -18,6 +17,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/program/programtest"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -34,33 +34,14 @@ func deploy(t testing.TB, src stacks.Source) (*componentstest.Engine, map[string
 
 func deployWithHooks(t testing.TB, src stacks.Source) (*componentstest.Engine, map[string]internals.UnsafeAwaitOutputResult, *componentstest.Hooks) {
 	t.Helper()
-	return deployWith(t, src, program.Options{TalosProbe: noTalosYet})
+	return deployWith(t, src, program.Options{})
 }
 
-// noTalosYet is the VPS probe of servers in their rescue system: none
-// answers the Talos API (tests never dial the example's addresses).
-func noTalosYet(context.Context, string) bool { return false }
-
+// deployWith runs the program as the stack proxmox-homelab (the name the
+// example's tags and MACs are derived from) with the given seams.
 func deployWith(t testing.TB, src stacks.Source, o program.Options) (*componentstest.Engine, map[string]internals.UnsafeAwaitOutputResult, *componentstest.Hooks) {
 	t.Helper()
-	e := &componentstest.Engine{}
-	hooks := &componentstest.Hooks{}
-	o.Hooks = hooks
-	outs := map[string]internals.UnsafeAwaitOutputResult{}
-	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		m, err := program.Deploy(ctx, src, o)
-		if err != nil {
-			return err
-		}
-		for k, v := range m {
-			r, err := internals.UnsafeAwaitOutput(ctx.Context(), pulumi.ToOutput(v))
-			if err != nil {
-				return err
-			}
-			outs[k] = r
-		}
-		return nil
-	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stackstest.WithConfig(src))
+	e, outs, hooks, err := programtest.Run(t, src, "proxmox-homelab", o)
 	require.NoError(t, err)
 	return e, outs, hooks
 }
@@ -303,11 +284,8 @@ func TestProxmoxDestroyThenUpKeepsMACs(t *testing.T) {
 	// Another stack with the same cluster and node names on the bridge
 	// gets other MACs.
 	other := stackstest.Example(t, stackstest.ProxmoxExample)
-	e := &componentstest.Engine{}
-	require.NoError(t, pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := program.Deploy(ctx, other, program.Options{Hooks: &componentstest.Hooks{}})
-		return err
-	}, pulumi.WithMocks("talos-cluster", "proxmox-staging", e), stackstest.WithConfig(other)))
+	e, _, _, err := programtest.Run(t, other, "proxmox-staging", program.Options{})
+	require.NoError(t, err)
 	staging, _ := macsOf(e)
 	for n, mac := range first {
 		assert.NotEqual(t, mac, staging[n], "%s: another stack, another MAC", n)
@@ -388,11 +366,7 @@ func TestFastDestroyWiring(t *testing.T) {
 	fake := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: "cluster-homelab;stack-proxmox-homelab;talos", Running: true}})
 	api, err := pveapi.New(fake.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: fake.Client()})
 	require.NoError(t, err)
-	hooks2 := &componentstest.Hooks{}
-	err = pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := program.Deploy(ctx, src, program.Options{Hooks: hooks2, ProxmoxAPI: api})
-		return err
-	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", &componentstest.Engine{}), stackstest.WithConfig(src))
+	_, _, hooks2, err := programtest.Run(t, src, "proxmox-homelab", program.Options{ProxmoxAPI: api})
 	require.NoError(t, err)
 	cp0 := e.Named(t, componentstest.VM, "homelab-vm-cp-0")
 	require.NoError(t, hooks2.Fn(&pulumi.ResourceHookArgs{Name: cp0.Name, OldOutputs: cp0.Inputs}))
@@ -437,11 +411,7 @@ func TestDerivedMACClashingWithAGivenOneFails(t *testing.T) {
 	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "nodes", func(m map[string]any) {
 		m["workers"].([]any)[0].(map[string]any)["mac"] = strings.ToUpper(derived)
 	})
-	e := &componentstest.Engine{}
-	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := program.Deploy(ctx, src, program.Options{Hooks: &componentstest.Hooks{}})
-		return err
-	}, pulumi.WithMocks("talos-cluster", "proxmox-homelab", e), stackstest.WithConfig(src))
+	e, _, _, err := programtest.Run(t, src, "proxmox-homelab", program.Options{})
 	require.ErrorContains(t, err, `node "worker-1": its derived MAC `+derived+` is the MAC of "worker-0"`)
 	assert.Empty(t, e.All(), "nothing is registered")
 }

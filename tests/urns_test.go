@@ -8,12 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
@@ -35,11 +34,7 @@ func TestExampleStacksKeepTheirURNs(t *testing.T) {
 		t.Run(tc.stack, func(t *testing.T) {
 			t.Parallel()
 			src := stackstest.Example(t, tc.file)
-			e := &componentstest.Engine{}
-			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-				_, err := program.Deploy(ctx, src, program.Options{Hooks: &componentstest.Hooks{}, TalosProbe: noTalosYet})
-				return err
-			}, pulumi.WithMocks(src.Project, tc.stack, e), stackstest.WithConfig(src))
+			e, _, _, err := programtest.Run(t, src, tc.stack, program.Options{})
 			require.NoError(t, err)
 
 			var urns []string

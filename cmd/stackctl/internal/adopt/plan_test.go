@@ -1,7 +1,6 @@
 package adopt
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optimport"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -40,13 +39,7 @@ func TestPlanMatchesProgramURNs(t *testing.T) {
 		t.Run(tc.stack, func(t *testing.T) {
 			t.Parallel()
 			src := stackstest.Example(t, tc.file)
-			e := &componentstest.Engine{}
-			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-				_, err := program.Deploy(ctx, src, program.Options{Hooks: &componentstest.Hooks{},
-					// The VPS servers are in rescue mode; no probe leaves the machine.
-					TalosProbe: func(context.Context, string) bool { return false }})
-				return err
-			}, pulumi.WithMocks(src.Project, tc.stack, e), stackstest.WithConfig(src))
+			e, _, _, err := programtest.Run(t, src, tc.stack, program.Options{})
 			require.NoError(t, err)
 
 			rs, err := Plan(load(t, src), PlanOptions{SecretsFile: "secrets.yaml", Bootstrapped: true})

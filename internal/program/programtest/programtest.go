@@ -1,0 +1,53 @@
+// Package programtest runs the whole program under the mock engine, as the
+// tests of several packages do: the program's own, adopt's import plan and
+// the URN guard.
+package programtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// NoTalosYet is the VPS probe of servers in their rescue system: none
+// answers the Talos API, and no test dials the example's addresses.
+func NoTalosYet(context.Context, string) bool { return false }
+
+// Run is one program run: src deployed as stack under a new mock engine.
+// Unset seams get test stand-ins: recording Hooks (returned), NoTalosYet.
+// It returns the engine, the awaited stack outputs and the program's error.
+func Run(t testing.TB, src stacks.Source, stack string, o program.Options) (*componentstest.Engine, map[string]internals.UnsafeAwaitOutputResult, *componentstest.Hooks, error) {
+	t.Helper()
+	e := &componentstest.Engine{}
+	hooks, _ := o.Hooks.(*componentstest.Hooks)
+	if o.Hooks == nil {
+		hooks = &componentstest.Hooks{}
+		o.Hooks = hooks
+	}
+	if o.TalosProbe == nil {
+		o.TalosProbe = NoTalosYet
+	}
+	outs := map[string]internals.UnsafeAwaitOutputResult{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		m, err := program.Deploy(ctx, src, o)
+		if err != nil {
+			return err
+		}
+		for k, v := range m {
+			r, err := internals.UnsafeAwaitOutput(ctx.Context(), pulumi.ToOutput(v))
+			if err != nil {
+				return err
+			}
+			outs[k] = r
+		}
+		return nil
+	}, pulumi.WithMocks(src.Project, stack, e), stackstest.WithConfig(src))
+	return e, outs, hooks, err
+}

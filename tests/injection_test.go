@@ -14,23 +14,10 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/internal/shell/shelltest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
-
-// Breakouts of a shell word: each creates the file "pwned" in the working
-// directory if a shell runs it as code.
-var breakouts = []string{
-	`'; touch pwned; '`,
-	`$(touch pwned)`,
-	"`touch pwned`",
-	`; touch pwned`,
-	` && touch pwned #`,
-	"\ntouch pwned",
-	`"; touch pwned; "`,
-	`\'; touch pwned; #`,
-	`${IFS}$(touch${IFS}pwned)`,
-}
 
 // shellField is a stack field whose value reaches a shell: a generated
 // script or command of the program (the dnsmasq reservation scripts on the
@@ -123,7 +110,7 @@ func TestEveryValueThatReachesAShellIsRefusedOrData(t *testing.T) {
 	} {
 		require.NoError(t, os.WriteFile(filepath.Join(fakeBin, name), []byte(script), 0o755)) //nolint:gosec // executable test doubles
 	}
-	for _, payload := range breakouts {
+	for _, payload := range shelltest.Breakouts {
 		for _, platform := range []stacks.Platform{stacks.PlatformProxmox, stacks.PlatformVPS} {
 			scratch := t.TempDir()
 			src := injectionBase(t, platform, scratch)

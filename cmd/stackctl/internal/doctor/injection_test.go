@@ -12,23 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
+	"github.com/fluodata/talos-pulumi/internal/shell/shelltest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
-
-// Breakouts of a shell word: each creates the file "pwned" in the working
-// directory if the shell runs it as code.
-var breakouts = []string{
-	`'; touch pwned; '`,
-	`$(touch pwned)`,
-	"`touch pwned`",
-	`; touch pwned`,
-	` && touch pwned`,
-	"\ntouch pwned",
-	`"; touch pwned; "`,
-	`\'; touch pwned; #`,
-	`${IFS}$(touch${IFS}pwned)`,
-}
 
 // The only stack value in the doctor's remote command is
 // proxmox.dnsmasq.configDir. For every breakout, either validation refuses
@@ -40,7 +27,7 @@ func TestDoctorRemoteCommandRunsConfigDirAsData(t *testing.T) {
 	t.Parallel()
 	fakeBin := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(fakeBin, "dnsmasq"), []byte("#!/bin/sh\nexit 0\n"), 0o755)) //nolint:gosec // an executable test double
-	for _, payload := range breakouts {
+	for _, payload := range shelltest.Breakouts {
 		for _, exists := range []bool{true, false} {
 			scratch := t.TempDir()
 			dir := filepath.Join(scratch, "dnsmasq.d") + payload

@@ -202,7 +202,7 @@ func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error)
 	}
 	host, _, err := net.SplitHostPort(o.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("listen address %q: %w", o.Listen, err)
+		return nil, fmt.Errorf("unable to parse the listen address %q: %w", o.Listen, err)
 	}
 	if a, err := netip.ParseAddr(host); (err != nil && host != "localhost") || (err == nil && !a.IsLoopback()) {
 		return nil, fmt.Errorf("listen address %q: %w", o.Listen, ErrNotLoopback)
@@ -226,13 +226,13 @@ func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error)
 	}
 	s.Allowed = append(s.Allowed, hosts...)
 	if err := p.Connect(ctx); err != nil {
-		return nil, fmt.Errorf("ssh-proxy: SSH to %s: %w", s.Target, err)
+		return nil, fmt.Errorf("unable to start the ssh-proxy (SSH to %s): %w", s.Target, err)
 	}
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", o.Listen)
 	if err != nil {
 		_ = p.Close()
-		return nil, fmt.Errorf("ssh-proxy: %w", err)
+		return nil, fmt.Errorf("unable to start the ssh-proxy: %w", err)
 	}
 	s.URL = "http://" + l.Addr().String()
 	s.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}

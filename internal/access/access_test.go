@@ -200,7 +200,7 @@ func TestStartFailsFastAndClearly(t *testing.T) {
 	require.NoError(t, os.WriteFile(wrong.Proxmox.SSH.PrivateKeyFile, otherKey, 0o600))
 	_, err = access.Start(ctx, &wrong, access.Options{Getenv: env(nil)})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "ssh-proxy: SSH to root@127.0.0.1:")
+	assert.Contains(t, err.Error(), "unable to start the ssh-proxy (SSH to root@127.0.0.1:")
 	assert.Contains(t, err.Error(), "unable to authenticate")
 
 	noKey := *f.cfg

@@ -54,7 +54,7 @@ var ErrNotAllowed = errors.New("destination is outside the stack's VM network")
 func (p *Proxy) Check(hostport string) (string, error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "", fmt.Errorf("%q is not host:port: %w", hostport, err)
+		return "", fmt.Errorf("unable to parse %q as host:port: %w", hostport, err)
 	}
 	n, err := strconv.ParseUint(port, 10, 16)
 	if err != nil || n == 0 {
@@ -130,7 +130,7 @@ func (p *Proxy) dial(ctx context.Context, addr string) (net.Conn, error) {
 		var open *ssh.OpenChannelError
 		if errors.As(err, &open) || attempt > 0 {
 			// The host answered: the destination itself refused.
-			return nil, fmt.Errorf("via SSH: %w", err)
+			return nil, fmt.Errorf("unable to connect via SSH: %w", err)
 		}
 		p.drop(client)
 	}
@@ -146,7 +146,7 @@ func (p *Proxy) sshClient(ctx context.Context) (*ssh.Client, error) {
 	defer cancel()
 	c, err := p.Dial(dctx)
 	if err != nil {
-		return nil, fmt.Errorf("SSH to the Proxmox host: %w", err)
+		return nil, fmt.Errorf("unable to connect over SSH to the Proxmox host: %w", err)
 	}
 	p.client = c
 	go func() {

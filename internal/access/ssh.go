@@ -100,7 +100,7 @@ func authMethod(ctx context.Context, c stacks.SSHConfig, getenv func(string) str
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", sock)
 	if err != nil {
-		return nil, noop, fmt.Errorf("SSH agent at SSH_AUTH_SOCK: %w", err)
+		return nil, noop, fmt.Errorf("unable to connect to the SSH agent at SSH_AUTH_SOCK: %w", err)
 	}
 	return ssh.PublicKeysCallback(agent.NewClient(conn).Signers), func() { _ = conn.Close() }, nil
 }

@@ -153,7 +153,7 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string, poll time.Dura
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for proxmox task %s: %w", upid, ctx.Err())
+			return fmt.Errorf("unable to wait for Proxmox task %s: %w", upid, ctx.Err())
 		case <-time.After(poll):
 		}
 	}

@@ -128,7 +128,7 @@ func (c *Client) call(ctx context.Context, method, path string, form url.Values,
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+			return fmt.Errorf("unable to retry the Proxmox API call (%s %s): %w (last error: %w)", method, path, ctx.Err(), err)
 		case <-time.After(wait):
 		}
 		wait *= 2
@@ -162,7 +162,7 @@ func (c *Client) once(ctx context.Context, method, path string, form url.Values,
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return fmt.Errorf("proxmox API %s %s: %w", method, path, err)
+		return fmt.Errorf("unable to prepare the Proxmox API call (%s %s): %w", method, path, err)
 	}
 	req.Header.Set("Authorization", c.auth)
 	if form != nil {
@@ -170,12 +170,12 @@ func (c *Client) once(ctx context.Context, method, path string, form url.Values,
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("proxmox API %s %s: %w", method, path, err)
+		return fmt.Errorf("unable to call the Proxmox API (%s %s): %w", method, path, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return fmt.Errorf("proxmox API %s %s: reading the answer: %w", method, path, err)
+		return fmt.Errorf("unable to read the Proxmox API answer (%s %s): %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
 		msg, perParam := errorMessage(resp, raw)
@@ -192,10 +192,10 @@ func (c *Client) once(ctx context.Context, method, path string, form url.Values,
 		Data json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(raw, &envelope); err != nil {
-		return fmt.Errorf("proxmox API %s %s: answer is not JSON: %w", method, path, err)
+		return fmt.Errorf("unable to decode the Proxmox API answer (%s %s) as JSON: %w", method, path, err)
 	}
 	if err := json.Unmarshal(envelope.Data, out); err != nil {
-		return fmt.Errorf("proxmox API %s %s: unexpected answer: %w", method, path, err)
+		return fmt.Errorf("unable to decode the Proxmox API answer (%s %s) into the expected data: %w", method, path, err)
 	}
 	return nil
 }

@@ -218,6 +218,6 @@ func Key(t testing.TB) (ssh.Signer, ssh.PublicKey, []byte) {
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
-		t.Fatal(fmt.Errorf("accesstest: %w", err))
+		t.Fatal(fmt.Errorf("unable to set up the accesstest fixture: %w", err))
 	}
 }

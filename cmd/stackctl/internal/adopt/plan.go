@@ -56,7 +56,7 @@ func Plan(cfg *stacks.Config, o PlanOptions) ([]*optimport.ImportResource, error
 	}
 	file, err := filepath.Abs(o.SecretsFile)
 	if err != nil {
-		return nil, fmt.Errorf("secrets file: %w", err)
+		return nil, fmt.Errorf("unable to resolve the path of the secrets file %s: %w", o.SecretsFile, err)
 	}
 	rs, err := components(cfg)
 	if err != nil {

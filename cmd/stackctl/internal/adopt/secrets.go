@@ -38,11 +38,11 @@ var ErrInvalidSecrets = errors.New("invalid secrets file")
 // named by its path in the file.
 func LoadSecrets(path string) (*secrets.Bundle, error) {
 	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("secrets file: %w", err)
+		return nil, fmt.Errorf("unable to read the secrets file: %w", err)
 	}
 	bundle, err := secrets.LoadBundle(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: not a secrets bundle: %w", ErrInvalidSecrets, path, err)
+		return nil, fmt.Errorf("unable to load %s as a secrets bundle: %w: %w", path, ErrInvalidSecrets, err)
 	}
 	var problems []string
 	if err := bundle.Validate(); err != nil {
@@ -93,11 +93,11 @@ func CheckTalosconfig(cfg *stacks.Config, bundle *secrets.Bundle, path string) (
 	// Not config.Open: it creates a missing file.
 	raw, err := os.ReadFile(path) //nolint:gosec // the operator names the file
 	if err != nil {
-		return nil, fmt.Errorf("talosconfig: %w", err)
+		return nil, fmt.Errorf("unable to read the talosconfig: %w", err)
 	}
 	tc, err := config.FromBytes(raw)
 	if err != nil {
-		return nil, fmt.Errorf("talosconfig %s: %w", path, err)
+		return nil, fmt.Errorf("unable to parse the talosconfig %s: %w", path, err)
 	}
 	if len(tc.Contexts) == 0 {
 		return nil, fmt.Errorf("talosconfig %s: no contexts", path)

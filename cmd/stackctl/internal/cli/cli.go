@@ -172,7 +172,7 @@ func readConfigJSON(ctx context.Context, pulumiPath, from, stack string, stdin i
 		cmd.Stderr = &errOut
 		out, err := cmd.Output()
 		if err != nil {
-			return nil, fmt.Errorf("pulumi config --stack %s: %w: %s", stack, err, strings.TrimSpace(errOut.String()))
+			return nil, fmt.Errorf("unable to run pulumi config --stack %s: %w: %s", stack, err, strings.TrimSpace(errOut.String()))
 		}
 		return out, nil
 	default:

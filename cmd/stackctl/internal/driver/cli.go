@@ -35,17 +35,17 @@ func NewCLI(ctx context.Context, path string, grace time.Duration) (*CLI, error)
 	if path == "" {
 		p, err := exec.LookPath("pulumi")
 		if err != nil {
-			return nil, fmt.Errorf("pulumi is not on PATH (install it: https://www.pulumi.com/docs/install/): %w", err)
+			return nil, fmt.Errorf("unable to find pulumi on PATH (install it: https://www.pulumi.com/docs/install/): %w", err)
 		}
 		path = p
 	}
 	out, err := exec.CommandContext(ctx, path, "version").Output() //nolint:gosec // the operator's pulumi
 	if err != nil {
-		return nil, fmt.Errorf("`%s version` failed: %w", path, err)
+		return nil, fmt.Errorf("unable to run `%s version`: %w", path, err)
 	}
 	v, err := semver.ParseTolerant(strings.TrimSpace(string(out)))
 	if err != nil {
-		return nil, fmt.Errorf("unexpected `pulumi version` output %q: %w", out, err)
+		return nil, fmt.Errorf("unable to parse the `pulumi version` output %q: %w", out, err)
 	}
 	return &CLI{Path: path, version: v, Grace: grace}, nil
 }

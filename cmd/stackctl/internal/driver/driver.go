@@ -211,7 +211,7 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 
 	cfg, err := stack.GetAllConfig(ctx)
 	if err != nil {
-		return classify(ctx, o, fmt.Errorf("reading the stack's config: %w", err))
+		return classify(ctx, o, fmt.Errorf("unable to read the stack's config: %w", err))
 	}
 	proj, err := ws.ProjectSettings(ctx)
 	if err != nil {
@@ -249,7 +249,7 @@ func openStack(ctx context.Context, o Options, ws auto.Workspace, backend string
 	if o.Create {
 		s, err := auto.UpsertStack(ctx, o.Stack, ws)
 		if err != nil {
-			return s, classify(ctx, o, fmt.Errorf("creating or selecting stack %s: %w", o.Stack, err))
+			return s, classify(ctx, o, fmt.Errorf("unable to create or select stack %s: %w", o.Stack, err))
 		}
 		return s, nil
 	}
@@ -258,7 +258,7 @@ func openStack(ctx context.Context, o Options, ws auto.Workspace, backend string
 		return s, fail(exitcode.NoStack, err, "stack %s does not exist in %s; create it with --create (or `make init STACK=%s`), or set PULUMI_BACKEND_URL to the backend that has it", o.Stack, backend, o.Stack)
 	}
 	if err != nil {
-		return s, classify(ctx, o, fmt.Errorf("selecting stack %s: %w", o.Stack, err))
+		return s, classify(ctx, o, fmt.Errorf("unable to select stack %s: %w", o.Stack, err))
 	}
 	return s, nil
 }
@@ -406,23 +406,23 @@ func writeSummaries(o Options, env Env, sum Summary) error {
 	if o.SummaryFile != "" {
 		data, err := json.MarshalIndent(sum, "", "  ")
 		if err != nil {
-			return fmt.Errorf("summary: %w", err)
+			return fmt.Errorf("unable to encode the summary: %w", err)
 		}
 		if err := os.WriteFile(o.SummaryFile, append(data, '\n'), 0o644); err != nil { //nolint:gosec // names and counts only, no secrets
-			return fmt.Errorf("writing summary %s: %w", o.SummaryFile, err)
+			return fmt.Errorf("unable to write the summary %s: %w", o.SummaryFile, err)
 		}
 	}
 	if path := env.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644) //nolint:gosec // GitHub's own file
 		if err != nil {
-			return fmt.Errorf("job summary: %w", err)
+			return fmt.Errorf("unable to open the job summary: %w", err)
 		}
 		_, werr := io.WriteString(f, Markdown(sum))
 		if cerr := f.Close(); werr == nil {
 			werr = cerr
 		}
 		if werr != nil {
-			return fmt.Errorf("job summary: %w", werr)
+			return fmt.Errorf("unable to write the job summary: %w", werr)
 		}
 	}
 	return nil

@@ -321,10 +321,10 @@ func TestAccessHelperRunsAroundTheOperation(t *testing.T) {
 
 	h := newHarness(t, driver.OpUp)
 	h.access = func(context.Context, stacks.Source) (map[string]string, func(), error) {
-		return nil, nil, errors.New("ssh-proxy: SSH to root@pve:22: unable to authenticate")
+		return nil, nil, errors.New("unable to start the ssh-proxy (SSH to root@pve:22): unable to authenticate")
 	}
 	assert.Equal(t, exitcode.Failed, h.run(context.Background()))
-	assert.Contains(t, h.stderr.String(), "cannot reach the cluster's nodes: ssh-proxy: SSH to root@pve:22: unable to authenticate")
+	assert.Contains(t, h.stderr.String(), "cannot reach the cluster's nodes: unable to start the ssh-proxy (SSH to root@pve:22): unable to authenticate")
 	_, ran := h.fake.Find(driver.OpUp)
 	assert.False(t, ran, "no update without the way to the nodes")
 }

@@ -20,7 +20,7 @@ var AccessFiles = []string{"kubeconfig", "talosconfig"}
 func writeOutputs(ctx context.Context, stack auto.Stack, o Options, workDir string, env Env, sum *Summary) error {
 	outs, err := stack.Outputs(ctx)
 	if err != nil {
-		return classify(ctx, o, fmt.Errorf("reading the stack's outputs: %w", err))
+		return classify(ctx, o, fmt.Errorf("unable to read the stack's outputs: %w", err))
 	}
 	for name := range outs {
 		sum.Outputs = append(sum.Outputs, name)

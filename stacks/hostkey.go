@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -54,19 +53,19 @@ func (h HostKey) AuthorizedKey() string {
 }
 
 // CommandHostKey is a pin as the command provider's connection hostKey:
-// the whole key, or nil (the provider then checks nothing) when none is
+// the whole key, or "" (the provider then checks nothing) when none is
 // pinned. Load refuses a fingerprint where the provider connects; should
 // one get here all the same, it is passed on as it is, so that the provider
 // fails to parse it instead of silently checking nothing.
-func CommandHostKey(value string) pulumi.StringPtrInput {
+func CommandHostKey(value string) string {
 	pin, err := ParseHostKey(value)
 	switch {
 	case err == nil && !pin.IsSet():
-		return nil
+		return ""
 	case err == nil && pin.Key != nil:
-		return pulumi.String(pin.AuthorizedKey())
+		return pin.AuthorizedKey()
 	default:
-		return pulumi.String(value)
+		return value
 	}
 }
 

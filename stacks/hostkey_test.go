@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
@@ -268,10 +267,10 @@ func TestRescueHostKeyIsOnlyForVPS(t *testing.T) {
 
 func TestCommandHostKey(t *testing.T) {
 	t.Parallel()
-	assert.Nil(t, stacks.CommandHostKey(""), "nothing pinned: the provider checks nothing")
-	assert.Equal(t, pulumi.String(pveAuthorized), stacks.CommandHostKey("pve.lan "+pveHostKey), "the bare key, as ssh.ParseAuthorizedKey reads it")
+	assert.Empty(t, stacks.CommandHostKey(""), "nothing pinned: the provider checks nothing")
+	assert.Equal(t, pveAuthorized, stacks.CommandHostKey("pve.lan "+pveHostKey), "the bare key, as ssh.ParseAuthorizedKey reads it")
 	// Load refuses these where the provider connects; were one to get
 	// through, the provider must fail on it, not ignore it.
-	assert.Equal(t, pulumi.String(pveKeyFP), stacks.CommandHostKey(pveKeyFP))
-	assert.Equal(t, pulumi.String("garbage"), stacks.CommandHostKey("garbage"))
+	assert.Equal(t, pveKeyFP, stacks.CommandHostKey(pveKeyFP))
+	assert.Equal(t, "garbage", stacks.CommandHostKey("garbage"))
 }

@@ -24,6 +24,16 @@ const (
 // default; the provider calls it from the operator's machine).
 const FactoryHost = "factory.talos.dev"
 
+// Schematic selects the Image Factory schematic: an existing id, or one
+// registered from a list of official system extensions.
+type Schematic struct {
+	// ID is an existing schematic id (64 hex digits); excludes extensions.
+	ID string `pulumi:"id,optional"`
+	// Extensions are official system extensions, e.g.
+	// siderolabs/qemu-guest-agent, to register a schematic from.
+	Extensions []string `pulumi:"extensions,optional"`
+}
+
 // Args select the image.
 type Args struct {
 	TalosVersion string

@@ -1,11 +1,8 @@
 package proxmox
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/download"
@@ -15,39 +12,37 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // ClusterType is the component's type token.
 const ClusterType = "talos-cluster:index:ProxmoxCluster"
-
-// ClusterArgs are the inputs of a ProxmoxCluster.
-type ClusterArgs struct {
-	// Config is the validated stack config (platform proxmox).
-	Config *stacks.Config
-	// Stack is the Pulumi stack name: VM tags, descriptions, file headers.
-	Stack string
-	// Hooks binds the fast-stop hook to the VMs (the engine's when nil).
-	Hooks Hooks
-	// StopAPI is the Proxmox API the hook stops VMs with (a client built
-	// from the stack config when nil).
-	StopAPI StopAPI
-}
 
 // Cluster is the ProxmoxCluster component: the Talos image, DHCP
 // reservations, one VM per node and the TalosCluster on top.
 type Cluster struct {
 	pulumi.ResourceState
 
-	Kubeconfig     pulumi.StringOutput    `pulumi:"kubeconfig"`
-	Talosconfig    pulumi.StringOutput    `pulumi:"talosconfig"`
-	Endpoint       pulumi.StringOutput    `pulumi:"endpoint"`
-	NodeIPs        pulumi.StringMapOutput `pulumi:"nodeIps"`
-	VMIDs          pulumi.IntMapOutput    `pulumi:"vmIds"`
-	MACs           pulumi.StringMapOutput `pulumi:"macs"`
-	SchematicID    pulumi.StringOutput    `pulumi:"schematicId"`
-	InstallerImage pulumi.StringOutput    `pulumi:"installerImage"`
+	// Kubeconfig is the cluster's admin kubeconfig; it resolves once the
+	// cluster is ready.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig" provider:"secret"`
+	// Talosconfig is the Talos client config.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig" provider:"secret"`
+	// Endpoint is the Kubernetes API URL.
+	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
+	// NodeIPs are the nodes' IPs by node name.
+	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
+	// TalosVersion is the Talos version of the machine configs.
+	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
+	// KubernetesVersion is the Kubernetes version of the machine configs.
+	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// VMIDs are the VM ids by node name.
+	VMIDs pulumi.IntMapOutput `pulumi:"vmIds"`
+	// MACs are the NICs' MAC addresses by node name (given or derived).
+	MACs pulumi.StringMapOutput `pulumi:"macs"`
+	// SchematicID is the Image Factory schematic of the image.
+	SchematicID pulumi.StringOutput `pulumi:"schematicId"`
+	// InstallerImage is the installer the nodes install from.
+	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
 
 	// Children, for tests and later steps.
 	Provider *proxmoxve.Provider
@@ -58,36 +53,20 @@ type Cluster struct {
 	Talos    *talos.Cluster
 }
 
-// check finds problems the stack validation cannot see because they depend
-// on derived values, before anything is registered, and returns every
-// node's MAC.
-func (a *ClusterArgs) check() (map[string]string, error) {
-	if a.Config == nil || a.Config.Platform != stacks.PlatformProxmox {
-		return nil, errors.New("proxmox cluster: needs a validated config of platform proxmox")
-	}
-	var nodes []NodeMAC
-	for _, n := range a.Config.Nodes.All() {
-		nodes = append(nodes, NodeMAC{Name: n.Name, MAC: n.MAC})
-	}
-	macs, problems := NodeMACs(a.Stack, a.Config.Cluster.Name, nodes)
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("nodes: %s; nothing was created", strings.Join(problems, "; "))
-	}
-	return macs, nil
+// NewCluster builds the Proxmox platform: the engine's hooks and a Proxmox
+// client for the fast stop.
+func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	return NewClusterWithDeps(ctx, name, args, Deps{}, opts...)
 }
 
-// NewCluster builds the Proxmox platform for a stack config.
-func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	macs, err := args.check()
+// NewClusterWithDeps builds the Proxmox platform with the given seams.
+// Nothing is registered unless every input is valid.
+func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	macs, err := args.validate(name, ctx.Stack())
 	if err != nil {
 		return nil, err
 	}
-	cfg := args.Config
-	px := cfg.Proxmox
-	sshKey, err := args.sshPrivateKey()
-	if err != nil {
-		return nil, err
-	}
+	px := args.Proxmox
 
 	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}}
 	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
@@ -99,7 +78,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	// and the token is a secret from the stack config to the provider.
 	c.Provider, err = proxmoxve.NewProvider(ctx, name+"-pve", &proxmoxve.ProviderArgs{
 		Endpoint: pulumi.String(px.Endpoint),
-		ApiToken: pulumi.ToSecret(px.APITokenSecret.Output().ApplyT(func(s string) string {
+		ApiToken: pulumi.ToSecret(px.APITokenSecret.ToStringOutput().ApplyT(func(s string) string {
 			return px.APITokenID + "=" + s
 		})).(pulumi.StringOutput),
 		Insecure: pulumi.Bool(px.Insecure),
@@ -109,19 +88,19 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	}
 	pve := []pulumi.ResourceOption{parent, pulumi.Provider(c.Provider)}
 
-	img, err := newImage(ctx, name, cfg, parent)
+	img, err := newImage(ctx, name, args, parent)
 	if err != nil {
 		return nil, err
 	}
 	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
-	c.ISOs, err = downloadISOs(ctx, name, cfg, img, pve...)
+	c.ISOs, err = downloadISOs(ctx, name, args, img, pve...)
 	if err != nil {
 		return nil, err
 	}
 
 	var vmDeps []pulumi.Resource
-	if px.DNSMasqEnabled() {
-		c.DHCP, err = newReservations(ctx, name, args, macs, sshKey, parent)
+	if px.DNSMasq != nil {
+		c.DHCP, err = newReservations(ctx, name, args, macs, parent)
 		if err != nil {
 			return nil, err
 		}
@@ -130,21 +109,17 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	// The hook is registered on every run (bound to every VM), because a
 	// destroy needs the name recorded in state to resolve.
-	hooks, stopAPI, err := args.hookDeps(ctx)
-	if err != nil {
-		return nil, err
-	}
-	fastStop := FastStopHook(stopAPI, StackTag(args.Stack), fastStopTimeout, fastStopPoll)
+	hooks, stopAPI := deps.withDefaults(ctx, px)
+	fastStop := FastStopHook(stopAPI, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll)
 
-	agent := hasGuestAgent(cfg)
-	refs := cfg.Nodes.Refs()
+	agent := hasGuestAgent(args.Schematic)
 	nodeOpts := map[string]talos.NodeOptions{}
 	vmIDs := pulumi.IntMap{}
 	macMap := pulumi.StringMap{}
-	for _, ref := range refs {
+	for _, ref := range args.Nodes {
 		iso := c.ISOs[ref.ProxmoxNode]
-		a := vmArgs(cfg, ref, vmSpec{
-			Cluster: cfg.Cluster.Name, Stack: args.Stack, MAC: pulumi.String(macs[ref.Name]),
+		a := vmArgs(args, ref, vmSpec{
+			Cluster: args.Cluster.Name, Stack: ctx.Stack(), MAC: pulumi.String(macs[ref.Name]),
 			ISO: iso.ID().ToStringOutput(), Agent: agent,
 		})
 		// VMs start only once their DHCP reservation is live and their ISO
@@ -164,7 +139,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 			bindStop,
 		)...)
 		if err != nil {
-			return nil, fmt.Errorf("unable to create VM for %s (%s): %w", ref.Path, ref.Name, err)
+			return nil, fmt.Errorf("unable to create VM for node %q: %w", ref.Name, err)
 		}
 		c.VMs[ref.Name] = machine
 		vmIDs[ref.Name] = machine.VmId
@@ -183,18 +158,17 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		}
 	}
 
-	targs := talos.ClusterArgsFromConfig(cfg, talos.Machines{
-		InstallerImage: img.Installer, Nodes: TalosNodes(cfg), NodeOptions: nodeOpts,
-		// Bootstrap, kubeconfig and Helm releases go with the first control
-		// plane: a whole-stack destroy makes no call to the dying cluster.
-		DeletedWith: c.VMs[cfg.Nodes.ControlPlanes[0].Name],
-	})
-	c.Talos, err = talos.NewCluster(ctx, name, &targs, parent)
+	targs := args.TalosArgs(img.Installer)
+	targs.NodeOptions = nodeOpts
+	// Bootstrap, kubeconfig and Helm releases go with the first control
+	// plane: a whole-stack destroy makes no call to the dying cluster.
+	targs.DeletedWith = c.VMs[args.Nodes[0].Name]
+	c.Talos, err = talos.NewCluster(ctx, name, targs, parent)
 	if err != nil {
 		return nil, err
 	}
 
-	if err := c.ejectISOs(ctx, name, args, refs, parent); err != nil {
+	if err := c.ejectISOs(ctx, name, args, parent); err != nil {
 		return nil, err
 	}
 
@@ -202,6 +176,8 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	c.Talosconfig = c.Talos.Talosconfig
 	c.Endpoint = c.Talos.Endpoint
 	c.NodeIPs = c.Talos.NodeIPs
+	c.TalosVersion = c.Talos.TalosVersion
+	c.KubernetesVersion = c.Talos.KubernetesVersion
 	c.VMIDs = vmIDs.ToIntMapOutput()
 	c.MACs = macMap.ToStringMapOutput()
 	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
@@ -224,16 +200,16 @@ func (c *Cluster) Outputs() pulumi.Map {
 // is the command's stdin, so a changed MAC or IP shows in the preview and
 // re-runs the install script; delete removes the file with the old
 // connection.
-func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs map[string]string, sshKey pulumi.StringInput, parent pulumi.ResourceOption) (*remote.Command, error) {
-	cfg := args.Config
-	file := DNSMasqFile{Dir: cfg.Proxmox.DNSMasq.ConfigDir, Cluster: cfg.Cluster.Name, Stack: args.Stack, Restart: cfg.Proxmox.DNSMasq.Restart,
-		LeaseFile: cfg.Proxmox.DNSMasq.LeaseFile, Interface: cfg.Proxmox.Bridge}
+func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs map[string]string, parent pulumi.ResourceOption) (*remote.Command, error) {
+	dm := args.Proxmox.DNSMasq
+	file := DNSMasqFile{Dir: dm.ConfigDir, Cluster: args.Cluster.Name, Stack: ctx.Stack(), Restart: dm.RestartCommand,
+		LeaseFile: dm.LeaseFile, Interface: args.Proxmox.Bridge}
 	var rs []Reservation
-	for _, n := range cfg.Nodes.All() {
+	for _, n := range args.Nodes {
 		rs = append(rs, Reservation{MAC: macs[n.Name], IP: n.IP, Hostname: n.Name})
 	}
 	content := pulumi.String(file.Render(rs))
-	ssh := cfg.Proxmox.SSH
+	ssh := dm.SSH
 	conn := remote.ConnectionArgs{
 		Host:           pulumi.String(ssh.Host),
 		Port:           pulumi.Float64(float64(ssh.Port)),
@@ -243,10 +219,10 @@ func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs m
 		// The whole pinned key (Load refuses a fingerprint or RSA key here,
 		// as the provider could not check them). A changed pin updates the
 		// command, which re-runs the idempotent install script once.
-		HostKey: stacks.CommandHostKey(ssh.HostKey),
+		HostKey: hostKeyInput(ssh.HostKey),
 	}
-	if sshKey != nil {
-		conn.PrivateKey = sshKey
+	if ssh.PrivateKey != nil {
+		conn.PrivateKey = pulumi.ToSecret(ssh.PrivateKey).(pulumi.StringOutput)
 	}
 	install := file.InstallScript()
 	cmd, err := remote.NewCommand(ctx, name+"-dhcp-reservations", &remote.CommandArgs{
@@ -267,12 +243,12 @@ func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs m
 // ejectISOs empties every VM's CD-ROM once the cluster is up (after its
 // node's apply and the Helm releases, which wait for the nodes): Talos then
 // runs from disk. Each command is replaced, and so runs again, when its VM is.
-func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs, refs []stacks.NodeRef, parent pulumi.ResourceOption) error {
-	px := args.Config.Proxmox
-	header := pulumi.ToSecret(px.APITokenSecret.Output().ApplyT(func(s string) string {
+func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs, parent pulumi.ResourceOption) error {
+	px := args.Proxmox
+	header := pulumi.ToSecret(px.APITokenSecret.ToStringOutput().ApplyT(func(s string) string {
 		return AuthHeader(px.APITokenID, s)
 	})).(pulumi.StringOutput)
-	for _, ref := range refs {
+	for _, ref := range args.Nodes {
 		machine := c.VMs[ref.Name]
 		// Concrete resources, not the TalosCluster component: the SDK expands
 		// a component into the children it knows of at that moment, and
@@ -298,40 +274,4 @@ func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs,
 		c.Ejects[ref.Name] = cmd
 	}
 	return nil
-}
-
-// hookDeps returns the hook binder and the API client of the hook.
-func (a *ClusterArgs) hookDeps(ctx *pulumi.Context) (Hooks, StopAPI, error) {
-	hooks, api := a.Hooks, a.StopAPI
-	if hooks == nil {
-		hooks = &SDKHooks{Ctx: ctx}
-	}
-	if api == nil {
-		px := a.Config.Proxmox
-		c, err := pveapi.New(px.Endpoint, px.APITokenID, px.APITokenSecret.Reveal(), pveapi.Options{Insecure: px.Insecure})
-		if err != nil {
-			return nil, nil, err
-		}
-		api = c
-	}
-	return hooks, api, nil
-}
-
-// sshPrivateKey is the key for the Proxmox host: the configured secret, the
-// key file (read now, so a missing file fails before anything is created),
-// or nil for the SSH agent.
-func (a *ClusterArgs) sshPrivateKey() (pulumi.StringInput, error) {
-	ssh := a.Config.Proxmox.SSH
-	switch {
-	case ssh.PrivateKey.IsSet():
-		return ssh.PrivateKey.Output(), nil
-	case ssh.PrivateKeyFile != "" && a.Config.Proxmox.DNSMasqEnabled():
-		key, err := os.ReadFile(ssh.KeyFilePath())
-		if err != nil {
-			return nil, fmt.Errorf("proxmox.ssh.privateKeyFile: %w; nothing was created", err)
-		}
-		return pulumi.ToSecret(pulumi.String(string(key))).(pulumi.StringOutput), nil
-	default:
-		return nil, nil
-	}
 }

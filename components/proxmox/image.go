@@ -12,7 +12,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/image"
-	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // GuestAgentExtension is the system extension that runs qemu-guest-agent.
@@ -21,7 +20,7 @@ const GuestAgentExtension = "siderolabs/qemu-guest-agent"
 // imagePlatform is the factory platform for an addressing mode: nocloud
 // reads the static address from the VM's cloud-init drive.
 func imagePlatform(addressing string) string {
-	if addressing == stacks.AddressingStatic {
+	if addressing == AddressingStatic {
 		return image.PlatformNocloud
 	}
 	return image.PlatformMetal
@@ -77,34 +76,34 @@ func ISOFileName(f ISOFile) string {
 }
 
 // newImage resolves the cluster's image for the addressing mode.
-func newImage(ctx *pulumi.Context, name string, cfg *stacks.Config, parent pulumi.ResourceOrInvokeOption) (*image.Image, error) {
+func newImage(ctx *pulumi.Context, name string, args *ClusterArgs, parent pulumi.ResourceOrInvokeOption) (*image.Image, error) {
 	return image.New(ctx, name, image.Args{
-		TalosVersion: cfg.Cluster.TalosVersion,
-		SchematicID:  cfg.Cluster.Schematic.ID,
-		Extensions:   cfg.Cluster.Schematic.Extensions,
-		Platform:     imagePlatform(cfg.Proxmox.Addressing),
+		TalosVersion: args.Cluster.TalosVersion,
+		SchematicID:  args.Schematic.ID,
+		Extensions:   args.Schematic.Extensions,
+		Platform:     imagePlatform(args.Proxmox.Addressing),
 	}, parent)
 }
 
 // downloadISOs puts the ISO into the ISO datastore of every Proxmox node that
 // hosts a VM, through the Proxmox API (the node fetches it from the factory).
-func downloadISOs(ctx *pulumi.Context, name string, cfg *stacks.Config, img *image.Image, opts ...pulumi.ResourceOption) (map[string]*download.File, error) {
+func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, img *image.Image, opts ...pulumi.ResourceOption) (map[string]*download.File, error) {
 	// Destroy deletes the ISO unless the stack keeps it (e.g. for VMs made
 	// by hand from it); a kept file stays in storage, unmanaged.
-	opts = append(opts, pulumi.RetainOnDelete(cfg.Proxmox.KeepISO))
+	opts = append(opts, pulumi.RetainOnDelete(args.Proxmox.KeepISO))
 	// ctx.Stack() is the stack the program runs as, the one the VMs' stack
 	// tag names too.
 	fileName := img.SchematicID.ApplyT(func(id string) string {
 		return ISOFileName(ISOFile{
-			Stack: ctx.Stack(), Cluster: cfg.Cluster.Name,
-			TalosVersion: cfg.Cluster.TalosVersion, SchematicID: id, Platform: img.Platform,
+			Stack: ctx.Stack(), Cluster: args.Cluster.Name,
+			TalosVersion: args.Cluster.TalosVersion, SchematicID: id, Platform: img.Platform,
 		})
 	}).(pulumi.StringOutput)
 	out := map[string]*download.File{}
-	for _, node := range proxmoxNodes(cfg) {
+	for _, node := range proxmoxNodes(args.Nodes) {
 		f, err := download.NewFile(ctx, name+"-iso-"+node, &download.FileArgs{
 			ContentType: pulumi.String("iso"),
-			DatastoreId: pulumi.String(cfg.Proxmox.ISODatastore),
+			DatastoreId: pulumi.String(args.Proxmox.ISODatastore),
 			NodeName:    pulumi.String(node),
 			Url:         img.ISOURL,
 			FileName:    fileName,
@@ -135,9 +134,9 @@ func downloadISOs(ctx *pulumi.Context, name string, cfg *stacks.Config, img *ima
 const isoDownloadTimeoutSeconds = 1200
 
 // proxmoxNodes lists the Proxmox nodes hosting a VM, sorted.
-func proxmoxNodes(cfg *stacks.Config) []string {
+func proxmoxNodes(nodes []Node) []string {
 	var out []string
-	for _, n := range cfg.Nodes.All() {
+	for _, n := range nodes {
 		if !slices.Contains(out, n.ProxmoxNode) {
 			out = append(out, n.ProxmoxNode)
 		}
@@ -149,8 +148,8 @@ func proxmoxNodes(cfg *stacks.Config) []string {
 // hasGuestAgent reports whether the image runs qemu-guest-agent. With a given
 // schematic id the extensions are unknown, so the agent stays off: enabling it
 // without the extension makes the provider wait on create and hang shutdowns.
-func hasGuestAgent(cfg *stacks.Config) bool {
-	return slices.ContainsFunc(cfg.Cluster.Schematic.Extensions, func(e string) bool {
+func hasGuestAgent(s image.Schematic) bool {
+	return slices.ContainsFunc(s.Extensions, func(e string) bool {
 		return strings.EqualFold(e, GuestAgentExtension)
 	})
 }

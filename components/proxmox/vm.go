@@ -8,8 +8,6 @@ import (
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // Drive interfaces. q35 has only ide0 and ide2; the cloud-init drive's
@@ -64,8 +62,8 @@ type vmSpec struct {
 // once Talos has installed itself, every boot takes the disk. The ISO is
 // ejected after the install anyway (see ejectISO), because a VM whose ISO
 // file is deleted (a later Talos version replaces it) would not start.
-func vmArgs(cfg *stacks.Config, ref stacks.NodeRef, s vmSpec) *vm.VirtualMachineArgs {
-	px := cfg.Proxmox
+func vmArgs(in *ClusterArgs, ref Node, s vmSpec) *vm.VirtualMachineArgs {
+	px := in.Proxmox
 	disks := vm.VirtualMachineDiskArray{diskArgs(bootDisk, px.DiskDatastore, ref.DiskSize)}
 	if ref.DataDiskSize > 0 {
 		disks = append(disks, diskArgs(dataDisk, px.DiskDatastore, ref.DataDiskSize))
@@ -133,7 +131,7 @@ func vmArgs(cfg *stacks.Config, ref stacks.NodeRef, s vmSpec) *vm.VirtualMachine
 			PreEnrolledKeys: pulumi.Bool(false),
 		}
 	}
-	if px.Addressing == stacks.AddressingStatic {
+	if px.Addressing == AddressingStatic {
 		// The nocloud image reads address, gateway and DNS from this drive
 		// while in maintenance mode; the machine config repeats them.
 		args.Initialization = &vm.VirtualMachineInitializationArgs{
@@ -142,11 +140,11 @@ func vmArgs(cfg *stacks.Config, ref stacks.NodeRef, s vmSpec) *vm.VirtualMachine
 			DatastoreId: pulumi.String(px.DiskDatastore),
 			IpConfigs: vm.VirtualMachineInitializationIpConfigArray{vm.VirtualMachineInitializationIpConfigArgs{
 				Ipv4: &vm.VirtualMachineInitializationIpConfigIpv4Args{
-					Address: pulumi.String(fmt.Sprintf("%s/%d", ref.IP, cfg.Cluster.Network.PrefixLength)),
-					Gateway: pulumi.String(cfg.Cluster.Network.Gateway),
+					Address: pulumi.String(fmt.Sprintf("%s/%d", ref.IP, px.PrefixLength)),
+					Gateway: pulumi.String(px.Gateway),
 				},
 			}},
-			Dns: &vm.VirtualMachineInitializationDnsArgs{Servers: pulumi.ToStringArray(cfg.Cluster.Network.Nameservers)},
+			Dns: &vm.VirtualMachineInitializationDnsArgs{Servers: pulumi.ToStringArray(in.Cluster.Nameservers)},
 		}
 	}
 	return args

@@ -12,7 +12,6 @@ import (
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
-	"github.com/siderolabs/talos/pkg/machinery/constants"
 )
 
 // ClusterType is the component's type token.
@@ -33,8 +32,22 @@ const (
 
 // ChartSettings pins a chart version and adds values.
 type ChartSettings struct {
-	Version string
-	Values  map[string]any
+	// Version is the chart version (the package's tested default when empty).
+	Version string `pulumi:"version,optional"`
+	// Values are merged over the values the cluster needs; see the
+	// configuration reference for what may not be overridden.
+	Values map[string]any `pulumi:"values,optional"`
+}
+
+// ClusterPatches are the user's machine-config patches (YAML strings, in
+// order) for all nodes and for each role; each node's own patches come last.
+type ClusterPatches struct {
+	// All nodes.
+	All []string `pulumi:"all,optional"`
+	// Control planes only.
+	ControlPlane []string `pulumi:"controlPlane,optional"`
+	// Workers only.
+	Worker []string `pulumi:"worker,optional"`
 }
 
 // NodeOptions are per-node resource options a platform supplies.
@@ -71,24 +84,58 @@ const (
 	nodesReadyTimeoutSecs = 600
 )
 
-// ClusterArgs are the inputs of a TalosCluster.
+// ClusterSettings are the cluster-wide settings, the same for every
+// platform (ProxmoxCluster and VpsCluster take them as they are).
+type ClusterSettings struct {
+	// Name is the Kubernetes cluster's name: a DNS label.
+	Name string `pulumi:"name"`
+	// Endpoint is the Kubernetes API URL, https://<host>:6443; default: the
+	// VIP, or else the first control plane's IP.
+	Endpoint string `pulumi:"endpoint,optional"`
+	// TalosVersion is the Talos release the nodes run, e.g. v1.12.0. It
+	// fixes the machine-config contract and the secrets' format.
+	TalosVersion string `pulumi:"talosVersion"`
+	// KubernetesVersion, e.g. 1.34.1; the Talos release's default when empty.
+	KubernetesVersion string `pulumi:"kubernetesVersion,optional"`
+	// Nameservers replace the DHCP-given or default DNS servers.
+	Nameservers []string `pulumi:"nameservers,optional"`
+	// VIP is a shared layer-2 address the control planes hold (none when
+	// empty).
+	VIP string `pulumi:"vip,optional"`
+	// Patches are the user's machine-config patches for all nodes and per
+	// role, applied after the generated ones.
+	Patches ClusterPatches `pulumi:"patches,optional"`
+	// Cilium is the CNI's chart version and values.
+	Cilium ChartSettings `pulumi:"cilium,optional"`
+	// CertApprover is the kubelet serving-certificate approver's chart
+	// version and values.
+	CertApprover ChartSettings `pulumi:"certApprover,optional"`
+}
+
+// ClusterArgs are the inputs of a TalosCluster. The fields tagged `pulumi`
+// are the component's inputs in every language; the others are Go-only
+// wiring a platform component adds (its machines as resources).
 type ClusterArgs struct {
-	ClusterName string
-	// Endpoint is the Kubernetes API URL, https://<host>:6443.
-	Endpoint          string
-	TalosVersion      string
-	KubernetesVersion string // "" means the Talos release's default
-	// InstallerImage is the factory installer for the schematic and version.
-	InstallerImage pulumi.StringInput
-	Patches        PatchSpec
-	Nodes          []NodeSpec
-	NodeOptions    map[string]NodeOptions
-	Cilium         ChartSettings
-	CertApprover   ChartSettings
+	// Cluster holds the cluster-wide settings.
+	Cluster ClusterSettings `pulumi:"cluster"`
+	// InstallerImage is the installer for the schematic and version, e.g.
+	// factory.talos.dev/installer/<schematic>:v1.12.0.
+	InstallerImage pulumi.StringInput `pulumi:"installerImage"`
+	// Nodes are the machines, reachable on their IP in maintenance mode or
+	// already configured. The first must be a control plane: it is
+	// bootstrapped.
+	Nodes []NodeSpec `pulumi:"nodes"`
+	// ResetOnDestroy resets every node (wipes Talos's state and ephemeral
+	// partitions, reboots into maintenance mode) when its apply is deleted:
+	// for machines that outlive the stack.
+	ResetOnDestroy bool `pulumi:"resetOnDestroy,optional"`
+
+	// NodeOptions are per-node resource options by node name (Go only).
+	NodeOptions map[string]NodeOptions
 	// DeletedWith is the resource whose deletion takes the whole cluster with
 	// it (e.g. the first control plane's VM). In-cluster resources (Helm
 	// releases) and the bootstrap carry it, so a destroy of the whole stack
-	// makes no call to a cluster that is going away.
+	// makes no call to a cluster that is going away (Go only).
 	DeletedWith pulumi.Resource
 }
 
@@ -96,12 +143,20 @@ type ClusterArgs struct {
 type Cluster struct {
 	pulumi.ResourceState
 
-	Kubeconfig        pulumi.StringOutput    `pulumi:"kubeconfig"`
-	Talosconfig       pulumi.StringOutput    `pulumi:"talosconfig"`
-	Endpoint          pulumi.StringOutput    `pulumi:"endpoint"`
-	NodeIPs           pulumi.StringMapOutput `pulumi:"nodeIps"`
-	TalosVersion      pulumi.StringOutput    `pulumi:"talosVersion"`
-	KubernetesVersion pulumi.StringOutput    `pulumi:"kubernetesVersion"`
+	// Kubeconfig is the cluster's admin kubeconfig; it resolves once Cilium,
+	// the approver and every node are ready.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig" provider:"secret"`
+	// Talosconfig is the Talos client config: every control plane as an
+	// endpoint, every node as a node.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig" provider:"secret"`
+	// Endpoint is the Kubernetes API URL.
+	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
+	// NodeIPs are the nodes' IPs by node name.
+	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
+	// TalosVersion is the Talos version of the machine configs.
+	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
+	// KubernetesVersion is the Kubernetes version of the machine configs.
+	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
 
 	// Children, for platforms that build on them.
 	Secrets   *machine.Secrets
@@ -117,40 +172,27 @@ type Cluster struct {
 	NodesReady *local.Command
 }
 
-// Validate checks the arguments a platform assembled.
-func (a *ClusterArgs) Validate() error {
-	switch {
-	case a.ClusterName == "" || a.Endpoint == "" || a.TalosVersion == "":
-		return fmt.Errorf("talos cluster: name, endpoint and Talos version are required")
-	case a.InstallerImage == nil:
-		return fmt.Errorf("talos cluster %q: installer image is required", a.ClusterName)
-	case len(a.Nodes) == 0 || a.Nodes[0].Role != RoleControlPlane:
-		return fmt.Errorf("talos cluster %q: the first node must be a control plane (it is bootstrapped)", a.ClusterName)
-	}
-	return nil
-}
-
 // NewCluster builds the cluster: secrets once, a config apply per node in
 // parallel, bootstrap on the first control plane after its apply, kubeconfig
 // after bootstrap, then Cilium and the approver through Helm.
-func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if err := args.Validate(); err != nil {
+func NewCluster(ctx *pulumi.Context, name string, in *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	if err := in.Validate(name); err != nil {
 		return nil, err
 	}
+	defaulted := in.WithDefaults()
+	args := &defaulted
+	spec := args.PatchSpec()
 	c := &Cluster{Applies: map[string]*machine.ConfigurationApply{}}
 	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
 		return nil, err
 	}
 	parent := pulumi.Parent(c)
-	kubeVersion := args.KubernetesVersion
-	if kubeVersion == "" {
-		kubeVersion = constants.DefaultKubernetesVersion
-	}
+	kubeVersion := args.Cluster.KubernetesVersion
 
 	// Machine secrets: created once; a Talos version change updates them in
 	// place and keeps every key, so `up` never rotates the cluster's PKI.
 	secrets, err := machine.NewSecrets(ctx, name+SecretsSuffix, &machine.SecretsArgs{
-		TalosVersion: pulumi.String(args.TalosVersion),
+		TalosVersion: pulumi.String(args.Cluster.TalosVersion),
 	}, parent)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create machine secrets: %w", err)
@@ -162,11 +204,11 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	base := map[Role]pulumi.StringOutput{}
 	for _, role := range []Role{RoleControlPlane, RoleWorker} {
 		base[role] = machine.GetConfigurationOutput(ctx, machine.GetConfigurationOutputArgs{
-			ClusterName:       pulumi.String(args.ClusterName),
-			ClusterEndpoint:   pulumi.String(args.Endpoint),
+			ClusterName:       pulumi.String(args.Cluster.Name),
+			ClusterEndpoint:   pulumi.String(args.Cluster.Endpoint),
 			MachineType:       pulumi.String(string(role)),
 			MachineSecrets:    secrets.MachineSecrets,
-			TalosVersion:      pulumi.String(args.TalosVersion),
+			TalosVersion:      pulumi.String(args.Cluster.TalosVersion),
 			KubernetesVersion: pulumi.String(kubeVersion),
 			Docs:              pulumi.Bool(false),
 			Examples:          pulumi.Bool(false),
@@ -175,7 +217,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	for _, n := range args.Nodes {
 		patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
-			return NodePatches(args.Patches, n, image)
+			return NodePatches(spec, n, image)
 		}).(pulumi.StringArrayOutput)
 		nopts := args.NodeOptions[n.Name]
 		ropts := []pulumi.ResourceOption{parent, pulumi.DependsOn(nopts.DependsOn)}
@@ -199,7 +241,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 			Endpoint:                  pulumi.String(n.IP),
 			ApplyMode:                 pulumi.String("auto"),
 		}
-		if nopts.ResetOnDestroy {
+		if nopts.ResetOnDestroy || args.ResetOnDestroy {
 			// Not graceful: leaving etcd fails on the last member, and every
 			// node of the cluster is reset in the same destroy.
 			applyArgs.OnDestroy = machine.ConfigurationApplyOnDestroyArgs{
@@ -262,7 +304,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	// talosconfig: the control planes as endpoints (not the VIP, which needs
 	// a healthy cluster) and every node, which a generated one leaves empty.
 	talosconfig := client.GetConfigurationOutput(ctx, client.GetConfigurationOutputArgs{
-		ClusterName: pulumi.String(args.ClusterName),
+		ClusterName: pulumi.String(args.Cluster.Name),
 		ClientConfiguration: client.GetConfigurationClientConfigurationArgs{
 			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
 		},
@@ -279,7 +321,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "api", timeoutSecs: apiReadyTimeoutSecs,
 		// Once created it never runs again: a later `up` finds the API up,
 		// and a renewed kubeconfig is no reason to wait.
-		triggers: pulumi.Array{pulumi.String(args.Endpoint)},
+		triggers: pulumi.Array{pulumi.String(args.Cluster.Endpoint)},
 	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{bootstrap, kubeconfig}))...)
 	if err != nil {
 		return nil, err
@@ -296,20 +338,20 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	// Helm waits (no skipAwait) until Cilium's agents and operator are ready:
 	// nodes turn Ready once their agent runs, so `up` returns a usable cluster.
 	c.Cilium, err = newRelease(ctx, name+CiliumSuffix, release{
-		name: CiliumRelease, chart: CiliumChart, repo: CiliumRepo, version: args.Cilium.Version,
-		values: CiliumValues(len(args.Nodes), args.Cilium.Values), timeoutSeconds: ciliumTimeoutSeconds,
+		name: CiliumRelease, chart: CiliumChart, repo: CiliumRepo, version: args.Cluster.Cilium.Version,
+		values: CiliumValues(len(args.Nodes), args.Cluster.Cilium.Values), timeoutSeconds: ciliumTimeoutSeconds,
 	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{kubeconfig}))...)
 	if err != nil {
 		return nil, err
 	}
 
 	var extraIPs []string
-	if args.Patches.VIP != "" {
-		extraIPs = append(extraIPs, args.Patches.VIP)
+	if args.Cluster.VIP != "" {
+		extraIPs = append(extraIPs, args.Cluster.VIP)
 	}
 	c.CertApprover, err = newRelease(ctx, name+CertApproverSuffix, release{
-		name: ApproverRelease, chart: ApproverChart, repo: ApproverRepo, version: args.CertApprover.Version,
-		values: ApproverValues(args.Nodes, extraIPs, args.CertApprover.Values), timeoutSeconds: approverTimeoutSecs,
+		name: ApproverRelease, chart: ApproverChart, repo: ApproverRepo, version: args.Cluster.CertApprover.Version,
+		values: ApproverValues(args.Nodes, extraIPs, args.Cluster.CertApprover.Values), timeoutSeconds: approverTimeoutSecs,
 	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{c.Cilium}))...)
 	if err != nil {
 		return nil, err
@@ -328,9 +370,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	}
 
 	c.Talosconfig = pulumi.ToSecret(talosconfig).(pulumi.StringOutput)
-	c.Endpoint = pulumi.String(args.Endpoint).ToStringOutput()
+	c.Endpoint = pulumi.String(args.Cluster.Endpoint).ToStringOutput()
 	c.NodeIPs = nodeIPs.ToStringMapOutput()
-	c.TalosVersion = pulumi.String(args.TalosVersion).ToStringOutput()
+	c.TalosVersion = pulumi.String(args.Cluster.TalosVersion).ToStringOutput()
 	c.KubernetesVersion = pulumi.String(kubeVersion).ToStringOutput()
 	// The kubeconfig output resolves only after the cluster is usable, so
 	// whoever reads it (a stack export) waits for Cilium, the approver and

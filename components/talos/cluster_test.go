@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/talos"
 )
 
@@ -41,14 +42,16 @@ func runCluster(t *testing.T, ns []talos.NodeSpec) (*componentstest.Engine, outp
 			return err
 		}
 		c, err := talos.NewCluster(ctx, "lab", &talos.ClusterArgs{
-			ClusterName:    "lab",
-			Endpoint:       "https://10.0.0.5:6443",
-			TalosVersion:   "v1.12.4",
+			Cluster: talos.ClusterSettings{
+				Name:         "lab",
+				Endpoint:     "https://10.0.0.5:6443",
+				TalosVersion: "v1.12.4",
+				VIP:          "10.0.0.5",
+				Cilium:       talos.ChartSettings{Version: "1.18.4"},
+				CertApprover: talos.ChartSettings{Version: "1.2.10"},
+			},
 			InstallerImage: pulumi.String("factory.talos.dev/metal-installer/abc:v1.12.4"),
-			Patches:        talos.PatchSpec{TalosVersion: "v1.12.4", VIP: "10.0.0.5"},
 			Nodes:          ns,
-			Cilium:         talos.ChartSettings{Version: "1.18.4"},
-			CertApprover:   talos.ChartSettings{Version: "1.2.10"},
 			DeletedWith:    &vm,
 		})
 		if err != nil {
@@ -191,13 +194,58 @@ func TestMergeValues(t *testing.T) {
 	assert.Equal(t, "localhost", v["k8sServiceHost"])
 }
 
+// Every invalid input is reported at once, by its path in the component's
+// schema, and nothing is registered.
 func TestClusterArgsAreChecked(t *testing.T) {
 	t.Parallel()
-	ws := nodes(0, 1)
-	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := talos.NewCluster(ctx, "lab", &talos.ClusterArgs{ClusterName: "lab", Endpoint: "https://x:6443", TalosVersion: "v1.12.4",
-			InstallerImage: pulumi.String("img"), Nodes: ws})
-		return err
-	}, pulumi.WithMocks("talos-cluster", "test", &componentstest.Engine{}))
-	require.ErrorContains(t, err, "first node must be a control plane")
+	valid := func() talos.ClusterArgs {
+		return talos.ClusterArgs{
+			Cluster:        talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4"},
+			InstallerImage: pulumi.String("img"),
+			Nodes:          nodes(1, 1),
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(a *talos.ClusterArgs)
+		paths []string
+	}{
+		{"first node a worker", func(a *talos.ClusterArgs) { a.Nodes = nodes(0, 1) }, []string{"nodes[0].role"}},
+		{"no nodes", func(a *talos.ClusterArgs) { a.Nodes = nil }, []string{"nodes"}},
+		{"missing name and version", func(a *talos.ClusterArgs) { a.Cluster.Name, a.Cluster.TalosVersion = "", "" },
+			[]string{"cluster.name", "cluster.talosVersion"}},
+		{"bad versions and endpoint", func(a *talos.ClusterArgs) {
+			a.Cluster.TalosVersion, a.Cluster.KubernetesVersion, a.Cluster.Endpoint = "1.12", "latest", "http://x:6443/api"
+		}, []string{"cluster.talosVersion", "cluster.kubernetesVersion", "cluster.endpoint"}},
+		{"no installer image", func(a *talos.ClusterArgs) { a.InstallerImage = nil }, []string{"installerImage"}},
+		{"bad addresses", func(a *talos.ClusterArgs) {
+			a.Cluster.VIP, a.Cluster.Nameservers = "10.0.0", []string{"1.1.1.1", "dns"}
+			a.Nodes[1].IP = "::1"
+			a.Nodes[1].Network.Routes = []talos.Route{{Network: "default", Gateway: "gw"}}
+		}, []string{"cluster.vip", "cluster.nameservers[1]", "nodes[1].ip", "nodes[1].network.routes[0].network", "nodes[1].network.routes[0].gateway"}},
+		{"duplicate and invalid names", func(a *talos.ClusterArgs) {
+			a.Nodes[1].Name, a.Nodes[1].IP = a.Nodes[0].Name, a.Nodes[0].IP
+			a.Nodes = append(a.Nodes, talos.NodeSpec{Name: "Node_3", IP: "10.0.0.30", Role: "master"})
+		}, []string{"nodes[1].name", "nodes[1].ip", "nodes[2].name", "nodes[2].role"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := valid()
+			tc.edit(&args)
+			m := &componentstest.Engine{}
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+				_, err := talos.NewCluster(ctx, "lab", &args)
+				return err
+			}, pulumi.WithMocks("talos-cluster", "test", m))
+			var ie *inputs.Error
+			require.ErrorAs(t, err, &ie)
+			var got []string
+			for _, p := range ie.Problems {
+				got = append(got, p.Path)
+			}
+			assert.ElementsMatch(t, tc.paths, got, "%v", err)
+			assert.Contains(t, err.Error(), `invalid arguments of TalosCluster "lab"`)
+			assert.Empty(t, m.All(), "nothing may be registered")
+		})
+	}
 }

@@ -28,9 +28,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
-	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -169,9 +169,13 @@ type exampleCase struct {
 	mode  runtimeMode
 }
 
+// nodesOf are the nodes the stack's platform component hands to the
+// TalosCluster.
+func nodesOf(cfg *stacks.Config) []talos.NodeSpec { return program.TalosArgs(cfg).Nodes }
+
 var examples = []exampleCase{
-	{stackstest.ProxmoxExample, proxmox.TalosNodes, metal},
-	{stackstest.VPSExample, vps.TalosNodes, metal},
+	{stackstest.ProxmoxExample, nodesOf, metal},
+	{stackstest.VPSExample, nodesOf, metal},
 }
 
 func loadExample(t *testing.T, file string) *stacks.Config {
@@ -185,7 +189,7 @@ func TestExampleNodeConfigsValidate(t *testing.T) {
 	t.Parallel()
 	for _, ex := range examples {
 		cfg := loadExample(t, ex.file)
-		spec := talos.PatchSpecFromConfig(cfg)
+		spec := program.TalosArgs(cfg).PatchSpec()
 		for _, n := range ex.nodes(cfg) {
 			t.Run(ex.file+"/"+n.Name, func(t *testing.T) {
 				t.Parallel()
@@ -237,8 +241,8 @@ func assertHostname(t *testing.T, d map[string]map[string]any, n talos.NodeSpec)
 func TestProxmoxExampleDetails(t *testing.T) {
 	t.Parallel()
 	cfg := loadExample(t, stackstest.ProxmoxExample)
-	spec := talos.PatchSpecFromConfig(cfg)
-	for _, n := range proxmox.TalosNodes(cfg) {
+	spec := program.TalosArgs(cfg).PatchSpec()
+	for _, n := range program.TalosArgs(cfg).Nodes {
 		final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, talos.NodePatches(spec, n, installer))
 		require.NoError(t, err)
 		v1 := docs(t, final)["v1alpha1"]
@@ -256,9 +260,9 @@ func TestProxmoxExampleDetails(t *testing.T) {
 func TestVPSExampleHasPointToPointRoutesAndASchedulableControlPlane(t *testing.T) {
 	t.Parallel()
 	cfg := loadExample(t, stackstest.VPSExample)
-	n := vps.TalosNodes(cfg)[0]
+	n := program.TalosArgs(cfg).Nodes[0]
 	final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role,
-		talos.NodePatches(talos.PatchSpecFromConfig(cfg), n, installer))
+		talos.NodePatches(program.TalosArgs(cfg).PatchSpec(), n, installer))
 	require.NoError(t, err)
 	require.NoError(t, validateFor(t, final, metal))
 	v1 := docs(t, final)["v1alpha1"]
@@ -375,7 +379,7 @@ func TestGoldenPatches(t *testing.T) {
 	t.Parallel()
 	for _, ex := range examples {
 		cfg := loadExample(t, ex.file)
-		spec := talos.PatchSpecFromConfig(cfg)
+		spec := program.TalosArgs(cfg).PatchSpec()
 		for _, n := range ex.nodes(cfg) {
 			var b strings.Builder
 			for i, p := range talos.NodePatches(spec, n, installer) {
@@ -405,8 +409,8 @@ func TestProxmoxStaticAddressingValidatesInCloudMode(t *testing.T) {
 	t.Parallel()
 	cfg := loadExample(t, stackstest.ProxmoxExample)
 	cfg.Proxmox.Addressing = stacks.AddressingStatic
-	spec := talos.PatchSpecFromConfig(cfg)
-	for _, n := range proxmox.TalosNodes(cfg) {
+	spec := program.TalosArgs(cfg).PatchSpec()
+	for _, n := range program.TalosArgs(cfg).Nodes {
 		final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, talos.NodePatches(spec, n, installer))
 		require.NoError(t, err)
 		require.NoError(t, validateFor(t, final, cloud), n.Name)
@@ -441,7 +445,7 @@ func allowed(cfg config.Provider, proto string, port uint16, from string) bool {
 func vpsFinal(t *testing.T, cfg *stacks.Config, n talos.NodeSpec) config.Provider {
 	t.Helper()
 	final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role,
-		talos.NodePatches(talos.PatchSpecFromConfig(cfg), n, installer))
+		talos.NodePatches(program.TalosArgs(cfg).PatchSpec(), n, installer))
 	require.NoError(t, err)
 	require.NoError(t, validateFor(t, final, metal))
 	return final
@@ -451,7 +455,7 @@ func vpsFinal(t *testing.T, cfg *stacks.Config, n talos.NodeSpec) config.Provide
 func TestVPSFirewallOfTheExample(t *testing.T) {
 	t.Parallel()
 	cfg := loadExample(t, stackstest.VPSExample)
-	final := vpsFinal(t, cfg, vps.TalosNodes(cfg)[0])
+	final := vpsFinal(t, cfg, program.TalosArgs(cfg).Nodes[0])
 	assert.Equal(t, nethelpers.DefaultActionBlock, final.NetworkRules().DefaultAction())
 
 	const operator, stranger, self, pod = "198.51.100.23", "192.0.2.77", "203.0.113.10", "10.244.0.15"
@@ -491,7 +495,7 @@ func TestVPSFirewallOfALargerCluster(t *testing.T) {
 			cfg.Nodes.Workers = append(cfg.Nodes.Workers, n)
 		}
 	}
-	nodes := vps.TalosNodes(cfg)
+	nodes := program.TalosArgs(cfg).Nodes
 	require.Len(t, nodes, 5)
 	cp, worker := vpsFinal(t, cfg, nodes[0]), vpsFinal(t, cfg, nodes[3])
 
@@ -517,9 +521,9 @@ func TestVPSFirewallOfALargerCluster(t *testing.T) {
 func TestBrokenFirewallRulesFail(t *testing.T) {
 	t.Parallel()
 	cfg := loadExample(t, stackstest.VPSExample)
-	n := vps.TalosNodes(cfg)[0]
-	spec := talos.PatchSpecFromConfig(cfg)
-	brokenOurs := vps.FirewallOf(cfg)
+	n := program.TalosArgs(cfg).Nodes[0]
+	spec := program.TalosArgs(cfg).PatchSpec()
+	brokenOurs := vps.FirewallOf(program.VPSArgs(cfg))
 	brokenOurs.PublicTCPPorts = []int{70000}
 	for name, patch := range map[string]string{
 		"generated rule with a port out of range": brokenOurs.Patch(n.Role),

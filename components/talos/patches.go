@@ -35,34 +35,45 @@ const KubePrismPort = 7445
 // VM as well as bare metal.
 type NodeNetwork struct {
 	// DHCP takes the address from a DHCP server (a reservation by MAC).
-	DHCP bool
+	DHCP bool `pulumi:"dhcp,optional"`
 	// Addresses are static CIDRs, e.g. 203.0.113.10/32.
-	Addresses []string
+	Addresses []string `pulumi:"addresses,optional"`
 	// Routes are static routes in order; a route without gateway is on-link.
-	Routes []Route
+	Routes []Route `pulumi:"routes,optional"`
 }
 
 // Route is one static route.
 type Route struct {
-	Network string
-	Gateway string
+	// Network is the destination CIDR, e.g. 0.0.0.0/0.
+	Network string `pulumi:"network"`
+	// Gateway is the next hop; empty for an on-link route.
+	Gateway string `pulumi:"gateway,optional"`
 }
 
 // NodeSpec describes one node to the TalosCluster.
 type NodeSpec struct {
-	Name        string
-	IP          string
-	Role        Role
-	InstallDisk string
+	// Name names the node's resources (<cluster>-apply-<name>) and is the
+	// Kubernetes node name the serving-certificate approver accepts.
+	Name string `pulumi:"name"`
+	// IP is the node's IPv4 address: where the Talos API is reached and the
+	// address its kubelet serving certificate is approved for.
+	IP string `pulumi:"ip"`
+	// Role is the node's machine type: controlplane or worker.
+	Role Role `pulumi:"role"`
+	// InstallDisk is the disk Talos installs itself to (default /dev/sda).
+	InstallDisk string `pulumi:"installDisk,optional"`
 	// Hostname is set through Talos config when non-empty. Leave it empty when
 	// DHCP hands out the hostname: Talos rejects a config hostname that
 	// conflicts with the one DHCP set.
-	Hostname string
-	Network  NodeNetwork
+	Hostname string `pulumi:"hostname,optional"`
+	// Network is the node's interface: DHCP or static addresses and routes.
+	Network NodeNetwork `pulumi:"network,optional"`
 	// PlatformPatches come after the generated ones (e.g. a VPS firewall).
+	// Set by the platform components, not an input of the package.
 	PlatformPatches []string
-	// UserPatches are the node's own patches from the stack config.
-	UserPatches []string
+	// UserPatches are the node's own patches (YAML machine-config patches),
+	// applied last.
+	UserPatches []string `pulumi:"patches,optional"`
 }
 
 // PatchSpec holds the cluster-wide inputs of the generated patches.

@@ -59,15 +59,17 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	}
 	switch cfg.Platform {
 	case stacks.PlatformProxmox:
-		c, err := proxmox.NewCluster(ctx, cfg.Cluster.Name, &proxmox.ClusterArgs{
-			Config: cfg, Stack: ctx.Stack(), Hooks: o.Hooks, StopAPI: o.ProxmoxAPI,
-		})
+		args := ProxmoxArgs(cfg)
+		if err := ReadProxmoxKey(cfg, args); err != nil {
+			return nil, err
+		}
+		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, proxmox.Deps{Hooks: o.Hooks, StopAPI: o.ProxmoxAPI})
 		if err != nil {
 			return nil, err
 		}
 		return c.Outputs(), nil
 	case stacks.PlatformVPS:
-		c, err := vps.NewCluster(ctx, cfg.Cluster.Name, &vps.ClusterArgs{Config: cfg, Probe: o.TalosProbe})
+		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, VPSArgs(cfg), vps.Deps{Probe: o.TalosProbe})
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package talos_test
+package overrides_test
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -335,7 +335,7 @@ var overrideCases = []overrideCase{
 	},
 }
 
-func loadEdited(t *testing.T, c overrideCase) (*stacks.Config, []talos.NodeSpec) {
+func loadEdited(t *testing.T, c overrideCase) (*stacks.Config, *talos.ClusterArgs) {
 	t.Helper()
 	file := c.file
 	if file == "" {
@@ -350,10 +350,7 @@ func loadEdited(t *testing.T, c overrideCase) (*stacks.Config, []talos.NodeSpec)
 	}
 	cfg, d := stacks.Load(src)
 	require.NoError(t, d.Err(), "the edited stack must load: only CheckOverrides judges it")
-	if file == stackstest.VPSExample {
-		return cfg, vps.TalosNodes(cfg)
-	}
-	return cfg, proxmox.TalosNodes(cfg)
+	return cfg, program.TalosArgs(cfg)
 }
 
 func TestCheckOverrides(t *testing.T) {
@@ -361,8 +358,8 @@ func TestCheckOverrides(t *testing.T) {
 	for _, c := range overrideCases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, nodes := loadEdited(t, c)
-			d := talos.CheckOverrides(cfg, nodes)
+			cfg, args := loadEdited(t, c)
+			d := overrides.CheckOverrides(cfg, args)
 			assertFindings(t, "error", c.errs, d.Errors)
 			assertFindings(t, "warning", c.warns, d.Warnings)
 		})
@@ -410,9 +407,16 @@ func TestCheckOverridesSharesWorkAcrossNodes(t *testing.T) { // not parallel: it
 	})
 	cfg, d := stacks.Load(src)
 	require.NoError(t, d.Err())
-	nodes := proxmox.TalosNodes(cfg)
+	args := program.TalosArgs(cfg)
+	nodes := args.Nodes
+	// The same arguments with only the first n nodes.
+	firstNodes := func(n int) *talos.ClusterArgs {
+		a := *args
+		a.Nodes = nodes[:n]
+		return &a
+	}
 
-	o := talos.CheckOverrides(cfg, nodes)
+	o := overrides.CheckOverrides(cfg, args)
 	assertFindings(t, "error", []finding{
 		{"cluster.patches.worker[0]", "enables kube-proxy on workers"},
 		{"nodes.workers[7].patches[0]", "disables KubePrism on this worker"},
@@ -421,9 +425,9 @@ func TestCheckOverridesSharesWorkAcrossNodes(t *testing.T) { // not parallel: it
 	// Three config chains (control planes, workers, worker 7) whatever the
 	// count: the nodes beyond the first nine add only a little each
 	// (the approver's name pattern and prefixes), far less than one chain.
-	all := testing.AllocsPerRun(3, func() { talos.CheckOverrides(cfg, nodes) })
-	nine := testing.AllocsPerRun(3, func() { talos.CheckOverrides(cfg, nodes[:9]) })
-	two := testing.AllocsPerRun(3, func() { talos.CheckOverrides(cfg, nodes[:2]) })
+	all := testing.AllocsPerRun(3, func() { overrides.CheckOverrides(cfg, args) })
+	nine := testing.AllocsPerRun(3, func() { overrides.CheckOverrides(cfg, firstNodes(9)) })
+	two := testing.AllocsPerRun(3, func() { overrides.CheckOverrides(cfg, firstNodes(2)) })
 	perNode := (all - nine) / float64(len(nodes)-9)
 	perChain := nine - two // worker 7's own step and judgement
 	t.Logf("allocations: %v for %d nodes, %v for 9, %v for 2: %.1f per node, %v for worker 7's chain", all, len(nodes), nine, two, perNode, perChain)

@@ -1,4 +1,4 @@
-package talos
+package overrides
 
 // This file guards the settings the program relies on against the user's
 // Talos patches and Helm values, which are merged after ours and could
@@ -11,6 +11,7 @@ package talos
 
 import (
 	"fmt"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -43,15 +44,16 @@ const (
 // from KubePrism, ...), warnings for what only weakens it (the approver
 // opened to other names or addresses, more operator replicas than nodes,
 // Hubble published outside the cluster, ...). cfg is a valid stack config
-// (stacks.Load without errors) and nodes are the platform's nodes built from
-// it (their platform patches are applied before the user's, as in the
-// cluster). It registers nothing, so the program runs it first.
+// (stacks.Load without errors), whose key paths the findings name, and args
+// are the TalosCluster arguments the platform builds from it (its nodes'
+// platform patches are applied before the user's, as in the cluster). It
+// registers nothing, so the program runs it first.
 //
 // Nodes share the config work: one chain of patches per role (and platform
 // patches), one more step per node that has patches of its own, so its cost
 // grows with the number of distinct patch sets, not of nodes.
-func CheckOverrides(cfg *stacks.Config, nodes []NodeSpec) *stacks.Diagnostics {
-	g := &guard{cfg: cfg, nodes: nodes, index: map[string]*finding{}}
+func CheckOverrides(cfg *stacks.Config, args *talos.ClusterArgs) *stacks.Diagnostics {
+	g := &guard{cfg: cfg, nodes: args.Nodes, spec: args.PatchSpec(), index: map[string]*finding{}}
 	prisms := g.patches()
 	g.cilium(prisms)
 	g.approver()
@@ -60,7 +62,8 @@ func CheckOverrides(cfg *stacks.Config, nodes []NodeSpec) *stacks.Diagnostics {
 
 type guard struct {
 	cfg      *stacks.Config
-	nodes    []NodeSpec
+	nodes    []talos.NodeSpec
+	spec     talos.PatchSpec
 	findings []*finding
 	index    map[string]*finding
 }
@@ -227,25 +230,25 @@ func ourSteps(texts ...string) ([]patchStep, error) {
 type prismUse struct {
 	port int
 	by   string // the user patch that set the port, "" for ours
-	role Role
+	role talos.Role
 }
 
 // patches checks every node's final config, one chain per role and
 // platform patch set, branching per node only for nodes with patches.
 func (g *guard) patches() []prismUse {
-	spec := PatchSpecFromConfig(g.cfg)
+	spec := g.spec
 	paths := map[string]stacks.NodeRef{}
 	for _, ref := range g.cfg.Nodes.Refs() {
 		paths[ref.Name] = ref
 	}
 	c := g.cfg.Cluster
 	all := userSteps("cluster.patches.all", c.Patches.All)
-	byRole := map[Role][]patchStep{
-		RoleControlPlane: userSteps("cluster.patches.controlPlane", c.Patches.ControlPlane),
-		RoleWorker:       userSteps("cluster.patches.worker", c.Patches.Worker),
+	byRole := map[talos.Role][]patchStep{
+		talos.RoleControlPlane: userSteps("cluster.patches.controlPlane", c.Patches.ControlPlane),
+		talos.RoleWorker:       userSteps("cluster.patches.worker", c.Patches.Worker),
 	}
 
-	bases := map[Role]*chainState{}
+	bases := map[talos.Role]*chainState{}
 	roleStates := map[string]*chainState{}
 	judged := map[string]bool{}
 	var prisms []prismUse
@@ -278,7 +281,7 @@ func (g *guard) patches() []prismUse {
 
 // roleState is the config of a role after the generated cluster patch, the
 // platform's patches, and the user's patches for all nodes and the role.
-func (g *guard) roleState(bases map[Role]*chainState, n NodeSpec, spec PatchSpec, all, role []patchStep) *chainState {
+func (g *guard) roleState(bases map[talos.Role]*chainState, n talos.NodeSpec, spec talos.PatchSpec, all, role []patchStep) *chainState {
 	base, ok := bases[n.Role]
 	if !ok {
 		cfg, err := g.baseConfig(n.Role)
@@ -293,7 +296,7 @@ func (g *guard) roleState(bases map[Role]*chainState, n NodeSpec, spec PatchSpec
 	if base == nil {
 		return nil
 	}
-	ours, err := ourSteps(append([]string{ClusterPatch(spec)}, n.PlatformPatches...)...)
+	ours, err := ourSteps(append([]string{talos.ClusterPatch(spec)}, n.PlatformPatches...)...)
 	if err != nil {
 		g.errorf("cluster", "a generated patch does not load: %v", err)
 		return nil
@@ -304,7 +307,7 @@ func (g *guard) roleState(bases map[Role]*chainState, n NodeSpec, spec PatchSpec
 
 // baseConfig generates the role's config as the provider does, with empty
 // key material: nothing here depends on keys, and real ones take seconds.
-func (g *guard) baseConfig(role Role) (config.Provider, error) {
+func (g *guard) baseConfig(role talos.Role) (config.Provider, error) {
 	c := g.cfg.Cluster
 	vc, err := config.ParseContractFromVersion(c.TalosVersion)
 	if err != nil {
@@ -322,7 +325,7 @@ func (g *guard) baseConfig(role Role) (config.Provider, error) {
 		return nil, err
 	}
 	mt := machine.TypeWorker
-	if role == RoleControlPlane {
+	if role == talos.RoleControlPlane {
 		mt = machine.TypeControlPlane
 	}
 	return in.Config(mt)
@@ -350,12 +353,12 @@ const (
 	scopeWorkers = "on workers"
 )
 
-func scope(path string, role Role) string {
+func scope(path string, role talos.Role) string {
 	node := strings.HasPrefix(path, "nodes.")
 	switch {
-	case role == RoleControlPlane && node:
+	case role == talos.RoleControlPlane && node:
 		return "on this control plane"
-	case role == RoleControlPlane:
+	case role == talos.RoleControlPlane:
 		return scopeCPs
 	case node:
 		return "on this worker"
@@ -366,18 +369,18 @@ func scope(path string, role Role) string {
 
 // patchError and patchWarning record a finding about a user patch; the
 // message says where it took effect through scopeMark.
-func (g *guard) patchError(path string, role Role, format string, args ...any) {
+func (g *guard) patchError(path string, role talos.Role, format string, args ...any) {
 	g.add(true, path, scope(path, role), format, args...)
 }
 
-func (g *guard) patchWarning(path string, role Role, format string, args ...any) {
+func (g *guard) patchWarning(path string, role talos.Role, format string, args ...any) {
 	g.add(false, path, scope(path, role), format, args...)
 }
 
 // judge reports what the user's patches changed in one final config. Only
 // settings a user patch changed are judged: the generated ones are tested.
 // It returns KubePrism's use when KubePrism is on.
-func (g *guard) judge(st *chainState, role Role) (prismUse, bool) {
+func (g *guard) judge(st *chainState, role talos.Role) (prismUse, bool) {
 	s, by := st.got, st.by
 	if s[sDoc] == "" {
 		if by[sDoc] != "" {
@@ -388,9 +391,9 @@ func (g *guard) judge(st *chainState, role Role) (prismUse, bool) {
 	if s[sType] != string(role) && by[sType] != "" {
 		raw := st.cfg.RawV1Alpha1().MachineConfig.MachineType
 		switch s[sType] {
-		case string(RoleWorker):
+		case string(talos.RoleWorker):
 			g.patchError(by[sType], role, "sets machine.type: %s "+scopeMark+"; a node's type is the list it is in: move the node to nodes.workers instead of patching its type", raw)
-		case string(RoleControlPlane):
+		case string(talos.RoleControlPlane):
 			g.patchError(by[sType], role, "sets machine.type: %s "+scopeMark+"; a node's type is the list it is in: move the node to nodes.controlPlanes instead of patching its type", raw)
 		default:
 			g.patchError(by[sType], role, "sets machine.type: %s "+scopeMark+"; a node's type is the list it is in and must stay %s (the program bootstraps the first control plane itself)", raw, role)
@@ -421,7 +424,7 @@ func (g *guard) judge(st *chainState, role Role) (prismUse, bool) {
 
 // cilium checks the merged Cilium values against what the cluster needs.
 func (g *guard) cilium(prisms []prismUse) {
-	v := CiliumValues(len(g.nodes), g.cfg.Cluster.Cilium.Values)
+	v := talos.CiliumValues(len(g.nodes), g.cfg.Cluster.Cilium.Values)
 	p := func(keys ...string) string { return ciliumValuesPath + "." + strings.Join(keys, ".") }
 
 	if kpr := v["kubeProxyReplacement"]; !truthy(kpr) {
@@ -430,11 +433,11 @@ func (g *guard) cilium(prisms []prismUse) {
 	host, _ := v["k8sServiceHost"].(string)
 	if host != "localhost" && host != "127.0.0.1" {
 		g.errorf(p("k8sServiceHost"), "%s is not KubePrism: Cilium must reach the Kubernetes API at localhost, KubePrism on each node (port %d), as there is no kube-proxy and the VIP or endpoint needs a running Cilium; leave it out",
-			show(v["k8sServiceHost"]), KubePrismPort)
+			show(v["k8sServiceHost"]), talos.KubePrismPort)
 	}
 	port, ok := intOf(v["k8sServicePort"])
 	if !ok || port < 1 || port > 65535 {
-		g.errorf(p("k8sServicePort"), "%s is not a port; leave it out (KubePrism's port, %d)", show(v["k8sServicePort"]), KubePrismPort)
+		g.errorf(p("k8sServicePort"), "%s is not a port; leave it out (KubePrism's port, %d)", show(v["k8sServicePort"]), talos.KubePrismPort)
 	} else {
 		for _, u := range prisms {
 			if int64(u.port) == port {
@@ -511,7 +514,7 @@ func (g *guard) approver() {
 	if g.cfg.Cluster.VIP != "" {
 		extra = append(extra, g.cfg.Cluster.VIP)
 	}
-	v := ApproverValues(g.nodes, extra, g.cfg.Cluster.CertApprover.Values)
+	v := talos.ApproverValues(g.nodes, extra, g.cfg.Cluster.CertApprover.Values)
 	p := func(key string) string { return approverValuesPath + "." + key }
 
 	switch re := v["providerRegex"].(type) {

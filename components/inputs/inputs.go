@@ -1,0 +1,112 @@
+// Package inputs checks a component's arguments the way the stack file is
+// checked: every problem is collected, each names the input's path (as the
+// component's schema spells it, e.g. nodes[1].ip), and nothing is
+// registered while any remains. The components are also served to other
+// languages, whose programs reach them without the stack file's validation.
+package inputs
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+)
+
+// Problem is one invalid input.
+type Problem struct {
+	Path    string
+	Message string
+}
+
+func (p Problem) String() string { return p.Path + ": " + p.Message }
+
+// Problems collects the invalid inputs of one component.
+type Problems struct {
+	list []Problem
+}
+
+// Add records a problem at path.
+func (p *Problems) Add(path, format string, args ...any) {
+	p.list = append(p.list, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// List returns the problems in the order they were found.
+func (p *Problems) List() []Problem { return p.list }
+
+// Err is nil without problems, or one error listing all of them.
+func (p *Problems) Err(component, name string) error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return &Error{Component: component, Name: name, Problems: p.list}
+}
+
+// Error lists every invalid input of a component; nothing was registered.
+type Error struct {
+	Component string // e.g. TalosCluster
+	Name      string // the resource name
+	Problems  []Problem
+}
+
+func (e *Error) Error() string {
+	lines := make([]string, 0, len(e.Problems))
+	for _, p := range e.Problems {
+		lines = append(lines, "  - "+p.String())
+	}
+	return fmt.Sprintf("invalid arguments of %s %q (nothing was created):\n%s", e.Component, e.Name, strings.Join(lines, "\n"))
+}
+
+// Required records a problem when s is empty.
+func (p *Problems) Required(path, s string) bool {
+	if strings.TrimSpace(s) == "" {
+		p.Add(path, "is required")
+		return false
+	}
+	return true
+}
+
+// IPv4 records a problem unless s is an IPv4 address.
+func (p *Problems) IPv4(path, s string) {
+	if a, err := netip.ParseAddr(s); err != nil || !a.Is4() {
+		p.Add(path, "%q is not an IPv4 address", s)
+	}
+}
+
+// CIDR records a problem unless s is an IPv4 or IPv6 prefix like 10.0.0.0/24.
+func (p *Problems) CIDR(path, s string) {
+	if _, err := netip.ParsePrefix(s); err != nil {
+		p.Add(path, "%q is not an address prefix like 10.0.0.10/24", s)
+	}
+}
+
+var (
+	versionRe = regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`)
+	labelRe   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+)
+
+// Version records a problem unless s looks like v1.12.0.
+func (p *Problems) Version(path, s string) {
+	if !versionRe.MatchString(s) {
+		p.Add(path, "%q is not a release version like v1.12.0", s)
+	}
+}
+
+// DNSLabel records a problem unless s is a lower-case DNS label, as a node
+// name must be (hostname, Kubernetes node name, part of resource names).
+func (p *Problems) DNSLabel(path, s string) {
+	if !labelRe.MatchString(s) {
+		p.Add(path, "%q is not a DNS label (lower-case letters, digits and '-', at most 63)", s)
+	}
+}
+
+// Unique records a problem for each value seen before, naming the first path.
+type Unique map[string]string
+
+// Check records a problem when v was seen at another path.
+func (u Unique) Check(p *Problems, path, v string) {
+	if first, ok := u[v]; ok && v != "" {
+		p.Add(path, "%q is also %s", v, first)
+		return
+	}
+	u[v] = path
+}

@@ -1,0 +1,284 @@
+package proxmox
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/components/image"
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+// ComponentName is how errors name the component.
+const ComponentName = "ProxmoxCluster"
+
+// Addressing modes of the VMs.
+const (
+	// AddressingDHCPReservation: DHCP (dnsmasq on the host hands each MAC
+	// its reserved IP when Host.DNSMasq is on).
+	AddressingDHCPReservation = "dhcp-reservation"
+	// AddressingStatic: the nocloud image reads its address from the VM's
+	// cloud-init drive.
+	AddressingStatic = "static"
+)
+
+// ClusterArgs are the inputs of a ProxmoxCluster: the cluster settings, the
+// image, the Proxmox host and one VM per node. Every value is taken as it
+// is (the stack file's defaults are applied before, by the program).
+type ClusterArgs struct {
+	// Cluster holds the cluster-wide Talos and Kubernetes settings.
+	Cluster talos.ClusterSettings `pulumi:"cluster"`
+	// Schematic selects the Image Factory schematic (an id, or extensions
+	// to register one from).
+	Schematic image.Schematic `pulumi:"schematic"`
+	// Proxmox is the API, host and VM settings shared by every VM.
+	Proxmox HostSettings `pulumi:"proxmox"`
+	// Nodes are the VMs, control planes first; the first is bootstrapped.
+	Nodes []Node `pulumi:"nodes"`
+}
+
+// HostSettings are the Proxmox API and the settings shared by the VMs.
+type HostSettings struct {
+	// Endpoint is the API URL, e.g. https://192.168.122.70:8006/.
+	Endpoint string `pulumi:"endpoint"`
+	// APITokenID is user@realm!tokenname.
+	APITokenID string `pulumi:"apiTokenId"`
+	// APITokenSecret is the token's secret (a UUID).
+	APITokenSecret pulumi.StringInput `pulumi:"apiTokenSecret" provider:"secret"`
+	// Insecure skips TLS verification of the API.
+	Insecure bool `pulumi:"insecure,optional"`
+	// Bridge the VM NICs attach to.
+	Bridge string `pulumi:"bridge"`
+	// VLANID tags the NICs (0: untagged).
+	VLANID int `pulumi:"vlanId,optional"`
+	// DiskDatastore holds the VM disks.
+	DiskDatastore string `pulumi:"diskDatastore"`
+	// ISODatastore holds the Talos ISO (content type iso).
+	ISODatastore string `pulumi:"isoDatastore"`
+	// KeepISO leaves the ISO in the datastore on destroy.
+	KeepISO bool `pulumi:"keepIso,optional"`
+	// CPUType is the QEMU CPU type (host, x86-64-v2-AES or newer).
+	CPUType string `pulumi:"cpuType"`
+	// BIOS is seabios or ovmf (UEFI, with an EFI disk).
+	BIOS string `pulumi:"bios"`
+	// Addressing is dhcp-reservation or static.
+	Addressing string `pulumi:"addressing"`
+	// PrefixLength and Gateway are the node network's, for static addressing.
+	PrefixLength int `pulumi:"prefixLength,optional"`
+	// Gateway is the nodes' IPv4 gateway, for static addressing.
+	Gateway string `pulumi:"gateway,optional"`
+	// DNSMasq writes the DHCP reservations on the host (nil: none).
+	DNSMasq *DNSMasqSettings `pulumi:"dnsmasq,optional"`
+}
+
+// DNSMasqSettings are the DHCP reservations on the Proxmox host, written
+// over SSH.
+type DNSMasqSettings struct {
+	// ConfigDir is the directory dnsmasq reads extra config from.
+	ConfigDir string `pulumi:"configDir"`
+	// RestartCommand makes dnsmasq read the reservations: one line of shell.
+	RestartCommand string `pulumi:"restartCommand"`
+	// LeaseFile is dnsmasq's lease file; stale leases are dropped from it.
+	LeaseFile string `pulumi:"leaseFile"`
+	// SSH reaches the host.
+	SSH SSHSettings `pulumi:"ssh"`
+}
+
+// SSHSettings are SSH access to the Proxmox host.
+type SSHSettings struct {
+	// Host is the SSH host.
+	Host string `pulumi:"host"`
+	// Port is the SSH port.
+	Port int `pulumi:"port"`
+	// User is the SSH user.
+	User string `pulumi:"user"`
+	// PrivateKey is the private key (PEM); the SSH agent when unset.
+	PrivateKey pulumi.StringInput `pulumi:"privateKey,optional" provider:"secret"`
+	// HostKey is the host's public key line (ed25519 or ECDSA), checked on
+	// every connection; any key is accepted when empty.
+	HostKey string `pulumi:"hostKey,optional"`
+}
+
+// Node is one VM.
+type Node struct {
+	// Name is the VM name, hostname and Kubernetes node name: a DNS label.
+	Name string `pulumi:"name"`
+	// Role is controlplane or worker.
+	Role talos.Role `pulumi:"role"`
+	// IP is the node's IPv4 address.
+	IP string `pulumi:"ip"`
+	// ProxmoxNode is the Proxmox node (host) that runs the VM.
+	ProxmoxNode string `pulumi:"proxmoxNode"`
+	// VMID is the VM id, unique on the Proxmox cluster.
+	VMID int `pulumi:"vmId"`
+	// MAC of the NIC; derived from the stack, cluster and node names when
+	// empty (the same after a destroy and up).
+	MAC string `pulumi:"mac,optional"`
+	// Cores are the virtual CPU cores.
+	Cores int `pulumi:"cores"`
+	// Memory in MiB.
+	Memory int `pulumi:"memory"`
+	// DiskSize is the boot disk's size in GiB.
+	DiskSize int `pulumi:"diskSize"`
+	// DataDiskSize is a second disk's size in GiB (0: none).
+	DataDiskSize int `pulumi:"dataDiskSize,optional"`
+	// InstallDisk is the disk Talos installs itself to (default /dev/sda).
+	InstallDisk string `pulumi:"installDisk,optional"`
+	// Patches are this node's own machine-config patches (YAML).
+	Patches []string `pulumi:"patches,optional"`
+}
+
+// Deps are what the component talks to besides the engine: seams for tests
+// and for the program, which builds them from the stack file. The zero value
+// is the real engine and a client built from the arguments.
+type Deps struct {
+	// Hooks binds the fast-stop hook to the VMs (the engine's when nil).
+	Hooks Hooks
+	// StopAPI is the Proxmox API the hook stops VMs with (a client for
+	// Proxmox.Endpoint when nil).
+	StopAPI StopAPI
+}
+
+// withDefaults fills the seams left nil: the engine's hooks, and a Proxmox
+// client that is built once the token secret resolves (the hook runs at a
+// VM's delete, long after).
+func (d Deps) withDefaults(ctx *pulumi.Context, px HostSettings) (Hooks, StopAPI) {
+	hooks, api := d.Hooks, d.StopAPI
+	if hooks == nil {
+		hooks = &SDKHooks{Ctx: ctx}
+	}
+	if api == nil {
+		api = newTokenClient(px.Endpoint, px.APITokenID, px.Insecure, px.APITokenSecret)
+	}
+	return hooks, api
+}
+
+// TalosArgs are the TalosCluster's arguments for these VMs: every node's
+// hostname pinned to its name in the machine config, whatever the
+// addressing (a DHCP server that sends no hostname, another router than our
+// dnsmasq, would leave the node a generated talos-xxx-yyy name, which the
+// serving-certificate approver's name pattern never matches; Talos 1.12
+// takes it as a HostnameConfig document, which does not clash with a name
+// from DHCP). With static addressing the nocloud image reads the address
+// from the cloud-init drive, and the machine config repeats it so that the
+// installed system keeps it. The platform's node options are the caller's.
+func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs {
+	static := a.Proxmox.Addressing == AddressingStatic
+	nodes := make([]talos.NodeSpec, 0, len(a.Nodes))
+	for _, n := range a.Nodes {
+		spec := talos.NodeSpec{
+			Name:        n.Name,
+			IP:          n.IP,
+			Role:        n.Role,
+			InstallDisk: n.InstallDisk,
+			UserPatches: n.Patches,
+			Network:     talos.NodeNetwork{DHCP: !static},
+			Hostname:    n.Name,
+		}
+		if static {
+			spec.Network.Addresses = []string{fmt.Sprintf("%s/%d", n.IP, a.Proxmox.PrefixLength)}
+			spec.Network.Routes = []talos.Route{{Network: "0.0.0.0/0", Gateway: a.Proxmox.Gateway}}
+		}
+		nodes = append(nodes, spec)
+	}
+	return &talos.ClusterArgs{Cluster: a.Cluster, InstallerImage: installer, Nodes: nodes}
+}
+
+// validate checks every input (the cluster's through TalosCluster's own
+// checks) and the derived MACs, before anything is registered, and returns
+// every node's MAC.
+func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
+	var p inputs.Problems
+	a.Cluster.Check(&p, "cluster.")
+	a.TalosArgs(pulumi.String("")).CheckNodes(&p, "")
+	px := a.Proxmox
+	if p.Required("proxmox.endpoint", px.Endpoint) {
+		if u, err := url.Parse(px.Endpoint); err != nil || u.Scheme != "https" || u.Hostname() == "" {
+			p.Add("proxmox.endpoint", "%q is not a URL like https://192.168.122.70:8006/", px.Endpoint)
+		}
+	}
+	if p.Required("proxmox.apiTokenId", px.APITokenID) && !strings.Contains(px.APITokenID, "!") {
+		p.Add("proxmox.apiTokenId", "%q is not a token id like user@realm!tokenname", px.APITokenID)
+	}
+	if px.APITokenSecret == nil {
+		p.Add("proxmox.apiTokenSecret", "is required")
+	}
+	p.Required("proxmox.bridge", px.Bridge)
+	p.Required("proxmox.diskDatastore", px.DiskDatastore)
+	p.Required("proxmox.isoDatastore", px.ISODatastore)
+	p.Required("proxmox.cpuType", px.CPUType)
+	if px.VLANID < 0 || px.VLANID > 4094 {
+		p.Add("proxmox.vlanId", "%d is not a VLAN tag (1-4094, or 0 for none)", px.VLANID)
+	}
+	if px.BIOS != "seabios" && px.BIOS != "ovmf" {
+		p.Add("proxmox.bios", "%q is not seabios or ovmf", px.BIOS)
+	}
+	switch px.Addressing {
+	case AddressingDHCPReservation:
+	case AddressingStatic:
+		if px.PrefixLength < 1 || px.PrefixLength > 32 {
+			p.Add("proxmox.prefixLength", "static addressing needs the node network's prefix length (1-32), not %d", px.PrefixLength)
+		}
+		if p.Required("proxmox.gateway", px.Gateway) {
+			p.IPv4("proxmox.gateway", px.Gateway)
+		}
+	default:
+		p.Add("proxmox.addressing", "%q is not %s or %s", px.Addressing, AddressingDHCPReservation, AddressingStatic)
+	}
+	if dm := px.DNSMasq; dm != nil {
+		p.Required("proxmox.dnsmasq.configDir", dm.ConfigDir)
+		p.Required("proxmox.dnsmasq.leaseFile", dm.LeaseFile)
+		if p.Required("proxmox.dnsmasq.restartCommand", dm.RestartCommand) && strings.ContainsAny(dm.RestartCommand, "\r\n") {
+			p.Add("proxmox.dnsmasq.restartCommand", "must be one line of shell")
+		}
+		p.Required("proxmox.dnsmasq.ssh.host", dm.SSH.Host)
+		p.Required("proxmox.dnsmasq.ssh.user", dm.SSH.User)
+		if dm.SSH.Port < 1 || dm.SSH.Port > 65535 {
+			p.Add("proxmox.dnsmasq.ssh.port", "%d is not a port", dm.SSH.Port)
+		}
+	}
+	vmIDs := inputs.Unique{}
+	var macNodes []NodeMAC
+	for i, n := range a.Nodes {
+		at := fmt.Sprintf("nodes[%d].", i)
+		p.Required(at+"proxmoxNode", n.ProxmoxNode)
+		if n.VMID < 100 || n.VMID > 999999999 {
+			p.Add(at+"vmId", "%d is not a VM id (100-999999999)", n.VMID)
+		} else {
+			vmIDs.Check(&p, at+"vmId", fmt.Sprint(n.VMID))
+		}
+		if n.Cores < 1 || n.Cores > 256 {
+			p.Add(at+"cores", "%d is not 1-256", n.Cores)
+		}
+		if n.Memory < 1024 {
+			p.Add(at+"memory", "%d MiB is less than 1024", n.Memory)
+		}
+		if n.DiskSize < 10 {
+			p.Add(at+"diskSize", "%d GiB is less than 10", n.DiskSize)
+		}
+		if n.DataDiskSize < 0 {
+			p.Add(at+"dataDiskSize", "%d is negative", n.DataDiskSize)
+		}
+		macNodes = append(macNodes, NodeMAC{Name: n.Name, MAC: n.MAC})
+	}
+	macs, clashes := NodeMACs(stack, a.Cluster.Name, macNodes)
+	for _, c := range clashes {
+		p.Add("nodes", "%s", c)
+	}
+	if err := p.Err(ComponentName, name); err != nil {
+		return nil, err
+	}
+	return macs, nil
+}
+
+// hostKeyInput is a pinned host key as the command provider's
+// connection.hostKey, or nil (nothing checked) when none is pinned.
+func hostKeyInput(key string) pulumi.StringPtrInput {
+	if key == "" {
+		return nil
+	}
+	return pulumi.String(key)
+}

@@ -1,0 +1,79 @@
+package proxmox_test
+
+import (
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// The component checks its own inputs (another language's program reaches
+// it without the stack file's validation): every problem at once, by its
+// path in the schema, and nothing registered.
+func TestProxmoxArgsAreChecked(t *testing.T) {
+	t.Parallel()
+	valid := func(t *testing.T) *proxmox.ClusterArgs {
+		cfg, d := stacks.Load(stackstest.Example(t, stackstest.ProxmoxExample))
+		require.NoError(t, d.Err())
+		return program.ProxmoxArgs(cfg)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(a *proxmox.ClusterArgs)
+		paths []string
+	}{
+		{"api", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.Endpoint, a.Proxmox.APITokenID, a.Proxmox.APITokenSecret = "pve:8006", "root@pam", nil
+		}, []string{"proxmox.endpoint", "proxmox.apiTokenId", "proxmox.apiTokenSecret"}},
+		{"vm settings", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.Bridge, a.Proxmox.BIOS, a.Proxmox.VLANID, a.Proxmox.Addressing = "", "uefi", 5000, "dhcp"
+		}, []string{"proxmox.bridge", "proxmox.bios", "proxmox.vlanId", "proxmox.addressing"}},
+		{"static addressing without network", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.Addressing, a.Proxmox.PrefixLength, a.Proxmox.Gateway = proxmox.AddressingStatic, 0, ""
+		}, []string{"proxmox.prefixLength", "proxmox.gateway"}},
+		{"dnsmasq", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.DNSMasq.RestartCommand = "systemctl restart dnsmasq\nreboot"
+			a.Proxmox.DNSMasq.SSH.Port = 0
+		}, []string{"proxmox.dnsmasq.restartCommand", "proxmox.dnsmasq.ssh.port"}},
+		{"nodes", func(a *proxmox.ClusterArgs) {
+			a.Nodes[1].VMID = a.Nodes[0].VMID
+			a.Nodes[2].VMID, a.Nodes[2].Cores, a.Nodes[2].Memory, a.Nodes[2].DiskSize = 7, 0, 512, 2
+			a.Nodes[2].ProxmoxNode = ""
+		}, []string{"nodes[1].vmId", "nodes[2].vmId", "nodes[2].cores", "nodes[2].memory", "nodes[2].diskSize", "nodes[2].proxmoxNode"}},
+		{"cluster and node basics, through TalosCluster's checks", func(a *proxmox.ClusterArgs) {
+			a.Cluster.TalosVersion = "1.12"
+			a.Nodes[1].IP = "10.0.0"
+		}, []string{"cluster.talosVersion", "nodes[1].ip"}},
+		{"a given MAC that a derived one takes", func(a *proxmox.ClusterArgs) {
+			a.Nodes[0].MAC = proxmox.DeriveMAC("test", a.Cluster.Name, a.Nodes[1].Name)
+		}, []string{"nodes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := valid(t)
+			tc.edit(args)
+			m := &componentstest.Engine{}
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+				_, err := proxmox.NewClusterWithDeps(ctx, "lab", args, proxmox.Deps{Hooks: &componentstest.Hooks{}})
+				return err
+			}, pulumi.WithMocks("talos-cluster", "test", m))
+			var ie *inputs.Error
+			require.ErrorAs(t, err, &ie)
+			var got []string
+			for _, p := range ie.Problems {
+				got = append(got, p.Path)
+			}
+			assert.ElementsMatch(t, tc.paths, got, "%v", err)
+			assert.Contains(t, err.Error(), `invalid arguments of ProxmoxCluster "lab"`)
+			assert.Empty(t, m.All(), "nothing may be registered")
+		})
+	}
+}

@@ -1,0 +1,174 @@
+package talos
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
+)
+
+// Defaults of the optional inputs: the versions this package is tested with.
+// The stack file's defaults (package stacks) are the same values; a test in
+// internal/program keeps them equal.
+const (
+	DefaultInstallDisk     = "/dev/sda"
+	DefaultCiliumVersion   = "1.18.4"
+	DefaultApproverVersion = "1.2.10"
+)
+
+// ComponentName is how errors name the component.
+const ComponentName = "TalosCluster"
+
+var kubeVersionRe = regexp.MustCompile(`^v?\d+\.\d+\.\d+$`)
+
+// WithDefaults returns the arguments with every optional input that is empty
+// set to its default. The nodes are copied; nothing in a is changed.
+func (a ClusterArgs) WithDefaults() ClusterArgs {
+	c := &a.Cluster
+	if c.KubernetesVersion == "" {
+		c.KubernetesVersion = constants.DefaultKubernetesVersion
+	}
+	c.KubernetesVersion = strings.TrimPrefix(c.KubernetesVersion, "v")
+	if c.Cilium.Version == "" {
+		c.Cilium.Version = DefaultCiliumVersion
+	}
+	if c.CertApprover.Version == "" {
+		c.CertApprover.Version = DefaultApproverVersion
+	}
+	if c.Endpoint == "" {
+		c.Endpoint = DefaultEndpoint(c.VIP, a.Nodes)
+	}
+	nodes := make([]NodeSpec, len(a.Nodes))
+	for i, n := range a.Nodes {
+		if n.InstallDisk == "" {
+			n.InstallDisk = DefaultInstallDisk
+		}
+		nodes[i] = n
+	}
+	a.Nodes = nodes
+	return a
+}
+
+// Validate checks the inputs and returns one error naming every invalid one
+// (by its schema path, e.g. nodes[1].ip), or nil. name is the resource name.
+func (a *ClusterArgs) Validate(name string) error {
+	var p inputs.Problems
+	a.check(&p, "")
+	return p.Err(ComponentName, name)
+}
+
+// Check records the problems of the inputs under prefix (e.g. "talos." when
+// a platform component carries them).
+func (a *ClusterArgs) Check(p *inputs.Problems, prefix string) { a.check(p, prefix) }
+
+func (a *ClusterArgs) check(p *inputs.Problems, prefix string) {
+	at := func(path string) string { return prefix + path }
+	a.Cluster.Check(p, at("cluster."))
+	if a.InstallerImage == nil {
+		p.Add(at("installerImage"), "is required")
+	}
+	a.CheckNodes(p, prefix)
+}
+
+// Check records the problems of the cluster-wide settings under prefix
+// (e.g. "cluster.").
+func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
+	at := func(path string) string { return prefix + path }
+	if p.Required(at("name"), c.Name) {
+		p.DNSLabel(at("name"), c.Name)
+	}
+	if c.Endpoint != "" {
+		if u, err := url.Parse(c.Endpoint); err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Path != "" && u.Path != "/" {
+			p.Add(at("endpoint"), "%q is not a URL like https://10.0.0.5:6443", c.Endpoint)
+		}
+	}
+	if p.Required(at("talosVersion"), c.TalosVersion) {
+		p.Version(at("talosVersion"), c.TalosVersion)
+	}
+	if c.KubernetesVersion != "" && !kubeVersionRe.MatchString(c.KubernetesVersion) {
+		p.Add(at("kubernetesVersion"), "%q is not a version like 1.34.1", c.KubernetesVersion)
+	}
+	for i, ns := range c.Nameservers {
+		p.IPv4(at(fmt.Sprintf("nameservers[%d]", i)), ns)
+	}
+	if c.VIP != "" {
+		p.IPv4(at("vip"), c.VIP)
+	}
+}
+
+// CheckNodes records the problems of the nodes under prefix.
+func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
+	at := func(path string) string { return prefix + path }
+	if len(a.Nodes) == 0 {
+		p.Add(at("nodes"), "at least one node (a control plane) is required")
+	} else if a.Nodes[0].Role != RoleControlPlane {
+		p.Add(at("nodes[0].role"), "the first node must be a control plane (it is bootstrapped), not %q", a.Nodes[0].Role)
+	}
+	names, ips := inputs.Unique{}, inputs.Unique{}
+	for i, n := range a.Nodes {
+		np := at(fmt.Sprintf("nodes[%d]", i))
+		if p.Required(np+".name", n.Name) {
+			p.DNSLabel(np+".name", n.Name)
+			names.Check(p, np+".name", n.Name)
+		}
+		if p.Required(np+".ip", n.IP) {
+			p.IPv4(np+".ip", n.IP)
+			ips.Check(p, np+".ip", n.IP)
+		}
+		if n.Role != RoleControlPlane && n.Role != RoleWorker {
+			p.Add(np+".role", "%q is not a role: controlplane or worker", n.Role)
+		}
+		if n.IP != "" && n.IP == a.Cluster.VIP {
+			p.Add(np+".ip", "%q is also the vip", n.IP)
+		}
+		for j, c := range n.Network.Addresses {
+			p.CIDR(fmt.Sprintf("%s.network.addresses[%d]", np, j), c)
+		}
+		for j, r := range n.Network.Routes {
+			p.CIDR(fmt.Sprintf("%s.network.routes[%d].network", np, j), r.Network)
+			if r.Gateway != "" {
+				p.IPv4(fmt.Sprintf("%s.network.routes[%d].gateway", np, j), r.Gateway)
+			}
+		}
+	}
+}
+
+// PatchSpec is the cluster-wide input of the generated patches.
+func (a *ClusterArgs) PatchSpec() PatchSpec {
+	workers := 0
+	for _, n := range a.Nodes {
+		if n.Role == RoleWorker {
+			workers++
+		}
+	}
+	c := a.Cluster
+	return PatchSpec{
+		TalosVersion:             c.TalosVersion,
+		Nameservers:              c.Nameservers,
+		VIP:                      c.VIP,
+		SchedulableControlPlanes: workers == 0,
+		AllPatches:               c.Patches.All,
+		ControlPlanePatches:      c.Patches.ControlPlane,
+		WorkerPatches:            c.Patches.Worker,
+	}
+}
+
+// DefaultEndpoint is the Kubernetes API URL on the VIP, or else on the
+// first control plane's IP.
+func DefaultEndpoint(vip string, nodes []NodeSpec) string {
+	host := vip
+	if host == "" {
+		for _, n := range nodes {
+			if n.Role == RoleControlPlane {
+				host = n.IP
+				break
+			}
+		}
+	}
+	return "https://" + net.JoinHostPort(host, "6443")
+}

@@ -1,0 +1,89 @@
+package program
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/components/image"
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// ProxmoxArgs are the ProxmoxCluster's arguments for a valid stack file of
+// platform proxmox. It reads no file: a private key file is read by
+// ReadProxmoxKey.
+func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
+	px := cfg.Proxmox
+	host := proxmox.HostSettings{
+		Endpoint:       px.Endpoint,
+		APITokenID:     px.APITokenID,
+		APITokenSecret: px.APITokenSecret.Output(),
+		Insecure:       px.Insecure,
+		Bridge:         px.Bridge,
+		VLANID:         px.VLANID,
+		DiskDatastore:  px.DiskDatastore,
+		ISODatastore:   px.ISODatastore,
+		KeepISO:        px.KeepISO,
+		CPUType:        px.CPUType,
+		BIOS:           px.BIOS,
+		Addressing:     px.Addressing,
+		PrefixLength:   cfg.Cluster.Network.PrefixLength,
+		Gateway:        cfg.Cluster.Network.Gateway,
+	}
+	if px.DNSMasqEnabled() {
+		ssh := px.SSH
+		host.DNSMasq = &proxmox.DNSMasqSettings{
+			ConfigDir:      px.DNSMasq.ConfigDir,
+			RestartCommand: px.DNSMasq.Restart,
+			LeaseFile:      px.DNSMasq.LeaseFile,
+			SSH: proxmox.SSHSettings{
+				Host: ssh.Host, Port: ssh.Port, User: ssh.User,
+				HostKey: stacks.CommandHostKey(ssh.HostKey),
+			},
+		}
+		if ssh.PrivateKey.IsSet() {
+			host.DNSMasq.SSH.PrivateKey = ssh.PrivateKey.Output()
+		}
+	}
+	args := &proxmox.ClusterArgs{
+		Cluster:   ClusterSettings(cfg),
+		Schematic: image.Schematic{ID: cfg.Cluster.Schematic.ID, Extensions: cfg.Cluster.Schematic.Extensions},
+		Proxmox:   host,
+	}
+	for _, ref := range cfg.Nodes.Refs() {
+		args.Nodes = append(args.Nodes, proxmox.Node{
+			Name:         ref.Name,
+			Role:         RoleOf(ref.Role),
+			IP:           ref.IP,
+			ProxmoxNode:  ref.ProxmoxNode,
+			VMID:         ref.VMID,
+			MAC:          ref.MAC,
+			Cores:        ref.Cores,
+			Memory:       ref.Memory,
+			DiskSize:     ref.DiskSize,
+			DataDiskSize: ref.DataDiskSize,
+			InstallDisk:  cfg.Cluster.InstallDisk,
+			Patches:      PatchTexts(ref.Patches),
+		})
+	}
+	return args
+}
+
+// ReadProxmoxKey reads proxmox.ssh.privateKeyFile into the arguments when
+// the reservations need SSH and no key is given inline, so that a missing
+// file fails before anything is created. Without either, the SSH agent is
+// used.
+func ReadProxmoxKey(cfg *stacks.Config, args *proxmox.ClusterArgs) error {
+	ssh := cfg.Proxmox.SSH
+	if args.Proxmox.DNSMasq == nil || ssh.PrivateKey.IsSet() || ssh.PrivateKeyFile == "" {
+		return nil
+	}
+	key, err := os.ReadFile(ssh.KeyFilePath())
+	if err != nil {
+		return fmt.Errorf("proxmox.ssh.privateKeyFile: %w; nothing was created", err)
+	}
+	args.Proxmox.DNSMasq.SSH.PrivateKey = pulumi.ToSecret(pulumi.String(string(key))).(pulumi.StringOutput)
+	return nil
+}

@@ -2,7 +2,6 @@ package vps
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,20 +12,10 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // ClusterType is the component's type token.
 const ClusterType = "talos-cluster:index:VpsCluster"
-
-// ClusterArgs are the inputs of a VpsCluster.
-type ClusterArgs struct {
-	// Config is the validated stack config (platform vps).
-	Config *stacks.Config
-	// Probe tells whether a node already runs Talos in maintenance mode
-	// (TalosMaintenanceProbe on port 50000 when nil).
-	Probe MaintenanceProbe
-}
 
 // Cluster is the VpsCluster component: per node a rescue-mode install, an
 // optional reboot command and a wait for Talos, then the TalosCluster.
@@ -65,11 +54,17 @@ var (
 	localIgnoreChanges   = []string{"create", "environment", "interpreter", "logging"}
 )
 
-// NewCluster builds the VPS platform for a stack config.
+// NewCluster builds the VPS platform: per node a rescue-mode install, an
+// optional reboot command and a wait for Talos, then the TalosCluster.
+// Nothing is registered unless every input is valid (see Validate).
 func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	cfg := args.Config
-	if cfg == nil || cfg.Platform != stacks.PlatformVPS {
-		return nil, errors.New("vps cluster: needs a validated config of platform vps")
+	return NewClusterWithDeps(ctx, name, args, Deps{}, opts...)
+}
+
+// NewClusterWithDeps is NewCluster with its seams set (see Deps).
+func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	if err := args.Validate(name); err != nil {
+		return nil, err
 	}
 	c := &Cluster{
 		Installs: map[string]*remote.Command{},
@@ -82,9 +77,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	parent := pulumi.Parent(c)
 
 	img, err := image.New(ctx, name, image.Args{
-		TalosVersion: cfg.Cluster.TalosVersion,
-		SchematicID:  cfg.Cluster.Schematic.ID,
-		Extensions:   cfg.Cluster.Schematic.Extensions,
+		TalosVersion: args.Cluster.TalosVersion,
+		SchematicID:  args.Schematic.ID,
+		Extensions:   args.Schematic.Extensions,
 		Platform:     image.PlatformMetal,
 	}, parent)
 	if err != nil {
@@ -92,15 +87,15 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	}
 	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
 	c.ImageURL = img.DiskImageURL
-	if cfg.VPS.ImageURL != "" {
-		c.ImageURL = pulumi.String(cfg.VPS.ImageURL).ToStringOutput()
+	if args.VPS.ImageURL != "" {
+		c.ImageURL = pulumi.String(args.VPS.ImageURL).ToStringOutput()
 	}
 
-	reset := cfg.VPS.OnDestroy == stacks.OnDestroyReset
+	reset := args.VPS.reset()
 	nodeOpts := map[string]talos.NodeOptions{}
-	inMaintenance := probeNodes(ctx.Context(), args.Probe, cfg.Nodes.Refs())
-	for _, ref := range cfg.Nodes.Refs() {
-		ready, install, err := c.prepareNode(ctx, name, cfg, ref, inMaintenance[ref.Name], parent)
+	inMaintenance := probeNodes(ctx.Context(), deps.Probe, args.Nodes)
+	for _, n := range args.Nodes {
+		ready, install, err := c.prepareNode(ctx, name, args.VPS, n, inMaintenance[n.Name], parent)
 		if err != nil {
 			return nil, err
 		}
@@ -115,18 +110,16 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 			// says so, and makes no call to the node.
 			o.DeletedWith = install
 		}
-		nodeOpts[ref.Name] = o
+		nodeOpts[n.Name] = o
 	}
 
-	targs := talos.ClusterArgsFromConfig(cfg, talos.Machines{
-		InstallerImage: img.Installer, Nodes: TalosNodes(cfg), NodeOptions: nodeOpts,
-		// The servers outlive the stack: destroy never uninstalls Helm
-		// releases from a cluster it forgets or resets. The first install
-		// is deleted (a no-op) by every destroy, so it stands for "the
-		// whole cluster goes".
-		DeletedWith: c.Installs[cfg.Nodes.ControlPlanes[0].Name],
-	})
-	c.Talos, err = talos.NewCluster(ctx, name, &targs, parent)
+	targs := args.TalosArgs(img.Installer)
+	targs.NodeOptions = nodeOpts
+	// The servers outlive the stack: destroy never uninstalls Helm releases
+	// from a cluster it forgets or resets. The first install is deleted (a
+	// no-op) by every destroy, so it stands for "the whole cluster goes".
+	targs.DeletedWith = c.Installs[args.Nodes[0].Name]
+	c.Talos, err = talos.NewCluster(ctx, name, targs, parent)
 	if err != nil {
 		return nil, err
 	}
@@ -138,18 +131,18 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 // probeNodes asks every node at once whether it runs Talos in maintenance
 // mode, so that the probes' timeouts do not add up.
-func probeNodes(ctx context.Context, probe MaintenanceProbe, refs []stacks.NodeRef) map[string]bool {
+func probeNodes(ctx context.Context, probe MaintenanceProbe, nodes []Node) map[string]bool {
 	if probe == nil {
 		probe = TalosMaintenanceProbe(talosAPIPort)
 	}
-	out := make(map[string]bool, len(refs))
+	out := make(map[string]bool, len(nodes))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, ref := range refs {
+	for _, n := range nodes {
 		wg.Go(func() {
-			up := probe(ctx, ref.IP)
+			up := probe(ctx, n.IP)
 			mu.Lock()
-			out[ref.Name] = up
+			out[n.Name] = up
 			mu.Unlock()
 		})
 	}
@@ -169,28 +162,30 @@ const talosAPIPort = 50000
 // there is no command), the wait finds Talos at once, and the config apply
 // follows. Both keep their names, and `create` is in their ignoreChanges, so
 // a later `up`, when the node answers differently, shows no diff.
-func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, cfg *stacks.Config, ref stacks.NodeRef, inMaintenance bool, parent pulumi.ResourceOption) (pulumi.Resource, *remote.Command, error) {
-	r := ref.Rescue
-	inst := Install{Disk: ref.InstallDisk, RequireRescue: *cfg.VPS.RequireRescue}
+func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, settings Settings, n Node, inMaintenance bool, parent pulumi.ResourceOption) (pulumi.Resource, *remote.Command, error) {
+	r := n.Rescue
+	disk, rescueHost := n.installDisk(), n.rescueHost()
+	inst := Install{Disk: disk, RequireRescue: settings.RequireRescue}
 	installArgs := &remote.CommandArgs{
 		Connection: remote.ConnectionArgs{
-			Host:           pulumi.String(r.Host),
-			Port:           pulumi.Float64(float64(r.Port)),
-			User:           pulumi.String(r.User),
-			Password:       r.Password.Output(),
+			Host: pulumi.String(rescueHost),
+			Port: pulumi.Float64(float64(r.Port)),
+			User: pulumi.String(r.User),
+			// Secret whatever the caller passed.
+			Password:       pulumi.ToSecret(r.Password).(pulumi.StringOutput),
 			DialErrorLimit: pulumi.Int(3),
 			PerDialTimeout: pulumi.Int(15),
-			// The whole pinned key (Load refuses a fingerprint or RSA key).
-			// Like the password, it is read when the install is created:
-			// the connection is in installIgnoreChanges.
-			HostKey: stacks.CommandHostKey(r.HostKey),
+			// The whole pinned key (Validate refuses anything else), or
+			// nil: no check. Like the password, it is read when the
+			// install is created: the connection is in installIgnoreChanges.
+			HostKey: r.hostKey(),
 		},
 		Logging: remote.LoggingStdoutAndStderr,
 	}
 	if inMaintenance {
-		msg := fmt.Sprintf("%s (%s) already runs Talos in maintenance mode: no rescue install, no reboot; its config is applied next", ref.Name, ref.IP)
+		msg := fmt.Sprintf("%s (%s) already runs Talos in maintenance mode: no rescue install, no reboot; its config is applied next", n.Name, n.IP)
 		if err := ctx.Log.Info(msg, nil); err != nil {
-			return nil, nil, fmt.Errorf("unable to log the state of node %q: %w", ref.Name, err)
+			return nil, nil, fmt.Errorf("unable to log the state of node %q: %w", n.Name, err)
 		}
 	} else {
 		installArgs.Create = pulumi.String("bash -s")
@@ -200,23 +195,23 @@ func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, cfg *stacks.Conf
 			return i.Stdin()
 		}).(pulumi.StringOutput)
 	}
-	install, err := remote.NewCommand(ctx, name+"-install-"+ref.Name, installArgs, parent,
+	install, err := remote.NewCommand(ctx, name+"-install-"+n.Name, installArgs, parent,
 		pulumi.IgnoreChanges(installIgnoreChanges),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: installTimeout.String()}))
 	if err != nil {
-		return nil, nil, fmt.Errorf("unable to create install of node %q: %w", ref.Name, err)
+		return nil, nil, fmt.Errorf("unable to create install of node %q: %w", n.Name, err)
 	}
-	c.Installs[ref.Name] = install
+	c.Installs[n.Name] = install
 
 	// Both later steps are replaced with the install (`--replace`), and
 	// neither re-runs for a changed command or timeout alone.
 	triggers := pulumi.Array{install.ID()}
 	var ready pulumi.Resource = install
-	hint := ManualRebootHint(ref.Name, ref.IP, ref.InstallDisk)
-	if cmd := cfg.VPS.RebootCommand; cmd != "" {
+	hint := ManualRebootHint(n.Name, n.IP, disk)
+	if cmd := settings.RebootCommand; cmd != "" {
 		rebootArgs := &local.CommandArgs{
 			Environment: pulumi.StringMap{
-				"NODE_NAME": pulumi.String(ref.Name), "NODE_IP": pulumi.String(ref.IP), "RESCUE_HOST": pulumi.String(r.Host),
+				"NODE_NAME": pulumi.String(n.Name), "NODE_IP": pulumi.String(n.IP), "RESCUE_HOST": pulumi.String(rescueHost),
 			},
 			Triggers: triggers,
 			Logging:  local.LoggingStdoutAndStderr,
@@ -224,18 +219,19 @@ func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, cfg *stacks.Conf
 		if !inMaintenance {
 			rebootArgs.Create = pulumi.String(cmd)
 		}
-		reboot, err := local.NewCommand(ctx, name+"-reboot-"+ref.Name, rebootArgs, parent, pulumi.DependsOn([]pulumi.Resource{install}),
+		reboot, err := local.NewCommand(ctx, name+"-reboot-"+n.Name, rebootArgs, parent, pulumi.DependsOn([]pulumi.Resource{install}),
 			pulumi.IgnoreChanges(localIgnoreChanges),
 			pulumi.Timeouts(&pulumi.CustomTimeouts{Create: rebootTimeout.String()}))
 		if err != nil {
-			return nil, nil, fmt.Errorf("unable to create reboot command of node %q: %w", ref.Name, err)
+			return nil, nil, fmt.Errorf("unable to create reboot command of node %q: %w", n.Name, err)
 		}
-		c.Reboots[ref.Name] = reboot
-		ready, hint = reboot, CommandRebootHint(ref.Name)
+		c.Reboots[n.Name] = reboot
+		ready, hint = reboot, CommandRebootHint(n.Name)
 	}
 
-	w := Wait{NodeName: ref.Name, NodeIP: ref.IP, Timeout: cfg.VPS.TalosWait(), TimeoutLabel: cfg.VPS.TalosWaitTimeout, Hint: hint}
-	wait, err := local.NewCommand(ctx, name+"-wait-"+ref.Name, &local.CommandArgs{
+	timeout, label := settings.talosWait()
+	w := Wait{NodeName: n.Name, NodeIP: n.IP, Timeout: timeout, TimeoutLabel: label, Hint: hint}
+	wait, err := local.NewCommand(ctx, name+"-wait-"+n.Name, &local.CommandArgs{
 		Create:      pulumi.String(WaitScript),
 		Interpreter: pulumi.ToStringArray([]string{"/bin/sh", "-c"}),
 		Environment: pulumi.ToStringMap(w.Env()),
@@ -245,9 +241,9 @@ func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, cfg *stacks.Conf
 		pulumi.IgnoreChanges(localIgnoreChanges),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: (w.Timeout + waitSlack).String()}))
 	if err != nil {
-		return nil, nil, fmt.Errorf("unable to create Talos wait of node %q: %w", ref.Name, err)
+		return nil, nil, fmt.Errorf("unable to create Talos wait of node %q: %w", n.Name, err)
 	}
-	c.Waits[ref.Name] = wait
+	c.Waits[n.Name] = wait
 	return wait, install, nil
 }
 

@@ -5,52 +5,60 @@ package vps
 import (
 	"fmt"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// FirewallOf is the stack's ingress firewall.
-func FirewallOf(cfg *stacks.Config) Firewall {
+// TalosArgs are the TalosCluster's arguments for these servers (see
+// TalosNodes) with the given installer image. The platform's node options
+// and DeletedWith are the caller's.
+func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs {
+	return &talos.ClusterArgs{Cluster: a.Cluster, InstallerImage: installer, Nodes: TalosNodes(a)}
+}
+
+// FirewallOf is the cluster's ingress firewall.
+func FirewallOf(args *ClusterArgs) Firewall {
 	f := Firewall{
-		OperatorCIDRs:  cfg.VPS.AllowedCIDRs,
-		PublicTCPPorts: cfg.VPS.PublicTCPPorts,
+		OperatorCIDRs:  args.VPS.AllowedCIDRs,
+		PublicTCPPorts: args.VPS.PublicTCPPorts,
 		PodCIDR:        DefaultPodCIDR,
 	}
-	for _, ref := range cfg.Nodes.Refs() {
-		f.NodeIPs = append(f.NodeIPs, ref.IP)
-		if ref.Role == stacks.RoleControlPlane {
-			f.ControlPlaneIPs = append(f.ControlPlaneIPs, ref.IP)
+	for _, n := range args.Nodes {
+		f.NodeIPs = append(f.NodeIPs, n.IP)
+		if n.Role == talos.RoleControlPlane {
+			f.ControlPlaneIPs = append(f.ControlPlaneIPs, n.IP)
 		}
 	}
 	return f
 }
 
-// TalosNodes describes the stack's servers to the TalosCluster: static
-// addresses, the node name as hostname (there is no DHCP to hand one out),
-// for a /32 address an on-link route to the gateway before the default
-// route through it (the gateway lies outside the node's own network), and
-// the ingress firewall of the node's role.
-func TalosNodes(cfg *stacks.Config) []talos.NodeSpec {
-	fw := FirewallOf(cfg)
+// TalosNodes describes the servers to the TalosCluster: static addresses,
+// the node name as hostname (there is no DHCP to hand one out), for a /32
+// address an on-link route to the gateway before the default route through
+// it (the gateway lies outside the node's own network), and the ingress
+// firewall of the node's role.
+func TalosNodes(args *ClusterArgs) []talos.NodeSpec {
+	fw := FirewallOf(args)
 	var out []talos.NodeSpec
-	for _, ref := range cfg.Nodes.Refs() {
+	for _, n := range args.Nodes {
 		var routes []talos.Route
-		if ref.PrefixLength == 32 {
-			routes = append(routes, talos.Route{Network: ref.Gateway + "/32"})
+		if n.PrefixLength == 32 {
+			routes = append(routes, talos.Route{Network: n.Gateway + "/32"})
 		}
-		routes = append(routes, talos.Route{Network: "0.0.0.0/0", Gateway: ref.Gateway})
+		routes = append(routes, talos.Route{Network: "0.0.0.0/0", Gateway: n.Gateway})
 		out = append(out, talos.NodeSpec{
-			Name:        ref.Name,
-			IP:          ref.IP,
-			Role:        talos.RoleOf(ref.Role),
-			InstallDisk: ref.InstallDisk,
-			Hostname:    ref.Name,
-			UserPatches: talos.PatchTexts(ref.Patches),
+			Name:        n.Name,
+			IP:          n.IP,
+			Role:        n.Role,
+			InstallDisk: n.installDisk(),
+			Hostname:    n.Name,
+			UserPatches: n.Patches,
 			// The firewall comes before the user's patches, so they can
 			// add rules (a NetworkRuleConfig of their own) or replace ours.
-			PlatformPatches: []string{fw.Patch(talos.RoleOf(ref.Role))},
+			PlatformPatches: []string{fw.Patch(n.Role)},
 			Network: talos.NodeNetwork{
-				Addresses: []string{fmt.Sprintf("%s/%d", ref.IP, ref.PrefixLength)},
+				Addresses: []string{fmt.Sprintf("%s/%d", n.IP, n.PrefixLength)},
 				Routes:    routes,
 			},
 		})

@@ -1,0 +1,376 @@
+package vps
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/fluodata/talos-pulumi/components/image"
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+// ComponentName is how errors name the component.
+const ComponentName = "VpsCluster"
+
+// What `pulumi destroy` does to the servers (Settings.OnDestroy). Servers
+// are never deleted.
+const (
+	// OnDestroyForget drops the nodes from the stack and leaves Talos
+	// running (the default).
+	OnDestroyForget = "forget"
+	// OnDestroyReset wipes Talos's state and reboots each node into
+	// maintenance mode (the Talos install on disk stays).
+	OnDestroyReset = "reset"
+)
+
+// Defaults of the optional inputs.
+const (
+	// DefaultTalosWaitTimeout is how long a node's wait for its Talos API
+	// lasts when Settings.TalosWaitTimeout is empty.
+	DefaultTalosWaitTimeout = "30m"
+)
+
+// Bounds of the inputs.
+const (
+	minTalosWait  = time.Minute
+	maxTalosWait  = 24 * time.Hour
+	minNodePrefix = 8
+	maxPort       = 65535
+)
+
+// ClusterArgs are the inputs of a VpsCluster: the cluster settings, the
+// image, the settings shared by the servers and one rented server per node.
+// Every value is taken as it is (the stack file's defaults are applied
+// before, by the program); the few optional inputs have the defaults their
+// comments give.
+type ClusterArgs struct {
+	// Cluster holds the cluster-wide Talos and Kubernetes settings.
+	Cluster talos.ClusterSettings `pulumi:"cluster"`
+	// Schematic selects the Image Factory schematic (an id, or extensions
+	// to register one from; none registers the plain image's).
+	Schematic image.Schematic `pulumi:"schematic,optional"`
+	// VPS holds the settings shared by the servers: firewall, image, the
+	// install's safety check, reboot, wait and destroy behaviour.
+	VPS Settings `pulumi:"vps"`
+	// Nodes are the servers, control planes first; the first is
+	// bootstrapped.
+	Nodes []Node `pulumi:"nodes"`
+}
+
+// Settings are the VPS-wide settings.
+type Settings struct {
+	// AllowedCIDRs are the operator networks allowed to reach the Talos API
+	// (50000) and the Kubernetes API (6443); empty leaves both open to the
+	// internet (they still require mTLS).
+	AllowedCIDRs []string `pulumi:"allowedCidrs,optional"`
+	// PublicTCPPorts are open to the whole internet, e.g. [80, 443] for an
+	// ingress controller; every other port is closed to it by the Talos
+	// firewall.
+	PublicTCPPorts []int `pulumi:"publicTcpPorts,optional"`
+	// ImageURL is the raw disk image the install writes (.raw.zst, .raw.xz,
+	// .raw.gz or .raw); default: the Image Factory's disk image of the
+	// schematic and Talos version. A query (a presigned URL) is kept.
+	ImageURL string `pulumi:"imageUrl,optional"`
+	// RequireRescue refuses to install unless the server runs from
+	// RAM/network (a rescue system) or its host name says rescue. Turn it off
+	// only for a rescue system installed on a disk.
+	RequireRescue bool `pulumi:"requireRescue"`
+	// RebootCommand is one line of shell run on the operator's machine after
+	// a node's install, to switch its boot from rescue to disk and reboot it;
+	// it gets NODE_NAME, NODE_IP and RESCUE_HOST. Empty: the operator does it
+	// by hand while the wait runs.
+	RebootCommand string `pulumi:"rebootCommand,optional"`
+	// TalosWaitTimeout is how long to wait, after a node's install, for its
+	// Talos API to answer: a duration between 1m and 24h like "30m" (the
+	// default).
+	TalosWaitTimeout string `pulumi:"talosWaitTimeout,optional"`
+	// OnDestroy is what a destroy does to the servers (never deleted):
+	// "forget" (the default) leaves Talos running, "reset" wipes each node's
+	// Talos state and reboots it into maintenance mode.
+	OnDestroy string `pulumi:"onDestroy,optional"`
+}
+
+// Node is one rented server.
+type Node struct {
+	// Name is the node's hostname and Kubernetes node name: a DNS label.
+	Name string `pulumi:"name"`
+	// Role is controlplane or worker.
+	Role talos.Role `pulumi:"role"`
+	// IP is the server's public IPv4 address.
+	IP string `pulumi:"ip"`
+	// PrefixLength is the length of the node's network (8-32; 32 for
+	// point-to-point addressing with the gateway outside it).
+	PrefixLength int `pulumi:"prefixLength"`
+	// Gateway is the node's IPv4 default gateway.
+	Gateway string `pulumi:"gateway"`
+	// InstallDisk is the disk Talos is written to (default /dev/sda).
+	InstallDisk string `pulumi:"installDisk,optional"`
+	// Patches are this node's own machine-config patches (YAML), applied
+	// last.
+	Patches []string `pulumi:"patches,optional"`
+	// Rescue is SSH access to the provider's rescue system, which the
+	// install runs in.
+	Rescue Rescue `pulumi:"rescue"`
+}
+
+// Rescue is SSH access to a server's rescue system.
+type Rescue struct {
+	// Host is the rescue system's address (default: the node's IP).
+	Host string `pulumi:"host,optional"`
+	// Port is the SSH port.
+	Port int `pulumi:"port"`
+	// User is the SSH user.
+	User string `pulumi:"user"`
+	// Password is the rescue SSH password.
+	Password pulumi.StringInput `pulumi:"password" provider:"secret"`
+	// HostKey is the rescue system's public key line ("ssh-ed25519 AAAA...",
+	// ed25519 or ECDSA), checked by the install; any key is accepted when
+	// empty.
+	HostKey string `pulumi:"hostKey,optional"`
+}
+
+// Deps are what the component talks to besides the engine: seams for tests
+// and for the program. The zero value is the real thing.
+type Deps struct {
+	// Probe tells whether a node already runs Talos in maintenance mode
+	// (TalosMaintenanceProbe on port 50000 when nil).
+	Probe MaintenanceProbe
+}
+
+// installDisk is the node's install disk, defaulted.
+func (n Node) installDisk() string {
+	if n.InstallDisk == "" {
+		return talos.DefaultInstallDisk
+	}
+	return n.InstallDisk
+}
+
+// rescueHost is the address the install connects to, defaulted.
+func (n Node) rescueHost() string {
+	if n.Rescue.Host == "" {
+		return n.IP
+	}
+	return n.Rescue.Host
+}
+
+// hostKey is the pinned key as the command provider's connection takes it:
+// nil (no check) when none is pinned.
+func (r Rescue) hostKey() pulumi.StringPtrInput {
+	if r.HostKey == "" {
+		return nil
+	}
+	return pulumi.String(r.HostKey)
+}
+
+// talosWait is the wait's timeout and its label (as the input spells it);
+// valid after Validate.
+func (s Settings) talosWait() (time.Duration, string) {
+	label := s.TalosWaitTimeout
+	if label == "" {
+		label = DefaultTalosWaitTimeout
+	}
+	d, _ := time.ParseDuration(label)
+	return d, label
+}
+
+// reset reports whether a destroy resets the nodes.
+func (s Settings) reset() bool { return s.OnDestroy == OnDestroyReset }
+
+var (
+	schematicIDRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	devicePathRe  = regexp.MustCompile(`^/dev/[A-Za-z0-9][A-Za-z0-9/_.:-]*$`)
+	hostnameRe    = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$`)
+)
+
+// managedPorts are the ports the firewall manages itself: opening one to
+// the whole internet would bypass AllowedCIDRs or expose the cluster.
+var managedPorts = map[int]string{
+	TalosAPIPort: "the Talos API", 50001: "Talos trustd", 6443: "the Kubernetes API",
+	10250: "the kubelet", 2379: "etcd", 2380: "etcd",
+}
+
+// Validate checks the inputs and returns one error naming every invalid one
+// by its schema path (e.g. nodes[1].rescue.port), or nil. name is the
+// resource name. Nothing is registered while any input is invalid.
+func (a *ClusterArgs) Validate(name string) error {
+	var p inputs.Problems
+	if a == nil {
+		p.Add("args", "are required")
+		return p.Err(ComponentName, name)
+	}
+	a.Cluster.Check(&p, "cluster.")
+	a.checkSchematic(&p)
+	a.VPS.check(&p, "vps.")
+	a.checkNodes(&p)
+	return p.Err(ComponentName, name)
+}
+
+func (a *ClusterArgs) checkSchematic(p *inputs.Problems) {
+	s := a.Schematic
+	if s.ID != "" && len(s.Extensions) > 0 {
+		p.Add("schematic", "set either id or extensions, not both")
+	}
+	if s.ID != "" && !schematicIDRe.MatchString(s.ID) {
+		p.Add("schematic.id", "%q is not a schematic id (64 lowercase hex digits)", s.ID)
+	}
+	for i, ext := range s.Extensions {
+		path := fmt.Sprintf("schematic.extensions[%d]", i)
+		if p.Required(path, ext) {
+			if j := slices.Index(s.Extensions, ext); j != i {
+				p.Add(path, "%q is also schematic.extensions[%d]", ext, j)
+			}
+		}
+	}
+}
+
+func (s *Settings) check(p *inputs.Problems, prefix string) {
+	at := func(path string) string { return prefix + path }
+	for i, c := range s.AllowedCIDRs {
+		path := at(fmt.Sprintf("allowedCidrs[%d]", i))
+		pfx, err := netip.ParsePrefix(c)
+		switch {
+		case err != nil:
+			p.Add(path, "%q is not a CIDR like 203.0.113.0/24", c)
+		case pfx.Masked() != pfx:
+			p.Add(path, "%q has host bits set; did you mean %s?", c, pfx.Masked())
+		}
+	}
+	for i, port := range s.PublicTCPPorts {
+		path := at(fmt.Sprintf("publicTcpPorts[%d]", i))
+		switch {
+		case port < 1 || port > maxPort:
+			p.Add(path, "%d is out of range 1-%d", port, maxPort)
+		case managedPorts[port] != "":
+			p.Add(path, "%d is %s; its access is managed by allowedCidrs and the cluster's own rules", port, managedPorts[port])
+		case slices.Index(s.PublicTCPPorts, port) != i:
+			p.Add(path, "%d is listed twice", port)
+		}
+	}
+	if s.ImageURL != "" {
+		// The query may be a presigned URL's signature: never echoed.
+		u, err := url.Parse(s.ImageURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.Add(at("imageUrl"), "is not an http(s) URL of a raw disk image")
+		}
+	}
+	if strings.ContainsAny(s.RebootCommand, "\r\n") {
+		p.Add(at("rebootCommand"), "must be one line; put longer logic in a script and call it")
+	}
+	if s.TalosWaitTimeout != "" {
+		if d, err := time.ParseDuration(s.TalosWaitTimeout); err != nil || d < minTalosWait || d > maxTalosWait {
+			p.Add(at("talosWaitTimeout"), "%q is not a duration between 1m and 24h, e.g. 30m", s.TalosWaitTimeout)
+		}
+	}
+	switch s.OnDestroy {
+	case "", OnDestroyForget, OnDestroyReset:
+	default:
+		p.Add(at("onDestroy"), "%q is not %q (leave Talos running) or %q (wipe and reboot into maintenance mode)", s.OnDestroy, OnDestroyForget, OnDestroyReset)
+	}
+}
+
+func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
+	// Names, IPs and roles as the TalosCluster checks them (at least one
+	// node, a control plane first, unique names and IPs), at the same paths.
+	nodes := make([]talos.NodeSpec, len(a.Nodes))
+	for i, n := range a.Nodes {
+		nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role}
+	}
+	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: nodes}).CheckNodes(p, "")
+
+	for i, n := range a.Nodes {
+		np := fmt.Sprintf("nodes[%d]", i)
+		ip, ipErr := netip.ParseAddr(n.IP)
+		prefixOK := n.PrefixLength >= minNodePrefix && n.PrefixLength <= 32
+		if !prefixOK {
+			p.Add(np+".prefixLength", "%d is out of range %d-32", n.PrefixLength, minNodePrefix)
+		}
+		if p.Required(np+".gateway", n.Gateway) {
+			gw, err := netip.ParseAddr(n.Gateway)
+			switch {
+			case err != nil || !gw.Is4():
+				p.Add(np+".gateway", "%q is not an IPv4 address", n.Gateway)
+			case ipErr == nil && gw == ip:
+				p.Add(np+".gateway", "%s is the node's own address", gw)
+			case ipErr == nil && ip.Is4() && prefixOK && n.PrefixLength < 32 && !netip.PrefixFrom(ip, n.PrefixLength).Masked().Contains(gw):
+				p.Add(np+".gateway", "%s is outside %s, the node's network; for point-to-point addressing use prefixLength 32",
+					gw, netip.PrefixFrom(ip, n.PrefixLength).Masked())
+			}
+		}
+		if n.InstallDisk != "" {
+			checkDevicePath(p, np+".installDisk", n.InstallDisk)
+		}
+		n.Rescue.check(p, np+".rescue.")
+	}
+}
+
+// checkDevicePath records a problem unless s is a device path like
+// /dev/sda (the install script writes to it).
+func checkDevicePath(p *inputs.Problems, path, s string) {
+	switch {
+	case !devicePathRe.MatchString(s):
+		p.Add(path, "%q is not a device path like /dev/sda", s)
+	case slices.Contains(strings.Split(s, "/"), ".."), slices.Contains(strings.Split(s, "/"), "."):
+		p.Add(path, "%q has a '.' or '..' segment; give the path without it", s)
+	}
+}
+
+func (r *Rescue) check(p *inputs.Problems, prefix string) {
+	at := func(path string) string { return prefix + path }
+	if r.Host != "" && !isHost(r.Host) {
+		p.Add(at("host"), "%q is not a host name or IPv4 address", r.Host)
+	}
+	if r.Port < 1 || r.Port > maxPort {
+		p.Add(at("port"), "%d is out of range 1-%d", r.Port, maxPort)
+	}
+	p.Required(at("user"), r.User)
+	if r.Password == nil {
+		p.Add(at("password"), "is required")
+	}
+	if r.HostKey != "" {
+		if msg := hostKeyProblem(r.HostKey); msg != "" {
+			p.Add(at("hostKey"), "%s", msg)
+		}
+	}
+}
+
+// isHost reports whether s is an IPv4 address or a host name (not one that
+// only looks like a mistyped address, such as 203.0.113.999).
+func isHost(s string) bool {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Is4()
+	}
+	labels := strings.Split(s, ".")
+	last := labels[len(labels)-1]
+	numeric := strings.Trim(last, "0123456789") == ""
+	return len(s) <= 253 && hostnameRe.MatchString(s) && !numeric
+}
+
+// hostKeyProblem says why the command provider cannot check a host key
+// with s, or "". pulumi-command reads hostKey with ssh.ParseAuthorizedKey
+// and offers only that key's type as host-key algorithm: a fingerprint is
+// no key, and an RSA key makes it offer SHA-1 signatures only, which
+// OpenSSH 8.8 and later refuse.
+func hostKeyProblem(s string) string {
+	if strings.ContainsAny(strings.TrimSpace(s), "\r\n") {
+		return "holds several lines; pin one key"
+	}
+	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(s))
+	if err != nil {
+		return "is not a public key line like \"ssh-ed25519 AAAA...\" (as `ssh-keyscan -t ed25519 <host>` prints it)"
+	}
+	if _, isCert := key.(*ssh.Certificate); isCert {
+		return "is a host certificate; pin the host's plain public key"
+	}
+	if key.Type() == ssh.KeyAlgoRSA {
+		return "is an RSA key, for which the install could only offer SHA-1 signatures, which OpenSSH 8.8 and later refuse; pin the host's ed25519 key"
+	}
+	return ""
+}

@@ -1,0 +1,297 @@
+package vps_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/image"
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
+)
+
+// edKey is a rescue system's ed25519 host key line.
+const edKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEONt2yazdFZHClu6cvjSAE8PwBKuH8NrEluMIX2CTD2"
+
+// validArgs are two control planes and a worker on /32 addresses, every
+// optional input left out.
+func validArgs() *vps.ClusterArgs {
+	node := func(name string, role talos.Role, ip string) vps.Node {
+		return vps.Node{
+			Name: name, Role: role, IP: ip, PrefixLength: 32, Gateway: "203.0.113.254",
+			Rescue: vps.Rescue{Port: 22, User: "root", Password: pulumi.String("rescue-pw"), HostKey: edKey},
+		}
+	}
+	return &vps.ClusterArgs{
+		Cluster: talos.ClusterSettings{Name: "prod", TalosVersion: "v1.12.4"},
+		VPS:     vps.Settings{AllowedCIDRs: []string{"198.51.100.0/24"}, RequireRescue: true},
+		Nodes: []vps.Node{
+			node("cp-0", talos.RoleControlPlane, "203.0.113.10"),
+			node("cp-1", talos.RoleControlPlane, "203.0.113.11"),
+			node("w-0", talos.RoleWorker, "203.0.113.20"),
+		},
+	}
+}
+
+func rsaKeyLine(t *testing.T) string {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	pub, err := ssh.NewPublicKey(&k.PublicKey)
+	require.NoError(t, err)
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+}
+
+// run builds the component under the mock engine with a probe that
+// records its calls and finds no node in maintenance mode.
+func run(t *testing.T, args *vps.ClusterArgs) (*componentstest.Engine, []string, error) {
+	t.Helper()
+	e := &componentstest.Engine{}
+	var mu sync.Mutex
+	var probed []string
+	probe := func(_ context.Context, ip string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		probed = append(probed, ip)
+		return false
+	}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := vps.NewClusterWithDeps(ctx, "prod", args, vps.Deps{Probe: probe})
+		return err
+	}, pulumi.WithMocks("talos-cluster", "test", e))
+	return e, probed, err
+}
+
+func TestValidArgsBuildTheCluster(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, validArgs().Validate("prod"))
+	e, probed, err := run(t, validArgs())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"203.0.113.10", "203.0.113.11", "203.0.113.20"}, probed)
+	assert.Len(t, e.ByType(componentstest.RemoteCommand), 3)
+	assert.Len(t, e.ByType(componentstest.Apply), 3)
+	assert.Equal(t, "203.0.113.10", e.One(t, componentstest.Bootstrap).Inputs["node"].StringValue(), "the first node is bootstrapped")
+}
+
+// The optional inputs take their defaults, and a password given in plain
+// text still only travels as a secret.
+func TestOptionalInputsTakeTheirDefaults(t *testing.T) {
+	t.Parallel()
+	args := validArgs()
+	args.Nodes[1].Rescue.HostKey = ""
+	args.Nodes[2].Rescue.Host = "rescue.example.com"
+	args.Nodes[2].InstallDisk = "/dev/nvme0n1"
+	e, _, err := run(t, args)
+	require.NoError(t, err)
+
+	install := e.Named(t, componentstest.RemoteCommand, "prod-install-cp-0")
+	conn := install.Inputs["connection"]
+	require.True(t, conn.IsSecret(), "the connection holds the password")
+	c := conn.SecretValue().Element.ObjectValue()
+	assert.Equal(t, "203.0.113.10", c["host"].StringValue(), "the rescue host defaults to the node's IP")
+	assert.Equal(t, edKey, c["hostKey"].StringValue())
+	assert.True(t, strings.HasPrefix(install.Inputs["stdin"].StringValue(), "IMAGE_URL='https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.12.4/metal-amd64.raw.zst'\nREQUIRE_RESCUE='1'\nTARGET='/dev/sda'\n"),
+		"the factory's image, written to /dev/sda")
+
+	c1 := e.Named(t, componentstest.RemoteCommand, "prod-install-cp-1").Inputs["connection"].SecretValue().Element.ObjectValue()
+	_, pinned := c1["hostKey"]
+	assert.False(t, pinned, "no host key: none is passed")
+	c2 := e.Named(t, componentstest.RemoteCommand, "prod-install-w-0").Inputs["connection"].SecretValue().Element.ObjectValue()
+	assert.Equal(t, "rescue.example.com", c2["host"].StringValue())
+	assert.Contains(t, e.Named(t, componentstest.RemoteCommand, "prod-install-w-0").Inputs["stdin"].StringValue(), "TARGET='/dev/nvme0n1'\n")
+
+	env := e.Named(t, componentstest.LocalCommand, "prod-wait-cp-0").Inputs["environment"].ObjectValue()
+	assert.Equal(t, "1800", env["WAIT_TIMEOUT"].StringValue(), "30m by default")
+	assert.Equal(t, "30m", env["WAIT_LABEL"].StringValue())
+	for _, r := range e.ByType(componentstest.Apply) {
+		assert.Contains(t, r.DeletedWith, "prod-install-", "forget by default")
+		assert.Nil(t, r.Inputs["onDestroy"].V)
+	}
+	schematic := e.One(t, componentstest.Schematic)
+	assert.Contains(t, schematic.Inputs["schematic"].StringValue(), "officialExtensions: []", "no schematic given: the plain image's")
+}
+
+// TalosNodes gives a /32 node an on-link route to its gateway, a node in a
+// wider network only the default route, and every node its role's firewall.
+func TestTalosNodes(t *testing.T) {
+	t.Parallel()
+	args := validArgs()
+	args.Nodes[2].PrefixLength, args.Nodes[2].Gateway = 24, "203.0.113.1"
+	args.Nodes[2].Patches = []string{"machine:\n  sysctls:\n    a.b: \"1\"\n"}
+	nodes := vps.TalosNodes(args)
+	require.Len(t, nodes, 3)
+	assert.Equal(t, []talos.Route{{Network: "203.0.113.254/32"}, {Network: "0.0.0.0/0", Gateway: "203.0.113.254"}}, nodes[0].Network.Routes)
+	assert.Equal(t, []string{"203.0.113.10/32"}, nodes[0].Network.Addresses)
+	assert.Equal(t, []talos.Route{{Network: "0.0.0.0/0", Gateway: "203.0.113.1"}}, nodes[2].Network.Routes)
+	assert.Equal(t, []string{"203.0.113.20/24"}, nodes[2].Network.Addresses)
+	assert.Equal(t, "/dev/sda", nodes[0].InstallDisk)
+	assert.Equal(t, "cp-0", nodes[0].Hostname)
+	assert.Equal(t, args.Nodes[2].Patches, nodes[2].UserPatches)
+	assert.Contains(t, nodes[0].PlatformPatches[0], "name: etcd", "a control plane's firewall")
+	assert.NotContains(t, nodes[2].PlatformPatches[0], "name: etcd", "a worker's firewall")
+
+	fw := vps.FirewallOf(args)
+	assert.Equal(t, []string{"203.0.113.10", "203.0.113.11"}, fw.ControlPlaneIPs)
+	assert.Equal(t, []string{"203.0.113.10", "203.0.113.11", "203.0.113.20"}, fw.NodeIPs)
+	assert.Equal(t, []string{"198.51.100.0/24"}, fw.OperatorCIDRs)
+
+	targs := args.TalosArgs(pulumi.String("installer"))
+	assert.Equal(t, args.Cluster, targs.Cluster)
+	assert.Equal(t, nodes, targs.Nodes)
+}
+
+// Every invalid input is reported at its path, all of them at once, and
+// nothing is registered (nor any node probed).
+func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
+	t.Parallel()
+	rsaKey := rsaKeyLine(t)
+	cases := []struct {
+		name  string
+		edit  func(a *vps.ClusterArgs)
+		paths []string
+		msg   string // in the error, when set
+	}{
+		{"cluster name missing", func(a *vps.ClusterArgs) { a.Cluster.Name = "" }, []string{"cluster.name"}, "is required"},
+		{"talos version without v", func(a *vps.ClusterArgs) { a.Cluster.TalosVersion = "1.12.4" }, []string{"cluster.talosVersion"}, "not a release version"},
+		{"bad nameserver", func(a *vps.ClusterArgs) { a.Cluster.Nameservers = []string{"1.1.1.1", "dns"} }, []string{"cluster.nameservers[1]"}, ""},
+		{"schematic id and extensions", func(a *vps.ClusterArgs) {
+			a.Schematic = image.Schematic{ID: strings.Repeat("a", 64), Extensions: []string{"siderolabs/iscsi-tools"}}
+		}, []string{"schematic"}, "either id or extensions"},
+		{"schematic id not hex", func(a *vps.ClusterArgs) { a.Schematic.ID = "abc" }, []string{"schematic.id"}, "64 lowercase hex"},
+		{"extension twice", func(a *vps.ClusterArgs) {
+			a.Schematic.Extensions = []string{"siderolabs/iscsi-tools", "siderolabs/iscsi-tools"}
+		}, []string{"schematic.extensions[1]"}, "is also schematic.extensions[0]"},
+		{"empty extension", func(a *vps.ClusterArgs) { a.Schematic.Extensions = []string{""} }, []string{"schematic.extensions[0]"}, "is required"},
+		{"cidr not a cidr", func(a *vps.ClusterArgs) { a.VPS.AllowedCIDRs = []string{"198.51.100.0/24", "office"} }, []string{"vps.allowedCidrs[1]"}, "not a CIDR"},
+		{"cidr with host bits", func(a *vps.ClusterArgs) { a.VPS.AllowedCIDRs = []string{"198.51.100.7/24"} }, []string{"vps.allowedCidrs[0]"}, "did you mean 198.51.100.0/24"},
+		{"port out of range", func(a *vps.ClusterArgs) { a.VPS.PublicTCPPorts = []int{443, 70000} }, []string{"vps.publicTcpPorts[1]"}, "out of range 1-65535"},
+		{"managed port", func(a *vps.ClusterArgs) { a.VPS.PublicTCPPorts = []int{6443} }, []string{"vps.publicTcpPorts[0]"}, "the Kubernetes API"},
+		{"port twice", func(a *vps.ClusterArgs) { a.VPS.PublicTCPPorts = []int{80, 80} }, []string{"vps.publicTcpPorts[1]"}, "listed twice"},
+		{"image URL not http", func(a *vps.ClusterArgs) { a.VPS.ImageURL = "ftp://mirror.example.com/metal.raw?X-Amz-Signature=s3cr3t" }, []string{"vps.imageUrl"}, "http(s)"},
+		{"image URL without host", func(a *vps.ClusterArgs) { a.VPS.ImageURL = "https:///metal.raw" }, []string{"vps.imageUrl"}, ""},
+		{"reboot command on two lines", func(a *vps.ClusterArgs) { a.VPS.RebootCommand = "boot-disk\nreboot" }, []string{"vps.rebootCommand"}, "one line"},
+		{"wait timeout not a duration", func(a *vps.ClusterArgs) { a.VPS.TalosWaitTimeout = "30" }, []string{"vps.talosWaitTimeout"}, "between 1m and 24h"},
+		{"wait timeout too short", func(a *vps.ClusterArgs) { a.VPS.TalosWaitTimeout = "30s" }, []string{"vps.talosWaitTimeout"}, ""},
+		{"wait timeout too long", func(a *vps.ClusterArgs) { a.VPS.TalosWaitTimeout = "48h" }, []string{"vps.talosWaitTimeout"}, ""},
+		{"unknown onDestroy", func(a *vps.ClusterArgs) { a.VPS.OnDestroy = "delete" }, []string{"vps.onDestroy"}, `"forget"`},
+		{"no nodes", func(a *vps.ClusterArgs) { a.Nodes = nil }, []string{"nodes"}, "at least one node"},
+		{"worker first", func(a *vps.ClusterArgs) { a.Nodes[0], a.Nodes[2] = a.Nodes[2], a.Nodes[0] }, []string{"nodes[0].role"}, "must be a control plane"},
+		{"unknown role", func(a *vps.ClusterArgs) { a.Nodes[1].Role = "master" }, []string{"nodes[1].role"}, "not a role"},
+		{"name not a DNS label", func(a *vps.ClusterArgs) { a.Nodes[1].Name = "CP_1" }, []string{"nodes[1].name"}, "DNS label"},
+		{"name twice", func(a *vps.ClusterArgs) { a.Nodes[2].Name = "cp-0" }, []string{"nodes[2].name"}, "is also nodes[0].name"},
+		{"ip missing", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "" }, []string{"nodes[2].ip"}, "is required"},
+		{"ip not IPv4", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "2001:db8::1" }, []string{"nodes[2].ip"}, "not an IPv4"},
+		{"ip twice", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "203.0.113.10" }, []string{"nodes[2].ip"}, "is also nodes[0].ip"},
+		{"prefix length missing", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 0 }, []string{"nodes[1].prefixLength"}, "out of range 8-32"},
+		{"prefix length too long", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 33 }, []string{"nodes[1].prefixLength"}, ""},
+		{"gateway missing", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "" }, []string{"nodes[1].gateway"}, "is required"},
+		{"gateway not IPv4", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "gw.example.com" }, []string{"nodes[1].gateway"}, "not an IPv4"},
+		{"gateway is the node", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "203.0.113.11" }, []string{"nodes[1].gateway"}, "node's own address"},
+		{"gateway outside the node's network", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 28 }, []string{"nodes[1].gateway"}, "outside 203.0.113.0/28"},
+		{"install disk not a device", func(a *vps.ClusterArgs) { a.Nodes[0].InstallDisk = "sda" }, []string{"nodes[0].installDisk"}, "device path"},
+		{"install disk with ..", func(a *vps.ClusterArgs) { a.Nodes[0].InstallDisk = "/dev/disk/../sda" }, []string{"nodes[0].installDisk"}, "'..'"},
+		{"rescue host not a host", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.Host = "203.0.113.999" }, []string{"nodes[0].rescue.host"}, "not a host name"},
+		{"rescue port missing", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.Port = 0 }, []string{"nodes[0].rescue.port"}, "out of range"},
+		{"rescue user missing", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.User = "" }, []string{"nodes[0].rescue.user"}, "is required"},
+		{"rescue password missing", func(a *vps.ClusterArgs) { a.Nodes[2].Rescue.Password = nil }, []string{"nodes[2].rescue.password"}, "is required"},
+		{"host key a fingerprint", func(a *vps.ClusterArgs) {
+			a.Nodes[0].Rescue.HostKey = "SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8"
+		}, []string{"nodes[0].rescue.hostKey"}, "not a public key line"},
+		{"host key on two lines", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.HostKey = edKey + "\n" + edKey }, []string{"nodes[0].rescue.hostKey"}, "several lines"},
+		{"host key RSA", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.HostKey = rsaKey }, []string{"nodes[0].rescue.hostKey"}, "RSA"},
+		{"every problem at once", func(a *vps.ClusterArgs) {
+			a.Cluster.Name = ""
+			a.VPS.OnDestroy = "delete"
+			a.Nodes[1].Rescue.Port = 0
+			a.Nodes[2].Gateway = ""
+		}, []string{"cluster.name", "vps.onDestroy", "nodes[1].rescue.port", "nodes[2].gateway"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := validArgs()
+			tc.edit(args)
+
+			err := args.Validate("prod")
+			var ie *inputs.Error
+			require.ErrorAs(t, err, &ie)
+			var got []string
+			for _, p := range ie.Problems {
+				if len(got) == 0 || got[len(got)-1] != p.Path {
+					got = append(got, p.Path)
+				}
+			}
+			assert.Equal(t, tc.paths, got, "%v", err)
+			assert.Contains(t, err.Error(), `invalid arguments of VpsCluster "prod" (nothing was created)`)
+			if tc.msg != "" {
+				assert.Contains(t, err.Error(), tc.msg)
+			}
+			assert.NotContains(t, err.Error(), "s3cr3t", "an image URL's query is never echoed")
+
+			e, probed, err := run(t, args)
+			require.ErrorAs(t, err, &ie)
+			assert.Empty(t, e.All(), "nothing may be registered")
+			assert.Empty(t, probed, "no node is probed")
+		})
+	}
+}
+
+func TestValidateNilArgs(t *testing.T) {
+	t.Parallel()
+	var args *vps.ClusterArgs
+	err := args.Validate("prod")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `invalid arguments of VpsCluster "prod"`)
+	e, _, err := run(t, nil)
+	require.Error(t, err)
+	assert.Empty(t, e.All())
+}
+
+// A known_hosts-style or commented key line is taken (the command provider
+// reads it with ssh.ParseAuthorizedKey), and the explicit defaults are
+// accepted.
+func TestValidateAcceptsEveryValidSpelling(t *testing.T) {
+	t.Parallel()
+	args := validArgs()
+	args.Schematic.ID = strings.Repeat("0a", 32)
+	args.Nodes[0].Rescue.HostKey = "203.0.113.10 " + edKey + " root@rescue"
+	args.Nodes[1].InstallDisk = "/dev/disk/by-id/nvme-eui.0025388b91b2c1a4"
+	args.Nodes[2].PrefixLength, args.Nodes[2].Gateway = 24, "203.0.113.1"
+	args.VPS = vps.Settings{
+		AllowedCIDRs: []string{"198.51.100.0/24", "2001:db8::/32"}, PublicTCPPorts: []int{80, 443},
+		ImageURL: "https://mirror.example.com/metal-amd64.raw.xz?X-Amz-Signature=abc", RebootCommand: "./flip-boot.sh",
+		TalosWaitTimeout: "1h30m", OnDestroy: vps.OnDestroyReset,
+	}
+	require.NoError(t, args.Validate("prod"))
+	args.VPS.OnDestroy = vps.OnDestroyForget
+	require.NoError(t, args.Validate("prod"))
+}
+
+// onDestroy reset resets every node when its apply goes, and then leaves
+// the apply without DeletedWith (which would skip the reset).
+func TestResetOnDestroy(t *testing.T) {
+	t.Parallel()
+	args := validArgs()
+	args.VPS.OnDestroy = vps.OnDestroyReset
+	e, _, err := run(t, args)
+	require.NoError(t, err)
+	for _, r := range e.ByType(componentstest.Apply) {
+		assert.Empty(t, r.DeletedWith, r.Name)
+		od := r.Inputs["onDestroy"].ObjectValue()
+		assert.Equal(t, resource.NewBoolProperty(true), od["reset"], r.Name)
+	}
+	for _, r := range e.ByType(componentstest.Release) {
+		assert.True(t, strings.HasSuffix(r.DeletedWith, "::prod-install-cp-0"), "%s: the first install stands for the cluster", r.Name)
+	}
+}

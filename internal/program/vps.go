@@ -1,0 +1,52 @@
+package program
+
+import (
+	"github.com/fluodata/talos-pulumi/components/image"
+	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// VPSArgs are a validated stack file of platform vps as the VpsCluster
+// takes it: every default applied by stacks.Load, nodes control planes
+// first, the rescue password a secret and each rescue host key reduced to
+// the "<type> <base64>" line the command provider reads.
+func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
+	v := cfg.VPS
+	args := &vps.ClusterArgs{
+		Cluster: ClusterSettings(cfg),
+		Schematic: image.Schematic{
+			ID:         cfg.Cluster.Schematic.ID,
+			Extensions: cfg.Cluster.Schematic.Extensions,
+		},
+		VPS: vps.Settings{
+			AllowedCIDRs:   v.AllowedCIDRs,
+			PublicTCPPorts: v.PublicTCPPorts,
+			ImageURL:       v.ImageURL,
+			// Load defaults it to on; off only when the file says so.
+			RequireRescue:    v.RequireRescue == nil || *v.RequireRescue,
+			RebootCommand:    v.RebootCommand,
+			TalosWaitTimeout: v.TalosWaitTimeout,
+			OnDestroy:        v.OnDestroy,
+		},
+	}
+	for _, ref := range cfg.Nodes.Refs() {
+		r := ref.Rescue
+		args.Nodes = append(args.Nodes, vps.Node{
+			Name:         ref.Name,
+			Role:         RoleOf(ref.Role),
+			IP:           ref.IP,
+			PrefixLength: ref.PrefixLength,
+			Gateway:      ref.Gateway,
+			InstallDisk:  ref.InstallDisk,
+			Patches:      PatchTexts(ref.Patches),
+			Rescue: vps.Rescue{
+				Host:     r.Host,
+				Port:     r.Port,
+				User:     r.User,
+				Password: r.Password.Output(),
+				HostKey:  stacks.CommandHostKey(r.HostKey),
+			},
+		})
+	}
+	return args
+}

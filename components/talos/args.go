@@ -34,6 +34,9 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 		c.KubernetesVersion = constants.DefaultKubernetesVersion
 	}
 	c.KubernetesVersion = strings.TrimPrefix(c.KubernetesVersion, "v")
+	c.Patches = copyOrNew(c.Patches)
+	c.Cilium = copyOrNew(c.Cilium)
+	c.CertApprover = copyOrNew(c.CertApprover)
 	if c.Cilium.Version == "" {
 		c.Cilium.Version = DefaultCiliumVersion
 	}
@@ -147,14 +150,15 @@ func (a *ClusterArgs) PatchSpec() PatchSpec {
 		}
 	}
 	c := a.Cluster
+	patches := copyOrNew(c.Patches)
 	return PatchSpec{
 		TalosVersion:             c.TalosVersion,
 		Nameservers:              c.Nameservers,
 		VIP:                      c.VIP,
 		SchedulableControlPlanes: workers == 0,
-		AllPatches:               c.Patches.All,
-		ControlPlanePatches:      c.Patches.ControlPlane,
-		WorkerPatches:            c.Patches.Worker,
+		AllPatches:               patches.All,
+		ControlPlanePatches:      patches.ControlPlane,
+		WorkerPatches:            patches.Worker,
 	}
 }
 
@@ -171,4 +175,14 @@ func DefaultEndpoint(vip string, nodes []NodeSpec) string {
 		}
 	}
 	return "https://" + net.JoinHostPort(host, "6443")
+}
+
+// copyOrNew is a copy of *v, or a new zero value for nil: an optional
+// object input the caller left out.
+func copyOrNew[T any](v *T) *T {
+	var out T
+	if v != nil {
+		out = *v
+	}
+	return &out
 }

@@ -104,12 +104,12 @@ type ClusterSettings struct {
 	VIP string `pulumi:"vip,optional"`
 	// Patches are the user's machine-config patches for all nodes and per
 	// role, applied after the generated ones.
-	Patches ClusterPatches `pulumi:"patches,optional"`
+	Patches *ClusterPatches `pulumi:"patches,optional"`
 	// Cilium is the CNI's chart version and values.
-	Cilium ChartSettings `pulumi:"cilium,optional"`
+	Cilium *ChartSettings `pulumi:"cilium,optional"`
 	// CertApprover is the kubelet serving-certificate approver's chart
 	// version and values.
-	CertApprover ChartSettings `pulumi:"certApprover,optional"`
+	CertApprover *ChartSettings `pulumi:"certApprover,optional"`
 }
 
 // ClusterArgs are the inputs of a TalosCluster. The fields tagged `pulumi`

@@ -67,7 +67,7 @@ type NodeSpec struct {
 	// conflicts with the one DHCP set.
 	Hostname string `pulumi:"hostname,optional"`
 	// Network is the node's interface: DHCP or static addresses and routes.
-	Network NodeNetwork `pulumi:"network,optional"`
+	Network NodeNetwork `pulumi:"network"`
 	// PlatformPatches come after the generated ones (e.g. a VPS firewall).
 	// Set by the platform components, not an input of the package.
 	PlatformPatches []string

@@ -56,7 +56,7 @@ type ClusterArgs struct {
 	Cluster talos.ClusterSettings `pulumi:"cluster"`
 	// Schematic selects the Image Factory schematic (an id, or extensions
 	// to register one from; none registers the plain image's).
-	Schematic image.Schematic `pulumi:"schematic,optional"`
+	Schematic *image.Schematic `pulumi:"schematic,optional"`
 	// VPS holds the settings shared by the servers: firewall, image, the
 	// install's safety check, reboot, wait and destroy behaviour.
 	VPS Settings `pulumi:"vps"`
@@ -214,7 +214,7 @@ func (a *ClusterArgs) Validate(name string) error {
 }
 
 func (a *ClusterArgs) checkSchematic(p *inputs.Problems) {
-	s := a.Schematic
+	s := a.schematic()
 	if s.ID != "" && len(s.Extensions) > 0 {
 		p.Add("schematic", "set either id or extensions, not both")
 	}
@@ -373,4 +373,12 @@ func hostKeyProblem(s string) string {
 		return "is an RSA key, for which the install could only offer SHA-1 signatures, which OpenSSH 8.8 and later refuse; pin the host's ed25519 key"
 	}
 	return ""
+}
+
+// schematic is the schematic input, empty when left out (a plain metal image).
+func (a *ClusterArgs) schematic() image.Schematic {
+	if a.Schematic == nil {
+		return image.Schematic{}
+	}
+	return *a.Schematic
 }

@@ -166,13 +166,13 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"talos version without v", func(a *vps.ClusterArgs) { a.Cluster.TalosVersion = "1.12.4" }, []string{"cluster.talosVersion"}, "not a release version"},
 		{"bad nameserver", func(a *vps.ClusterArgs) { a.Cluster.Nameservers = []string{"1.1.1.1", "dns"} }, []string{"cluster.nameservers[1]"}, ""},
 		{"schematic id and extensions", func(a *vps.ClusterArgs) {
-			a.Schematic = image.Schematic{ID: strings.Repeat("a", 64), Extensions: []string{"siderolabs/iscsi-tools"}}
+			a.Schematic = &image.Schematic{ID: strings.Repeat("a", 64), Extensions: []string{"siderolabs/iscsi-tools"}}
 		}, []string{"schematic"}, "either id or extensions"},
-		{"schematic id not hex", func(a *vps.ClusterArgs) { a.Schematic.ID = "abc" }, []string{"schematic.id"}, "64 lowercase hex"},
+		{"schematic id not hex", func(a *vps.ClusterArgs) { a.Schematic = &image.Schematic{ID: "abc"} }, []string{"schematic.id"}, "64 lowercase hex"},
 		{"extension twice", func(a *vps.ClusterArgs) {
-			a.Schematic.Extensions = []string{"siderolabs/iscsi-tools", "siderolabs/iscsi-tools"}
+			a.Schematic = &image.Schematic{Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/iscsi-tools"}}
 		}, []string{"schematic.extensions[1]"}, "is also schematic.extensions[0]"},
-		{"empty extension", func(a *vps.ClusterArgs) { a.Schematic.Extensions = []string{""} }, []string{"schematic.extensions[0]"}, "is required"},
+		{"empty extension", func(a *vps.ClusterArgs) { a.Schematic = &image.Schematic{Extensions: []string{""}} }, []string{"schematic.extensions[0]"}, "is required"},
 		{"cidr not a cidr", func(a *vps.ClusterArgs) { a.VPS.AllowedCIDRs = []string{"198.51.100.0/24", "office"} }, []string{"vps.allowedCidrs[1]"}, "not a CIDR"},
 		{"cidr with host bits", func(a *vps.ClusterArgs) { a.VPS.AllowedCIDRs = []string{"198.51.100.7/24"} }, []string{"vps.allowedCidrs[0]"}, "did you mean 198.51.100.0/24"},
 		{"port out of range", func(a *vps.ClusterArgs) { a.VPS.PublicTCPPorts = []int{443, 70000} }, []string{"vps.publicTcpPorts[1]"}, "out of range 1-65535"},
@@ -264,7 +264,7 @@ func TestValidateNilArgs(t *testing.T) {
 func TestValidateAcceptsEveryValidSpelling(t *testing.T) {
 	t.Parallel()
 	args := validArgs()
-	args.Schematic.ID = strings.Repeat("0a", 32)
+	args.Schematic = &image.Schematic{ID: strings.Repeat("0a", 32)}
 	args.Nodes[0].Rescue.HostKey = "203.0.113.10 " + edKey + " root@rescue"
 	args.Nodes[1].InstallDisk = "/dev/disk/by-id/nvme-eui.0025388b91b2c1a4"
 	args.Nodes[2].PrefixLength, args.Nodes[2].Gateway = 24, "203.0.113.1"
@@ -293,5 +293,31 @@ func TestResetOnDestroy(t *testing.T) {
 	}
 	for _, r := range e.ByType(componentstest.Release) {
 		assert.True(t, strings.HasSuffix(r.DeletedWith, "::prod-install-cp-0"), "%s: the first install stands for the cluster", r.Name)
+	}
+}
+
+// A presigned image URL's query is a credential: the installs get the whole
+// URL as a secret, and the imageUrl output shows it without the query.
+func TestPresignedImageURLStaysSecret(t *testing.T) {
+	t.Parallel()
+	const base = "https://bucket.example.com/talos/metal-amd64.raw.zst"
+	args := validArgs()
+	args.VPS.ImageURL = base + "?X-Amz-Signature=s3cr3t"
+	e := &componentstest.Engine{}
+	var shown string
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		c, err := vps.NewClusterWithDeps(ctx, "prod", args, vps.Deps{Probe: func(context.Context, string) bool { return false }})
+		if err != nil {
+			return err
+		}
+		c.ImageURL.ApplyT(func(u string) string { shown = u; return u })
+		return nil
+	}, pulumi.WithMocks("talos-cluster", "test", e))
+	require.NoError(t, err)
+	assert.Equal(t, base, shown, "the output leaves the query out")
+	for _, install := range e.ByType(componentstest.RemoteCommand) {
+		stdin := install.Inputs["stdin"]
+		require.True(t, stdin.IsSecret(), "%s: the install's stdin holds the signature", install.Name)
+		assert.Contains(t, stdin.SecretValue().Element.StringValue(), "X-Amz-Signature=s3cr3t")
 	}
 }

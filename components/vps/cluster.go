@@ -3,6 +3,7 @@ package vps
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,9 +23,30 @@ const ClusterType = "talos-cluster:index:VpsCluster"
 type Cluster struct {
 	pulumi.ResourceState
 
-	SchematicID    pulumi.StringOutput `pulumi:"schematicId"`
+	// Kubeconfig is the cluster's admin kubeconfig; it resolves once the
+	// cluster is ready.
+	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig" provider:"secret"`
+	// Talosconfig is the Talos client config.
+	Talosconfig pulumi.StringOutput `pulumi:"talosconfig" provider:"secret"`
+	// Endpoint is the Kubernetes API URL.
+	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
+	// NodeIPs are the nodes' IPs by node name.
+	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
+	// TalosVersion is the Talos version of the machine configs.
+	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
+	// KubernetesVersion is the Kubernetes version of the machine configs.
+	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// SchematicID is the Image Factory schematic of the image.
+	SchematicID pulumi.StringOutput `pulumi:"schematicId"`
+	// InstallerImage is the installer the nodes install from.
 	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
-	ImageURL       pulumi.StringOutput `pulumi:"imageUrl"`
+	// ImageURL is the disk image the installs write (a presigned URL's
+	// query left out).
+	ImageURL pulumi.StringOutput `pulumi:"imageUrl"`
+
+	// imageURL is what the installs fetch: ImageURL with a presigned
+	// query, as a secret.
+	imageURL pulumi.StringOutput
 
 	// Children by node name, for tests and later steps.
 	Installs map[string]*remote.Command
@@ -78,8 +100,8 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 
 	img, err := image.New(ctx, name, image.Args{
 		TalosVersion: args.Cluster.TalosVersion,
-		SchematicID:  args.Schematic.ID,
-		Extensions:   args.Schematic.Extensions,
+		SchematicID:  args.schematic().ID,
+		Extensions:   args.schematic().Extensions,
 		Platform:     image.PlatformMetal,
 	}, parent)
 	if err != nil {
@@ -87,8 +109,16 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	}
 	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
 	c.ImageURL = img.DiskImageURL
-	if args.VPS.ImageURL != "" {
-		c.ImageURL = pulumi.String(args.VPS.ImageURL).ToStringOutput()
+	c.imageURL = img.DiskImageURL
+	if u := args.VPS.ImageURL; u != "" {
+		c.imageURL = pulumi.String(u).ToStringOutput()
+		c.ImageURL = c.imageURL
+		if base, query, ok := strings.Cut(u, "?"); ok && query != "" {
+			// A presigned URL's query is a credential: the installs get it
+			// as a secret, the output and the state show the URL without it.
+			c.imageURL = pulumi.ToSecret(c.imageURL).(pulumi.StringOutput)
+			c.ImageURL = pulumi.String(base).ToStringOutput()
+		}
 	}
 
 	reset := args.VPS.reset()
@@ -123,6 +153,9 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	if err != nil {
 		return nil, err
 	}
+	t := c.Talos
+	c.Kubeconfig, c.Talosconfig, c.Endpoint, c.NodeIPs = t.Kubeconfig, t.Talosconfig, t.Endpoint, t.NodeIPs
+	c.TalosVersion, c.KubernetesVersion = t.TalosVersion, t.KubernetesVersion
 	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
 		return nil, err
 	}
@@ -189,7 +222,7 @@ func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, settings Setting
 		}
 	} else {
 		installArgs.Create = pulumi.String("bash -s")
-		installArgs.Stdin = c.ImageURL.ApplyT(func(url string) string {
+		installArgs.Stdin = c.imageURL.ApplyT(func(url string) string {
 			i := inst
 			i.ImageURL = url
 			return i.Stdin()

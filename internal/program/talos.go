@@ -16,13 +16,13 @@ func ClusterSettings(cfg *stacks.Config) talos.ClusterSettings {
 		KubernetesVersion: c.KubernetesVersion,
 		Nameservers:       c.Network.Nameservers,
 		VIP:               c.VIP,
-		Patches: talos.ClusterPatches{
+		Patches: &talos.ClusterPatches{
 			All:          PatchTexts(c.Patches.All),
 			ControlPlane: PatchTexts(c.Patches.ControlPlane),
 			Worker:       PatchTexts(c.Patches.Worker),
 		},
-		Cilium:       talos.ChartSettings{Version: c.Cilium.Version, Values: c.Cilium.Values},
-		CertApprover: talos.ChartSettings{Version: c.CertApprover.Version, Values: c.CertApprover.Values},
+		Cilium:       &talos.ChartSettings{Version: c.Cilium.Version, Values: c.Cilium.Values},
+		CertApprover: &talos.ChartSettings{Version: c.CertApprover.Version, Values: c.CertApprover.Values},
 	}
 }
 

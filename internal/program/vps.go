@@ -14,7 +14,7 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 	v := cfg.VPS
 	args := &vps.ClusterArgs{
 		Cluster: ClusterSettings(cfg),
-		Schematic: image.Schematic{
+		Schematic: &image.Schematic{
 			ID:         cfg.Cluster.Schematic.ID,
 			Extensions: cfg.Cluster.Schematic.Extensions,
 		},

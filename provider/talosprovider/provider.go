@@ -1,0 +1,128 @@
+// Package talosprovider is the talos-cluster component provider: the
+// project's three components behind pulumi-go-provider's infer layer, with
+// the descriptions of their doc comments added to the schema.
+package talosprovider
+
+import (
+	"context"
+	_ "embed" // descriptions.json
+	"encoding/json"
+	"fmt"
+
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/infer"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/provider/internal/docs"
+)
+
+// Name and Version of the package.
+const (
+	Name    = "talos-cluster"
+	Version = "0.1.0"
+)
+
+//go:generate go run ./gen
+
+//go:embed descriptions.json
+var descriptionsJSON []byte
+
+// Component tokens, as the components register themselves.
+const (
+	talosToken   = talos.ClusterType
+	proxmoxToken = proxmox.ClusterType
+	vpsToken     = vps.ClusterType
+)
+
+// resourceDocs names, per component token, the Go types whose doc comments
+// describe its inputs and outputs (keys of descriptions.json).
+var resourceDocs = map[string]struct{ inputs, outputs string }{
+	talosToken:   {"talos.ClusterArgs", "talos.Cluster"},
+	proxmoxToken: {"proxmox.ClusterArgs", "proxmox.Cluster"},
+	vpsToken:     {"vps.ClusterArgs", "vps.Cluster"},
+}
+
+// TalosCluster serves talos.NewCluster.
+type TalosCluster struct{}
+
+// Construct builds the component from the caller's inputs.
+func (*TalosCluster) Construct(ctx *pulumi.Context, name, _ string, args talos.ClusterArgs, opts pulumi.ResourceOption) (*talos.Cluster, error) {
+	return talos.NewCluster(ctx, name, &args, opts)
+}
+
+// Annotate sets the token and the description.
+func (c *TalosCluster) Annotate(a infer.Annotator) {
+	a.SetToken("index", "TalosCluster")
+	a.Describe(c, "A Talos Linux Kubernetes cluster on machines that already boot Talos (maintenance mode) "+
+		"or run it: machine secrets, per-node machine config, bootstrap, kubeconfig and talosconfig, "+
+		"Cilium (kube-proxy replacement) and the kubelet serving-certificate approver. "+
+		"The first node must be a control plane: it is bootstrapped.")
+}
+
+// ProxmoxCluster serves proxmox.NewCluster.
+type ProxmoxCluster struct{}
+
+// Construct builds the component from the caller's inputs.
+func (*ProxmoxCluster) Construct(ctx *pulumi.Context, name, _ string, args proxmox.ClusterArgs, opts pulumi.ResourceOption) (*proxmox.Cluster, error) {
+	return proxmox.NewCluster(ctx, name, &args, opts)
+}
+
+// Annotate sets the token and the description.
+func (c *ProxmoxCluster) Annotate(a infer.Annotator) {
+	a.SetToken("index", "ProxmoxCluster")
+	a.Describe(c, "A Talos Linux Kubernetes cluster in VMs on Proxmox VE: the Talos ISO from the Image Factory, "+
+		"DHCP reservations in dnsmasq on the host (optional), one VM per node, and a TalosCluster on top. "+
+		"VMs are hard-stopped on delete, so a destroy takes seconds.")
+}
+
+// VpsCluster serves vps.NewCluster.
+type VpsCluster struct{}
+
+// Construct builds the component from the caller's inputs.
+func (*VpsCluster) Construct(ctx *pulumi.Context, name, _ string, args vps.ClusterArgs, opts pulumi.ResourceOption) (*vps.Cluster, error) {
+	return vps.NewCluster(ctx, name, &args, opts)
+}
+
+// Annotate sets the token and the description.
+func (c *VpsCluster) Annotate(a infer.Annotator) {
+	a.SetToken("index", "VpsCluster")
+	a.Describe(c, "A Talos Linux Kubernetes cluster on rented servers: each is installed from its provider's "+
+		"rescue system over SSH (the raw disk image written to its disk), rebooted into Talos, "+
+		"configured with a host firewall, and joined into a TalosCluster. Servers are never deleted.")
+}
+
+// New builds the provider.
+func New() (p.Provider, error) {
+	prov, err := infer.NewProviderBuilder().
+		WithDisplayName("Talos cluster").
+		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE VMs or rescue-installed VPS machines.").
+		WithKeywords("talos", "kubernetes", "proxmox", "vps", "category/infrastructure", "kind/component").
+		WithRepository("https://github.com/fluodata/talos-pulumi").
+		WithGoImportPath("github.com/fluodata/talos-pulumi/sdk/go/talos-cluster").
+		WithComponents(
+			infer.Component(&TalosCluster{}),
+			infer.Component(&ProxmoxCluster{}),
+			infer.Component(&VpsCluster{}),
+		).
+		Build()
+	if err != nil {
+		return p.Provider{}, fmt.Errorf("unable to build the provider: %w", err)
+	}
+	var descs map[string]docs.Type
+	if err := json.Unmarshal(descriptionsJSON, &descs); err != nil {
+		return p.Provider{}, fmt.Errorf("unable to read descriptions.json: %w", err)
+	}
+	getSchema := prov.GetSchema
+	prov.GetSchema = func(ctx context.Context, req p.GetSchemaRequest) (p.GetSchemaResponse, error) {
+		resp, err := getSchema(ctx, req)
+		if err != nil {
+			return resp, err
+		}
+		resp.Schema, err = describe(resp.Schema, descs)
+		return resp, err
+	}
+	return prov, nil
+}

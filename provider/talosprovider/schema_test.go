@@ -1,0 +1,135 @@
+package talosprovider_test
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/blang/semver"
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/pulumi/pulumi-go-provider/integration"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/provider/internal/docs"
+	"github.com/fluodata/talos-pulumi/provider/talosprovider"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/schema.json and descriptions.json")
+
+func server(t *testing.T, opts ...integration.ServerOption) integration.Server {
+	t.Helper()
+	prov, err := talosprovider.New()
+	require.NoError(t, err)
+	s, err := integration.NewServer(t.Context(), talosprovider.Name, semver.MustParse(talosprovider.Version),
+		append([]integration.ServerOption{integration.WithProvider(prov)}, opts...)...)
+	require.NoError(t, err)
+	return s
+}
+
+// The schema is what `pulumi package add` generates every language's SDK
+// from: a change to it is a change of the package's interface, so it is
+// kept as a golden file (go test ./talosprovider -update rewrites it).
+func TestSchemaIsCurrent(t *testing.T) {
+	t.Parallel()
+	resp, err := server(t).GetSchema(p.GetSchemaRequest{})
+	require.NoError(t, err)
+	got := resp.Schema + "\n"
+	golden := filepath.Join("testdata", "schema.json")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o600))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got, "the schema changed: review it and run go test ./talosprovider -update")
+}
+
+// descriptions.json is what `go generate` makes of the components' doc
+// comments now.
+func TestDescriptionsAreCurrent(t *testing.T) {
+	t.Parallel()
+	got, err := docs.Generate(docs.ComponentDirs(filepath.Join("..", "..")))
+	require.NoError(t, err)
+	if *update {
+		require.NoError(t, os.WriteFile("descriptions.json", got, 0o600))
+	}
+	want, err := os.ReadFile("descriptions.json")
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got), "doc comments changed: run go generate ./talosprovider (or -update)")
+}
+
+// Every component, input, output, type and property is described, and
+// every credential is a secret.
+func TestSchemaDescribesEverythingAndMarksSecrets(t *testing.T) {
+	t.Parallel()
+	resp, err := server(t).GetSchema(p.GetSchemaRequest{})
+	require.NoError(t, err)
+	var spec struct {
+		Resources map[string]struct {
+			Description     string                    `json:"description"`
+			IsComponent     bool                      `json:"isComponent"`
+			InputProperties map[string]map[string]any `json:"inputProperties"`
+			Properties      map[string]map[string]any `json:"properties"`
+		} `json:"resources"`
+		Types map[string]struct {
+			Description string                    `json:"description"`
+			Properties  map[string]map[string]any `json:"properties"`
+		} `json:"types"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(resp.Schema), &spec))
+	require.ElementsMatch(t, []string{"talos-cluster:index:TalosCluster", "talos-cluster:index:ProxmoxCluster", "talos-cluster:index:VpsCluster"},
+		keys(spec.Resources))
+	undescribed := func(where string, props map[string]map[string]any) {
+		for name, prop := range props {
+			if d, _ := prop["description"].(string); strings.TrimSpace(d) == "" {
+				t.Errorf("%s.%s has no description", where, name)
+			}
+		}
+	}
+	secrets := map[string]bool{}
+	for token, r := range spec.Resources {
+		assert.True(t, r.IsComponent, token)
+		assert.NotEmpty(t, r.Description, token)
+		undescribed(token+" input", r.InputProperties)
+		undescribed(token+" output", r.Properties)
+		for name, prop := range r.InputProperties {
+			if prop["secret"] == true {
+				secrets[token+" input "+name] = true
+			}
+		}
+		for name, prop := range r.Properties {
+			if prop["secret"] == true {
+				secrets[token+" output "+name] = true
+			}
+		}
+	}
+	for token, ty := range spec.Types {
+		assert.NotEmpty(t, ty.Description, token)
+		undescribed(token, ty.Properties)
+		for name, prop := range ty.Properties {
+			if prop["secret"] == true {
+				secrets[token+" "+name] = true
+			}
+		}
+	}
+	for _, want := range []string{
+		"talos-cluster:index:TalosCluster output kubeconfig", "talos-cluster:index:TalosCluster output talosconfig",
+		"talos-cluster:index:ProxmoxCluster output kubeconfig", "talos-cluster:index:ProxmoxCluster output talosconfig",
+		"talos-cluster:index:VpsCluster output kubeconfig", "talos-cluster:index:VpsCluster output talosconfig",
+		"talos-cluster:proxmox:HostSettings apiTokenSecret", "talos-cluster:proxmox:SSHSettings privateKey",
+		"talos-cluster:vps:Rescue password",
+	} {
+		assert.True(t, secrets[want], "%s must be secret; secret: %v", want, secrets)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

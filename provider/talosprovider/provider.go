@@ -45,6 +45,13 @@ var resourceDocs = map[string]struct{ inputs, outputs string }{
 	vpsToken:     {"vps.ClusterArgs", "vps.Cluster"},
 }
 
+// Options are the components' seams (their zero values are the real
+// engine, a Proxmox client and a probe of each VPS node).
+type Options struct {
+	Proxmox proxmox.Deps
+	VPS     vps.Deps
+}
+
 // TalosCluster serves talos.NewCluster.
 type TalosCluster struct{}
 
@@ -62,12 +69,12 @@ func (c *TalosCluster) Annotate(a infer.Annotator) {
 		"The first node must be a control plane: it is bootstrapped.")
 }
 
-// ProxmoxCluster serves proxmox.NewCluster.
-type ProxmoxCluster struct{}
+// ProxmoxCluster serves proxmox.NewClusterWithDeps.
+type ProxmoxCluster struct{ deps proxmox.Deps }
 
 // Construct builds the component from the caller's inputs.
-func (*ProxmoxCluster) Construct(ctx *pulumi.Context, name, _ string, args proxmox.ClusterArgs, opts pulumi.ResourceOption) (*proxmox.Cluster, error) {
-	return proxmox.NewCluster(ctx, name, &args, opts)
+func (c *ProxmoxCluster) Construct(ctx *pulumi.Context, name, _ string, args proxmox.ClusterArgs, opts pulumi.ResourceOption) (*proxmox.Cluster, error) {
+	return proxmox.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
 }
 
 // Annotate sets the token and the description.
@@ -78,12 +85,12 @@ func (c *ProxmoxCluster) Annotate(a infer.Annotator) {
 		"VMs are hard-stopped on delete, so a destroy takes seconds.")
 }
 
-// VpsCluster serves vps.NewCluster.
-type VpsCluster struct{}
+// VpsCluster serves vps.NewClusterWithDeps.
+type VpsCluster struct{ deps vps.Deps }
 
 // Construct builds the component from the caller's inputs.
-func (*VpsCluster) Construct(ctx *pulumi.Context, name, _ string, args vps.ClusterArgs, opts pulumi.ResourceOption) (*vps.Cluster, error) {
-	return vps.NewCluster(ctx, name, &args, opts)
+func (c *VpsCluster) Construct(ctx *pulumi.Context, name, _ string, args vps.ClusterArgs, opts pulumi.ResourceOption) (*vps.Cluster, error) {
+	return vps.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
 }
 
 // Annotate sets the token and the description.
@@ -95,7 +102,10 @@ func (c *VpsCluster) Annotate(a infer.Annotator) {
 }
 
 // New builds the provider.
-func New() (p.Provider, error) {
+func New() (p.Provider, error) { return NewWith(Options{}) }
+
+// NewWith builds the provider with the given seams.
+func NewWith(o Options) (p.Provider, error) {
 	prov, err := infer.NewProviderBuilder().
 		WithDisplayName("Talos cluster").
 		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE VMs or rescue-installed VPS machines.").
@@ -104,8 +114,8 @@ func New() (p.Provider, error) {
 		WithGoImportPath("github.com/fluodata/talos-pulumi/sdk/go/talos-cluster").
 		WithComponents(
 			infer.Component(&TalosCluster{}),
-			infer.Component(&ProxmoxCluster{}),
-			infer.Component(&VpsCluster{}),
+			infer.Component(&ProxmoxCluster{deps: o.Proxmox}),
+			infer.Component(&VpsCluster{deps: o.VPS}),
 		).
 		Build()
 	if err != nil {

@@ -37,7 +37,8 @@ var ExampleSecrets = map[string]map[string]string{
 	VPSExample:     {"nodes.controlPlanes[0].rescue.password": "rescue-pw-Xq81"},
 }
 
-// RepoRoot finds the directory holding go.mod.
+// RepoRoot finds the repository's root: the directory holding go.mod and
+// Pulumi.yaml (the provider's own module, below it, has no Pulumi.yaml).
 func RepoRoot(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
@@ -45,12 +46,14 @@ func RepoRoot(t testing.TB) string {
 		t.Fatal(err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		_, errMod := os.Stat(filepath.Join(dir, "go.mod"))
+		_, errProject := os.Stat(filepath.Join(dir, "Pulumi.yaml"))
+		if errMod == nil && errProject == nil {
 			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
+			t.Fatal("go.mod and Pulumi.yaml not found above the test's directory")
 		}
 		dir = parent
 	}

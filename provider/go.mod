@@ -9,6 +9,7 @@ require (
 	github.com/pulumi/pulumi/sdk/v3 v3.219.0
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/grpc v1.76.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
@@ -147,7 +148,6 @@ require (
 	google.golang.org/protobuf v1.36.10 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 	lukechampine.com/frand v1.4.2 // indirect
 )
 

@@ -1,6 +1,8 @@
 package talosprovider_test
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/status"
+	"gopkg.in/yaml.v3"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
@@ -256,3 +259,34 @@ func property(t *testing.T, v reflect.Value, secret bool) (resource.PropertyValu
 	}
 }
 
+
+// The YAML example builds, through the provider, the same cluster as the
+// Proxmox example stack file through the Go program.
+func TestYAMLExampleMakesTheStackExamplesGraph(t *testing.T) {
+	t.Parallel()
+	src := stackstest.Example(t, stackstest.ProxmoxExample)
+	want, _, _, err := programtest.Run(t, src, stack, program.Options{})
+	require.NoError(t, err)
+	cfg, d := stacks.Load(src)
+	require.NoError(t, d.Err())
+
+	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), "examples", "proxmox-yaml", "Pulumi.yaml"))
+	require.NoError(t, err)
+	var project struct {
+		Resources map[string]struct {
+			Type       string         `yaml:"type"`
+			Properties map[string]any `yaml:"properties"`
+		} `yaml:"resources"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &project))
+	res := project.Resources[cfg.Cluster.Name]
+	require.Equal(t, componentstest.ProxmoxCluster, res.Type)
+	inputs := resource.NewPropertyMapFromMap(res.Properties)
+	px := inputs["proxmox"].ObjectValue()
+	require.Equal(t, "${proxmoxApiTokenSecret}", px["apiTokenSecret"].StringValue())
+	px["apiTokenSecret"] = resource.MakeSecret(resource.NewProperty(cfg.Proxmox.APITokenSecret.Reveal()))
+
+	got, _, err := construct(t, res.Type, cfg.Cluster.Name, inputs)
+	require.NoError(t, err)
+	assert.Equal(t, children(want), children(got))
+}

@@ -1,0 +1,52 @@
+// The cluster of ../../Pulumi.proxmox-homelab.yaml.example (one control plane,
+// two workers, dnsmasq reservations on the host) in TypeScript, with the
+// talos-cluster package's generated SDK (`pulumi install` makes it from
+// ../../provider). Inputs: docs/component-package.md.
+import * as pulumi from "@pulumi/pulumi";
+import * as talos from "@pulumi/talos-cluster";
+
+const config = new pulumi.Config();
+
+const vm = (name: string, role: string, ip: string, vmId: number, cores: number, memory: number, dataDiskSize?: number) =>
+    ({ name, role, ip, proxmoxNode: "pve", vmId, cores, memory, diskSize: 20, dataDiskSize });
+
+const homelab = new talos.ProxmoxCluster("homelab", {
+    cluster: {
+        name: "homelab",
+        talosVersion: "v1.12.4",
+        vip: "10.10.0.5", // the Kubernetes endpoint
+        nameservers: ["10.10.0.1"],
+        patches: { all: ["machine:\n    time:\n        servers:\n            - time.cloudflare.com\n"] },
+    },
+    schematic: {
+        extensions: ["siderolabs/qemu-guest-agent", "siderolabs/iscsi-tools", "siderolabs/util-linux-tools"],
+    },
+    proxmox: {
+        endpoint: "https://192.168.122.70:8006/",
+        apiTokenId: "root@pam!pulumi",
+        apiTokenSecret: config.requireSecret("proxmoxApiTokenSecret"),
+        bridge: "vmbr1",
+        diskDatastore: "local-lvm",
+        isoDatastore: "local",
+        cpuType: "host",
+        bios: "seabios",
+        addressing: "dhcp-reservation",
+        dnsmasq: {
+            configDir: "/etc/dnsmasq.d",
+            restartCommand: "systemctl restart dnsmasq",
+            leaseFile: "/var/lib/misc/dnsmasq.leases",
+            // The host's key line, as `ssh-keyscan -t ed25519 192.168.122.70` prints it.
+            ssh: { host: "192.168.122.70", port: 22, user: "root", hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINa7eG/pBlvgisjquRHxcNSZhmgYkxhl3ScZ5sP47kKX" },
+        },
+    },
+    nodes: [
+        vm("cp-0", "controlplane", "10.10.0.10", 110, 2, 4096),
+        vm("worker-0", "worker", "10.10.0.20", 120, 4, 8192, 20),
+        vm("worker-1", "worker", "10.10.0.21", 121, 4, 8192, 20),
+    ],
+});
+
+export const kubeconfig = homelab.kubeconfig;
+export const talosconfig = homelab.talosconfig;
+export const endpoint = homelab.endpoint;
+export const nodeIps = homelab.nodeIps;

@@ -141,7 +141,7 @@ func SourceFromConfigJSON(raw []byte) (Source, error) {
 		Secret bool   `json:"secret"`
 	}
 	if err := json.Unmarshal(raw, &entries); err != nil {
-		return Source{}, fmt.Errorf("stack config is not the JSON `pulumi config --json` prints: %w", err)
+		return Source{}, fmt.Errorf("unable to read the stack config (not the JSON `pulumi config --json` prints): %w", err)
 	}
 	src := Source{Values: map[string]string{}}
 	for k, e := range entries {

@@ -25,7 +25,7 @@ func PlainValuesFromStackFile(raw []byte, project string) (map[string]string, er
 		Config yaml.Node `yaml:"config"`
 	}
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("the stack file is not YAML: %w", err)
+		return nil, fmt.Errorf("unable to read the stack file (not YAML): %w", err)
 	}
 	out := map[string]string{}
 	cfg := resolveAlias(&doc.Config)
@@ -85,7 +85,7 @@ func StackFilePath(root, stack string) (string, error) {
 		StackConfigDir string `yaml:"stackConfigDir"`
 	}
 	if err := yaml.Unmarshal(raw, &proj); err != nil {
-		return "", fmt.Errorf("%s: %w", filepath.Join(root, "Pulumi.yaml"), err)
+		return "", fmt.Errorf("unable to read %s: %w", filepath.Join(root, "Pulumi.yaml"), err)
 	}
 	// A fully qualified stack (org/project/stack) has its short name in the
 	// file name; Pulumi turns any '/' left into '-'.
@@ -118,7 +118,7 @@ func (s *Source) ReadStackFile(root, stack string) error {
 	}
 	plain, err := PlainValuesFromStackFile(raw, s.Project)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("unable to read %s: %w", path, err)
 	}
 	s.PlainInFile = plain
 	return nil

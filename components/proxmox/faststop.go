@@ -57,7 +57,7 @@ func HardStop(ctx context.Context, api StopAPI, vm VMRef, stackTag string, poll 
 	case errors.Is(err, pveapi.ErrNotFound):
 		return nil // already gone: the provider's delete will agree
 	case err != nil:
-		return fmt.Errorf("%s: reading its status: %w", vm, err)
+		return fmt.Errorf("unable to read the status of %s: %w", vm, err)
 	}
 	if st.Name != vm.Name {
 		return fmt.Errorf("%s: refusing to stop it: Proxmox calls it %q: %w", vm, st.Name, ErrForeignVM)
@@ -73,10 +73,10 @@ func HardStop(ctx context.Context, api StopAPI, vm VMRef, stackTag string, poll 
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%s: hard stop: %w", vm, err)
+		return fmt.Errorf("unable to hard-stop %s: %w", vm, err)
 	}
 	if err := api.WaitTask(ctx, vm.Node, upid, poll); err != nil {
-		return fmt.Errorf("%s: hard stop: %w", vm, err)
+		return fmt.Errorf("unable to hard-stop %s: %w", vm, err)
 	}
 	return nil
 }
@@ -119,7 +119,7 @@ func FastStopHook(api StopAPI, stackTag string, timeout, poll time.Duration) pul
 	return func(args *pulumi.ResourceHookArgs) error {
 		vm, err := VMRefFromState(args.OldOutputs)
 		if err != nil {
-			return fmt.Errorf("hard stop before deleting %s: %w", args.Name, err)
+			return fmt.Errorf("unable to hard-stop %s before deleting it: %w", args.Name, err)
 		}
 		if !slices.Contains(vm.Tags, stackTag) {
 			return fmt.Errorf("%s: refusing to stop it: its state lacks this stack's tag %q: %w", vm, stackTag, ErrForeignVM)

@@ -106,17 +106,17 @@ func TestHardStopPermanentErrorsAreClear(t *testing.T) {
 	s.Forbidden = true
 	err := hook(t, s, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "VM 110 (cp-0) on pve: hard stop")
+	assert.Contains(t, err.Error(), "unable to hard-stop VM 110 (cp-0) on pve")
 	assert.Contains(t, err.Error(), "Permission check failed (/vms/110, VM.PowerMgmt)")
 
 	locked := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, Locked: true}})
 	err = hook(t, locked, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "VM 110 (cp-0) on pve: hard stop: proxmox task")
+	assert.Contains(t, err.Error(), "unable to hard-stop VM 110 (cp-0) on pve: proxmox task")
 	assert.Contains(t, err.Error(), "can't lock file '/var/lock/qemu-server/lock-110.conf' - got timeout")
 
 	err = hook(t, s, time.Minute)(&pulumi.ResourceHookArgs{Name: "homelab-vm-x", OldOutputs: resource.PropertyMap{}})
-	assert.ErrorContains(t, err, "hard stop before deleting homelab-vm-x: the VM's state lacks")
+	assert.ErrorContains(t, err, "unable to hard-stop homelab-vm-x before deleting it: the VM's state lacks")
 }
 
 // A guest that ignored a graceful shutdown leaves the shutdown task holding
@@ -155,7 +155,7 @@ func TestHardStopWhereOverruleIsRefused(t *testing.T) {
 	stuck.OldPVE = true
 	err := hook(t, stuck, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "VM 110 (cp-0) on pve: hard stop: proxmox task")
+	assert.Contains(t, err.Error(), "unable to hard-stop VM 110 (cp-0) on pve: proxmox task")
 	assert.Contains(t, err.Error(), "can't lock file '/var/lock/qemu-server/lock-110.conf' - got timeout")
 	assert.True(t, stuck.Running(110))
 }

@@ -41,6 +41,12 @@ quote = $(if $(findstring $(newline),$(1)),$(error A value with a line break can
 go_inputs = $(shell find $(1) \( -name testdata -o -name '.*' \) -prune -o -name '*_test.go' -o -print 2>/dev/null)
 GO_INPUTS := go.mod go.sum $(call go_inputs,components internal stacks)
 PROGRAM_INPUTS := $(filter-out %_test.go,$(wildcard *.go)) $(GO_INPUTS)
+# The component provider: a Go module of its own under provider/ (it needs
+# github.com/pulumi/pulumi/pkg, the program does not), built from the same
+# components.
+PROVIDER_DIR := provider
+PROVIDER_BIN := bin/pulumi-resource-talos-cluster
+PROVIDER_INPUTS := $(call go_inputs,$(PROVIDER_DIR)) $(GO_INPUTS)
 STACKCTL_INPUTS := $(call go_inputs,cmd) $(GO_INPUTS)
 # The operator tools (doctor, the ssh-proxy helper). `exec` runs a pulumi command with the helper
 # around it when the stack has proxmox.access: ssh-proxy, and runs it unchanged otherwise.
@@ -87,6 +93,8 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora). What 
 	@set -o pipefail; $(GO) test -count=1 -tags integration -run Integration -v ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli | grep -E '^(--- |ok|FAIL|PASS)|SKIPPED'
 	@# Every benchmark once, so they keep compiling and passing; `make bench` measures.
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./... > /dev/null
+	@# The component provider, a module of its own (see docs/component-package.md).
+	cd $(PROVIDER_DIR) && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: integration
 integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, adopt; needs pulumi on PATH).
@@ -99,6 +107,18 @@ bench: ## Run the Go benchmarks (program evaluation per node count, ...).
 .PHONY: lint
 lint: ## Run golangci-lint (pinned; built with the Go module proxy on first use).
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
+	cd $(PROVIDER_DIR) && $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run --config ../.golangci.yml ./...
+
+.PHONY: schema
+schema: ## Regenerate the component package's descriptions (from the doc comments) and golden schema.
+	cd $(PROVIDER_DIR) && $(GO) generate ./talosprovider && $(GO) test ./talosprovider -run 'TestSchemaIsCurrent|TestDescriptionsAreCurrent' -update -count=1
+
+.PHONY: provider
+provider: $(PROVIDER_BIN) ## Build the component provider (bin/pulumi-resource-talos-cluster), as `pulumi package add` does.
+
+$(PROVIDER_BIN): $(PROVIDER_INPUTS)
+	@mkdir -p $(@D)
+	cd $(PROVIDER_DIR) && $(GO) build -o $(abspath $@).tmp . && mv -f $(abspath $@).tmp $(abspath $@)
 
 .PHONY: build
 build: $(STACKCTL) $(PROGRAM) ## Build bin/stackctl and the program (bin/talos-cluster); the stack targets do it when a source changed.

@@ -1,3 +1,4 @@
+// Package proxmox holds the ProxmoxCluster component: Talos VMs on Proxmox VE.
 package proxmox
 
 import (

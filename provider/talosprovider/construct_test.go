@@ -259,7 +259,6 @@ func property(t *testing.T, v reflect.Value, secret bool) (resource.PropertyValu
 	}
 }
 
-
 // The YAML example builds, through the provider, the same cluster as the
 // Proxmox example stack file through the Go program.
 func TestYAMLExampleMakesTheStackExamplesGraph(t *testing.T) {

@@ -1,13 +1,12 @@
-package overrides
-
-// This file guards the settings the program relies on against the user's
-// Talos patches and Helm values, which are merged after ours and could
-// silently undo them. The patches are applied for real, with Talos's own
+// Package overrides guards the settings the cluster relies on against the
+// user's Talos patches and Helm values, which are merged after ours and
+// could silently undo them. The patches are applied for real, with Talos's own
 // configpatcher, to a config generated the way the provider generates it,
 // and the result is read through Talos's config interfaces (which know the
 // defaults, e.g. that a config without a CNI section gets flannel), so no
 // spelling of a patch escapes the check. Every finding names the patch or
 // value that caused it.
+package overrides
 
 import (
 	"fmt"

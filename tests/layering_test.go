@@ -1,0 +1,76 @@
+package tests
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// The components are a package for any program: they take their Args and
+// nothing else. They import neither the stack file's package nor the
+// program's adapter, and touch no files (the adapter reads key files).
+// internal/program is the one place that turns a stack file into the
+// components' Args and builds them: other code that reads stack files
+// (stackctl's doctor and adopt, the ssh-proxy helper) uses only the
+// components' names and constants.
+func TestComponentsImportNeitherStacksNorFiles(t *testing.T) {
+	t.Parallel()
+	root := stackstest.RepoRoot(t)
+	forbidden := map[string]string{
+		"github.com/fluodata/talos-pulumi/stacks":           "the stack file's package",
+		"github.com/fluodata/talos-pulumi/internal/program": "the program's adapter",
+		"os":        "the file system",
+		"io/ioutil": "the file system",
+		"io/fs":     "the file system",
+	}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if rel == "provider" || strings.HasPrefix(d.Name(), ".") && rel != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		var stacks bool
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			stacks = stacks || p == "github.com/fluodata/talos-pulumi/stacks"
+			// The test kits beside the components may use whatever they fake.
+			if strings.HasPrefix(rel, "components"+string(filepath.Separator)) && !strings.Contains(rel, "test"+string(filepath.Separator)) {
+				if why, bad := forbidden[p]; bad {
+					t.Errorf("%s imports %s (%s)", rel, p, why)
+				}
+			}
+		}
+		if stacks && !strings.HasPrefix(rel, filepath.Join("internal", "program")) {
+			src, err := os.ReadFile(path) //nolint:gosec // the repository's own source
+			require.NoError(t, err)
+			for _, builder := range builders.FindAllString(string(src), -1) {
+				t.Errorf("%s reads stack files and builds a component (%s): only internal/program turns a stack file into Args", rel, builder)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// builders are the calls and literals that make a component or its Args.
+var builders = regexp.MustCompile(`\b(proxmox|vps|talos)\.(NewCluster\w*|ClusterArgs\{|ClusterSettings\{)`)

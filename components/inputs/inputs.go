@@ -48,6 +48,17 @@ type Error struct {
 	Problems  []Problem
 }
 
+// Paths are the invalid inputs' paths, in order, each once.
+func (e *Error) Paths() []string {
+	var out []string
+	for _, p := range e.Problems {
+		if len(out) == 0 || out[len(out)-1] != p.Path {
+			out = append(out, p.Path)
+		}
+	}
+	return out
+}
+
 func (e *Error) Error() string {
 	lines := make([]string, 0, len(e.Problems))
 	for _, p := range e.Problems {

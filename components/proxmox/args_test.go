@@ -67,11 +67,7 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 			}, pulumi.WithMocks("talos-cluster", "test", m))
 			var ie *inputs.Error
 			require.ErrorAs(t, err, &ie)
-			var got []string
-			for _, p := range ie.Problems {
-				got = append(got, p.Path)
-			}
-			assert.ElementsMatch(t, tc.paths, got, "%v", err)
+			assert.ElementsMatch(t, tc.paths, ie.Paths(), "%v", err)
 			assert.Contains(t, err.Error(), `invalid arguments of ProxmoxCluster "lab"`)
 			assert.Empty(t, m.All(), "nothing may be registered")
 		})

@@ -226,13 +226,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 			err := args.Validate("prod")
 			var ie *inputs.Error
 			require.ErrorAs(t, err, &ie)
-			var got []string
-			for _, p := range ie.Problems {
-				if len(got) == 0 || got[len(got)-1] != p.Path {
-					got = append(got, p.Path)
-				}
-			}
-			assert.Equal(t, tc.paths, got, "%v", err)
+			assert.Equal(t, tc.paths, ie.Paths(), "%v", err)
 			assert.Contains(t, err.Error(), `invalid arguments of VpsCluster "prod" (nothing was created)`)
 			if tc.msg != "" {
 				assert.Contains(t, err.Error(), tc.msg)

@@ -1,0 +1,527 @@
+// Package talosapitest is a fake Talos machine API for tests: a cluster of
+// simulated nodes, each a gRPC server on a loopback port speaking the Talos
+// machinery's own protobufs (machine.MachineService) with mTLS as apid
+// does: its certificate issued by the OS CA of a fixed secrets bundle
+// (testdata/secrets.yaml, test-only key material), clients verified
+// against that CA and authorized by the role in their certificate.
+//
+// The nodes share one etcd membership. A node answers Version, SystemStat
+// (its boot time), ServiceList, and on control planes EtcdMemberList,
+// EtcdStatus; it takes Upgrade, Reboot, EtcdLeaveCluster and
+// EtcdRemoveMemberByID. After an Upgrade or a Reboot it keeps answering
+// for ShutdownDelay (the old version, etcd and kubelet stopping), then
+// stops answering (its connections closed, its port refusing, or silent
+// with Blackhole) for RebootLatency, and comes back with the installer
+// image's tag as its version, a new boot time, and its services healthy
+// ServiceDelay later. A node with NeverReturns stays down. etcd follows
+// etcd's own rules where a rollout meets them: a member is healthy while
+// its node is up, its etcd runs and the voting members have a quorum;
+// membership changes are refused as etcd refuses them ("unhealthy
+// cluster", "not enough started members"); Upgrade of a control plane
+// runs Talos's own etcd check unless forced.
+//
+// Every call and every state change is recorded in an ordered event log
+// (Events) that tests assert on, e.g. with MaxDown.
+package talosapitest
+
+import (
+	"crypto/tls"
+	stdx509 "crypto/x509"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sx509 "github.com/siderolabs/crypto/x509"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"go.yaml.in/yaml/v4"
+)
+
+//go:embed testdata/secrets.yaml
+var secretsYAML []byte
+
+// Bundle returns the fixed secrets bundle whose OS CA the fake's nodes and
+// clients use (the same bundle as components/talos/testdata).
+func Bundle(t testing.TB) *secrets.Bundle {
+	t.Helper()
+	b := &secrets.Bundle{Clock: secrets.NewClock()}
+	if err := yaml.Unmarshal(secretsYAML, b); err != nil {
+		t.Fatalf("talosapitest: secrets bundle: %v", err)
+	}
+	return b
+}
+
+// Role is a node's machine type.
+type Role string
+
+// Node roles.
+const (
+	ControlPlane Role = "controlplane"
+	Worker       Role = "worker"
+)
+
+// DefaultVersion is a node's Talos version unless its spec sets one.
+const DefaultVersion = "v1.12.0"
+
+// NodeSpec describes a simulated node.
+type NodeSpec struct {
+	// IP is the node's address in the cluster (etcd peer URLs, the
+	// certificate's SANs); its API listens on a loopback port, see
+	// Cluster.Address.
+	IP string
+	// Hostname defaults to the IP with dots as dashes.
+	Hostname string
+	// Role defaults to Worker.
+	Role Role
+	// Version is the Talos version tag it runs; default DefaultVersion.
+	Version string
+	// RebootLatency is how long it stays down in a reboot (twice that for
+	// a staged upgrade).
+	RebootLatency time.Duration
+	// ShutdownDelay is how long it keeps answering after accepting an
+	// upgrade or a reboot, with its etcd and kubelet stopping.
+	ShutdownDelay time.Duration
+	// ServiceDelay is how long its services take to be healthy after it
+	// comes back (apid answers at once).
+	ServiceDelay time.Duration
+	// NeverReturns keeps it down after its next reboot.
+	NeverReturns bool
+	// Blackhole makes it silent while down: its port accepts connections
+	// and never answers, as a host that is off behind a router can look.
+	// Otherwise the port refuses connections.
+	Blackhole bool
+	// EtcdUnhealthy starts it with an unhealthy etcd member.
+	EtcdUnhealthy bool
+	// Services are its Talos services; default: those of its role.
+	Services []string
+}
+
+// Topology returns specs for a cluster of control planes (10.5.0.11,
+// cp-1, ...) and workers (10.5.0.21, worker-1, ...) on one version with
+// one reboot latency.
+func Topology(controlPlanes, workers int, version string, reboot time.Duration) []NodeSpec {
+	var out []NodeSpec
+	for i := 1; i <= controlPlanes; i++ {
+		out = append(out, NodeSpec{IP: fmt.Sprintf("10.5.0.%d", 10+i), Hostname: fmt.Sprintf("cp-%d", i), Role: ControlPlane, Version: version, RebootLatency: reboot})
+	}
+	for i := 1; i <= workers; i++ {
+		out = append(out, NodeSpec{IP: fmt.Sprintf("10.5.0.%d", 20+i), Hostname: fmt.Sprintf("worker-%d", i), Role: Worker, Version: version, RebootLatency: reboot})
+	}
+	return out
+}
+
+// Event is one entry of the log: a call (by its gRPC method name:
+// "Upgrade", "EtcdLeaveCluster", ...), a state change ("down", "up", with
+// the reason in Args), or an entry a test recorded itself (Record).
+type Event struct {
+	Seq  int
+	Time time.Time
+	Node string
+	Call string
+	Args string
+	// Err is the error the call returned, if any.
+	Err string
+}
+
+func (e Event) String() string {
+	s := fmt.Sprintf("#%d %s %s", e.Seq, e.Node, e.Call)
+	if e.Args != "" {
+		s += " " + e.Args
+	}
+	if e.Err != "" {
+		s += " -> " + e.Err
+	}
+	return s
+}
+
+// Cluster is a set of simulated nodes sharing one etcd membership.
+type Cluster struct {
+	t      testing.TB
+	bundle *secrets.Bundle
+	ca     *sx509.CertificateAuthority
+	admin  *sx509.PEMEncodedCertificateAndKey
+
+	mu         sync.Mutex
+	nodes      []*Node
+	byIP       map[string]*Node
+	members    []*member
+	memberSeq  int
+	events     []Event
+	leaveRetry time.Duration
+	closed     bool
+}
+
+type member struct {
+	id      uint64
+	node    *Node
+	learner bool
+}
+
+// Start starts a node per spec; everything stops at the end of the test.
+// Control planes are etcd members from the start.
+func Start(t testing.TB, specs ...NodeSpec) *Cluster {
+	t.Helper()
+	b := Bundle(t)
+	ca, err := sx509.NewCertificateAuthorityFromCertificateAndKey(b.Certs.OS)
+	if err != nil {
+		t.Fatalf("talosapitest: OS CA: %v", err)
+	}
+	admin, err := b.GenerateTalosAPIClientCertificate(role.MakeSet(role.Admin))
+	if err != nil {
+		t.Fatalf("talosapitest: admin certificate: %v", err)
+	}
+	c := &Cluster{t: t, bundle: b, ca: ca, admin: admin, byIP: map[string]*Node{}}
+	t.Cleanup(c.stop)
+	for _, s := range specs {
+		c.add(s)
+	}
+	return c
+}
+
+func (c *Cluster) add(s NodeSpec) {
+	c.t.Helper()
+	if s.IP == "" || net.ParseIP(s.IP) == nil {
+		c.t.Fatalf("talosapitest: node spec without a valid IP: %+v", s)
+	}
+	if _, dup := c.byIP[s.IP]; dup {
+		c.t.Fatalf("talosapitest: two nodes with IP %s", s.IP)
+	}
+	if s.Hostname == "" {
+		s.Hostname = strings.ReplaceAll(s.IP, ".", "-")
+	}
+	if s.Role == "" {
+		s.Role = Worker
+	}
+	if s.Version == "" {
+		s.Version = DefaultVersion
+	}
+	if s.Services == nil {
+		s.Services = defaultServices(s.Role)
+	}
+	kp, err := sx509.NewKeyPair(c.ca,
+		sx509.CommonName(s.Hostname),
+		sx509.IPAddresses([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(s.IP)}),
+		sx509.DNSNames([]string{s.Hostname}),
+		sx509.NotBefore(time.Now().Add(-time.Hour)),
+		sx509.NotAfter(time.Now().Add(24*time.Hour)),
+		sx509.KeyUsage(stdx509.KeyUsageDigitalSignature),
+		sx509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}),
+	)
+	if err != nil {
+		c.t.Fatalf("talosapitest: server certificate of %s: %v", s.IP, err)
+	}
+	pool := stdx509.NewCertPool()
+	pool.AppendCertsFromPEM(c.bundle.Certs.OS.Crt)
+	n := &Node{
+		c: c, spec: s,
+		tlsConfig: &tls.Config{
+			Certificates: []tls.Certificate{*kp.Certificate},
+			ClientCAs:    pool, ClientAuth: tls.RequireAndVerifyClientCert,
+			MinVersion: tls.VersionTLS13,
+		},
+		state: stateUp, version: s.Version, pending: s.Version,
+		bootTime:      time.Now().Add(-time.Hour).Truncate(time.Second),
+		etcdUnhealthy: s.EtcdUnhealthy, neverReturns: s.NeverReturns,
+		svcProblem: map[string]string{},
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := n.listen(); err != nil {
+		c.t.Fatalf("talosapitest: listen for %s: %v", s.IP, err)
+	}
+	c.nodes = append(c.nodes, n)
+	c.byIP[s.IP] = n
+	if s.Role == ControlPlane {
+		c.join(n)
+	}
+}
+
+func defaultServices(r Role) []string {
+	if r == ControlPlane {
+		return []string{"apid", "containerd", "cri", "etcd", "kubelet", "machined", "syslogd", "trustd", "udevd"}
+	}
+	return []string{"apid", "containerd", "cri", "kubelet", "machined", "syslogd", "udevd"}
+}
+
+// withoutHealthCheck are the services Talos runs without a health check:
+// their health is unknown.
+var withoutHealthCheck = map[string]bool{"machined": true, "syslogd": true, "udevd": true}
+
+func (c *Cluster) stop() {
+	c.mu.Lock()
+	c.closed = true
+	var srvs []*Node
+	for _, n := range c.nodes {
+		if n.timer != nil {
+			n.timer.Stop()
+		}
+		srvs = append(srvs, n)
+	}
+	c.mu.Unlock()
+	for _, n := range srvs {
+		n.shutdown()
+	}
+}
+
+// join adds n's etcd member with a fresh ID (c.mu held).
+func (c *Cluster) join(n *Node) {
+	c.memberSeq++
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "%s#%d", n.spec.Hostname, c.memberSeq)
+	c.members = append(c.members, &member{id: h.Sum64() | 1, node: n})
+	n.etcdRunning = true
+}
+
+// record appends an event (c.mu held) and returns its index.
+func (c *Cluster) record(node, call, args string) int {
+	c.events = append(c.events, Event{Seq: len(c.events) + 1, Time: time.Now(), Node: node, Call: call, Args: args})
+	return len(c.events) - 1
+}
+
+// Record adds an event of the test's own (a VM deleted, a step of a
+// rollout) to the log, ordered with the nodes' events.
+func (c *Cluster) Record(node, call, args string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.record(node, call, args)
+}
+
+// Events returns the log, or its events of the given calls.
+func (c *Cluster) Events(calls ...string) []Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Event
+	for _, e := range c.events {
+		if len(calls) == 0 || slices.Contains(calls, e.Call) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// MaxDown returns the most nodes of a role ("" for any) that were out at
+// the same time, from the log: a node is out from its "stopping" (it has
+// accepted a reboot and stops its etcd and kubelet) or "down" to its "up".
+func (c *Cluster) MaxDown(r Role) int {
+	down := map[string]bool{}
+	most := 0
+	for _, e := range c.Events("stopping", "down", "up") {
+		if n := c.Node(e.Node); n == nil || (r != "" && n.spec.Role != r) {
+			continue
+		}
+		down[e.Node] = e.Call != "up"
+		cnt := 0
+		for _, d := range down {
+			if d {
+				cnt++
+			}
+		}
+		most = max(most, cnt)
+	}
+	return most
+}
+
+// SetLeaveRetry makes EtcdLeaveCluster retry a removal etcd refuses as
+// "unhealthy cluster" for d before it fails, as Talos does (for five
+// minutes). Default 0: it fails at once.
+func (c *Cluster) SetLeaveRetry(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leaveRetry = d
+}
+
+// Node returns the node with that IP, or nil.
+func (c *Cluster) Node(ip string) *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byIP[ip]
+}
+
+// Nodes returns the nodes in the order of their specs.
+func (c *Cluster) Nodes() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.nodes)
+}
+
+// IPs returns the IPs of the nodes of a role ("" for all), in spec order.
+func (c *Cluster) IPs(r Role) []string {
+	var out []string
+	for _, n := range c.Nodes() {
+		if r == "" || n.spec.Role == r {
+			out = append(out, n.spec.IP)
+		}
+	}
+	return out
+}
+
+// Address returns the loopback address of the node's API. For a node the
+// cluster does not have (a machine that is gone), it is an address where
+// nothing listens.
+func (c *Cluster) Address(node string) string {
+	if n := c.Node(node); n != nil {
+		return n.addr
+	}
+	return "127.0.0.1:1"
+}
+
+// Members returns the hostnames of the etcd members, in join order.
+func (c *Cluster) Members() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.members {
+		out = append(out, m.node.spec.Hostname)
+	}
+	return out
+}
+
+// CA returns the OS CA certificate (PEM): what a talosconfig's ca holds.
+func (c *Cluster) CA() []byte { return c.bundle.Certs.OS.Crt }
+
+// AdminCert returns the os:admin client certificate and key (PEM) of the
+// cluster's talosconfig.
+func (c *Cluster) AdminCert() (crt, key []byte) { return c.admin.Crt, c.admin.Key }
+
+// ClientCert issues a client certificate with other roles (os:reader,
+// os:operator) from the OS CA.
+func (c *Cluster) ClientCert(roles ...role.Role) (crt, key []byte) {
+	c.t.Helper()
+	p, err := c.bundle.GenerateTalosAPIClientCertificate(role.MakeSet(roles...))
+	if err != nil {
+		c.t.Fatalf("talosapitest: client certificate: %v", err)
+	}
+	return p.Crt, p.Key
+}
+
+// Talosconfig returns the cluster's admin talosconfig, as `talosctl gen
+// config` writes it, with the node IPs as endpoints.
+func (c *Cluster) Talosconfig() string {
+	c.t.Helper()
+	cfg := clientconfig.NewConfig("fake", c.IPs(ControlPlane), c.CA(), c.admin)
+	raw, err := cfg.Bytes()
+	if err != nil {
+		c.t.Fatalf("talosapitest: talosconfig: %v", err)
+	}
+	return string(raw)
+}
+
+// ---- etcd (c.mu held) ----
+
+func (c *Cluster) memberOf(n *Node) *member {
+	for _, m := range c.members {
+		if m.node == n {
+			return m
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) memberByID(id uint64) *member {
+	for _, m := range c.members {
+		if m.id == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// running reports whether the member's etcd process is up and well,
+// quorum aside.
+func (c *Cluster) running(m *member) bool {
+	n := m.node
+	return n.state == stateUp && n.etcdRunning && !n.etcdUnhealthy && !time.Now().Before(n.healthyAt)
+}
+
+func (c *Cluster) voters() (voters, running int) {
+	for _, m := range c.members {
+		if m.learner {
+			continue
+		}
+		voters++
+		if c.running(m) {
+			running++
+		}
+	}
+	return voters, running
+}
+
+func (c *Cluster) hasQuorum() bool {
+	v, r := c.voters()
+	return v > 0 && r >= v/2+1
+}
+
+func (c *Cluster) healthy(m *member) bool { return m != nil && c.running(m) && c.hasQuorum() }
+
+// leader is the lowest running voter, when there is a quorum.
+func (c *Cluster) leader() uint64 {
+	if !c.hasQuorum() {
+		return 0
+	}
+	var id uint64
+	for _, m := range c.members {
+		if !m.learner && c.running(m) && (id == 0 || m.id < id) {
+			id = m.id
+		}
+	}
+	return id
+}
+
+var (
+	errNoLeader         = errors.New("etcdserver: no leader")
+	errUnhealthyCluster = errors.New("etcdserver: unhealthy cluster")
+	errNotEnoughStarted = errors.New("etcdserver: re-configuration failed due to not enough started members")
+	errMemberNotFound   = errors.New("etcdserver: member not found")
+	errEtcdNotRunning   = errors.New("etcd is not running on this node")
+	errRebootInProgress = errors.New("a reboot of this node is in progress")
+)
+
+// mayRemove applies etcd's strict reconfiguration check (mayRemoveMember)
+// to removing x through the member via (nil: through any member).
+func (c *Cluster) mayRemove(x, via *member) error {
+	if !c.hasQuorum() {
+		return errNoLeader
+	}
+	if x.learner {
+		return nil
+	}
+	voters, running := c.voters()
+	others := voters - 1
+	if others < others/2+1 { // every other voter has started: only the last one cannot go
+		return errNotEnoughStarted
+	}
+	if !c.running(x) && x != via {
+		return nil // a member that is down is not part of the active quorum
+	}
+	if running-1 < 1+(voters-1)/2 {
+		return errUnhealthyCluster
+	}
+	return nil
+}
+
+func (c *Cluster) remove(x *member) {
+	c.members = slices.DeleteFunc(c.members, func(m *member) bool { return m == x })
+	x.node.etcdRunning = false
+}
+
+// validateForUpgrade is Talos's check before it upgrades a control plane
+// node (etcd's ValidateForUpgrade, with preserve always on).
+func (c *Cluster) validateForUpgrade() error {
+	if len(c.members) == 2 {
+		return fmt.Errorf("etcd member count(%d) is insufficient to maintain quorum if upgrade commences", len(c.members))
+	}
+	for _, m := range c.members {
+		if !c.healthy(m) {
+			return fmt.Errorf("etcd member %016x is not healthy; all members must be healthy to perform an upgrade: context deadline exceeded", m.id)
+		}
+	}
+	return nil
+}

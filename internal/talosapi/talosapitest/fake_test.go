@@ -1,0 +1,174 @@
+package talosapitest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+)
+
+const reboot = 30 * time.Millisecond
+
+func connect(t *testing.T, c *talosapitest.Cluster) *talosapi.Client {
+	t.Helper()
+	crt, key := c.AdminCert()
+	cl, err := talosapi.New(talosapi.Credentials{CA: c.CA(), Cert: crt, Key: key}, talosapi.WithAddress(c.Address))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func ctxT(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestInstallerVersion(t *testing.T) {
+	t.Parallel()
+	for image, want := range map[string]string{
+		"ghcr.io/siderolabs/installer:v1.12.1":                                   "v1.12.1",
+		"factory.talos.dev/metal-installer/0123abcd:v1.12.4":                     "v1.12.4",
+		"localhost:5000/installer:v1.13.0-alpha.1":                               "v1.13.0-alpha.1",
+		"ghcr.io/siderolabs/installer:v1.12.1@sha256:0123456789abcdef0123456789": "v1.12.1",
+		"ghcr.io/siderolabs/installer":                                           "",
+		"localhost:5000/installer":                                               "",
+		"ghcr.io/siderolabs/installer:":                                          "",
+	} {
+		got, err := talosapitest.InstallerVersion(image)
+		if want == "" {
+			assert.Error(t, err, image)
+			continue
+		}
+		require.NoError(t, err, image)
+		assert.Equal(t, want, got, image)
+	}
+}
+
+func TestTheMachineryClientTalksToIt(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.Start(t, talosapitest.Topology(1, 0, "", reboot)...)
+	crt, key := c.AdminCert()
+	tc, err := (talosapi.Credentials{CA: c.CA(), Cert: crt, Key: key}).TLSConfig()
+	require.NoError(t, err)
+	ctx := ctxT(t)
+	cl, err := client.New(ctx, client.WithTLSConfig(tc), client.WithEndpoints(c.Address("10.5.0.11")))
+	require.NoError(t, err)
+	defer func() { _ = cl.Close() }()
+
+	v, err := cl.Version(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, talosapitest.DefaultVersion, v.GetMessages()[0].GetVersion().GetTag())
+	assert.Equal(t, "cp-1", v.GetMessages()[0].GetMetadata().GetHostname())
+
+	svcs, err := cl.ServiceList(ctx)
+	require.NoError(t, err)
+	var ids []string
+	for _, s := range svcs.GetMessages()[0].GetServices() {
+		ids = append(ids, s.GetId())
+	}
+	assert.Equal(t, []string{"apid", "containerd", "cri", "etcd", "kubelet", "machined", "syslogd", "trustd", "udevd"}, ids)
+
+	// What the fake does not serve answers Unimplemented.
+	_, err = cl.MachineClient.Hostname(ctx, &emptypb.Empty{})
+	assert.Equal(t, codes.Unimplemented, status.Code(err))
+	_, err = cl.EtcdForfeitLeadership(ctx, &machine.EtcdForfeitLeadershipRequest{})
+	assert.Equal(t, codes.Unimplemented, status.Code(err))
+}
+
+func TestEventLogAndMaxDown(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.Start(t, talosapitest.Topology(3, 1, "", 300*time.Millisecond)...)
+	cl := connect(t, c)
+	ctx := ctxT(t)
+
+	// Two control planes rebooted at once: what MaxDown exists to catch.
+	require.NoError(t, cl.Reboot(ctx, "10.5.0.11"))
+	require.NoError(t, cl.Reboot(ctx, "10.5.0.12"))
+	for _, n := range []string{"10.5.0.11", "10.5.0.12"} {
+		require.Eventually(t, func() bool { return c.Node(n).Boots() == 1 }, 2*time.Second, time.Millisecond)
+	}
+	assert.Equal(t, 2, c.MaxDown(talosapitest.ControlPlane))
+	assert.Equal(t, 0, c.MaxDown(talosapitest.Worker))
+
+	c.Record("10.5.0.21", "vm.delete", "")
+	perNode := map[string][]string{}
+	var last talosapitest.Event
+	for _, e := range c.Events("Reboot", "stopping", "down", "up", "vm.delete") {
+		perNode[e.Node] = append(perNode[e.Node], e.Call+" "+e.Args)
+		assert.False(t, e.Time.Before(last.Time), "in time order")
+		last = e
+	}
+	for _, n := range []string{"10.5.0.11", "10.5.0.12"} {
+		assert.Equal(t, []string{"Reboot mode=DEFAULT", "stopping reboot", "down reboot", "up v1.12.0"}, perNode[n], n)
+	}
+	assert.Equal(t, "vm.delete", last.Call)
+	for i, e := range c.Events() {
+		assert.Equal(t, i+1, e.Seq)
+	}
+}
+
+func TestALeftControlPlaneJoinsAgainAfterAReboot(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.Start(t, talosapitest.Topology(3, 0, "", reboot)...)
+	cl := connect(t, c)
+	ctx := ctxT(t)
+
+	before, _ := c.Node("10.5.0.13").MemberID()
+	require.NoError(t, cl.EtcdLeaveCluster(ctx, "10.5.0.13"))
+	assert.Equal(t, []string{"cp-1", "cp-2"}, c.Members())
+	_, err := cl.EtcdStatus(ctx, "10.5.0.13")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "etcd is not running on this node")
+
+	require.NoError(t, cl.Reboot(ctx, "10.5.0.13"))
+	require.Eventually(t, func() bool { return c.Node("10.5.0.13").Boots() == 1 }, 2*time.Second, time.Millisecond)
+	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3"}, c.Members())
+	after, ok := c.Node("10.5.0.13").MemberID()
+	require.True(t, ok)
+	assert.NotEqual(t, before, after, "a new member")
+	require.NoError(t, talosapi.EtcdQuorumSafe(ctx, cl, c.IPs(talosapitest.ControlPlane), "10.5.0.13"))
+}
+
+func TestServiceStatesThroughAReboot(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(1, 0, "", reboot)
+	specs[0].ShutdownDelay = time.Second
+	specs[0].ServiceDelay = time.Second
+	c := talosapitest.Start(t, specs...)
+	cl := connect(t, c)
+	ctx := ctxT(t)
+	state := func() map[string]string {
+		svcs, err := cl.ServiceList(ctx, "10.5.0.11")
+		if err != nil {
+			return nil
+		}
+		out := map[string]string{}
+		for _, s := range svcs {
+			out[s.ID] = s.State
+		}
+		return out
+	}
+
+	require.NoError(t, cl.Reboot(ctx, "10.5.0.11"))
+	st := state()
+	assert.Equal(t, "Stopping", st["etcd"])
+	assert.Equal(t, "Stopping", st["kubelet"])
+	assert.Equal(t, "Running", st["apid"])
+	require.Eventually(t, func() bool { return c.Node("10.5.0.11").Boots() == 1 }, 2*time.Second, time.Millisecond)
+	st = state()
+	assert.Equal(t, "Starting", st["etcd"])
+	assert.Equal(t, "Running", st["apid"])
+	require.Eventually(t, func() bool { return state()["etcd"] == "Running" }, 2*time.Second, 5*time.Millisecond)
+}

@@ -1,0 +1,608 @@
+package talosapitest
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+type nodeState int
+
+const (
+	stateUp       nodeState = iota
+	stateStopping           // accepted an upgrade or reboot, still answering
+	stateDown
+)
+
+// Node is one simulated node.
+type Node struct {
+	c         *Cluster
+	spec      NodeSpec
+	tlsConfig *tls.Config
+	addr      string // fixed at the first listen: the node keeps its port across reboots
+
+	// Guarded by c.mu.
+	state         nodeState
+	version       string
+	pending       string // the version it comes back with
+	boots         int
+	bootTime      time.Time
+	healthyAt     time.Time
+	etcdRunning   bool
+	etcdUnhealthy bool
+	neverReturns  bool
+	svcProblem    map[string]string
+	srv           *grpc.Server
+	lis           net.Listener
+	hole          net.Listener
+	holeConns     []net.Conn
+	gen           int
+	timer         *time.Timer
+}
+
+// IP returns the node's address in the cluster.
+func (n *Node) IP() string { return n.spec.IP }
+
+// Hostname returns the node's hostname (its etcd member's name).
+func (n *Node) Hostname() string { return n.spec.Hostname }
+
+// Role returns the node's role.
+func (n *Node) Role() Role { return n.spec.Role }
+
+// Version returns the Talos version the node runs.
+func (n *Node) Version() string {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	return n.version
+}
+
+// Up reports whether the node answers and is not shutting down.
+func (n *Node) Up() bool {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	return n.state == stateUp
+}
+
+// Boots returns how many times the node came back from a reboot.
+func (n *Node) Boots() int {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	return n.boots
+}
+
+// MemberID returns the ID of the node's etcd member, if it has one.
+func (n *Node) MemberID() (uint64, bool) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	if m := n.c.memberOf(n); m != nil {
+		return m.id, true
+	}
+	return 0, false
+}
+
+// SetEtcdHealthy makes the node's etcd member healthy or not.
+func (n *Node) SetEtcdHealthy(ok bool) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	n.etcdUnhealthy = !ok
+}
+
+// SetServiceHealth makes a service's health check pass or fail (with
+// message).
+func (n *Node) SetServiceHealth(id string, ok bool, message string) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	if ok {
+		delete(n.svcProblem, id)
+	} else {
+		n.svcProblem[id] = message
+	}
+}
+
+// SetNeverReturns decides whether the node comes back from its next
+// reboot.
+func (n *Node) SetNeverReturns(never bool) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	n.neverReturns = never
+}
+
+// PowerOff takes the node down at once, until PowerOn.
+func (n *Node) PowerOff() { n.goDown("poweroff", 0, false) }
+
+// PowerOn brings a node that is down back now, with the version it was to
+// come back with.
+func (n *Node) PowerOn() {
+	n.c.mu.Lock()
+	gen := n.gen
+	n.c.mu.Unlock()
+	n.comeUp(gen)
+}
+
+// listen serves the API on the node's port (c.mu held).
+func (n *Node) listen() error {
+	addr := n.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	l, err := listenOn(addr)
+	if err != nil {
+		return err
+	}
+	if n.addr == "" {
+		n.addr = l.Addr().String() // before the node is published: read without the lock
+	}
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(n.tlsConfig)), grpc.UnaryInterceptor(n.intercept))
+	machine.RegisterMachineServiceServer(srv, &server{n: n})
+	n.srv, n.lis = srv, l
+	go func() { _ = srv.Serve(l) }()
+	return nil
+}
+
+// listenOn listens on addr, waiting out a moment when the port, ours a
+// moment ago, is still taken.
+func listenOn(addr string) (net.Listener, error) {
+	var l net.Listener
+	var err error
+	for range 100 {
+		if l, err = net.Listen("tcp", addr); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return l, err
+}
+
+// scheduleReboot: the node has accepted an upgrade or reboot (c.mu held).
+// It goes down after ShutdownDelay, for downFor.
+func (n *Node) scheduleReboot(reason, version string, downFor time.Duration) {
+	n.pending = version
+	n.state = stateStopping
+	n.c.record(n.spec.IP, "stopping", reason)
+	n.timer = time.AfterFunc(n.spec.ShutdownDelay, func() {
+		n.c.mu.Lock()
+		back := !n.neverReturns
+		n.c.mu.Unlock()
+		n.goDown(reason, downFor, back)
+	})
+}
+
+// goDown stops the node's API: from now on it answers nothing; its
+// connections are closed once in-flight calls have answered.
+func (n *Node) goDown(reason string, downFor time.Duration, comeBack bool) {
+	n.c.mu.Lock()
+	if n.state == stateDown || n.c.closed {
+		n.c.mu.Unlock()
+		return
+	}
+	n.state = stateDown
+	n.gen++
+	gen := n.gen
+	n.c.record(n.spec.IP, "down", reason)
+	srv, lis := n.srv, n.lis
+	n.srv, n.lis = nil, nil
+	n.c.mu.Unlock()
+
+	stopServer(srv)
+	if lis != nil {
+		// GracefulStop closes the listeners Serve has taken; one whose
+		// Serve has not started yet would stay open until it does.
+		_ = lis.Close()
+	}
+
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	if n.c.closed || n.gen != gen {
+		return
+	}
+	if n.spec.Blackhole {
+		n.openHole()
+	}
+	if comeBack {
+		n.timer = time.AfterFunc(downFor, func() { n.comeUp(gen) })
+	}
+}
+
+// stopServer lets calls in flight answer (the Upgrade that caused the
+// reboot), but not for long.
+func stopServer(srv *grpc.Server) {
+	if srv == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(200 * time.Millisecond):
+		srv.Stop()
+		<-done
+	}
+}
+
+// openHole takes the port with a listener that accepts and never answers
+// (c.mu held).
+func (n *Node) openHole() {
+	l, err := listenOn(n.addr)
+	if err != nil {
+		n.c.record(n.spec.IP, "error", "blackhole: "+err.Error())
+		return
+	}
+	n.hole = l
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n.c.mu.Lock()
+			n.holeConns = append(n.holeConns, conn)
+			n.c.mu.Unlock()
+		}
+	}()
+}
+
+func (n *Node) closeHole() {
+	if n.hole != nil {
+		_ = n.hole.Close()
+		n.hole = nil
+	}
+	for _, conn := range n.holeConns {
+		_ = conn.Close()
+	}
+	n.holeConns = nil
+}
+
+// comeUp ends a reboot: the API answers again, with the new version and
+// boot time; a control plane without an etcd member joins again, as Talos
+// does.
+func (n *Node) comeUp(gen int) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	if n.c.closed || n.state != stateDown || n.gen != gen {
+		return
+	}
+	n.closeHole()
+	if err := n.listen(); err != nil {
+		n.c.record(n.spec.IP, "error", "listen: "+err.Error())
+		return
+	}
+	n.state = stateUp
+	n.version = n.pending
+	n.boots++
+	bt := time.Now().Truncate(time.Second)
+	if !bt.After(n.bootTime) {
+		bt = n.bootTime.Add(time.Second)
+	}
+	n.bootTime = bt
+	n.healthyAt = time.Now().Add(n.spec.ServiceDelay)
+	if n.spec.Role == ControlPlane && n.c.memberOf(n) == nil {
+		n.c.join(n)
+	}
+	n.etcdRunning = n.spec.Role == ControlPlane
+	n.c.record(n.spec.IP, "up", n.version)
+}
+
+func (n *Node) shutdown() {
+	n.c.mu.Lock()
+	srv, lis := n.srv, n.lis
+	n.srv, n.lis = nil, nil
+	n.closeHole()
+	n.c.mu.Unlock()
+	if srv != nil {
+		srv.Stop()
+		_ = lis.Close()
+	}
+}
+
+// rules are apid's authorization of the calls the fake serves.
+var rules = map[string]role.Set{
+	"Version":              role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"SystemStat":           role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"ServiceList":          role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"EtcdMemberList":       role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"EtcdStatus":           role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"Reboot":               role.MakeSet(role.Admin, role.Operator),
+	"Upgrade":              role.MakeSet(role.Admin),
+	"EtcdLeaveCluster":     role.MakeSet(role.Admin),
+	"EtcdRemoveMemberByID": role.MakeSet(role.Admin),
+}
+
+// intercept records every call, refuses calls while the node is down (a
+// call that slipped in as it went down) and authorizes by the role in the
+// client certificate.
+func (n *Node) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	call := path.Base(info.FullMethod)
+	n.c.mu.Lock()
+	idx := n.c.record(n.spec.IP, call, describe(req))
+	down := n.state == stateDown
+	n.c.mu.Unlock()
+
+	var resp any
+	var err error
+	switch {
+	case down:
+		err = status.Error(codes.Unavailable, "node is rebooting")
+	default:
+		err = authorize(ctx, call)
+	}
+	if err == nil {
+		resp, err = handler(ctx, req)
+	}
+	if err != nil {
+		n.c.mu.Lock()
+		n.c.events[idx].Err = err.Error()
+		n.c.mu.Unlock()
+	}
+	return resp, err
+}
+
+func authorize(ctx context.Context, call string) error {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return status.Error(codes.Unauthenticated, "no peer")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.PeerCertificates) == 0 {
+		return status.Error(codes.Unauthenticated, "no client certificate")
+	}
+	have, _ := role.Parse(ti.State.PeerCertificates[0].Subject.Organization)
+	need, ok := rules[call]
+	if !ok {
+		need = role.MakeSet(role.Admin)
+	}
+	if !have.IncludesAny(need) {
+		return status.Error(codes.PermissionDenied, "not authorized")
+	}
+	return nil
+}
+
+func describe(req any) string {
+	switch r := req.(type) {
+	case *machine.UpgradeRequest:
+		return fmt.Sprintf("image=%s stage=%t force=%t preserve=%t mode=%s", r.GetImage(), r.GetStage(), r.GetForce(), r.GetPreserve(), r.GetRebootMode())
+	case *machine.RebootRequest:
+		return "mode=" + r.GetMode().String()
+	case *machine.EtcdRemoveMemberByIDRequest:
+		return fmt.Sprintf("member=%016x", r.GetMemberId())
+	case *machine.EtcdMemberListRequest:
+		if r.GetQueryLocal() {
+			return "local"
+		}
+	}
+	return ""
+}
+
+// InstallerVersion returns the Talos version an installer image installs:
+// its tag ("ghcr.io/siderolabs/installer:v1.12.1" -> "v1.12.1"; a digest
+// after the tag is ignored).
+func InstallerVersion(image string) (string, error) {
+	ref, _, _ := strings.Cut(image, "@")
+	slash := strings.LastIndex(ref, "/")
+	colon := strings.LastIndex(ref, ":")
+	if colon <= slash || colon == len(ref)-1 {
+		return "", fmt.Errorf("installer image %q has no version tag", image)
+	}
+	return ref[colon+1:], nil
+}
+
+// server implements the calls of machine.MachineService the fake serves;
+// the others answer Unimplemented.
+type server struct {
+	machine.UnimplementedMachineServiceServer
+	n *Node
+}
+
+func (s *server) meta() *common.Metadata { return &common.Metadata{Hostname: s.n.spec.Hostname} }
+
+func (s *server) lock() func() {
+	s.n.c.mu.Lock()
+	return s.n.c.mu.Unlock
+}
+
+func (s *server) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
+	defer s.lock()()
+	return &machine.VersionResponse{Messages: []*machine.Version{{
+		Metadata: s.meta(),
+		Version:  &machine.VersionInfo{Tag: s.n.version, Sha: "fake", Os: "linux", Arch: "amd64"},
+		Platform: &machine.PlatformInfo{Name: "metal", Mode: "metal"},
+	}}}, nil
+}
+
+func (s *server) SystemStat(context.Context, *emptypb.Empty) (*machine.SystemStatResponse, error) {
+	defer s.lock()()
+	return &machine.SystemStatResponse{Messages: []*machine.SystemStat{{
+		Metadata: s.meta(), BootTime: uint64(s.n.bootTime.Unix()), //nolint:gosec // a boot time after 1970
+	}}}, nil
+}
+
+func (s *server) Upgrade(_ context.Context, req *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
+	version, err := InstallerVersion(req.GetImage())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	defer s.lock()()
+	n := s.n
+	if n.state != stateUp {
+		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
+	}
+	if n.spec.Role == ControlPlane && !req.GetForce() {
+		if err := n.c.validateForUpgrade(); err != nil {
+			return nil, fmt.Errorf("error validating etcd for upgrade: %w", err)
+		}
+	}
+	down := n.spec.RebootLatency
+	if req.GetStage() {
+		down *= 2
+	}
+	n.scheduleReboot("upgrade", version, down)
+	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
+		Metadata: s.meta(), Ack: "Upgrade request received", ActorId: fmt.Sprintf("fake-%d", len(n.c.events)),
+	}}}, nil
+}
+
+func (s *server) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
+	defer s.lock()()
+	n := s.n
+	if n.state != stateUp {
+		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
+	}
+	n.scheduleReboot("reboot", n.version, n.spec.RebootLatency)
+	return &machine.RebootResponse{Messages: []*machine.Reboot{{Metadata: s.meta(), ActorId: fmt.Sprintf("fake-%d", len(n.c.events))}}}, nil
+}
+
+func (s *server) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {
+	defer s.lock()()
+	n := s.n
+	booting := time.Now().Before(n.healthyAt)
+	var out []*machine.ServiceInfo
+	for _, id := range n.spec.Services {
+		info := &machine.ServiceInfo{Id: id, State: "Running", Health: &machine.ServiceHealth{Healthy: true}}
+		switch {
+		case withoutHealthCheck[id]:
+			info.Health = &machine.ServiceHealth{Unknown: true}
+		case n.state == stateStopping && (id == "etcd" || id == "kubelet"):
+			info.State, info.Health = "Stopping", &machine.ServiceHealth{Unknown: true}
+		case booting && id != "apid":
+			info.State, info.Health = "Starting", &machine.ServiceHealth{Unknown: true}
+		case id == "etcd" && !n.etcdRunning:
+			info.State, info.Health = "Finished", &machine.ServiceHealth{Unknown: true}
+		case id == "etcd" && !n.c.healthy(n.c.memberOf(n)):
+			info.Health = &machine.ServiceHealth{LastMessage: "context deadline exceeded"}
+		}
+		if p, ok := n.svcProblem[id]; ok && info.State == "Running" && !info.Health.GetUnknown() {
+			info.Health = &machine.ServiceHealth{LastMessage: p}
+		}
+		out = append(out, info)
+	}
+	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Metadata: s.meta(), Services: out}}}, nil
+}
+
+// onControlPlane is Talos's refusal of etcd calls on workers.
+func (s *server) onControlPlane(api string) error {
+	if s.n.spec.Role != ControlPlane {
+		return status.Errorf(codes.Unimplemented, "%s is only available on control plane nodes", api)
+	}
+	return nil
+}
+
+func (s *server) EtcdMemberList(_ context.Context, req *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
+	if err := s.onControlPlane("member list"); err != nil {
+		return nil, err
+	}
+	defer s.lock()()
+	n := s.n
+	self := n.c.memberOf(n)
+	switch {
+	case self == nil || !n.etcdRunning || n.state != stateUp:
+		return nil, errEtcdNotRunning
+	case !req.GetQueryLocal() && !n.c.healthy(self):
+		return nil, errNoLeader
+	}
+	var members []*machine.EtcdMember
+	for _, m := range n.c.members {
+		ip := m.node.spec.IP
+		members = append(members, &machine.EtcdMember{
+			Id: m.id, Hostname: m.node.spec.Hostname, IsLearner: m.learner,
+			PeerUrls:   []string{"https://" + net.JoinHostPort(ip, "2380")},
+			ClientUrls: []string{"https://" + net.JoinHostPort(ip, "2379")},
+		})
+	}
+	return &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{{Metadata: s.meta(), Members: members}}}, nil
+}
+
+func (s *server) EtcdStatus(context.Context, *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
+	if err := s.onControlPlane("etcd status"); err != nil {
+		return nil, err
+	}
+	defer s.lock()()
+	n := s.n
+	self := n.c.memberOf(n)
+	if self == nil || !n.etcdRunning || n.state != stateUp {
+		return nil, errEtcdNotRunning
+	}
+	st := &machine.EtcdMemberStatus{
+		MemberId: self.id, ProtocolVersion: "3.6.0", StorageVersion: "3.6.0",
+		DbSize: 4 << 20, DbSizeInUse: 2 << 20, RaftIndex: 1000, RaftTerm: 2, RaftAppliedIndex: 1000,
+		IsLearner: self.learner,
+	}
+	if n.c.healthy(self) {
+		st.Leader = n.c.leader()
+	} else {
+		st.Errors = []string{errNoLeader.Error()}
+	}
+	return &machine.EtcdStatusResponse{Messages: []*machine.EtcdStatus{{Metadata: s.meta(), MemberStatus: st}}}, nil
+}
+
+func (s *server) EtcdLeaveCluster(ctx context.Context, _ *machine.EtcdLeaveClusterRequest) (*machine.EtcdLeaveClusterResponse, error) {
+	if err := s.onControlPlane("etcd leave"); err != nil {
+		return nil, err
+	}
+	n := s.n
+	start := time.Now()
+	for {
+		n.c.mu.Lock()
+		self := n.c.memberOf(n)
+		if self == nil {
+			n.c.mu.Unlock()
+			return nil, fmt.Errorf("failed to leave cluster: %w", errMemberNotFound)
+		}
+		err := n.c.mayRemove(self, nil)
+		if err == nil {
+			n.c.remove(self)
+			n.c.mu.Unlock()
+			return &machine.EtcdLeaveClusterResponse{Messages: []*machine.EtcdLeaveCluster{{Metadata: s.meta()}}}, nil
+		}
+		retry := n.c.leaveRetry
+		n.c.mu.Unlock()
+		// Talos retries "unhealthy cluster" (a member not yet connected
+		// to a quorum), nothing else.
+		if !errors.Is(err, errUnhealthyCluster) || time.Since(start) >= retry {
+			return nil, fmt.Errorf("failed to leave cluster: failed to remove member %d: %w", self.id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (s *server) EtcdRemoveMemberByID(_ context.Context, req *machine.EtcdRemoveMemberByIDRequest) (*machine.EtcdRemoveMemberByIDResponse, error) {
+	if err := s.onControlPlane("etcd remove member"); err != nil {
+		return nil, err
+	}
+	defer s.lock()()
+	n := s.n
+	self := n.c.memberOf(n)
+	switch {
+	case self == nil || !n.etcdRunning:
+		return nil, errEtcdNotRunning
+	case !n.c.healthy(self):
+		return nil, errNoLeader
+	}
+	x := n.c.memberByID(req.GetMemberId())
+	if x == nil {
+		return nil, fmt.Errorf("failed to remove member %d: %w", req.GetMemberId(), errMemberNotFound)
+	}
+	if err := n.c.mayRemove(x, self); err != nil {
+		return nil, fmt.Errorf("failed to remove member %d: %w", x.id, err)
+	}
+	n.c.remove(x)
+	return &machine.EtcdRemoveMemberByIDResponse{Messages: []*machine.EtcdRemoveMemberByID{{Metadata: s.meta()}}}, nil
+}

@@ -1,0 +1,127 @@
+package talosapi_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+)
+
+// settle is the timeout of a wait that is to fail: long enough for a first
+// answer on a loaded machine.
+const settle = 300 * time.Millisecond
+
+func TestWaitVersionNodeNeverComesBack(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(0, 2, oldVersion, reboot)
+	specs[0].NeverReturns = true
+	c := talosapitest.Start(t, specs...)
+	cl := newClient(t, c, adminCreds(c))
+	ctx := ctxT(t)
+
+	require.NoError(t, cl.Upgrade(ctx, "10.5.0.21", newImage, talosapi.UpgradeOptions{}))
+	start := time.Now()
+	err := talosapi.WaitVersion(ctx, cl, "10.5.0.21", newVersion, poll, 300*time.Millisecond)
+	require.Error(t, err)
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, 300*time.Millisecond)
+	assert.Less(t, took, 2*time.Second, "bounded")
+	assert.ErrorIs(t, err, talosapi.ErrTimeout)
+	assert.ErrorIs(t, err, talosapi.ErrUnreachable, "its last answer")
+	assert.Contains(t, err.Error(), "unable to wait for node 10.5.0.21 to run Talos v1.12.1: timed out after 300ms, last: unable to get the Talos version of node 10.5.0.21: node does not answer")
+
+	// A node that answers with the old version: the error says so.
+	err = talosapi.WaitVersion(ctx, cl, "10.5.0.22", newVersion, poll, settle)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, talosapi.ErrUnreachable)
+	assert.Contains(t, err.Error(), "timed out after 300ms, last: node 10.5.0.22 runs Talos v1.12.0")
+
+	// The caller's cancellation ends the wait at once, as itself.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err = talosapi.WaitVersion(cctx, cl, "10.5.0.22", newVersion, poll, time.Minute)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, talosapi.ErrTimeout)
+}
+
+func TestWaitRebootedSameVersion(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(0, 1, oldVersion, reboot)
+	specs[0].ShutdownDelay = 100 * time.Millisecond // the node answers a while after taking the reboot
+	c := talosapitest.Start(t, specs...)
+	cl := newClient(t, c, adminCreds(c))
+	ctx := ctxT(t)
+	const node = "10.5.0.21"
+
+	booted, err := cl.BootTime(ctx, node)
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, cl.Reboot(ctx, node))
+	// The version does not tell a reboot: it passes before the node went
+	// down.
+	require.NoError(t, talosapi.WaitVersion(ctx, cl, node, oldVersion, poll, time.Second))
+	assert.Empty(t, c.Events("down"))
+	// The boot time does.
+	rebooted, err := talosapi.WaitRebooted(ctx, cl, node, booted, poll, time.Second)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond+reboot)
+	assert.True(t, rebooted.After(booted))
+	assert.Equal(t, 1, c.Node(node).Boots())
+
+	// No reboot: the wait says when the node booted.
+	_, err = talosapi.WaitRebooted(ctx, cl, node, rebooted, poll, settle)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, talosapi.ErrTimeout)
+	assert.Contains(t, err.Error(), "unable to wait for node 10.5.0.21 to reboot: timed out after 300ms, last: node 10.5.0.21 has not rebooted (booted at ")
+}
+
+func TestWaitHealthy(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(3, 0, oldVersion, reboot)
+	specs[0].ServiceDelay = 60 * time.Millisecond
+	c := talosapitest.Start(t, specs...)
+	cl := newClient(t, c, adminCreds(c))
+	ctx := ctxT(t)
+	const node = "10.5.0.11"
+	services := []string{"etcd", "kubelet", "apid"}
+
+	require.NoError(t, talosapi.WaitHealthy(ctx, cl, node, services, poll, time.Second))
+
+	// Through a reboot: down, then back with services starting.
+	require.NoError(t, cl.Reboot(ctx, node))
+	start := time.Now()
+	require.NoError(t, talosapi.WaitHealthy(ctx, cl, node, services, poll, 2*time.Second))
+	assert.GreaterOrEqual(t, time.Since(start), reboot+60*time.Millisecond, "the services' start counts")
+	assert.Equal(t, 1, c.Node(node).Boots())
+
+	c.Node(node).SetServiceHealth("kubelet", false, "Get \"http://127.0.0.1:10248/healthz\": connection refused")
+	err := talosapi.WaitHealthy(ctx, cl, node, services, poll, settle)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, talosapi.ErrTimeout)
+	assert.Contains(t, err.Error(), "unable to wait for services etcd, kubelet, apid of node 10.5.0.11 to be healthy: timed out after 300ms, last: service kubelet of node 10.5.0.11 runs, unhealthy: Get ")
+	c.Node(node).SetServiceHealth("kubelet", true, "")
+
+	for name, tc := range map[string]struct {
+		services []string
+		want     string
+	}{
+		"no health check": {[]string{"machined"}, "service machined of node 10.5.0.11 runs, health not known yet"},
+		"no such service": {[]string{"etcd", "kube-proxy"}, "node 10.5.0.11 has no service kube-proxy"},
+	} {
+		err := talosapi.WaitHealthy(ctx, cl, node, tc.services, poll, settle)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), tc.want, name)
+	}
+
+	// etcd's health follows its member's: unhealthy without a quorum.
+	c.Node("10.5.0.12").SetEtcdHealthy(false)
+	c.Node("10.5.0.13").SetEtcdHealthy(false)
+	err = talosapi.WaitHealthy(ctx, cl, node, []string{"etcd"}, poll, settle)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "service etcd of node 10.5.0.11 runs, unhealthy: context deadline exceeded")
+}

@@ -16,6 +16,11 @@
 #   PROC_DIR, SYS_DIR     where /proc and /sys are (tests point them at fixtures)
 #   ALLOW_FILE_TARGET     1 lets TARGET be a regular file (tests only)
 #   PROGRESS_INTERVAL     seconds between progress lines (default 10)
+#   POLL_INTERVAL         seconds between checks that the write has finished (default 1;
+#                         tests use a fraction such as 0.01, which sleep takes)
+#   SYNC_ALL              1 (default): sync every file system after the write, before the
+#                         reboot; 0 leaves it at dd's fsync of the disk (tests: a system-wide
+#                         sync waits for every other writer of the machine)
 set -euo pipefail
 
 PROC_DIR=${PROC_DIR:-/proc}
@@ -23,6 +28,8 @@ SYS_DIR=${SYS_DIR:-/sys}
 REQUIRE_RESCUE=${REQUIRE_RESCUE:-1}
 ALLOW_FILE_TARGET=${ALLOW_FILE_TARGET:-0}
 PROGRESS_INTERVAL=${PROGRESS_INTERVAL:-10}
+POLL_INTERVAL=${POLL_INTERVAL:-1}
+SYNC_ALL=${SYNC_ALL:-1}
 
 log() { printf 'talos-install: %s\n' "$*"; }
 die() {
@@ -181,18 +188,24 @@ write_image() {
 		set -o pipefail
 		fetch </dev/null | $DECOMPRESS | dd of="$DISK" bs=4M conv=fsync status=none 2>&1
 	) &
-	local pid=$! started=$SECONDS
+	# A progress line every PROGRESS_INTERVAL seconds (at 10 s, 20 s, ... by
+	# default), the first check that reaches each mark printing it once.
+	local pid=$! started=$SECONDS elapsed next_report=$PROGRESS_INTERVAL
 	while kill -0 "$pid" 2>/dev/null; do
-		sleep 1
-		if (((SECONDS - started) % PROGRESS_INTERVAL == 0)) && kill -0 "$pid" 2>/dev/null; then
-			log "$(($(written) / 1048576)) MiB written after $((SECONDS - started)) s"
+		sleep "$POLL_INTERVAL"
+		elapsed=$((SECONDS - started))
+		if ((elapsed >= next_report)) && kill -0 "$pid" 2>/dev/null; then
+			log "$(($(written) / 1048576)) MiB written after $elapsed s"
+			next_report=$((elapsed - elapsed % PROGRESS_INTERVAL + PROGRESS_INTERVAL))
 		fi
 	done
 	if ! wait "$pid"; then
 		printf 'talos-install: failed: download or decompression of %s broke off; the disk holds a partial image. Run pulumi up again to retry.\n' "$IMAGE_SHOWN" >&2
 		exit 1
 	fi
-	sync
+	if [ "$SYNC_ALL" = 1 ]; then
+		sync
+	fi
 	log "$(($(written) / 1048576)) MiB written in $((SECONDS - started)) s; synced"
 	if [ -b "$DISK" ] && have blockdev; then
 		blockdev --rereadpt "$DISK" 2>/dev/null || true
@@ -231,7 +244,15 @@ verify() {
 	log "partition table looks like Talos: $(echo "$names" | tr '\n' ' ')"
 }
 
+# check_settings refuses settings the loops below cannot use.
+check_settings() {
+	case "$PROGRESS_INTERVAL" in '' | 0* | *[!0-9]*) die "PROGRESS_INTERVAL $PROGRESS_INTERVAL is not a whole number of seconds above 0" ;; esac
+	case "$POLL_INTERVAL" in '' | . | *[!0-9.]* | *.*.*) die "POLL_INTERVAL $POLL_INTERVAL is not a number of seconds" ;; esac
+	case "$SYNC_ALL" in 0 | 1) ;; *) die "SYNC_ALL $SYNC_ALL is neither 0 nor 1" ;; esac
+}
+
 main() {
+	check_settings
 	[ -n "${IMAGE_URL:-}" ] || die "IMAGE_URL is not set"
 	if [ "$REQUIRE_RESCUE" = 1 ]; then
 		check_rescue

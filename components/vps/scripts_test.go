@@ -1,10 +1,12 @@
 package vps_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,13 +27,19 @@ import (
 )
 
 // talosLikeImage is a small disk image laid out like a Talos metal image: a
-// protective MBR, a GPT whose partitions carry Talos's names, and random
-// payload.
+// protective MBR, a GPT whose partitions carry Talos's names, and a payload:
+// 256 KiB of random bytes, then every sector numbered. It compresses about
+// as well as a real image does: xz needs a fraction of a second for it, and
+// seconds of CPU for 3 MiB of random bytes.
 func talosLikeImage(t *testing.T, names ...string) []byte {
 	t.Helper()
 	img := make([]byte, 3<<20)
-	_, err := rand.Read(img[34*512:])
+	const payload, random = 34 * 512, 256 << 10
+	_, err := rand.Read(img[payload : payload+random])
 	require.NoError(t, err)
+	for sector := (payload + random) / 512; sector < len(img)/512; sector++ {
+		binary.LittleEndian.PutUint64(img[sector*512:], uint64(sector)) //nolint:gosec // a sector number, small
+	}
 	img[510], img[511] = 0x55, 0xaa
 	hdr := img[512:1024]
 	copy(hdr, "EFI PART")
@@ -109,6 +117,18 @@ func newHost(t *testing.T, rootLine, hostname string) host {
 
 const rescueRoot = "tmpfs / tmpfs rw,relatime 0 0"
 
+// fastInstall are the install script's settings for tests: a progress line
+// every second, the end of the write noticed within 10 ms rather than a
+// second, and no system-wide sync (dd still fsyncs the target), which would
+// wait for every other writer of the machine.
+var fastInstall = []string{"PROGRESS_INTERVAL=1", "POLL_INTERVAL=0.01", "SYNC_ALL=0"}
+
+// installEnv is the environment of the install script on the scratch host h:
+// its /proc and /sys fixtures, PATH, and settings such as fastInstall.
+func installEnv(h host, path string, settings ...string) []string {
+	return append([]string{"PROC_DIR=" + h.proc, "SYS_DIR=" + h.sys, "ALLOW_FILE_TARGET=1", "PATH=" + path}, settings...)
+}
+
 // runInstall runs the repo's install script with bash as `up` would, with
 // the variables in a preamble, plus test-only overrides in the environment.
 func runInstall(t *testing.T, h host, imageURL, path string) (stdout, stderr string, err error) {
@@ -116,7 +136,7 @@ func runInstall(t *testing.T, h host, imageURL, path string) (stdout, stderr str
 	in := vps.Install{Disk: h.target, ImageURL: imageURL, RequireRescue: true}
 	cmd := exec.Command("bash", "-s")
 	cmd.Stdin = strings.NewReader(in.Stdin())
-	cmd.Env = []string{"PROC_DIR=" + h.proc, "SYS_DIR=" + h.sys, "ALLOW_FILE_TARGET=1", "PROGRESS_INTERVAL=1", "PATH=" + path}
+	cmd.Env = installEnv(h, path, fastInstall...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()
@@ -254,9 +274,75 @@ func TestInstallRescueCheckOverrides(t *testing.T) {
 	in := vps.Install{Disk: h.target, ImageURL: srv.URL + "/i.raw", RequireRescue: false}
 	cmd := exec.Command("bash", "-s")
 	cmd.Stdin = strings.NewReader(in.Stdin())
-	cmd.Env = []string{"PROC_DIR=" + h.proc, "SYS_DIR=" + h.sys, "ALLOW_FILE_TARGET=1", "PATH=" + os.Getenv("PATH")}
+	cmd.Env = installEnv(h, os.Getenv("PATH"), fastInstall...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
+}
+
+// What the tests speed up stays as it was for a real install: with nothing
+// set, the script polls the write once a second and syncs every file system
+// once at the end; SYNC_ALL=0 leaves the sync out. A recording `sync` first
+// on PATH counts the calls.
+func TestInstallDefaultsSyncEveryFileSystem(t *testing.T) {
+	t.Parallel()
+	img := talosLikeImage(t, "EFI", "META")
+	srv := newImageServer(t, map[string][]byte{"/i.raw": img})
+	bin := t.TempDir()
+	calls := filepath.Join(bin, "sync.calls")
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "sync"), []byte("#!/bin/sh\necho \"$*\" >> '"+calls+"'\n"), 0o755)) //nolint:gosec // an executable test stand-in
+	path := bin + string(os.PathListSeparator) + os.Getenv("PATH")
+	install := func(settings ...string) string {
+		t.Helper()
+		h := newHost(t, rescueRoot, "rescue")
+		in := vps.Install{Disk: h.target, ImageURL: srv.URL + "/i.raw", RequireRescue: true}
+		cmd := exec.Command("bash", "-s")
+		cmd.Stdin = strings.NewReader(in.Stdin())
+		cmd.Env = installEnv(h, path, settings...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+		got, err := os.ReadFile(h.target)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(img, got))
+		return string(out)
+	}
+
+	start := time.Now()
+	out := install()
+	assert.GreaterOrEqual(t, time.Since(start), time.Second, "the write is polled once a second")
+	assert.Contains(t, out, "MiB written in")
+	recorded, err := os.ReadFile(calls) //nolint:gosec // the test's scratch file
+	require.NoError(t, err, "the default install runs sync")
+	assert.Equal(t, "\n", string(recorded), "one system-wide sync, without arguments")
+
+	require.NoError(t, os.Remove(calls))
+	install("SYNC_ALL=0", "POLL_INTERVAL=0.01")
+	assert.NoFileExists(t, calls, "SYNC_ALL=0: no system-wide sync")
+}
+
+// Settings the script cannot use stop it before it touches the disk.
+func TestInstallRefusesBadSettings(t *testing.T) {
+	t.Parallel()
+	for setting, want := range map[string]string{
+		"POLL_INTERVAL=soon":   "POLL_INTERVAL soon is not a number of seconds",
+		"POLL_INTERVAL=1.2.3":  "POLL_INTERVAL 1.2.3 is not a number of seconds",
+		"PROGRESS_INTERVAL=0":  "PROGRESS_INTERVAL 0 is not a whole number of seconds above 0",
+		"PROGRESS_INTERVAL=08": "PROGRESS_INTERVAL 08 is not a whole number of seconds above 0",
+		"SYNC_ALL=yes":         "SYNC_ALL yes is neither 0 nor 1",
+	} {
+		h := newHost(t, rescueRoot, "rescue")
+		before, err := os.ReadFile(h.target)
+		require.NoError(t, err)
+		in := vps.Install{Disk: h.target, ImageURL: "http://127.0.0.1:1/i.raw", RequireRescue: true}
+		cmd := exec.Command("bash", "-s")
+		cmd.Stdin = strings.NewReader(in.Stdin())
+		cmd.Env = installEnv(h, os.Getenv("PATH"), setting)
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err, setting)
+		assert.Contains(t, string(out), want)
+		after, err := os.ReadFile(h.target)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(before, after), "%s: nothing written", setting)
+	}
 }
 
 // Without the test-only switch, a regular file is no install disk: a typo
@@ -267,7 +353,7 @@ func TestInstallWantsABlockDevice(t *testing.T) {
 	in := vps.Install{Disk: h.target, ImageURL: "http://127.0.0.1:1/i.raw", RequireRescue: true}
 	cmd := exec.Command("bash", "-s")
 	cmd.Stdin = strings.NewReader(in.Stdin())
-	cmd.Env = []string{"PROC_DIR=" + h.proc, "SYS_DIR=" + h.sys, "PATH=" + os.Getenv("PATH")}
+	cmd.Env = append([]string{"PROC_DIR=" + h.proc, "SYS_DIR=" + h.sys, "PATH=" + os.Getenv("PATH")}, fastInstall...)
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "is not a block device")
@@ -282,17 +368,24 @@ func appendFile(t *testing.T, path, text string) {
 	require.NoError(t, f.Close())
 }
 
-// runWait runs the repo's wait script as the local command would.
-func runWait(t *testing.T, port int, timeout string) (string, error) {
-	t.Helper()
+// waitCommand is the repo's wait script as the local command runs it, polling
+// every 20 ms instead of 10 s and saying "still waiting" after every failed
+// poll.
+func waitCommand(port int, timeout string) *exec.Cmd {
 	w := vps.Wait{NodeName: "node-0", NodeIP: "127.0.0.1", TimeoutLabel: timeout + "s", Hint: "switch the boot mode"}
 	cmd := exec.Command("/bin/sh", "-c", vps.WaitScript)
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range w.Env() {
 		env = append(env, k+"="+v)
 	}
-	cmd.Env = append(env, "TALOS_PORT="+strconv.Itoa(port), "WAIT_TIMEOUT="+timeout, "POLL_INTERVAL=1", "REPORT_INTERVAL=1")
-	out, err := cmd.CombinedOutput()
+	cmd.Env = append(env, "TALOS_PORT="+strconv.Itoa(port), "WAIT_TIMEOUT="+timeout, "POLL_INTERVAL=0.02", "REPORT_INTERVAL=0")
+	return cmd
+}
+
+// runWait runs the wait script to its end.
+func runWait(t *testing.T, port int, timeout string) (string, error) {
+	t.Helper()
+	out, err := waitCommand(port, timeout).CombinedOutput()
 	return string(out), err
 }
 
@@ -330,32 +423,44 @@ func TestWaitAcceptsANodeThatWantsAClientCertificate(t *testing.T) {
 	assert.Contains(t, out, "answers on port")
 }
 
-// The node comes up while the script waits (the reboot takes a while).
+// The node comes up while the script waits (the reboot takes a while): the
+// listener opens once the script has said it is still waiting.
 func TestWaitKeepsWaitingUntilTheNodeBoots(t *testing.T) {
 	t.Parallel()
 	port := freePort(t)
-	go func() {
-		time.Sleep(2 * time.Second)
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			return
+	cmd := waitCommand(port, "60")
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = w, w
+	require.NoError(t, cmd.Start())
+	require.NoError(t, w.Close())
+	var out strings.Builder
+	lines := bufio.NewScanner(r)
+	for lines.Scan() {
+		out.WriteString(lines.Text() + "\n")
+		if strings.Contains(lines.Text(), "still waiting for node-0") {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+			require.NoError(t, err)
+			srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+			srv.Listener = l
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			break
 		}
-		srv := httptest.NewUnstartedServer(http.NotFoundHandler())
-		srv.Listener = l
-		srv.StartTLS()
-		t.Cleanup(srv.Close)
-	}()
-	out, err := runWait(t, port, "60")
-	require.NoError(t, err, out)
-	assert.Contains(t, out, "still waiting for node-0")
-	assert.Contains(t, out, "answers on port")
+	}
+	rest, err := io.ReadAll(r)
+	require.NoError(t, err)
+	out.Write(rest)
+	require.NoError(t, cmd.Wait(), out.String())
+	assert.Contains(t, out.String(), "still waiting for node-0")
+	assert.Contains(t, out.String(), "answers on port")
 }
 
 func TestWaitTimesOutWithInstructions(t *testing.T) {
 	t.Parallel()
 	port := freePort(t) // nothing listens: a node still in rescue
-	out, err := runWait(t, port, "2")
+	out, err := runWait(t, port, "1")
 	require.Error(t, err)
-	assert.Contains(t, out, "timed out after 2s: node-0 (127.0.0.1) does not answer on port")
+	assert.Contains(t, out, "timed out after 1s: node-0 (127.0.0.1) does not answer on port")
 	assert.Contains(t, out, "run 'pulumi up' again: it goes on waiting, the install is not repeated")
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pulumi/esc"
@@ -91,7 +92,7 @@ func StackSource(t testing.TB, path string, secrets map[string]string) stacks.So
 	if err != nil {
 		t.Fatalf("load %s: %v", path, err)
 	}
-	crypter := config.NewSymmetricCrypterFromPassphrase("stacktest", []byte("0123456789abcdef"))
+	crypter := testCrypter()
 	ctx := context.Background()
 	for keyPath, value := range secrets {
 		key, err := config.ParseKey(proj.Name.String() + ":" + keyPath)
@@ -133,6 +134,15 @@ func StackSource(t testing.TB, path string, secrets map[string]string) stacks.So
 	}
 	return src
 }
+
+// testCrypter encrypts and decrypts the secrets StackSource sets. Its key is
+// derived once per test binary: Pulumi's passphrase derivation (PBKDF2, a
+// million rounds) costs about 0.2 s of CPU, and the suite loads stack files
+// hundreds of times. The crypter holds only the key, so sharing it between
+// parallel tests is safe.
+var testCrypter = sync.OnceValue(func() config.Crypter {
+	return config.NewSymmetricCrypterFromPassphrase("stacktest", []byte("0123456789abcdef"))
+})
 
 // Example loads an example stack file with its secrets set.
 func Example(t testing.TB, file string) stacks.Source {

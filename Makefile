@@ -106,6 +106,28 @@ integration: ## Run the integration tests with the real pulumi CLI (Automation A
 bench: ## Run the Go benchmarks (program evaluation per node count, ...).
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: verify
+verify: ## Regenerate what is generated (docs, schema, golden files, URN lists, go.mod) and fail if that changed anything.
+	@$(MAKE) --no-print-directory docs schema
+	@# The golden files, every -update... flag of a test (tests/verify_test.go checks that each is
+	@# here). The directory of rendered patches goes first, so that a file no test writes any more
+	@# shows as deleted.
+	rm -rf components/talos/testdata/golden
+	$(GO) test -count=1 ./components/talos -update
+	$(GO) test -count=1 ./tests -run TestExampleStacksKeepTheirURNs -update-urns
+	$(GO) mod tidy
+	cd $(PROVIDER_DIR) && $(GO) mod tidy
+	@changed=$$(git status --porcelain) || exit 1; \
+		if [ -n "$$changed" ]; then \
+			echo "make verify: the checkout differs from what is generated (or has uncommitted changes):" >&2; \
+			echo "$$changed" >&2; \
+			git --no-pager diff >&2; \
+			git ls-files --others --exclude-standard -z | xargs -0 -r -n1 git --no-pager diff --no-index -- /dev/null >&2; \
+			echo "make verify: commit the regenerated files if the change is meant, or fix its cause." >&2; \
+			exit 1; \
+		fi
+	@echo "make verify: every generated file is current"
+
 .PHONY: lint
 lint: ## Run golangci-lint (pinned; built with the Go module proxy on first use).
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...

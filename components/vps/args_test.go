@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -298,17 +299,24 @@ func TestPresignedImageURLStaysSecret(t *testing.T) {
 	args := validArgs()
 	args.VPS.ImageURL = base + "?X-Amz-Signature=s3cr3t"
 	e := &componentstest.Engine{}
-	var shown string
+	// The apply runs in a goroutine of its own, which RunErr does not
+	// always wait for: the value comes back over a channel.
+	shown := make(chan string, 1)
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		c, err := vps.NewClusterWithDeps(ctx, "prod", args, vps.Deps{Probe: func(context.Context, string) bool { return false }})
 		if err != nil {
 			return err
 		}
-		c.ImageURL.ApplyT(func(u string) string { shown = u; return u })
+		c.ImageURL.ApplyT(func(u string) string { shown <- u; return u })
 		return nil
 	}, pulumi.WithMocks("talos-cluster", "test", e))
 	require.NoError(t, err)
-	assert.Equal(t, base, shown, "the output leaves the query out")
+	select {
+	case u := <-shown:
+		assert.Equal(t, base, u, "the output leaves the query out")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the imageUrl output never resolved")
+	}
 	for _, install := range e.ByType(componentstest.RemoteCommand) {
 		stdin := install.Inputs["stdin"]
 		require.True(t, stdin.IsSecret(), "%s: the install's stdin holds the signature", install.Name)

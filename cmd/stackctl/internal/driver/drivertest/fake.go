@@ -1,6 +1,6 @@
 // Package drivertest is a fake Pulumi CLI for the driver's tests: an
 // auto.PulumiCommand that answers the commands the Automation API runs the
-// way pulumi 3.205 does, records every call, and can fail, lock or block.
+// way pulumi 3.219 does, records every call, and can fail, lock or block.
 package drivertest
 
 import (
@@ -8,13 +8,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/blang/semver"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // Call is one recorded CLI invocation.
@@ -48,9 +50,13 @@ type Pulumi struct {
 	calls []Call
 }
 
-// Version implements auto.PulumiCommand: a version whose Automation API
-// reads engine events from a file.
-func (p *Pulumi) Version() semver.Version { return semver.MustParse("3.205.0") }
+// Version implements auto.PulumiCommand: 3.219, the oldest CLI the project
+// supports. From 3.206 on, the Automation API takes the engine events over
+// gRPC (--event-log tcp://...), and has them all when the command returns.
+// Up to 3.205 it tailed a file, and lost the summary now and then when the
+// command exited right after writing it, as this fake does: a preview then
+// failed with "failed to get preview summary".
+func (p *Pulumi) Version() semver.Version { return semver.MustParse("3.219.0") }
 
 // Calls returns the recorded invocations.
 func (p *Pulumi) Calls() []Call {
@@ -128,15 +134,41 @@ func (p *Pulumi) Run(ctx context.Context, workdir string, _ io.Reader, out, errO
 		}
 		return "", p.Stderr, 255, fmt.Errorf("exit status 255")
 	}
-	if log := flagValue(args, "--event-log"); log != "" {
+	if events := flagValue(args, "--event-log"); events != "" {
 		ev, _ := json.Marshal(map[string]any{"sequence": 1, "timestamp": time.Now().Unix(),
 			"summaryEvent": map[string]any{"maybeCorrupt": false, "durationSeconds": 1, "resourceChanges": p.Changes, "policyPacks": map[string]string{}}})
-		if err := os.WriteFile(log, append(ev, '\n'), 0o600); err != nil {
+		if err := sendEvents(ctx, events, string(ev)); err != nil {
 			return "", err.Error(), 255, err
 		}
 	}
 	_, _ = fmt.Fprintf(stdout, "Resources: %v\n", p.Changes)
 	return "done\n", "", 0, nil
+}
+
+// sendEvents streams engine events (JSON) to the Automation API's events
+// server at addr, "tcp://localhost:PORT", as the CLI does, and returns once
+// the server has them all.
+func sendEvents(ctx context.Context, addr string, events ...string) error {
+	target, ok := strings.CutPrefix(addr, "tcp://")
+	if !ok {
+		return fmt.Errorf("--event-log %s: the fake speaks only the events server (tcp://host:port)", addr)
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	stream, err := pulumirpc.NewEventsClient(conn).StreamEvents(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		if err := stream.Send(&pulumirpc.EventRequest{Event: ev}); err != nil {
+			return err
+		}
+	}
+	_, err = stream.CloseAndRecv()
+	return err
 }
 
 // has reports whether args start with the given words.

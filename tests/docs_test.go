@@ -16,20 +16,21 @@ import (
 )
 
 // The README is the front door: what the project is, the quick start, the
-// test command and links into docs/. Everything else lives in docs/, one page
-// per topic. These tests keep the two halves connected.
+// test command and links into docs/ and CONTRIBUTING.md. Everything else lives
+// in docs/, one page per topic, and what contributors need (the tests, golden
+// files) in CONTRIBUTING.md. These tests keep them connected.
 
 // readmeMaxLines keeps the README short; a longer text belongs in a docs/ page.
 const readmeMaxLines = 160
 
-// docPages lists README.md and every docs/*.md page, relative to the
-// repository root, with slashes.
+// docPages lists README.md, CONTRIBUTING.md and every docs/*.md page,
+// relative to the repository root, with slashes.
 func docPages(t *testing.T, root string) []string {
 	t.Helper()
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
 	require.NotEmpty(t, pages, "docs/ has no pages")
-	out := []string{"README.md"}
+	out := []string{"README.md", "CONTRIBUTING.md"}
 	for _, p := range pages {
 		rel, err := filepath.Rel(root, p)
 		require.NoError(t, err)
@@ -116,7 +117,7 @@ func TestDocLinksResolve(t *testing.T) {
 }
 
 // The README stays the front door: short, with the quick start, the test
-// command and a link to every docs/ page.
+// command and a link to CONTRIBUTING.md and every docs/ page.
 func TestReadmeIsTheFrontDoor(t *testing.T) {
 	t.Parallel()
 	root := stackstest.RepoRoot(t)
@@ -130,6 +131,11 @@ func TestReadmeIsTheFrontDoor(t *testing.T) {
 	}
 	for _, page := range docPages(t, root)[1:] {
 		assert.Contains(t, readme, "]("+page+")", "README.md's Documentation list does not link %s", page)
+	}
+	contributing := readDoc(t, root, "CONTRIBUTING.md")
+	for _, want := range []string{"## Running the tests", "make test", "make verify", "make race", "make integration",
+		"## Golden files and generated files", "## Test kits", "## Fuzzing", "## Integration tests"} {
+		assert.Contains(t, contributing, want)
 	}
 }
 

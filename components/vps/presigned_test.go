@@ -57,13 +57,9 @@ func newPresignedServer(t *testing.T, files map[string][]byte) *presignedServer 
 func TestInstallTakesAPresignedURL(t *testing.T) {
 	t.Parallel()
 	img := talosLikeImage(t, "EFI", "BIOS", "BOOT", "META")
-	srv := newPresignedServer(t, map[string][]byte{
-		"/talos/metal-amd64.raw.zst": compress(t, img, "zstd"),
-		"/talos/metal-amd64.raw.xz":  compress(t, img, "xz"),
-		"/talos/metal-amd64.raw.gz":  compress(t, img, "gzip"),
-		"/talos/metal-amd64.raw":     img,
-	})
-	for _, file := range []string{"/talos/metal-amd64.raw.zst", "/talos/metal-amd64.raw.xz", "/talos/metal-amd64.raw.gz", "/talos/metal-amd64.raw"} {
+	files, paths := everyFormat(t, "/talos", img)
+	srv := newPresignedServer(t, files)
+	for _, file := range paths {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
 			h := newHost(t, rescueRoot, "rescue")

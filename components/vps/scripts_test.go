@@ -146,13 +146,9 @@ func runInstall(t *testing.T, h host, imageURL, path string) (stdout, stderr str
 func TestInstallWritesTheImageInEveryFormat(t *testing.T) {
 	t.Parallel()
 	img := talosLikeImage(t, "EFI", "BIOS", "BOOT", "META")
-	srv := newImageServer(t, map[string][]byte{
-		"/metal-amd64.raw.zst": compress(t, img, "zstd"),
-		"/metal-amd64.raw.xz":  compress(t, img, "xz"),
-		"/metal-amd64.raw.gz":  compress(t, img, "gzip"),
-		"/metal-amd64.raw":     img,
-	})
-	for _, file := range []string{"/metal-amd64.raw.zst", "/metal-amd64.raw.xz", "/metal-amd64.raw.gz", "/metal-amd64.raw"} {
+	files, paths := everyFormat(t, "", img)
+	srv := newImageServer(t, files)
+	for _, file := range paths {
 		t.Run(file, func(t *testing.T) {
 			t.Parallel()
 			h := newHost(t, rescueRoot, "rescue-customer")
@@ -463,4 +459,21 @@ func TestWaitTimesOutWithInstructions(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, out, "timed out after 1s: node-0 (127.0.0.1) does not answer on port")
 	assert.Contains(t, out, "run 'pulumi up' again: it goes on waiting, the install is not repeated")
+}
+
+// everyFormat is img served under dir in every format the install reads
+// (zstd, xz, gzip, raw), by path, and the paths in that order.
+func everyFormat(t *testing.T, dir string, img []byte) (map[string][]byte, []string) {
+	t.Helper()
+	files := map[string][]byte{}
+	var paths []string
+	for _, f := range []struct{ ext, tool string }{{".zst", "zstd"}, {".xz", "xz"}, {".gz", "gzip"}, {"", ""}} {
+		p := dir + "/metal-amd64.raw" + f.ext
+		files[p] = img
+		if f.tool != "" {
+			files[p] = compress(t, img, f.tool)
+		}
+		paths = append(paths, p)
+	}
+	return files, paths
 }

@@ -1,0 +1,286 @@
+package kubeapitest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// mastersGroup is the group an admin kubeconfig's certificate carries.
+const mastersGroup = "system:masters"
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /version", s.getVersion)
+	mux.HandleFunc("GET /api/v1/nodes", s.admin(s.listNodes))
+	mux.HandleFunc("GET /api/v1/nodes/{name}", s.admin(s.getNode))
+	mux.HandleFunc("PATCH /api/v1/nodes/{name}", s.admin(s.patchNode))
+	mux.HandleFunc("DELETE /api/v1/nodes/{name}", s.admin(s.deleteNode))
+	mux.HandleFunc("GET /api/v1/pods", s.admin(s.listPods))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.admin(s.getPod))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/pods/{name}/eviction", s.admin(s.evict))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("the server could not find the requested resource (%s %s)", r.Method, r.URL.Path), nil)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		latency := s.latency
+		s.mu.Unlock()
+		if latency > 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(latency):
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// admin lets only a client certificate of group system:masters through,
+// answering others as RBAC does.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			writeStatus(w, http.StatusUnauthorized, "Unauthorized", "Unauthorized", nil)
+			return
+		}
+		subject := r.TLS.PeerCertificates[0].Subject
+		if !slices.Contains(subject.Organization, mastersGroup) {
+			writeStatus(w, http.StatusForbidden, "Forbidden",
+				fmt.Sprintf("User %q cannot %s %s", subject.CommonName, strings.ToLower(r.Method), r.URL.Path), nil)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.settle(time.Now())
+		h(w, r)
+	}
+}
+
+func (s *Server) getVersion(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	v := s.version
+	s.mu.Unlock()
+	major, minor, _ := strings.Cut(strings.TrimPrefix(v, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	writeJSON(w, http.StatusOK, map[string]string{
+		"major": major, "minor": minor, "gitVersion": v,
+		"goVersion": "go1.24.6", "compiler": "gc", "platform": "linux/amd64",
+	})
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request) {
+	names := make([]string, 0, len(s.nodes))
+	for name := range s.nodes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	items := make([]any, 0, len(names))
+	for _, name := range names {
+		items = append(items, s.nodes[name].object())
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "NodeList", "metadata": map[string]string{"resourceVersion": "1"}, "items": items})
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
+	n, ok := s.nodes[r.PathValue("name")]
+	if !ok {
+		notFound(w, "nodes", r.PathValue("name"))
+		return
+	}
+	writeJSON(w, http.StatusOK, n.object())
+}
+
+func (s *Server) patchNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/merge-patch+json" {
+		writeStatus(w, http.StatusUnsupportedMediaType, "UnsupportedMediaType",
+			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json (got %q)", ct), nil)
+		return
+	}
+	var patch struct {
+		Spec struct {
+			Unschedulable *bool `json:"unschedulable"`
+		} `json:"spec"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&patch); err != nil {
+		writeStatus(w, http.StatusBadRequest, "BadRequest", "error decoding patch: "+err.Error(), nil)
+		return
+	}
+	n, ok := s.nodes[name]
+	action := "cordon"
+	if patch.Spec.Unschedulable != nil && !*patch.Spec.Unschedulable {
+		action = "uncordon"
+	}
+	if !ok {
+		s.record(action, name, http.StatusNotFound)
+		notFound(w, "nodes", name)
+		return
+	}
+	if patch.Spec.Unschedulable != nil {
+		n.spec.Unschedulable = *patch.Spec.Unschedulable
+		s.record(action, name, http.StatusOK)
+	}
+	writeJSON(w, http.StatusOK, n.object())
+}
+
+func (s *Server) deleteNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	n, ok := s.nodes[name]
+	if !ok {
+		s.record("delete-node", name, http.StatusNotFound)
+		notFound(w, "nodes", name)
+		return
+	}
+	delete(s.nodes, name)
+	s.record("delete-node", name, http.StatusOK)
+	writeJSON(w, http.StatusOK, n.object())
+}
+
+func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
+	onNode, filtered := "", false
+	if sel := r.URL.Query().Get("fieldSelector"); sel != "" {
+		v, ok := strings.CutPrefix(sel, "spec.nodeName=")
+		if !ok || strings.ContainsAny(v, ",=!") {
+			writeStatus(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("unable to parse requested field selector %q: the fake knows spec.nodeName=<name> only", sel), nil)
+			return
+		}
+		onNode, filtered = v, true
+	}
+	keys := make([]string, 0, len(s.pods))
+	for k, p := range s.pods {
+		if !filtered || p.spec.Node == onNode {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	items := make([]any, 0, len(keys))
+	for _, k := range keys {
+		items = append(items, s.pods[k].object())
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "PodList", "metadata": map[string]string{"resourceVersion": "1"}, "items": items})
+}
+
+func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.pods[r.PathValue("ns")+"/"+r.PathValue("name")]
+	if !ok {
+		notFound(w, "pods", r.PathValue("name"))
+		return
+	}
+	writeJSON(w, http.StatusOK, p.object())
+}
+
+func (s *Server) evict(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("ns"), r.PathValue("name")
+	key := ns + "/" + name
+	var ev struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&ev); err != nil {
+		writeStatus(w, http.StatusBadRequest, "BadRequest", "error decoding eviction: "+err.Error(), nil)
+		return
+	}
+	if ev.APIVersion != "policy/v1" || ev.Kind != "Eviction" || ev.Metadata.Name != name || (ev.Metadata.Namespace != "" && ev.Metadata.Namespace != ns) {
+		writeStatus(w, http.StatusBadRequest, "BadRequest",
+			fmt.Sprintf("expected a policy/v1 Eviction of %s, got %s %s of %s/%s", key, ev.APIVersion, ev.Kind, ev.Metadata.Namespace, ev.Metadata.Name), nil)
+		return
+	}
+	p, ok := s.pods[key]
+	if !ok {
+		s.record("evict", key, http.StatusNotFound)
+		notFound(w, "pods", name)
+		return
+	}
+	// The API evicts a terminating pod without asking its budget.
+	if p.deletedAt.IsZero() {
+		if p.blocks == Forever || p.blocks > 0 {
+			if p.blocks > 0 {
+				p.blocks--
+			}
+			s.record("evict", key, http.StatusTooManyRequests)
+			writeStatus(w, http.StatusTooManyRequests, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+				[]map[string]string{{"reason": "DisruptionBudget", "message": fmt.Sprintf("The disruption budget %s-pdb needs 1 healthy pods and has 1 currently", name)}})
+			return
+		}
+		now := time.Now()
+		p.deletedAt, p.terminateAt = now, now.Add(p.spec.TerminationDelay)
+		s.settle(now)
+	}
+	s.record("evict", key, http.StatusCreated)
+	writeJSON(w, http.StatusCreated, map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Success", "code": http.StatusCreated})
+}
+
+func (n *node) object() map[string]any {
+	ready := "True"
+	if n.spec.NotReady {
+		ready = "False"
+	}
+	addresses := []map[string]string{{"type": "Hostname", "address": n.spec.Name}}
+	if n.spec.InternalIP != "" {
+		addresses = append([]map[string]string{{"type": "InternalIP", "address": n.spec.InternalIP}}, addresses...)
+	}
+	return map[string]any{
+		"apiVersion": "v1", "kind": "Node",
+		"metadata": map[string]any{"name": n.spec.Name, "uid": n.uid, "labels": map[string]string{"kubernetes.io/hostname": n.spec.Name}},
+		"spec":     map[string]any{"unschedulable": n.spec.Unschedulable},
+		"status": map[string]any{
+			"conditions": []map[string]string{
+				{"type": "MemoryPressure", "status": "False"},
+				{"type": "Ready", "status": ready},
+			},
+			"addresses": addresses,
+			"nodeInfo":  map[string]string{"kubeletVersion": n.spec.KubeletVersion, "osImage": "Talos (v1.12.0)"},
+		},
+	}
+}
+
+func (p *pod) object() map[string]any {
+	meta := map[string]any{"name": p.spec.Name, "namespace": p.spec.Namespace, "uid": p.uid}
+	if p.spec.OwnerKind != "" {
+		meta["ownerReferences"] = []map[string]any{{"apiVersion": "apps/v1", "kind": p.spec.OwnerKind, "name": p.spec.Name + "-owner", "controller": true}}
+	}
+	if p.spec.Mirror {
+		meta["annotations"] = map[string]string{"kubernetes.io/config.mirror": "0123456789abcdef"}
+	}
+	if !p.deletedAt.IsZero() {
+		meta["deletionTimestamp"] = p.deletedAt.UTC().Format(time.RFC3339)
+	}
+	spec := map[string]any{"containers": []map[string]string{{"name": "main", "image": "registry.k8s.io/pause:3.10"}}}
+	if p.spec.Node != "" {
+		spec["nodeName"] = p.spec.Node
+	}
+	return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": map[string]any{"phase": p.spec.Phase}}
+}
+
+func notFound(w http.ResponseWriter, kind, name string) {
+	writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("%s %q not found", kind, name), nil)
+}
+
+// writeStatus answers with a Kubernetes Status object.
+func writeStatus(w http.ResponseWriter, code int, reason, message string, causes []map[string]string) {
+	st := map[string]any{
+		"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
+		"status": "Failure", "message": message, "reason": reason, "code": code,
+	}
+	if causes != nil {
+		st["details"] = map[string]any{"causes": causes}
+	}
+	writeJSON(w, code, st)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+}

@@ -1,0 +1,376 @@
+// Package kubeapitest is a fake Kubernetes API server for tests: HTTPS on
+// loopback that requires a client certificate from its own CA (made at
+// start, ECDSA P-256), authorizes only the group system:masters (as RBAC
+// binds cluster-admin), and serves the calls of package kubeapi from an
+// in-memory set of nodes and pods:
+//
+//	GET    /version
+//	GET    /api/v1/nodes
+//	GET    /api/v1/nodes/{name}
+//	PATCH  /api/v1/nodes/{name}              (merge patch of spec.unschedulable)
+//	DELETE /api/v1/nodes/{name}
+//	GET    /api/v1/pods?fieldSelector=spec.nodeName=...
+//	GET    /api/v1/namespaces/{ns}/pods/{name}
+//	POST   /api/v1/namespaces/{ns}/pods/{name}/eviction
+//
+// Errors are Kubernetes Status objects. An eviction is refused with 429, as
+// a PodDisruptionBudget refuses it, as often as the pod's spec says; an
+// evicted pod lingers (terminating) for its TerminationDelay, measured on
+// the clock when it is next looked at: nothing runs in the background.
+//
+// Cordons, evictions and node deletions are recorded in an ordered event
+// log (Events) that tests assert on.
+package kubeapitest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// DefaultVersion is the API server's gitVersion unless SetVersion changes
+// it, and a node's kubelet version unless its spec sets one.
+const DefaultVersion = "v1.34.1"
+
+// Forever is the PodSpec.PDBBlocks of a pod whose every eviction a
+// PodDisruptionBudget refuses.
+const Forever = -1
+
+// NodeSpec describes a node.
+type NodeSpec struct {
+	// Name is the Node object's name.
+	Name string
+	// KubeletVersion defaults to DefaultVersion.
+	KubeletVersion string
+	// InternalIP is its InternalIP address; none when empty.
+	InternalIP string
+	// NotReady makes its Ready condition False.
+	NotReady bool
+	// Unschedulable starts it cordoned.
+	Unschedulable bool
+}
+
+// PodSpec describes a pod.
+type PodSpec struct {
+	// Namespace defaults to "default".
+	Namespace string
+	// Name is the pod's name.
+	Name string
+	// Node is the node it runs on (spec.nodeName).
+	Node string
+	// OwnerKind is the kind of its controller ("ReplicaSet", "DaemonSet",
+	// "StatefulSet"); none when empty.
+	OwnerKind string
+	// Mirror makes it the mirror pod of a static pod (annotation
+	// kubernetes.io/config.mirror).
+	Mirror bool
+	// Phase defaults to "Running".
+	Phase string
+	// PDBBlocks is how many evictions of it a PodDisruptionBudget refuses
+	// (429) before one is allowed; Forever refuses them all.
+	PDBBlocks int
+	// TerminationDelay is how long it stays, terminating, once evicted.
+	TerminationDelay time.Duration
+	// Recreate replaces it, once terminated, by a pod of the same name and
+	// a new UID not yet scheduled anywhere, as a StatefulSet does.
+	Recreate bool
+}
+
+// Event is one entry of the log.
+type Event struct {
+	// Seq numbers the events from 1.
+	Seq int
+	// Action is "cordon", "uncordon", "evict" or "delete-node".
+	Action string
+	// Object is the node's name, or the pod's namespace/name.
+	Object string
+	// Code is the HTTP status of the answer: 201 for an eviction done,
+	// 429 for one refused, 404 for a missing object.
+	Code int
+}
+
+func (e Event) String() string {
+	return fmt.Sprintf("%s %s %d", e.Action, e.Object, e.Code)
+}
+
+type node struct {
+	spec NodeSpec
+	uid  string
+}
+
+type pod struct {
+	spec        PodSpec
+	uid         string
+	blocks      int
+	deletedAt   time.Time // zero until evicted
+	terminateAt time.Time
+}
+
+// Server is a fake API server; it stops at the end of the test.
+type Server struct {
+	t     testing.TB
+	srv   *httptest.Server
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
+	caPEM []byte
+
+	adminCert, adminKey []byte
+
+	mu      sync.Mutex
+	version string
+	nodes   map[string]*node
+	pods    map[string]*pod // by namespace/name
+	events  []Event
+	uids    int
+	latency time.Duration
+}
+
+// Start starts an empty server on 127.0.0.1.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, version: DefaultVersion, nodes: map[string]*node{}, pods: map[string]*pod{}}
+	s.makeCA()
+	serverCert, serverKey := s.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	s.adminCert, s.adminKey = s.IssueClientCert("admin", "system:masters")
+	cert, err := tls.X509KeyPair(serverCert, serverKey)
+	s.must(err)
+	pool := x509.NewCertPool()
+	pool.AddCert(s.ca)
+
+	s.srv = httptest.NewUnstartedServer(s.routes())
+	s.srv.TLS = &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientCAs:    pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS12,
+	}
+	// Handshakes refused on purpose are not worth a line on stderr.
+	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.srv.StartTLS()
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the server's address ("https://127.0.0.1:PORT").
+func (s *Server) URL() string { return s.srv.URL }
+
+// CA returns the PEM certificate of the server's CA.
+func (s *Server) CA() []byte { return s.caPEM }
+
+// AdminCert returns the PEM certificate and key of the admin client
+// (user admin, group system:masters).
+func (s *Server) AdminCert() (cert, key []byte) { return s.adminCert, s.adminKey }
+
+// Kubeconfig returns an admin kubeconfig for the server, laid out as Talos
+// writes it.
+func (s *Server) Kubeconfig() []byte {
+	return Kubeconfig(s.URL(), s.caPEM, s.adminCert, s.adminKey)
+}
+
+// KubeconfigFor returns a kubeconfig with a new client certificate of the
+// CA for user in groups. Only system:masters may do anything but read
+// /version.
+func (s *Server) KubeconfigFor(user string, groups ...string) []byte {
+	cert, key := s.IssueClientCert(user, groups...)
+	return Kubeconfig(s.URL(), s.caPEM, cert, key)
+}
+
+// Kubeconfig is a kubeconfig with one context, laid out as Talos writes
+// it, the PEM blocks base64-encoded inline.
+func Kubeconfig(server string, ca, cert, key []byte) []byte {
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters:
+    - name: lab
+      cluster:
+        server: %s
+        certificate-authority-data: %s
+users:
+    - name: admin@lab
+      user:
+        client-certificate-data: %s
+        client-key-data: %s
+contexts:
+    - context:
+        cluster: lab
+        namespace: default
+        user: admin@lab
+      name: admin@lab
+current-context: admin@lab
+`, server, b64(ca), b64(cert), b64(key))
+}
+
+// SetVersion sets the API server's gitVersion.
+func (s *Server) SetVersion(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version = v
+}
+
+// SetLatency delays every answer by d (a request given up earlier is not
+// answered).
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = d
+}
+
+// AddNode adds a node.
+func (s *Server) AddNode(spec NodeSpec) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if spec.Name == "" || s.nodes[spec.Name] != nil {
+		s.t.Fatalf("kubeapitest: node without a name, or a second node %q", spec.Name)
+	}
+	if spec.KubeletVersion == "" {
+		spec.KubeletVersion = DefaultVersion
+	}
+	s.nodes[spec.Name] = &node{spec: spec, uid: s.uid()}
+}
+
+// AddPod adds a pod.
+func (s *Server) AddPod(spec PodSpec) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if spec.Namespace == "" {
+		spec.Namespace = "default"
+	}
+	if spec.Phase == "" {
+		spec.Phase = "Running"
+	}
+	key := spec.Namespace + "/" + spec.Name
+	if spec.Name == "" || s.pods[key] != nil {
+		s.t.Fatalf("kubeapitest: pod without a name, or a second pod %q", key)
+	}
+	s.pods[key] = &pod{spec: spec, uid: s.uid(), blocks: spec.PDBBlocks}
+}
+
+// Node returns the node's spec as it is now (Unschedulable follows
+// cordons), and whether it exists.
+func (s *Server) Node(name string) (NodeSpec, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nodes[name]
+	if !ok {
+		return NodeSpec{}, false
+	}
+	return n.spec, true
+}
+
+// Pods returns the namespace/name of every pod there is now, terminating
+// ones included, sorted.
+func (s *Server) Pods() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle(time.Now())
+	var out []string
+	for k := range s.pods {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Events returns the log so far.
+func (s *Server) Events() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.events)
+}
+
+// IssueClientCert returns a PEM client certificate and key of the
+// server's CA for user in groups (the certificate's organizations).
+func (s *Server) IssueClientCert(user string, groups ...string) (cert, key []byte) {
+	return s.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+func (s *Server) makeCA() {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	s.must(err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	s.must(err)
+	s.ca, err = x509.ParseCertificate(der)
+	s.must(err)
+	s.caKey = key
+	s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func (s *Server) issue(tmpl *x509.Certificate) (cert, key []byte) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	s.must(err)
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	s.must(err)
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, s.ca, &k.PublicKey, s.caKey)
+	s.must(err)
+	keyDER, err := x509.MarshalECPrivateKey(k)
+	s.must(err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+func (s *Server) must(err error) {
+	s.t.Helper()
+	if err != nil {
+		s.t.Fatalf("kubeapitest: %v", err)
+	}
+}
+
+// uid returns a new UID; s.mu held.
+func (s *Server) uid() string {
+	s.uids++
+	return fmt.Sprintf("00000000-0000-4000-8000-%012d", s.uids)
+}
+
+// record logs an event; s.mu held.
+func (s *Server) record(action, object string, code int) {
+	s.events = append(s.events, Event{Seq: len(s.events) + 1, Action: action, Object: object, Code: code})
+}
+
+// settle ends the terminations due by now; s.mu held.
+func (s *Server) settle(now time.Time) {
+	for k, p := range s.pods {
+		if p.deletedAt.IsZero() || now.Before(p.terminateAt) {
+			continue
+		}
+		delete(s.pods, k)
+		if p.spec.Recreate {
+			spec := p.spec
+			spec.Node = ""
+			spec.Phase = "Pending"
+			s.pods[k] = &pod{spec: spec, uid: s.uid(), blocks: spec.PDBBlocks}
+		}
+	}
+}

@@ -1,13 +1,18 @@
 package talosapi
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,7 +142,8 @@ func WithAddress(address func(node string) string) Option {
 }
 
 // WithTimeouts sets the timeouts of one call: read for Version, BootTime,
-// ServiceList, EtcdMemberList and EtcdStatus; change for the others.
+// ServiceList, EtcdMemberList, EtcdStatus and Kubeconfig; change for the
+// others.
 func WithTimeouts(read, change time.Duration) Option {
 	return func(c *Client) { c.readTimeout, c.changeTimeout = read, change }
 }
@@ -569,4 +575,137 @@ func (c *Client) EtcdRemoveMemberByID(ctx context.Context, node string, id uint6
 		return fmt.Errorf("unable to remove etcd member %016x through node %s: %w", id, node, err)
 	}
 	return nil
+}
+
+// Bounds of what Kubeconfig reads: an admin kubeconfig is a few kilobytes.
+const (
+	// maxKubeconfig bounds the kubeconfig file.
+	maxKubeconfig = 1 << 20
+	// maxArchive bounds the archive it comes in, packed and unpacked.
+	maxArchive = 2 * maxKubeconfig
+)
+
+// errArchiveTooLarge is the error of an archive beyond maxArchive.
+var errArchiveTooLarge = fmt.Errorf("the answer is larger than %d bytes", maxArchive)
+
+// Kubeconfig implements API. Talos sends the kubeconfig as a stream of
+// chunks of a tar.gz holding one file, kubeconfig (its Copy protocol). The
+// stream is read here rather than with the machinery client's Kubeconfig:
+// that one reads it through ReadStream, which takes a deadline or a
+// cancellation in the middle of the stream for its end, so a node that
+// stops answering would give "EOF" instead of ErrUnreachable or
+// ErrTimeout.
+func (c *Client) Kubeconfig(ctx context.Context, node string) ([]byte, error) {
+	var out []byte
+	err := c.call(ctx, node, c.readTimeout, func(ctx context.Context, tc *client.Client) error {
+		stream, err := tc.MachineClient.Kubeconfig(ctx, &emptypb.Empty{})
+		if err != nil {
+			return err
+		}
+		var archive bytes.Buffer
+		for {
+			d, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if md := d.GetMetadata(); md.GetError() != "" {
+				// An error the node reports inside the stream (as
+				// apid does for a call it proxies).
+				if st := status.FromProto(md.GetStatus()); st.Code() != codes.OK {
+					return st.Err()
+				}
+				return errors.New(md.GetError())
+			}
+			if archive.Len()+len(d.GetBytes()) > maxArchive {
+				return errArchiveTooLarge
+			}
+			archive.Write(d.GetBytes())
+		}
+		out, err = untarKubeconfig(archive.Bytes())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unable to get the kubeconfig from node %s: %w", node, err)
+	}
+	return out, nil
+}
+
+// untarKubeconfig returns the file kubeconfig of the tar.gz Talos sends,
+// having read the archive to its end (which checks the gzip checksum).
+func untarKubeconfig(archive []byte) ([]byte, error) {
+	if len(archive) == 0 {
+		return nil, errors.New("the answer is empty")
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		return nil, fmt.Errorf("the answer is not a tar.gz: %w", err)
+	}
+	unpacked := &boundedReader{r: zr, left: maxArchive}
+	tr := tar.NewReader(unpacked)
+	var out []byte
+	found := false
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, badArchive(err)
+		}
+		if h.Typeflag != tar.TypeReg || path.Clean(h.Name) != "kubeconfig" {
+			continue
+		}
+		if h.Size > maxKubeconfig {
+			return nil, fmt.Errorf("the kubeconfig is larger than %d bytes", maxKubeconfig)
+		}
+		if out, err = io.ReadAll(tr); err != nil {
+			return nil, badArchive(err)
+		}
+		found = true
+	}
+	// The tar reader stops at the end blocks of a closed archive, short
+	// of the gzip trailer (Talos leaves its archive unclosed, and the tar
+	// reader reads it to the end): read the rest, so that the gzip
+	// checksum is checked.
+	if _, err := io.Copy(io.Discard, unpacked); err != nil {
+		return nil, badArchive(err)
+	}
+	if !found {
+		return nil, errors.New("the answer holds no kubeconfig file")
+	}
+	return out, nil
+}
+
+func badArchive(err error) error {
+	if errors.Is(err, errArchiveTooLarge) {
+		return fmt.Errorf("the answer unpacks to more than %d bytes", maxArchive)
+	}
+	return fmt.Errorf("the answer is not a valid tar.gz: %w", err)
+}
+
+// boundedReader reads at most left bytes from r, and fails with
+// errArchiveTooLarge when r has more.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// Whether r has more: a read of one byte tells.
+		n, err := b.r.Read(make([]byte, 1))
+		if n > 0 {
+			return 0, errArchiveTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }

@@ -1,6 +1,7 @@
 // Package talosapi is a narrow client of the Talos machine API for the
 // day-2 operations of a cluster: the calls a rolling upgrade, a rolling
-// reboot and an etcd-first scale-down need, and nothing more.
+// reboot and an etcd-first scale-down need, and the cluster's admin
+// kubeconfig; nothing more.
 //
 // Every call goes straight to the node it is about (one connection per
 // node, to its own apid on port 50000), not through an endpoint that proxies
@@ -59,6 +60,12 @@ type API interface {
 	// the way to remove the member of a node that is gone. A member
 	// already removed gives an error wrapping ErrMemberNotFound.
 	EtcdRemoveMemberByID(ctx context.Context, node string, id uint64) error
+	// Kubeconfig returns the cluster's admin kubeconfig (YAML), as the
+	// node generates it: what `talosctl kubeconfig` fetches. It holds a
+	// fresh cluster-admin client certificate, so it is a secret. Only a
+	// control plane node has it; a worker answers with an error. It
+	// needs the os:admin role.
+	Kubeconfig(ctx context.Context, node string) ([]byte, error)
 }
 
 // UpgradeOptions are the flags of an upgrade. The reboot mode is Talos's

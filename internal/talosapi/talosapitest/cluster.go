@@ -7,7 +7,8 @@
 //
 // The nodes share one etcd membership. A node answers Version, SystemStat
 // (its boot time), ServiceList, and on control planes EtcdMemberList,
-// EtcdStatus; it takes Upgrade, Reboot, EtcdLeaveCluster and
+// EtcdStatus and Kubeconfig (the admin kubeconfig SetKubeconfig sets, sent
+// as Talos sends it); it takes Upgrade, Reboot, EtcdLeaveCluster and
 // EtcdRemoveMemberByID. After an Upgrade or a Reboot it keeps answering
 // for ShutdownDelay (the old version, etcd and kubelet stopping), then
 // stops answering (its connections closed, its port refusing, or silent
@@ -156,6 +157,7 @@ type Cluster struct {
 	memberSeq  int
 	events     []Event
 	leaveRetry time.Duration
+	kubeconfig []byte
 	closed     bool
 }
 
@@ -178,7 +180,7 @@ func Start(t testing.TB, specs ...NodeSpec) *Cluster {
 	if err != nil {
 		t.Fatalf("talosapitest: admin certificate: %v", err)
 	}
-	c := &Cluster{t: t, bundle: b, ca: ca, admin: admin, byIP: map[string]*Node{}}
+	c := &Cluster{t: t, bundle: b, ca: ca, admin: admin, byIP: map[string]*Node{}, kubeconfig: []byte(DefaultKubeconfig)}
 	t.Cleanup(c.stop)
 	for _, s := range specs {
 		c.add(s)
@@ -336,6 +338,38 @@ func (c *Cluster) SetLeaveRetry(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.leaveRetry = d
+}
+
+// DefaultKubeconfig is the admin kubeconfig the control planes give until
+// SetKubeconfig: laid out as Talos generates it, with placeholders (base64
+// of plain text) for the certificates and the key.
+const DefaultKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster:
+    server: https://10.5.0.10:6443
+    certificate-authority-data: ZmFrZSBLdWJlcm5ldGVzIENB
+users:
+- name: admin@fake
+  user:
+    client-certificate-data: ZmFrZSBhZG1pbiBjZXJ0aWZpY2F0ZQ==
+    client-key-data: ZmFrZSBhZG1pbiBrZXk=
+contexts:
+- context:
+    cluster: fake
+    namespace: default
+    user: admin@fake
+  name: admin@fake
+current-context: admin@fake
+`
+
+// SetKubeconfig sets the admin kubeconfig the control planes give from now
+// on (a copy of data).
+func (c *Cluster) SetKubeconfig(data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kubeconfig = slices.Clone(data)
 }
 
 // Node returns the node with that IP, or nil.

@@ -87,6 +87,35 @@ func TestTheMachineryClientTalksToIt(t *testing.T) {
 	assert.Equal(t, codes.Unimplemented, status.Code(err))
 }
 
+// The machinery client's own Kubeconfig (what talosctl kubeconfig runs)
+// unpacks the fake's answer: it is laid out as Talos sends it.
+func TestTheMachineryClientGetsTheKubeconfig(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.Start(t, talosapitest.Topology(1, 1, "", reboot)...)
+	crt, key := c.AdminCert()
+	tc, err := (talosapi.Credentials{CA: c.CA(), Cert: crt, Key: key}).TLSConfig()
+	require.NoError(t, err)
+	ctx := ctxT(t)
+	dial := func(node string) *client.Client {
+		cl, err := client.New(ctx, client.WithTLSConfig(tc.Clone()), client.WithEndpoints(c.Address(node)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cl.Close() })
+		return cl
+	}
+
+	kc, err := dial("10.5.0.11").Kubeconfig(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, talosapitest.DefaultKubeconfig, string(kc))
+	c.SetKubeconfig([]byte("kind: Config\n"))
+	kc, err = dial("10.5.0.11").Kubeconfig(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "kind: Config\n", string(kc))
+
+	_, err = dial("10.5.0.21").Kubeconfig(ctx)
+	assert.Equal(t, codes.Unimplemented, status.Code(err))
+	assert.ErrorContains(t, err, "kubeconfig is only available on control plane nodes")
+}
+
 func TestEventLogAndMaxDown(t *testing.T) {
 	t.Parallel()
 	c := talosapitest.Start(t, talosapitest.Topology(3, 1, "", 300*time.Millisecond)...)

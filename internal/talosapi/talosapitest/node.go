@@ -1,6 +1,9 @@
 package talosapitest
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -148,7 +151,8 @@ func (n *Node) listen() error {
 	if n.addr == "" {
 		n.addr = l.Addr().String() // before the node is published: read without the lock
 	}
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(n.tlsConfig)), grpc.UnaryInterceptor(n.intercept))
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(n.tlsConfig)),
+		grpc.UnaryInterceptor(n.intercept), grpc.StreamInterceptor(n.interceptStream))
 	machine.RegisterMachineServiceServer(srv, &server{n: n})
 	n.srv, n.lis = srv, l
 	go func() { _ = srv.Serve(l) }()
@@ -321,35 +325,55 @@ var rules = map[string]role.Set{
 	"Upgrade":              role.MakeSet(role.Admin),
 	"EtcdLeaveCluster":     role.MakeSet(role.Admin),
 	"EtcdRemoveMemberByID": role.MakeSet(role.Admin),
+	"Kubeconfig":           role.MakeSet(role.Admin),
 }
 
 // intercept records every call, refuses calls while the node is down (a
 // call that slipped in as it went down) and authorizes by the role in the
 // client certificate.
 func (n *Node) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	call := path.Base(info.FullMethod)
-	n.c.mu.Lock()
-	idx := n.c.record(n.spec.IP, call, describe(req))
-	down := n.state == stateDown
-	n.c.mu.Unlock()
-
+	idx, err := n.admit(ctx, path.Base(info.FullMethod), describe(req))
 	var resp any
-	var err error
-	switch {
-	case down:
-		err = status.Error(codes.Unavailable, "node is rebooting")
-	default:
-		err = authorize(ctx, call)
-	}
 	if err == nil {
 		resp, err = handler(ctx, req)
 	}
-	if err != nil {
-		n.c.mu.Lock()
-		n.c.events[idx].Err = err.Error()
-		n.c.mu.Unlock()
-	}
+	n.failed(idx, err)
 	return resp, err
+}
+
+// interceptStream does what intercept does for the streaming calls
+// (Kubeconfig), whose request is read by the handler: their event has no
+// arguments.
+func (n *Node) interceptStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	idx, err := n.admit(ss.Context(), path.Base(info.FullMethod), "")
+	if err == nil {
+		err = handler(srv, ss)
+	}
+	n.failed(idx, err)
+	return err
+}
+
+// admit records a call and returns its event's index, with the error that
+// refuses it: the node is down, or the client's role does not allow it.
+func (n *Node) admit(ctx context.Context, call, args string) (int, error) {
+	n.c.mu.Lock()
+	idx := n.c.record(n.spec.IP, call, args)
+	down := n.state == stateDown
+	n.c.mu.Unlock()
+	if down {
+		return idx, status.Error(codes.Unavailable, "node is rebooting")
+	}
+	return idx, authorize(ctx, call)
+}
+
+// failed sets the error of the call's event, if any.
+func (n *Node) failed(idx int, err error) {
+	if err == nil {
+		return
+	}
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	n.c.events[idx].Err = err.Error()
 }
 
 func authorize(ctx context.Context, call string) error {
@@ -605,4 +629,31 @@ func (s *server) EtcdRemoveMemberByID(_ context.Context, req *machine.EtcdRemove
 	}
 	n.c.remove(x)
 	return &machine.EtcdRemoveMemberByIDResponse{Messages: []*machine.EtcdRemoveMemberByID{{Metadata: s.meta()}}}, nil
+}
+
+// Kubeconfig sends the cluster's admin kubeconfig as Talos does: one chunk
+// of a tar.gz holding the file kubeconfig, the gzip stream closed but not
+// the tar archive. A worker refuses it as Talos does.
+func (s *server) Kubeconfig(_ *emptypb.Empty, stream grpc.ServerStreamingServer[common.Data]) error {
+	if err := s.onControlPlane("kubeconfig"); err != nil {
+		return err
+	}
+	s.n.c.mu.Lock()
+	data := bytes.Clone(s.n.c.kubeconfig)
+	s.n.c.mu.Unlock()
+
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "kubeconfig", Size: int64(len(data)), ModTime: time.Now(), Mode: 0o600})
+	if err == nil {
+		_, err = tw.Write(data)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return stream.Send(&common.Data{Bytes: buf.Bytes()})
 }

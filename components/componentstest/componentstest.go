@@ -18,6 +18,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
 )
 
 // Type tokens of the resources this project registers.
@@ -280,16 +281,50 @@ func (r Registered) is(urn string) bool {
 	return urn == r.urnSuffix() || strings.HasSuffix(urn, "$"+r.urnSuffix()) || strings.HasSuffix(urn, "::"+r.urnSuffix())
 }
 
-// Hooks is a proxmox.Hooks, checked at compile time.
-var _ proxmox.Hooks = (*Hooks)(nil)
+// Hooks is a proxmox.Hooks and a talos.Hooks, checked at compile time.
+var (
+	_ proxmox.Hooks = (*Hooks)(nil)
+	_ talos.Hooks   = (*Hooks)(nil)
+)
 
 // Hooks stands in for the engine's hook registration, which the SDK's mock
 // engine cannot do: it records which VM asked for the fast-stop binding and
-// keeps the hook function so tests can call it.
+// keeps the hook function so tests can call it, and records every other
+// binding with its function.
 type Hooks struct {
-	mu    sync.Mutex
-	Bound []string
-	Fn    pulumi.ResourceHookFunction
+	mu       sync.Mutex
+	Bound    []string
+	Fn       pulumi.ResourceHookFunction
+	Bindings []Binding
+}
+
+// Binding is one hook bound to one resource.
+type Binding struct {
+	Hook     string // the hook's name
+	Point    talos.HookPoint
+	Resource string // the resource's name
+	Fn       pulumi.ResourceHookFunction
+}
+
+// Bind records the binding; the returned option changes nothing.
+func (h *Hooks) Bind(name string, point talos.HookPoint, resource string, fn pulumi.ResourceHookFunction) (pulumi.ResourceOption, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.Bindings = append(h.Bindings, Binding{Hook: name, Point: point, Resource: resource, Fn: fn})
+	return pulumi.Composite(), nil
+}
+
+// On returns the bindings of the resource named resource.
+func (h *Hooks) On(resource string) []Binding {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Binding
+	for _, b := range h.Bindings {
+		if b.Resource == resource {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // BindFastStop records the binding; the returned option changes nothing.

@@ -141,6 +141,8 @@ type Deps struct {
 	// StopAPI is the Proxmox API the hook stops VMs with (a client for
 	// Proxmox.Endpoint when nil).
 	StopAPI StopAPI
+	// Talos are the TalosCluster's seams (its day-2 hooks).
+	Talos talos.Deps
 }
 
 // withDefaults fills the seams left nil: the engine's hooks, and a Proxmox

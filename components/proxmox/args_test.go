@@ -10,6 +10,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -62,7 +63,7 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 			tc.edit(args)
 			m := &componentstest.Engine{}
 			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-				_, err := proxmox.NewClusterWithDeps(ctx, "lab", args, proxmox.Deps{Hooks: &componentstest.Hooks{}})
+				_, err := proxmox.NewClusterWithDeps(ctx, "lab", args, proxmox.Deps{Hooks: &componentstest.Hooks{}, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
 				return err
 			}, pulumi.WithMocks("talos-cluster", "test", m))
 			var ie *inputs.Error

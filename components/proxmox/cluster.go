@@ -163,7 +163,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	// Bootstrap, kubeconfig and Helm releases go with the first control
 	// plane: a whole-stack destroy makes no call to the dying cluster.
 	targs.DeletedWith = c.VMs[args.Nodes[0].Name]
-	c.Talos, err = talos.NewCluster(ctx, name, targs, parent)
+	c.Talos, err = talos.NewClusterWithDeps(ctx, name, targs, deps.Talos, parent)
 	if err != nil {
 		return nil, err
 	}

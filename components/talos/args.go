@@ -102,6 +102,9 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	if c.VIP != "" {
 		p.IPv4(at("vip"), c.VIP)
 	}
+	if c.Rollout != nil && c.Rollout.WorkerParallelism < 0 {
+		p.Add(at("rollout.workerParallelism"), "%d is not a number of workers: 1 or more (0 for the default, 1)", c.Rollout.WorkerParallelism)
+	}
 }
 
 // CheckNodes records the problems of the nodes under prefix.

@@ -12,6 +12,8 @@ import (
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
+
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
 )
 
 // ClusterType is the component's type token.
@@ -110,6 +112,24 @@ type ClusterSettings struct {
 	// CertApprover is the kubelet serving-certificate approver's chart
 	// version and values.
 	CertApprover *ChartSettings `pulumi:"certApprover,optional"`
+	// Rollout shapes how a change reaches running nodes.
+	Rollout *RolloutSettings `pulumi:"rollout,optional"`
+}
+
+// RolloutSettings shape how upgrades and config changes reach running
+// nodes: control planes always go one at a time.
+type RolloutSettings struct {
+	// WorkerParallelism is how many workers take a change at once
+	// (default 1).
+	WorkerParallelism int `pulumi:"workerParallelism,optional"`
+}
+
+// WorkerParallelism is how many workers take a change at once: at least 1.
+func (c ClusterSettings) WorkerParallelism() int {
+	if c.Rollout == nil || c.Rollout.WorkerParallelism < 1 {
+		return 1
+	}
+	return c.Rollout.WorkerParallelism
 }
 
 // ClusterArgs are the inputs of a TalosCluster. The fields tagged `pulumi`
@@ -159,8 +179,11 @@ type Cluster struct {
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
 
 	// Children, for platforms that build on them.
-	Secrets   *machine.Secrets
-	Applies   map[string]*machine.ConfigurationApply
+	Secrets *machine.Secrets
+	Applies map[string]*machine.ConfigurationApply
+	// Members are the nodes' memberships by node name: deleting one takes
+	// the node out of etcd and Kubernetes.
+	Members   map[string]*local.Command
 	Bootstrap *machine.Bootstrap
 	// APIReady waits after the bootstrap until the Kubernetes API answers
 	// /readyz; the Kubernetes provider is configured only after it.
@@ -172,17 +195,22 @@ type Cluster struct {
 	NodesReady *local.Command
 }
 
-// NewCluster builds the cluster: secrets once, a config apply per node in
-// parallel, bootstrap on the first control plane after its apply, kubeconfig
+// NewCluster builds the cluster: secrets once, a config apply per node (one
+// control plane at a time, then workers in batches), bootstrap on the first control plane after its apply, kubeconfig
 // after bootstrap, then Cilium and the approver through Helm.
 func NewCluster(ctx *pulumi.Context, name string, in *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	return NewClusterWithDeps(ctx, name, in, Deps{}, opts...)
+}
+
+// NewClusterWithDeps is NewCluster with its seams set (see Deps).
+func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
 	if err := in.Validate(name); err != nil {
 		return nil, err
 	}
 	defaulted := in.WithDefaults()
 	args := &defaulted
 	spec := args.PatchSpec()
-	c := &Cluster{Applies: map[string]*machine.ConfigurationApply{}}
+	c := &Cluster{Applies: map[string]*machine.ConfigurationApply{}, Members: map[string]*local.Command{}}
 	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
 		return nil, err
 	}
@@ -215,44 +243,57 @@ func NewCluster(ctx *pulumi.Context, name string, in *ClusterArgs, opts ...pulum
 		}, pulumi.Parent(c)).MachineConfiguration()
 	}
 
-	for _, n := range args.Nodes {
-		patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
-			return NodePatches(spec, n, image)
-		}).(pulumi.StringArrayOutput)
-		nopts := args.NodeOptions[n.Name]
-		ropts := []pulumi.ResourceOption{parent, pulumi.DependsOn(nopts.DependsOn)}
-		if nopts.DeletedWith != nil {
-			ropts = append(ropts, pulumi.DeletedWith(nopts.DeletedWith))
-		}
-		if len(nopts.ReplaceWith) > 0 {
-			ropts = append(ropts, pulumi.ReplaceWith(nopts.ReplaceWith))
-		}
-		if nopts.ReplacementTrigger != nil {
-			ropts = append(ropts, pulumi.ReplacementTrigger(nopts.ReplacementTrigger))
-		}
-		// Create and update use the insecure maintenance API when the node
-		// still answers it and the client certificate otherwise; delete is a
-		// no-op unless the platform asks for a reset.
-		applyArgs := &machine.ConfigurationApplyArgs{
-			ClientConfiguration:       secrets.ClientConfiguration,
-			MachineConfigurationInput: base[n.Role],
-			ConfigPatches:             patches,
-			Node:                      pulumi.String(n.IP),
-			Endpoint:                  pulumi.String(n.IP),
-			ApplyMode:                 pulumi.String("auto"),
-		}
-		if nopts.ResetOnDestroy || args.ResetOnDestroy {
-			// Not graceful: leaving etcd fails on the last member, and every
-			// node of the cluster is reset in the same destroy.
-			applyArgs.OnDestroy = machine.ConfigurationApplyOnDestroyArgs{
-				Reset: pulumi.Bool(true), Graceful: pulumi.Bool(false), Reboot: pulumi.Bool(true),
+	// The day-2 hooks: they run when a node's apply updates a running
+	// node (never on the first up) and when a node leaves the stack.
+	deps = deps.withDefaults(ctx)
+	day2 := newDayTwo(ctx, deps, args, name+"-apply-")
+	cc0 := secrets.ClientConfiguration
+	pulumi.All(cc0.CaCertificate(), cc0.ClientCertificate(), cc0.ClientKey()).ApplyT(func(xs []any) error {
+		day2.credentials.set(talosapi.CredentialsFromClientConfiguration(xs[0].(string), xs[1].(string), xs[2].(string)))
+		return nil
+	})
+	// The applies update one batch at a time, each batch after the one
+	// before it: every control plane alone, in order, then the workers in
+	// batches. A change reaches one control plane at a time, behind the
+	// hooks' gates, and a failure stops the rollout where it is.
+	var previous []pulumi.Resource
+	for _, batch := range RolloutOrder(args.Nodes, args.Cluster.WorkerParallelism()) {
+		var current []pulumi.Resource
+		for _, n := range batch {
+			applyName := name + "-apply-" + n.Name
+			gate, err := deps.Hooks.Bind(name+GateHookSuffix, BeforeUpdate, applyName, day2.gate)
+			if err != nil {
+				return nil, err
 			}
+			settle, err := deps.Hooks.Bind(name+SettleHookSuffix, AfterUpdate, applyName, day2.settle)
+			if err != nil {
+				return nil, err
+			}
+			apply, err := newApply(ctx, applyName, args, spec, n, secrets, base[n.Role], applyOpts{
+				parent: parent, after: previous, hooks: []pulumi.ResourceOption{gate, settle},
+			})
+			if err != nil {
+				return nil, err
+			}
+			c.Applies[n.Name] = apply
+			current = append(current, apply)
+			// The membership: created after the apply, so deleted before
+			// it and before the machine; deleted with the secrets, so a
+			// whole-stack destroy skips it and its hook.
+			memberName := name + MemberSuffix + n.Name
+			remove, err := deps.Hooks.Bind(name+RemoveHookSuffix, BeforeDelete, memberName, day2.remove)
+			if err != nil {
+				return nil, err
+			}
+			member, err := local.NewCommand(ctx, memberName, &local.CommandArgs{
+				Environment: memberEnv(n),
+			}, parent, pulumi.DependsOn([]pulumi.Resource{apply}), pulumi.DeletedWith(secrets), remove)
+			if err != nil {
+				return nil, fmt.Errorf("unable to create the membership of node %q: %w", n.Name, err)
+			}
+			c.Members[n.Name] = member
 		}
-		apply, err := machine.NewConfigurationApply(ctx, name+"-apply-"+n.Name, applyArgs, ropts...)
-		if err != nil {
-			return nil, fmt.Errorf("unable to create config apply for node %q: %w", n.Name, err)
-		}
-		c.Applies[n.Name] = apply
+		previous = current
 	}
 
 	first := args.Nodes[0]
@@ -385,6 +426,76 @@ func NewCluster(ctx *pulumi.Context, name string, in *ClusterArgs, opts ...pulum
 		return nil, err
 	}
 	return c, nil
+}
+
+// applyOpts are the options of one node's apply the cluster adds.
+type applyOpts struct {
+	parent pulumi.ResourceOption
+	after  []pulumi.Resource // the batch before
+	hooks  []pulumi.ResourceOption
+}
+
+// newApply applies the node's config. Create and update use the insecure
+// maintenance API when the node still answers it and the client certificate
+// otherwise; delete is a no-op unless the platform asks for a reset.
+func newApply(ctx *pulumi.Context, resourceName string, args *ClusterArgs, spec PatchSpec, n NodeSpec, secrets *machine.Secrets, base pulumi.StringOutput, o applyOpts) (*machine.ConfigurationApply, error) {
+	patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
+		return NodePatches(spec, n, image)
+	}).(pulumi.StringArrayOutput)
+	nopts := args.NodeOptions[n.Name]
+	deps := append(append([]pulumi.Resource{}, nopts.DependsOn...), o.after...)
+	ropts := append([]pulumi.ResourceOption{o.parent, pulumi.DependsOn(deps)}, o.hooks...)
+	if nopts.DeletedWith != nil {
+		ropts = append(ropts, pulumi.DeletedWith(nopts.DeletedWith))
+	}
+	if len(nopts.ReplaceWith) > 0 {
+		ropts = append(ropts, pulumi.ReplaceWith(nopts.ReplaceWith))
+	}
+	if nopts.ReplacementTrigger != nil {
+		ropts = append(ropts, pulumi.ReplacementTrigger(nopts.ReplacementTrigger))
+	}
+	applyArgs := &machine.ConfigurationApplyArgs{
+		ClientConfiguration:       secrets.ClientConfiguration,
+		MachineConfigurationInput: base,
+		ConfigPatches:             patches,
+		Node:                      pulumi.String(n.IP),
+		Endpoint:                  pulumi.String(n.IP),
+		ApplyMode:                 pulumi.String("auto"),
+	}
+	if nopts.ResetOnDestroy || args.ResetOnDestroy {
+		// Not graceful: leaving etcd fails on the last member, and every
+		// node of the cluster is reset in the same destroy.
+		applyArgs.OnDestroy = machine.ConfigurationApplyOnDestroyArgs{
+			Reset: pulumi.Bool(true), Graceful: pulumi.Bool(false), Reboot: pulumi.Bool(true),
+		}
+	}
+	apply, err := machine.NewConfigurationApply(ctx, resourceName, applyArgs, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create config apply for node %q: %w", n.Name, err)
+	}
+	return apply, nil
+}
+
+// RolloutOrder is the order in which changes reach the nodes: each control
+// plane alone, in the order given, then the workers in batches of
+// workerBatch (at least 1).
+func RolloutOrder(nodes []NodeSpec, workerBatch int) [][]NodeSpec {
+	workerBatch = max(workerBatch, 1)
+	var out [][]NodeSpec
+	var workers []NodeSpec
+	for _, n := range nodes {
+		if n.Role == RoleControlPlane {
+			out = append(out, []NodeSpec{n})
+		} else {
+			workers = append(workers, n)
+		}
+	}
+	for len(workers) > 0 {
+		k := min(workerBatch, len(workers))
+		out = append(out, workers[:k:k])
+		workers = workers[k:]
+	}
+	return out
 }
 
 // Outputs are the component's outputs by name: what every platform's

@@ -30,18 +30,20 @@ func nodes(cps, workers int) []talos.NodeSpec {
 
 type outputs struct {
 	kubeconfig, talosconfig, endpoint internals.UnsafeAwaitOutputResult
+	hooks                             *componentstest.Hooks
 }
 
 func runCluster(t *testing.T, ns []talos.NodeSpec) (*componentstest.Engine, outputs) {
 	t.Helper()
 	m := &componentstest.Engine{}
-	var out outputs
+	hooks := &componentstest.Hooks{}
+	out := outputs{hooks: hooks}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		var vm pulumi.ResourceState
 		if err := ctx.RegisterComponentResource("test:index:Vm", "vm-cp-0", &vm); err != nil {
 			return err
 		}
-		c, err := talos.NewCluster(ctx, "lab", &talos.ClusterArgs{
+		c, err := talos.NewClusterWithDeps(ctx, "lab", &talos.ClusterArgs{
 			Cluster: talos.ClusterSettings{
 				Name:         "lab",
 				Endpoint:     "https://10.0.0.5:6443",
@@ -53,7 +55,7 @@ func runCluster(t *testing.T, ns []talos.NodeSpec) (*componentstest.Engine, outp
 			InstallerImage: pulumi.String("factory.talos.dev/metal-installer/abc:v1.12.4"),
 			Nodes:          ns,
 			DeletedWith:    &vm,
-		})
+		}, talos.Deps{Hooks: hooks})
 		if err != nil {
 			return err
 		}
@@ -77,6 +79,66 @@ const (
 	tKubecfg   = componentstest.Kubeconfig
 	tRelease   = componentstest.Release
 )
+
+// TestRolloutOrderGraph: the graph of a 3+2 cluster sets the order in which
+// a change reaches running nodes, one control plane at a time, then the
+// workers one at a time: each apply waits for the one before it, and each
+// carries the gate and settle hooks. Each node has a membership that waits
+// for its apply (so it is deleted first, its hook taking the node out of
+// etcd and Kubernetes before the apply and the machine go) and that goes
+// with the secrets (so a whole-stack destroy skips it).
+func TestRolloutOrderGraph(t *testing.T) {
+	t.Parallel()
+	m, out := runCluster(t, nodes(3, 2))
+	order := []string{"cp-0", "cp-1", "cp-2", "w-0", "w-1"}
+	secrets := m.One(t, tSecrets)
+	for i, n := range order {
+		apply := m.Named(t, tApply, "lab-apply-"+n)
+		for j, other := range order {
+			if j == i {
+				continue
+			}
+			assert.Equal(t, j < i, m.After(apply, m.Named(t, tApply, "lab-apply-"+other)), "apply of %s after apply of %s: %v", n, other, j < i)
+		}
+		var points []string
+		for _, b := range out.hooks.On(apply.Name) {
+			points = append(points, b.Hook+" "+b.Point.String())
+		}
+		assert.Equal(t, []string{"lab-rollout-gate before update", "lab-rollout-settle after update"}, points, apply.Name)
+
+		member := m.Named(t, componentstest.LocalCommand, "lab-member-"+n)
+		assert.True(t, m.After(member, apply), "the membership of %s after its apply", n)
+		assert.True(t, secrets.Is(member.DeletedWith), "the membership of %s goes with the secrets, not %q", n, member.DeletedWith)
+		assert.Nil(t, member.Inputs["create"].V, "the membership runs nothing")
+		env := member.Inputs["environment"].ObjectValue()
+		assert.Equal(t, n, env["NODE_NAME"].StringValue())
+		bindings := out.hooks.On(member.Name)
+		require.Len(t, bindings, 1)
+		assert.Equal(t, "lab-node-remove", bindings[0].Hook)
+		assert.Equal(t, talos.BeforeDelete, bindings[0].Point)
+	}
+	assert.Equal(t, "controlplane", m.Named(t, componentstest.LocalCommand, "lab-member-cp-1").Inputs["environment"].ObjectValue()["NODE_ROLE"].StringValue())
+	assert.Equal(t, "worker", m.Named(t, componentstest.LocalCommand, "lab-member-w-1").Inputs["environment"].ObjectValue()["NODE_ROLE"].StringValue())
+}
+
+func TestRolloutOrderBatchesWorkers(t *testing.T) {
+	t.Parallel()
+	names := func(batches [][]talos.NodeSpec) [][]string {
+		var out [][]string
+		for _, b := range batches {
+			var bn []string
+			for _, n := range b {
+				bn = append(bn, n.Name)
+			}
+			out = append(out, bn)
+		}
+		return out
+	}
+	ns := append(nodes(3, 5), nodes(0, 0)...)
+	assert.Equal(t, [][]string{{"cp-0"}, {"cp-1"}, {"cp-2"}, {"w-0"}, {"w-1"}, {"w-2"}, {"w-3"}, {"w-4"}}, names(talos.RolloutOrder(ns, 0)))
+	assert.Equal(t, [][]string{{"cp-0"}, {"cp-1"}, {"cp-2"}, {"w-0", "w-1"}, {"w-2", "w-3"}, {"w-4"}}, names(talos.RolloutOrder(ns, 2)))
+	assert.Equal(t, [][]string{{"cp-0"}, {"cp-1"}, {"cp-2"}, {"w-0", "w-1", "w-2", "w-3", "w-4"}}, names(talos.RolloutOrder(ns, 9)))
+}
 
 func TestClusterGraph(t *testing.T) {
 	t.Parallel()
@@ -115,7 +177,12 @@ func TestClusterGraph(t *testing.T) {
 			assert.True(t, m.After(cilium, kubeconfig), "cilium after kubeconfig")
 			assert.True(t, m.After(approver, cilium), "approver after cilium")
 
-			waits := m.ByType(componentstest.LocalCommand)
+			var waits []componentstest.Registered
+			for _, w := range m.ByType(componentstest.LocalCommand) {
+				if !strings.HasPrefix(w.Name, "lab"+talos.MemberSuffix) {
+					waits = append(waits, w)
+				}
+			}
 			require.Len(t, waits, 2, "the API wait and the nodes-ready wait")
 			apiReady, ready := m.Named(t, componentstest.LocalCommand, "lab-api-ready"), m.Named(t, componentstest.LocalCommand, "lab-nodes-ready")
 
@@ -234,7 +301,7 @@ func TestClusterArgsAreChecked(t *testing.T) {
 			tc.edit(&args)
 			m := &componentstest.Engine{}
 			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-				_, err := talos.NewCluster(ctx, "lab", &args)
+				_, err := talos.NewClusterWithDeps(ctx, "lab", &args, talos.Deps{Hooks: &componentstest.Hooks{}})
 				return err
 			}, pulumi.WithMocks("talos-cluster", "test", m))
 			var ie *inputs.Error

@@ -143,6 +143,8 @@ type Deps struct {
 	// Probe tells whether a node already runs Talos in maintenance mode
 	// (TalosMaintenanceProbe on port 50000 when nil).
 	Probe MaintenanceProbe
+	// Talos are the TalosCluster's seams (its day-2 hooks).
+	Talos talos.Deps
 }
 
 // installDisk is the node's install disk, defaulted.

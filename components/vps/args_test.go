@@ -68,7 +68,7 @@ func run(t *testing.T, args *vps.ClusterArgs) (*componentstest.Engine, []string,
 		return false
 	}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := vps.NewClusterWithDeps(ctx, "prod", args, vps.Deps{Probe: probe})
+		_, err := vps.NewClusterWithDeps(ctx, "prod", args, vps.Deps{Probe: probe, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
 		return err
 	}, pulumi.WithMocks("talos-cluster", "test", e))
 	return e, probed, err
@@ -303,7 +303,7 @@ func TestPresignedImageURLStaysSecret(t *testing.T) {
 	// always wait for: the value comes back over a channel.
 	shown := make(chan string, 1)
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		c, err := vps.NewClusterWithDeps(ctx, "prod", args, vps.Deps{Probe: func(context.Context, string) bool { return false }})
+		c, err := vps.NewClusterWithDeps(ctx, "prod", args, vps.Deps{Probe: func(context.Context, string) bool { return false }, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
 		if err != nil {
 			return err
 		}

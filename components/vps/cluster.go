@@ -149,7 +149,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	// from a cluster it forgets or resets. The first install is deleted (a
 	// no-op) by every destroy, so it stands for "the whole cluster goes".
 	targs.DeletedWith = c.Installs[args.Nodes[0].Name]
-	c.Talos, err = talos.NewCluster(ctx, name, targs, parent)
+	c.Talos, err = talos.NewClusterWithDeps(ctx, name, targs, deps.Talos, parent)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -38,6 +39,9 @@ type Options struct {
 	// TalosProbe tells whether a VPS node already runs Talos in maintenance
 	// mode (a probe of its Talos API when nil).
 	TalosProbe vps.MaintenanceProbe
+	// Talos are the TalosCluster's seams: its day-2 hooks and how they
+	// reach the cluster (the engine's and real clients when zero).
+	Talos talos.Deps
 }
 
 // Deploy registers the stack's resources and returns the stack outputs.
@@ -63,13 +67,13 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		if err := ReadProxmoxKey(cfg, args); err != nil {
 			return nil, err
 		}
-		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, proxmox.Deps{Hooks: o.Hooks, StopAPI: o.ProxmoxAPI})
+		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, proxmox.Deps{Hooks: o.Hooks, StopAPI: o.ProxmoxAPI, Talos: o.Talos})
 		if err != nil {
 			return nil, err
 		}
 		return c.Outputs(), nil
 	case stacks.PlatformVPS:
-		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, VPSArgs(cfg), vps.Deps{Probe: o.TalosProbe})
+		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, VPSArgs(cfg), vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
 		if err != nil {
 			return nil, err
 		}

@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/program"
@@ -44,6 +45,7 @@ func construct(t *testing.T, typ, name string, inputs resource.PropertyMap) (*co
 		// register real ones), and no node answers in maintenance mode.
 		Proxmox: proxmox.Deps{Hooks: &componentstest.Hooks{}},
 		VPS:     vps.Deps{Probe: programtest.NoTalosYet},
+		Talos:   talos.Deps{Hooks: &componentstest.Hooks{}},
 	})
 	require.NoError(t, err)
 	s, err := integration.NewServer(t.Context(), talosprovider.Name, semver.MustParse(talosprovider.Version),

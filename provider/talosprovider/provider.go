@@ -50,14 +50,17 @@ var resourceDocs = map[string]struct{ inputs, outputs string }{
 type Options struct {
 	Proxmox proxmox.Deps
 	VPS     vps.Deps
+	// Talos are the TalosCluster's seams, for a TalosCluster and inside
+	// the platform components when their own Talos seams are zero.
+	Talos talos.Deps
 }
 
 // TalosCluster serves talos.NewCluster.
-type TalosCluster struct{}
+type TalosCluster struct{ deps talos.Deps }
 
 // Construct builds the component from the caller's inputs.
-func (*TalosCluster) Construct(ctx *pulumi.Context, name, _ string, args talos.ClusterArgs, opts pulumi.ResourceOption) (*talos.Cluster, error) {
-	return talos.NewCluster(ctx, name, &args, opts)
+func (c *TalosCluster) Construct(ctx *pulumi.Context, name, _ string, args talos.ClusterArgs, opts pulumi.ResourceOption) (*talos.Cluster, error) {
+	return talos.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
 }
 
 // Annotate sets the token and the description.
@@ -106,6 +109,12 @@ func New() (p.Provider, error) { return NewWith(Options{}) }
 
 // NewWith builds the provider with the given seams.
 func NewWith(o Options) (p.Provider, error) {
+	if o.Proxmox.Talos.Hooks == nil {
+		o.Proxmox.Talos = o.Talos
+	}
+	if o.VPS.Talos.Hooks == nil {
+		o.VPS.Talos = o.Talos
+	}
 	prov, err := infer.NewProviderBuilder().
 		WithDisplayName("Talos cluster").
 		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE VMs or rescue-installed VPS machines.").
@@ -113,7 +122,7 @@ func NewWith(o Options) (p.Provider, error) {
 		WithRepository("https://github.com/fluodata/talos-pulumi").
 		WithGoImportPath("github.com/fluodata/talos-pulumi/sdk/go/talos-cluster").
 		WithComponents(
-			infer.Component(&TalosCluster{}),
+			infer.Component(&TalosCluster{deps: o.Talos}),
 			infer.Component(&ProxmoxCluster{deps: o.Proxmox}),
 			infer.Component(&VpsCluster{deps: o.VPS}),
 		).

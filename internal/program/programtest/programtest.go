@@ -31,6 +31,13 @@ func Run(t testing.TB, src stacks.Source, stack string, o program.Options) (*com
 		hooks = &componentstest.Hooks{}
 		o.Hooks = hooks
 	}
+	if o.Talos.Hooks == nil {
+		th := hooks
+		if th == nil {
+			th = &componentstest.Hooks{}
+		}
+		o.Talos.Hooks = th
+	}
 	if o.TalosProbe == nil {
 		o.TalosProbe = NoTalosYet
 	}

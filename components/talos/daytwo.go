@@ -1,0 +1,336 @@
+package talos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"gopkg.in/yaml.v3"
+
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
+	"github.com/fluodata/talos-pulumi/internal/rollout"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+)
+
+// MemberSuffix names a node's membership (after the cluster's name, before
+// the node's): the resource whose deletion takes the node out of etcd and
+// Kubernetes before its machine goes.
+const MemberSuffix = "-member-"
+
+// Deps are the component's seams: how it reaches the cluster's APIs from
+// its hooks. NewCluster uses the real ones.
+type Deps struct {
+	// Hooks binds the day-2 hooks (the engine's own when nil).
+	Hooks Hooks
+	// Talos opens the cluster's Talos API (talosapi.New when nil).
+	Talos func(creds talosapi.Credentials) (talosapi.API, error)
+	// Kube opens the Kubernetes API with a kubeconfig; server, when not
+	// empty, replaces the kubeconfig's (kubeapi.New when nil).
+	Kube func(kubeconfig []byte, server string) (rollout.Kube, error)
+	// Timing bounds the rollout's waits (rollout.DefaultTiming's fields
+	// where zero).
+	Timing rollout.Timing
+}
+
+func (d Deps) withDefaults(ctx *pulumi.Context) Deps {
+	if d.Hooks == nil {
+		d.Hooks = &SDKHooks{Ctx: ctx}
+	}
+	if d.Talos == nil {
+		d.Talos = func(creds talosapi.Credentials) (talosapi.API, error) { return talosapi.New(creds) }
+	}
+	if d.Kube == nil {
+		d.Kube = func(kubeconfig []byte, server string) (rollout.Kube, error) {
+			var opts []kubeapi.Option
+			if server != "" {
+				opts = append(opts, kubeapi.WithServer(server))
+			}
+			return kubeapi.New(kubeconfig, opts...)
+		}
+	}
+	return d
+}
+
+// hookTimeout bounds one hook run: an upgrade's reboot and two health
+// waits, with room to spare.
+func hookTimeout(t rollout.Timing) time.Duration {
+	t = t.WithDefaults()
+	return t.Reboot + 3*t.Healthy + t.RebootStart + t.Drain
+}
+
+// dayTwo is what the hooks of one cluster share in one run: the nodes by
+// resource name, the credentials once the secrets resolve, one Talos API
+// connection, and what happened to the nodes so far.
+type dayTwo struct {
+	ctx         *pulumi.Context
+	deps        Deps
+	talos       string // the Talos version the nodes must run
+	kubernetes  string // the Kubernetes version
+	byApply     map[string]rollout.Node
+	cps         []string
+	credentials *future[talosapi.Credentials]
+
+	mu      sync.Mutex
+	api     talosapi.API
+	booted  map[string]time.Time
+	settled map[string]error // by node name: the wait after its apply
+}
+
+func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string) *dayTwo {
+	d := &dayTwo{
+		ctx: ctx, deps: deps,
+		talos: args.Cluster.TalosVersion, kubernetes: args.Cluster.KubernetesVersion,
+		byApply:     map[string]rollout.Node{},
+		credentials: newFuture[talosapi.Credentials](),
+		booted:      map[string]time.Time{}, settled: map[string]error{},
+	}
+	for _, n := range args.Nodes {
+		node := rollout.Node{Name: n.Name, IP: n.IP, Role: rollout.Role(n.Role)}
+		d.byApply[prefix+n.Name] = node
+		if n.Role == RoleControlPlane {
+			d.cps = append(d.cps, n.IP)
+		}
+	}
+	return d
+}
+
+// ops connects (once per run) and returns the operations on the cluster,
+// with extra control planes (a removed one) added to the etcd checks.
+func (d *dayTwo) ops(ctx context.Context, extraCPs ...string) (rollout.Ops, error) {
+	creds, err := d.credentials.get(ctx)
+	if err != nil {
+		return rollout.Ops{}, fmt.Errorf("unable to read the cluster's Talos credentials: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.api == nil {
+		if d.api, err = d.deps.Talos(creds); err != nil {
+			return rollout.Ops{}, fmt.Errorf("unable to open the Talos API: %w", err)
+		}
+	}
+	cps := append(append([]string{}, d.cps...), extraCPs...)
+	api := d.api
+	return rollout.Ops{
+		API: api, ControlPlanes: cps, Timing: d.deps.Timing,
+		Kube: d.kubeConnector(api, cps),
+		Log: func(format string, args ...any) {
+			_ = d.ctx.Log.Info(fmt.Sprintf(format, args...), nil)
+		},
+	}, nil
+}
+
+// kubeConnector opens Kubernetes with the admin kubeconfig a control plane
+// generates (through the Talos API: the kubeconfig resource of the cluster
+// waits for the bootstrap, which waits for the first node's apply, so a
+// hook on that apply cannot wait for it).
+func (d *dayTwo) kubeConnector(api talosapi.API, cps []string) rollout.KubeConnector {
+	return func(ctx context.Context, server string) (rollout.Kube, error) {
+		var last error
+		for _, cp := range cps {
+			kc, err := api.Kubeconfig(ctx, cp)
+			if err != nil {
+				last = err
+				continue
+			}
+			return d.deps.Kube(kc, server)
+		}
+		return nil, fmt.Errorf("unable to fetch the admin kubeconfig from a control plane: %w", last)
+	}
+}
+
+func (d *dayTwo) node(name string) (rollout.Node, error) {
+	n, ok := d.byApply[name]
+	if !ok {
+		return n, fmt.Errorf("unable to find the node of %s", name)
+	}
+	return n, nil
+}
+
+// gate runs before a node's config apply updates it: every node updated
+// before it in this run came back healthy, the node is upgraded when its
+// installer image changed or it runs another Talos version, and the etcd
+// gate holds. Its error stops the rollout at this node.
+func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
+	n, err := d.node(args.Name)
+	if err != nil {
+		return err
+	}
+	if err := d.earlierSettled(n); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
+	defer cancel()
+	ops, err := d.ops(ctx)
+	if err != nil {
+		return err
+	}
+	oldImage, newImage := installerImage(args.OldInputs), installerImage(args.NewInputs)
+	running, err := ops.API.Version(ctx, n.IP)
+	if err != nil {
+		return fmt.Errorf("unable to read the Talos version of %s: %w", n, err)
+	}
+	if newImage != "" && (oldImage != newImage || running != d.talos) {
+		// The same version with a new image is a new schematic: the
+		// upgrade reinstalls the node. A node already on a new version is
+		// not upgraded again (a resumed rollout).
+		force := oldImage != "" && oldImage != newImage && running == d.talos
+		if err := ops.UpgradeTalos(ctx, n, newImage, d.talos, force); err != nil {
+			return err
+		}
+	}
+	if err := ops.Gate(ctx, n); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.booted[n.Name] = ops.BootTime(ctx, n)
+	d.mu.Unlock()
+	return nil
+}
+
+// earlierSettled refuses to touch a node while a node updated before it in
+// this run did not come back healthy (an after hook's error is only a
+// warning to the engine).
+func (d *dayTwo) earlierSettled(n rollout.Node) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for name, err := range d.settled {
+		if err != nil {
+			return fmt.Errorf("unable to touch %s: node %s did not come back healthy after its config apply (%w); fix it and run `pulumi up` again", n, name, err)
+		}
+	}
+	return nil
+}
+
+// settle runs after a node's config apply: it waits until the node is back
+// (from a reboot the change needed) and healthy.
+func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
+	n, err := d.node(args.Name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
+	defer cancel()
+	ops, err := d.ops(ctx)
+	if err == nil {
+		d.mu.Lock()
+		booted := d.booted[n.Name]
+		d.mu.Unlock()
+		err = ops.Settle(ctx, n, booted, d.kubernetes)
+	}
+	d.mu.Lock()
+	d.settled[n.Name] = err
+	d.mu.Unlock()
+	return err
+}
+
+// remove runs before a node's membership is deleted: the node left the
+// stack. Its identity comes from the membership's old inputs.
+func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
+	n, err := memberNode(args.OldInputs)
+	if err != nil {
+		return fmt.Errorf("unable to remove %s from the cluster: %w", args.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
+	defer cancel()
+	var extra []string
+	if n.Role == rollout.ControlPlane {
+		extra = append(extra, n.IP)
+	}
+	ops, err := d.ops(ctx, extra...)
+	if err != nil {
+		return err
+	}
+	return ops.Remove(ctx, n)
+}
+
+// memberEnv is a membership's environment: the node it stands for.
+func memberEnv(n NodeSpec) pulumi.StringMap {
+	return pulumi.StringMap{
+		"NODE_NAME": pulumi.String(n.Name),
+		"NODE_IP":   pulumi.String(n.IP),
+		"NODE_ROLE": pulumi.String(string(n.Role)),
+	}
+}
+
+// memberNode reads the node back from a membership's inputs.
+func memberNode(inputs resource.PropertyMap) (rollout.Node, error) {
+	env := inputs["environment"]
+	if !env.IsObject() {
+		return rollout.Node{}, errors.New("its state has no environment")
+	}
+	get := func(k resource.PropertyKey) string {
+		if v := env.ObjectValue()[k]; v.IsString() {
+			return v.StringValue()
+		}
+		return ""
+	}
+	n := rollout.Node{Name: get("NODE_NAME"), IP: get("NODE_IP"), Role: rollout.Role(get("NODE_ROLE"))}
+	if n.Name == "" || n.IP == "" || (n.Role != rollout.ControlPlane && n.Role != rollout.Worker) {
+		return n, fmt.Errorf("its state names no node: %v", n)
+	}
+	return n, nil
+}
+
+// installerImage finds the installer image in an apply's config patches
+// (the last patch that sets machine.install.image); "" when none does.
+func installerImage(inputs resource.PropertyMap) string {
+	patches := inputs["configPatches"]
+	for patches.IsSecret() {
+		patches = patches.SecretValue().Element
+	}
+	if !patches.IsArray() {
+		return ""
+	}
+	image := ""
+	for _, p := range patches.ArrayValue() {
+		for p.IsSecret() {
+			p = p.SecretValue().Element
+		}
+		if !p.IsString() || !strings.Contains(p.StringValue(), "image") {
+			continue
+		}
+		var doc struct {
+			Machine struct {
+				Install struct {
+					Image string `yaml:"image"`
+				} `yaml:"install"`
+			} `yaml:"machine"`
+		}
+		if yaml.Unmarshal([]byte(p.StringValue()), &doc) == nil && doc.Machine.Install.Image != "" {
+			image = doc.Machine.Install.Image
+		}
+	}
+	return image
+}
+
+// future is a value a hook waits for: an output resolved later in the run.
+type future[T any] struct {
+	once sync.Once
+	done chan struct{}
+	v    T
+	err  error
+}
+
+func newFuture[T any]() *future[T] { return &future[T]{done: make(chan struct{})} }
+
+func (f *future[T]) set(v T, err error) {
+	f.once.Do(func() {
+		f.v, f.err = v, err
+		close(f.done)
+	})
+}
+
+func (f *future[T]) get(ctx context.Context) (T, error) {
+	select {
+	case <-f.done:
+		return f.v, f.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}

@@ -1,0 +1,393 @@
+// Package rollout holds the day-2 operations on one node of a running Talos
+// cluster, each behind the gates that keep the cluster up: a Talos upgrade,
+// the wait after a config apply, and the removal of a node (etcd member
+// first, then its Kubernetes Node). It is free of Pulumi: the cluster
+// component calls it from resource hooks, one node at a time in the order
+// its resource graph sets (control planes first), and tests drive it
+// against the fake Talos API of talosapitest.
+//
+// Every operation is idempotent, so a run that stopped half way resumes on
+// the next `pulumi up`: a node that already runs the wanted version is not
+// upgraded again, an etcd member already gone is not removed again.
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+)
+
+// Role is a node's machine type, as the machine config names it.
+type Role string
+
+// Roles.
+const (
+	ControlPlane Role = "controlplane"
+	Worker       Role = "worker"
+)
+
+// Node is one node of the cluster.
+type Node struct {
+	// Name is the node's name in the stack (its resources' names).
+	Name string
+	// IP is the node's address: its Talos API and its Kubernetes
+	// InternalIP.
+	IP   string
+	Role Role
+}
+
+func (n Node) String() string { return fmt.Sprintf("node %s (%s)", n.Name, n.IP) }
+
+// Timing bounds the waits. Zero fields take the defaults.
+type Timing struct {
+	// Poll is the interval of every wait (default 2 s).
+	Poll time.Duration
+	// Reboot bounds the wait for a node to come back from a reboot or an
+	// upgrade, an install of the new image included (default 15 min).
+	Reboot time.Duration
+	// Healthy bounds the wait for services, etcd and the API server to be
+	// healthy once the node answers (default 5 min).
+	Healthy time.Duration
+	// RebootStart is how long the wait after a config apply watches for
+	// the node to start a reboot the change needed (default 20 s): Talos
+	// answers the apply first and reboots right after.
+	RebootStart time.Duration
+	// Drain bounds the eviction of a removed worker's pods (default 5 min).
+	Drain time.Duration
+}
+
+// DefaultTiming is what a real cluster gets.
+var DefaultTiming = Timing{
+	Poll: 2 * time.Second, Reboot: 15 * time.Minute, Healthy: 5 * time.Minute,
+	RebootStart: 20 * time.Second, Drain: 5 * time.Minute,
+}
+
+// WithDefaults returns t with DefaultTiming's values where t's are zero.
+func (t Timing) WithDefaults() Timing {
+	d := DefaultTiming
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&t.Poll, &d.Poll}, {&t.Reboot, &d.Reboot}, {&t.Healthy, &d.Healthy},
+		{&t.RebootStart, &d.RebootStart}, {&t.Drain, &d.Drain},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
+		}
+	}
+	return t
+}
+
+// Kube is the part of the Kubernetes API the operations use.
+type Kube interface {
+	ServerVersion(ctx context.Context) (string, error)
+	Nodes(ctx context.Context) ([]kubeapi.Node, error)
+	Drain(ctx context.Context, node string, opts kubeapi.DrainOptions) error
+	DeleteNode(ctx context.Context, node string) error
+}
+
+// KubeConnector opens the Kubernetes API with the cluster's admin
+// kubeconfig; server overrides the kubeconfig's server (one control plane's
+// API server, https://<ip>:6443) when not empty.
+type KubeConnector func(ctx context.Context, server string) (Kube, error)
+
+// Ops runs the operations on one cluster.
+type Ops struct {
+	// API is the cluster's Talos API.
+	API talosapi.API
+	// ControlPlanes are the IPs of every control plane of the cluster,
+	// the node an operation is about included.
+	ControlPlanes []string
+	// Kube opens the Kubernetes API; without it the operations skip what
+	// needs it (the API server check, the drain and the Node's deletion).
+	Kube KubeConnector
+	// Timing bounds the waits.
+	Timing Timing
+	// Log reports progress (the Pulumi log in a program); may be nil.
+	Log func(format string, args ...any)
+}
+
+func (o Ops) logf(format string, args ...any) {
+	if o.Log != nil {
+		o.Log(format, args...)
+	}
+}
+
+// services are the Talos services that must run and be healthy on a node
+// of the role before the next node is touched.
+func services(r Role) []string {
+	if r == ControlPlane {
+		return []string{"apid", "etcd", "kubelet"}
+	}
+	return []string{"apid", "kubelet"}
+}
+
+// Gate is the check before a node is touched: for a control plane, etcd has
+// every member healthy and keeps a quorum without the node's member; for a
+// worker, etcd is healthy. The error names the member at fault.
+func (o Ops) Gate(ctx context.Context, n Node) error {
+	down := ""
+	if n.Role == ControlPlane {
+		down = n.IP
+	}
+	if err := talosapi.EtcdQuorumSafe(ctx, o.API, o.ControlPlanes, down); err != nil {
+		return fmt.Errorf("unable to touch %s: %w", n, err)
+	}
+	return nil
+}
+
+// UpgradeTalos upgrades the node to the installer image, which installs
+// Talos version, unless it runs that version already and force is false:
+// behind the gate, it asks for the upgrade, waits for the reboot, for the
+// version, for the services to be healthy and, for a control plane, for
+// etcd to be healthy again. A node on the version is only checked to be
+// healthy: the resumed rollout after a failure. Force reinstalls a node on
+// the version (a new schematic: other extensions, same release).
+func (o Ops) UpgradeTalos(ctx context.Context, n Node, image, version string, force bool) error {
+	t := o.Timing.WithDefaults()
+	running, err := o.API.Version(ctx, n.IP)
+	if err != nil {
+		return fmt.Errorf("unable to read the Talos version of %s: %w", n, err)
+	}
+	if running == version && !force {
+		o.logf("%s already runs Talos %s", n, version)
+		return o.healthy(ctx, n)
+	}
+	if err := o.Gate(ctx, n); err != nil {
+		return err
+	}
+	booted, err := o.API.BootTime(ctx, n.IP)
+	if err != nil {
+		return fmt.Errorf("unable to read the boot time of %s: %w", n, err)
+	}
+	o.logf("upgrading %s from Talos %s to %s (%s)", n, running, version, image)
+	if err := o.API.Upgrade(ctx, n.IP, image, talosapi.UpgradeOptions{}); err != nil {
+		return fmt.Errorf("unable to upgrade %s to %s: %w", n, image, err)
+	}
+	if _, err := talosapi.WaitRebooted(ctx, o.API, n.IP, booted, t.Poll, t.Reboot); err != nil {
+		return err
+	}
+	if err := talosapi.WaitVersion(ctx, o.API, n.IP, version, t.Poll, t.Healthy); err != nil {
+		return err
+	}
+	if err := o.healthy(ctx, n); err != nil {
+		return err
+	}
+	o.logf("%s runs Talos %s", n, version)
+	return nil
+}
+
+// healthy waits until the node's services are healthy and, for a control
+// plane, every etcd member is.
+func (o Ops) healthy(ctx context.Context, n Node) error {
+	t := o.Timing.WithDefaults()
+	if err := talosapi.WaitHealthy(ctx, o.API, n.IP, services(n.Role), t.Poll, t.Healthy); err != nil {
+		return err
+	}
+	if n.Role != ControlPlane {
+		return nil
+	}
+	return o.waitEtcd(ctx, t)
+}
+
+// waitEtcd waits until every etcd member is healthy: a member that just
+// came back needs a moment to find its leader.
+func (o Ops) waitEtcd(ctx context.Context, t Timing) error {
+	deadline := time.Now().Add(t.Healthy)
+	for {
+		err := talosapi.EtcdQuorumSafe(ctx, o.API, o.ControlPlanes, "")
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		if err := sleep(ctx, t.Poll); err != nil {
+			return err
+		}
+	}
+}
+
+// BootTime reads when the node booted, for Settle. A node that does not
+// answer gives the zero time: Settle then waits for it to come back.
+func (o Ops) BootTime(ctx context.Context, n Node) time.Time {
+	bt, err := o.API.BootTime(ctx, n.IP)
+	if err != nil {
+		return time.Time{}
+	}
+	return bt
+}
+
+// Settle waits after a config apply until the node is back and healthy:
+// it watches for RebootStart whether the node reboots (its boot time moves
+// past bootedBefore, or it stops answering) and then waits for the reboot
+// to end; it then waits for the node's services and, for a control plane,
+// for etcd and for its API server to answer with kubernetesVersion (when
+// not empty and a Kubernetes connector is set).
+func (o Ops) Settle(ctx context.Context, n Node, bootedBefore time.Time, kubernetesVersion string) error {
+	t := o.Timing.WithDefaults()
+	if o.rebooting(ctx, n, bootedBefore, t) {
+		o.logf("%s reboots for its new config", n)
+		if _, err := talosapi.WaitRebooted(ctx, o.API, n.IP, bootedBefore, t.Poll, t.Reboot); err != nil {
+			return err
+		}
+	}
+	if err := o.healthy(ctx, n); err != nil {
+		return err
+	}
+	if n.Role == ControlPlane && kubernetesVersion != "" && o.Kube != nil {
+		return o.waitAPIServer(ctx, n, kubernetesVersion, t)
+	}
+	return nil
+}
+
+// rebooting watches the node for up to RebootStart: true once it stops
+// answering or has booted since bootedBefore.
+func (o Ops) rebooting(ctx context.Context, n Node, bootedBefore time.Time, t Timing) bool {
+	deadline := time.Now().Add(t.RebootStart)
+	for {
+		bt, err := o.API.BootTime(ctx, n.IP)
+		switch {
+		case errors.Is(err, talosapi.ErrUnreachable):
+			return true
+		case err == nil && bt.After(bootedBefore):
+			return true
+		}
+		if time.Now().After(deadline) || sleep(ctx, t.Poll) != nil {
+			return false
+		}
+	}
+}
+
+// waitAPIServer waits until the control plane's own API server answers
+// with the version.
+func (o Ops) waitAPIServer(ctx context.Context, n Node, version string, t Timing) error {
+	want := "v" + trimV(version)
+	server := "https://" + n.IP + ":6443"
+	deadline := time.Now().Add(t.Healthy)
+	var last error
+	for {
+		kube, err := o.Kube(ctx, server)
+		if err == nil {
+			var got string
+			got, err = kube.ServerVersion(ctx)
+			if err == nil && got == want {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("it answers %s", got)
+			}
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("unable to wait for the API server of %s to run Kubernetes %s: %w: %w", n, want, last, talosapi.ErrTimeout)
+		}
+		if err := sleep(ctx, t.Poll); err != nil {
+			return err
+		}
+	}
+}
+
+// Remove takes the node out of the cluster before its machine goes: a
+// control plane's etcd member leaves first (gracefully through the node,
+// or removed through another control plane when the node does not answer;
+// a member already gone is success), refused when the others are not all
+// healthy or it is the last one; a worker is cordoned and drained. Then the
+// Kubernetes Node is deleted.
+func (o Ops) Remove(ctx context.Context, n Node) error {
+	if n.Role == ControlPlane {
+		if err := o.leaveEtcd(ctx, n); err != nil {
+			return err
+		}
+	}
+	if o.Kube == nil {
+		return nil
+	}
+	kube, err := o.Kube(ctx, "")
+	if err != nil {
+		return fmt.Errorf("unable to remove the Kubernetes Node of %s: %w", n, err)
+	}
+	name, err := nodeName(ctx, kube, n)
+	if err != nil || name == "" {
+		return err
+	}
+	if n.Role == Worker {
+		t := o.Timing.WithDefaults()
+		o.logf("draining %s (Kubernetes Node %s)", n, name)
+		if err := kube.Drain(ctx, name, kubeapi.DrainOptions{Timeout: t.Drain, Poll: t.Poll}); err != nil {
+			return fmt.Errorf("unable to drain %s: %w", n, err)
+		}
+	}
+	if err := kube.DeleteNode(ctx, name); err != nil {
+		return fmt.Errorf("unable to delete the Kubernetes Node of %s: %w", n, err)
+	}
+	o.logf("deleted the Kubernetes Node %s of %s", name, n)
+	return nil
+}
+
+// nodeName finds the Kubernetes Node of n by its InternalIP (the node's
+// hostname may come from DHCP); "" when it has none.
+func nodeName(ctx context.Context, kube Kube, n Node) (string, error) {
+	nodes, err := kube.Nodes(ctx)
+	if err != nil {
+		return "", fmt.Errorf("unable to list the Kubernetes Nodes: %w", err)
+	}
+	for _, k := range nodes {
+		if k.InternalIP == n.IP {
+			return k.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// leaveEtcd removes the node's etcd member.
+func (o Ops) leaveEtcd(ctx context.Context, n Node) error {
+	others := slices.DeleteFunc(slices.Clone(o.ControlPlanes), func(ip string) bool { return ip == n.IP })
+	all := append(slices.Clone(others), n.IP)
+	report, err := talosapi.EtcdHealth(ctx, o.API, all)
+	if err != nil {
+		return fmt.Errorf("unable to remove the etcd member of %s: %w", n, err)
+	}
+	if err := report.SafeToRemove(n.IP); errors.Is(err, talosapi.ErrMemberNotFound) {
+		o.logf("%s has no etcd member: nothing to remove", n)
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("unable to remove the etcd member of %s: %w", n, err)
+	}
+	member, _ := report.Member(n.IP)
+	if _, err := o.API.Version(ctx, n.IP); err == nil {
+		o.logf("%s leaves etcd", n)
+		if err := o.API.EtcdLeaveCluster(ctx, n.IP); err != nil {
+			return fmt.Errorf("unable to make %s leave etcd: %w", n, err)
+		}
+		return nil
+	}
+	var last error
+	for _, via := range others {
+		o.logf("%s does not answer: removing its etcd member %016x through %s", n, member.ID, via)
+		err := o.API.EtcdRemoveMemberByID(ctx, via, member.ID)
+		if err == nil || errors.Is(err, talosapi.ErrMemberNotFound) {
+			return nil
+		}
+		last = err
+	}
+	return fmt.Errorf("unable to remove the etcd member of %s through another control plane: %w", n, last)
+}
+
+func trimV(v string) string {
+	if len(v) > 0 && v[0] == 'v' {
+		return v[1:]
+	}
+	return v
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

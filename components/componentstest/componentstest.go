@@ -61,8 +61,20 @@ type Registered struct {
 
 // Engine answers registrations and invokes and records them.
 type Engine struct {
+	// ClientConfiguration, when set, is what the machine secrets hold as
+	// their client configuration (PEM): tests that run the day-2 hooks
+	// against talosapitest give the fake's CA and admin certificate, so
+	// the hooks' credentials come from the secrets as in a real run.
+	ClientConfiguration *ClientConfiguration
+
 	mu  sync.Mutex
 	res []Registered
+}
+
+// ClientConfiguration is a Talos client configuration: the OS CA and a
+// client certificate and key, PEM.
+type ClientConfiguration struct {
+	CA, Cert, Key string
 }
 
 // NewResource implements pulumi.MockResourceMonitor.
@@ -93,9 +105,13 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 	out := args.Inputs.Copy()
 	switch args.TypeToken {
 	case Secrets:
+		cc := ClientConfiguration{CA: "ca", Cert: "crt", Key: "key"}
+		if e.ClientConfiguration != nil {
+			cc = *e.ClientConfiguration
+		}
 		out["clientConfiguration"] = resource.NewObjectProperty(resource.PropertyMap{
-			"caCertificate": resource.NewStringProperty("ca"), "clientCertificate": resource.NewStringProperty("crt"),
-			"clientKey": resource.NewStringProperty("key"),
+			"caCertificate": resource.NewStringProperty(cc.CA), "clientCertificate": resource.NewStringProperty(cc.Cert),
+			"clientKey": resource.NewStringProperty(cc.Key),
 		})
 		out["machineSecrets"] = resource.NewObjectProperty(resource.PropertyMap{})
 	case Kubeconfig:
@@ -312,6 +328,20 @@ func (h *Hooks) Bind(name string, point talos.HookPoint, resource string, fn pul
 	defer h.mu.Unlock()
 	h.Bindings = append(h.Bindings, Binding{Hook: name, Point: point, Resource: resource, Fn: fn})
 	return pulumi.Composite(), nil
+}
+
+// Hook returns the function of the hook named name, as the engine finds a
+// hook by the name kept in state (for a resource the program no longer
+// registers: a delete), or nil.
+func (h *Hooks) Hook(name string) pulumi.ResourceHookFunction {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range h.Bindings {
+		if b.Hook == name {
+			return b.Fn
+		}
+	}
+	return nil
 }
 
 // On returns the bindings of the resource named resource.

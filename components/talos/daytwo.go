@@ -169,22 +169,30 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 	if err != nil {
 		return err
 	}
+	// The etcd gate first: it names the member at fault when the node
+	// (or another control plane) is down.
+	if err := ops.Gate(ctx, n); err != nil {
+		return err
+	}
 	oldImage, newImage := installerImage(args.OldInputs), installerImage(args.NewInputs)
 	running, err := ops.API.Version(ctx, n.IP)
 	if err != nil {
 		return fmt.Errorf("unable to read the Talos version of %s: %w", n, err)
 	}
 	if newImage != "" && (oldImage != newImage || running != d.talos) {
-		// The same version with a new image is a new schematic: the
-		// upgrade reinstalls the node. A node already on a new version is
-		// not upgraded again (a resumed rollout).
-		force := oldImage != "" && oldImage != newImage && running == d.talos
+		// A new image of the same version is a new schematic: the upgrade
+		// reinstalls the node. A node already on a new version got there
+		// with the new image (a resumed rollout): it is not upgraded again.
+		oldRepo, oldTag := splitImage(oldImage)
+		newRepo, newTag := splitImage(newImage)
+		force := oldImage != "" && oldTag == newTag && oldRepo != newRepo && running == d.talos
 		if err := ops.UpgradeTalos(ctx, n, newImage, d.talos, force); err != nil {
 			return err
 		}
-	}
-	if err := ops.Gate(ctx, n); err != nil {
-		return err
+		// The gate again before the config is applied.
+		if err := ops.Gate(ctx, n); err != nil {
+			return err
+		}
 	}
 	d.mu.Lock()
 	d.booted[n.Name] = ops.BootTime(ctx, n)
@@ -306,6 +314,15 @@ func installerImage(inputs resource.PropertyMap) string {
 		}
 	}
 	return image
+}
+
+// splitImage splits an image reference into its repository and its tag.
+func splitImage(ref string) (repo, tag string) {
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i], ref[i+1:]
+	}
+	return ref, ""
 }
 
 // future is a value a hook waits for: an output resolved later in the run.

@@ -127,11 +127,19 @@ func services(r Role) []string {
 
 // Gate is the check before a node is touched: for a control plane, etcd has
 // every member healthy and keeps a quorum without the node's member; for a
-// worker, etcd is healthy. The error names the member at fault.
+// worker, etcd is healthy. The error names the member at fault. A cluster
+// of one control plane cannot keep a quorum with it down: its control
+// plane is checked for health only, and the Kubernetes API is down while
+// it reboots (Talos itself allows that upgrade); two control planes can
+// never lose one and are refused.
 func (o Ops) Gate(ctx context.Context, n Node) error {
 	down := ""
 	if n.Role == ControlPlane {
 		down = n.IP
+		if len(o.ControlPlanes) == 1 {
+			down = ""
+			o.logf("%s is the only control plane: the Kubernetes API is down while it reboots", n)
+		}
 	}
 	if err := talosapi.EtcdQuorumSafe(ctx, o.API, o.ControlPlanes, down); err != nil {
 		return fmt.Errorf("unable to touch %s: %w", n, err)

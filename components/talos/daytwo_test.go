@@ -1,0 +1,468 @@
+package talos_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
+	"github.com/fluodata/talos-pulumi/internal/rollout"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+)
+
+// These tests live the sequences a user goes through with a running
+// cluster: the program runs once as it was (the state) and once changed,
+// under the mock engine, and an engine stand-in walks the changed applies
+// in the graph's order, calling the hooks the new program bound as Pulumi
+// would: the gate before the provider's update, the settle after it, the
+// remove before a membership's delete. The hooks talk to a fake Talos
+// cluster (gRPC, mTLS with the credentials the mock secrets hold) and a
+// fake Kubernetes API.
+
+const (
+	oldTalos = "v1.12.0"
+	newTalos = "v1.12.1"
+	image    = "factory.talos.dev/metal-installer/abc:"
+)
+
+// lab is a fake cluster and what a program run needs to reach it.
+type lab struct {
+	t      testing.TB
+	talos  *talosapitest.Cluster
+	kube   *kubeapitest.Server
+	timing rollout.Timing
+}
+
+func newLab(t testing.TB, specs ...talosapitest.NodeSpec) *lab {
+	l := &lab{
+		t: t, talos: talosapitest.Start(t, specs...), kube: kubeapitest.Start(t),
+		timing: rollout.Timing{Poll: 5 * time.Millisecond, Reboot: 3 * time.Second, Healthy: 3 * time.Second, RebootStart: 40 * time.Millisecond, Drain: time.Second},
+	}
+	for _, n := range l.talos.Nodes() {
+		l.kube.AddNode(kubeapitest.NodeSpec{Name: n.Hostname(), InternalIP: n.IP()})
+	}
+	return l
+}
+
+// nodes are the fake's nodes as the stack names them (by hostname).
+func (l *lab) nodes(except ...string) []talos.NodeSpec {
+	var out []talos.NodeSpec
+	for _, n := range l.talos.Nodes() {
+		if slices.Contains(except, n.Hostname()) {
+			continue
+		}
+		role := talos.RoleWorker
+		if n.Role() == talosapitest.ControlPlane {
+			role = talos.RoleControlPlane
+		}
+		out = append(out, talos.NodeSpec{Name: n.Hostname(), IP: n.IP(), Role: role, Network: talos.NodeNetwork{DHCP: true}})
+	}
+	return out
+}
+
+func clusterArgs(version string, nodes []talos.NodeSpec) talos.ClusterArgs {
+	return talos.ClusterArgs{
+		Cluster:        talos.ClusterSettings{Name: "lab", TalosVersion: version, KubernetesVersion: "1.34.1"},
+		InstallerImage: pulumi.String(image + version),
+		Nodes:          nodes,
+	}
+}
+
+// run is one run of the program: what it registered and the hooks it
+// bound.
+type run struct {
+	engine *componentstest.Engine
+	hooks  *componentstest.Hooks
+}
+
+// run runs the program under the mock engine; its secrets hold the fake
+// cluster's admin credentials.
+func (l *lab) run(args talos.ClusterArgs) run {
+	l.t.Helper()
+	crt, key := l.talos.AdminCert()
+	e := &componentstest.Engine{ClientConfiguration: &componentstest.ClientConfiguration{CA: string(l.talos.CA()), Cert: string(crt), Key: string(key)}}
+	hooks := &componentstest.Hooks{}
+	deps := talos.Deps{
+		Hooks: hooks,
+		Talos: func(creds talosapi.Credentials) (talosapi.API, error) {
+			return talosapi.New(creds, talosapi.WithAddress(l.talos.Address), talosapi.WithTimeouts(500*time.Millisecond, time.Second))
+		},
+		Kube: func(_ []byte, _ string) (rollout.Kube, error) {
+			// One fake API server stands for every control plane's.
+			return kubeapi.New(l.kube.Kubeconfig(), kubeapi.WithTimeout(time.Second))
+		},
+		Timing: l.timing,
+	}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := talos.NewClusterWithDeps(ctx, "lab", &args, deps)
+		return err
+	}, pulumi.WithMocks("talos-cluster", "lab", e))
+	require.NoError(l.t, err)
+	return run{engine: e, hooks: hooks}
+}
+
+// state is what Pulumi keeps: the inputs of each apply and membership by
+// resource name.
+type state map[string]resource.PropertyMap
+
+func stateOf(p run) state {
+	s := state{}
+	for _, r := range p.engine.All() {
+		if r.Type == componentstest.Apply || r.Type == componentstest.LocalCommand {
+			s[r.Name] = r.Inputs
+		}
+	}
+	return s
+}
+
+// result is what an `up` did: the gate error that stopped it, if any, and
+// the settle errors Pulumi reports as warnings.
+type result struct {
+	err      error
+	warnings []error
+}
+
+// up walks the changes from s to p as the engine would and updates s with
+// every step that succeeded. effect is what the provider's apply does to
+// the node (nil: nothing the fake sees).
+func (l *lab) up(s state, p run, effect func(node string)) result {
+	l.t.Helper()
+	applies := p.engine.ByType(componentstest.Apply)
+	// The engine starts a step once the steps it depends on are done: the
+	// graph's order.
+	sort.SliceStable(applies, func(i, j int) bool { return p.engine.After(applies[j], applies[i]) })
+	var res result
+	for _, a := range applies {
+		old, ok := s[a.Name]
+		if !ok {
+			s[a.Name] = a.Inputs // a create: no update hooks
+			continue
+		}
+		if old.DeepEquals(a.Inputs) {
+			continue
+		}
+		args := &pulumi.ResourceHookArgs{Name: a.Name, OldInputs: old, NewInputs: a.Inputs}
+		for _, b := range p.hooks.On(a.Name) {
+			if b.Point == talos.BeforeUpdate {
+				if err := b.Fn(args); err != nil {
+					res.err = fmt.Errorf("%s: %w", a.Name, err)
+					return res
+				}
+			}
+		}
+		if effect != nil {
+			effect(a.Inputs["node"].StringValue())
+		}
+		s[a.Name] = a.Inputs
+		for _, b := range p.hooks.On(a.Name) {
+			if b.Point == talos.AfterUpdate {
+				if err := b.Fn(args); err != nil {
+					res.warnings = append(res.warnings, err)
+				}
+			}
+		}
+	}
+	// Deletes come last, dependents first: a membership before its apply
+	// and its machine.
+	for name, inputs := range s {
+		if r := find(p.engine, name); r != nil || inputs["environment"].IsNull() {
+			continue
+		}
+		if fn := p.hooks.Hook("lab" + talos.RemoveHookSuffix); fn != nil {
+			if err := fn(&pulumi.ResourceHookArgs{Name: name, OldInputs: inputs}); err != nil {
+				res.err = fmt.Errorf("%s: %w", name, err)
+				return res
+			}
+		}
+		ip := inputs["environment"].ObjectValue()["NODE_IP"].StringValue()
+		delete(s, name)
+		l.talos.Record(ip, "DeleteVM", "")
+		l.talos.Node(ip).PowerOff()
+	}
+	return res
+}
+
+func find(e *componentstest.Engine, name string) *componentstest.Registered {
+	for _, r := range e.All() {
+		if r.Name == name {
+			return &r
+		}
+	}
+	return nil
+}
+
+func upgraded(c *talosapitest.Cluster) []string {
+	var out []string
+	for _, e := range c.Events("Upgrade") {
+		if e.Err == "" {
+			out = append(out, c.Node(e.Node).Hostname())
+		}
+	}
+	return out
+}
+
+func TestTalosUpgradeReachesOneNodeAtATime(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(3, 2, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+
+	res := l.up(s, l.run(clusterArgs(newTalos, l.nodes())), nil)
+	require.NoError(t, res.err)
+	assert.Empty(t, res.warnings)
+
+	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3", "worker-1", "worker-2"}, upgraded(l.talos), "control planes first, one node at a time")
+	assert.Equal(t, 1, l.talos.MaxDown(talosapitest.ControlPlane), "never two control planes down")
+	assert.Equal(t, 1, l.talos.MaxDown(""), "one node at a time (worker parallelism 1)")
+	for _, n := range l.talos.Nodes() {
+		assert.Equal(t, newTalos, n.Version(), n.Hostname())
+	}
+	for _, e := range l.talos.Events("Upgrade") {
+		assert.Contains(t, e.Args, "image="+image+newTalos)
+	}
+
+	// A second `up` with nothing changed touches no node.
+	before := len(l.talos.Events())
+	res = l.up(s, l.run(clusterArgs(newTalos, l.nodes())), nil)
+	require.NoError(t, res.err)
+	assert.Len(t, l.talos.Events(), before, "no call at all")
+}
+
+func TestWorkersGoInBatches(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 4, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	args := clusterArgs(newTalos, l.nodes())
+	args.Cluster.Rollout = &talos.RolloutSettings{WorkerParallelism: 2}
+	p := l.run(args)
+
+	// The engine runs a batch's steps at once.
+	applies := p.engine.ByType(componentstest.Apply)
+	w1, w2 := p.engine.Named(t, componentstest.Apply, "lab-apply-worker-1"), p.engine.Named(t, componentstest.Apply, "lab-apply-worker-2")
+	w3 := p.engine.Named(t, componentstest.Apply, "lab-apply-worker-3")
+	assert.False(t, p.engine.After(w2, w1), "workers 1 and 2 are one batch")
+	assert.True(t, p.engine.After(w3, w1) && p.engine.After(w3, w2), "worker 3 waits for the batch before")
+	require.Len(t, applies, 5)
+	require.NoError(t, l.up(s, p, nil).err)
+	got := upgraded(l.talos)
+	require.Len(t, got, 5)
+	assert.Equal(t, "cp-1", got[0])
+	assert.ElementsMatch(t, []string{"worker-1", "worker-2"}, got[1:3], "the first batch")
+	assert.ElementsMatch(t, []string{"worker-3", "worker-4"}, got[3:], "the second batch")
+}
+
+func TestAStuckNodeStopsTheRolloutAndTheNextUpResumes(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)
+	specs[1].NeverReturns = true
+	l := newLab(t, specs...)
+	l.timing.Reboot = 400 * time.Millisecond
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	next := l.run(clusterArgs(newTalos, l.nodes()))
+
+	res := l.up(s, next, nil)
+	require.Error(t, res.err)
+	assert.ErrorIs(t, res.err, talosapi.ErrUnreachable)
+	assert.Contains(t, res.err.Error(), "lab-apply-cp-2")
+	assert.Equal(t, []string{"cp-1", "cp-2"}, upgraded(l.talos), "nothing after the stuck node")
+	assert.Equal(t, 1, l.talos.MaxDown(talosapitest.ControlPlane))
+
+	// The next `up` refuses at the gate while the node is down, naming
+	// its etcd member, and touches nothing.
+	res = l.up(s, l.run(clusterArgs(newTalos, l.nodes())), nil)
+	require.ErrorIs(t, res.err, talosapi.ErrEtcdUnhealthy)
+	assert.Contains(t, res.err.Error(), "member cp-2")
+	assert.Equal(t, []string{"cp-1", "cp-2"}, upgraded(l.talos))
+
+	// The operator brings the node back; the next `up` resumes with the
+	// nodes still on the old version and upgrades each node once.
+	l.talos.Node("10.5.0.12").SetNeverReturns(false)
+	l.talos.Node("10.5.0.12").PowerOn()
+	res = l.up(s, l.run(clusterArgs(newTalos, l.nodes())), nil)
+	require.NoError(t, res.err)
+	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3", "worker-1"}, upgraded(l.talos))
+	for _, n := range l.talos.Nodes() {
+		assert.Equal(t, newTalos, n.Version(), n.Hostname())
+	}
+}
+
+// A config change that needs a reboot (Talos reboots right after the
+// apply): the settle hook sees the reboot and waits, so the next control
+// plane is touched only once the one before is back with etcd healthy.
+func TestARebootingConfigChangeReachesOneControlPlaneAtATime(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(3, 1, oldTalos, 40*time.Millisecond)
+	for i := range specs {
+		specs[i].ShutdownDelay = 10 * time.Millisecond
+		specs[i].ServiceDelay = 20 * time.Millisecond
+	}
+	l := newLab(t, specs...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	args := clusterArgs(oldTalos, l.nodes())
+	args.Cluster.Patches = &talos.ClusterPatches{All: []string{"machine:\n  sysctls:\n    vm.nr_hugepages: \"64\"\n"}}
+
+	// What Talos does with apply mode auto for such a change.
+	crt, key := l.talos.AdminCert()
+	self, err := talosapi.New(talosapi.Credentials{CA: l.talos.CA(), Cert: crt, Key: key}, talosapi.WithAddress(l.talos.Address))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = self.Close() })
+	reboot := func(node string) { require.NoError(t, self.Reboot(context.Background(), node)) }
+
+	res := l.up(s, l.run(args), reboot)
+	require.NoError(t, res.err)
+	assert.Empty(t, res.warnings)
+	assert.Equal(t, 1, l.talos.MaxDown(talosapitest.ControlPlane), "never two control planes down")
+	assert.Equal(t, 1, l.talos.MaxDown(""))
+	for _, n := range l.talos.Nodes() {
+		assert.Equal(t, 1, n.Boots(), "%s rebooted once", n.Hostname())
+	}
+	assert.Empty(t, upgraded(l.talos), "a config change upgrades nothing")
+}
+
+// A node that does not come back after its config apply: Pulumi only warns
+// about the settle hook's error, and the next node's gate refuses.
+func TestANodeThatDoesNotSettleStopsTheNext(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)
+	specs[1].NeverReturns = true
+	l := newLab(t, specs...)
+	l.timing.Reboot = 300 * time.Millisecond
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	args := clusterArgs(oldTalos, l.nodes())
+	args.Cluster.Patches = &talos.ClusterPatches{Worker: []string{"machine:\n  sysctls:\n    vm.nr_hugepages: \"64\"\n"}}
+
+	crt, key := l.talos.AdminCert()
+	self, err := talosapi.New(talosapi.Credentials{CA: l.talos.CA(), Cert: crt, Key: key}, talosapi.WithAddress(l.talos.Address))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = self.Close() })
+	res := l.up(s, l.run(args), func(node string) { require.NoError(t, self.Reboot(context.Background(), node)) })
+	require.Len(t, res.warnings, 1)
+	require.Error(t, res.err)
+	assert.Contains(t, res.err.Error(), "lab-apply-worker-2: unable to touch node worker-2 (10.5.0.22): node worker-1 did not come back healthy")
+	assert.Equal(t, 1, l.talos.Node("10.5.0.21").Boots()+boolInt(!l.talos.Node("10.5.0.21").Up()))
+	assert.Equal(t, 0, l.talos.Node("10.5.0.22").Boots(), "worker-2 untouched")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Removing a control plane from the stack: its etcd member leaves before
+// its machine is deleted, and its Kubernetes Node goes.
+func TestRemovingAControlPlaneLeavesEtcdBeforeTheMachineGoes(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+
+	res := l.up(s, l.run(clusterArgs(oldTalos, l.nodes("cp-3"))), nil)
+	require.NoError(t, res.err)
+	var calls []string
+	for _, e := range l.talos.Events("EtcdLeaveCluster", "DeleteVM", "Upgrade", "Reboot") {
+		calls = append(calls, e.Node+" "+e.Call)
+	}
+	assert.Equal(t, []string{"10.5.0.13 EtcdLeaveCluster", "10.5.0.13 DeleteVM"}, calls, "etcd first, then the machine; nothing else")
+	assert.Equal(t, []string{"cp-1", "cp-2"}, l.talos.Members())
+	_, ok := l.kube.Node("cp-3")
+	assert.False(t, ok, "its Kubernetes Node is deleted")
+	_, ok = l.kube.Node("cp-1")
+	assert.True(t, ok)
+}
+
+// A control plane that is already gone (its machine died): its member is
+// removed through another control plane.
+func TestRemovingADeadControlPlaneRemovesItsMemberThroughAnother(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(3, 0, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	l.talos.Node("10.5.0.13").PowerOff()
+
+	require.NoError(t, l.up(s, l.run(clusterArgs(oldTalos, l.nodes("cp-3"))), nil).err)
+	removals := l.talos.Events("EtcdRemoveMemberByID")
+	require.Len(t, removals, 1)
+	assert.Equal(t, "10.5.0.11", removals[0].Node, "through the first other control plane")
+	assert.Equal(t, []string{"cp-1", "cp-2"}, l.talos.Members())
+}
+
+// Removing a worker: cordoned and drained (its DaemonSet pod stays), its
+// Node deleted, then its machine.
+func TestRemovingAWorkerDrainsIt(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	l.kube.AddPod(kubeapitest.PodSpec{Name: "web", Node: "worker-2", OwnerKind: "ReplicaSet", PDBBlocks: 2})
+	l.kube.AddPod(kubeapitest.PodSpec{Name: "cilium-x", Namespace: "kube-system", Node: "worker-2", OwnerKind: "DaemonSet"})
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+
+	require.NoError(t, l.up(s, l.run(clusterArgs(oldTalos, l.nodes("worker-2"))), nil).err)
+	var actions []string
+	for _, e := range l.kube.Events() {
+		actions = append(actions, fmt.Sprintf("%s %s %d", e.Action, e.Object, e.Code))
+	}
+	assert.Equal(t, []string{
+		"cordon worker-2 200", "evict default/web 429", "evict default/web 429", "evict default/web 201", "delete-node worker-2 200",
+	}, actions)
+	assert.Empty(t, l.talos.Events("EtcdLeaveCluster", "EtcdRemoveMemberByID"), "a worker has no etcd member")
+	assert.Equal(t, []string{"cp-1"}, l.talos.Members())
+}
+
+// A drain that cannot finish stops the removal before the machine goes,
+// naming the pod.
+func TestAWorkerThatCannotBeDrainedStays(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 1, oldTalos, 30*time.Millisecond)...)
+	l.timing.Drain = 100 * time.Millisecond
+	l.kube.AddPod(kubeapitest.PodSpec{Name: "db-0", Node: "worker-1", OwnerKind: "StatefulSet", PDBBlocks: kubeapitest.Forever})
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+
+	res := l.up(s, l.run(clusterArgs(oldTalos, l.nodes("worker-1"))), nil)
+	require.ErrorIs(t, res.err, kubeapi.ErrDrainTimeout)
+	assert.Contains(t, res.err.Error(), "default/db-0")
+	assert.Empty(t, l.talos.Events("DeleteVM"), "the machine stays")
+	_, ok := l.kube.Node("worker-1")
+	assert.True(t, ok)
+}
+
+// BenchmarkTalosUpgradeThroughTheHooks measures a 3+2 Talos upgrade
+// through the program's hooks on the fake, against its floor of five
+// reboot latencies (one node at a time).
+func BenchmarkTalosUpgradeThroughTheHooks(b *testing.B) {
+	const r = 50 * time.Millisecond
+	for b.Loop() {
+		l := newLab(b, talosapitest.Topology(3, 2, oldTalos, r)...)
+		s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+		next := l.run(clusterArgs(newTalos, l.nodes()))
+		start := time.Now()
+		require.NoError(b, l.up(s, next, nil).err)
+		b.ReportMetric(float64(time.Since(start))/float64(5*r), "x_floor")
+	}
+}
+
+// A new schematic of the same Talos version (other extensions): every node
+// is reinstalled with the new installer, one at a time.
+func TestASchematicChangeReinstallsEveryNode(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	args := clusterArgs(oldTalos, l.nodes())
+	args.InstallerImage = pulumi.String("factory.talos.dev/metal-installer/def:" + oldTalos)
+
+	require.NoError(t, l.up(s, l.run(args), nil).err)
+	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3", "worker-1"}, upgraded(l.talos))
+	for _, e := range l.talos.Events("Upgrade") {
+		assert.Contains(t, e.Args, "image=factory.talos.dev/metal-installer/def:"+oldTalos)
+	}
+	assert.Equal(t, 1, l.talos.MaxDown(talosapitest.ControlPlane))
+}

@@ -178,7 +178,7 @@ func TestProxmoxExampleGraph(t *testing.T) {
 		assert.Contains(t, strings.Join(strs(a.Inputs["configPatches"]), "\n"),
 			"factory.talos.dev/metal-installer/"+componentstest.SchematicID+":v1.12.4", "installer from the same schematic")
 	}
-	for _, r := range e.All() {
+	for _, r := range e.Created() {
 		if r.Type != componentstest.ProxmoxCluster {
 			assert.Contains(t, r.Parent, "ProxmoxCluster", "%s %s is inside the component", r.Type, r.Name)
 		}
@@ -422,5 +422,5 @@ func TestDerivedMACClashingWithAGivenOneFails(t *testing.T) {
 	})
 	e, _, _, err := programtest.Run(t, src, "proxmox-homelab", program.Options{})
 	require.ErrorContains(t, err, `node "worker-1": its derived MAC `+derived+` is the MAC of "worker-0"`)
-	assert.Empty(t, e.All(), "nothing is registered")
+	assert.Empty(t, e.Created(), "nothing is registered")
 }

@@ -38,7 +38,7 @@ func TestExampleStacksKeepTheirURNs(t *testing.T) {
 			require.NoError(t, err)
 
 			var urns []string
-			for _, r := range e.All() {
+			for _, r := range e.Created() {
 				require.NotEmpty(t, r.URN, "%s %s has a URN", r.Type, r.Name)
 				urns = append(urns, r.URN)
 			}

@@ -39,6 +39,7 @@ const (
 	RandomID       = "random:index/randomId:RandomId"
 	RemoteCommand  = "command:remote:Command"
 	LocalCommand   = "command:local:Command"
+	StackReference = "pulumi:pulumi:StackReference"
 )
 
 // SchematicID is the id the mock Image Factory gives every schematic.
@@ -66,6 +67,9 @@ type Engine struct {
 	// against talosapitest give the fake's CA and admin certificate, so
 	// the hooks' credentials come from the secrets as in a real run.
 	ClientConfiguration *ClientConfiguration
+	// StackOutputs are the outputs a stack reference reads (the stack's
+	// last outputs, for a program that reads its own); none when nil.
+	StackOutputs resource.PropertyMap
 
 	mu  sync.Mutex
 	res []Registered
@@ -135,6 +139,12 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 		id = fmt.Sprintf("%s:%s/%s", str(args.Inputs, "datastoreId"), str(args.Inputs, "contentType"), str(args.Inputs, "fileName"))
 	case VM:
 		id = fmt.Sprint(args.Inputs["vmId"].NumberValue())
+	case StackReference:
+		outs := e.StackOutputs
+		if outs == nil {
+			outs = resource.PropertyMap{}
+		}
+		out["outputs"] = resource.NewObjectProperty(outs)
 	case RemoteCommand, LocalCommand:
 		out["stdout"] = resource.NewStringProperty("")
 		out["stderr"] = resource.NewStringProperty("")
@@ -166,6 +176,19 @@ func (e *Engine) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 		})}, nil
 	}
 	return resource.PropertyMap{}, nil
+}
+
+// Created returns every registration but the reads of stack references
+// (the program reads its own stack's last outputs first): what a run
+// creates or updates.
+func (e *Engine) Created() []Registered {
+	var out []Registered
+	for _, r := range e.All() {
+		if r.Type != StackReference {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // All returns every registration so far.

@@ -39,6 +39,11 @@ type ClusterArgs struct {
 	Proxmox HostSettings `pulumi:"proxmox"`
 	// Nodes are the VMs, control planes first; the first is bootstrapped.
 	Nodes []Node `pulumi:"nodes"`
+
+	// Previous is the cluster as the last `up` left it (Go only, read by
+	// the program from the stack's outputs): TalosCluster refuses changes
+	// a rollout cannot make safely against it.
+	Previous *talos.Previous
 }
 
 // HostSettings are the Proxmox API and the settings shared by the VMs.
@@ -187,7 +192,7 @@ func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs
 		}
 		nodes = append(nodes, spec)
 	}
-	return &talos.ClusterArgs{Cluster: a.Cluster, InstallerImage: installer, Nodes: nodes}
+	return &talos.ClusterArgs{Cluster: a.Cluster, InstallerImage: installer, Nodes: nodes, Previous: a.Previous}
 }
 
 // validate checks every input (the cluster's through TalosCluster's own

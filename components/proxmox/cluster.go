@@ -31,10 +31,15 @@ type Cluster struct {
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
 	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
-	// TalosVersion is the Talos version of the machine configs.
+	// TalosVersion is the oldest Talos version the nodes run, read from
+	// them (the configured one when none answers).
 	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
-	// KubernetesVersion is the Kubernetes version of the machine configs.
+	// KubernetesVersion is the oldest Kubernetes version the API servers
+	// run, read from them (the configured one when none answers).
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// Nodes is, by node name, the node's ip, role, and the talosVersion
+	// and kubeletVersion it runs ("unknown" when it did not answer).
+	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
 	// VMIDs are the VM ids by node name.
 	VMIDs pulumi.IntMapOutput `pulumi:"vmIds"`
 	// MACs are the NICs' MAC addresses by node name (given or derived).
@@ -178,6 +183,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	c.NodeIPs = c.Talos.NodeIPs
 	c.TalosVersion = c.Talos.TalosVersion
 	c.KubernetesVersion = c.Talos.KubernetesVersion
+	c.Nodes = c.Talos.Nodes
 	c.VMIDs = vmIDs.ToIntMapOutput()
 	c.MACs = macMap.ToStringMapOutput()
 	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {

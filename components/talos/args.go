@@ -110,6 +110,7 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 // CheckNodes records the problems of the nodes under prefix.
 func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 	at := func(path string) string { return prefix + path }
+	a.checkChange(p, prefix)
 	if len(a.Nodes) == 0 {
 		p.Add(at("nodes"), "at least one node (a control plane) is required")
 	} else if a.Nodes[0].Role != RoleControlPlane {

@@ -4,6 +4,7 @@ import (
 	_ "embed" // the Kubernetes wait script
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
@@ -152,6 +153,10 @@ type ClusterArgs struct {
 
 	// NodeOptions are per-node resource options by node name (Go only).
 	NodeOptions map[string]NodeOptions
+	// Previous is the cluster as the last `up` left it (Go only; the
+	// program reads it from the stack's outputs): changes a rollout
+	// cannot make safely are refused against it.
+	Previous *Previous
 	// DeletedWith is the resource whose deletion takes the whole cluster with
 	// it (e.g. the first control plane's VM). In-cluster resources (Helm
 	// releases) and the bootstrap carry it, so a destroy of the whole stack
@@ -173,10 +178,16 @@ type Cluster struct {
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
 	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
-	// TalosVersion is the Talos version of the machine configs.
+	// TalosVersion is the oldest Talos version the nodes run, read from
+	// them after the rollout (the configured one when none answers).
 	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
-	// KubernetesVersion is the Kubernetes version of the machine configs.
+	// KubernetesVersion is the oldest Kubernetes version the control
+	// planes' API servers run, read from them after the rollout (the
+	// configured one when none answers).
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// Nodes is, by node name, the node's ip, role, and the talosVersion
+	// and kubeletVersion it runs ("unknown" when it did not answer).
+	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
 
 	// Children, for platforms that build on them.
 	Secrets *machine.Secrets
@@ -206,6 +217,11 @@ func NewCluster(ctx *pulumi.Context, name string, in *ClusterArgs, opts ...pulum
 func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
 	if err := in.Validate(name); err != nil {
 		return nil, err
+	}
+	for _, w := range in.ChangeWarnings() {
+		if err := ctx.Log.Warn(w, nil); err != nil {
+			return nil, fmt.Errorf("unable to log a warning: %w", err)
+		}
 	}
 	defaulted := in.WithDefaults()
 	args := &defaulted
@@ -413,8 +429,21 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	c.Talosconfig = pulumi.ToSecret(talosconfig).(pulumi.StringOutput)
 	c.Endpoint = pulumi.String(args.Cluster.Endpoint).ToStringOutput()
 	c.NodeIPs = nodeIPs.ToStringMapOutput()
-	c.TalosVersion = pulumi.String(args.Cluster.TalosVersion).ToStringOutput()
-	c.KubernetesVersion = pulumi.String(kubeVersion).ToStringOutput()
+	// The versions are read from the nodes once the rollout is done and
+	// every node is Ready: what they run, not what the config asks for.
+	done := []any{kubeconfig.KubeconfigRaw, c.NodesReady.Stdout}
+	for _, n := range args.Nodes {
+		done = append(done, c.Applies[n.Name].ID(), c.Members[n.Name].ID())
+	}
+	var once sync.Once
+	var obs observation
+	observe := func(xs []any) observation {
+		once.Do(func() { obs = day2.observe(xs[0].(string), args.Nodes) })
+		return obs
+	}
+	c.TalosVersion = pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) string { return observe(xs).talos })).(pulumi.StringOutput)
+	c.KubernetesVersion = pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) string { return observe(xs).kubernetes })).(pulumi.StringOutput)
+	c.Nodes = pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) map[string]map[string]string { return observe(xs).nodes })).(pulumi.StringMapMapOutput)
 	// The kubeconfig output resolves only after the cluster is usable, so
 	// whoever reads it (a stack export) waits for Cilium, the approver and
 	// Ready nodes.
@@ -508,6 +537,7 @@ func (c *Cluster) Outputs() pulumi.Map {
 		"nodeIps":           c.NodeIPs,
 		"talosVersion":      c.TalosVersion,
 		"kubernetesVersion": c.KubernetesVersion,
+		"nodes":             c.Nodes,
 	}
 }
 

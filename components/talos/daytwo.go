@@ -143,6 +143,16 @@ func (d *dayTwo) kubeConnector(api talosapi.API, cps []string) rollout.KubeConne
 	}
 }
 
+// has reports whether the program has a node of that name.
+func (d *dayTwo) has(name string) bool {
+	for _, n := range d.byApply {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (d *dayTwo) node(name string) (rollout.Node, error) {
 	n, ok := d.byApply[name]
 	if !ok {
@@ -237,11 +247,19 @@ func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
 }
 
 // remove runs before a node's membership is deleted: the node left the
-// stack. Its identity comes from the membership's old inputs.
+// stack. Its identity comes from the membership's old inputs. Pulumi runs a
+// before-delete hook even where DeletedWith then skips the delete (a
+// whole-stack `destroy --run-program`, which runs this program with the
+// stack's config): a node the program still has is not leaving the
+// cluster, the whole cluster is going, and nothing is done.
 func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 	n, err := memberNode(args.OldInputs)
 	if err != nil {
 		return fmt.Errorf("unable to remove %s from the cluster: %w", args.Name, err)
+	}
+	if d.has(n.Name) {
+		_ = d.ctx.Log.Info(fmt.Sprintf("%s is still in the stack: the whole cluster goes, nothing to take out of it", n), nil)
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
 	defer cancel()
@@ -350,4 +368,121 @@ func (f *future[T]) get(ctx context.Context) (T, error) {
 		var zero T
 		return zero, ctx.Err()
 	}
+}
+
+// Unknown is what the outputs say of a version no node reported.
+const Unknown = "unknown"
+
+// observeTimeout bounds the reading of what the nodes run, at the end of a
+// run.
+const observeTimeout = time.Minute
+
+// observation is what the nodes run, read from them.
+type observation struct {
+	// talos is the oldest Talos version a node reported; kubernetes the
+	// oldest Kubernetes version an API server reported.
+	talos, kubernetes string
+	// nodes: by node name, its ip, role, talosVersion and kubeletVersion.
+	nodes map[string]map[string]string
+}
+
+// observe reads what every node runs: its Talos version through the Talos
+// API, its kubelet's version and each control plane's API server version
+// through Kubernetes. What does not answer is reported as Unknown, and a
+// cluster-wide version no node reported falls back to the one asked for.
+func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
+	ctx, cancel := context.WithTimeout(context.Background(), observeTimeout)
+	defer cancel()
+	obs := observation{talos: d.talos, kubernetes: d.kubernetes, nodes: map[string]map[string]string{}}
+	for _, n := range nodes {
+		obs.nodes[n.Name] = map[string]string{"ip": n.IP, "role": string(n.Role), "talosVersion": Unknown, "kubeletVersion": Unknown}
+	}
+	var talosVersions, apiVersions []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	if ops, err := d.ops(ctx); err == nil {
+		for _, n := range nodes {
+			wg.Go(func() {
+				v, err := ops.API.Version(ctx, n.IP)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				obs.nodes[n.Name]["talosVersion"] = v
+				talosVersions = append(talosVersions, v)
+			})
+		}
+	}
+	if kubeconfig != "" {
+		for _, n := range nodes {
+			if n.Role != RoleControlPlane {
+				continue
+			}
+			wg.Go(func() {
+				kube, err := d.deps.Kube([]byte(kubeconfig), "https://"+n.IP+":6443")
+				if err != nil {
+					return
+				}
+				if v, err := kube.ServerVersion(ctx); err == nil {
+					mu.Lock()
+					apiVersions = append(apiVersions, v)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Go(func() {
+			kube, err := d.deps.Kube([]byte(kubeconfig), "")
+			if err != nil {
+				return
+			}
+			knodes, err := kube.Nodes(ctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, n := range nodes {
+				for _, k := range knodes {
+					if k.InternalIP == n.IP {
+						obs.nodes[n.Name]["kubeletVersion"] = k.KubeletVersion
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if v := oldest(talosVersions); v != "" {
+		obs.talos = v
+	}
+	if v := oldest(apiVersions); v != "" {
+		obs.kubernetes = strings.TrimPrefix(v, "v")
+	}
+	return obs
+}
+
+// oldest is the lowest of the versions ("" for none); versions it cannot
+// read sort first.
+func oldest(versions []string) string {
+	out := ""
+	for _, v := range versions {
+		if out == "" || versionLess(v, out) {
+			out = v
+		}
+	}
+	return out
+}
+
+func versionLess(a, b string) bool {
+	va, okA := parseVersion(a)
+	vb, okB := parseVersion(b)
+	if !okA || !okB {
+		return !okA && okB
+	}
+	for i := range va {
+		if va[i] != vb[i] {
+			return va[i] < vb[i]
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -85,6 +86,9 @@ func clusterArgs(version string, nodes []talos.NodeSpec) talos.ClusterArgs {
 type run struct {
 	engine *componentstest.Engine
 	hooks  *componentstest.Hooks
+	// The outputs, read from the nodes at the end of the run.
+	talosVersion, kubernetesVersion string
+	nodes                           map[string]map[string]string
 }
 
 // run runs the program under the mock engine; its secrets hold the fake
@@ -105,12 +109,30 @@ func (l *lab) run(args talos.ClusterArgs) run {
 		},
 		Timing: l.timing,
 	}
+	r := run{engine: e, hooks: hooks}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := talos.NewClusterWithDeps(ctx, "lab", &args, deps)
-		return err
+		c, err := talos.NewClusterWithDeps(ctx, "lab", &args, deps)
+		if err != nil {
+			return err
+		}
+		tv, err := internals.UnsafeAwaitOutput(ctx.Context(), c.TalosVersion)
+		if err != nil {
+			return err
+		}
+		kv, err := internals.UnsafeAwaitOutput(ctx.Context(), c.KubernetesVersion)
+		if err != nil {
+			return err
+		}
+		nodes, err := internals.UnsafeAwaitOutput(ctx.Context(), c.Nodes)
+		if err != nil {
+			return err
+		}
+		r.talosVersion, r.kubernetesVersion = tv.Value.(string), kv.Value.(string)
+		r.nodes = nodes.Value.(map[string]map[string]string)
+		return nil
 	}, pulumi.WithMocks("talos-cluster", "lab", e))
 	require.NoError(l.t, err)
-	return run{engine: e, hooks: hooks}
+	return r
 }
 
 // state is what Pulumi keeps: the inputs of each apply and membership by
@@ -218,7 +240,9 @@ func TestTalosUpgradeReachesOneNodeAtATime(t *testing.T) {
 	l := newLab(t, talosapitest.Topology(3, 2, oldTalos, 30*time.Millisecond)...)
 	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
 
-	res := l.up(s, l.run(clusterArgs(newTalos, l.nodes())), nil)
+	next := l.run(clusterArgs(newTalos, l.nodes()))
+	assert.Equal(t, oldTalos, next.talosVersion, "the outputs say what the nodes run, not what the config asks for")
+	res := l.up(s, next, nil)
 	require.NoError(t, res.err)
 	assert.Empty(t, res.warnings)
 
@@ -232,11 +256,18 @@ func TestTalosUpgradeReachesOneNodeAtATime(t *testing.T) {
 		assert.Contains(t, e.Args, "image="+image+newTalos)
 	}
 
-	// A second `up` with nothing changed touches no node.
+	// A second `up` with nothing changed touches no node: it only reads
+	// their versions for the outputs, which now say the new one.
 	before := len(l.talos.Events())
-	res = l.up(s, l.run(clusterArgs(newTalos, l.nodes())), nil)
+	again := l.run(clusterArgs(newTalos, l.nodes()))
+	res = l.up(s, again, nil)
 	require.NoError(t, res.err)
-	assert.Len(t, l.talos.Events(), before, "no call at all")
+	for _, e := range l.talos.Events()[before:] {
+		assert.Equal(t, "Version", e.Call, "only reads: %s", e)
+	}
+	assert.Equal(t, newTalos, again.talosVersion)
+	assert.Equal(t, "1.34.1", again.kubernetesVersion)
+	assert.Equal(t, map[string]string{"ip": "10.5.0.21", "role": "worker", "talosVersion": newTalos, "kubeletVersion": "v1.34.1"}, again.nodes["worker-1"])
 }
 
 func TestWorkersGoInBatches(t *testing.T) {
@@ -277,6 +308,14 @@ func TestAStuckNodeStopsTheRolloutAndTheNextUpResumes(t *testing.T) {
 	assert.Contains(t, res.err.Error(), "lab-apply-cp-2")
 	assert.Equal(t, []string{"cp-1", "cp-2"}, upgraded(l.talos), "nothing after the stuck node")
 	assert.Equal(t, 1, l.talos.MaxDown(talosapitest.ControlPlane))
+
+	// What the stack reports meanwhile: the oldest version, and per node
+	// what each runs.
+	mid := l.run(clusterArgs(newTalos, l.nodes()))
+	assert.Equal(t, oldTalos, mid.talosVersion)
+	assert.Equal(t, newTalos, mid.nodes["cp-1"]["talosVersion"])
+	assert.Equal(t, talos.Unknown, mid.nodes["cp-2"]["talosVersion"], "the stuck node does not answer")
+	assert.Equal(t, oldTalos, mid.nodes["cp-3"]["talosVersion"])
 
 	// The next `up` refuses at the gate while the node is down, naming
 	// its etcd member, and touches nothing.
@@ -433,6 +472,28 @@ func TestAWorkerThatCannotBeDrainedStays(t *testing.T) {
 	assert.Empty(t, l.talos.Events("DeleteVM"), "the machine stays")
 	_, ok := l.kube.Node("worker-1")
 	assert.True(t, ok)
+}
+
+// A whole-stack destroy (`destroy --run-program` runs the program with the
+// stack's config): Pulumi runs every membership's before-delete hook even
+// though DeletedWith skips the delete itself; the hooks find their nodes
+// still in the stack and touch nothing, so the destroy stays fast and never
+// asks the last control plane to leave etcd.
+func TestAWholeStackDestroyTouchesNoNode(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 1, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	during := l.run(clusterArgs(oldTalos, l.nodes()))
+	before := len(l.talos.Events())
+	remove := during.hooks.Hook("lab" + talos.RemoveHookSuffix)
+	require.NotNil(t, remove)
+	for name, inputs := range s {
+		if !inputs["environment"].IsNull() && !inputs["environment"].ObjectValue()["NODE_ROLE"].IsNull() {
+			require.NoError(t, remove(&pulumi.ResourceHookArgs{Name: name, OldInputs: inputs}))
+		}
+	}
+	assert.Empty(t, l.talos.Events()[before:], "no call to any node")
+	assert.Empty(t, l.kube.Events(), "no drain, no Node deleted")
 }
 
 // BenchmarkTalosUpgradeThroughTheHooks measures a 3+2 Talos upgrade

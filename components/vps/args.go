@@ -63,6 +63,11 @@ type ClusterArgs struct {
 	// Nodes are the servers, control planes first; the first is
 	// bootstrapped.
 	Nodes []Node `pulumi:"nodes"`
+
+	// Previous is the cluster as the last `up` left it (Go only, read by
+	// the program from the stack's outputs): TalosCluster refuses changes
+	// a rollout cannot make safely against it.
+	Previous *talos.Previous
 }
 
 // Settings are the VPS-wide settings.
@@ -285,7 +290,7 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
 	for i, n := range a.Nodes {
 		nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role}
 	}
-	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: nodes}).CheckNodes(p, "")
+	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: nodes, Previous: a.Previous}).CheckNodes(p, "")
 
 	for i, n := range a.Nodes {
 		np := fmt.Sprintf("nodes[%d]", i)

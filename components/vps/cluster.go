@@ -32,10 +32,15 @@ type Cluster struct {
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
 	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
-	// TalosVersion is the Talos version of the machine configs.
+	// TalosVersion is the oldest Talos version the nodes run, read from
+	// them (the configured one when none answers).
 	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
-	// KubernetesVersion is the Kubernetes version of the machine configs.
+	// KubernetesVersion is the oldest Kubernetes version the API servers
+	// run, read from them (the configured one when none answers).
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// Nodes is, by node name, the node's ip, role, and the talosVersion
+	// and kubeletVersion it runs ("unknown" when it did not answer).
+	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
 	// SchematicID is the Image Factory schematic of the image.
 	SchematicID pulumi.StringOutput `pulumi:"schematicId"`
 	// InstallerImage is the installer the nodes install from.
@@ -155,7 +160,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	}
 	t := c.Talos
 	c.Kubeconfig, c.Talosconfig, c.Endpoint, c.NodeIPs = t.Kubeconfig, t.Talosconfig, t.Endpoint, t.NodeIPs
-	c.TalosVersion, c.KubernetesVersion = t.TalosVersion, t.KubernetesVersion
+	c.TalosVersion, c.KubernetesVersion, c.Nodes = t.TalosVersion, t.KubernetesVersion, t.Nodes
 	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
 		return nil, err
 	}

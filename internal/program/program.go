@@ -67,13 +67,24 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		if err := ReadProxmoxKey(cfg, args); err != nil {
 			return nil, err
 		}
+		prev, err := ReadPrevious(ctx)
+		if err != nil {
+			return nil, err
+		}
+		args.Previous = prev
 		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, proxmox.Deps{Hooks: o.Hooks, StopAPI: o.ProxmoxAPI, Talos: o.Talos})
 		if err != nil {
 			return nil, err
 		}
 		return c.Outputs(), nil
 	case stacks.PlatformVPS:
-		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, VPSArgs(cfg), vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
+		args := VPSArgs(cfg)
+		prev, err := ReadPrevious(ctx)
+		if err != nil {
+			return nil, err
+		}
+		args.Previous = prev
+		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
 		if err != nil {
 			return nil, err
 		}

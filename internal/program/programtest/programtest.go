@@ -25,7 +25,13 @@ func NoTalosYet(context.Context, string) bool { return false }
 // It returns the engine, the awaited stack outputs and the program's error.
 func Run(t testing.TB, src stacks.Source, stack string, o program.Options) (*componentstest.Engine, map[string]internals.UnsafeAwaitOutputResult, *componentstest.Hooks, error) {
 	t.Helper()
-	e := &componentstest.Engine{}
+	return RunOn(t, &componentstest.Engine{}, src, stack, o)
+}
+
+// RunOn is Run on a given engine (one that holds the stack's last outputs,
+// say).
+func RunOn(t testing.TB, e *componentstest.Engine, src stacks.Source, stack string, o program.Options) (*componentstest.Engine, map[string]internals.UnsafeAwaitOutputResult, *componentstest.Hooks, error) {
+	t.Helper()
 	hooks, _ := o.Hooks.(*componentstest.Hooks)
 	if o.Hooks == nil {
 		hooks = &componentstest.Hooks{}

@@ -1,0 +1,119 @@
+package talos
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
+)
+
+// Previous is the cluster as the last `up` left it, read from the stack's
+// outputs by the program (Go only). The changes a rollout cannot make
+// safely are refused against it before anything is registered: a
+// Kubernetes downgrade or minor-version skip, more than one control plane
+// removed at once, every control plane replaced.
+type Previous struct {
+	// KubernetesVersion is what the API servers ran ("1.34.1" or
+	// "v1.34.1"); empty when unknown.
+	KubernetesVersion string
+	// ControlPlanes are the names of the control planes; nil when
+	// unknown.
+	ControlPlanes []string
+}
+
+// checkChange records the problems of the change from a.Previous.
+func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
+	prev := a.Previous
+	if prev == nil {
+		return
+	}
+	next := a.Cluster.KubernetesVersion
+	if next == "" {
+		next = constants.DefaultKubernetesVersion
+	}
+	if msg := kubernetesChange(prev.KubernetesVersion, next); msg != "" {
+		p.Add(prefix+"cluster.kubernetesVersion", "%s", msg)
+	}
+	if prev.ControlPlanes == nil {
+		return
+	}
+	removed := a.removedControlPlanes()
+	switch {
+	case len(removed) > 0 && len(removed) == len(prev.ControlPlanes):
+		p.Add(prefix+"nodes", "removes every control plane the cluster has (%s): its etcd would be lost; add the new control planes in one `up` and remove the old ones, one per `up`, afterwards", strings.Join(removed, ", "))
+	case len(removed) > 1:
+		p.Add(prefix+"nodes", "removes %d control planes in one `up` (%s): remove one per `up`, so that etcd keeps its quorum while each member leaves", len(removed), strings.Join(removed, ", "))
+	}
+}
+
+// ChangeWarnings are the warnings about the change from a.Previous: a
+// control plane count that becomes even.
+func (a *ClusterArgs) ChangeWarnings() []string {
+	if a.Previous == nil || a.Previous.ControlPlanes == nil {
+		return nil
+	}
+	now := 0
+	for _, n := range a.Nodes {
+		if n.Role == RoleControlPlane {
+			now++
+		}
+	}
+	if now == len(a.Previous.ControlPlanes) || now%2 != 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("nodes: the cluster goes from %d to %d control planes, an even number: etcd with %d members survives no more failures than with %d; add or remove one more",
+		len(a.Previous.ControlPlanes), now, now, now-1)}
+}
+
+// removedControlPlanes are the previous control planes the nodes no longer
+// have as control planes.
+func (a *ClusterArgs) removedControlPlanes() []string {
+	var removed []string
+	for _, name := range a.Previous.ControlPlanes {
+		if !slices.ContainsFunc(a.Nodes, func(n NodeSpec) bool { return n.Name == name && n.Role == RoleControlPlane }) {
+			removed = append(removed, name)
+		}
+	}
+	return removed
+}
+
+// kubernetesChange says why going from version from to version to is not
+// a Kubernetes upgrade the rollout can make ("" when it is): a downgrade,
+// or a skip of a minor version. Versions it cannot read are left to the
+// version checks.
+func kubernetesChange(from, to string) string {
+	f, okF := parseVersion(from)
+	t, okT := parseVersion(to)
+	if !okF || !okT {
+		return ""
+	}
+	switch {
+	case t[0] != f[0]:
+		return fmt.Sprintf("%s changes the major version of the running %s: not an upgrade Kubernetes supports", to, from)
+	case t[1] < f[1] || t[1] == f[1] && t[2] < f[2]:
+		return fmt.Sprintf("%s is a downgrade from the running %s: Kubernetes does not support downgrades", to, from)
+	case t[1] > f[1]+1:
+		return fmt.Sprintf("%s skips a minor version: the cluster runs %s; upgrade to %d.%d first, one minor version per `up`", to, from, f[0], f[1]+1)
+	}
+	return ""
+}
+
+func parseVersion(v string) ([3]int, bool) {
+	var out [3]int
+	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
+	if len(parts) != 3 {
+		return out, false
+	}
+	for i, s := range parts {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return out, false
+		}
+		out[i] = n
+	}
+	return out, true
+}

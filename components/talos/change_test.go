@@ -1,0 +1,110 @@
+package talos_test
+
+import (
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+// The changes a rollout cannot make safely are refused against the
+// previous cluster before anything is registered, each naming its input.
+func TestChangesARolloutCannotMakeAreRefused(t *testing.T) {
+	t.Parallel()
+	three := []string{"cp-0", "cp-1", "cp-2"}
+	for name, tc := range map[string]struct {
+		prev    talos.Previous
+		kube    string
+		nodes   []talos.NodeSpec
+		path    string
+		message string
+	}{
+		"a skipped minor version": {
+			prev: talos.Previous{KubernetesVersion: "v1.33.4"}, kube: "1.35.0", nodes: nodes(3, 2),
+			path: "cluster.kubernetesVersion", message: "1.35.0 skips a minor version: the cluster runs v1.33.4; upgrade to 1.34 first",
+		},
+		"a downgrade": {
+			prev: talos.Previous{KubernetesVersion: "1.34.1"}, kube: "1.33.9", nodes: nodes(3, 2),
+			path: "cluster.kubernetesVersion", message: "1.33.9 is a downgrade from the running 1.34.1",
+		},
+		"a patch downgrade": {
+			prev: talos.Previous{KubernetesVersion: "1.34.2"}, kube: "1.34.1", nodes: nodes(3, 2),
+			path: "cluster.kubernetesVersion", message: "is a downgrade",
+		},
+		"a major version": {
+			prev: talos.Previous{KubernetesVersion: "1.34.2"}, kube: "2.0.0", nodes: nodes(3, 2),
+			path: "cluster.kubernetesVersion", message: "changes the major version",
+		},
+		"two control planes removed at once": {
+			prev: talos.Previous{ControlPlanes: append(three, "cp-3", "cp-4")}, kube: "1.34.1", nodes: nodes(3, 2),
+			path: "nodes", message: "removes 2 control planes in one `up` (cp-3, cp-4): remove one per `up`",
+		},
+		"every control plane replaced": {
+			prev: talos.Previous{ControlPlanes: []string{"old-cp"}}, kube: "1.34.1", nodes: nodes(1, 0),
+			path: "nodes", message: "removes every control plane the cluster has (old-cp): its etcd would be lost",
+		},
+		"a control plane turned into a worker, and another removed": {
+			prev: talos.Previous{ControlPlanes: three}, kube: "1.34.1",
+			nodes: append(nodes(1, 0), talos.NodeSpec{Name: "cp-1", IP: "10.0.0.11", Role: talos.RoleWorker, Network: talos.NodeNetwork{DHCP: true}}),
+			path: "nodes", message: "removes 2 control planes in one `up` (cp-1, cp-2)",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			args := clusterArgs("v1.12.0", tc.nodes)
+			args.Cluster.KubernetesVersion = tc.kube
+			args.Previous = &tc.prev
+			e := &componentstest.Engine{}
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+				_, err := talos.NewClusterWithDeps(ctx, "lab", &args, talos.Deps{Hooks: &componentstest.Hooks{}})
+				return err
+			}, pulumi.WithMocks("talos-cluster", "lab", e))
+			var ie *inputs.Error
+			require.ErrorAs(t, err, &ie)
+			assert.Equal(t, []string{tc.path}, ie.Paths())
+			assert.ErrorContains(t, err, tc.message)
+			assert.ErrorContains(t, err, "(nothing was created)")
+			assert.Empty(t, e.All(), "nothing is registered")
+		})
+	}
+}
+
+// The changes a rollout makes: one minor version up, a patch, one control
+// plane removed, control planes added; and no previous cluster at all.
+func TestChangesARolloutMakesPass(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		prev  *talos.Previous
+		kube  string
+		nodes []talos.NodeSpec
+		warn  bool
+	}{
+		"one minor version up":    {prev: &talos.Previous{KubernetesVersion: "v1.33.4"}, kube: "1.34.1", nodes: nodes(3, 2)},
+		"a patch":                 {prev: &talos.Previous{KubernetesVersion: "1.34.0"}, kube: "1.34.1", nodes: nodes(3, 2)},
+		"the same version":        {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "v1.34.1", nodes: nodes(3, 2)},
+		"an unknown version":      {prev: &talos.Previous{KubernetesVersion: ""}, kube: "1.34.1", nodes: nodes(3, 2)},
+		"one control plane less":  {prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2", "cp-3"}}, kube: "1.34.1", nodes: nodes(3, 0)},
+		"three to two":            {prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2"}}, kube: "1.34.1", nodes: nodes(2, 1), warn: true},
+		"one to three":            {prev: &talos.Previous{ControlPlanes: []string{"cp-0"}}, kube: "1.34.1", nodes: nodes(3, 0)},
+		"a first up":              {prev: nil, kube: "1.34.1", nodes: nodes(3, 2)},
+		"roles unknown (old run)": {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "1.34.1", nodes: nodes(1, 0)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			args := clusterArgs("v1.12.0", tc.nodes)
+			args.Cluster.KubernetesVersion = tc.kube
+			args.Previous = tc.prev
+			require.NoError(t, args.Validate("lab"))
+			if tc.warn {
+				assert.Equal(t, []string{"nodes: the cluster goes from 3 to 2 control planes, an even number: etcd with 2 members survives no more failures than with 1; add or remove one more"}, args.ChangeWarnings())
+			} else {
+				assert.Empty(t, args.ChangeWarnings())
+			}
+		})
+	}
+}

@@ -1,0 +1,100 @@
+package tests
+
+import (
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/internal/program/programtest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// nodesOutput is a `nodes` stack output of control planes and workers.
+func nodesOutput(cps, workers []string) resource.PropertyValue {
+	m := resource.PropertyMap{}
+	for role, names := range map[string][]string{"controlplane": cps, "worker": workers} {
+		for _, n := range names {
+			m[resource.PropertyKey(n)] = resource.NewObjectProperty(resource.PropertyMap{
+				"role": resource.NewStringProperty(role), "ip": resource.NewStringProperty("10.0.0.1"),
+				"talosVersion": resource.NewStringProperty("v1.12.4"), "kubeletVersion": resource.NewStringProperty("v1.34.1"),
+			})
+		}
+	}
+	return resource.NewObjectProperty(m)
+}
+
+// The program reads its stack's last outputs before it registers anything
+// and refuses the changes a rollout cannot make, naming the stack key.
+func TestTheProgramRefusesUnsafeChangesFromItsLastOutputs(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		outputs resource.PropertyMap
+		want    string
+	}{
+		"a skipped Kubernetes minor version": {
+			outputs: resource.PropertyMap{
+				"kubernetesVersion": resource.NewStringProperty("1.33.2"),
+				"nodes":             nodesOutput([]string{"cp-0"}, []string{"worker-0", "worker-1"}),
+			},
+			want: "cluster.kubernetesVersion: 1.35.0 skips a minor version: the cluster runs 1.33.2",
+		},
+		"two control planes removed": {
+			outputs: resource.PropertyMap{
+				"kubernetesVersion": resource.NewStringProperty("1.35.0"),
+				"nodes":             nodesOutput([]string{"cp-0", "cp-1", "cp-2"}, []string{"worker-0", "worker-1"}),
+			},
+			want: "nodes: removes 2 control planes in one `up` (cp-1, cp-2)",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			src := stackstest.Example(t, stackstest.ProxmoxExample)
+			e := &componentstest.Engine{StackOutputs: tc.outputs}
+			_, _, _, err := programtest.RunOn(t, e, src, "proxmox-homelab", program.Options{})
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "(nothing was created)")
+			assert.Empty(t, e.Created(), "nothing but the read of the stack's own outputs")
+			require.Len(t, e.ByType(componentstest.StackReference), 1)
+			assert.Equal(t, "organization/talos-cluster/proxmox-homelab", e.ByType(componentstest.StackReference)[0].Name)
+		})
+	}
+}
+
+// First `up`, then the next one reads what the first exported: the same
+// config passes, and the nodes output names each node's role.
+func TestTheNextUpReadsTheOutputsOfTheLast(t *testing.T) {
+	t.Parallel()
+	src := stackstest.Example(t, stackstest.VPSExample)
+	_, outs, _, err := programtest.Run(t, src, "vps-prod", program.Options{})
+	require.NoError(t, err)
+	nodes, ok := outs["nodes"].Value.(map[string]map[string]string)
+	require.True(t, ok, "nodes is a map of maps: %T", outs["nodes"].Value)
+	require.Contains(t, nodes, "node-0")
+	assert.Equal(t, "controlplane", nodes["node-0"]["role"])
+	assert.Equal(t, "unknown", nodes["node-0"]["talosVersion"], "under mocks no node answers")
+
+	last := resource.PropertyMap{}
+	for k, v := range outs {
+		if k == "nodes" {
+			m := resource.PropertyMap{}
+			for n, fields := range nodes {
+				f := resource.PropertyMap{}
+				for fk, fv := range fields {
+					f[resource.PropertyKey(fk)] = resource.NewStringProperty(fv)
+				}
+				m[resource.PropertyKey(n)] = resource.NewObjectProperty(f)
+			}
+			last[resource.PropertyKey(k)] = resource.NewObjectProperty(m)
+			continue
+		}
+		if s, ok := v.Value.(string); ok {
+			last[resource.PropertyKey(k)] = resource.NewStringProperty(s)
+		}
+	}
+	_, _, _, err = programtest.RunOn(t, &componentstest.Engine{StackOutputs: last}, src, "vps-prod", program.Options{})
+	require.NoError(t, err)
+}

@@ -44,6 +44,7 @@ func applyDefaults(cfg *Config) {
 	setString(&c.InstallDisk, DefaultInstallDisk)
 	setString(&c.Cilium.Version, DefaultCiliumVersion)
 	setString(&c.CertApprover.Version, DefaultApproverVersion)
+	setInt(&c.Rollout.WorkerParallelism, 1)
 
 	switch cfg.Platform {
 	case PlatformProxmox:

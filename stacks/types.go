@@ -51,6 +51,12 @@ type ClusterConfig struct {
 	Cilium            CiliumConfig    `json:"cilium" doc:"Cilium CNI Helm chart (https://helm.cilium.io)."`
 	CertApprover      ApproverConfig  `json:"certApprover" doc:"Kubelet serving-certificate approver Helm chart (postfinance/kubelet-csr-approver)."`
 	Patches           PatchesConfig   `json:"patches" doc:"Extra Talos machine-config patches (strategic merge), applied after the generated ones."`
+	Rollout           RolloutConfig   `json:"rollout" doc:"How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at a time."`
+}
+
+// RolloutConfig shapes the rollout of a change to running nodes.
+type RolloutConfig struct {
+	WorkerParallelism int `json:"workerParallelism" doc:"How many workers take a change (an upgrade, a config apply) at once." default:"1"`
 }
 
 // SchematicConfig selects the Talos Image Factory schematic.

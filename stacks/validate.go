@@ -116,6 +116,9 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 	validateEndpoint(d, cfg)
 	validateChartVersion(d, "cluster.cilium.version", c.Cilium.Version)
 	validateChartVersion(d, "cluster.certApprover.version", c.CertApprover.Version)
+	if c.Rollout.WorkerParallelism < 1 {
+		d.errorf("cluster.rollout.workerParallelism", "%d is not a number of workers: 1 or more", c.Rollout.WorkerParallelism)
+	}
 	validatePatches(d, "cluster.patches.all", c.Patches.All)
 	validatePatches(d, "cluster.patches.controlPlane", c.Patches.ControlPlane)
 	validatePatches(d, "cluster.patches.worker", c.Patches.Worker)

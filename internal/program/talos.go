@@ -23,6 +23,7 @@ func ClusterSettings(cfg *stacks.Config) talos.ClusterSettings {
 		},
 		Cilium:       &talos.ChartSettings{Version: c.Cilium.Version, Values: c.Cilium.Values},
 		CertApprover: &talos.ChartSettings{Version: c.CertApprover.Version, Values: c.CertApprover.Values},
+		Rollout:      &talos.RolloutSettings{WorkerParallelism: c.Rollout.WorkerParallelism},
 	}
 }
 

@@ -51,7 +51,7 @@ func TestChangesARolloutCannotMakeAreRefused(t *testing.T) {
 		"a control plane turned into a worker, and another removed": {
 			prev: talos.Previous{ControlPlanes: three}, kube: "1.34.1",
 			nodes: append(nodes(1, 0), talos.NodeSpec{Name: "cp-1", IP: "10.0.0.11", Role: talos.RoleWorker, Network: talos.NodeNetwork{DHCP: true}}),
-			path: "nodes", message: "removes 2 control planes in one `up` (cp-1, cp-2)",
+			path:  "nodes", message: "removes 2 control planes in one `up` (cp-1, cp-2)",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

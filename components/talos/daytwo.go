@@ -10,6 +10,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/siderolabs/talos/pkg/machinery/client/dialer"
+	"google.golang.org/grpc"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
@@ -42,7 +44,11 @@ func (d Deps) withDefaults(ctx *pulumi.Context) Deps {
 		d.Hooks = &SDKHooks{Ctx: ctx}
 	}
 	if d.Talos == nil {
-		d.Talos = func(creds talosapi.Credentials) (talosapi.API, error) { return talosapi.New(creds) }
+		d.Talos = func(creds talosapi.Credentials) (talosapi.API, error) {
+			// Dial as the Talos provider does: through HTTPS_PROXY when the
+			// stack reaches its nodes through the ssh-proxy helper.
+			return talosapi.New(creds, talosapi.WithDialOptions(grpc.WithContextDialer(dialer.DynamicProxyDialer)))
+		}
 	}
 	if d.Kube == nil {
 		d.Kube = func(kubeconfig []byte, server string) (rollout.Kube, error) {

@@ -70,6 +70,10 @@ type Engine struct {
 	// StackOutputs are the outputs a stack reference reads (the stack's
 	// last outputs, for a program that reads its own); none when nil.
 	StackOutputs resource.PropertyMap
+	// MachineConfiguration, when set, makes the base machine configs the
+	// provider's getConfiguration generates from its arguments (real ones,
+	// for tests that merge and apply them); a stub text otherwise.
+	MachineConfiguration func(args resource.PropertyMap) (string, error)
 
 	mu  sync.Mutex
 	res []Registered
@@ -164,6 +168,13 @@ func str(m resource.PropertyMap, key resource.PropertyKey) string {
 func (e *Engine) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 	switch args.Token {
 	case "talos:machine/getConfiguration:getConfiguration":
+		if e.MachineConfiguration != nil {
+			cfg, err := e.MachineConfiguration(args.Args)
+			if err != nil {
+				return nil, err
+			}
+			return resource.PropertyMap{"machineConfiguration": resource.NewStringProperty(cfg)}, nil
+		}
 		return resource.PropertyMap{"machineConfiguration": resource.NewStringProperty("version: v1alpha1 # " + args.Args["machineType"].StringValue())}, nil
 	case "talos:client/getConfiguration:getConfiguration":
 		return resource.PropertyMap{"talosConfig": resource.NewStringProperty("context: test\n")}, nil

@@ -285,7 +285,14 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 			if err != nil {
 				return nil, err
 			}
-			apply, err := newApply(ctx, applyName, args, spec, n, secrets, base[n.Role], applyOpts{
+			patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
+				return NodePatches(spec, n, image)
+			}).(pulumi.StringArrayOutput)
+			pulumi.All(base[n.Role], patches).ApplyT(func(xs []any) error {
+				day2.configs[n.Name].set(nodeConfig{base: xs[0].(string), patches: xs[1].([]string)}, nil)
+				return nil
+			})
+			apply, err := newApply(ctx, applyName, args, n, secrets, base[n.Role], patches, applyOpts{
 				parent: parent, after: previous, hooks: []pulumi.ResourceOption{gate, settle},
 			})
 			if err != nil {
@@ -467,10 +474,7 @@ type applyOpts struct {
 // newApply applies the node's config. Create and update use the insecure
 // maintenance API when the node still answers it and the client certificate
 // otherwise; delete is a no-op unless the platform asks for a reset.
-func newApply(ctx *pulumi.Context, resourceName string, args *ClusterArgs, spec PatchSpec, n NodeSpec, secrets *machine.Secrets, base pulumi.StringOutput, o applyOpts) (*machine.ConfigurationApply, error) {
-	patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
-		return NodePatches(spec, n, image)
-	}).(pulumi.StringArrayOutput)
+func newApply(ctx *pulumi.Context, resourceName string, args *ClusterArgs, n NodeSpec, secrets *machine.Secrets, base pulumi.StringOutput, patches pulumi.StringArrayOutput, o applyOpts) (*machine.ConfigurationApply, error) {
 	nopts := args.NodeOptions[n.Name]
 	deps := append(append([]pulumi.Resource{}, nopts.DependsOn...), o.after...)
 	ropts := append([]pulumi.ResourceOption{o.parent, pulumi.DependsOn(deps)}, o.hooks...)

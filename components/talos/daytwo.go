@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/siderolabs/talos/pkg/machinery/client/dialer"
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 	"google.golang.org/grpc"
 	"gopkg.in/yaml.v3"
 
@@ -81,10 +82,23 @@ type dayTwo struct {
 	cps         []string
 	credentials *future[talosapi.Credentials]
 
+	// configs are the nodes' new configs by node name, as their applies
+	// get them: for the Kubernetes upgrade of the control planes.
+	configs map[string]*future[nodeConfig]
+
 	mu      sync.Mutex
 	api     talosapi.API
 	booted  map[string]time.Time
 	settled map[string]error // by node name: the wait after its apply
+	// phase is the Kubernetes control-plane phase of this run, once run.
+	phase *error
+}
+
+// nodeConfig is a node's new machine config as its apply gets it: the
+// role's base config and the node's patches.
+type nodeConfig struct {
+	base    string
+	patches []string
 }
 
 func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string) *dayTwo {
@@ -94,8 +108,10 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		byApply:     map[string]rollout.Node{},
 		credentials: newFuture[talosapi.Credentials](),
 		booted:      map[string]time.Time{}, settled: map[string]error{},
+		configs:     map[string]*future[nodeConfig]{},
 	}
 	for _, n := range args.Nodes {
+		d.configs[n.Name] = newFuture[nodeConfig]()
 		node := rollout.Node{Name: n.Name, IP: n.IP, Role: rollout.Role(n.Role)}
 		d.byApply[prefix+n.Name] = node
 		if n.Role == RoleControlPlane {
@@ -190,6 +206,9 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 	if err := ops.Gate(ctx, n); err != nil {
 		return err
 	}
+	if err := d.kubernetesPhase(ctx, ops, args); err != nil {
+		return err
+	}
 	oldImage, newImage := installerImage(args.OldInputs), installerImage(args.NewInputs)
 	running, err := ops.API.Version(ctx, n.IP)
 	if err != nil {
@@ -214,6 +233,58 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 	d.booted[n.Name] = ops.BootTime(ctx, n)
 	d.mu.Unlock()
 	return nil
+}
+
+// kubernetesPhase runs once per run, at the first gate, when the change
+// moves the kubelet to another image (a Kubernetes version change): every
+// control plane's API server, controller manager and scheduler move first,
+// one control plane at a time, each API server answering with the new
+// version before the next, while every kubelet stays on its version. The
+// applies then move the kubelets, node by node, in the rollout's order. So
+// no kubelet ever runs a version newer than an API server. Its error stops
+// the rollout and is given to every later gate of the run.
+func (d *dayTwo) kubernetesPhase(ctx context.Context, ops rollout.Ops, args *pulumi.ResourceHookArgs) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.phase != nil {
+		return *d.phase
+	}
+	err := d.runKubernetesPhase(ctx, ops, args)
+	d.phase = &err
+	return err
+}
+
+func (d *dayTwo) runKubernetesPhase(ctx context.Context, ops rollout.Ops, args *pulumi.ResourceHookArgs) error {
+	oldKubelet := kubeletImage(baseConfig(args.OldInputs))
+	newKubelet := kubeletImage(baseConfig(args.NewInputs))
+	if oldKubelet == "" || newKubelet == "" || oldKubelet == newKubelet {
+		return nil
+	}
+	for _, ip := range d.cps {
+		n := d.byIP(ip)
+		nc, err := d.configs[n.Name].get(ctx)
+		if err != nil {
+			return fmt.Errorf("unable to read the new config of %s: %w", n, err)
+		}
+		config, err := pinnedConfig(nc, oldKubelet)
+		if err != nil {
+			return fmt.Errorf("unable to build the control-plane config of %s: %w", n, err)
+		}
+		if err := ops.UpgradeControlPlane(ctx, n, config, d.kubernetes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// byIP is the node with that IP.
+func (d *dayTwo) byIP(ip string) rollout.Node {
+	for _, n := range d.byApply {
+		if n.IP == ip {
+			return n
+		}
+	}
+	return rollout.Node{IP: ip, Role: rollout.ControlPlane}
 }
 
 // earlierSettled refuses to touch a node while a node updated before it in
@@ -306,6 +377,55 @@ func memberNode(inputs resource.PropertyMap) (rollout.Node, error) {
 		return n, fmt.Errorf("its state names no node: %v", n)
 	}
 	return n, nil
+}
+
+// baseConfig is an apply's base machine config (a secret input).
+func baseConfig(inputs resource.PropertyMap) string {
+	v := inputs["machineConfigurationInput"]
+	for v.IsSecret() {
+		v = v.SecretValue().Element
+	}
+	if v.IsString() {
+		return v.StringValue()
+	}
+	return ""
+}
+
+// kubeletImage is machine.kubelet.image of a machine config's v1alpha1
+// document; "" when it has none.
+func kubeletImage(config string) string {
+	dec := yaml.NewDecoder(strings.NewReader(config))
+	for {
+		var doc struct {
+			Version string `yaml:"version"`
+			Machine struct {
+				Kubelet struct {
+					Image string `yaml:"image"`
+				} `yaml:"kubelet"`
+			} `yaml:"machine"`
+		}
+		if err := dec.Decode(&doc); err != nil {
+			return ""
+		}
+		if doc.Version == "v1alpha1" {
+			return doc.Machine.Kubelet.Image
+		}
+	}
+}
+
+// pinnedConfig is the node's new machine config (base and patches merged as
+// the provider merges them) with its kubelet kept on kubelet.
+func pinnedConfig(nc nodeConfig, kubelet string) ([]byte, error) {
+	pin := fmt.Sprintf("machine:\n  kubelet:\n    image: %s\n", kubelet)
+	patches, err := configpatcher.LoadPatches(append(append([]string{}, nc.patches...), pin))
+	if err != nil {
+		return nil, fmt.Errorf("unable to load the patches: %w", err)
+	}
+	out, err := configpatcher.Apply(configpatcher.WithBytes([]byte(nc.base)), patches)
+	if err != nil {
+		return nil, fmt.Errorf("unable to apply the patches: %w", err)
+	}
+	return out.Bytes()
 }
 
 // installerImage finds the installer image in an apply's config patches

@@ -5,8 +5,16 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -44,6 +52,56 @@ type lab struct {
 	talos  *talosapitest.Cluster
 	kube   *kubeapitest.Server
 	timing rollout.Timing
+	// realConfigs makes the program's base machine configs real ones,
+	// generated from the fake's secrets bundle.
+	realConfigs bool
+
+	mu sync.Mutex
+	// apiServers are the versions the control planes' API servers answer
+	// with, by IP: the configs the nodes took through ApplyConfiguration.
+	apiServers map[string]string
+}
+
+// kube is the fake Kubernetes API as one server stands for all: a control
+// plane's own API server answers with its version in the lab.
+type kube struct {
+	*kubeapi.Client
+	l      *lab
+	server string
+}
+
+func (k kube) ServerVersion(ctx context.Context) (string, error) {
+	if k.server == "" {
+		return k.Client.ServerVersion(ctx)
+	}
+	k.l.mu.Lock()
+	defer k.l.mu.Unlock()
+	ip := strings.TrimSuffix(strings.TrimPrefix(k.server, "https://"), ":6443")
+	return k.l.apiServers[ip], nil
+}
+
+// machineConfig generates the role's base config as the provider's
+// getConfiguration does, from the fake's secrets bundle.
+func (l *lab) machineConfig(args resource.PropertyMap) (string, error) {
+	vc, err := config.ParseContractFromVersion(args["talosVersion"].StringValue())
+	if err != nil {
+		return "", err
+	}
+	in, err := generate.NewInput(args["clusterName"].StringValue(), args["clusterEndpoint"].StringValue(), args["kubernetesVersion"].StringValue(),
+		generate.WithSecretsBundle(talosapitest.Bundle(l.t)), generate.WithVersionContract(vc), generate.WithInstallDisk("/dev/sda"))
+	if err != nil {
+		return "", err
+	}
+	mt := machine.TypeWorker
+	if args["machineType"].StringValue() == "controlplane" {
+		mt = machine.TypeControlPlane
+	}
+	cfg, err := in.Config(mt)
+	if err != nil {
+		return "", err
+	}
+	out, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	return string(out), err
 }
 
 func newLab(t testing.TB, specs ...talosapitest.NodeSpec) *lab {
@@ -51,8 +109,12 @@ func newLab(t testing.TB, specs ...talosapitest.NodeSpec) *lab {
 		t: t, talos: talosapitest.Start(t, specs...), kube: kubeapitest.Start(t),
 		timing: rollout.Timing{Poll: 5 * time.Millisecond, Reboot: 3 * time.Second, Healthy: 3 * time.Second, RebootStart: 40 * time.Millisecond, Drain: time.Second},
 	}
+	l.apiServers = map[string]string{}
 	for _, n := range l.talos.Nodes() {
 		l.kube.AddNode(kubeapitest.NodeSpec{Name: n.Hostname(), InternalIP: n.IP()})
+		if n.Role() == talosapitest.ControlPlane {
+			l.apiServers[n.IP()] = kubeapitest.DefaultVersion
+		}
 	}
 	return l
 }
@@ -97,15 +159,18 @@ func (l *lab) run(args talos.ClusterArgs) run {
 	l.t.Helper()
 	crt, key := l.talos.AdminCert()
 	e := &componentstest.Engine{ClientConfiguration: &componentstest.ClientConfiguration{CA: string(l.talos.CA()), Cert: string(crt), Key: string(key)}}
+	if l.realConfigs {
+		e.MachineConfiguration = l.machineConfig
+	}
 	hooks := &componentstest.Hooks{}
 	deps := talos.Deps{
 		Hooks: hooks,
 		Talos: func(creds talosapi.Credentials) (talosapi.API, error) {
 			return talosapi.New(creds, talosapi.WithAddress(l.talos.Address), talosapi.WithTimeouts(500*time.Millisecond, time.Second))
 		},
-		Kube: func(_ []byte, _ string) (rollout.Kube, error) {
-			// One fake API server stands for every control plane's.
-			return kubeapi.New(l.kube.Kubeconfig(), kubeapi.WithTimeout(time.Second))
+		Kube: func(_ []byte, server string) (rollout.Kube, error) {
+			c, err := kubeapi.New(l.kube.Kubeconfig(), kubeapi.WithTimeout(time.Second))
+			return kube{Client: c, l: l, server: server}, err
 		},
 		Timing: l.timing,
 	}
@@ -472,6 +537,74 @@ func TestAWorkerThatCannotBeDrainedStays(t *testing.T) {
 	assert.Empty(t, l.talos.Events("DeleteVM"), "the machine stays")
 	_, ok := l.kube.Node("worker-1")
 	assert.True(t, ok)
+}
+
+// A Kubernetes upgrade: every control plane's API server, controller
+// manager and scheduler move first, one control plane at a time, each API
+// server answering with the new version before the next, with the kubelets
+// kept on the old version; then the applies move the kubelets node by node.
+// No kubelet is ever newer than an API server.
+func TestAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T) {
+	t.Parallel()
+	const from, to = "1.34.1", "1.35.0"
+	l := newLab(t, talosapitest.Topology(3, 2, oldTalos, 30*time.Millisecond)...)
+	l.realConfigs = true
+	var log []string
+	var skew []string
+	l.talos.OnApply(func(ip string, data []byte) {
+		cfg, err := configloader.NewFromBytes(data)
+		if !assert.NoError(t, err, "the node gets a valid machine config") {
+			return
+		}
+		api := cfg.Cluster().APIServer().Image()
+		kubelet := cfg.Machine().Kubelet().Image()
+		assert.True(t, strings.HasSuffix(kubelet, ":v"+from), "the kubelet stays on %s in the control-plane phase, got %s", from, kubelet)
+		assert.Contains(t, cfg.Cluster().ControllerManager().Image(), ":v"+to)
+		assert.Contains(t, cfg.Cluster().Scheduler().Image(), ":v"+to)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.apiServers[ip] = api[strings.LastIndex(api, ":")+1:]
+		log = append(log, "api-server "+ip)
+	})
+	args := func(v string) talos.ClusterArgs {
+		a := clusterArgs(oldTalos, l.nodes())
+		a.Cluster.KubernetesVersion = v
+		return a
+	}
+	s := stateOf(l.run(args(from)))
+
+	// What the provider's apply does to a node: its whole config runs, its
+	// kubelet (and a control plane's API server) on the new version. At
+	// that moment every other API server must run it already.
+	kubelet := func(ip string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if _, cp := l.apiServers[ip]; cp {
+			l.apiServers[ip] = "v" + to
+		}
+		for cp, v := range l.apiServers {
+			if v != "v"+to {
+				skew = append(skew, fmt.Sprintf("kubelet of %s moved while the API server of %s runs %s", ip, cp, v))
+			}
+		}
+		log = append(log, "kubelet "+ip)
+		l.kube.SetKubeletVersion(l.talos.Node(ip).Hostname(), "v"+to)
+	}
+	next := l.run(args(to))
+	res := l.up(s, next, kubelet)
+	require.NoError(t, res.err)
+	assert.Empty(t, res.warnings)
+	assert.Empty(t, skew, "no kubelet newer than an API server")
+	assert.Equal(t, []string{
+		"api-server 10.5.0.11", "api-server 10.5.0.12", "api-server 10.5.0.13",
+		"kubelet 10.5.0.11", "kubelet 10.5.0.12", "kubelet 10.5.0.13", "kubelet 10.5.0.21", "kubelet 10.5.0.22",
+	}, log)
+	assert.Empty(t, upgraded(l.talos), "no Talos upgrade")
+
+	// The outputs of the next run say what runs now.
+	after := l.run(args(to))
+	assert.Equal(t, to, after.kubernetesVersion)
+	assert.Equal(t, "v"+to, after.nodes["worker-2"]["kubeletVersion"])
 }
 
 // A whole-stack destroy (`destroy --run-program` runs the program with the

@@ -296,6 +296,34 @@ func (o Ops) waitAPIServer(ctx context.Context, n Node, version string, t Timing
 	}
 }
 
+// UpgradeControlPlane moves a control plane's API server, controller
+// manager and scheduler to a new Kubernetes version: it applies config (the
+// node's new machine config with its kubelet kept on the running version)
+// without a reboot and waits until the node's own API server answers with
+// version. An API server that answers with version already is left alone
+// (a resumed upgrade). It needs the Kubernetes connector.
+func (o Ops) UpgradeControlPlane(ctx context.Context, n Node, config []byte, version string) error {
+	if o.Kube == nil {
+		return fmt.Errorf("unable to upgrade the control plane of %s: no Kubernetes API", n)
+	}
+	t := o.Timing.WithDefaults()
+	want := "v" + trimV(version)
+	if kube, err := o.Kube(ctx, "https://"+n.IP+":6443"); err == nil {
+		if got, err := kube.ServerVersion(ctx); err == nil && got == want {
+			o.logf("the API server of %s runs Kubernetes %s already", n, want)
+			return nil
+		}
+	}
+	if err := o.Gate(ctx, n); err != nil {
+		return err
+	}
+	o.logf("moving the control plane of %s to Kubernetes %s (its kubelet follows later)", n, want)
+	if err := o.API.ApplyConfiguration(ctx, n.IP, config); err != nil {
+		return fmt.Errorf("unable to upgrade the control plane of %s: %w", n, err)
+	}
+	return o.waitAPIServer(ctx, n, version, t)
+}
+
 // Remove takes the node out of the cluster before its machine goes: a
 // control plane's etcd member leaves first (gracefully through the node,
 // or removed through another control plane when the node does not answer;

@@ -479,6 +479,18 @@ func (c *Client) Reboot(ctx context.Context, node string) error {
 	return nil
 }
 
+// ApplyConfiguration implements API.
+func (c *Client) ApplyConfiguration(ctx context.Context, node string, config []byte) error {
+	err := c.call(ctx, node, c.changeTimeout, func(ctx context.Context, tc *client.Client) error {
+		_, err := tc.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: config, Mode: machine.ApplyConfigurationRequest_NO_REBOOT})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("unable to apply a config to node %s: %w", node, err)
+	}
+	return nil
+}
+
 // ServiceList implements API.
 func (c *Client) ServiceList(ctx context.Context, node string) ([]Service, error) {
 	var out []Service

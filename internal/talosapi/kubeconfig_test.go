@@ -113,3 +113,22 @@ func TestKubeconfigOfAnUnreachableNode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, talosapitest.DefaultKubeconfig, string(got))
 }
+
+func TestApplyConfigurationReachesTheNode(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.Start(t, talosapitest.Topology(1, 0, oldVersion, reboot)...)
+	got := make(chan string, 1)
+	c.OnApply(func(node string, config []byte) { got <- node + " " + string(config) })
+	cl := newClient(t, c, adminCreds(c))
+	require.NoError(t, cl.ApplyConfiguration(ctxT(t), "10.5.0.11", []byte("version: v1alpha1\n")))
+	assert.Equal(t, "10.5.0.11 version: v1alpha1\n", <-got)
+	events := c.Events("ApplyConfiguration")
+	require.Len(t, events, 1)
+	assert.Equal(t, "mode=NO_REBOOT bytes=18", events[0].Args, "never a reboot")
+
+	crt, key := c.ClientCert(role.Reader)
+	reader := newClient(t, c, talosapi.Credentials{CA: c.CA(), Cert: crt, Key: key})
+	err := reader.ApplyConfiguration(ctxT(t), "10.5.0.11", []byte("version: v1alpha1\n"))
+	require.Error(t, err, "os:reader may not apply a config")
+	assert.Contains(t, err.Error(), "unable to apply a config to node 10.5.0.11")
+}

@@ -44,6 +44,11 @@ type API interface {
 	// Reboot asks the node to reboot (default mode). It returns once the
 	// node has accepted the request.
 	Reboot(ctx context.Context, node string) error
+	// ApplyConfiguration applies a whole machine config to the node
+	// without a reboot: Talos refuses a change that would need one. It
+	// returns once the node has accepted the config; the node then
+	// reconciles its services (a new static pod image, say).
+	ApplyConfiguration(ctx context.Context, node string, config []byte) error
 	// ServiceList returns the node's Talos services with their state and
 	// health.
 	ServiceList(ctx context.Context, node string) ([]Service, error)

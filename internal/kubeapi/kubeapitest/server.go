@@ -249,6 +249,19 @@ func (s *Server) AddNode(spec NodeSpec) {
 	s.nodes[spec.Name] = &node{spec: spec, uid: s.uid()}
 }
 
+// SetKubeletVersion makes a node's kubelet report version (a kubelet
+// upgraded by its machine config).
+func (s *Server) SetKubeletVersion(name, version string) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[name]
+	if n == nil {
+		s.t.Fatalf("kubeapitest: no node %q", name)
+	}
+	n.spec.KubeletVersion = version
+}
+
 // AddPod adds a pod.
 func (s *Server) AddPod(spec PodSpec) {
 	s.t.Helper()

@@ -158,6 +158,7 @@ type Cluster struct {
 	events     []Event
 	leaveRetry time.Duration
 	kubeconfig []byte
+	onApply    func(node string, config []byte)
 	closed     bool
 }
 
@@ -338,6 +339,16 @@ func (c *Cluster) SetLeaveRetry(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.leaveRetry = d
+}
+
+// OnApply sets what happens when a node takes a config through
+// ApplyConfiguration (a test makes its fake API server run the config's
+// Kubernetes version, say). It runs with the node's IP and the config,
+// before the call returns.
+func (c *Cluster) OnApply(f func(node string, config []byte)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onApply = f
 }
 
 // DefaultKubeconfig is the admin kubeconfig the control planes give until

@@ -322,6 +322,7 @@ var rules = map[string]role.Set{
 	"EtcdMemberList":       role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"EtcdStatus":           role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"Reboot":               role.MakeSet(role.Admin, role.Operator),
+	"ApplyConfiguration":   role.MakeSet(role.Admin),
 	"Upgrade":              role.MakeSet(role.Admin),
 	"EtcdLeaveCluster":     role.MakeSet(role.Admin),
 	"EtcdRemoveMemberByID": role.MakeSet(role.Admin),
@@ -402,6 +403,8 @@ func describe(req any) string {
 		return fmt.Sprintf("image=%s stage=%t force=%t preserve=%t mode=%s", r.GetImage(), r.GetStage(), r.GetForce(), r.GetPreserve(), r.GetRebootMode())
 	case *machine.RebootRequest:
 		return "mode=" + r.GetMode().String()
+	case *machine.ApplyConfigurationRequest:
+		return fmt.Sprintf("mode=%s bytes=%d", r.GetMode(), len(r.GetData()))
 	case *machine.EtcdRemoveMemberByIDRequest:
 		return fmt.Sprintf("member=%016x", r.GetMemberId())
 	case *machine.EtcdMemberListRequest:
@@ -488,6 +491,21 @@ func (s *server) Reboot(context.Context, *machine.RebootRequest) (*machine.Reboo
 	}
 	n.scheduleReboot("reboot", n.version, n.spec.RebootLatency)
 	return &machine.RebootResponse{Messages: []*machine.Reboot{{Metadata: s.meta(), ActorId: fmt.Sprintf("fake-%d", len(n.c.events))}}}, nil
+}
+
+func (s *server) ApplyConfiguration(_ context.Context, in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
+	unlock := s.lock()
+	n := s.n
+	if n.state != stateUp {
+		unlock()
+		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
+	}
+	onApply := n.c.onApply
+	unlock()
+	if onApply != nil {
+		onApply(n.spec.IP, in.GetData())
+	}
+	return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{Metadata: s.meta(), Mode: in.GetMode()}}}, nil
 }
 
 func (s *server) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {

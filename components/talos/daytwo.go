@@ -92,6 +92,9 @@ type dayTwo struct {
 	settled map[string]error // by node name: the wait after its apply
 	// phase is the Kubernetes control-plane phase of this run, once run.
 	phase *error
+
+	kubeMu     sync.Mutex
+	kubeconfig []byte // the admin kubeconfig, fetched once per run
 }
 
 // nodeConfig is a node's new machine config as its apply gets it: the
@@ -149,19 +152,27 @@ func (d *dayTwo) ops(ctx context.Context, extraCPs ...string) (rollout.Ops, erro
 // kubeConnector opens Kubernetes with the admin kubeconfig a control plane
 // generates (through the Talos API: the kubeconfig resource of the cluster
 // waits for the bootstrap, which waits for the first node's apply, so a
-// hook on that apply cannot wait for it).
+// hook on that apply cannot wait for it). Talos signs a new client
+// certificate for every kubeconfig it gives, so one is fetched per run.
 func (d *dayTwo) kubeConnector(api talosapi.API, cps []string) rollout.KubeConnector {
 	return func(ctx context.Context, server string) (rollout.Kube, error) {
-		var last error
-		for _, cp := range cps {
-			kc, err := api.Kubeconfig(ctx, cp)
-			if err != nil {
+		d.kubeMu.Lock()
+		defer d.kubeMu.Unlock()
+		if d.kubeconfig == nil {
+			var last error
+			for _, cp := range cps {
+				kc, err := api.Kubeconfig(ctx, cp)
+				if err == nil {
+					d.kubeconfig = kc
+					break
+				}
 				last = err
-				continue
 			}
-			return d.deps.Kube(kc, server)
+			if d.kubeconfig == nil {
+				return nil, fmt.Errorf("unable to fetch the admin kubeconfig from a control plane: %w", last)
+			}
 		}
-		return nil, fmt.Errorf("unable to fetch the admin kubeconfig from a control plane: %w", last)
+		return d.deps.Kube(d.kubeconfig, server)
 	}
 }
 

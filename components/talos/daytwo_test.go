@@ -600,6 +600,7 @@ func TestAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T) {
 		"kubelet 10.5.0.11", "kubelet 10.5.0.12", "kubelet 10.5.0.13", "kubelet 10.5.0.21", "kubelet 10.5.0.22",
 	}, log)
 	assert.Empty(t, upgraded(l.talos), "no Talos upgrade")
+	assert.Len(t, l.talos.Events("Kubeconfig"), 1, "one admin kubeconfig per run: Talos signs a certificate for each")
 
 	// The outputs of the next run say what runs now.
 	after := l.run(args(to))

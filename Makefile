@@ -107,13 +107,14 @@ bench: ## Run the Go benchmarks (program evaluation per node count, ...).
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # The packages with goroutines of their own, for `make race`: the ssh-proxy helper, the Proxmox API
-# client and its fake, the Talos API client (parallel etcd calls) and its fake cluster, the fast
+# client and its fake, the Talos API client (parallel etcd calls) and its fake cluster, the
+# Kubernetes client and its fake, the day-2 hooks of TalosCluster (futures, parallel reads), the fast
 # stop of Proxmox VMs, the VPS install and probes, the command (exec, proxy, the driver's
 # cancellation). The rest of the tree is sequential code under Pulumi's mocks, and the whole tree
 # takes about twice as long (2 cores, warm cache: 65 s for these, 115 s for ./..., mostly linking
 # race-instrumented test binaries). RACE_PACKAGES=./... runs everything.
-RACE_PACKAGES ?= ./internal/access/... ./internal/pveapi/... ./internal/talosapi/... ./components/proxmox/... \
-	./components/vps/... ./cmd/stackctl/...
+RACE_PACKAGES ?= ./internal/access/... ./internal/pveapi/... ./internal/talosapi/... ./internal/kubeapi/... \
+	./components/talos/... ./components/proxmox/... ./components/vps/... ./cmd/stackctl/...
 
 .PHONY: race
 race: ## Run the tests of the packages with concurrency under the race detector (RACE_PACKAGES=./... for all).

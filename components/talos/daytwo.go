@@ -111,7 +111,7 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		byApply:     map[string]rollout.Node{},
 		credentials: newFuture[talosapi.Credentials](),
 		booted:      map[string]time.Time{}, settled: map[string]error{},
-		configs:     map[string]*future[nodeConfig]{},
+		configs: map[string]*future[nodeConfig]{},
 	}
 	for _, n := range args.Nodes {
 		d.configs[n.Name] = newFuture[nodeConfig]()

@@ -23,7 +23,9 @@ func ops(t *testing.T, c *talosapitest.Cluster) rollout.Ops {
 		Timing: rollout.Timing{Poll: 5 * time.Millisecond, Reboot: time.Second, Healthy: time.Second, RebootStart: 20 * time.Millisecond, Drain: time.Second}}
 }
 
-func cp(ip, name string) rollout.Node { return rollout.Node{Name: name, IP: ip, Role: rollout.ControlPlane} }
+func cp(ip, name string) rollout.Node {
+	return rollout.Node{Name: name, IP: ip, Role: rollout.ControlPlane}
+}
 
 // The gate's policy by the number of control planes: one is only checked
 // for health (nothing keeps a quorum without it), two never lose one,

@@ -23,6 +23,10 @@ type Previous struct {
 	// ControlPlanes are the names of the control planes; nil when
 	// unknown.
 	ControlPlanes []string
+	// ControlPlaneIPs are their IPs: a control plane removed in this run
+	// keeps its etcd member until its removal at the end of the run, and
+	// the gates before it must count it.
+	ControlPlaneIPs []string
 }
 
 // checkChange records the problems of the change from a.Previous.

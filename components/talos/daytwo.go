@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,7 @@ type dayTwo struct {
 	kubernetes  string // the Kubernetes version
 	byApply     map[string]rollout.Node
 	cps         []string
+	leaving     []string // control planes of the last run this one removes
 	credentials *future[talosapi.Credentials]
 
 	// configs are the nodes' new configs by node name, as their applies
@@ -113,6 +115,16 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		booted:      map[string]time.Time{}, settled: map[string]error{},
 		configs: map[string]*future[nodeConfig]{},
 	}
+	if args.Previous != nil {
+		// Control planes the stack drops in this run are still etcd
+		// members until their removal, after every update: the gates
+		// check them too.
+		for _, ip := range args.Previous.ControlPlaneIPs {
+			if !slices.ContainsFunc(args.Nodes, func(n NodeSpec) bool { return n.IP == ip }) {
+				d.leaving = append(d.leaving, ip)
+			}
+		}
+	}
 	for _, n := range args.Nodes {
 		d.configs[n.Name] = newFuture[nodeConfig]()
 		node := rollout.Node{Name: n.Name, IP: n.IP, Role: rollout.Role(n.Role)}
@@ -138,7 +150,9 @@ func (d *dayTwo) ops(ctx context.Context, extraCPs ...string) (rollout.Ops, erro
 			return rollout.Ops{}, fmt.Errorf("unable to open the Talos API: %w", err)
 		}
 	}
-	cps := append(append([]string{}, d.cps...), extraCPs...)
+	cps := append(append(append([]string{}, d.cps...), d.leaving...), extraCPs...)
+	slices.Sort(cps[len(d.cps):])
+	cps = append(cps[:len(d.cps)], slices.Compact(cps[len(d.cps):])...)
 	api := d.api
 	return rollout.Ops{
 		API: api, ControlPlanes: cps, Timing: d.deps.Timing,

@@ -62,6 +62,17 @@ type lab struct {
 	apiServers map[string]string
 }
 
+// controlPlaneRuns makes the control plane's static pods and API server
+// run the Kubernetes version (the kubelet restarted them from new
+// manifests).
+func (l *lab) controlPlaneRuns(ip, version string) {
+	name := l.talos.Node(ip).Hostname()
+	for _, c := range rollout.ControlPlaneComponents {
+		l.kube.SetPodImage("kube-system", c+"-"+name, "registry.k8s.io/"+c+":"+version)
+	}
+	l.apiServers[ip] = version
+}
+
 // kube is the fake Kubernetes API as one server stands for all: a control
 // plane's own API server answers with its version in the lab.
 type kube struct {
@@ -114,6 +125,10 @@ func newLab(t testing.TB, specs ...talosapitest.NodeSpec) *lab {
 		l.kube.AddNode(kubeapitest.NodeSpec{Name: n.Hostname(), InternalIP: n.IP()})
 		if n.Role() == talosapitest.ControlPlane {
 			l.apiServers[n.IP()] = kubeapitest.DefaultVersion
+			for _, c := range rollout.ControlPlaneComponents {
+				l.kube.AddPod(kubeapitest.PodSpec{Namespace: "kube-system", Name: c + "-" + n.Hostname(), Node: n.Hostname(),
+					Mirror: true, Image: "registry.k8s.io/" + c + ":" + kubeapitest.DefaultVersion})
+			}
 		}
 	}
 	return l
@@ -563,7 +578,7 @@ func TestAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T) {
 		assert.Contains(t, cfg.Cluster().Scheduler().Image(), ":v"+to)
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		l.apiServers[ip] = api[strings.LastIndex(api, ":")+1:]
+		l.controlPlaneRuns(ip, api[strings.LastIndex(api, ":")+1:])
 		log = append(log, "api-server "+ip)
 	})
 	args := func(v string) talos.ClusterArgs {
@@ -580,7 +595,7 @@ func TestAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if _, cp := l.apiServers[ip]; cp {
-			l.apiServers[ip] = "v" + to
+			l.controlPlaneRuns(ip, "v"+to)
 		}
 		for cp, v := range l.apiServers {
 			if v != "v"+to {
@@ -606,6 +621,25 @@ func TestAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T) {
 	after := l.run(args(to))
 	assert.Equal(t, to, after.kubernetesVersion)
 	assert.Equal(t, "v"+to, after.nodes["worker-2"]["kubeletVersion"])
+}
+
+// A control plane removed in the same `up` as a config change: its etcd
+// member stays until its removal at the end of the run, and the gates of
+// the other control planes count it (from the stack's last outputs), so
+// the config change goes through and the member leaves afterwards.
+func TestAControlPlaneRemovedWithAConfigChange(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	args := clusterArgs(oldTalos, l.nodes("cp-3"))
+	args.Cluster.Patches = &talos.ClusterPatches{All: []string{"machine:\n  sysctls:\n    vm.nr_hugepages: \"64\"\n"}}
+	args.Previous = &talos.Previous{ControlPlanes: []string{"cp-1", "cp-2", "cp-3"}, ControlPlaneIPs: []string{"10.5.0.11", "10.5.0.12", "10.5.0.13"}}
+
+	res := l.up(s, l.run(args), nil)
+	require.NoError(t, res.err)
+	assert.Empty(t, res.warnings)
+	assert.Equal(t, []string{"cp-1", "cp-2"}, l.talos.Members())
+	assert.Len(t, l.talos.Events("EtcdLeaveCluster"), 1)
 }
 
 // A whole-stack destroy (`destroy --run-program` runs the program with the

@@ -223,3 +223,25 @@ func events(s *kubeapitest.Server) []string {
 	}
 	return out
 }
+
+func TestStaticPodsAreTheMirrorPodsOfTheNode(t *testing.T) {
+	t.Parallel()
+	s := kubeapitest.Start(t)
+	s.AddNode(kubeapitest.NodeSpec{Name: "cp-1"})
+	s.AddPod(kubeapitest.PodSpec{Namespace: "kube-system", Name: "kube-apiserver-cp-1", Node: "cp-1", Mirror: true, Image: "registry.k8s.io/kube-apiserver:v1.35.0"})
+	s.AddPod(kubeapitest.PodSpec{Namespace: "kube-system", Name: "kube-scheduler-cp-1", Node: "cp-1", Mirror: true, NotReady: true})
+	s.AddPod(kubeapitest.PodSpec{Namespace: "kube-system", Name: "cilium-abc", Node: "cp-1", OwnerKind: "DaemonSet"})
+	s.AddPod(kubeapitest.PodSpec{Namespace: "kube-system", Name: "kube-apiserver-cp-2", Node: "cp-2", Mirror: true})
+	c, err := kubeapi.New(s.Kubeconfig())
+	require.NoError(t, err)
+	pods, err := c.StaticPods(context.Background(), "cp-1")
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []kubeapi.StaticPod{
+		{Namespace: "kube-system", Name: "kube-apiserver-cp-1", Images: []string{"registry.k8s.io/kube-apiserver:v1.35.0"}, Ready: true},
+		{Namespace: "kube-system", Name: "kube-scheduler-cp-1", Images: []string{"registry.k8s.io/pause:3.10"}, Ready: false},
+	}, pods)
+	s.SetPodImage("kube-system", "kube-scheduler-cp-1", "registry.k8s.io/kube-scheduler:v1.35.0")
+	pods, err = c.StaticPods(context.Background(), "cp-1")
+	require.NoError(t, err)
+	assert.Contains(t, pods, kubeapi.StaticPod{Namespace: "kube-system", Name: "kube-scheduler-cp-1", Images: []string{"registry.k8s.io/kube-scheduler:v1.35.0"}})
+}

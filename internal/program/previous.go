@@ -53,6 +53,9 @@ func previousFrom(outputs map[string]any) *talos.Previous {
 	for name, n := range nodes {
 		if m, ok := n.(map[string]any); ok && m["role"] == string(talos.RoleControlPlane) {
 			prev.ControlPlanes = append(prev.ControlPlanes, name)
+			if ip, ok := m["ip"].(string); ok && ip != "" {
+				prev.ControlPlaneIPs = append(prev.ControlPlaneIPs, ip)
+			}
 		}
 	}
 	return prev

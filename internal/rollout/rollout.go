@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
@@ -87,7 +88,12 @@ type Kube interface {
 	Nodes(ctx context.Context) ([]kubeapi.Node, error)
 	Drain(ctx context.Context, node string, opts kubeapi.DrainOptions) error
 	DeleteNode(ctx context.Context, node string) error
+	StaticPods(ctx context.Context, node string) ([]kubeapi.StaticPod, error)
 }
+
+// ControlPlaneComponents are the static pods of a control plane, by the
+// name prefix of their mirror pods.
+var ControlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
 // KubeConnector opens the Kubernetes API with the cluster's admin
 // kubeconfig; server overrides the kubeconfig's server (one control plane's
@@ -230,8 +236,10 @@ func (o Ops) BootTime(ctx context.Context, n Node) time.Time {
 // it watches for RebootStart whether the node reboots (its boot time moves
 // past bootedBefore, or it stops answering) and then waits for the reboot
 // to end; it then waits for the node's services and, for a control plane,
-// for etcd and for its API server to answer with kubernetesVersion (when
-// not empty and a Kubernetes connector is set).
+// for etcd. With a Kubernetes connector and a kubernetesVersion, it also
+// waits for a control plane's API server, controller manager and scheduler
+// to run that version, and for the node's Kubernetes Node to be Ready with
+// its kubelet on it.
 func (o Ops) Settle(ctx context.Context, n Node, bootedBefore time.Time, kubernetesVersion string) error {
 	t := o.Timing.WithDefaults()
 	if o.rebooting(ctx, n, bootedBefore, t) {
@@ -243,10 +251,102 @@ func (o Ops) Settle(ctx context.Context, n Node, bootedBefore time.Time, kuberne
 	if err := o.healthy(ctx, n); err != nil {
 		return err
 	}
-	if n.Role == ControlPlane && kubernetesVersion != "" && o.Kube != nil {
-		return o.waitAPIServer(ctx, n, kubernetesVersion, t)
+	if kubernetesVersion == "" || o.Kube == nil {
+		return nil
 	}
-	return nil
+	if n.Role == ControlPlane {
+		if err := o.waitControlPlane(ctx, n, kubernetesVersion, t); err != nil {
+			return err
+		}
+	}
+	return o.waitKubelet(ctx, n, kubernetesVersion, t)
+}
+
+// waitKubelet waits until the node's Kubernetes Node is Ready with its
+// kubelet on the version.
+func (o Ops) waitKubelet(ctx context.Context, n Node, version string, t Timing) error {
+	want := "v" + trimV(version)
+	return o.poll(ctx, t, fmt.Sprintf("the kubelet of %s to be Ready on Kubernetes %s", n, want), func() error {
+		kube, err := o.Kube(ctx, "")
+		if err != nil {
+			return err
+		}
+		nodes, err := kube.Nodes(ctx)
+		if err != nil {
+			return err
+		}
+		for _, k := range nodes {
+			if k.InternalIP != n.IP {
+				continue
+			}
+			switch {
+			case !k.Ready:
+				return fmt.Errorf("Node %s is not Ready", k.Name)
+			case k.KubeletVersion != want:
+				return fmt.Errorf("Node %s runs kubelet %s", k.Name, k.KubeletVersion)
+			}
+			return nil
+		}
+		return fmt.Errorf("no Kubernetes Node has the address %s", n.IP)
+	})
+}
+
+// waitControlPlane waits until the control plane's own API server answers
+// with the version, and its API server, controller manager and scheduler
+// static pods run images of the version and are Ready.
+func (o Ops) waitControlPlane(ctx context.Context, n Node, version string, t Timing) error {
+	if err := o.waitAPIServer(ctx, n, version, t); err != nil {
+		return err
+	}
+	want := ":v" + trimV(version)
+	return o.poll(ctx, t, fmt.Sprintf("the control-plane pods of %s to run Kubernetes v%s", n, trimV(version)), func() error {
+		kube, err := o.Kube(ctx, "")
+		if err != nil {
+			return err
+		}
+		name, err := nodeName(ctx, kube, n)
+		if err != nil {
+			return err
+		}
+		pods, err := kube.StaticPods(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, component := range ControlPlaneComponents {
+			i := slices.IndexFunc(pods, func(p kubeapi.StaticPod) bool { return strings.HasPrefix(p.Name, component+"-") })
+			if i < 0 {
+				return fmt.Errorf("node %s has no %s pod", name, component)
+			}
+			p := pods[i]
+			for _, img := range p.Images {
+				if !strings.HasSuffix(img, want) {
+					return fmt.Errorf("pod %s/%s runs %s", p.Namespace, p.Name, img)
+				}
+			}
+			if !p.Ready {
+				return fmt.Errorf("pod %s/%s is not Ready", p.Namespace, p.Name)
+			}
+		}
+		return nil
+	})
+}
+
+// poll retries check every Poll until it passes or Healthy runs out; the
+// error names what was waited for and the last reason.
+func (o Ops) poll(ctx context.Context, t Timing, what string, check func() error) error {
+	deadline := time.Now().Add(t.Healthy)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("unable to wait for %s: %w: %w", what, err, talosapi.ErrTimeout)
+		}
+		if err := sleep(ctx, t.Poll); err != nil {
+			return err
+		}
+	}
 }
 
 // rebooting watches the node for up to RebootStart: true once it stops
@@ -321,7 +421,7 @@ func (o Ops) UpgradeControlPlane(ctx context.Context, n Node, config []byte, ver
 	if err := o.API.ApplyConfiguration(ctx, n.IP, config); err != nil {
 		return fmt.Errorf("unable to upgrade the control plane of %s: %w", n, err)
 	}
-	return o.waitAPIServer(ctx, n, version, t)
+	return o.waitControlPlane(ctx, n, version, t)
 }
 
 // Remove takes the node out of the cluster before its machine goes: a

@@ -256,11 +256,20 @@ func (p *pod) object() map[string]any {
 	if !p.deletedAt.IsZero() {
 		meta["deletionTimestamp"] = p.deletedAt.UTC().Format(time.RFC3339)
 	}
-	spec := map[string]any{"containers": []map[string]string{{"name": "main", "image": "registry.k8s.io/pause:3.10"}}}
+	image := p.spec.Image
+	if image == "" {
+		image = "registry.k8s.io/pause:3.10"
+	}
+	spec := map[string]any{"containers": []map[string]string{{"name": "main", "image": image}}}
 	if p.spec.Node != "" {
 		spec["nodeName"] = p.spec.Node
 	}
-	return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": map[string]any{"phase": p.spec.Phase}}
+	ready := "True"
+	if p.spec.NotReady {
+		ready = "False"
+	}
+	status := map[string]any{"phase": p.spec.Phase, "conditions": []map[string]string{{"type": "Ready", "status": ready}}}
+	return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 }
 
 func notFound(w http.ResponseWriter, kind, name string) {

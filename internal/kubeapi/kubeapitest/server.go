@@ -89,6 +89,10 @@ type PodSpec struct {
 	// Recreate replaces it, once terminated, by a pod of the same name and
 	// a new UID not yet scheduled anywhere, as a StatefulSet does.
 	Recreate bool
+	// Image is its container's image (default registry.k8s.io/pause:3.10).
+	Image string
+	// NotReady makes its Ready condition False.
+	NotReady bool
 }
 
 // Event is one entry of the log.
@@ -260,6 +264,19 @@ func (s *Server) SetKubeletVersion(name, version string) {
 		s.t.Fatalf("kubeapitest: no node %q", name)
 	}
 	n.spec.KubeletVersion = version
+}
+
+// SetPodImage changes a pod's container image (a static pod the kubelet
+// restarted from a new manifest).
+func (s *Server) SetPodImage(namespace, name, image string) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pods[namespace+"/"+name]
+	if p == nil {
+		s.t.Fatalf("kubeapitest: no pod %s/%s", namespace, name)
+	}
+	p.spec.Image = image
 }
 
 // AddPod adds a pod.

@@ -262,6 +262,7 @@ func (s *Server) SetKubeletVersion(name, version string) {
 	n := s.nodes[name]
 	if n == nil {
 		s.t.Fatalf("kubeapitest: no node %q", name)
+		return
 	}
 	n.spec.KubeletVersion = version
 }
@@ -275,6 +276,7 @@ func (s *Server) SetPodImage(namespace, name, image string) {
 	p := s.pods[namespace+"/"+name]
 	if p == nil {
 		s.t.Fatalf("kubeapitest: no pod %s/%s", namespace, name)
+		return
 	}
 	p.spec.Image = image
 }

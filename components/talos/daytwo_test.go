@@ -62,6 +62,20 @@ type lab struct {
 	apiServers map[string]string
 }
 
+// rebootingPatch is a config change Talos reboots for (in the lab, where
+// the effect of an apply is the test's: see rebootAfterApply).
+const rebootingPatch = "machine:\n  sysctls:\n    vm.nr_hugepages: \"64\"\n"
+
+// rebootAfterApply is what Talos does with apply mode auto for a change
+// that needs a reboot: the node reboots right after it takes the config.
+func (l *lab) rebootAfterApply() func(node string) {
+	crt, key := l.talos.AdminCert()
+	self, err := talosapi.New(talosapi.Credentials{CA: l.talos.CA(), Cert: crt, Key: key}, talosapi.WithAddress(l.talos.Address))
+	require.NoError(l.t, err)
+	l.t.Cleanup(func() { _ = self.Close() })
+	return func(node string) { require.NoError(l.t, self.Reboot(context.Background(), node)) }
+}
+
 // controlPlaneRuns makes the control plane's static pods and API server
 // run the Kubernetes version (the kubelet restarted them from new
 // manifests).
@@ -429,16 +443,9 @@ func TestARebootingConfigChangeReachesOneControlPlaneAtATime(t *testing.T) {
 	l := newLab(t, specs...)
 	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
 	args := clusterArgs(oldTalos, l.nodes())
-	args.Cluster.Patches = &talos.ClusterPatches{All: []string{"machine:\n  sysctls:\n    vm.nr_hugepages: \"64\"\n"}}
+	args.Cluster.Patches = &talos.ClusterPatches{All: []string{rebootingPatch}}
 
-	// What Talos does with apply mode auto for such a change.
-	crt, key := l.talos.AdminCert()
-	self, err := talosapi.New(talosapi.Credentials{CA: l.talos.CA(), Cert: crt, Key: key}, talosapi.WithAddress(l.talos.Address))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = self.Close() })
-	reboot := func(node string) { require.NoError(t, self.Reboot(context.Background(), node)) }
-
-	res := l.up(s, l.run(args), reboot)
+	res := l.up(s, l.run(args), l.rebootAfterApply())
 	require.NoError(t, res.err)
 	assert.Empty(t, res.warnings)
 	assert.Equal(t, 1, l.talos.MaxDown(talosapitest.ControlPlane), "never two control planes down")
@@ -459,13 +466,9 @@ func TestANodeThatDoesNotSettleStopsTheNext(t *testing.T) {
 	l.timing.Reboot = 300 * time.Millisecond
 	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
 	args := clusterArgs(oldTalos, l.nodes())
-	args.Cluster.Patches = &talos.ClusterPatches{Worker: []string{"machine:\n  sysctls:\n    vm.nr_hugepages: \"64\"\n"}}
+	args.Cluster.Patches = &talos.ClusterPatches{Worker: []string{rebootingPatch}}
 
-	crt, key := l.talos.AdminCert()
-	self, err := talosapi.New(talosapi.Credentials{CA: l.talos.CA(), Cert: crt, Key: key}, talosapi.WithAddress(l.talos.Address))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = self.Close() })
-	res := l.up(s, l.run(args), func(node string) { require.NoError(t, self.Reboot(context.Background(), node)) })
+	res := l.up(s, l.run(args), l.rebootAfterApply())
 	require.Len(t, res.warnings, 1)
 	require.Error(t, res.err)
 	assert.Contains(t, res.err.Error(), "lab-apply-worker-2: unable to touch node worker-2 (10.5.0.22): node worker-1 did not come back healthy")
@@ -632,7 +635,7 @@ func TestAControlPlaneRemovedWithAConfigChange(t *testing.T) {
 	l := newLab(t, talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)...)
 	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
 	args := clusterArgs(oldTalos, l.nodes("cp-3"))
-	args.Cluster.Patches = &talos.ClusterPatches{All: []string{"machine:\n  sysctls:\n    vm.nr_hugepages: \"64\"\n"}}
+	args.Cluster.Patches = &talos.ClusterPatches{All: []string{rebootingPatch}}
 	args.Previous = &talos.Previous{ControlPlanes: []string{"cp-1", "cp-2", "cp-3"}, ControlPlaneIPs: []string{"10.5.0.11", "10.5.0.12", "10.5.0.13"}}
 
 	res := l.up(s, l.run(args), nil)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
 )
 
@@ -75,27 +76,7 @@ func serverTLS(t *testing.T, p pkitest.PKI) *tls.Config {
 
 // kubeconfig is laid out as Talos writes it.
 func kubeconfig(server string, p pkitest.PKI) string {
-	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-    - name: lab
-      cluster:
-        server: %s
-        certificate-authority-data: %s
-users:
-    - name: admin@lab
-      user:
-        client-certificate-data: %s
-        client-key-data: %s
-contexts:
-    - context:
-        cluster: lab
-        namespace: default
-        user: admin@lab
-      name: admin@lab
-current-context: admin@lab
-`, server, b64(p.CA), b64(p.ClientCert), b64(p.ClientKey))
+	return string(kubeapitest.Kubeconfig(server, p.CA, p.ClientCert, p.ClientKey))
 }
 
 func runWaitNodes(t *testing.T, env ...string) (string, error) {

@@ -94,13 +94,13 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora, each b
 	set -o pipefail; $(GO) test -count=1 -bench . -benchtime 1x ./... \
 		| { grep -vE '^(goos|goarch|pkg|cpu): |^Benchmark[^[:space:]]*[[:space:]]+1[[:space:]]|^PASS$$' || true; }
 	@# The Automation API integration test: runs where pulumi is on PATH, says SKIPPED otherwise.
-	@set -o pipefail; $(GO) test -count=1 -tags integration -run Integration -v ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli | grep -E '^(--- |ok|FAIL|PASS)|SKIPPED'
+	@set -o pipefail; $(GO) test -count=1 -tags integration -run Integration -v ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./internal/program | grep -E '^(--- |ok|FAIL|PASS)|SKIPPED'
 	@# The component provider, a module of its own (see docs/component-package.md).
 	cd $(PROVIDER_DIR) && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: integration
-integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, adopt; needs pulumi on PATH).
-	$(GO) test -count=1 -tags integration -run Integration -v ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli
+integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, adopt, the self stack reference; needs pulumi on PATH).
+	$(GO) test -count=1 -tags integration -run Integration -v ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./internal/program
 
 .PHONY: bench
 bench: ## Run the Go benchmarks (program evaluation per node count, ...).

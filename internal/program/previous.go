@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
@@ -58,5 +59,8 @@ func previousFrom(outputs map[string]any) *talos.Previous {
 			}
 		}
 	}
+	// Map order is random: sorted, the messages that list them are stable.
+	slices.Sort(prev.ControlPlanes)
+	slices.Sort(prev.ControlPlaneIPs)
 	return prev
 }

@@ -1,0 +1,74 @@
+//go:build integration
+
+package program_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/program"
+)
+
+// TestIntegrationReadPreviousWithTheRealCLI checks, with the real pulumi
+// CLI and a local file backend, what the refusals of issue 18 rest on: a
+// program reads its own stack's last outputs through a stack reference to
+// itself, in a preview and in an up, before it registers new ones. Run it
+// with `make integration`; it is skipped, saying so, where pulumi is not on
+// PATH.
+func TestIntegrationReadPreviousWithTheRealCLI(t *testing.T) {
+	if _, err := exec.LookPath("pulumi"); err != nil {
+		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the self stack reference was not checked")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
+	t.Setenv("PULUMI_HOME", filepath.Join(dir, ".pulumi-home"))
+	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
+
+	// Each run exports the cluster it was asked for (the version given)
+	// and what it read of the last run.
+	version := "1.34.1"
+	seen := ""
+	prog := func(ctx *pulumi.Context) error {
+		prev, err := program.ReadPrevious(ctx)
+		if err != nil {
+			return err
+		}
+		seen = "none"
+		if prev != nil {
+			seen = prev.KubernetesVersion
+			for _, cp := range prev.ControlPlanes {
+				seen += " " + cp
+			}
+		}
+		ctx.Export("kubernetesVersion", pulumi.String(version))
+		ctx.Export("nodes", pulumi.Map{"cp-0": pulumi.StringMap{"role": pulumi.String("controlplane"), "ip": pulumi.String("10.0.0.10")}})
+		return nil
+	}
+	s, err := auto.UpsertStackInlineSource(ctx, "it", "previous-it", prog)
+	require.NoError(t, err)
+
+	_, err = s.Up(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "none", seen, "the first up has no last outputs")
+
+	version = "1.35.0"
+	_, err = s.Preview(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "1.34.1 cp-0", seen, "a preview reads the last up's outputs")
+
+	_, err = s.Up(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "1.34.1 cp-0", seen, "an up reads the last up's outputs, not its own")
+
+	_, err = s.Up(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "1.35.0 cp-0", seen)
+}

@@ -1,0 +1,28 @@
+package program
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+func TestPreviousFromTheStackOutputs(t *testing.T) {
+	t.Parallel()
+	assert.Nil(t, previousFrom(nil), "a first up")
+	assert.Nil(t, previousFrom(map[string]any{"kubernetesVersion": "1.34.1", "nodeIps": map[string]any{"cp-0": "10.0.0.10"}}),
+		"a stack from before the nodes output: the roles are unknown")
+
+	prev := previousFrom(map[string]any{
+		"kubernetesVersion": "1.34.1",
+		"nodes": map[string]any{
+			"cp-0":     map[string]any{"role": "controlplane", "ip": "10.0.0.10"},
+			"worker-0": map[string]any{"role": "worker", "ip": "10.0.0.20"},
+		},
+	})
+	assert.Equal(t, &talos.Previous{KubernetesVersion: "1.34.1", ControlPlanes: []string{"cp-0"}, ControlPlaneIPs: []string{"10.0.0.10"}}, prev)
+
+	prev = previousFrom(map[string]any{"kubernetesVersion": talos.Unknown, "nodes": map[string]any{}})
+	assert.Equal(t, &talos.Previous{ControlPlanes: []string{}}, prev, "an unknown version is no version")
+}

@@ -669,11 +669,15 @@ func TestAWholeStackDestroyTouchesNoNode(t *testing.T) {
 
 // BenchmarkTalosUpgradeThroughTheHooks measures a 3+2 Talos upgrade
 // through the program's hooks on the fake, against its floor of five
-// reboot latencies (one node at a time).
+// reboot latencies (one node at a time). Above the floor: each node's
+// health waits and the settle hook's watch for a reboot after its apply.
 func BenchmarkTalosUpgradeThroughTheHooks(b *testing.B) {
 	const r = 50 * time.Millisecond
 	for b.Loop() {
 		l := newLab(b, talosapitest.Topology(3, 2, oldTalos, r)...)
+		// The settle hook's watch for a reboot in the ratio of production:
+		// 20 s against a reboot of about 80 s.
+		l.timing.RebootStart = r / 4
 		s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
 		next := l.run(clusterArgs(newTalos, l.nodes()))
 		start := time.Now()

@@ -4,7 +4,6 @@ import (
 	_ "embed" // the Kubernetes wait script
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
@@ -442,15 +441,14 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	for _, n := range args.Nodes {
 		done = append(done, c.Applies[n.Name].ID(), c.Members[n.Name].ID())
 	}
-	var once sync.Once
-	var obs observation
-	observe := func(xs []any) observation {
-		once.Do(func() { obs = day2.observe(xs[0].(string), args.Nodes) })
-		return obs
-	}
-	c.TalosVersion = pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) string { return observe(xs).talos })).(pulumi.StringOutput)
-	c.KubernetesVersion = pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) string { return observe(xs).kubernetes })).(pulumi.StringOutput)
-	c.Nodes = pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) map[string]map[string]string { return observe(xs).nodes })).(pulumi.StringMapMapOutput)
+	// Read once; the kubeconfig among the inputs is secret, the versions
+	// are not.
+	observed := pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) any {
+		return day2.observe(xs[0].(string), args.Nodes)
+	}))
+	c.TalosVersion = observed.ApplyT(func(o any) string { return o.(observation).talos }).(pulumi.StringOutput)
+	c.KubernetesVersion = observed.ApplyT(func(o any) string { return o.(observation).kubernetes }).(pulumi.StringOutput)
+	c.Nodes = observed.ApplyT(func(o any) map[string]map[string]string { return o.(observation).nodes }).(pulumi.StringMapMapOutput)
 	// The kubeconfig output resolves only after the cluster is usable, so
 	// whoever reads it (a stack export) waits for Cilium, the approver and
 	// Ready nodes.

@@ -96,7 +96,8 @@ type dayTwo struct {
 	phase *error
 
 	kubeMu     sync.Mutex
-	kubeconfig []byte // the admin kubeconfig, fetched once per run
+	kubeconfig []byte                  // the admin kubeconfig, fetched once per run
+	kubes      map[string]rollout.Kube // a client per server, made once per run
 }
 
 // nodeConfig is a node's new machine config as its apply gets it: the
@@ -167,11 +168,15 @@ func (d *dayTwo) ops(ctx context.Context, extraCPs ...string) (rollout.Ops, erro
 // generates (through the Talos API: the kubeconfig resource of the cluster
 // waits for the bootstrap, which waits for the first node's apply, so a
 // hook on that apply cannot wait for it). Talos signs a new client
-// certificate for every kubeconfig it gives, so one is fetched per run.
+// certificate for every kubeconfig it gives, so one is fetched per run, and
+// a client is made once per server: the waits poll every few seconds.
 func (d *dayTwo) kubeConnector(api talosapi.API, cps []string) rollout.KubeConnector {
 	return func(ctx context.Context, server string) (rollout.Kube, error) {
 		d.kubeMu.Lock()
 		defer d.kubeMu.Unlock()
+		if k, ok := d.kubes[server]; ok {
+			return k, nil
+		}
 		if d.kubeconfig == nil {
 			var last error
 			for _, cp := range cps {
@@ -186,7 +191,15 @@ func (d *dayTwo) kubeConnector(api talosapi.API, cps []string) rollout.KubeConne
 				return nil, fmt.Errorf("unable to fetch the admin kubeconfig from a control plane: %w", last)
 			}
 		}
-		return d.deps.Kube(d.kubeconfig, server)
+		k, err := d.deps.Kube(d.kubeconfig, server)
+		if err != nil {
+			return nil, err
+		}
+		if d.kubes == nil {
+			d.kubes = map[string]rollout.Kube{}
+		}
+		d.kubes[server] = k
+		return k, nil
 	}
 }
 
@@ -226,17 +239,17 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 	if err != nil {
 		return err
 	}
-	// The etcd gate first: it names the member at fault when the node
-	// (or another control plane) is down.
-	if err := ops.Gate(ctx, n); err != nil {
-		return err
-	}
 	if err := d.kubernetesPhase(ctx, ops, args); err != nil {
 		return err
 	}
 	oldImage, newImage := installerImage(args.OldInputs), installerImage(args.NewInputs)
 	running, err := ops.API.Version(ctx, n.IP)
 	if err != nil {
+		// The etcd gate's error names the member at fault when the node
+		// (or another control plane) is down: it says more.
+		if gerr := ops.Gate(ctx, n); gerr != nil {
+			return gerr
+		}
 		return fmt.Errorf("unable to read the Talos version of %s: %w", n, err)
 	}
 	if newImage != "" && (oldImage != newImage || running != d.talos) {
@@ -249,10 +262,10 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 		if err := ops.UpgradeTalos(ctx, n, newImage, d.talos, force); err != nil {
 			return err
 		}
-		// The gate again before the config is applied.
-		if err := ops.Gate(ctx, n); err != nil {
-			return err
-		}
+	}
+	// The etcd gate right before the config is applied.
+	if err := ops.Gate(ctx, n); err != nil {
+		return err
 	}
 	d.mu.Lock()
 	d.booted[n.Name] = ops.BootTime(ctx, n)

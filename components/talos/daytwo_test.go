@@ -290,6 +290,12 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 			}
 		}
 	}
+	// New memberships are creates: no hook.
+	for _, m := range p.engine.ByType(componentstest.LocalCommand) {
+		if _, ok := s[m.Name]; !ok && strings.HasPrefix(m.Name, "lab"+talos.MemberSuffix) {
+			s[m.Name] = m.Inputs
+		}
+	}
 	// Deletes come last, dependents first: a membership before its apply
 	// and its machine.
 	for name, inputs := range s {
@@ -643,6 +649,24 @@ func TestAControlPlaneRemovedWithAConfigChange(t *testing.T) {
 	assert.Empty(t, res.warnings)
 	assert.Equal(t, []string{"cp-1", "cp-2"}, l.talos.Members())
 	assert.Len(t, l.talos.Events("EtcdLeaveCluster"), 1)
+}
+
+// Adding a worker: its apply and membership are creates, which run no
+// hook, and no running node's config changes, so no node is touched; the
+// outputs list the new node.
+func TestAddingAWorkerTouchesNoRunningNode(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes("worker-2"))))
+	before := len(l.talos.Events())
+	next := l.run(clusterArgs(oldTalos, l.nodes()))
+	require.NoError(t, l.up(s, next, nil).err)
+	for _, e := range l.talos.Events()[before:] {
+		assert.Equal(t, "Version", e.Call, "only the reads of the outputs: %s", e)
+	}
+	assert.Contains(t, s, "lab-apply-worker-2")
+	assert.Contains(t, s, "lab-member-worker-2")
+	assert.Equal(t, oldTalos, next.nodes["worker-2"]["talosVersion"])
 }
 
 // A whole-stack destroy (`destroy --run-program` runs the program with the

@@ -210,16 +210,9 @@ func (o Ops) healthy(ctx context.Context, n Node) error {
 // waitEtcd waits until every etcd member is healthy: a member that just
 // came back needs a moment to find its leader.
 func (o Ops) waitEtcd(ctx context.Context, t Timing) error {
-	deadline := time.Now().Add(t.Healthy)
-	for {
-		err := talosapi.EtcdQuorumSafe(ctx, o.API, o.ControlPlanes, "")
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		if err := sleep(ctx, t.Poll); err != nil {
-			return err
-		}
-	}
+	return o.poll(ctx, t, "every etcd member to be healthy", func() error {
+		return talosapi.EtcdQuorumSafe(ctx, o.API, o.ControlPlanes, "")
+	})
 }
 
 // BootTime reads when the node booted, for Settle. A node that does not
@@ -371,29 +364,17 @@ func (o Ops) rebooting(ctx context.Context, n Node, bootedBefore time.Time, t Ti
 // with the version.
 func (o Ops) waitAPIServer(ctx context.Context, n Node, version string, t Timing) error {
 	want := "v" + trimV(version)
-	server := "https://" + n.IP + ":6443"
-	deadline := time.Now().Add(t.Healthy)
-	var last error
-	for {
-		kube, err := o.Kube(ctx, server)
-		if err == nil {
-			var got string
-			got, err = kube.ServerVersion(ctx)
-			if err == nil && got == want {
-				return nil
-			}
-			if err == nil {
-				err = fmt.Errorf("it answers %s", got)
-			}
-		}
-		last = err
-		if time.Now().After(deadline) {
-			return fmt.Errorf("unable to wait for the API server of %s to run Kubernetes %s: %w: %w", n, want, last, talosapi.ErrTimeout)
-		}
-		if err := sleep(ctx, t.Poll); err != nil {
+	return o.poll(ctx, t, fmt.Sprintf("the API server of %s to run Kubernetes %s", n, want), func() error {
+		kube, err := o.Kube(ctx, "https://"+n.IP+":6443")
+		if err != nil {
 			return err
 		}
-	}
+		got, err := kube.ServerVersion(ctx)
+		if err == nil && got != want {
+			err = fmt.Errorf("it answers %s", got)
+		}
+		return err
+	})
 }
 
 // UpgradeControlPlane moves a control plane's API server, controller

@@ -20,10 +20,19 @@ type credentialCheck struct {
 // secret in proxmox.apiTokenId, a private key pasted into a key that takes
 // none).
 //
-// A credential is stored in plain text when its top-level key is not
-// secret at all (the engine tells the program only which top-level keys hold
-// a secret somewhere), or when the stack file, read into src.PlainInFile,
-// holds it as a plain value next to another key's secure one.
+// The rule: every credential (every secret:"true" field: each node's
+// rescue.password, proxmox.apiTokenSecret, proxmox.ssh.privateKey) must be
+// stored encrypted, whether or not the stack uses secrets elsewhere, so a
+// plain one is an error naming its key, never quoting it. It is plain when
+// its top-level key holds no secret at all (the engine tells the program
+// only which top-level keys hold a secret somewhere), or when the stack
+// file, read into src.PlainInFile, holds it as a plain value (merge keys
+// followed) equal to what the engine handed over, next to another key's
+// secure one. Without the stack file (src.PlainInFile nil: config from
+// elsewhere, or a file the program could not find), two or more credentials
+// under one secret top-level key cannot be told apart: each gets a warning
+// naming it. A lone credential under a secret top-level key is taken to be
+// the secure value there.
 func checkCredentials(d *Diagnostics, src Source, cfg *Config) credentialCheck {
 	var c credentialCheck
 	root := reflect.ValueOf(cfg).Elem()
@@ -35,15 +44,25 @@ func checkCredentials(d *Diagnostics, src Source, cfg *Config) credentialCheck {
 		if f := root.Field(i); f.Kind() == reflect.String && src.isSecret(src.Project+":"+top) {
 			c.secrets = append(c.secrets, f.String()) // a plain key set with --secret
 		}
+		var unchecked []string
 		walkSecrets(top, root.Field(i), func(path string, s Secret) {
 			if !s.IsSet() {
 				return
 			}
 			c.secrets = append(c.secrets, s.Reveal())
-			if src.storedPlain(top, path, s.Reveal()) {
+			switch {
+			case src.storedPlain(top, path, s.Reveal()):
 				d.errorf(path, "is stored in plain text; set it with `pulumi config set --secret --path '%s' <value>`", path)
+			case src.PlainInFile == nil:
+				unchecked = append(unchecked, path)
 			}
 		})
+		if len(unchecked) > 1 {
+			for _, path := range unchecked {
+				d.warnf(path, "is not checked for plain text: Pulumi marks only the top-level key %s:%s secret, and the stack file (Pulumi.<stack>.yaml) was not read, so this credential cannot be told apart from the other %d there; make sure it was set with `pulumi config set --secret --path '%s' <value>`",
+					src.Project, top, len(unchecked)-1, path)
+			}
+		}
 		walkPlainStrings(top, root.Field(i), func(path, value string) {
 			if pw := urlPassword(value); pw != "" {
 				// Validation refuses it where it is wrong (proxmox.endpoint)

@@ -362,11 +362,11 @@ func writeStack(t *testing.T, text string, secrets map[string]string) stacks.Sou
 	return stackstest.StackSource(t, path, secrets)
 }
 
-// Pulumi marks a whole top-level key secret when one value in it is: the
-// stack file tells every other credential under it that is in plain text.
-func TestEveryCredentialLeafIsCheckedOnItsOwn(t *testing.T) {
-	t.Parallel()
-	vps := `config:
+// vpsStackFile is a VPS stack file whose control plane has the rescue
+// settings cpRescue (a YAML flow mapping) and whose workers are the list
+// items workers.
+func vpsStackFile(cpRescue, workers string) string {
+	return `config:
   talos-cluster:platform: vps
   talos-cluster:cluster:
     name: prod
@@ -376,14 +376,43 @@ func TestEveryCredentialLeafIsCheckedOnItsOwn(t *testing.T) {
     controlPlanes:
       - name: node-0
         ip: 203.0.113.10
-        rescue: {hostKey: "` + rescueHostKey + `"}
+        rescue: ` + cpRescue + `
     workers:
-      - name: node-1
-        ip: 203.0.113.11
-        rescue: {hostKey: "` + rescueHostKey + `", password: S3cr3t-worker-in-plain-text}
-  talos-cluster:vps:
+` + workers + `  talos-cluster:vps:
     allowedCidrs: [198.51.100.0/24]
 `
+}
+
+// proxmoxStackWithKey is a Proxmox stack file with the token id tokenID and
+// a private key in plain text, before the token secret is set.
+func proxmoxStackWithKey(tokenID string) string {
+	return `config:
+  talos-cluster:platform: proxmox
+  talos-cluster:cluster:
+    name: lab
+    talosVersion: v1.12.4
+    network: {gateway: 10.10.0.1}
+    vip: 10.10.0.5
+  talos-cluster:nodes:
+    controlPlanes: [{name: cp-0, ip: 10.10.0.10, vmId: 110}]
+  talos-cluster:proxmox:
+    endpoint: https://192.168.122.70:8006/
+    apiTokenId: ` + tokenID + `
+    ssh:
+      hostKey: "` + pveHostKey + `"
+      privateKey: |
+        ` + strings.ReplaceAll(strings.TrimSpace(leakedKey), "\n", "\n        ") + `
+`
+}
+
+// Pulumi marks a whole top-level key secret when one value in it is: the
+// stack file tells every other credential under it that is in plain text.
+func TestEveryCredentialLeafIsCheckedOnItsOwn(t *testing.T) {
+	t.Parallel()
+	vps := vpsStackFile(`{hostKey: "`+rescueHostKey+`"}`, `      - name: node-1
+        ip: 203.0.113.11
+        rescue: {hostKey: "`+rescueHostKey+`", password: S3cr3t-worker-in-plain-text}
+`)
 	src := writeStack(t, vps, map[string]string{"nodes.controlPlanes[0].rescue.password": "S3cr3t-secure-pw"})
 	require.Contains(t, src.SecretKeys, "talos-cluster:nodes", "the engine marks the whole key")
 	d := loadOf(src)
@@ -401,24 +430,7 @@ func TestEveryCredentialLeafIsCheckedOnItsOwn(t *testing.T) {
 	})
 	require.NoError(t, loadOf(src).Err())
 
-	proxmox := `config:
-  talos-cluster:platform: proxmox
-  talos-cluster:cluster:
-    name: lab
-    talosVersion: v1.12.4
-    network: {gateway: 10.10.0.1}
-    vip: 10.10.0.5
-  talos-cluster:nodes:
-    controlPlanes: [{name: cp-0, ip: 10.10.0.10, vmId: 110}]
-  talos-cluster:proxmox:
-    endpoint: https://192.168.122.70:8006/
-    apiTokenId: root@pam!pulumi=` + tokenSecret + `
-    ssh:
-      hostKey: "` + pveHostKey + `"
-      privateKey: |
-        ` + strings.ReplaceAll(strings.TrimSpace(leakedKey), "\n", "\n        ") + `
-`
-	src = writeStack(t, proxmox, map[string]string{"proxmox.apiTokenSecret": tokenSecret})
+	src = writeStack(t, proxmoxStackWithKey("root@pam!pulumi="+tokenSecret), map[string]string{"proxmox.apiTokenSecret": tokenSecret})
 	require.Contains(t, src.SecretKeys, "talos-cluster:proxmox")
 	d = loadOf(src)
 	assertNoLeak(t, d, tokenSecret, leakedKeyBody)
@@ -626,4 +638,109 @@ func TestPlainKeySetAsSecretIsNotEchoed(t *testing.T) {
 	d := loadOf(k.source("proxmox", "platform"))
 	assertNoLeak(t, d, "S3cr3t-platform")
 	assert.Equal(t, []string{`"[secret]" is not a platform; use ` + "`proxmox` or `vps`"}, errorsAt(d, "platform"))
+}
+
+// captureStack runs CaptureSource as the program starts: the engine hands
+// over the config of engineText with secrets set by path, and the program
+// reads the stack file fileText, as the user wrote it, from the project.
+func captureStack(t *testing.T, engineText, fileText string, secrets map[string]string) stacks.Source {
+	t.Helper()
+	engine := writeStack(t, engineText, secrets)
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "Pulumi.yaml"), []byte("name: talos-cluster\nruntime: go\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "Pulumi.dev.yaml"), []byte(fileText), 0o600))
+	var src stacks.Source
+	stacks.CaptureSource(&src)(&pulumi.RunInfo{
+		Project: "talos-cluster", Stack: "dev", RootDirectory: root,
+		Config: engine.Values, ConfigSecretKeys: engine.SecretKeys,
+	})
+	return src
+}
+
+// Every credential stored in plain text beside a secure one under the same
+// top-level key is named, however the stack file spells it: a YAML merge
+// key (`<<: *anchor`) brings its keys into the mapping, as Pulumi reads it.
+// When the stack file could not be read, each credential that could not be
+// told apart from a secure sibling is named in a warning.
+func TestPlainCredentialsBesideSecureOnesAreNamed(t *testing.T) {
+	t.Parallel()
+	const workerPW = "S3cr3t-worker-merged"
+	vps := vpsStackFile(`{hostKey: "`+rescueHostKey+`"CP_PASSWORD}`, `      - &worker
+        name: node-1
+        ip: 203.0.113.11
+        rescue: {hostKey: "`+rescueHostKey+`", password: `+workerPW+`}
+      - <<: *worker
+        name: node-2
+        ip: 203.0.113.12
+`)
+	cpSecret := map[string]string{"nodes.controlPlanes[0].rescue.password": "S3cr3t-secure-pw"}
+	engineText := strings.Replace(vps, "CP_PASSWORD", "", 1)
+	fileText := strings.Replace(vps, "CP_PASSWORD", ", password: {secure: v1:c2VjdXJl}", 1)
+
+	t.Run("merged in", func(t *testing.T) {
+		t.Parallel()
+		d := loadOf(captureStack(t, engineText, fileText, cpSecret))
+		assertNoLeak(t, d, workerPW, "S3cr3t-secure-pw")
+		var paths []string
+		for _, p := range d.Errors {
+			paths = append(paths, p.Path)
+			assert.Contains(t, p.Message, "is stored in plain text")
+		}
+		assert.Equal(t, []string{"nodes.workers[0].rescue.password", "nodes.workers[1].rescue.password"}, paths)
+	})
+
+	t.Run("stack file not read", func(t *testing.T) {
+		t.Parallel()
+		src := writeStack(t, engineText, cpSecret)
+		src.PlainInFile = nil // config from elsewhere: `--config-file`, an older CLI
+		d := loadOf(src)
+		assertNoLeak(t, d, workerPW, "S3cr3t-secure-pw")
+		var paths []string
+		for _, p := range d.Warnings {
+			if strings.Contains(p.Message, "cannot be told apart") {
+				paths = append(paths, p.Path)
+			}
+		}
+		assert.Equal(t, []string{
+			"nodes.controlPlanes[0].rescue.password", "nodes.workers[0].rescue.password", "nodes.workers[1].rescue.password",
+		}, paths, "%v", d.Warnings)
+	})
+
+	t.Run("Proxmox, stack file not read", func(t *testing.T) {
+		t.Parallel()
+		src := writeStack(t, proxmoxStackWithKey("root@pam!pulumi"), map[string]string{"proxmox.apiTokenSecret": tokenSecret})
+		src.PlainInFile = nil
+		d := loadOf(src)
+		require.NoError(t, d.Err())
+		assertNoLeak(t, d, tokenSecret, leakedKeyBody)
+		var paths []string
+		for _, p := range d.Warnings {
+			if strings.Contains(p.Message, "cannot be told apart") {
+				paths = append(paths, p.Path)
+				assert.Contains(t, p.Message, "talos-cluster:proxmox")
+			}
+		}
+		assert.Equal(t, []string{"proxmox.apiTokenSecret", "proxmox.ssh.privateKey"}, paths, "%v", d.Warnings)
+	})
+}
+
+// Merge keys read as YAML reads them: the mapping's own keys win, then the
+// first merged mapping that sets a key.
+func TestPlainValuesFollowMergeKeys(t *testing.T) {
+	t.Parallel()
+	plain, err := stacks.PlainValuesFromStackFile([]byte(`config:
+  talos-cluster:nodes:
+    a: &a {x: "1", y: "2", s: {secure: v1:abc}}
+    b: &b {y: "3", z: "4"}
+    c:
+      <<: [*a, *b]
+      x: "0"
+    d: {<<: *b}
+`), "talos-cluster")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		"nodes.a.x": "1", "nodes.a.y": "2", "nodes.b.y": "3", "nodes.b.z": "4",
+		"nodes.c.x": "0", "nodes.c.y": "2", "nodes.c.z": "4",
+		"nodes.d.y": "3", "nodes.d.z": "4",
+	}, plain)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -56,14 +57,56 @@ func collectPlain(out map[string]string, path string, n *yaml.Node) {
 		if len(n.Content) == 2 && n.Content[0].Value == "secure" && resolveAlias(n.Content[1]).Kind == yaml.ScalarNode {
 			return // stored encrypted
 		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			collectPlain(out, join(path, n.Content[i].Value), n.Content[i+1])
+		for _, e := range mappingEntries(n) {
+			collectPlain(out, join(path, e.key), e.value)
 		}
 	case yaml.SequenceNode:
 		for i, item := range n.Content {
 			collectPlain(out, fmt.Sprintf("%s[%d]", path, i), item)
 		}
 	}
+}
+
+// mappingEntry is one key of a mapping and its value.
+type mappingEntry struct {
+	key   string
+	value *yaml.Node
+}
+
+// mappingEntries lists the keys of mapping n as a YAML reader (Pulumi's)
+// sees them: its own keys, then the keys its merge keys (`<<: *anchor`, or
+// a list of anchors) bring in that it does not set itself, the first merged
+// mapping winning. Without this, a credential merged in from an anchor
+// would sit under a path ending in `<<` that names no key, and its plain
+// text would go unnoticed.
+func mappingEntries(n *yaml.Node) []mappingEntry {
+	var own, merged []mappingEntry
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag != "!!merge" {
+			own = append(own, mappingEntry{k.Value, v})
+			continue
+		}
+		v = resolveAlias(v)
+		sources := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			sources = v.Content
+		}
+		for _, src := range sources {
+			if src = resolveAlias(src); src.Kind == yaml.MappingNode {
+				merged = append(merged, mappingEntries(src)...)
+			}
+		}
+	}
+	seen := make(map[string]bool, len(own)+len(merged))
+	out := make([]mappingEntry, 0, len(own)+len(merged))
+	for _, e := range slices.Concat(own, merged) {
+		if !seen[e.key] {
+			seen[e.key] = true
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func resolveAlias(n *yaml.Node) *yaml.Node {

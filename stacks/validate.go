@@ -571,11 +571,18 @@ func validateProxmoxEndpoint(d *Diagnostics, endpoint string) {
 }
 
 // Ports the VPS firewall manages itself: they may not be opened to the whole
-// internet through vps.publicTcpPorts.
+// internet through vps.publicTcpPorts. Hubble's peer port is opened to the
+// nodes only, for Hubble Relay: from the internet, anyone could read the
+// traffic of every node (with mutual TLS off, as a user may set it, without
+// a certificate).
 var managedPorts = map[int]string{
 	50000: "the Talos API", 50001: "Talos trustd", kubeAPIPort: "the Kubernetes API",
 	10250: "the kubelet", 2379: "etcd", 2380: "etcd",
+	hubblePeerPort: "Hubble's peer service, which serves every node's network flows",
 }
+
+// hubblePeerPort is where Cilium's Hubble server listens on each node.
+const hubblePeerPort = 4244
 
 // maxTalosWait bounds vps.talosWaitTimeout: longer than this, a second `up`
 // is the better way to go on waiting.

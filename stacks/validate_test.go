@@ -492,6 +492,11 @@ func baseInvalidCases() []invalidCase {
 			at(k, "vps")["publicTcpPorts"] = []any{443, 6443}
 			return vpsSource(k)
 		}, "vps.publicTcpPorts[1]", "6443 is the Kubernetes API"},
+		{"public port of Hubble's peer service", func() stacks.Source {
+			k := vpsKeys()
+			at(k, "vps")["publicTcpPorts"] = []any{443, 4244}
+			return vpsSource(k)
+		}, "vps.publicTcpPorts[1]", "4244 is Hubble's peer service, which serves every node's network flows"},
 		{"public port out of range", func() stacks.Source {
 			k := vpsKeys()
 			at(k, "vps")["publicTcpPorts"] = []any{70000}

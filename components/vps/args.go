@@ -198,10 +198,12 @@ var (
 )
 
 // managedPorts are the ports the firewall manages itself: opening one to
-// the whole internet would bypass AllowedCIDRs or expose the cluster.
+// the whole internet would bypass AllowedCIDRs or expose the cluster (from
+// Hubble's peer port, every node's traffic).
 var managedPorts = map[int]string{
 	TalosAPIPort: "the Talos API", 50001: "Talos trustd", 6443: "the Kubernetes API",
 	10250: "the kubelet", 2379: "etcd", 2380: "etcd",
+	hubblePeerPort: "Hubble's peer service, which serves every node's network flows",
 }
 
 // Validate checks the inputs and returns one error naming every invalid one

@@ -178,6 +178,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"cidr with host bits", func(a *vps.ClusterArgs) { a.VPS.AllowedCIDRs = []string{"198.51.100.7/24"} }, []string{"vps.allowedCidrs[0]"}, "did you mean 198.51.100.0/24"},
 		{"port out of range", func(a *vps.ClusterArgs) { a.VPS.PublicTCPPorts = []int{443, 70000} }, []string{"vps.publicTcpPorts[1]"}, "out of range 1-65535"},
 		{"managed port", func(a *vps.ClusterArgs) { a.VPS.PublicTCPPorts = []int{6443} }, []string{"vps.publicTcpPorts[0]"}, "the Kubernetes API"},
+		{"Hubble's peer port", func(a *vps.ClusterArgs) { a.VPS.PublicTCPPorts = []int{80, 4244} }, []string{"vps.publicTcpPorts[1]"}, "4244 is Hubble's peer service, which serves every node's network flows"},
 		{"port twice", func(a *vps.ClusterArgs) { a.VPS.PublicTCPPorts = []int{80, 80} }, []string{"vps.publicTcpPorts[1]"}, "listed twice"},
 		{"image URL not http", func(a *vps.ClusterArgs) { a.VPS.ImageURL = "ftp://mirror.example.com/metal.raw?X-Amz-Signature=s3cr3t" }, []string{"vps.imageUrl"}, "http(s)"},
 		{"image URL without host", func(a *vps.ClusterArgs) { a.VPS.ImageURL = "https:///metal.raw" }, []string{"vps.imageUrl"}, ""},

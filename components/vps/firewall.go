@@ -18,6 +18,11 @@ const DefaultPodCIDR = "10.244.0.0/16"
 // anywhere is the source of rules open to the internet.
 const anywhere = "0.0.0.0/0"
 
+// hubblePeerPort is where Cilium's Hubble server serves each node's network
+// flows, to Hubble Relay on the other nodes: the firewall opens it to the
+// nodes only, and publicTcpPorts may not open it to the internet.
+const hubblePeerPort = 4244
+
 // Firewall is the input of a node's ingress firewall.
 type Firewall struct {
 	// OperatorCIDRs may reach the Talos API and the Kubernetes API; empty
@@ -69,7 +74,7 @@ func (f Firewall) Rules(role talos.Role) []Rule {
 		// Cilium: VXLAN between nodes, health checks, Hubble peers.
 		Rule{Name: "cilium-vxlan", Protocol: "udp", Ports: []string{"8472"}, Sources: nodes},
 		Rule{Name: "cilium-health", Protocol: "tcp", Ports: []string{"4240"}, Sources: union(nodes, pods)},
-		Rule{Name: "hubble-peer", Protocol: "tcp", Ports: []string{"4244"}, Sources: nodes},
+		Rule{Name: "hubble-peer", Protocol: "tcp", Ports: []string{fmt.Sprint(hubblePeerPort)}, Sources: nodes},
 	)
 	if len(f.PublicTCPPorts) > 0 {
 		ports := make([]string, 0, len(f.PublicTCPPorts))

@@ -10,8 +10,8 @@ package overrides
 
 import (
 	"fmt"
-	"github.com/fluodata/talos-pulumi/components/talos"
 	"net/netip"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,6 +25,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -471,7 +472,23 @@ func (g *guard) cilium(prisms []prismUse) {
 		}
 	}
 
+	g.cgroup(v)
 	g.hubble(v)
+}
+
+// cgroup checks that Cilium uses the cgroup2 Talos mounts, as Talos's
+// Cilium guide has it (components/talos/values.go sets it so).
+func (g *guard) cgroup(v map[string]any) {
+	p := func(keys ...string) string { return ciliumValuesPath + ".cgroup." + strings.Join(keys, ".") }
+	if e, _ := lookup(v, "cgroup", "autoMount", "enabled"); truthy(e) {
+		g.errorf(p("autoMount", "enabled"), "%s makes Cilium mount cgroup2 itself, which Talos has already mounted: Cilium's mount-cgroup init container enters the host's namespaces to mount a second cgroup2 at /run/cilium/cgroupv2, which fails on Talos and keeps the agent from starting; leave it false", show(e))
+	}
+	ours, _ := lookup(talos.CiliumValues(len(g.nodes), nil), "cgroup", "hostRoot")
+	want, _ := ours.(string)
+	r, _ := lookup(v, "cgroup", "hostRoot")
+	if s, ok := r.(string); !ok || path.Clean(s) != want {
+		g.errorf(p("hostRoot"), "%s is not where Talos mounts cgroup2 (%s): the Cilium agent finds no cgroup2 there and does not start; leave it out", show(r), want)
+	}
 }
 
 // hubble warns when Hubble is published outside the cluster: its flows

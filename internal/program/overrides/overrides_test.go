@@ -193,6 +193,21 @@ var overrideCases = []overrideCase{
 		errs:    []finding{{"cluster.cilium.values.securityContext.capabilities.ciliumAgent", "includes SYS_MODULE"}},
 	},
 	{
+		name:    "Cilium mounting cgroup2 itself",
+		cluster: ciliumValues("cgroup.autoMount.enabled", true),
+		errs:    []finding{{"cluster.cilium.values.cgroup.autoMount.enabled", "true makes Cilium mount cgroup2 itself, which Talos has already mounted"}},
+	},
+	{
+		name:    "Cilium mounting cgroup2 itself, as a string",
+		cluster: ciliumValues("cgroup.autoMount.enabled", "true"),
+		errs:    []finding{{"cluster.cilium.values.cgroup.autoMount.enabled", `"true" makes Cilium mount cgroup2 itself`}},
+	},
+	{
+		name:    "Cilium looking for cgroup2 where Talos does not mount it",
+		cluster: ciliumValues("cgroup.hostRoot", "/run/cilium/cgroupv2"),
+		errs:    []finding{{"cluster.cilium.values.cgroup.hostRoot", `"/run/cilium/cgroupv2" is not where Talos mounts cgroup2 (/sys/fs/cgroup)`}},
+	},
+	{
 		name:    "approver pattern that does not compile",
 		cluster: approverValues("providerRegex", "^(cp-0"),
 		errs:    []finding{{"cluster.certApprover.values.providerRegex", `"^(cp-0" is not a valid regular expression`}},
@@ -323,7 +338,8 @@ var overrideCases = []overrideCase{
 		name: "values that keep the program's settings",
 		cluster: both(
 			ciliumValues("kubeProxyReplacement", "true", "operator.replicas", 1, "hubble.relay.enabled", true,
-				"hubble.ui.enabled", true, "hubble.ui.service.type", "ClusterIP", "hubble.tls.enabled", true),
+				"hubble.ui.enabled", true, "hubble.ui.service.type", "ClusterIP", "hubble.tls.enabled", true,
+				"cgroup.autoMount.enabled", false, "cgroup.hostRoot", "/sys/fs/cgroup/"),
 			approverValues("providerRegex", "^(cp-0|worker-[0-9]+)$", "bypassDnsResolution", true,
 				"providerIpPrefixes", []any{"10.10.0.0/24"}),
 		),

@@ -245,7 +245,7 @@ refresh: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Reconcile the s
 
 .PHONY: destroy
 destroy: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Tear the cluster down (runs the program so fast-delete hooks run; YES=1: no prompt).
-	$(WITH_ACCESS) $(PULUMI) destroy $(IN_PROJECT) --run-program $(YES_FLAG) --stack $(call quote,$(STACK))
+	TALOS_CLUSTER_DESTROY=1 $(WITH_ACCESS) $(PULUMI) destroy $(IN_PROJECT) --run-program $(YES_FLAG) --stack $(call quote,$(STACK))
 
 .PHONY: outputs
 outputs: require-stack ## Write kubeconfig and talosconfig to .access/STACK/ (mode 0600).

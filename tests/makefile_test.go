@@ -40,6 +40,7 @@ if [ "$1" = "config" ]; then
 fi
 echo "$* | backend=$PULUMI_BACKEND_URL" >> "$FAKE_LOG"
 if [ -n "$PULUMI_CONFIG_PASSPHRASE_FILE" ]; then echo "passphrase-file=$PULUMI_CONFIG_PASSPHRASE_FILE" >> "$FAKE_LOG.env"; fi
+if [ -n "$TALOS_CLUSTER_DESTROY" ]; then echo "$1 with TALOS_CLUSTER_DESTROY=$TALOS_CLUSTER_DESTROY" >> "$FAKE_LOG.env"; fi
 args=("$@")
 for ((i = 0; i < $#; i++)); do
   if [ "${args[i]}" = "--cwd" ]; then
@@ -184,6 +185,20 @@ func TestMakeDestroyRunsTheProgramOnTheLocalBackend(t *testing.T) {
 	line := strings.TrimSpace(readLog(t, log))
 	assert.Equal(t, "destroy --cwd bin/project --run-program --stack test | backend=file://"+dir+"/.pulumi-state", line)
 	assert.DirExists(t, filepath.Join(dir, ".pulumi-state"))
+	// The program learns that the whole stack goes: it takes no node out
+	// of the cluster and reads nothing from the nodes.
+	env, err := os.ReadFile(log + ".env")
+	require.NoError(t, err)
+	assert.Contains(t, string(env), "destroy with TALOS_CLUSTER_DESTROY=1")
+}
+
+// Only a destroy tells the program so.
+func TestMakeUpIsNoDestroy(t *testing.T) {
+	t.Parallel()
+	_, log, out, err := makeIn(t, nil, "up", "STACK=test")
+	require.NoError(t, err, out)
+	env, _ := os.ReadFile(log + ".env")
+	assert.NotContains(t, string(env), "TALOS_CLUSTER_DESTROY")
 }
 
 func TestMakeHonoursABackendURL(t *testing.T) {

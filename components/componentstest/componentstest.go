@@ -67,6 +67,9 @@ type Engine struct {
 	// against talosapitest give the fake's CA and admin certificate, so
 	// the hooks' credentials come from the secrets as in a real run.
 	ClientConfiguration *ClientConfiguration
+	// StackOutputsErr, when set, is the error of every read of a stack's
+	// outputs (a backend that cannot be read).
+	StackOutputsErr error
 	// StackOutputs are the outputs a stack reference reads (the stack's
 	// last outputs, for a program that reads its own); none when nil.
 	StackOutputs resource.PropertyMap
@@ -75,8 +78,33 @@ type Engine struct {
 	// for tests that merge and apply them); a stub text otherwise.
 	MachineConfiguration func(args resource.PropertyMap) (string, error)
 
-	mu  sync.Mutex
-	res []Registered
+	mu     sync.Mutex
+	res    []Registered
+	failed []string
+	// stackReads are the names of the stacks whose outputs were read
+	// through the engine's readStackOutputs function.
+	stackReads []string
+}
+
+// ReadStackOutputs is the engine's built-in function that reads a stack's
+// outputs.
+const ReadStackOutputs = "pulumi:pulumi:readStackOutputs"
+
+// StackReads are the names of the stacks whose outputs the program read
+// through ReadStackOutputs, in order.
+func (e *Engine) StackReads() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.stackReads)
+}
+
+// FailedSteps are the registrations whose step failed: the real engine
+// cancels the whole deployment after one, whatever the program does with
+// the error it gets.
+func (e *Engine) FailedSteps() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.failed)
 }
 
 // ClientConfiguration is a Talos client configuration: the OS CA and a
@@ -144,6 +172,12 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 	case VM:
 		id = fmt.Sprint(args.Inputs["vmId"].NumberValue())
 	case StackReference:
+		if e.StackOutputsErr != nil {
+			e.mu.Lock()
+			e.failed = append(e.failed, fmt.Sprintf("read of %s: %v", args.Name, e.StackOutputsErr))
+			e.mu.Unlock()
+			return "", nil, e.StackOutputsErr
+		}
 		outs := e.StackOutputs
 		if outs == nil {
 			outs = resource.PropertyMap{}
@@ -167,6 +201,18 @@ func str(m resource.PropertyMap, key resource.PropertyKey) string {
 // Call implements pulumi.MockResourceMonitor.
 func (e *Engine) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 	switch args.Token {
+	case ReadStackOutputs:
+		e.mu.Lock()
+		e.stackReads = append(e.stackReads, str(args.Args, "name"))
+		e.mu.Unlock()
+		if e.StackOutputsErr != nil {
+			return nil, e.StackOutputsErr
+		}
+		outs := e.StackOutputs
+		if outs == nil {
+			outs = resource.PropertyMap{}
+		}
+		return resource.PropertyMap{"name": args.Args["name"], "outputs": resource.NewObjectProperty(outs)}, nil
 	case "talos:machine/getConfiguration:getConfiguration":
 		if e.MachineConfiguration != nil {
 			cfg, err := e.MachineConfiguration(args.Args)

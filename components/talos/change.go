@@ -27,7 +27,19 @@ type Previous struct {
 	// keeps its etcd member until its removal at the end of the run, and
 	// the gates before it must count it.
 	ControlPlaneIPs []string
+	// TalosVersion is the oldest Talos version the nodes ran ("v1.12.4");
+	// empty when unknown.
+	TalosVersion string
+	// ClusterName is the cluster's name; empty when unknown (a stack from
+	// before the clusterName output).
+	ClusterName string
+	// Roles are every node's role by node name; nil when unknown.
+	Roles map[string]Role
 }
+
+// SkippedWithoutPrevious says what is not checked when the stack's last
+// outputs cannot be read.
+const SkippedWithoutPrevious = "the refusals that compare this run with the last one (a Kubernetes or Talos version change, removed control planes, a node's role change) are skipped"
 
 // checkChange records the problems of the change from a.Previous.
 func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
@@ -35,6 +47,7 @@ func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
 	if prev == nil {
 		return
 	}
+	a.checkIdentity(p, prefix)
 	next := a.Cluster.KubernetesVersion
 	if next == "" {
 		next = constants.DefaultKubernetesVersion

@@ -48,6 +48,23 @@ func TestChangesARolloutCannotMakeAreRefused(t *testing.T) {
 			prev: talos.Previous{ControlPlanes: []string{"old-cp"}}, kube: "1.34.1", nodes: nodes(1, 0),
 			path: "nodes", message: "removes every control plane the cluster has (old-cp): its etcd would be lost",
 		},
+		// Item 1 of issue 23: a lower Talos replaced the machine secrets
+		// (the provider's plan); now it is refused, saying how to go back.
+		"a Talos patch downgrade": {
+			prev: talos.Previous{TalosVersion: "v1.12.1"}, kube: "1.34.1", nodes: nodes(3, 2),
+			path: "cluster.talosVersion", message: "v1.12.0 is lower than v1.12.1, which the nodes run: the rollout never downgrades Talos. To go back after a bad upgrade, roll each upgraded node back",
+		},
+		"a renamed cluster": {
+			prev: talos.Previous{ClusterName: "homelab"}, kube: "1.34.1", nodes: nodes(3, 2),
+			path: "cluster.name", message: `"lab" renames the running cluster "homelab": every resource (the machine secrets and their CA included) is named after it`,
+		},
+		// Item 6 of issue 23: a node moved between the lists under the same
+		// name deadlocked every gate; it is refused, saying how to do it.
+		"a worker turned into a control plane": {
+			prev: talos.Previous{ControlPlanes: []string{"cp-0"}, Roles: map[string]talos.Role{"cp-0": talos.RoleControlPlane, "cp-1": talos.RoleWorker}},
+			kube: "1.34.1", nodes: nodes(2, 0),
+			path: "nodes[1]", message: `node "cp-1" was a worker and is now a control plane: a node cannot change role in place (its etcd membership, its drain and its config are tied to its role); remove it in one ` + "`up`" + `, then add it back with its new role in the next`,
+		},
 		"a control plane turned into a worker, and another removed": {
 			prev: talos.Previous{ControlPlanes: three}, kube: "1.34.1",
 			nodes: append(nodes(1, 0), talos.NodeSpec{Name: "cp-1", IP: "10.0.0.11", Role: talos.RoleWorker, Network: talos.NodeNetwork{DHCP: true}}),
@@ -84,15 +101,18 @@ func TestChangesARolloutMakesPass(t *testing.T) {
 		nodes []talos.NodeSpec
 		warn  bool
 	}{
-		"one minor version up":    {prev: &talos.Previous{KubernetesVersion: "v1.33.4"}, kube: "1.34.1", nodes: nodes(3, 2)},
-		"a patch":                 {prev: &talos.Previous{KubernetesVersion: "1.34.0"}, kube: "1.34.1", nodes: nodes(3, 2)},
-		"the same version":        {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "v1.34.1", nodes: nodes(3, 2)},
-		"an unknown version":      {prev: &talos.Previous{KubernetesVersion: ""}, kube: "1.34.1", nodes: nodes(3, 2)},
-		"one control plane less":  {prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2", "cp-3"}}, kube: "1.34.1", nodes: nodes(3, 0)},
-		"three to two":            {prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2"}}, kube: "1.34.1", nodes: nodes(2, 1), warn: true},
-		"one to three":            {prev: &talos.Previous{ControlPlanes: []string{"cp-0"}}, kube: "1.34.1", nodes: nodes(3, 0)},
-		"a first up":              {prev: nil, kube: "1.34.1", nodes: nodes(3, 2)},
-		"roles unknown (old run)": {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "1.34.1", nodes: nodes(1, 0)},
+		"one minor version up":        {prev: &talos.Previous{KubernetesVersion: "v1.33.4"}, kube: "1.34.1", nodes: nodes(3, 2)},
+		"a patch":                     {prev: &talos.Previous{KubernetesVersion: "1.34.0"}, kube: "1.34.1", nodes: nodes(3, 2)},
+		"the same version":            {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "v1.34.1", nodes: nodes(3, 2)},
+		"an unknown version":          {prev: &talos.Previous{KubernetesVersion: ""}, kube: "1.34.1", nodes: nodes(3, 2)},
+		"one control plane less":      {prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2", "cp-3"}}, kube: "1.34.1", nodes: nodes(3, 0)},
+		"three to two":                {prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2"}}, kube: "1.34.1", nodes: nodes(2, 1), warn: true},
+		"one to three":                {prev: &talos.Previous{ControlPlanes: []string{"cp-0"}}, kube: "1.34.1", nodes: nodes(3, 0)},
+		"a first up":                  {prev: nil, kube: "1.34.1", nodes: nodes(3, 2)},
+		"a Talos upgrade":             {prev: &talos.Previous{TalosVersion: "v1.11.5", ClusterName: "lab"}, kube: "1.34.1", nodes: nodes(3, 2)},
+		"the Talos the nodes run":     {prev: &talos.Previous{TalosVersion: "v1.12.0"}, kube: "1.34.1", nodes: nodes(3, 2)},
+		"nodes that kept their roles": {prev: &talos.Previous{ControlPlanes: []string{"cp-0"}, Roles: map[string]talos.Role{"cp-0": talos.RoleControlPlane, "w-0": talos.RoleWorker}}, kube: "1.34.1", nodes: nodes(1, 1)},
+		"roles unknown (old run)":     {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "1.34.1", nodes: nodes(1, 0)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -232,11 +232,16 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	parent := pulumi.Parent(c)
 	kubeVersion := args.Cluster.KubernetesVersion
 
-	// Machine secrets: created once; a Talos version change updates them in
-	// place and keeps every key, so `up` never rotates the cluster's PKI.
+	// Machine secrets: created once, never replaced or rotated by an edit of
+	// the stack. Their talosVersion only picks the format of the secrets
+	// created (the provider's update just stores it), but the provider
+	// forces a replacement when it is lowered, even by a patch release: new
+	// secrets, a new CA, and every node refusing the next call. So a change
+	// of the version is ignored: the secrets keep the one they were created
+	// with.
 	secrets, err := machine.NewSecrets(ctx, name+SecretsSuffix, &machine.SecretsArgs{
 		TalosVersion: pulumi.String(args.Cluster.TalosVersion),
-	}, parent)
+	}, parent, pulumi.IgnoreChanges([]string{"talosVersion"}))
 	if err != nil {
 		return nil, fmt.Errorf("unable to create machine secrets: %w", err)
 	}

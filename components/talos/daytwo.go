@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -39,9 +40,24 @@ type Deps struct {
 	// Timing bounds the rollout's waits (rollout.DefaultTiming's fields
 	// where zero).
 	Timing rollout.Timing
+	// Destroy says that the run is a whole-stack destroy: no node is
+	// taken out of the cluster, whatever the stack file says since the last
+	// `up`, and nothing is read from the nodes. When false, it is read from
+	// the environment variable DestroyEnv, which `make destroy` and
+	// `stackctl destroy` set: the engine tells a program nothing about the
+	// operation it runs for.
+	Destroy bool
 }
 
+// DestroyEnv, set to 1 in the environment of `pulumi destroy
+// --run-program`, tells the program that the whole stack goes (see
+// Deps.Destroy).
+const DestroyEnv = "TALOS_CLUSTER_DESTROY"
+
 func (d Deps) withDefaults(ctx *pulumi.Context) Deps {
+	if !d.Destroy {
+		d.Destroy = os.Getenv(DestroyEnv) == "1"
+	}
 	if d.Hooks == nil {
 		d.Hooks = &SDKHooks{Ctx: ctx}
 	}
@@ -95,6 +111,10 @@ type dayTwo struct {
 	// phase is the Kubernetes control-plane phase of this run, once run.
 	phase *error
 
+	// workerTurns and controlPlaneTurn hold a token per node leaving the
+	// cluster (see removalTurn).
+	workerTurns, controlPlaneTurn chan struct{}
+
 	kubeMu     sync.Mutex
 	kubeconfig []byte                  // the admin kubeconfig, fetched once per run
 	kubes      map[string]rollout.Kube // a client per server, made once per run
@@ -114,7 +134,8 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		byApply:     map[string]rollout.Node{},
 		credentials: newFuture[talosapi.Credentials](),
 		booted:      map[string]time.Time{}, settled: map[string]error{},
-		configs: map[string]*future[nodeConfig]{},
+		configs:     map[string]*future[nodeConfig]{},
+		workerTurns: make(chan struct{}, args.Cluster.WorkerParallelism()), controlPlaneTurn: make(chan struct{}, 1),
 	}
 	if args.Previous != nil {
 		// Control planes the stack drops in this run are still etcd
@@ -372,10 +393,22 @@ func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 	if err != nil {
 		return fmt.Errorf("unable to remove %s from the cluster: %w", args.Name, err)
 	}
-	if d.has(n.Name) {
+	switch {
+	case d.deps.Destroy:
+		_ = d.ctx.Log.Info(fmt.Sprintf("the whole stack is destroyed: %s is not taken out of the cluster first", n), nil)
+		return nil
+	case d.has(n.Name):
 		_ = d.ctx.Log.Info(fmt.Sprintf("%s is still in the stack: the whole cluster goes, nothing to take out of it", n), nil)
 		return nil
 	}
+	// Removals take turns as a rollout does: control planes one at a
+	// time, workers by workerParallelism (the engine deletes the
+	// memberships of a run all at once).
+	release, err := d.removalTurn(n)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
 	defer cancel()
 	var extra []string
@@ -388,6 +421,28 @@ func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 	}
 	return ops.Remove(ctx, n)
 }
+
+// removalTurn waits until n may leave the cluster: at most one control
+// plane and workerParallelism workers leave at once. release ends the turn.
+func (d *dayTwo) removalTurn(n rollout.Node) (release func(), err error) {
+	turns := d.workerTurns
+	if n.Role == rollout.ControlPlane {
+		turns = d.controlPlaneTurn
+	}
+	waiting := time.NewTicker(progressEvery)
+	defer waiting.Stop()
+	for {
+		select {
+		case turns <- struct{}{}:
+			return func() { <-turns }, nil
+		case <-waiting.C:
+			_ = d.ctx.Log.Info(fmt.Sprintf("%s waits for its turn to leave the cluster (%d at once)", n, cap(turns)), nil)
+		}
+	}
+}
+
+// progressEvery is how often a hook that waits says so.
+const progressEvery = 30 * time.Second
 
 // memberEnv is a membership's environment: the node it stands for.
 func memberEnv(n NodeSpec) pulumi.StringMap {
@@ -561,6 +616,11 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 	for _, n := range nodes {
 		obs.nodes[n.Name] = map[string]string{"ip": n.IP, "role": string(n.Role), "talosVersion": Unknown, "kubeletVersion": Unknown}
 	}
+	// A preview changes nothing and a destroy leaves nothing to report:
+	// neither waits for nodes that may not answer.
+	if d.ctx.DryRun() || d.deps.Destroy {
+		return obs
+	}
 	var talosVersions, apiVersions []string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -588,6 +648,7 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 				if err != nil {
 					return
 				}
+				defer closeKube(kube)
 				if v, err := kube.ServerVersion(ctx); err == nil {
 					mu.Lock()
 					apiVersions = append(apiVersions, v)
@@ -600,6 +661,7 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 			if err != nil {
 				return
 			}
+			defer closeKube(kube)
 			knodes, err := kube.Nodes(ctx)
 			if err != nil {
 				return
@@ -623,6 +685,14 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 		obs.kubernetes = strings.TrimPrefix(v, "v")
 	}
 	return obs
+}
+
+// closeKube closes a Kubernetes client made for one read: its idle
+// connections would stay open for the rest of the run.
+func closeKube(k rollout.Kube) {
+	if c, ok := k.(interface{ Close() }); ok {
+		c.Close()
+	}
 }
 
 // oldest is the lowest of the versions ("" for none); versions it cannot

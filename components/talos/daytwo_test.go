@@ -55,6 +55,11 @@ type lab struct {
 	// realConfigs makes the program's base machine configs real ones,
 	// generated from the fake's secrets bundle.
 	realConfigs bool
+	// destroy runs the program as `make destroy` does; dryRun as a
+	// preview.
+	destroy, dryRun bool
+	// workerParallelism of the runs (0: the default).
+	workerParallelism int
 
 	mu sync.Mutex
 	// apiServers are the versions the control planes' API servers answer
@@ -201,7 +206,11 @@ func (l *lab) run(args talos.ClusterArgs) run {
 			c, err := kubeapi.New(l.kube.Kubeconfig(), kubeapi.WithTimeout(time.Second))
 			return kube{Client: c, l: l, server: server}, err
 		},
-		Timing: l.timing,
+		Timing:  l.timing,
+		Destroy: l.destroy,
+	}
+	if l.workerParallelism > 0 {
+		args.Cluster.Rollout = &talos.RolloutSettings{WorkerParallelism: l.workerParallelism}
 	}
 	r := run{engine: e, hooks: hooks}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
@@ -224,7 +233,7 @@ func (l *lab) run(args talos.ClusterArgs) run {
 		r.talosVersion, r.kubernetesVersion = tv.Value.(string), kv.Value.(string)
 		r.nodes = nodes.Value.(map[string]map[string]string)
 		return nil
-	}, pulumi.WithMocks("talos-cluster", "lab", e))
+	}, pulumi.WithMocks("talos-cluster", "lab", e), func(info *pulumi.RunInfo) { info.DryRun = l.dryRun })
 	require.NoError(l.t, err)
 	return r
 }
@@ -689,6 +698,86 @@ func TestAWholeStackDestroyTouchesNoNode(t *testing.T) {
 	}
 	assert.Empty(t, l.talos.Events()[before:], "no call to any node")
 	assert.Empty(t, l.kube.Events(), "no drain, no Node deleted")
+}
+
+// A whole-stack destroy after a node was taken out of the stack file but
+// not yet out of the cluster (no `up` since), with every node dead (item
+// 21 of issue 23): it ran that node's removal as a scale-down, which failed
+// on the dead node, and nothing was deleted. As `make destroy` runs it, the
+// program contacts no node, not even to read the versions for its outputs,
+// and every removal hook succeeds.
+func TestAWholeStackDestroyAfterANodeLeftTheFileTouchesNoNode(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	for _, n := range l.talos.Nodes() {
+		n.PowerOff()
+	}
+	before := len(l.talos.Events())
+	l.destroy = true
+	during := l.run(clusterArgs(oldTalos, l.nodes("worker-2")))
+	remove := during.hooks.Hook("lab" + talos.RemoveHookSuffix)
+	require.NotNil(t, remove)
+	for name, inputs := range s {
+		if strings.HasPrefix(name, "lab"+talos.MemberSuffix) {
+			require.NoError(t, remove(&pulumi.ResourceHookArgs{Name: name, OldInputs: inputs}), name)
+		}
+	}
+	assert.Empty(t, l.talos.Events()[before:], "no call to any node")
+	assert.Empty(t, l.kube.Events(), "no drain, no Node deleted")
+	assert.Equal(t, talos.Unknown, during.nodes["cp-1"]["talosVersion"], "nothing read from the nodes")
+}
+
+// A preview reads nothing from the nodes (item 11 of issue 23): with every
+// node silent it took up to a minute more, for outputs a preview does not
+// keep.
+func TestAPreviewReadsNothingFromTheNodes(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 1, oldTalos, 30*time.Millisecond)...)
+	before := len(l.talos.Events())
+	l.dryRun = true
+	p := l.run(clusterArgs(oldTalos, l.nodes()))
+	assert.Empty(t, l.talos.Events()[before:], "no call to any node")
+	assert.Equal(t, talos.Unknown, p.nodes["cp-1"]["talosVersion"])
+	assert.Equal(t, oldTalos, p.talosVersion, "the version asked for")
+}
+
+// Several workers removed in one `up` leave the cluster
+// workerParallelism at a time, as a rollout goes (item 12 of issue 23:
+// the engine deletes their memberships at once, and every drain ran at
+// once).
+func TestRemovedWorkersLeaveByWorkerParallelism(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 4, oldTalos, 30*time.Millisecond)...)
+	for _, w := range []string{"worker-2", "worker-3", "worker-4"} {
+		// A pod whose eviction a PodDisruptionBudget refuses twice: each
+		// drain takes a few polls, long enough for another to overlap.
+		l.kube.AddPod(kubeapitest.PodSpec{Name: "web-" + w, Node: w, OwnerKind: "ReplicaSet", PDBBlocks: 2})
+	}
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	p := l.run(clusterArgs(oldTalos, l.nodes("worker-2", "worker-3", "worker-4")))
+	remove := p.hooks.Hook("lab" + talos.RemoveHookSuffix)
+	require.NotNil(t, remove)
+	var wg sync.WaitGroup
+	for _, w := range []string{"worker-2", "worker-3", "worker-4"} {
+		name := "lab" + talos.MemberSuffix + w
+		wg.Go(func() { assert.NoError(t, remove(&pulumi.ResourceHookArgs{Name: name, OldInputs: s[name]})) })
+	}
+	wg.Wait()
+	// The events of one drain (cordon .. delete-node) never interleave
+	// with another's.
+	draining := ""
+	for _, e := range l.kube.Events() {
+		switch e.Action {
+		case "cordon":
+			assert.Empty(t, draining, "%s is cordoned while %s drains", e.Object, draining)
+			draining = e.Object
+		case "delete-node":
+			assert.Equal(t, draining, e.Object)
+			draining = ""
+		}
+	}
+	assert.Len(t, slices.DeleteFunc(l.kube.Events(), func(e kubeapitest.Event) bool { return e.Action != "delete-node" }), 3)
 }
 
 // BenchmarkTalosUpgradeThroughTheHooks measures a 3+2 Talos upgrade

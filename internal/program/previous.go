@@ -5,38 +5,84 @@ import (
 	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/stacks"
 )
 
+// ReadStackOutputsToken is the engine's built-in function that reads a
+// stack's outputs: what a StackReference resource reads, without a resource.
+const ReadStackOutputsToken = "pulumi:pulumi:readStackOutputs"
+
+// Names of the stack outputs the program adds to the cluster's: what the
+// next run compares itself with.
+const (
+	ClusterNameOutput = "clusterName"
+	PlatformOutput    = "platform"
+)
+
+// Last is the stack as the last `up` left it.
+type Last struct {
+	// Platform the stack ran on; empty when unknown.
+	Platform stacks.Platform
+	// Cluster is the cluster the refusals of TalosCluster compare with;
+	// nil when unknown.
+	Cluster *talos.Previous
+}
+
 // ReadPrevious reads the cluster as the last `up` left it from this stack's
-// own outputs, through a stack reference to the stack itself: the engine
-// keeps the root stack's outputs of the last deployment until this run
-// registers new ones, so a run (a preview too) sees the previous cluster
-// before it registers anything. It returns nil when the stack has none
-// (its first `up`, or a stack from before the `nodes` output): the checks
-// against it are then skipped. A stack reference that cannot be read is
-// not an error: it is reported as a warning and the checks are skipped.
+// own outputs (see ReadLast); nil when unknown.
 func ReadPrevious(ctx *pulumi.Context) (*talos.Previous, error) {
+	last, err := ReadLast(ctx)
+	return last.Cluster, err
+}
+
+// ReadLast reads the stack as the last `up` left it from its own outputs:
+// the engine keeps the root stack's outputs of the last deployment until
+// this run registers new ones, so a run (a preview too) sees the previous
+// cluster before it registers anything. Its Cluster is nil when the stack
+// has none (its first `up`, or a stack from before the `nodes` output): the
+// checks against it are then skipped.
+//
+// It calls the engine's built-in readStackOutputs function rather than
+// registering a StackReference: a stack reference is a read step, whose
+// failure fails the whole deployment (the engine cancels it whatever the
+// program does with the error), and which counts as a change ("1 to read")
+// in every preview. A failed function call is only an error returned here:
+// it is reported as a warning, and the checks that need the last outputs say
+// that they were skipped.
+func ReadLast(ctx *pulumi.Context) (Last, error) {
 	name := fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), ctx.Stack())
-	skip := func(err error) (*talos.Previous, error) {
-		msg := fmt.Sprintf("unable to read the stack's last outputs (%v): the checks of a Kubernetes version change and of removed control planes are skipped", err)
+	var res struct {
+		Outputs map[string]any `pulumi:"outputs"`
+	}
+	if err := ctx.Invoke(ReadStackOutputsToken, &readStackOutputsArgs{Name: name}, &res); err != nil {
+		msg := fmt.Sprintf("unable to read the stack's last outputs (%v): %s", err, talos.SkippedWithoutPrevious)
 		if werr := ctx.Log.Warn(msg, nil); werr != nil {
-			return nil, fmt.Errorf("unable to log a warning: %w", werr)
+			return Last{}, fmt.Errorf("unable to log a warning: %w", werr)
 		}
-		return nil, nil
+		return Last{}, nil
 	}
-	ref, err := pulumi.NewStackReference(ctx, name, nil)
-	if err != nil {
-		return skip(err)
+	last := Last{Cluster: previousFrom(res.Outputs)}
+	if p, ok := res.Outputs[PlatformOutput].(string); ok {
+		last.Platform = stacks.Platform(p)
 	}
-	res, err := internals.UnsafeAwaitOutput(ctx.Context(), ref.Outputs)
-	if err != nil {
-		return skip(err)
+	return last, nil
+}
+
+// checkPlatform refuses a move of a running cluster to another platform:
+// every resource would be replaced, the machine secrets among them.
+func checkPlatform(last Last, platform stacks.Platform) error {
+	if last.Platform == "" || last.Platform == platform {
+		return nil
 	}
-	outputs, _ := res.Value.(map[string]any)
-	return previousFrom(outputs), nil
+	return fmt.Errorf("invalid stack configuration (1 problem; nothing was created):\n  - platform: %q moves the running cluster from %q: every resource, the machine secrets and their CA included, would be replaced; a cluster on another platform is a new stack (`make init STACK=...`)",
+		platform, last.Platform)
+}
+
+// readStackOutputsArgs are the arguments of ReadStackOutputsToken.
+type readStackOutputsArgs struct {
+	Name string `pulumi:"name"`
 }
 
 // previousFrom reads the previous cluster from the stack's outputs: the
@@ -47,12 +93,22 @@ func previousFrom(outputs map[string]any) *talos.Previous {
 	if !ok {
 		return nil
 	}
-	prev := &talos.Previous{ControlPlanes: []string{}}
+	prev := &talos.Previous{ControlPlanes: []string{}, Roles: map[string]talos.Role{}}
+	if v, ok := outputs[ClusterNameOutput].(string); ok {
+		prev.ClusterName = v
+	}
+	if v, ok := outputs["talosVersion"].(string); ok && v != talos.Unknown {
+		prev.TalosVersion = v
+	}
 	if v, ok := outputs["kubernetesVersion"].(string); ok && v != talos.Unknown {
 		prev.KubernetesVersion = v
 	}
 	for name, n := range nodes {
-		if m, ok := n.(map[string]any); ok && m["role"] == string(talos.RoleControlPlane) {
+		m, _ := n.(map[string]any)
+		if role, ok := m["role"].(string); ok && (role == string(talos.RoleControlPlane) || role == string(talos.RoleWorker)) {
+			prev.Roles[name] = talos.Role(role)
+		}
+		if m["role"] == string(talos.RoleControlPlane) {
 			prev.ControlPlanes = append(prev.ControlPlanes, name)
 			if ip, ok := m["ip"].(string); ok && ip != "" {
 				prev.ControlPlaneIPs = append(prev.ControlPlaneIPs, ip)

@@ -16,13 +16,17 @@ func TestPreviousFromTheStackOutputs(t *testing.T) {
 
 	prev := previousFrom(map[string]any{
 		"kubernetesVersion": "1.34.1",
+		"clusterName":       "homelab",
 		"nodes": map[string]any{
 			"cp-0":     map[string]any{"role": "controlplane", "ip": "10.0.0.10"},
 			"worker-0": map[string]any{"role": "worker", "ip": "10.0.0.20"},
 		},
 	})
-	assert.Equal(t, &talos.Previous{KubernetesVersion: "1.34.1", ControlPlanes: []string{"cp-0"}, ControlPlaneIPs: []string{"10.0.0.10"}}, prev)
+	assert.Equal(t, &talos.Previous{
+		KubernetesVersion: "1.34.1", ControlPlanes: []string{"cp-0"}, ControlPlaneIPs: []string{"10.0.0.10"}, ClusterName: "homelab",
+		Roles: map[string]talos.Role{"cp-0": talos.RoleControlPlane, "worker-0": talos.RoleWorker},
+	}, prev)
 
 	prev = previousFrom(map[string]any{"kubernetesVersion": talos.Unknown, "nodes": map[string]any{}})
-	assert.Equal(t, &talos.Previous{ControlPlanes: []string{}}, prev, "an unknown version is no version")
+	assert.Equal(t, &talos.Previous{ControlPlanes: []string{}, Roles: map[string]talos.Role{}}, prev, "an unknown version is no version")
 }

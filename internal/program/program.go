@@ -17,8 +17,8 @@ import (
 // Run is the program body. src is the run's raw config (see
 // stacks.CaptureSource). Nothing is registered unless the config is valid,
 // user patches and Helm values included (see Validate).
-func Run(ctx *pulumi.Context, src stacks.Source) error {
-	outputs, err := Deploy(ctx, src)
+func Run(ctx *pulumi.Context, src stacks.Source, opts ...Options) error {
+	outputs, err := Deploy(ctx, src, opts...)
 	if err != nil {
 		return err
 	}
@@ -61,36 +61,41 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if err := diags.Err(); err != nil {
 		return nil, err
 	}
+	prev, err := ReadLast(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPlatform(prev, cfg.Platform); err != nil {
+		return nil, err
+	}
+	var outputs pulumi.Map
 	switch cfg.Platform {
 	case stacks.PlatformProxmox:
 		args := ProxmoxArgs(cfg)
 		if err := ReadProxmoxKey(cfg, args); err != nil {
 			return nil, err
 		}
-		prev, err := ReadPrevious(ctx)
-		if err != nil {
-			return nil, err
-		}
-		args.Previous = prev
+		args.Previous = prev.Cluster
 		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, proxmox.Deps{Hooks: o.Hooks, StopAPI: o.ProxmoxAPI, Talos: o.Talos})
 		if err != nil {
 			return nil, err
 		}
-		return c.Outputs(), nil
+		outputs = c.Outputs()
 	case stacks.PlatformVPS:
 		args := VPSArgs(cfg)
-		prev, err := ReadPrevious(ctx)
-		if err != nil {
-			return nil, err
-		}
-		args.Previous = prev
+		args.Previous = prev.Cluster
 		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
 		if err != nil {
 			return nil, err
 		}
-		return c.Outputs(), nil
+		outputs = c.Outputs()
 	default:
 		// Load rejects other platforms; reaching this is a bug.
 		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
 	}
+	// What the next run compares itself with, besides the cluster's own
+	// outputs: a rename or a move to another platform replaces everything.
+	outputs[ClusterNameOutput] = pulumi.String(cfg.Cluster.Name)
+	outputs[PlatformOutput] = pulumi.String(string(cfg.Platform))
+	return outputs, nil
 }

@@ -5,6 +5,8 @@ package programtest
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -62,5 +64,9 @@ func RunOn(t testing.TB, e *componentstest.Engine, src stacks.Source, stack stri
 		}
 		return nil
 	}, pulumi.WithMocks(src.Project, stack, e), stackstest.WithConfig(src))
+	if failed := e.FailedSteps(); err == nil && len(failed) > 0 {
+		// The engine fails the deployment after a failed step.
+		err = fmt.Errorf("the engine fails the deployment: %s", strings.Join(failed, "; "))
+	}
 	return e, outs, hooks, err
 }

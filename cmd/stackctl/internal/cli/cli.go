@@ -19,6 +19,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -96,8 +97,9 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 	}
 	return driver.Run(ctx, o, driver.Env{
 		Pulumi: pulumiCmd,
-		Program: func(src stacks.Source) pulumi.RunFunc {
-			return func(ctx *pulumi.Context) error { return program.Run(ctx, src) }
+		Program: func(src stacks.Source, op string) pulumi.RunFunc {
+			o := program.Options{Talos: talos.Deps{Destroy: op == driver.OpDestroy}}
+			return func(ctx *pulumi.Context) error { return program.Run(ctx, src, o) }
 		},
 		Validate: func(src stacks.Source) error {
 			_, diags := program.Validate(src)

@@ -67,8 +67,11 @@ type Options struct {
 	ExitOnChanges bool
 }
 
-// ProgramFunc builds the Pulumi program for a stack's config.
-type ProgramFunc func(src stacks.Source) pulumi.RunFunc
+// ProgramFunc builds the Pulumi program for a stack's config and the
+// operation it runs for (OpPreview, ...): the engine tells a program
+// nothing about the operation, and a whole-stack destroy must take no
+// node out of the cluster.
+type ProgramFunc func(src stacks.Source, op string) pulumi.RunFunc
 
 // Env is what the driver runs with; tests replace parts of it.
 type Env struct {
@@ -226,7 +229,7 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 			return fail(exitcode.BadConfig, err, "%v", err)
 		}
 	}
-	runFn = env.Program(src)
+	runFn = env.Program(src, o.Op)
 	if env.Access != nil {
 		vars, stop, err := env.Access(ctx, src)
 		if err != nil {
@@ -263,6 +266,17 @@ func openStack(ctx context.Context, o Options, ws auto.Workspace, backend string
 	return s, nil
 }
 
+// IsChange reports whether a step of op changes the stack: a resource that
+// stays the same, a read of external state (a stack's outputs, say) and a
+// refresh of the state change nothing to review.
+func IsChange(op apitype.OpType) bool {
+	switch op {
+	case apitype.OpSame, apitype.OpRead, apitype.OpRefresh:
+		return false
+	}
+	return true
+}
+
 func operate(ctx context.Context, o Options, stack auto.Stack, env Env, sum *Summary) error {
 	out, errOut := env.Stdout, env.Stderr
 	switch o.Op {
@@ -273,7 +287,7 @@ func operate(ctx context.Context, o Options, stack auto.Stack, env Env, sum *Sum
 		}
 		for op, n := range res.ChangeSummary {
 			sum.Changes[string(op)] = n
-			if op != apitype.OpSame && n > 0 {
+			if IsChange(op) && n > 0 {
 				sum.ChangesPending = true
 			}
 		}

@@ -42,6 +42,7 @@ type harness struct {
 	env            map[string]string
 	stdout, stderr bytes.Buffer
 	programSrc     *stacks.Source
+	programOp      string
 }
 
 func newHarness(t *testing.T, op string) *harness {
@@ -62,8 +63,8 @@ func newHarness(t *testing.T, op string) *harness {
 func (h *harness) run(ctx context.Context) int {
 	return driver.Run(ctx, h.opts, driver.Env{
 		Pulumi: h.fake,
-		Program: func(src stacks.Source) pulumi.RunFunc {
-			h.programSrc = &src
+		Program: func(src stacks.Source, op string) pulumi.RunFunc {
+			h.programSrc, h.programOp = &src, op
 			return func(*pulumi.Context) error { return nil }
 		},
 		Validate: func(src stacks.Source) error {
@@ -136,6 +137,7 @@ func TestOperationsRunWithTheRightArguments(t *testing.T) {
 			require.NotNil(t, h.programSrc, "the program gets the stack's config")
 			assert.Equal(t, "talos-cluster", h.programSrc.Project)
 			assert.Contains(t, h.programSrc.SecretKeys, "talos-cluster:nodes")
+			assert.Equal(t, c.op, h.programOp, "the program knows its operation: a destroy takes no node out")
 
 			s := h.summary(t)
 			assert.Equal(t, c.op, s.Operation)
@@ -215,6 +217,32 @@ func TestExitCodes(t *testing.T) {
 					assert.Contains(t, firstLine, c.msg, "one line says what happened")
 				}
 			}
+		})
+	}
+}
+
+// Reads (of a stack's outputs, a data source) and sames are no changes: an
+// unchanged stack passes a PR check, a changed one does not (item 20 of
+// issue 23: a read counted as a change, so every PR check failed).
+func TestPreviewExitCodeOnChanges(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		changes map[string]int
+		code    int
+	}{
+		"unchanged, with a read":  {map[string]int{"read": 1, "same": 34}, exitcode.OK},
+		"unchanged, refreshed":    {map[string]int{"refresh": 2, "same": 3}, exitcode.OK},
+		"one update":              {map[string]int{"update": 1, "same": 34}, exitcode.ChangesPending},
+		"a read discarded":        {map[string]int{"discard": 1, "same": 34}, exitcode.ChangesPending},
+		"a replacement and reads": {map[string]int{"replace": 1, "read": 1}, exitcode.ChangesPending},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, driver.OpPreview)
+			h.opts.ExitOnChanges = true
+			h.fake.Changes = tc.changes
+			assert.Equal(t, tc.code, h.run(context.Background()), "stderr: %s", h.stderr.String())
+			assert.Equal(t, tc.code != exitcode.OK, h.summary(t).ChangesPending)
 		})
 	}
 }

@@ -1,0 +1,64 @@
+package talos
+
+import (
+	"fmt"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
+)
+
+// checkIdentity refuses the edits that would give a running cluster or one
+// of its nodes another identity in the resource graph:
+//
+//   - a new cluster name: every resource's name starts with it, so the
+//     engine would create a second cluster's resources (new machine
+//     secrets, a new CA) and delete the running cluster's, and the new
+//     name goes into every node's machine config;
+//   - a node that changes role under the same name: its membership is
+//     named after the node, so no removal runs for the old role while the
+//     apply brings the other role's config, and every gate refuses the
+//     node it cannot place.
+func (a *ClusterArgs) checkIdentity(p *inputs.Problems, prefix string) {
+	prev := a.Previous
+	if prev.ClusterName != "" && a.Cluster.Name != prev.ClusterName {
+		p.Add(prefix+"cluster.name", "%q renames the running cluster %q: every resource (the machine secrets and their CA included) is named after it and would be replaced, and the nodes' configs name it; keep %q (a new name is a new cluster: a new stack)",
+			a.Cluster.Name, prev.ClusterName, prev.ClusterName)
+	}
+	if msg := talosDowngrade(prev.TalosVersion, a.Cluster.TalosVersion); msg != "" {
+		p.Add(prefix+"cluster.talosVersion", "%s", msg)
+	}
+	if prev.Roles == nil {
+		return
+	}
+	for i, n := range a.Nodes {
+		was, ok := prev.Roles[n.Name]
+		if !ok || was == n.Role {
+			continue
+		}
+		p.Add(fmt.Sprintf("%snodes[%d]", prefix, i), "node %q was a %s and is now a %s: a node cannot change role in place (its etcd membership, its drain and its config are tied to its role); remove it in one `up`, then add it back with its new role in the next (or add it under a new name)",
+			n.Name, roleName(was), roleName(n.Role))
+	}
+}
+
+// roleName is a role as the stack file's node lists name it.
+func roleName(r Role) string {
+	if r == RoleControlPlane {
+		return "control plane"
+	}
+	return "worker"
+}
+
+// talosDowngrade says why going from the Talos version the nodes run to
+// another is refused ("" when it is not): a lower version. The rollout
+// upgrades nodes through the Talos API; an older release may not read what
+// a newer one wrote (etcd's data, the state partition), and Talos's own way
+// back is a rollback to the previous boot entry, node by node, not an
+// install of an older image.
+func talosDowngrade(running, wanted string) string {
+	_, okR := parseVersion(running)
+	_, okW := parseVersion(wanted)
+	if !okR || !okW || !versionLess(wanted, running) {
+		return ""
+	}
+	return fmt.Sprintf("%s is lower than %s, which the nodes run: the rollout never downgrades Talos. To go back after a bad upgrade, roll each upgraded node back to the Talos it booted before (`talosctl rollback --nodes <ip>`, one control plane at a time, workers after), check it with `talosctl version`, then set cluster.talosVersion to the version they run and `up`",
+		wanted, running)
+}

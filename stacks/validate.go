@@ -90,6 +90,7 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 	if c.KubernetesVersion != "" && !kubeVersionRe.MatchString(c.KubernetesVersion) {
 		d.errorf("cluster.kubernetesVersion", "%q is not a Kubernetes version like 1.35.0", c.KubernetesVersion)
 	}
+	validateKubernetesSupport(d, c)
 
 	s := c.Schematic
 	if s.ID != "" && len(s.Extensions) > 0 {

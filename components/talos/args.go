@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/siderolabs/talos/pkg/machinery/constants"
-
 	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
@@ -31,7 +29,7 @@ var kubeVersionRe = regexp.MustCompile(`^v?\d+\.\d+\.\d+$`)
 func (a ClusterArgs) WithDefaults() ClusterArgs {
 	c := &a.Cluster
 	if c.KubernetesVersion == "" {
-		c.KubernetesVersion = constants.DefaultKubernetesVersion
+		c.KubernetesVersion = DefaultKubernetesVersion(c.TalosVersion)
 	}
 	c.KubernetesVersion = strings.TrimPrefix(c.KubernetesVersion, "v")
 	c.Patches = copyOrNew(c.Patches)
@@ -96,6 +94,7 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	if c.KubernetesVersion != "" && !kubeVersionRe.MatchString(c.KubernetesVersion) {
 		p.Add(at("kubernetesVersion"), "%q is not a version like 1.34.1", c.KubernetesVersion)
 	}
+	c.checkKubernetesSupport(p, prefix)
 	for i, ns := range c.Nameservers {
 		p.IPv4(at(fmt.Sprintf("nameservers[%d]", i)), ns)
 	}

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/siderolabs/talos/pkg/machinery/constants"
-
 	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
@@ -48,9 +46,10 @@ func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
 		return
 	}
 	a.checkIdentity(p, prefix)
+	a.checkTalosUpgrade(p, prefix)
 	next := a.Cluster.KubernetesVersion
 	if next == "" {
-		next = constants.DefaultKubernetesVersion
+		next = DefaultKubernetesVersion(a.Cluster.TalosVersion)
 	}
 	if msg := kubernetesChange(prev.KubernetesVersion, next); msg != "" {
 		p.Add(prefix+"cluster.kubernetesVersion", "%s", msg)

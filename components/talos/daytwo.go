@@ -98,6 +98,7 @@ type dayTwo struct {
 	byApply     map[string]rollout.Node
 	cps         []string
 	leaving     []string // control planes of the last run this one removes
+	previousCPs []string // the control planes' IPs of the last run; nil when unknown
 	credentials *future[talosapi.Credentials]
 
 	// configs are the nodes' new configs by node name, as their applies
@@ -136,6 +137,9 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		booted:      map[string]time.Time{}, settled: map[string]error{},
 		configs:     map[string]*future[nodeConfig]{},
 		workerTurns: make(chan struct{}, args.Cluster.WorkerParallelism()), controlPlaneTurn: make(chan struct{}, 1),
+	}
+	if args.Previous != nil && args.Previous.ControlPlanes != nil {
+		d.previousCPs = append([]string{}, args.Previous.ControlPlaneIPs...)
 	}
 	if args.Previous != nil {
 		// Control planes the stack drops in this run are still etcd
@@ -319,13 +323,25 @@ func (d *dayTwo) runKubernetesPhase(ctx context.Context, ops rollout.Ops, args *
 	if oldKubelet == "" || newKubelet == "" || oldKubelet == newKubelet {
 		return nil
 	}
+	// The kubelets stay on what they run: the old config with the user's
+	// patches, which may name a kubelet image of their own.
+	running, err := mergedKubelet(args.OldInputs)
+	if err != nil {
+		return fmt.Errorf("unable to read the kubelet image the nodes run: %w", err)
+	}
 	for _, ip := range d.cps {
 		n := d.byIP(ip)
+		if !d.configured(ip) {
+			// Added in this run: its first config, applied after the
+			// running control planes', brings the new version already.
+			_ = d.ctx.Log.Info(fmt.Sprintf("%s joins in this run: its first config brings Kubernetes %s", n, d.kubernetes), nil)
+			continue
+		}
 		nc, err := d.configs[n.Name].get(ctx)
 		if err != nil {
 			return fmt.Errorf("unable to read the new config of %s: %w", n, err)
 		}
-		config, err := pinnedConfig(nc, oldKubelet)
+		config, err := pinnedConfig(nc, running)
 		if err != nil {
 			return fmt.Errorf("unable to build the control-plane config of %s: %w", n, err)
 		}
@@ -334,6 +350,12 @@ func (d *dayTwo) runKubernetesPhase(ctx context.Context, ops rollout.Ops, args *
 		}
 	}
 	return nil
+}
+
+// configured reports whether the control plane at ip ran in the cluster
+// before this run (true when the last run is unknown).
+func (d *dayTwo) configured(ip string) bool {
+	return d.previousCPs == nil || slices.Contains(d.previousCPs, ip)
 }
 
 // byIP is the node with that IP.
@@ -506,11 +528,47 @@ func kubeletImage(config string) string {
 	}
 }
 
+// mergedKubelet is the kubelet image of an apply's config: its base config
+// with its patches, as the provider merges them.
+func mergedKubelet(inputs resource.PropertyMap) (string, error) {
+	out, err := mergeConfig(nodeConfig{base: baseConfig(inputs), patches: stringsOf(inputs["configPatches"])})
+	if err != nil {
+		return "", err
+	}
+	return kubeletImage(string(out)), nil
+}
+
+// stringsOf is an array input's strings (secrets unwrapped).
+func stringsOf(v resource.PropertyValue) []string {
+	for v.IsSecret() {
+		v = v.SecretValue().Element
+	}
+	if !v.IsArray() {
+		return nil
+	}
+	var out []string
+	for _, e := range v.ArrayValue() {
+		for e.IsSecret() {
+			e = e.SecretValue().Element
+		}
+		if e.IsString() {
+			out = append(out, e.StringValue())
+		}
+	}
+	return out
+}
+
 // pinnedConfig is the node's new machine config (base and patches merged as
 // the provider merges them) with its kubelet kept on kubelet.
 func pinnedConfig(nc nodeConfig, kubelet string) ([]byte, error) {
 	pin := fmt.Sprintf("machine:\n  kubelet:\n    image: %s\n", kubelet)
-	patches, err := configpatcher.LoadPatches(append(append([]string{}, nc.patches...), pin))
+	return mergeConfig(nodeConfig{base: nc.base, patches: append(append([]string{}, nc.patches...), pin)})
+}
+
+// mergeConfig is a base config with its patches applied, as the provider
+// applies them.
+func mergeConfig(nc nodeConfig) ([]byte, error) {
+	patches, err := configpatcher.LoadPatches(nc.patches)
 	if err != nil {
 		return nil, fmt.Errorf("unable to load the patches: %w", err)
 	}

@@ -641,6 +641,57 @@ func TestAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T) {
 	assert.Equal(t, "v"+to, after.nodes["worker-2"]["kubeletVersion"])
 }
 
+// A Kubernetes upgrade in the same `up` as a control plane is added, on a
+// cluster whose control planes' patch names a kubelet image of the user's
+// (item 8 of issue 23): the control-plane phase went to the new control
+// plane too, still in maintenance mode, and failed; and it pinned the
+// kubelets to the base config's image, over the user's. Now the new control
+// plane is left to its first config, and the kubelets keep the user's image.
+func TestAKubernetesUpgradeSkipsANewControlPlaneAndKeepsTheUsersKubelet(t *testing.T) {
+	t.Parallel()
+	const from, to = "1.34.1", "1.35.0"
+	const usersKubelet = "registry.example.com/kubelet:v1.34.1-patched"
+	l := newLab(t, talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)...)
+	l.realConfigs = true
+	var applied []string
+	l.talos.OnApply(func(ip string, data []byte) {
+		cfg, err := configloader.NewFromBytes(data)
+		if !assert.NoError(t, err) {
+			return
+		}
+		assert.Equal(t, usersKubelet, cfg.Machine().Kubelet().Image(), "the kubelet of %s keeps the user's image", ip)
+		api := cfg.Cluster().APIServer().Image()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.controlPlaneRuns(ip, api[strings.LastIndex(api, ":")+1:])
+		applied = append(applied, ip)
+	})
+	args := func(v string, extra ...talos.NodeSpec) talos.ClusterArgs {
+		a := clusterArgs(oldTalos, append(l.nodes(), extra...))
+		a.Cluster.KubernetesVersion = v
+		a.Cluster.Patches = &talos.ClusterPatches{ControlPlane: []string{"machine:\n  kubelet:\n    image: " + usersKubelet + "\n"}}
+		return a
+	}
+	first := l.run(args(from))
+	s := stateOf(first)
+	// The stack's last outputs: three control planes.
+	next := args(to, talos.NodeSpec{Name: "cp-4", IP: "10.5.0.14", Role: talos.RoleControlPlane, Network: talos.NodeNetwork{DHCP: true}})
+	next.Previous = &talos.Previous{ControlPlanes: []string{"cp-1", "cp-2", "cp-3"}, ControlPlaneIPs: []string{"10.5.0.11", "10.5.0.12", "10.5.0.13"}}
+	kubelet := func(ip string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if _, cp := l.apiServers[ip]; cp {
+			l.controlPlaneRuns(ip, "v"+to)
+		}
+		if n := l.talos.Node(ip); n != nil {
+			l.kube.SetKubeletVersion(n.Hostname(), "v"+to)
+		}
+	}
+	res := l.up(s, l.run(next), kubelet)
+	require.NoError(t, res.err)
+	assert.Equal(t, []string{"10.5.0.11", "10.5.0.12", "10.5.0.13"}, applied, "the running control planes, not the new one")
+}
+
 // A control plane removed in the same `up` as a config change: its etcd
 // member stays until its removal at the end of the run, and the gates of
 // the other control planes count it (from the stack's last outputs), so

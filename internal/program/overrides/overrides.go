@@ -23,7 +23,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
-	"github.com/siderolabs/talos/pkg/machinery/constants"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -315,7 +314,7 @@ func (g *guard) baseConfig(role talos.Role) (config.Provider, error) {
 	}
 	kube := c.KubernetesVersion
 	if kube == "" {
-		kube = constants.DefaultKubernetesVersion
+		kube = talos.DefaultKubernetesVersion(c.TalosVersion)
 	}
 	in, err := generate.NewInput(c.Name, g.cfg.KubernetesEndpoint(), strings.TrimPrefix(kube, "v"),
 		generate.WithVersionContract(vc),

@@ -289,6 +289,14 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 			if err != nil {
 				return nil, err
 			}
+			rejoin, err := deps.Hooks.Bind(name+RejoinHookSuffix, BeforeCreate, applyName, day2.rejoin)
+			if err != nil {
+				return nil, err
+			}
+			rejoined, err := deps.Hooks.Bind(name+RejoinedHookSuffix, AfterCreate, applyName, day2.rejoined)
+			if err != nil {
+				return nil, err
+			}
 			patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
 				return NodePatches(spec, n, image)
 			}).(pulumi.StringArrayOutput)
@@ -297,7 +305,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 				return nil
 			})
 			apply, err := newApply(ctx, applyName, args, n, secrets, base[n.Role], patches, applyOpts{
-				parent: parent, after: previous, hooks: []pulumi.ResourceOption{gate, settle},
+				parent: parent, after: previous, hooks: []pulumi.ResourceOption{gate, settle, rejoin, rejoined},
 			})
 			if err != nil {
 				return nil, err

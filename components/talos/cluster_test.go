@@ -104,7 +104,7 @@ func TestRolloutOrderGraph(t *testing.T) {
 		for _, b := range out.hooks.On(apply.Name) {
 			points = append(points, b.Hook+" "+b.Point.String())
 		}
-		assert.Equal(t, []string{"lab-rollout-gate before update", "lab-rollout-settle after update"}, points, apply.Name)
+		assert.Equal(t, []string{"lab-rollout-gate before update", "lab-rollout-settle after update", "lab-node-rejoin before create", "lab-node-rejoined after create"}, points, apply.Name)
 
 		member := m.Named(t, componentstest.LocalCommand, "lab-member-"+n)
 		assert.True(t, m.After(member, apply), "the membership of %s after its apply", n)

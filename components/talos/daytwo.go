@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -42,10 +41,10 @@ type Deps struct {
 	Timing rollout.Timing
 	// Destroy says that the run is a whole-stack destroy: no node is
 	// taken out of the cluster, whatever the stack file says since the last
-	// `up`, and nothing is read from the nodes. When false, it is read from
-	// the environment variable DestroyEnv, which `make destroy` and
-	// `stackctl destroy` set: the engine tells a program nothing about the
-	// operation it runs for.
+	// `up`, and nothing is read from the nodes. The engine tells a program
+	// nothing about the operation it runs for: the program and the
+	// component provider set it from the environment variable DestroyEnv,
+	// which `make destroy` sets, and `stackctl destroy` sets it itself.
 	Destroy bool
 }
 
@@ -55,9 +54,6 @@ type Deps struct {
 const DestroyEnv = "TALOS_CLUSTER_DESTROY"
 
 func (d Deps) withDefaults(ctx *pulumi.Context) Deps {
-	if !d.Destroy {
-		d.Destroy = os.Getenv(DestroyEnv) == "1"
-	}
 	if d.Hooks == nil {
 		d.Hooks = &SDKHooks{Ctx: ctx}
 	}
@@ -99,6 +95,8 @@ type dayTwo struct {
 	cps         []string
 	leaving     []string // control planes of the last run this one removes
 	previousCPs []string // the control planes' IPs of the last run; nil when unknown
+	// previousRoles are the nodes of the last run; nil when unknown.
+	previousRoles map[string]Role
 	credentials *future[talosapi.Credentials]
 
 	// configs are the nodes' new configs by node name, as their applies
@@ -109,6 +107,9 @@ type dayTwo struct {
 	api     talosapi.API
 	booted  map[string]time.Time
 	settled map[string]error // by node name: the wait after its apply
+	// rejoining are the nodes whose new machine's apply is being created
+	// (see rejoin).
+	rejoining map[string]bool
 	// phase is the Kubernetes control-plane phase of this run, once run.
 	phase *error
 
@@ -134,12 +135,15 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		talos: args.Cluster.TalosVersion, kubernetes: args.Cluster.KubernetesVersion,
 		byApply:     map[string]rollout.Node{},
 		credentials: newFuture[talosapi.Credentials](),
-		booted:      map[string]time.Time{}, settled: map[string]error{},
+		booted:      map[string]time.Time{}, settled: map[string]error{}, rejoining: map[string]bool{},
 		configs:     map[string]*future[nodeConfig]{},
 		workerTurns: make(chan struct{}, args.Cluster.WorkerParallelism()), controlPlaneTurn: make(chan struct{}, 1),
 	}
 	if args.Previous != nil && args.Previous.ControlPlanes != nil {
 		d.previousCPs = append([]string{}, args.Previous.ControlPlaneIPs...)
+	}
+	if args.Previous != nil {
+		d.previousRoles = args.Previous.Roles
 	}
 	if args.Previous != nil {
 		// Control planes the stack drops in this run are still etcd
@@ -465,6 +469,72 @@ func (d *dayTwo) removalTurn(n rollout.Node) (release func(), err error) {
 
 // progressEvery is how often a hook that waits says so.
 const progressEvery = 30 * time.Second
+
+// rejoin runs before a node's config apply is created. On a first `up`, or
+// for a node the last run did not have, there is nothing to do. A node the
+// last run had gets a new apply when its machine was replaced (a new VM,
+// a reinstalled server): the old machine's etcd member and Kubernetes Node
+// are stale, and a new control plane with the same name and address cannot
+// join etcd while its old member is listed. So, when the node does not
+// answer as a configured member (the new machine waits in maintenance
+// mode), its old member is removed through another control plane and its
+// Node deleted, behind the same checks as a removal. A node that answers
+// is the running machine (its apply was replaced for another reason): it
+// is left alone.
+func (d *dayTwo) rejoin(args *pulumi.ResourceHookArgs) error {
+	n, err := d.node(args.Name)
+	if err != nil || !d.hadBefore(n) || d.deps.Destroy {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
+	defer cancel()
+	ops, err := d.ops(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := ops.API.Version(ctx, n.IP); err == nil {
+		_ = d.ctx.Log.Info(fmt.Sprintf("%s answers as a configured node: its config is applied again, nothing to clean up", n), nil)
+		return nil
+	}
+	release, err := d.removalTurn(n)
+	if err != nil {
+		return err
+	}
+	defer release()
+	_ = d.ctx.Log.Info(fmt.Sprintf("%s is a new machine: its old etcd member and Kubernetes Node go before it joins", n), nil)
+	if err := ops.Remove(ctx, n); err != nil {
+		return fmt.Errorf("unable to clear the old machine of %s before the new one joins: %w", n, err)
+	}
+	d.mu.Lock()
+	d.rejoining[n.Name] = true
+	d.mu.Unlock()
+	return nil
+}
+
+// rejoined runs after a node's config apply was created: for a new machine
+// of a node the cluster had (see rejoin), it waits until the machine runs
+// its config and is healthy (for a control plane: its etcd member with
+// the others), and records the result as settle does, so the rollout does
+// not go on past a replacement that did not come back.
+func (d *dayTwo) rejoined(args *pulumi.ResourceHookArgs) error {
+	n, err := d.node(args.Name)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	rejoining := d.rejoining[n.Name]
+	d.mu.Unlock()
+	if !rejoining {
+		return nil
+	}
+	return d.settle(args)
+}
+
+// hadBefore reports whether the last run had the node.
+func (d *dayTwo) hadBefore(n rollout.Node) bool {
+	_, ok := d.previousRoles[n.Name]
+	return ok
+}
 
 // memberEnv is a membership's environment: the node it stands for.
 func memberEnv(n NodeSpec) pulumi.StringMap {

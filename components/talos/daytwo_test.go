@@ -60,6 +60,8 @@ type lab struct {
 	destroy, dryRun bool
 	// workerParallelism of the runs (0: the default).
 	workerParallelism int
+	// createEffects: the effect given to up also happens on a create.
+	createEffects bool
 
 	mu sync.Mutex
 	// apiServers are the versions the control planes' API servers answer
@@ -141,16 +143,22 @@ func newLab(t testing.TB, specs ...talosapitest.NodeSpec) *lab {
 	}
 	l.apiServers = map[string]string{}
 	for _, n := range l.talos.Nodes() {
-		l.kube.AddNode(kubeapitest.NodeSpec{Name: n.Hostname(), InternalIP: n.IP()})
-		if n.Role() == talosapitest.ControlPlane {
-			l.apiServers[n.IP()] = kubeapitest.DefaultVersion
-			for _, c := range rollout.ControlPlaneComponents {
-				l.kube.AddPod(kubeapitest.PodSpec{Namespace: "kube-system", Name: c + "-" + n.Hostname(), Node: n.Hostname(),
-					Mirror: true, Image: "registry.k8s.io/" + c + ":" + kubeapitest.DefaultVersion})
-			}
-		}
+		l.registers(n)
 	}
 	return l
+}
+
+// registers is what a node's kubelet does in Kubernetes when it starts:
+// its Node, and a control plane's static pods.
+func (l *lab) registers(n *talosapitest.Node) {
+	l.kube.AddNode(kubeapitest.NodeSpec{Name: n.Hostname(), InternalIP: n.IP()})
+	if n.Role() == talosapitest.ControlPlane {
+		l.apiServers[n.IP()] = kubeapitest.DefaultVersion
+		for _, c := range rollout.ControlPlaneComponents {
+			l.kube.AddPod(kubeapitest.PodSpec{Namespace: "kube-system", Name: c + "-" + n.Hostname(), Node: n.Hostname(),
+				Mirror: true, Image: "registry.k8s.io/" + c + ":" + kubeapitest.DefaultVersion})
+		}
+	}
 }
 
 // nodes are the fake's nodes as the stack names them (by hostname).
@@ -272,7 +280,28 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 	for _, a := range applies {
 		old, ok := s[a.Name]
 		if !ok {
-			s[a.Name] = a.Inputs // a create: no update hooks
+			// A create: its create hooks (an after hook's error is a
+			// warning).
+			args := &pulumi.ResourceHookArgs{Name: a.Name, NewInputs: a.Inputs}
+			for _, b := range p.hooks.On(a.Name) {
+				if b.Point == talos.BeforeCreate {
+					if err := b.Fn(args); err != nil {
+						res.err = fmt.Errorf("%s: %w", a.Name, err)
+						return res
+					}
+				}
+			}
+			if effect != nil && l.createEffects {
+				effect(a.Inputs["node"].StringValue())
+			}
+			s[a.Name] = a.Inputs
+			for _, b := range p.hooks.On(a.Name) {
+				if b.Point == talos.AfterCreate {
+					if err := b.Fn(args); err != nil {
+						res.warnings = append(res.warnings, err)
+					}
+				}
+			}
 			continue
 		}
 		if old.DeepEquals(a.Inputs) {
@@ -690,6 +719,50 @@ func TestAKubernetesUpgradeSkipsANewControlPlaneAndKeepsTheUsersKubelet(t *testi
 	res := l.up(s, l.run(next), kubelet)
 	require.NoError(t, res.err)
 	assert.Equal(t, []string{"10.5.0.11", "10.5.0.12", "10.5.0.13"}, applied, "the running control planes, not the new one")
+}
+
+// A control plane whose machine is replaced (a new VM, a reinstalled
+// server) gets a new config apply (item 2 of issue 23): its old etcd
+// member was left in etcd, so the new machine, with the same name and
+// address, could not join. Now the old member goes first, through another
+// control plane, then the new machine gets its config, and the rollout
+// waits for it to be healthy.
+func TestAReplacedControlPlaneLeavesEtcdBeforeItsNewMachineJoins(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	oldID, ok := l.talos.Node("10.5.0.13").MemberID()
+	require.True(t, ok)
+
+	// The engine replaces the VM (deleting the old one) and with it the
+	// apply: the new machine waits in maintenance mode, not answering as
+	// a member.
+	delete(s, "lab-apply-cp-3")
+	l.talos.Node("10.5.0.13").PowerOff()
+	args := clusterArgs(oldTalos, l.nodes())
+	args.Previous = &talos.Previous{
+		ControlPlanes: []string{"cp-1", "cp-2", "cp-3"}, ControlPlaneIPs: []string{"10.5.0.11", "10.5.0.12", "10.5.0.13"},
+		Roles: map[string]talos.Role{"cp-1": talos.RoleControlPlane, "cp-2": talos.RoleControlPlane, "cp-3": talos.RoleControlPlane, "worker-1": talos.RoleWorker},
+	}
+	var order []string
+	l.createEffects = true
+	res := l.up(s, l.run(args), func(ip string) {
+		order = append(order, "config "+ip)
+		_, stale := l.kube.Node("cp-3")
+		assert.False(t, stale, "the old machine's Node is gone before the new one registers")
+		l.talos.Node(ip).PowerOn() // the new machine installs and joins
+		l.registers(l.talos.Node(ip))
+	})
+	require.NoError(t, res.err)
+	assert.Empty(t, res.warnings, "the new machine came back healthy")
+	removals := l.talos.Events("EtcdRemoveMemberByID")
+	require.Len(t, removals, 1, "the old member is removed through another control plane")
+	assert.Contains(t, removals[0].Args, fmt.Sprintf("%x", oldID), "the old member")
+	assert.Equal(t, []string{"config 10.5.0.13"}, order)
+	newID, ok := l.talos.Node("10.5.0.13").MemberID()
+	require.True(t, ok)
+	assert.NotEqual(t, oldID, newID, "the new machine joined as a new member")
+	assert.Len(t, l.talos.Members(), 3)
 }
 
 // A control plane removed in the same `up` as a config change: its etcd

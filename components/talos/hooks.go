@@ -15,10 +15,12 @@ const (
 	BeforeUpdate HookPoint = iota
 	AfterUpdate
 	BeforeDelete
+	BeforeCreate
+	AfterCreate
 )
 
 func (p HookPoint) String() string {
-	return [...]string{"before update", "after update", "before delete"}[p]
+	return [...]string{"before update", "after update", "before delete", "before create", "after create"}[p]
 }
 
 // Names of the day-2 hooks, after the cluster's name. Pulumi keeps a
@@ -35,6 +37,13 @@ const (
 	// leaves the stack), its etcd member leaves and its Kubernetes Node is
 	// drained and deleted.
 	RemoveHookSuffix = "-node-remove"
+	// RejoinHookSuffix: before a node's config apply is created for a node
+	// the last run had (its machine was replaced or wiped), the stale etcd
+	// member and Kubernetes Node of the old machine go.
+	RejoinHookSuffix = "-node-rejoin"
+	// RejoinedHookSuffix: after that apply, the wait until the new machine
+	// is back and healthy, before the rollout goes on.
+	RejoinedHookSuffix = "-node-rejoined"
 )
 
 // Hooks binds resource hooks. The SDK's mock engine cannot register hooks
@@ -80,6 +89,10 @@ func (h *SDKHooks) Bind(name string, point HookPoint, _ string, fn pulumi.Resour
 		b.AfterUpdate = []*pulumi.ResourceHook{hook}
 	case BeforeDelete:
 		b.BeforeDelete = []*pulumi.ResourceHook{hook}
+	case BeforeCreate:
+		b.BeforeCreate = []*pulumi.ResourceHook{hook}
+	case AfterCreate:
+		b.AfterCreate = []*pulumi.ResourceHook{hook}
 	}
 	return pulumi.ResourceHooks(b), nil
 }

@@ -5,6 +5,7 @@ package program
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -51,6 +52,9 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
+	}
+	if os.Getenv(talos.DestroyEnv) == "1" {
+		o.Talos.Destroy = true
 	}
 	cfg, diags := Validate(src)
 	for _, w := range diags.Warnings {

@@ -185,6 +185,7 @@ func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs
 			UserPatches: n.Patches,
 			Network:     talos.NodeNetwork{DHCP: !static},
 			Hostname:    n.Name,
+			Machine:     machineOf(n, a.Proxmox),
 		}
 		if static {
 			spec.Network.Addresses = []string{fmt.Sprintf("%s/%d", n.IP, a.Proxmox.PrefixLength)}
@@ -193,6 +194,14 @@ func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs
 		nodes = append(nodes, spec)
 	}
 	return &talos.ClusterArgs{Cluster: a.Cluster, InstallerImage: installer, Nodes: nodes, Previous: a.Previous}
+}
+
+// machineOf names what of a node's VM the provider cannot change in place:
+// a new value replaces the VM (bpg's VM resource: the vmId, the node
+// without migration, the EFI disk that the BIOS adds or drops, the
+// cloud-init drive of static addressing).
+func machineOf(n Node, px HostSettings) string {
+	return fmt.Sprintf("proxmox node %s, vmId %d, bios %s, addressing %s", n.ProxmoxNode, n.VMID, px.BIOS, px.Addressing)
 }
 
 // validate checks every input (the cluster's through TalosCluster's own

@@ -33,6 +33,9 @@ type Previous struct {
 	ClusterName string
 	// Roles are every node's role by node name; nil when unknown.
 	Roles map[string]Role
+	// Machines are the nodes' NodeSpec.Machine by node name (those that
+	// had one).
+	Machines map[string]string
 }
 
 // SkippedWithoutPrevious says what is not checked when the stack's last
@@ -58,6 +61,10 @@ func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
 		return
 	}
 	removed := a.removedControlPlanes()
+	if replaced := a.replacedControlPlanes(); len(replaced) > 0 {
+		a.checkReplaced(p, prefix, removed, replaced)
+		return
+	}
 	switch {
 	case len(removed) > 0 && len(removed) == len(prev.ControlPlanes):
 		p.Add(prefix+"nodes", "removes every control plane the cluster has (%s): its etcd would be lost; add the new control planes in one `up` and remove the old ones, one per `up`, afterwards", strings.Join(removed, ", "))

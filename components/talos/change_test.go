@@ -65,6 +65,23 @@ func TestChangesARolloutCannotMakeAreRefused(t *testing.T) {
 			kube: "1.34.1", nodes: nodes(2, 0),
 			path: "nodes[1]", message: `node "cp-1" was a worker and is now a control plane: a node cannot change role in place (its etcd membership, its drain and its config are tied to its role); remove it in one ` + "`up`" + `, then add it back with its new role in the next`,
 		},
+		// Item 2 of issue 23: machines replaced (a new proxmoxNode, vmId,
+		// ...) were all replaced at once, with no etcd gate.
+		"two control planes' machines replaced": {
+			prev: talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2"}, Machines: map[string]string{"cp-0": "vm 110", "cp-1": "vm 111", "cp-2": "vm 112"}},
+			kube: "1.34.1", nodes: withMachines(nodes(3, 0), "vm 110", "vm 211", "vm 212"),
+			path: "nodes", message: "replaces or removes 2 control planes in one `up` (cp-1 (vm 111 -> vm 211); cp-2 (vm 112 -> vm 212)): change one control plane's machine per `up`",
+		},
+		"a control plane's machine replaced and another removed": {
+			prev: talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2", "cp-3"}, Machines: map[string]string{"cp-0": "vm 110", "cp-1": "vm 111", "cp-2": "vm 112"}},
+			kube: "1.34.1", nodes: withMachines(nodes(3, 0), "vm 110", "vm 211", "vm 112"),
+			path: "nodes", message: "replaces or removes 2 control planes in one `up` (cp-1 (vm 111 -> vm 211); cp-3)",
+		},
+		"the only control plane's machine replaced": {
+			prev: talos.Previous{ControlPlanes: []string{"cp-0"}, Machines: map[string]string{"cp-0": "vm 110"}},
+			kube: "1.34.1", nodes: withMachines(nodes(1, 0), "vm 210"),
+			path: "nodes", message: "replaces the machine of the only control plane, cp-0 (vm 110 -> vm 210): its etcd, and with it the cluster's state, would be lost",
+		},
 		"a control plane turned into a worker, and another removed": {
 			prev: talos.Previous{ControlPlanes: three}, kube: "1.34.1",
 			nodes: append(nodes(1, 0), talos.NodeSpec{Name: "cp-1", IP: "10.0.0.11", Role: talos.RoleWorker, Network: talos.NodeNetwork{DHCP: true}}),
@@ -112,7 +129,11 @@ func TestChangesARolloutMakesPass(t *testing.T) {
 		"a Talos upgrade":             {prev: &talos.Previous{TalosVersion: "v1.11.5", ClusterName: "lab"}, kube: "1.34.1", nodes: nodes(3, 2)},
 		"the Talos the nodes run":     {prev: &talos.Previous{TalosVersion: "v1.12.0"}, kube: "1.34.1", nodes: nodes(3, 2)},
 		"nodes that kept their roles": {prev: &talos.Previous{ControlPlanes: []string{"cp-0"}, Roles: map[string]talos.Role{"cp-0": talos.RoleControlPlane, "w-0": talos.RoleWorker}}, kube: "1.34.1", nodes: nodes(1, 1)},
-		"roles unknown (old run)":     {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "1.34.1", nodes: nodes(1, 0)},
+		"one control plane's machine replaced": {
+			prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2"}, Machines: map[string]string{"cp-0": "vm 110", "cp-1": "vm 111", "cp-2": "vm 112", "w-0": "vm 120"}},
+			kube: "1.34.1", nodes: withMachines(nodes(3, 1), "vm 110", "vm 211", "vm 112", "vm 220"),
+		},
+		"roles unknown (old run)": {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "1.34.1", nodes: nodes(1, 0)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -127,4 +148,12 @@ func TestChangesARolloutMakesPass(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withMachines sets the nodes' Machine, in order.
+func withMachines(ns []talos.NodeSpec, machines ...string) []talos.NodeSpec {
+	for i := range ns {
+		ns[i].Machine = machines[i]
+	}
+	return ns
 }

@@ -97,7 +97,7 @@ type dayTwo struct {
 	previousCPs []string // the control planes' IPs of the last run; nil when unknown
 	// previousRoles are the nodes of the last run; nil when unknown.
 	previousRoles map[string]Role
-	credentials *future[talosapi.Credentials]
+	credentials   *future[talosapi.Credentials]
 
 	// configs are the nodes' new configs by node name, as their applies
 	// get them: for the Kubernetes upgrade of the control planes.
@@ -743,6 +743,9 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 	obs := observation{talos: d.talos, kubernetes: d.kubernetes, nodes: map[string]map[string]string{}}
 	for _, n := range nodes {
 		obs.nodes[n.Name] = map[string]string{"ip": n.IP, "role": string(n.Role), "talosVersion": Unknown, "kubeletVersion": Unknown}
+		if n.Machine != "" {
+			obs.nodes[n.Name]["machine"] = n.Machine
+		}
 	}
 	// A preview changes nothing and a destroy leaves nothing to report:
 	// neither waits for nodes that may not answer.

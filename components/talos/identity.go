@@ -2,6 +2,7 @@ package talos
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 )
@@ -61,4 +62,32 @@ func talosDowngrade(running, wanted string) string {
 	}
 	return fmt.Sprintf("%s is lower than %s, which the nodes run: the rollout never downgrades Talos. To go back after a bad upgrade, roll each upgraded node back to the Talos it booted before (`talosctl rollback --nodes <ip>`, one control plane at a time, workers after), check it with `talosctl version`, then set cluster.talosVersion to the version they run and `up`",
 		wanted, running)
+}
+
+// replacedControlPlanes are the control planes whose machine the run
+// replaces (their Machine changed), each with what changes.
+func (a *ClusterArgs) replacedControlPlanes() []string {
+	var out []string
+	for _, n := range a.Nodes {
+		was := a.Previous.Machines[n.Name]
+		if n.Role == RoleControlPlane && was != "" && n.Machine != "" && was != n.Machine {
+			out = append(out, fmt.Sprintf("%s (%s -> %s)", n.Name, was, n.Machine))
+		}
+	}
+	return out
+}
+
+// checkReplaced refuses more than one control plane replaced or removed in
+// one `up`, and the replacement of the only one: the new machine of a
+// control plane joins etcd as a new member once the old one is gone, and
+// etcd keeps its quorum only while one member at a time is away.
+func (a *ClusterArgs) checkReplaced(p *inputs.Problems, prefix string, removed, replaced []string) {
+	switch {
+	case len(a.Previous.ControlPlanes) == 1:
+		p.Add(prefix+"nodes", "replaces the machine of the only control plane, %s: its etcd, and with it the cluster's state, would be lost; add a control plane first (one `up`), then replace this one", replaced[0])
+	case len(replaced)+len(removed) > 1:
+		all := append(append([]string{}, replaced...), removed...)
+		p.Add(prefix+"nodes", "replaces or removes %d control planes in one `up` (%s): change one control plane's machine per `up`, so that etcd keeps its quorum while each new machine joins",
+			len(all), strings.Join(all, "; "))
+	}
 }

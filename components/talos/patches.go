@@ -74,6 +74,11 @@ type NodeSpec struct {
 	// UserPatches are the node's own patches (YAML machine-config patches),
 	// applied last.
 	UserPatches []string `pulumi:"patches,optional"`
+	// Machine names what of the node's machine cannot change without a new
+	// machine (e.g. a VM's id and host); a platform sets it. A change from
+	// the last run is a replacement of the machine: at most one control
+	// plane's per `up`. Empty: not compared.
+	Machine string
 }
 
 // PatchSpec holds the cluster-wide inputs of the generated patches.

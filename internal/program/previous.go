@@ -108,6 +108,12 @@ func previousFrom(outputs map[string]any) *talos.Previous {
 		if role, ok := m["role"].(string); ok && (role == string(talos.RoleControlPlane) || role == string(talos.RoleWorker)) {
 			prev.Roles[name] = talos.Role(role)
 		}
+		if machine, ok := m["machine"].(string); ok && machine != "" {
+			if prev.Machines == nil {
+				prev.Machines = map[string]string{}
+			}
+			prev.Machines[name] = machine
+		}
 		if m["role"] == string(talos.RoleControlPlane) {
 			prev.ControlPlanes = append(prev.ControlPlanes, name)
 			if ip, ok := m["ip"].(string); ok && ip != "" {

@@ -18,13 +18,14 @@ func TestPreviousFromTheStackOutputs(t *testing.T) {
 		"kubernetesVersion": "1.34.1",
 		"clusterName":       "homelab",
 		"nodes": map[string]any{
-			"cp-0":     map[string]any{"role": "controlplane", "ip": "10.0.0.10"},
+			"cp-0":     map[string]any{"role": "controlplane", "ip": "10.0.0.10", "machine": "proxmox node pve, vmId 110"},
 			"worker-0": map[string]any{"role": "worker", "ip": "10.0.0.20"},
 		},
 	})
 	assert.Equal(t, &talos.Previous{
 		KubernetesVersion: "1.34.1", ControlPlanes: []string{"cp-0"}, ControlPlaneIPs: []string{"10.0.0.10"}, ClusterName: "homelab",
-		Roles: map[string]talos.Role{"cp-0": talos.RoleControlPlane, "worker-0": talos.RoleWorker},
+		Roles:    map[string]talos.Role{"cp-0": talos.RoleControlPlane, "worker-0": talos.RoleWorker},
+		Machines: map[string]string{"cp-0": "proxmox node pve, vmId 110"},
 	}, prev)
 
 	prev = previousFrom(map[string]any{"kubernetesVersion": talos.Unknown, "nodes": map[string]any{}})

@@ -98,3 +98,37 @@ func TestAnUnreadableLastStateIsAWarningNotAFailedRun(t *testing.T) {
 	assert.NotEmpty(t, e.ByType(componentstest.Secrets))
 	assert.Contains(t, outs, "nodes")
 }
+
+// A control plane whose removal failed stays in the stack's state (its
+// membership), though the engine wrote the run's outputs without it (item
+// 5 of issue 23). The next run counts it as leaving: removing another
+// control plane in that run is refused, as two removals at once are.
+func TestAControlPlaneStillLeavingCountsAgainstTheNextRemoval(t *testing.T) {
+	t.Parallel()
+	member := func(name, ip, role string) resource.PropertyValue {
+		return resource.NewObjectProperty(resource.PropertyMap{
+			"type": resource.NewStringProperty("command:local:Command"),
+			"outputs": resource.NewObjectProperty(resource.PropertyMap{"environment": resource.NewObjectProperty(resource.PropertyMap{
+				"NODE_NAME": resource.NewStringProperty(name), "NODE_IP": resource.NewStringProperty(ip), "NODE_ROLE": resource.NewStringProperty(role),
+			})}),
+		})
+	}
+	urn := func(name string) resource.PropertyKey {
+		return resource.PropertyKey("urn:pulumi:proxmox-homelab::talos-cluster::talos-cluster:index:ProxmoxCluster$talos-cluster:index:TalosCluster$command:local:Command::homelab-member-" + name)
+	}
+	src := stackstest.Example(t, stackstest.ProxmoxExample)
+	e := &componentstest.Engine{
+		StackOutputs: resource.PropertyMap{
+			"kubernetesVersion": resource.NewStringProperty("1.35.0"),
+			"nodes":             nodesOutput([]string{"cp-0", "cp-1"}, []string{"worker-0", "worker-1"}),
+		},
+		StackResources: resource.PropertyMap{
+			urn("cp-0"): member("cp-0", "10.10.0.10", "controlplane"),
+			urn("cp-1"): member("cp-1", "10.10.0.11", "controlplane"),
+			urn("cp-2"): member("cp-2", "10.10.0.12", "controlplane"),
+		},
+	}
+	_, _, _, err := programtest.RunOn(t, e, src, "proxmox-homelab", program.Options{})
+	require.ErrorContains(t, err, "nodes: removes 2 control planes in one `up` (cp-1, cp-2)")
+	assert.Empty(t, e.All())
+}

@@ -70,6 +70,9 @@ type Engine struct {
 	// StackOutputsErr, when set, is the error of every read of a stack's
 	// outputs (a backend that cannot be read).
 	StackOutputsErr error
+	// StackResources are the resources of the stack's last state that
+	// readStackResourceOutputs returns: by URN, {type, outputs}.
+	StackResources resource.PropertyMap
 	// StackOutputs are the outputs a stack reference reads (the stack's
 	// last outputs, for a program that reads its own); none when nil.
 	StackOutputs resource.PropertyMap
@@ -89,6 +92,10 @@ type Engine struct {
 // ReadStackOutputs is the engine's built-in function that reads a stack's
 // outputs.
 const ReadStackOutputs = "pulumi:pulumi:readStackOutputs"
+
+// ReadStackResourceOutputs is the engine's built-in function that reads the
+// outputs of a stack's resources.
+const ReadStackResourceOutputs = "pulumi:pulumi:readStackResourceOutputs"
 
 // StackReads are the names of the stacks whose outputs the program read
 // through ReadStackOutputs, in order.
@@ -213,6 +220,15 @@ func (e *Engine) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 			outs = resource.PropertyMap{}
 		}
 		return resource.PropertyMap{"name": args.Args["name"], "outputs": resource.NewObjectProperty(outs)}, nil
+	case ReadStackResourceOutputs:
+		if e.StackOutputsErr != nil {
+			return nil, e.StackOutputsErr
+		}
+		res := e.StackResources
+		if res == nil {
+			res = resource.PropertyMap{}
+		}
+		return resource.PropertyMap{"name": args.Args["stackName"], "outputs": resource.NewObjectProperty(res)}, nil
 	case "talos:machine/getConfiguration:getConfiguration":
 		if e.MachineConfiguration != nil {
 			cfg, err := e.MachineConfiguration(args.Args)

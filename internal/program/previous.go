@@ -3,6 +3,7 @@ package program
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -64,6 +65,19 @@ func ReadLast(ctx *pulumi.Context) (Last, error) {
 		return Last{}, nil
 	}
 	last := Last{Cluster: previousFrom(res.Outputs)}
+	if last.Cluster != nil {
+		var state struct {
+			Outputs map[string]any `pulumi:"outputs"`
+		}
+		if err := ctx.Invoke(ReadStackResourcesToken, &readStackResourcesArgs{StackName: name}, &state); err != nil {
+			msg := fmt.Sprintf("unable to read the stack's last state (%v): nodes still leaving the cluster after a failed removal are not counted", err)
+			if werr := ctx.Log.Warn(msg, nil); werr != nil {
+				return Last{}, fmt.Errorf("unable to log a warning: %w", werr)
+			}
+		} else {
+			addLeaving(last.Cluster, state.Outputs)
+		}
+	}
 	if p, ok := res.Outputs[PlatformOutput].(string); ok {
 		last.Platform = stacks.Platform(p)
 	}
@@ -78,6 +92,50 @@ func checkPlatform(last Last, platform stacks.Platform) error {
 	}
 	return fmt.Errorf("invalid stack configuration (1 problem; nothing was created):\n  - platform: %q moves the running cluster from %q: every resource, the machine secrets and their CA included, would be replaced; a cluster on another platform is a new stack (`make init STACK=...`)",
 		platform, last.Platform)
+}
+
+// ReadStackResourcesToken is the engine's built-in function that reads the
+// outputs of every resource of a stack's last state, by URN.
+const ReadStackResourcesToken = "pulumi:pulumi:readStackResourceOutputs"
+
+// readStackResourcesArgs are the arguments of ReadStackResourcesToken.
+type readStackResourcesArgs struct {
+	StackName string `pulumi:"stackName"`
+}
+
+// memberType is the type of a node's membership (talos.MemberSuffix).
+const memberType = "command:local:Command"
+
+// addLeaving adds to prev the nodes whose membership is still in the
+// stack's state though the last outputs lost them: a removal that failed
+// (the engine writes the new outputs even when a delete fails). They are
+// still in etcd or Kubernetes: a control plane among them counts against
+// the one removal per `up`, and its etcd member against the gates.
+func addLeaving(prev *talos.Previous, resources map[string]any) {
+	for urn, r := range resources {
+		m, _ := r.(map[string]any)
+		if m["type"] != memberType || !strings.Contains(urn, talos.MemberSuffix) {
+			continue
+		}
+		outputs, _ := m["outputs"].(map[string]any)
+		env, _ := outputs["environment"].(map[string]any)
+		name, _ := env["NODE_NAME"].(string)
+		ip, _ := env["NODE_IP"].(string)
+		role, _ := env["NODE_ROLE"].(string)
+		if name == "" || ip == "" || !strings.HasSuffix(urn, talos.MemberSuffix+name) {
+			continue
+		}
+		if _, known := prev.Roles[name]; known {
+			continue
+		}
+		prev.Roles[name] = talos.Role(role)
+		if role == string(talos.RoleControlPlane) {
+			prev.ControlPlanes = append(prev.ControlPlanes, name)
+			prev.ControlPlaneIPs = append(prev.ControlPlaneIPs, ip)
+		}
+	}
+	slices.Sort(prev.ControlPlanes)
+	slices.Sort(prev.ControlPlaneIPs)
 }
 
 // readStackOutputsArgs are the arguments of ReadStackOutputsToken.

@@ -33,10 +33,14 @@ const ApidPort = 50000
 
 // Default per-call timeouts. Reads answer in milliseconds on a healthy
 // node. Changes take longer: on a control plane node Talos checks every
-// etcd member's health before it accepts an upgrade.
+// etcd member's health before it accepts an upgrade. An upgrade takes
+// longest: Talos pulls the installer image (hundreds of megabytes) before
+// it answers the call, minutes on a slow uplink, so it has a cap of its own
+// that matches the rollout's bound of an upgrade's reboot.
 const (
-	DefaultReadTimeout   = 10 * time.Second
-	DefaultChangeTimeout = 60 * time.Second
+	DefaultReadTimeout    = 10 * time.Second
+	DefaultChangeTimeout  = 60 * time.Second
+	DefaultUpgradeTimeout = 15 * time.Minute
 )
 
 // Credentials are the cluster's Talos API client credentials, PEM-encoded:
@@ -143,9 +147,16 @@ func WithAddress(address func(node string) string) Option {
 
 // WithTimeouts sets the timeouts of one call: read for Version, BootTime,
 // ServiceList, EtcdMemberList, EtcdStatus and Kubeconfig; change for the
-// others.
+// others but Upgrade (see WithUpgradeTimeout).
 func WithTimeouts(read, change time.Duration) Option {
 	return func(c *Client) { c.readTimeout, c.changeTimeout = read, change }
+}
+
+// WithUpgradeTimeout sets the timeout of an Upgrade call
+// (DefaultUpgradeTimeout when not positive), which includes Talos's pull of the installer
+// image; UpgradeOptions.Timeout overrides it for one call.
+func WithUpgradeTimeout(d time.Duration) Option {
+	return func(c *Client) { c.upgradeTimeout = d }
 }
 
 // WithDialOptions adds gRPC dial options, e.g. the machinery's
@@ -161,6 +172,7 @@ type Client struct {
 	tlsConfig                  *tls.Config
 	address                    func(string) string
 	readTimeout, changeTimeout time.Duration
+	upgradeTimeout             time.Duration
 	dialOpts                   []grpc.DialOption
 
 	mu     sync.Mutex
@@ -177,14 +189,18 @@ func New(creds Credentials, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		tlsConfig:     tc,
-		address:       func(node string) string { return net.JoinHostPort(node, strconv.Itoa(ApidPort)) },
-		readTimeout:   DefaultReadTimeout,
-		changeTimeout: DefaultChangeTimeout,
-		conns:         map[string]*client.Client{},
+		tlsConfig:      tc,
+		address:        func(node string) string { return net.JoinHostPort(node, strconv.Itoa(ApidPort)) },
+		readTimeout:    DefaultReadTimeout,
+		changeTimeout:  DefaultChangeTimeout,
+		upgradeTimeout: DefaultUpgradeTimeout,
+		conns:          map[string]*client.Client{},
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.upgradeTimeout <= 0 {
+		c.upgradeTimeout = DefaultUpgradeTimeout
 	}
 	return c, nil
 }
@@ -450,9 +466,15 @@ func (c *Client) BootTime(ctx context.Context, node string) (time.Time, error) {
 
 // Upgrade implements API. Preserve is always set: Talos 1.8 and newer
 // ignore it (they always keep EPHEMERAL), older ones would otherwise wipe
-// it and make a control plane leave etcd.
+// it and make a control plane leave etcd. The call lasts as long as Talos
+// pulls the installer image, up to opts.Timeout (the client's upgrade
+// timeout when zero).
 func (c *Client) Upgrade(ctx context.Context, node, image string, opts UpgradeOptions) error {
-	err := c.call(ctx, node, c.changeTimeout, func(ctx context.Context, tc *client.Client) error {
+	timeout := c.upgradeTimeout
+	if opts.Timeout > 0 {
+		timeout = opts.Timeout
+	}
+	err := c.call(ctx, node, timeout, func(ctx context.Context, tc *client.Client) error {
 		_, err := tc.UpgradeWithOptions(ctx,
 			client.WithUpgradeImage(image),
 			client.WithUpgradeRebootMode(machine.UpgradeRequest_DEFAULT),

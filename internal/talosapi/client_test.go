@@ -256,3 +256,44 @@ func TestUpgradeRefusals(t *testing.T) {
 	require.NoError(t, talosapi.WaitVersion(ctx, cl, "10.5.0.11", newVersion, poll, 2*time.Second))
 	assert.GreaterOrEqual(t, time.Since(start), 2*reboot)
 }
+
+// Talos pulls the installer image inside the Upgrade call, before it
+// answers: on a slow uplink the call takes minutes, longer than the cap of
+// the other changes (60 s by default; 100 ms here, against a pull of
+// 300 ms). The call waits for the pull (issue 23, item 7).
+func TestUpgradeWaitsForTheImagePull(t *testing.T) {
+	t.Parallel()
+	const pull = 300 * time.Millisecond
+	specs := talosapitest.Topology(0, 2, oldVersion, reboot)
+	specs[0].UpgradeDelay, specs[1].UpgradeDelay = pull, pull
+	c := talosapitest.Start(t, specs...)
+	cl, err := talosapi.New(adminCreds(c), talosapi.WithAddress(c.Address), talosapi.WithTimeouts(time.Second, 100*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Close() })
+	ctx := ctxT(t)
+
+	start := time.Now()
+	require.NoError(t, cl.Upgrade(ctx, "10.5.0.21", newImage, talosapi.UpgradeOptions{}))
+	assert.GreaterOrEqual(t, time.Since(start), pull)
+	require.NoError(t, talosapi.WaitVersion(ctx, cl, "10.5.0.21", newVersion, poll, 2*time.Second))
+
+	// The upgrade's own cap still bounds the pull: the client's, or the
+	// call's. A call given up stops the pull: the node does not upgrade.
+	for name, tc := range map[string]struct {
+		opts   []talosapi.Option
+		call   talosapi.UpgradeOptions
+		within string
+	}{
+		"the client's": {opts: []talosapi.Option{talosapi.WithUpgradeTimeout(150 * time.Millisecond)}, within: "within 150ms"},
+		"the call's":   {call: talosapi.UpgradeOptions{Timeout: 120 * time.Millisecond}, within: "within 120ms"},
+	} {
+		capped, err := talosapi.New(adminCreds(c), append([]talosapi.Option{talosapi.WithAddress(c.Address)}, tc.opts...)...)
+		require.NoError(t, err)
+		err = capped.Upgrade(ctx, "10.5.0.22", newImage, tc.call)
+		require.ErrorIs(t, err, talosapi.ErrTimeout, name)
+		assert.Contains(t, err.Error(), "(the node took the call and did not answer "+tc.within+")", name)
+		_ = capped.Close()
+	}
+	assert.True(t, c.Node("10.5.0.22").Up(), "no upgrade")
+	assert.Equal(t, oldVersion, c.Node("10.5.0.22").Version())
+}

@@ -16,7 +16,10 @@
 // The helpers WaitVersion, WaitRebooted, WaitHealthy and EtcdQuorumSafe are
 // the gates a rollout runs between nodes; they take their poll interval
 // and timeout as parameters, and work against any API (the fake of
-// talosapitest in tests).
+// talosapitest in tests). The waits report what they wait for and what
+// they saw last, on a clock of their own, to the reporter of WithProgress;
+// a cancelled context ends them at once, with an error that says what they
+// waited for, that the run was cancelled and what they saw last.
 package talosapi
 
 import (
@@ -38,8 +41,9 @@ type API interface {
 	BootTime(ctx context.Context, node string) (time.Time, error)
 	// Upgrade asks the node to install image (an installer image reference,
 	// "ghcr.io/siderolabs/installer:v1.12.1") and reboot into it. It
-	// returns once the node has accepted the request; the node goes down
-	// afterwards.
+	// returns once the node has accepted the request, which Talos does
+	// once it has pulled the image (minutes on a slow uplink); the node
+	// goes down afterwards.
 	Upgrade(ctx context.Context, node, image string, opts UpgradeOptions) error
 	// Reboot asks the node to reboot (default mode). It returns once the
 	// node has accepted the request.
@@ -81,6 +85,9 @@ type UpgradeOptions struct {
 	Stage bool
 	// Force skips Talos's own etcd health check on a control plane node.
 	Force bool
+	// Timeout bounds the call, the pull of the installer image included;
+	// zero takes the client's (WithUpgradeTimeout).
+	Timeout time.Duration
 }
 
 // Service is one Talos service of a node.

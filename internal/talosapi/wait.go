@@ -9,12 +9,20 @@ import (
 )
 
 // until calls try every interval until it reports done, the timeout passes
-// (ErrTimeout, with try's last word on why it was not done) or ctx ends.
-// try's first call is immediate.
-func until(ctx context.Context, interval, timeout time.Duration, try func(context.Context) (bool, error)) error {
+// (ErrTimeout, with try's last word on why it was not done) or ctx ends
+// (the error says so, with try's last word). try's first call is
+// immediate. With a reporter in opts, it reports the wait for what, with
+// try's last word, on its own clock.
+func until(ctx context.Context, what string, interval, timeout time.Duration, opts []WaitOption, try func(context.Context) (bool, error)) error {
 	if interval <= 0 {
 		return errors.New("the poll interval must be positive")
 	}
+	var cfg waitConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	p := StartProgress(what, cfg.report, cfg.every)
+	defer p.Stop()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t := time.NewTicker(interval)
@@ -25,16 +33,22 @@ func until(ctx context.Context, interval, timeout time.Duration, try func(contex
 		if done {
 			return nil
 		}
+		if ctx.Err() != nil {
+			// The call was cut short by the cancellation: it says
+			// nothing about the node.
+			return p.Cancelled(ctx)
+		}
 		// A call cut short by the wait's own deadline says nothing new.
 		if why != nil && (last == nil || !errors.Is(why, context.DeadlineExceeded)) {
 			last = why
+			p.Saw(why.Error())
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return p.Cancelled(ctx)
 		case <-wctx.Done():
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return p.Cancelled(ctx)
 			}
 			if last == nil {
 				return fmt.Errorf("%w after %s", ErrTimeout, timeout)
@@ -49,9 +63,11 @@ func until(ctx context.Context, interval, timeout time.Duration, try func(contex
 // the reboot of an upgrade, while it does not answer or still runs the old
 // version. The error on timeout names the node and its last answer. A node
 // that reboots into the version it ran before passes at once, before it
-// goes down: wait for that with WaitRebooted.
-func WaitVersion(ctx context.Context, api API, node, want string, poll, timeout time.Duration) error {
-	err := until(ctx, poll, timeout, func(ctx context.Context) (bool, error) {
+// goes down: wait for that with WaitRebooted. opts may add a progress
+// reporter (WithProgress).
+func WaitVersion(ctx context.Context, api API, node, want string, poll, timeout time.Duration, opts ...WaitOption) error {
+	what := fmt.Sprintf("node %s to run Talos %s", node, want)
+	err := until(ctx, what, poll, timeout, opts, func(ctx context.Context) (bool, error) {
 		got, err := api.Version(ctx, node)
 		if err != nil {
 			return false, err
@@ -62,7 +78,7 @@ func WaitVersion(ctx context.Context, api API, node, want string, poll, timeout 
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("unable to wait for node %s to run Talos %s: %w", node, want, err)
+		return fmt.Errorf("unable to wait for %s: %w", what, err)
 	}
 	return nil
 }
@@ -70,10 +86,12 @@ func WaitVersion(ctx context.Context, api API, node, want string, poll, timeout 
 // WaitRebooted waits until node answers with a boot time later than
 // bootedBefore (what BootTime said before the reboot was asked for), and
 // returns the new boot time. Unlike a version, a boot time tells a node
-// that came back from one that never went down.
-func WaitRebooted(ctx context.Context, api API, node string, bootedBefore time.Time, poll, timeout time.Duration) (time.Time, error) {
+// that came back from one that never went down. opts may add a progress
+// reporter (WithProgress).
+func WaitRebooted(ctx context.Context, api API, node string, bootedBefore time.Time, poll, timeout time.Duration, opts ...WaitOption) (time.Time, error) {
 	var booted time.Time
-	err := until(ctx, poll, timeout, func(ctx context.Context) (bool, error) {
+	what := fmt.Sprintf("node %s to reboot", node)
+	err := until(ctx, what, poll, timeout, opts, func(ctx context.Context) (bool, error) {
 		bt, err := api.BootTime(ctx, node)
 		if err != nil {
 			return false, err
@@ -85,7 +103,7 @@ func WaitRebooted(ctx context.Context, api API, node string, bootedBefore time.T
 		return true, nil
 	})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("unable to wait for node %s to reboot: %w", node, err)
+		return time.Time{}, fmt.Errorf("unable to wait for %s: %w", what, err)
 	}
 	return booted, nil
 }
@@ -94,8 +112,10 @@ func WaitRebooted(ctx context.Context, api API, node string, bootedBefore time.T
 // health check. Name services that have a health check (etcd, kubelet,
 // apid, trustd, containerd, cri): one whose health is unknown is not
 // healthy. The error on timeout names the service at fault and its state.
-func WaitHealthy(ctx context.Context, api API, node string, services []string, poll, timeout time.Duration) error {
-	err := until(ctx, poll, timeout, func(ctx context.Context) (bool, error) {
+// opts may add a progress reporter (WithProgress).
+func WaitHealthy(ctx context.Context, api API, node string, services []string, poll, timeout time.Duration, opts ...WaitOption) error {
+	what := fmt.Sprintf("services %s of node %s to be healthy", strings.Join(services, ", "), node)
+	err := until(ctx, what, poll, timeout, opts, func(ctx context.Context) (bool, error) {
 		list, err := api.ServiceList(ctx, node)
 		if err != nil {
 			return false, err
@@ -103,7 +123,7 @@ func WaitHealthy(ctx context.Context, api API, node string, services []string, p
 		return servicesHealthy(node, list, services)
 	})
 	if err != nil {
-		return fmt.Errorf("unable to wait for services %s of node %s to be healthy: %w", strings.Join(services, ", "), node, err)
+		return fmt.Errorf("unable to wait for %s: %w", what, err)
 	}
 	return nil
 }

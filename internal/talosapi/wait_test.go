@@ -2,6 +2,9 @@ package talosapi_test
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,4 +127,148 @@ func TestWaitHealthy(t *testing.T) {
 	err = talosapi.WaitHealthy(ctx, cl, node, []string{"etcd"}, poll, settle)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "service etcd of node 10.5.0.11 runs, unhealthy: context deadline exceeded")
+}
+
+// progressLog records a wait's progress reports with their times; it is
+// safe for the reporter's goroutine.
+type progressLog struct {
+	mu    sync.Mutex
+	start time.Time
+	at    []time.Duration
+	msgs  []string
+}
+
+func newProgressLog() *progressLog { return &progressLog{start: time.Now()} }
+
+func (l *progressLog) report(m string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.at = append(l.at, time.Since(l.start))
+	l.msgs = append(l.msgs, m)
+}
+
+func (l *progressLog) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.msgs)
+}
+
+// longestSilence is the longest stretch without a report between the
+// start and end (the wait's return).
+func (l *progressLog) longestSilence(end time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	longest, prev := time.Duration(0), time.Duration(0)
+	for _, at := range append(slices.Clone(l.at), end) {
+		longest = max(longest, at-prev)
+		prev = at
+	}
+	return longest
+}
+
+// A wait that never ends well says, at least every ProgressEvery, what it
+// waits for and what it saw last; without that a wait of minutes prints
+// nothing (issue 23, item 14).
+func TestWaitsReportProgress(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(1, 1, oldVersion, reboot)
+	c := talosapitest.Start(t, specs...)
+	cl := newClient(t, c, adminCreds(c))
+	ctx := ctxT(t)
+	c.Node("10.5.0.11").SetServiceHealth("kubelet", false, "connection refused")
+	booted, err := cl.BootTime(ctx, "10.5.0.21")
+	require.NoError(t, err)
+
+	const every, wait = 100 * time.Millisecond, time.Second
+	for name, tc := range map[string]struct {
+		run        func(opt talosapi.WaitOption) error
+		what, last string
+	}{
+		"version": {
+			func(opt talosapi.WaitOption) error {
+				return talosapi.WaitVersion(ctx, cl, "10.5.0.21", newVersion, poll, wait, opt)
+			},
+			"waiting for node 10.5.0.21 to run Talos v1.12.1 (", "last seen: node 10.5.0.21 runs Talos v1.12.0",
+		},
+		"reboot": {
+			func(opt talosapi.WaitOption) error {
+				_, err := talosapi.WaitRebooted(ctx, cl, "10.5.0.21", booted, poll, wait, opt)
+				return err
+			},
+			"waiting for node 10.5.0.21 to reboot (", "last seen: node 10.5.0.21 has not rebooted (booted at ",
+		},
+		"services": {
+			func(opt talosapi.WaitOption) error {
+				return talosapi.WaitHealthy(ctx, cl, "10.5.0.11", []string{"etcd", "kubelet"}, poll, wait, opt)
+			},
+			"waiting for services etcd, kubelet of node 10.5.0.11 to be healthy (", "last seen: service kubelet of node 10.5.0.11 runs, unhealthy: connection refused",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			l := newProgressLog()
+			err := tc.run(talosapi.WithProgress(l.report, every))
+			end := time.Since(l.start)
+			require.ErrorIs(t, err, talosapi.ErrTimeout)
+			msgs := l.messages()
+			silence := l.longestSilence(end)
+			t.Logf("%d reports in %s, longest silence %s", len(msgs), end.Round(time.Millisecond), silence.Round(time.Millisecond))
+			assert.GreaterOrEqual(t, len(msgs), int(wait/every)/2, "a report every %s", every)
+			// Loose: a ticker's report comes late, or not at all, while
+			// a loaded machine (two shared slow cores, the race
+			// detector) does not run its goroutine; before, the whole
+			// wait was silent.
+			assert.LessOrEqual(t, silence, wait/2)
+			for _, m := range msgs {
+				assert.True(t, strings.HasPrefix(m, tc.what), m)
+				// Before the first answer (a first TLS handshake is
+				// slow under the race detector), the wait has seen
+				// nothing yet.
+				if !strings.Contains(m, "): last seen: no answer yet") {
+					assert.Contains(t, m, "): "+tc.last)
+				}
+			}
+			if assert.NotEmpty(t, msgs) {
+				assert.Contains(t, msgs[len(msgs)-1], "): "+tc.last)
+			}
+		})
+	}
+}
+
+// A cancelled run ends a wait at once, whatever its poll interval, and the
+// error says what it waited for, that the run was cancelled and what it
+// saw last. The run is cancelled once the wait has said what it saw.
+func TestWaitsStopWhenTheRunIsCancelled(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.Start(t, talosapitest.Topology(0, 1, oldVersion, reboot)...)
+	cl := newClient(t, c, adminCreds(c))
+	const slowPoll = 300 * time.Millisecond
+
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	var mu sync.Mutex
+	var cancelled time.Time
+	stop := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if cancelled.IsZero() {
+			cancelled = time.Now()
+			cancel()
+		}
+	}
+	report := func(m string) {
+		if !strings.Contains(m, "no answer yet") {
+			stop()
+		}
+	}
+	time.AfterFunc(2*time.Second, stop) // a wait that never reports
+	err := talosapi.WaitVersion(ctx, cl, "10.5.0.21", newVersion, slowPoll, time.Minute, talosapi.WithProgress(report, 10*time.Millisecond))
+	returned := time.Now()
+	mu.Lock()
+	defer mu.Unlock()
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, talosapi.ErrTimeout)
+	assert.Less(t, returned.Sub(cancelled), slowPoll, "within a poll interval")
+	assert.Contains(t, err.Error(), "unable to wait for node 10.5.0.21 to run Talos v1.12.1: the run was cancelled after ")
+	assert.Contains(t, err.Error(), "last seen: node 10.5.0.21 runs Talos v1.12.0")
 }

@@ -14,7 +14,9 @@
 // stops answering (its connections closed, its port refusing, or silent
 // with Blackhole) for RebootLatency, and comes back with the installer
 // image's tag as its version, a new boot time, and its services healthy
-// ServiceDelay later. A node with NeverReturns stays down. etcd follows
+// ServiceDelay later. An Upgrade answers after UpgradeDelay, the time
+// Talos takes to pull the installer image. A node with NeverReturns stays
+// down. etcd follows
 // etcd's own rules where a rollout meets them: a member is healthy while
 // its node is up, its etcd runs and the voting members have a quorum;
 // membership changes are refused as etcd refuses them ("unhealthy
@@ -90,6 +92,11 @@ type NodeSpec struct {
 	// ShutdownDelay is how long it keeps answering after accepting an
 	// upgrade or a reboot, with its etcd and kubelet stopping.
 	ShutdownDelay time.Duration
+	// UpgradeDelay is how long an Upgrade call takes before the node
+	// answers it: Talos pulls the installer image before it accepts the
+	// upgrade, which takes minutes on a slow uplink. A caller that gives
+	// up first cancels the pull, and the node does not upgrade.
+	UpgradeDelay time.Duration
 	// ServiceDelay is how long its services take to be healthy after it
 	// comes back (apid answers at once).
 	ServiceDelay time.Duration

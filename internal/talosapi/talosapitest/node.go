@@ -458,20 +458,37 @@ func (s *server) SystemStat(context.Context, *emptypb.Empty) (*machine.SystemSta
 	}}}, nil
 }
 
-func (s *server) Upgrade(_ context.Context, req *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
+func (s *server) Upgrade(ctx context.Context, req *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
 	version, err := InstallerVersion(req.GetImage())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	defer s.lock()()
 	n := s.n
+	unlock := s.lock()
 	if n.state != stateUp {
+		unlock()
 		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
 	}
 	if n.spec.Role == ControlPlane && !req.GetForce() {
 		if err := n.c.validateForUpgrade(); err != nil {
+			unlock()
 			return nil, fmt.Errorf("error validating etcd for upgrade: %w", err)
 		}
+	}
+	pull := n.spec.UpgradeDelay
+	unlock()
+	if pull > 0 {
+		// Talos pulls the installer image inside the call, with the
+		// call's context: a caller that gives up stops the pull.
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-time.After(pull):
+		}
+	}
+	defer s.lock()()
+	if n.state != stateUp { // it went down during the pull
+		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
 	}
 	down := n.spec.RebootLatency
 	if req.GetStage() {

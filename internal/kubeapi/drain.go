@@ -25,6 +25,32 @@ type DrainOptions struct {
 	// Poll is the interval between two rounds of evictions refused for now
 	// and checks of the pods still terminating (default DefaultDrainPoll).
 	Poll time.Duration
+	// SkipWaitForDelete is for a node whose kubelet is gone (the machine
+	// is off): only the kubelet confirms that a pod's containers stopped,
+	// so the pods evicted from such a node stay terminating until its Node
+	// is deleted. The drain then asks each pod's eviction once and waits
+	// for none: neither for an evicted pod to be gone, nor for a
+	// PodDisruptionBudget to allow an eviction it refuses (the pods of a
+	// dead node do not run, waiting protects nothing). DrainWithResult
+	// lists the pods it did not wait for. kubectl drain's
+	// --skip-wait-for-delete-timeout does the same for pods deleted long
+	// enough ago.
+	SkipWaitForDelete bool
+	// Progress, when set, is told at least every ProgressEvery while the
+	// drain runs what it waits for and which pods are left, with the
+	// reason of each; it runs on a goroutine of the drain's own, never
+	// after the drain returned.
+	Progress func(message string)
+	// ProgressEvery defaults to DefaultProgressEvery.
+	ProgressEvery time.Duration
+}
+
+// DrainResult is what a drain did not wait for.
+type DrainResult struct {
+	// Skipped are the pods a drain with SkipWaitForDelete did not wait
+	// for, as "namespace/name (reason)", sorted: evicted and still
+	// terminating, or not evicted (a PodDisruptionBudget refused).
+	Skipped []string
 }
 
 // mirrorAnnotation marks a static pod's mirror pod: the kubelet runs the
@@ -53,6 +79,8 @@ type ownerReference struct {
 type drained struct {
 	namespace, name, uid string
 	evicted, gone        bool
+	// skipped: a drain with SkipWaitForDelete does not wait for it.
+	skipped bool
 	// reason is why the pod is still there, for the timeout's message.
 	reason string
 }
@@ -71,82 +99,123 @@ func (p *drained) String() string { return p.namespace + "/" + p.name }
 // every opts.Poll; a pod already gone (404) is fine. When opts.Timeout runs
 // out first, the error wraps ErrDrainTimeout and names every pod that did
 // not move (namespace/name) with the reason. Any other refusal stops the
-// drain at once. The node stays cordoned in every case.
+// drain at once. A cancelled ctx stops it within a poll, with an error
+// that says so and names the pods left. The node stays cordoned in every
+// case. See DrainOptions.SkipWaitForDelete for a node whose kubelet is
+// gone.
 func (c *Client) Drain(ctx context.Context, node string, opts DrainOptions) error {
+	_, err := c.DrainWithResult(ctx, node, opts)
+	return err
+}
+
+// DrainWithResult is Drain, and returns the pods it did not wait for
+// (DrainOptions.SkipWaitForDelete).
+func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOptions) (DrainResult, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultDrainTimeout
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = DefaultDrainPoll
 	}
+	p := startProgress(fmt.Sprintf("the pods of node %q to be evicted", node), opts.Progress, opts.ProgressEvery)
+	defer p.stop()
 	if err := c.Cordon(ctx, node); err != nil {
-		return fmt.Errorf("unable to drain node %q: %w", node, err)
+		return DrainResult{}, fmt.Errorf("unable to drain node %q: %w", node, err)
 	}
 	pods, err := c.podsToEvict(ctx, node)
 	if err != nil {
-		return fmt.Errorf("unable to drain node %q: %w", node, err)
+		return DrainResult{}, fmt.Errorf("unable to drain node %q: %w", node, err)
 	}
+	p.saw(left(pods, "left"))
 	dctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	// stopped turns an error into the drain's own once its time is out or
 	// its caller gave up; nil when neither is the case.
-	stopped := func(err error) error {
+	stopped := func() error {
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("unable to drain node %q: %w", node, err)
+			return fmt.Errorf("unable to drain node %q: %s after %s, %s: %w", node, runStopped(ctx), p.elapsed(), left(pods, "had not moved"), ctx.Err())
 		case dctx.Err() != nil:
 			return drainTimeout(node, opts.Timeout, pods)
 		}
 		return nil
 	}
 	for {
-		left := 0
-		for _, p := range pods {
-			if p.gone {
+		n := 0
+		for _, pod := range pods {
+			if pod.gone || pod.skipped {
 				continue
 			}
-			if !p.evicted {
-				err := c.evict(dctx, p)
+			if !pod.evicted {
+				err := c.evict(dctx, pod)
 				var apiErr *APIError
 				switch {
 				case err == nil:
-					p.evicted, p.reason = true, "still terminating"
+					pod.evicted, pod.reason = true, "still terminating"
 				case errors.Is(err, ErrNotFound):
-					p.gone = true
+					pod.gone = true
 					continue
 				case errors.As(err, &apiErr) && apiErr.Code == http.StatusTooManyRequests:
-					p.reason = blockedReason(apiErr)
-					left++
+					pod.reason = blockedReason(apiErr)
+					if opts.SkipWaitForDelete {
+						pod.skipped, pod.reason = true, "not evicted: "+pod.reason
+						continue
+					}
+					n++
 					continue
 				default:
-					if serr := stopped(err); serr != nil {
-						return serr
+					if serr := stopped(); serr != nil {
+						return DrainResult{}, serr
 					}
-					return fmt.Errorf("unable to drain node %q: unable to evict pod %s: %w", node, p, err)
+					return DrainResult{}, fmt.Errorf("unable to drain node %q: unable to evict pod %s: %w", node, pod, err)
 				}
 			}
-			gone, err := c.podGone(dctx, p)
+			gone, err := c.podGone(dctx, pod)
 			if err != nil {
-				if serr := stopped(err); serr != nil {
-					return serr
+				if serr := stopped(); serr != nil {
+					return DrainResult{}, serr
 				}
-				return fmt.Errorf("unable to drain node %q: unable to read pod %s: %w", node, p, err)
+				return DrainResult{}, fmt.Errorf("unable to drain node %q: unable to read pod %s: %w", node, pod, err)
 			}
-			if gone {
-				p.gone = true
-				continue
+			switch {
+			case gone:
+				pod.gone = true
+			case opts.SkipWaitForDelete:
+				pod.skipped, pod.reason = true, "evicted, still terminating"
+			default:
+				n++
 			}
-			left++
 		}
-		if left == 0 {
-			return nil
+		p.saw(left(pods, "left"))
+		if n == 0 {
+			return DrainResult{Skipped: describe(pods, func(p *drained) bool { return p.skipped })}, nil
 		}
 		select {
 		case <-dctx.Done():
-			return stopped(dctx.Err())
+			return DrainResult{}, stopped()
 		case <-time.After(opts.Poll):
 		}
 	}
+}
+
+// describe lists the pods that match as "namespace/name (reason)",
+// sorted.
+func describe(pods []*drained, match func(*drained) bool) []string {
+	var out []string
+	for _, p := range pods {
+		if match(p) {
+			out = append(out, fmt.Sprintf("%s (%s)", p, p.reason))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// left says which pods are not gone yet: "2 pod(s) <verb>: a (reason),
+// b (reason)".
+func left(pods []*drained, verb string) string {
+	stuck := describe(pods, func(p *drained) bool { return !p.gone })
+	return fmt.Sprintf("%d pod(s) %s: %s", len(stuck), verb, strings.Join(stuck, ", "))
 }
 
 // podsToEvict lists the pods on the node that Drain evicts.
@@ -210,13 +279,5 @@ func blockedReason(e *APIError) string {
 }
 
 func drainTimeout(node string, timeout time.Duration, pods []*drained) error {
-	var stuck []string
-	for _, p := range pods {
-		if !p.gone {
-			stuck = append(stuck, fmt.Sprintf("%s (%s)", p, p.reason))
-		}
-	}
-	slices.Sort(stuck)
-	return fmt.Errorf("unable to drain node %q: %w after %s, %d pod(s) did not move: %s",
-		node, ErrDrainTimeout, timeout, len(stuck), strings.Join(stuck, ", "))
+	return fmt.Errorf("unable to drain node %q: %w after %s, %s", node, ErrDrainTimeout, timeout, left(pods, "did not move"))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,4 +149,116 @@ func count(list []string, s string) int {
 		}
 	}
 	return n
+}
+
+// A drain that waits says, at least every ProgressEvery, which pods are
+// left and why (issue 23, item 14).
+func TestDrainReportsProgress(t *testing.T) {
+	t.Parallel()
+	s := drainCluster(t)
+	s.AddPod(kubeapitest.PodSpec{Name: "web-a", Node: "worker-1", OwnerKind: "ReplicaSet", PDBBlocks: kubeapitest.Forever})
+	const every, timeout = 100 * time.Millisecond, time.Second
+	var mu sync.Mutex
+	var at []time.Duration
+	var msgs []string
+	c := newClient(t, s)
+	start := time.Now()
+	err := c.Drain(ctxT(t), "worker-1", kubeapi.DrainOptions{Timeout: timeout, Poll: poll, ProgressEvery: every,
+		Progress: func(m string) {
+			mu.Lock()
+			defer mu.Unlock()
+			at, msgs = append(at, time.Since(start)), append(msgs, m)
+		}})
+	end := time.Since(start)
+	require.ErrorIs(t, err, kubeapi.ErrDrainTimeout)
+	mu.Lock()
+	defer mu.Unlock()
+	longest, prev := time.Duration(0), time.Duration(0)
+	for _, a := range append(at, end) {
+		longest, prev = max(longest, a-prev), a
+	}
+	t.Logf("%d reports in %s, longest silence %s", len(msgs), end.Round(time.Millisecond), longest.Round(time.Millisecond))
+	assert.GreaterOrEqual(t, len(msgs), int(timeout/every)/2)
+	// Loose: a ticker's report comes late, or not at all, while a loaded
+	// machine (two shared slow cores, the race detector) does not run its
+	// goroutine; before, the whole drain was silent.
+	assert.LessOrEqual(t, longest, timeout/2)
+	for _, m := range msgs {
+		assert.True(t, strings.HasPrefix(m, `waiting for the pods of node "worker-1" to be evicted (`), m)
+		// Before the pods are listed, the drain knows of none.
+		if !strings.Contains(m, "): last seen: no answer yet") {
+			assert.Contains(t, m, "): last seen: 1 pod(s) left: default/web-a (blocked by a PodDisruptionBudget: ")
+		}
+	}
+}
+
+// A cancelled run ends the drain within a poll interval; the error says so
+// and names the pods left.
+func TestDrainStopsWhenTheRunIsCancelled(t *testing.T) {
+	t.Parallel()
+	s := drainCluster(t)
+	s.AddPod(kubeapitest.PodSpec{Name: "web-a", Node: "worker-1", OwnerKind: "ReplicaSet", PDBBlocks: kubeapitest.Forever})
+	const slowPoll = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	var mu sync.Mutex
+	var cancelled time.Time
+	// Cancelled once the drain says it waits for the pod.
+	stop := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if cancelled.IsZero() {
+			cancelled = time.Now()
+			cancel()
+		}
+	}
+	report := func(m string) {
+		if strings.Contains(m, "default/web-a (blocked by") {
+			stop()
+		}
+	}
+	time.AfterFunc(2*time.Second, stop) // a drain that never reports
+	err := newClient(t, s).Drain(ctx, "worker-1", kubeapi.DrainOptions{Timeout: time.Minute, Poll: slowPoll, Progress: report, ProgressEvery: 10 * time.Millisecond})
+	returned := time.Now()
+	mu.Lock()
+	defer mu.Unlock()
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, kubeapi.ErrDrainTimeout)
+	assert.Less(t, returned.Sub(cancelled), slowPoll, "within a poll interval")
+	assert.Contains(t, err.Error(), `unable to drain node "worker-1": the run was cancelled after `)
+	assert.Contains(t, err.Error(), "1 pod(s) had not moved: default/web-a (blocked by a PodDisruptionBudget: ")
+}
+
+// The pods evicted from a node whose kubelet is gone stay terminating: no
+// kubelet confirms their end. A drain that waits for them times out; with
+// SkipWaitForDelete it evicts them and does not wait (issue 23, item 4).
+func TestDrainOfANodeWhoseKubeletIsGone(t *testing.T) {
+	t.Parallel()
+	s := drainCluster(t)
+	s.AddPod(kubeapitest.PodSpec{Name: "web-a", Node: "worker-1", OwnerKind: "ReplicaSet", TerminationDelay: terminate})
+	s.AddPod(kubeapitest.PodSpec{Namespace: "db", Name: "pg-0", Node: "worker-1", OwnerKind: "StatefulSet", PDBBlocks: kubeapitest.Forever})
+	s.SetNodeReady("worker-1", false)
+
+	err := newClient(t, s).Drain(ctxT(t), "worker-1", kubeapi.DrainOptions{Timeout: 200 * time.Millisecond, Poll: poll})
+	require.ErrorIs(t, err, kubeapi.ErrDrainTimeout)
+	assert.Contains(t, err.Error(), "default/web-a (still terminating)")
+
+	before := len(events(s))
+	start := time.Now()
+	res, err := newClient(t, s).DrainWithResult(ctxT(t), "worker-1", kubeapi.DrainOptions{Timeout: 5 * time.Second, Poll: poll, SkipWaitForDelete: true})
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), time.Second, "no wait")
+	assert.Equal(t, []string{
+		"db/pg-0 (not evicted: blocked by a PodDisruptionBudget: Cannot evict pod as it would violate the pod's disruption budget. " +
+			"The disruption budget pg-0-pdb needs 1 healthy pods and has 1 currently)",
+		"default/web-a (evicted, still terminating)",
+	}, res.Skipped)
+	assert.Contains(t, s.Pods(), "default/web-a", "still terminating")
+	assert.Equal(t, []string{"cordon worker-1 200", "evict db/pg-0 429", "evict default/web-a 201"}, events(s)[before:],
+		"each eviction asked once, a refused one too")
+
+	// Once the Node is gone, the pod garbage collector deletes its pods.
+	require.NoError(t, newClient(t, s).DeleteNode(ctxT(t), "worker-1"))
+	assert.NotContains(t, s.Pods(), "default/web-a")
+	assert.NotContains(t, s.Pods(), "db/pg-0")
 }

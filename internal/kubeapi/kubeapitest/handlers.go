@@ -139,6 +139,7 @@ func (s *Server) deleteNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	delete(s.nodes, name)
+	s.collect(name)
 	s.record("delete-node", name, http.StatusOK)
 	writeJSON(w, http.StatusOK, n.object())
 }

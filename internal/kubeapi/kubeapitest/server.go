@@ -16,7 +16,12 @@
 // Errors are Kubernetes Status objects. An eviction is refused with 429, as
 // a PodDisruptionBudget refuses it, as often as the pod's spec says; an
 // evicted pod lingers (terminating) for its TerminationDelay, measured on
-// the clock when it is next looked at: nothing runs in the background.
+// the clock when it is next looked at: nothing runs in the background. A
+// pod on a NotReady node stays terminating for as long as its node is
+// NotReady, as it does when the node's kubelet is gone: only the kubelet
+// confirms that a pod's containers have stopped. Deleting a Node deletes
+// the pods bound to it, as the pod garbage collector does with the pods of
+// a Node that is gone.
 //
 // Cordons, evictions and node deletions are recorded in an ordered event
 // log (Events) that tests assert on.
@@ -59,7 +64,8 @@ type NodeSpec struct {
 	KubeletVersion string
 	// InternalIP is its InternalIP address; none when empty.
 	InternalIP string
-	// NotReady makes its Ready condition False.
+	// NotReady makes its Ready condition False: its kubelet is gone, and
+	// the pods evicted from it stay terminating.
 	NotReady bool
 	// Unschedulable starts it cordoned.
 	Unschedulable bool
@@ -253,6 +259,21 @@ func (s *Server) AddNode(spec NodeSpec) {
 	s.nodes[spec.Name] = &node{spec: spec, uid: s.uid()}
 }
 
+// SetNodeReady sets a node's Ready condition: false as when its kubelet
+// stopped answering (the machine is off), which also keeps the pods
+// evicted from it terminating.
+func (s *Server) SetNodeReady(name string, ready bool) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[name]
+	if n == nil {
+		s.t.Fatalf("kubeapitest: no node %q", name)
+		return
+	}
+	n.spec.NotReady = !ready
+}
+
 // SetKubeletVersion makes a node's kubelet report version (a kubelet
 // upgraded by its machine config).
 func (s *Server) SetKubeletVersion(name, version string) {
@@ -391,18 +412,38 @@ func (s *Server) record(action, object string, code int) {
 	s.events = append(s.events, Event{Seq: len(s.events) + 1, Action: action, Object: object, Code: code})
 }
 
-// settle ends the terminations due by now; s.mu held.
+// settle ends the terminations due by now, but on a NotReady node, whose
+// kubelet does not confirm them; s.mu held.
 func (s *Server) settle(now time.Time) {
 	for k, p := range s.pods {
 		if p.deletedAt.IsZero() || now.Before(p.terminateAt) {
 			continue
 		}
-		delete(s.pods, k)
-		if p.spec.Recreate {
-			spec := p.spec
-			spec.Node = ""
-			spec.Phase = "Pending"
-			s.pods[k] = &pod{spec: spec, uid: s.uid(), blocks: spec.PDBBlocks}
+		if n := s.nodes[p.spec.Node]; n != nil && n.spec.NotReady {
+			continue
 		}
+		s.gone(k, p)
+	}
+}
+
+// collect deletes the pods bound to a node that is gone, as the pod
+// garbage collector does (without its grace period); s.mu held.
+func (s *Server) collect(node string) {
+	for k, p := range s.pods {
+		if p.spec.Node == node {
+			s.gone(k, p)
+		}
+	}
+}
+
+// gone deletes a pod, and replaces a StatefulSet's by a new one not
+// scheduled yet; s.mu held.
+func (s *Server) gone(key string, p *pod) {
+	delete(s.pods, key)
+	if p.spec.Recreate {
+		spec := p.spec
+		spec.Node = ""
+		spec.Phase = "Pending"
+		s.pods[key] = &pod{spec: spec, uid: s.uid(), blocks: spec.PDBBlocks}
 	}
 }

@@ -49,7 +49,8 @@ type Timing struct {
 	// Poll is the interval of every wait (default 2 s).
 	Poll time.Duration
 	// Reboot bounds the wait for a node to come back from a reboot or an
-	// upgrade, an install of the new image included (default 15 min).
+	// upgrade, the pull and install of the new image included (default
+	// 15 min).
 	Reboot time.Duration
 	// Healthy bounds the wait for services, etcd and the API server to be
 	// healthy once the node answers (default 5 min).
@@ -60,12 +61,16 @@ type Timing struct {
 	RebootStart time.Duration
 	// Drain bounds the eviction of a removed worker's pods (default 5 min).
 	Drain time.Duration
+	// ProgressEvery is how often a wait reports, through Ops.Log, what
+	// it waits for and what it saw last (default 30 s): a wait of minutes
+	// that prints nothing cannot be told from a hung run.
+	ProgressEvery time.Duration
 }
 
 // DefaultTiming is what a real cluster gets.
 var DefaultTiming = Timing{
 	Poll: 2 * time.Second, Reboot: 15 * time.Minute, Healthy: 5 * time.Minute,
-	RebootStart: 20 * time.Second, Drain: 5 * time.Minute,
+	RebootStart: 20 * time.Second, Drain: 5 * time.Minute, ProgressEvery: 30 * time.Second,
 }
 
 // WithDefaults returns t with DefaultTiming's values where t's are zero.
@@ -73,7 +78,7 @@ func (t Timing) WithDefaults() Timing {
 	d := DefaultTiming
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&t.Poll, &d.Poll}, {&t.Reboot, &d.Reboot}, {&t.Healthy, &d.Healthy},
-		{&t.RebootStart, &d.RebootStart}, {&t.Drain, &d.Drain},
+		{&t.RebootStart, &d.RebootStart}, {&t.Drain, &d.Drain}, {&t.ProgressEvery, &d.ProgressEvery},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -86,7 +91,7 @@ func (t Timing) WithDefaults() Timing {
 type Kube interface {
 	ServerVersion(ctx context.Context) (string, error)
 	Nodes(ctx context.Context) ([]kubeapi.Node, error)
-	Drain(ctx context.Context, node string, opts kubeapi.DrainOptions) error
+	DrainWithResult(ctx context.Context, node string, opts kubeapi.DrainOptions) (kubeapi.DrainResult, error)
 	DeleteNode(ctx context.Context, node string) error
 	StaticPods(ctx context.Context, node string) ([]kubeapi.StaticPod, error)
 }
@@ -100,7 +105,10 @@ var ControlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager
 // API server, https://<ip>:6443) when not empty.
 type KubeConnector func(ctx context.Context, server string) (Kube, error)
 
-// Ops runs the operations on one cluster.
+// Ops runs the operations on one cluster. Every wait reports through Log,
+// at least every Timing.ProgressEvery, what it waits for and what it saw
+// last; a cancelled ctx ends every wait within a poll, with an error that
+// says what it waited for and that the run was cancelled.
 type Ops struct {
 	// API is the cluster's Talos API.
 	API talosapi.API
@@ -114,12 +122,49 @@ type Ops struct {
 	Timing Timing
 	// Log reports progress (the Pulumi log in a program); may be nil.
 	Log func(format string, args ...any)
+	// Warn reports what an operation skipped to get done (the Pulumi
+	// warning log in a program); Log when nil.
+	Warn func(format string, args ...any)
 }
 
 func (o Ops) logf(format string, args ...any) {
 	if o.Log != nil {
 		o.Log(format, args...)
 	}
+}
+
+func (o Ops) warnf(format string, args ...any) {
+	if o.Warn != nil {
+		o.Warn(format, args...)
+		return
+	}
+	o.logf(format, args...)
+}
+
+// report is the progress reporter of the waits: Log, or nil.
+func (o Ops) report() func(string) {
+	if o.Log == nil {
+		return nil
+	}
+	return func(m string) { o.Log("%s", m) }
+}
+
+// progress is the progress option of the waits of talosapi.
+func (o Ops) progress(t Timing) talosapi.WaitOption {
+	return talosapi.WithProgress(o.report(), t.ProgressEvery)
+}
+
+// call runs a call that may last long (Talos pulls the installer image
+// inside an upgrade, retries an etcd leave for minutes) and reports while
+// it runs. A call the run cancelled gives an error that says so.
+func (o Ops) call(ctx context.Context, t Timing, what string, f func() error) error {
+	p := talosapi.StartProgress(what, o.report(), t.ProgressEvery)
+	defer p.Stop()
+	err := f()
+	if err != nil && ctx.Err() != nil {
+		return p.Cancelled(ctx)
+	}
+	return err
 }
 
 // services are the Talos services that must run and be healthy on a node
@@ -178,27 +223,49 @@ func (o Ops) UpgradeTalos(ctx context.Context, n Node, image, version string, fo
 		return fmt.Errorf("unable to read the boot time of %s: %w", n, err)
 	}
 	o.logf("upgrading %s from Talos %s to %s (%s)", n, running, version, image)
-	if err := o.API.Upgrade(ctx, n.IP, image, talosapi.UpgradeOptions{}); err != nil {
+	// Talos pulls the image inside the call, before it answers: the pull
+	// and the reboot share the bound of an upgrade.
+	deadline := time.Now().Add(t.Reboot)
+	err = o.call(ctx, t, fmt.Sprintf("%s to take the upgrade to %s (Talos pulls the image first)", n, image), func() error {
+		return o.API.Upgrade(ctx, n.IP, image, talosapi.UpgradeOptions{Timeout: t.Reboot})
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("unable to upgrade %s to %s (it may have taken the upgrade: it then reboots into Talos %s on its own, and the next `pulumi up` resumes from there): %w", n, image, version, err)
+	}
+	if err != nil {
 		return fmt.Errorf("unable to upgrade %s to %s: %w", n, image, err)
 	}
-	if _, err := talosapi.WaitRebooted(ctx, o.API, n.IP, booted, t.Poll, t.Reboot); err != nil {
-		return err
-	}
-	if err := talosapi.WaitVersion(ctx, o.API, n.IP, version, t.Poll, t.Healthy); err != nil {
-		return err
-	}
-	if err := o.healthy(ctx, n); err != nil {
+	if err := o.upgraded(ctx, n, booted, version, deadline, t); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("unable to finish the upgrade of %s to Talos %s (it may finish rebooting on its own; the next `pulumi up` resumes from there): %w", n, version, err)
+		}
 		return err
 	}
 	o.logf("%s runs Talos %s", n, version)
 	return nil
 }
 
+// upgraded waits until the node that took an upgrade is back (by
+// deadline), on the version and healthy.
+func (o Ops) upgraded(ctx context.Context, n Node, booted time.Time, version string, deadline time.Time, t Timing) error {
+	left := max(time.Until(deadline), t.Poll)
+	if left >= time.Second {
+		left = left.Round(time.Second)
+	}
+	if _, err := talosapi.WaitRebooted(ctx, o.API, n.IP, booted, t.Poll, left, o.progress(t)); err != nil {
+		return err
+	}
+	if err := talosapi.WaitVersion(ctx, o.API, n.IP, version, t.Poll, t.Healthy, o.progress(t)); err != nil {
+		return err
+	}
+	return o.healthy(ctx, n)
+}
+
 // healthy waits until the node's services are healthy and, for a control
 // plane, every etcd member is.
 func (o Ops) healthy(ctx context.Context, n Node) error {
 	t := o.Timing.WithDefaults()
-	if err := talosapi.WaitHealthy(ctx, o.API, n.IP, services(n.Role), t.Poll, t.Healthy); err != nil {
+	if err := talosapi.WaitHealthy(ctx, o.API, n.IP, services(n.Role), t.Poll, t.Healthy, o.progress(t)); err != nil {
 		return err
 	}
 	if n.Role != ControlPlane {
@@ -234,13 +301,35 @@ func (o Ops) BootTime(ctx context.Context, n Node) time.Time {
 // to run that version, and for the node's Kubernetes Node to be Ready with
 // its kubelet on it.
 func (o Ops) Settle(ctx context.Context, n Node, bootedBefore time.Time, kubernetesVersion string) error {
+	state, err := o.settle(ctx, n, bootedBefore, kubernetesVersion)
+	if err != nil && ctx.Err() != nil {
+		// The node has its config: the next `up` sees no change for it,
+		// and only the etcd gate of the next control plane checks it.
+		return fmt.Errorf("unable to settle %s after its config apply (it has its config%s; the next `pulumi up` may not check it again: see that it is healthy first): %w", n, state, err)
+	}
+	return err
+}
+
+// settle is Settle; state says, for a cancelled run, what the node may be
+// doing on its own.
+func (o Ops) settle(ctx context.Context, n Node, bootedBefore time.Time, kubernetesVersion string) (state string, err error) {
 	t := o.Timing.WithDefaults()
-	if o.rebooting(ctx, n, bootedBefore, t) {
+	rebooting, err := o.rebooting(ctx, n, bootedBefore, t)
+	if err != nil {
+		return " and may still reboot for it", err
+	}
+	if rebooting {
 		o.logf("%s reboots for its new config", n)
-		if _, err := talosapi.WaitRebooted(ctx, o.API, n.IP, bootedBefore, t.Poll, t.Reboot); err != nil {
-			return err
+		if _, err := talosapi.WaitRebooted(ctx, o.API, n.IP, bootedBefore, t.Poll, t.Reboot, o.progress(t)); err != nil {
+			return " and may finish rebooting on its own", err
 		}
 	}
+	return "", o.settled(ctx, n, kubernetesVersion, t)
+}
+
+// settled waits, once the node is back, for its services and etcd, and
+// with a Kubernetes version, for its control plane and kubelet on it.
+func (o Ops) settled(ctx context.Context, n Node, kubernetesVersion string, t Timing) error {
 	if err := o.healthy(ctx, n); err != nil {
 		return err
 	}
@@ -324,38 +413,63 @@ func (o Ops) waitControlPlane(ctx context.Context, n Node, version string, t Tim
 	})
 }
 
-// poll retries check every Poll until it passes or Healthy runs out; the
-// error names what was waited for and the last reason.
+// poll retries check every Poll until it passes or Healthy runs out,
+// reporting the last reason while it waits; the error names what was
+// waited for and the last reason.
 func (o Ops) poll(ctx context.Context, t Timing, what string, check func() error) error {
+	p := talosapi.StartProgress(what, o.report(), t.ProgressEvery)
+	defer p.Stop()
 	deadline := time.Now().Add(t.Healthy)
 	for {
 		err := check()
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() != nil {
+			// The check was cut short by the cancellation: it says
+			// nothing new.
+			return fmt.Errorf("unable to wait for %s: %w", what, p.Cancelled(ctx))
+		}
+		p.Saw(err.Error())
 		if time.Now().After(deadline) {
 			return fmt.Errorf("unable to wait for %s: %w: %w", what, err, talosapi.ErrTimeout)
 		}
-		if err := sleep(ctx, t.Poll); err != nil {
-			return err
+		if sleep(ctx, t.Poll) != nil {
+			return fmt.Errorf("unable to wait for %s: %w", what, p.Cancelled(ctx))
 		}
 	}
 }
 
 // rebooting watches the node for up to RebootStart: true once it stops
-// answering or has booted since bootedBefore.
-func (o Ops) rebooting(ctx context.Context, n Node, bootedBefore time.Time, t Timing) bool {
+// answering or has booted since bootedBefore. Only a cancelled run is an
+// error.
+func (o Ops) rebooting(ctx context.Context, n Node, bootedBefore time.Time, t Timing) (bool, error) {
+	what := fmt.Sprintf("%s to start a reboot for its new config", n)
+	p := talosapi.StartProgress(what, o.report(), t.ProgressEvery)
+	defer p.Stop()
 	deadline := time.Now().Add(t.RebootStart)
 	for {
 		bt, err := o.API.BootTime(ctx, n.IP)
 		switch {
+		case ctx.Err() != nil:
+			return false, fmt.Errorf("unable to wait for %s: %w", what, p.Cancelled(ctx))
 		case errors.Is(err, talosapi.ErrUnreachable):
-			return true
+			return true, nil
 		case err == nil && bt.After(bootedBefore):
-			return true
+			return true, nil
+		case err == nil:
+			p.Saw(fmt.Sprintf("it has not rebooted (booted at %s)", bt.UTC().Format(time.RFC3339)))
+		default:
+			p.Saw(err.Error())
 		}
-		if time.Now().After(deadline) || sleep(ctx, t.Poll) != nil {
-			return false
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false, nil
+		}
+		// Not past the watch's end: a poll longer than the watch would
+		// make every apply cost a poll.
+		if sleep(ctx, min(t.Poll, left)) != nil {
+			return false, fmt.Errorf("unable to wait for %s: %w", what, p.Cancelled(ctx))
 		}
 	}
 }
@@ -399,7 +513,9 @@ func (o Ops) UpgradeControlPlane(ctx context.Context, n Node, config []byte, ver
 		return err
 	}
 	o.logf("moving the control plane of %s to Kubernetes %s (its kubelet follows later)", n, want)
-	if err := o.API.ApplyConfiguration(ctx, n.IP, config); err != nil {
+	if err := o.call(ctx, t, fmt.Sprintf("%s to take its new config", n), func() error {
+		return o.API.ApplyConfiguration(ctx, n.IP, config)
+	}); err != nil {
 		return fmt.Errorf("unable to upgrade the control plane of %s: %w", n, err)
 	}
 	return o.waitControlPlane(ctx, n, version, t)
@@ -410,36 +526,107 @@ func (o Ops) UpgradeControlPlane(ctx context.Context, n Node, config []byte, ver
 // or removed through another control plane when the node does not answer;
 // a member already gone is success), refused when the others are not all
 // healthy or it is the last one; a worker is cordoned and drained. Then the
-// Kubernetes Node is deleted.
+// Kubernetes Node is deleted, through another control plane's API server
+// for a control plane (the cluster's endpoint may be its own).
+//
+// A worker that does not answer (its Talos API does not answer, or its
+// Kubernetes Node is NotReady: the machine is off) is drained without
+// waiting for its pods, which its kubelet would never confirm gone: they
+// go with its Node. A warning names the pods it did not wait for.
 func (o Ops) Remove(ctx context.Context, n Node) error {
+	t := o.Timing.WithDefaults()
+	_, talosErr := o.API.Version(ctx, n.IP)
 	if n.Role == ControlPlane {
-		if err := o.leaveEtcd(ctx, n); err != nil {
+		if err := o.leaveEtcd(ctx, n, talosErr == nil, t); err != nil {
 			return err
 		}
 	}
 	if o.Kube == nil {
 		return nil
 	}
-	kube, err := o.Kube(ctx, "")
-	if err != nil {
-		return fmt.Errorf("unable to remove the Kubernetes Node of %s: %w", n, err)
-	}
-	name, err := nodeName(ctx, kube, n)
-	if err != nil || name == "" {
+	kube, k, err := o.clusterKube(ctx, n)
+	if err != nil || k.Name == "" {
 		return err
 	}
 	if n.Role == Worker {
-		t := o.Timing.WithDefaults()
-		o.logf("draining %s (Kubernetes Node %s)", n, name)
-		if err := kube.Drain(ctx, name, kubeapi.DrainOptions{Timeout: t.Drain, Poll: t.Poll}); err != nil {
-			return fmt.Errorf("unable to drain %s: %w", n, err)
+		if err := o.drain(ctx, n, kube, k, talosErr, t); err != nil {
+			return err
 		}
 	}
-	if err := kube.DeleteNode(ctx, name); err != nil {
+	if err := kube.DeleteNode(ctx, k.Name); err != nil {
 		return fmt.Errorf("unable to delete the Kubernetes Node of %s: %w", n, err)
 	}
-	o.logf("deleted the Kubernetes Node %s of %s", name, n)
+	o.logf("deleted the Kubernetes Node %s of %s", k.Name, n)
 	return nil
+}
+
+// drain drains the worker's Node k, without waiting for its pods when the
+// node does not answer.
+func (o Ops) drain(ctx context.Context, n Node, kube Kube, k kubeapi.Node, talosErr error, t Timing) error {
+	var dead []string
+	if errors.Is(talosErr, talosapi.ErrUnreachable) || errors.Is(talosErr, talosapi.ErrTimeout) {
+		dead = append(dead, "its Talos API does not answer")
+	}
+	if !k.Ready {
+		dead = append(dead, fmt.Sprintf("its Kubernetes Node %s is NotReady", k.Name))
+	}
+	o.logf("draining %s (Kubernetes Node %s)", n, k.Name)
+	res, err := kube.DrainWithResult(ctx, k.Name, kubeapi.DrainOptions{
+		Timeout: t.Drain, Poll: t.Poll, SkipWaitForDelete: len(dead) > 0,
+		Progress: o.report(), ProgressEvery: t.ProgressEvery,
+	})
+	if err != nil {
+		return fmt.Errorf("unable to drain %s: %w", n, err)
+	}
+	switch {
+	case len(dead) == 0:
+	case len(res.Skipped) == 0:
+		o.logf("%s does not answer (%s): its pods are gone", n, strings.Join(dead, "; "))
+	default:
+		o.warnf("%s does not answer (%s): its kubelet cannot confirm that its pods end, so the drain did not wait for %d pod(s) to end: %s; they go with its Kubernetes Node, deleted now (the pod garbage collector deletes them)",
+			n, strings.Join(dead, "; "), len(res.Skipped), strings.Join(res.Skipped, ", "))
+	}
+	return nil
+}
+
+// clusterKube returns the Kubernetes API to remove n through, and n's
+// Node (by its InternalIP; no name when it has none). For a control plane
+// it asks the other control planes' API servers first: the cluster's
+// endpoint may be the node's own, which stops serving once its etcd member
+// is gone, or never answers when the node is dead. For a worker, the
+// endpoint first. The first that lists the Nodes is used.
+func (o Ops) clusterKube(ctx context.Context, n Node) (Kube, kubeapi.Node, error) {
+	var servers []string
+	for _, ip := range o.ControlPlanes {
+		if ip != n.IP {
+			servers = append(servers, "https://"+ip+":6443")
+		}
+	}
+	if n.Role == ControlPlane {
+		servers = append(servers, "")
+	} else {
+		servers = append([]string{""}, servers...)
+	}
+	var errs []error
+	for _, server := range servers {
+		kube, err := o.Kube(ctx, server)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		nodes, err := kube.Nodes(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("unable to list the Kubernetes Nodes: %w", err))
+			continue
+		}
+		for _, k := range nodes {
+			if k.InternalIP == n.IP {
+				return kube, k, nil
+			}
+		}
+		return kube, kubeapi.Node{}, nil
+	}
+	return nil, kubeapi.Node{}, fmt.Errorf("unable to remove the Kubernetes Node of %s: %w", n, errors.Join(errs...))
 }
 
 // nodeName finds the Kubernetes Node of n by its InternalIP (the node's
@@ -457,8 +644,9 @@ func nodeName(ctx context.Context, kube Kube, n Node) (string, error) {
 	return "", nil
 }
 
-// leaveEtcd removes the node's etcd member.
-func (o Ops) leaveEtcd(ctx context.Context, n Node) error {
+// leaveEtcd removes the node's etcd member: through the node when it
+// answers, through another control plane when not.
+func (o Ops) leaveEtcd(ctx context.Context, n Node, answers bool, t Timing) error {
 	others := slices.DeleteFunc(slices.Clone(o.ControlPlanes), func(ip string) bool { return ip == n.IP })
 	all := append(slices.Clone(others), n.IP)
 	report, err := talosapi.EtcdHealth(ctx, o.API, all)
@@ -472,9 +660,12 @@ func (o Ops) leaveEtcd(ctx context.Context, n Node) error {
 		return fmt.Errorf("unable to remove the etcd member of %s: %w", n, err)
 	}
 	member, _ := report.Member(n.IP)
-	if _, err := o.API.Version(ctx, n.IP); err == nil {
+	if answers {
 		o.logf("%s leaves etcd", n)
-		if err := o.API.EtcdLeaveCluster(ctx, n.IP); err != nil {
+		// Talos retries a leave etcd calls unsafe for minutes.
+		if err := o.call(ctx, t, fmt.Sprintf("%s to leave etcd", n), func() error {
+			return o.API.EtcdLeaveCluster(ctx, n.IP)
+		}); err != nil {
 			return fmt.Errorf("unable to make %s leave etcd: %w", n, err)
 		}
 		return nil
@@ -485,6 +676,9 @@ func (o Ops) leaveEtcd(ctx context.Context, n Node) error {
 		err := o.API.EtcdRemoveMemberByID(ctx, via, member.ID)
 		if err == nil || errors.Is(err, talosapi.ErrMemberNotFound) {
 			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("unable to remove the etcd member of %s (the run was cancelled): %w", n, err)
 		}
 		last = err
 	}

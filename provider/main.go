@@ -12,6 +12,7 @@ import (
 	p "github.com/pulumi/pulumi-go-provider"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/cancelfile"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 )
 
@@ -19,7 +20,8 @@ func main() {
 	// The engine tells a component nothing about the operation it runs
 	// for: `make destroy` (and whoever runs `pulumi destroy --run-program`
 	// with it) says so in the environment.
-	prov, err := talosprovider.NewWith(talosprovider.Options{Talos: talos.Deps{Destroy: os.Getenv(talos.DestroyEnv) == "1"}})
+	deps := talos.Deps{Destroy: os.Getenv(talos.DestroyEnv) == "1", Context: cancelfile.FromEnv()}
+	prov, err := talosprovider.NewWith(talosprovider.Options{Talos: deps})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "unable to build the provider: %v\n", err)
 		os.Exit(1)

@@ -46,6 +46,17 @@ type Deps struct {
 	// component provider set it from the environment variable DestroyEnv,
 	// which `make destroy` sets, and `stackctl destroy` sets it itself.
 	Destroy bool
+	// Context is cancelled when the operator cancels the run (Ctrl-C):
+	// the hooks stop waiting then (context.Background() when nil). The
+	// engine does not tell the program of a cancellation: the program
+	// learns it from stackctl (see program.CancelFileEnv).
+	Context context.Context
+}
+
+// hookContext bounds one hook run: its timeout, and the operator's
+// cancellation of the run.
+func (d *dayTwo) hookContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(d.deps.Context, hookTimeout(d.deps.Timing))
 }
 
 // DestroyEnv, set to 1 in the environment of `pulumi destroy
@@ -54,6 +65,9 @@ type Deps struct {
 const DestroyEnv = "TALOS_CLUSTER_DESTROY"
 
 func (d Deps) withDefaults(ctx *pulumi.Context) Deps {
+	if d.Context == nil {
+		d.Context = context.Background()
+	}
 	if d.Hooks == nil {
 		d.Hooks = &SDKHooks{Ctx: ctx}
 	}
@@ -190,6 +204,9 @@ func (d *dayTwo) ops(ctx context.Context, extraCPs ...string) (rollout.Ops, erro
 		Log: func(format string, args ...any) {
 			_ = d.ctx.Log.Info(fmt.Sprintf(format, args...), nil)
 		},
+		Warn: func(format string, args ...any) {
+			_ = d.ctx.Log.Warn(fmt.Sprintf(format, args...), nil)
+		},
 	}, nil
 }
 
@@ -262,7 +279,7 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 	if err := d.earlierSettled(n); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
+	ctx, cancel := d.hookContext()
 	defer cancel()
 	ops, err := d.ops(ctx)
 	if err != nil {
@@ -393,7 +410,7 @@ func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
+	ctx, cancel := d.hookContext()
 	defer cancel()
 	ops, err := d.ops(ctx)
 	if err == nil {
@@ -435,7 +452,7 @@ func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 		return err
 	}
 	defer release()
-	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
+	ctx, cancel := d.hookContext()
 	defer cancel()
 	var extra []string
 	if n.Role == rollout.ControlPlane {
@@ -461,6 +478,8 @@ func (d *dayTwo) removalTurn(n rollout.Node) (release func(), err error) {
 		select {
 		case turns <- struct{}{}:
 			return func() { <-turns }, nil
+		case <-d.deps.Context.Done():
+			return nil, fmt.Errorf("unable to take %s out of the cluster: the run was cancelled while it waited for its turn", n)
 		case <-waiting.C:
 			_ = d.ctx.Log.Info(fmt.Sprintf("%s waits for its turn to leave the cluster (%d at once)", n, cap(turns)), nil)
 		}
@@ -486,7 +505,7 @@ func (d *dayTwo) rejoin(args *pulumi.ResourceHookArgs) error {
 	if err != nil || !d.hadBefore(n) || d.deps.Destroy {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hookTimeout(d.deps.Timing))
+	ctx, cancel := d.hookContext()
 	defer cancel()
 	ops, err := d.ops(ctx)
 	if err != nil {
@@ -738,7 +757,7 @@ type observation struct {
 // through Kubernetes. What does not answer is reported as Unknown, and a
 // cluster-wide version no node reported falls back to the one asked for.
 func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
-	ctx, cancel := context.WithTimeout(context.Background(), observeTimeout)
+	ctx, cancel := context.WithTimeout(d.deps.Context, observeTimeout)
 	defer cancel()
 	obs := observation{talos: d.talos, kubernetes: d.kubernetes, nodes: map[string]map[string]string{}}
 	for _, n := range nodes {

@@ -62,6 +62,8 @@ type lab struct {
 	workerParallelism int
 	// createEffects: the effect given to up also happens on a create.
 	createEffects bool
+	// ctx is the run's cancellation (the operator's Ctrl-C); nil: none.
+	ctx context.Context
 
 	mu sync.Mutex
 	// apiServers are the versions the control planes' API servers answer
@@ -216,6 +218,7 @@ func (l *lab) run(args talos.ClusterArgs) run {
 		},
 		Timing:  l.timing,
 		Destroy: l.destroy,
+		Context: l.ctx,
 	}
 	if l.workerParallelism > 0 {
 		args.Cluster.Rollout = &talos.RolloutSettings{WorkerParallelism: l.workerParallelism}
@@ -668,6 +671,36 @@ func TestAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T) {
 	after := l.run(args(to))
 	assert.Equal(t, to, after.kubernetesVersion)
 	assert.Equal(t, "v"+to, after.nodes["worker-2"]["kubeletVersion"])
+}
+
+// Ctrl-C during a wait that would last (a node that does not come back
+// after its config apply): the settle hook stops within a poll, says that
+// the run was cancelled, and the next node is not touched (item 14 of
+// issue 23: the wait went on, silent, until a second Ctrl-C).
+func TestACancelledRunStopsWaiting(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)
+	specs[1].NeverReturns = true
+	l := newLab(t, specs...)
+	l.timing.Reboot = time.Minute
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	ctx, cancel := context.WithCancel(context.Background())
+	l.ctx = ctx
+	args := clusterArgs(oldTalos, l.nodes())
+	args.Cluster.Patches = &talos.ClusterPatches{Worker: []string{rebootingPatch}}
+	p := l.run(args)
+	reboot := l.rebootAfterApply()
+	var cancelled time.Time
+	res := l.up(s, p, func(node string) {
+		reboot(node)
+		time.AfterFunc(200*time.Millisecond, func() { cancelled = time.Now(); cancel() })
+	})
+	require.Len(t, res.warnings, 1)
+	assert.Contains(t, res.warnings[0].Error(), "the run was cancelled")
+	assert.NotContains(t, res.warnings[0].Error(), "its time ran out", "cancelled by the operator, not by a timeout")
+	assert.Less(t, time.Since(cancelled), 5*time.Second, "the wait stopped once the run was cancelled, not after Reboot (1 min)")
+	require.Error(t, res.err, "the next node is not touched")
+	assert.Equal(t, 0, l.talos.Node("10.5.0.22").Boots(), "worker-2 untouched")
 }
 
 // A Kubernetes upgrade in the same `up` as a control plane is added, on a

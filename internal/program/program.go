@@ -12,6 +12,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/internal/cancelfile"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -55,6 +56,9 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	}
 	if os.Getenv(talos.DestroyEnv) == "1" {
 		o.Talos.Destroy = true
+	}
+	if o.Talos.Context == nil {
+		o.Talos.Context = cancelfile.FromEnv()
 	}
 	cfg, diags := Validate(src)
 	for _, w := range diags.Warnings {

@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/access"
+	"github.com/fluodata/talos-pulumi/internal/cancelfile"
 	"github.com/fluodata/talos-pulumi/internal/shell"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -161,10 +164,20 @@ func execCmd(ctx context.Context, args []string, e accessEnv) int {
 
 // runChild runs argv in this process group, so a terminal's Ctrl-C reaches
 // it directly (once); a SIGTERM sent to this process alone is passed on as
-// one interrupt, the signal pulumi cancels gracefully on.
+// one interrupt, the signal pulumi cancels gracefully on. Either one also
+// creates the file cancelfile.Env names: pulumi tells the program
+// nothing when it cancels, and the program's day-2 hooks, which pulumi
+// waits for, stop waiting when they see it.
 func runChild(argv, environ []string, e accessEnv) int {
+	dir, err := os.MkdirTemp("", "stackctl-exec-")
+	if err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: %v\n", err)
+		return exitcode.CannotRun
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	cancelFile := filepath.Join(dir, "cancelled")
 	cmd := exec.Command(argv[0], argv[1:]...) //nolint:gosec // the operator's own command line
-	cmd.Env = environ
+	cmd.Env = append(slices.Clone(environ), cancelfile.Env+"="+cancelFile)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.Stdin, e.Stdout, e.Stderr
 	if err := cmd.Start(); err != nil {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: %v\n", err)
@@ -175,6 +188,9 @@ func runChild(argv, environ []string, e accessEnv) int {
 	for {
 		select {
 		case sig := <-e.Signals:
+			if err := os.WriteFile(cancelFile, nil, 0o600); err != nil {
+				_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: unable to tell the program that the run is cancelled: %v\n", err)
+			}
 			if sig == syscall.SIGTERM {
 				_ = cmd.Process.Signal(os.Interrupt)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/access/accesstest"
+	"github.com/fluodata/talos-pulumi/internal/cancelfile"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -159,6 +160,35 @@ func TestExecPassesSIGTERMOnAsOneInterrupt(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the command did not get the interrupt")
 	}
+}
+
+// Ctrl-C cancels pulumi, which tells the program nothing: the day-2 hooks
+// it waits for would go on waiting (item 14 of issue 23). The command gets
+// the path of a file that appears on the first interrupt, and the file is
+// gone afterwards.
+func TestExecTellsTheProgramOfAnInterrupt(t *testing.T) {
+	t.Parallel()
+	e, out, _ := accessEnvFor(proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect }), nil)
+	sigs := make(chan os.Signal, 2)
+	e.Signals = sigs
+	done := make(chan int, 1)
+	go func() {
+		done <- execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c",
+			`echo "file=$` + cancelfile.Env + `"; [ -e "$` + cancelfile.Env + `" ] && exit 3; echo ready; ` +
+				`while [ ! -e "$` + cancelfile.Env + `" ]; do sleep 0.05; done; echo cancelled`}, e)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "ready") }, 10*time.Second, 10*time.Millisecond, out.String())
+	sigs <- os.Interrupt
+	select {
+	case code := <-done:
+		assert.Equal(t, exitcode.OK, code)
+		assert.Contains(t, out.String(), "cancelled")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command never saw the cancellation")
+	}
+	_, file, _ := strings.Cut(strings.Split(out.String(), "\n")[0], "file=")
+	require.NotEmpty(t, file)
+	assert.NoFileExists(t, file, "removed with its directory")
 }
 
 func TestProxyCommandServesUntilCancelled(t *testing.T) {

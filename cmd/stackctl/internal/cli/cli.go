@@ -97,8 +97,8 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 	}
 	return driver.Run(ctx, o, driver.Env{
 		Pulumi: pulumiCmd,
-		Program: func(src stacks.Source, op string) pulumi.RunFunc {
-			o := program.Options{Talos: talos.Deps{Destroy: op == driver.OpDestroy}}
+		Program: func(ctx context.Context, src stacks.Source, op string) pulumi.RunFunc {
+			o := program.Options{Talos: talos.Deps{Destroy: op == driver.OpDestroy, Context: ctx}}
 			return func(ctx *pulumi.Context) error { return program.Run(ctx, src, o) }
 		},
 		Validate: func(src stacks.Source) error {

@@ -68,10 +68,11 @@ type Options struct {
 }
 
 // ProgramFunc builds the Pulumi program for a stack's config and the
-// operation it runs for (OpPreview, ...): the engine tells a program
-// nothing about the operation, and a whole-stack destroy must take no
-// node out of the cluster.
-type ProgramFunc func(src stacks.Source, op string) pulumi.RunFunc
+// operation it runs for (OpPreview, ...), cancelled with ctx: the engine
+// tells a program nothing about the operation (a whole-stack destroy must
+// take no node out of the cluster) or about a cancellation (the program's
+// hooks must stop waiting).
+type ProgramFunc func(ctx context.Context, src stacks.Source, op string) pulumi.RunFunc
 
 // Env is what the driver runs with; tests replace parts of it.
 type Env struct {
@@ -229,7 +230,7 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 			return fail(exitcode.BadConfig, err, "%v", err)
 		}
 	}
-	runFn = env.Program(src, o.Op)
+	runFn = env.Program(ctx, src, o.Op)
 	if env.Access != nil {
 		vars, stop, err := env.Access(ctx, src)
 		if err != nil {

@@ -63,7 +63,7 @@ func newHarness(t *testing.T, op string) *harness {
 func (h *harness) run(ctx context.Context) int {
 	return driver.Run(ctx, h.opts, driver.Env{
 		Pulumi: h.fake,
-		Program: func(src stacks.Source, op string) pulumi.RunFunc {
+		Program: func(_ context.Context, src stacks.Source, op string) pulumi.RunFunc {
 			h.programSrc, h.programOp = &src, op
 			return func(*pulumi.Context) error { return nil }
 		},

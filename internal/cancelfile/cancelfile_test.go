@@ -1,0 +1,31 @@
+package cancelfile_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/cancelfile"
+)
+
+// The context ends once the file exists, not before.
+func TestWatch(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "cancelled")
+	ctx := cancelfile.Watch(context.Background(), path, 5*time.Millisecond)
+	select {
+	case <-ctx.Done():
+		t.Fatal("cancelled before the file exists")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not cancelled once the file exists")
+	}
+}

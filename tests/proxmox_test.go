@@ -344,13 +344,15 @@ func TestFastDestroyWiring(t *testing.T) {
 	e, _, hooks := deployWithHooks(t, src)
 
 	vms := e.ByType(componentstest.VM)
-	var names []string
+	require.Len(t, vms, 3)
 	for _, v := range vms {
-		names = append(names, v.Inputs["name"].StringValue())
 		assert.True(t, v.Inputs["stopOnDestroy"].BoolValue())
+		assert.Equal(t, []string{"before delete homelab-vm-hard-stop"}, hookBindings(hooks, v.Name), "%s: the BeforeDelete binding of its cluster's hook, only", v.Name)
 	}
-	assert.ElementsMatch(t, names, hooks.Bound, "every VM has the BeforeDelete binding")
-	require.NotNil(t, hooks.Fn)
+	require.NotNil(t, hooks.Hook(proxmox.FastStopHookName("homelab")))
+	// The name of the earlier versions, for VMs whose state still names
+	// it: registered, bound to nothing.
+	assert.Equal(t, []string{"before delete talos-proxmox-hard-stop"}, hookBindings(hooks, ""))
 
 	secrets := e.One(t, componentstest.Secrets)
 	for _, typ := range []string{componentstest.Bootstrap, componentstest.Kubeconfig, componentstest.Release, componentstest.Apply, componentstest.LocalCommand} {
@@ -372,15 +374,34 @@ func TestFastDestroyWiring(t *testing.T) {
 
 	// The hook from a real program run, against a fake Proxmox API, with the
 	// VM's registered inputs standing in for its state.
-	fake := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: "cluster-homelab;stack-proxmox-homelab;talos", Running: true}})
+	fake := pvefake.New(t, map[int]*pvefake.VM{
+		110: {Node: "pve", Name: "cp-0", Tags: "cluster-homelab;stack-proxmox-homelab;talos", Running: true},
+		120: {Node: "pve", Name: "worker-0", Tags: "cluster-homelab;stack-proxmox-homelab;talos", Running: true},
+	})
 	api, err := pveapi.New(fake.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: fake.Client()})
 	require.NoError(t, err)
 	_, _, hooks2, err := programtest.Run(t, src, "proxmox-homelab", program.Options{ProxmoxAPI: api})
 	require.NoError(t, err)
 	cp0 := e.Named(t, componentstest.VM, "homelab-vm-cp-0")
-	require.NoError(t, hooks2.Fn(&pulumi.ResourceHookArgs{Name: cp0.Name, OldOutputs: cp0.Inputs}))
+	require.NoError(t, hooks2.Hook("homelab-vm-hard-stop")(&pulumi.ResourceHookArgs{Name: cp0.Name, OldOutputs: cp0.Inputs}))
 	assert.Equal(t, 1, fake.StopCalls(110))
 	assert.False(t, fake.Running(110))
+	// A VM whose state still names the earlier versions' hook is stopped
+	// by it as well.
+	w0 := e.Named(t, componentstest.VM, "homelab-vm-worker-0")
+	require.NoError(t, hooks2.Hook(proxmox.LegacyFastStopHookName)(&pulumi.ResourceHookArgs{Name: w0.Name, OldOutputs: w0.Inputs}))
+	assert.Equal(t, 1, fake.StopCalls(120))
+	assert.False(t, fake.Running(120))
+}
+
+// hookBindings are the hooks bound to the resource named resource (none:
+// the ones registered only), as "<point> <hook>".
+func hookBindings(h *componentstest.Hooks, resource string) []string {
+	var out []string
+	for _, b := range h.On(resource) {
+		out = append(out, fmt.Sprintf("%s %s", b.Point, b.Hook))
+	}
+	return out
 }
 
 func TestKeepISO(t *testing.T) {
@@ -402,9 +423,10 @@ func TestProxmoxReplacingAVMReRunsOnlyItsApplyAndEject(t *testing.T) {
 	for _, v := range vms {
 		assert.True(t, v.DeleteBeforeReplace, "%s: deleted before its replacement (same vmId)", v.Name)
 	}
-	assert.Len(t, hooks.Bound, 3, "the fast-stop hook is bound to every VM, so it runs for a replacement's delete too")
 	for _, node := range []string{"cp-0", "worker-0", "worker-1"} {
 		vm := e.Named(t, componentstest.VM, "homelab-vm-"+node)
+		assert.Equal(t, []string{"before delete homelab-vm-hard-stop"}, hookBindings(hooks, vm.Name),
+			"the fast-stop hook is bound to every VM, so it runs for a replacement's delete too")
 		var names []string
 		for _, r := range e.ReplacedWith(vm) {
 			names = append(names, r.Name)

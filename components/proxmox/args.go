@@ -141,7 +141,8 @@ type Node struct {
 // and for the program, which builds them from the stack file. The zero value
 // is the real engine and a client built from the arguments.
 type Deps struct {
-	// Hooks binds the fast-stop hook to the VMs (the engine's when nil).
+	// Hooks binds the fast-stop hooks to the VMs (the engine's when nil;
+	// clusters may share one).
 	Hooks Hooks
 	// StopAPI is the Proxmox API the hook stops VMs with (a client for
 	// Proxmox.Endpoint when nil).
@@ -156,7 +157,7 @@ type Deps struct {
 func (d Deps) withDefaults(ctx *pulumi.Context, px HostSettings) (Hooks, StopAPI) {
 	hooks, api := d.Hooks, d.StopAPI
 	if hooks == nil {
-		hooks = &SDKHooks{Ctx: ctx}
+		hooks = &talos.SDKHooks{Ctx: ctx}
 	}
 	if api == nil {
 		api = newTokenClient(px.Endpoint, px.APITokenID, px.Insecure, px.APITokenSecret)

@@ -73,6 +73,16 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	}
 	px := args.Proxmox
 
+	// The hooks are registered before anything of the cluster, as nothing
+	// waits for the one bound to nothing (see bindFastStop); and on every
+	// run, a destroy too, because the state refers to them by name.
+	hooks, stopAPI := deps.withDefaults(ctx, px)
+	fastStop := FastStopHook(stopAPI, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll)
+	bindStop, err := bindFastStop(hooks, name, fastStop)
+	if err != nil {
+		return nil, err
+	}
+
 	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}}
 	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
 		return nil, err
@@ -112,11 +122,6 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 		vmDeps = append(vmDeps, c.DHCP)
 	}
 
-	// The hook is registered on every run (bound to every VM), because a
-	// destroy needs the name recorded in state to resolve.
-	hooks, stopAPI := deps.withDefaults(ctx, px)
-	fastStop := FastStopHook(stopAPI, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll)
-
 	agent := hasGuestAgent(args.Schematic)
 	nodeOpts := map[string]talos.NodeOptions{}
 	vmIDs := pulumi.IntMap{}
@@ -130,18 +135,19 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 		// VMs start only once their DHCP reservation is live and their ISO
 		// is in storage.
 		deps := append([]pulumi.Resource{iso}, vmDeps...)
-		bindStop, err := hooks.BindFastStop(ref.Name, fastStop)
+		vmName := name + vmInfix + ref.Name
+		stop, err := bindStop(vmName)
 		if err != nil {
 			return nil, err
 		}
-		machine, err := vm.NewVirtualMachine(ctx, name+"-vm-"+ref.Name, a, append(pve,
+		machine, err := vm.NewVirtualMachine(ctx, vmName, a, append(pve,
 			pulumi.DependsOn(deps),
 			// The replacement has the same vmId (and name, MAC, IP): it can
 			// only be created once the old VM is gone. The fast-stop hook
 			// runs for this delete too, as for every delete of the VM.
 			pulumi.DeleteBeforeReplace(true),
 			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
-			bindStop,
+			stop,
 		)...)
 		if err != nil {
 			return nil, fmt.Errorf("unable to create VM for node %q: %w", ref.Name, err)

@@ -5,19 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 )
 
-// FastStopHookName names the BeforeDelete hook in Pulumi state. It must stay
-// the same forever: state written by earlier runs refers to it by name, and a
-// destroy fails if the program does not register it.
-const FastStopHookName = "talos-proxmox-hard-stop"
+// Names of the fast-stop hook in Pulumi state. Pulumi keeps a resource's
+// hook names in its state, and deleting the resource (a destroy too) fails
+// with `hook "<name>" was not registered` unless the program registers a
+// hook of that name again: a name, once written to a state, stays.
+const (
+	// FastStopHookSuffix: a cluster's VMs carry a hook named after the
+	// cluster (FastStopHookName), because the engine refuses a second hook
+	// of a name, and a program may have any number of ProxmoxClusters.
+	// The "-vm-" keeps it from ever being LegacyFastStopHookName.
+	FastStopHookSuffix = "-vm-hard-stop"
+	// LegacyFastStopHookName is the one name of the VMs' hook in the
+	// versions before per-cluster names, still in the state of their
+	// stacks until an up binds each VM to its cluster's hook: every
+	// cluster registers it too, bound to nothing.
+	LegacyFastStopHookName = "talos-proxmox-hard-stop"
+)
+
+// FastStopHookName is the name of the fast-stop hook of the VMs of the
+// ProxmoxCluster named cluster.
+func FastStopHookName(cluster string) string { return cluster + FastStopHookSuffix }
+
+// vmInfix joins the cluster's name and a node's name into the name of the
+// node's VM resource.
+const vmInfix = "-vm-"
 
 // Bounds of one hook run.
 const (
@@ -130,36 +151,51 @@ func FastStopHook(api StopAPI, stackTag string, timeout, poll time.Duration) pul
 	}
 }
 
-// Hooks binds the fast-stop hook to VMs. The SDK's mock engine cannot
-// register hooks (it panics), so tests inject their own Hooks.
-type Hooks interface {
-	// BindFastStop registers the hook (once per run) and returns the option
-	// that binds it to the VM named vm.
-	BindFastStop(vm string, fn pulumi.ResourceHookFunction) (pulumi.ResourceOption, error)
-}
+// Hooks binds the fast-stop hooks to VMs: the TalosCluster's seam, whose
+// Bind registers a name once per Hooks. The SDK's mock engine cannot
+// register hooks (it panics), so tests inject their own
+// (componentstest.Hooks).
+type Hooks = talos.Hooks
 
 // The seams' real implementations, checked at compile time.
 var (
 	_ StopAPI = (*pveapi.Client)(nil)
-	_ Hooks   = (*SDKHooks)(nil)
+	_ Hooks   = (*talos.SDKHooks)(nil)
 )
 
-// SDKHooks registers hooks with the Pulumi engine.
-type SDKHooks struct {
-	Ctx *pulumi.Context
-
-	once sync.Once
-	hook *pulumi.ResourceHook
-	err  error
-}
-
-// BindFastStop implements Hooks.
-func (h *SDKHooks) BindFastStop(_ string, fn pulumi.ResourceHookFunction) (pulumi.ResourceOption, error) {
-	h.once.Do(func() {
-		h.hook, h.err = h.Ctx.RegisterResourceHook(FastStopHookName, fn, nil)
-	})
-	if h.err != nil {
-		return nil, fmt.Errorf("unable to register hook %s: %w", FastStopHookName, h.err)
+// bindFastStop registers the fast-stop hooks of the cluster named cluster
+// and returns the option that binds its own to the VM resource named vm.
+//
+// The earlier versions' name is registered too, bound to nothing, for the
+// VMs whose state still names it. Clusters that share one Hooks register
+// it once (the first cluster's function); with a Hooks each (the default,
+// and always through the component provider, which builds each component
+// in a pulumi.Context of its own, so that no registry per context could
+// see both) the engine keeps the first registration and refuses the
+// others, which fails nothing: in the Go SDK (v3.219) only a binding waits
+// for a registration (the provider's TestTwoProxmoxClustersInOneProgram
+// holds it to that). The earlier versions registered that name for the
+// VMs of one cluster per program (a second cluster's was refused), so the
+// registered function stops the VMs of its own cluster and leaves any
+// other to the provider's own stop (stopOnDestroy, 60 s timeouts: slower,
+// not stuck), rather than ask what may be another cluster's Proxmox API.
+//
+// Nothing binds it, so nothing waits for its registration: it is sent
+// before the cluster registers anything, and its only users are deletes,
+// which come after a VM's registration and the provider's diff (a
+// replacement) or after the program has finished (a removed VM, destroy).
+func bindFastStop(hooks Hooks, cluster string, fn pulumi.ResourceHookFunction) (func(vm string) (pulumi.ResourceOption, error), error) {
+	own := cluster + vmInfix
+	legacy := func(args *pulumi.ResourceHookArgs) error {
+		if !strings.HasPrefix(args.Name, own) {
+			return nil
+		}
+		return fn(args)
 	}
-	return pulumi.ResourceHooks(&pulumi.ResourceHookBinding{BeforeDelete: []*pulumi.ResourceHook{h.hook}}), nil
+	if _, err := hooks.Bind(LegacyFastStopHookName, talos.BeforeDelete, "", legacy); err != nil {
+		return nil, err
+	}
+	return func(vm string) (pulumi.ResourceOption, error) {
+		return hooks.Bind(FastStopHookName(cluster), talos.BeforeDelete, vm, fn)
+	}, nil
 }

@@ -66,10 +66,11 @@ type NodeOptions struct {
 	// ReplacementTrigger re-applies the config when its value changes (a
 	// VPS install's id, new for every install).
 	ReplacementTrigger pulumi.Input
-	// ResetOnDestroy makes deleting the node's apply reset the node: Talos
-	// wipes its state and ephemeral partitions and reboots into maintenance
-	// mode. For machines that outlive the stack (VPS, opt-in); leave
-	// DeletedWith unset then, or the reset is skipped.
+	// ResetOnDestroy resets the node when it leaves the stack, or when the
+	// whole stack is destroyed: Talos wipes its state and ephemeral
+	// partitions and reboots into maintenance mode. For machines that
+	// outlive the stack (VPS, opt-in). Never on a replacement of its
+	// apply (a re-image): that would wipe the node just installed.
 	ResetOnDestroy bool
 }
 
@@ -146,8 +147,8 @@ type ClusterArgs struct {
 	// bootstrapped.
 	Nodes []NodeSpec `pulumi:"nodes"`
 	// ResetOnDestroy resets every node (wipes Talos's state and ephemeral
-	// partitions, reboots into maintenance mode) when its apply is deleted:
-	// for machines that outlive the stack.
+	// partitions, reboots into maintenance mode) when it leaves the stack
+	// or the stack is destroyed: for machines that outlive the stack.
 	ResetOnDestroy bool `pulumi:"resetOnDestroy,optional"`
 
 	// NodeOptions are per-node resource options by node name (Go only).
@@ -321,7 +322,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 				return nil, err
 			}
 			member, err := local.NewCommand(ctx, memberName, &local.CommandArgs{
-				Environment: memberEnv(n),
+				Environment: memberEnv(n, args.NodeOptions[n.Name].ResetOnDestroy || args.ResetOnDestroy),
 			}, parent, pulumi.DependsOn([]pulumi.Resource{apply}), pulumi.DeletedWith(secrets), remove)
 			if err != nil {
 				return nil, fmt.Errorf("unable to create the membership of node %q: %w", n.Name, err)
@@ -506,13 +507,10 @@ func newApply(ctx *pulumi.Context, resourceName string, args *ClusterArgs, n Nod
 		Endpoint:                  pulumi.String(n.IP),
 		ApplyMode:                 pulumi.String("auto"),
 	}
-	if nopts.ResetOnDestroy || args.ResetOnDestroy {
-		// Not graceful: leaving etcd fails on the last member, and every
-		// node of the cluster is reset in the same destroy.
-		applyArgs.OnDestroy = machine.ConfigurationApplyOnDestroyArgs{
-			Reset: pulumi.Bool(true), Graceful: pulumi.Bool(false), Reboot: pulumi.Bool(true),
-		}
-	}
+	// No reset on the apply's delete (the provider's onDestroy): the
+	// engine deletes the old apply after a replacement too, which would
+	// wipe the node just re-imaged. The membership's removal resets the
+	// node instead (see resetsOnRemoval).
 	apply, err := machine.NewConfigurationApply(ctx, resourceName, applyArgs, ropts...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create config apply for node %q: %w", n.Name, err)

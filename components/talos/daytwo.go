@@ -436,12 +436,17 @@ func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 	if err != nil {
 		return fmt.Errorf("unable to remove %s from the cluster: %w", args.Name, err)
 	}
-	switch {
-	case d.deps.Destroy:
-		_ = d.ctx.Log.Info(fmt.Sprintf("the whole stack is destroyed: %s is not taken out of the cluster first", n), nil)
-		return nil
-	case d.has(n.Name):
-		_ = d.ctx.Log.Info(fmt.Sprintf("%s is still in the stack: the whole cluster goes, nothing to take out of it", n), nil)
+	if d.deps.Destroy || d.has(n.Name) {
+		if d.deps.Destroy {
+			_ = d.ctx.Log.Info(fmt.Sprintf("the whole stack is destroyed: %s is not taken out of the cluster first", n), nil)
+		} else {
+			_ = d.ctx.Log.Info(fmt.Sprintf("%s is still in the stack: the whole cluster goes, nothing to take out of it", n), nil)
+		}
+		if resetsOnRemoval(args.OldInputs) {
+			ctx, cancel := d.hookContext()
+			defer cancel()
+			d.reset(ctx, n)
+		}
 		return nil
 	}
 	// Removals take turns as a rollout does: control planes one at a
@@ -462,7 +467,13 @@ func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 	if err != nil {
 		return err
 	}
-	return ops.Remove(ctx, n)
+	if err := ops.Remove(ctx, n); err != nil {
+		return err
+	}
+	if resetsOnRemoval(args.OldInputs) {
+		d.reset(ctx, n)
+	}
+	return nil
 }
 
 // removalTurn waits until n may leave the cluster: at most one control
@@ -555,12 +566,46 @@ func (d *dayTwo) hadBefore(n rollout.Node) bool {
 	return ok
 }
 
-// memberEnv is a membership's environment: the node it stands for.
-func memberEnv(n NodeSpec) pulumi.StringMap {
-	return pulumi.StringMap{
+// memberEnv is a membership's environment: the node it stands for, and
+// whether its removal resets it (only then, so that the memberships of
+// other stacks see no change).
+func memberEnv(n NodeSpec, reset bool) pulumi.StringMap {
+	env := pulumi.StringMap{
 		"NODE_NAME": pulumi.String(n.Name),
 		"NODE_IP":   pulumi.String(n.IP),
 		"NODE_ROLE": pulumi.String(string(n.Role)),
+	}
+	if reset {
+		env[resetEnv] = pulumi.String("1")
+	}
+	return env
+}
+
+// resetEnv, in a membership's environment, resets the node when it leaves
+// the stack or the stack is destroyed.
+const resetEnv = "NODE_RESET"
+
+// resetsOnRemoval reports whether a membership's removal resets its node.
+func resetsOnRemoval(inputs resource.PropertyMap) bool {
+	env := inputs["environment"]
+	if !env.IsObject() {
+		return false
+	}
+	v := env.ObjectValue()[resetEnv]
+	return v.IsString() && v.StringValue() == "1"
+}
+
+// reset wipes a node that leaves (vps.onDestroy: reset). A node that does
+// not answer is left as it is, with a warning: it is dead or already in
+// maintenance mode, and the removal must not wait on it.
+func (d *dayTwo) reset(ctx context.Context, n rollout.Node) {
+	ops, err := d.ops(ctx)
+	if err == nil {
+		_ = d.ctx.Log.Info(fmt.Sprintf("resetting %s: its STATE and EPHEMERAL partitions are wiped, it reboots into maintenance mode", n), nil)
+		err = ops.API.Reset(ctx, n.IP)
+	}
+	if err != nil {
+		_ = d.ctx.Log.Warn(fmt.Sprintf("%s was not reset (%v): if the machine still runs Talos with this cluster's credentials, reset or reinstall it", n, err), nil)
 	}
 }
 

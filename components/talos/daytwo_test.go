@@ -703,6 +703,87 @@ func TestACancelledRunStopsWaiting(t *testing.T) {
 	assert.Equal(t, 0, l.talos.Node("10.5.0.22").Boots(), "worker-2 untouched")
 }
 
+// resetArgs are the cluster's args with every node reset when it leaves
+// (vps.onDestroy: reset).
+func resetArgs(nodes []talos.NodeSpec) talos.ClusterArgs {
+	a := clusterArgs(oldTalos, nodes)
+	a.ResetOnDestroy = true
+	return a
+}
+
+// With vps.onDestroy: reset, a removed worker is drained, then reset
+// (items 3 and 13 of issue 23: the reset was the apply's delete, which a
+// re-image's replacement runs too; and a dead node's reset failed the
+// removal for good).
+func TestARemovedNodeIsResetAfterItLeaves(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(resetArgs(l.nodes())))
+	require.NoError(t, l.up(s, l.run(resetArgs(l.nodes("worker-2"))), nil).err)
+	var calls []string
+	for _, e := range l.talos.Events("wipe", "DeleteVM") {
+		calls = append(calls, e.Node+" "+e.Call+" "+e.Args)
+	}
+	assert.Equal(t, []string{"10.5.0.22 wipe STATE,EPHEMERAL", "10.5.0.22 DeleteVM "}, calls, "reset after the drain, before the machine goes")
+	_, ok := l.kube.Node("worker-2")
+	assert.False(t, ok, "drained and deleted first")
+}
+
+// A dead node with vps.onDestroy: reset leaves with a warning: there is
+// nothing to reset.
+func TestADeadNodeIsRemovedWithoutItsReset(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(resetArgs(l.nodes())))
+	l.talos.Node("10.5.0.22").PowerOff()
+	l.kube.SetNodeReady("worker-2", false)
+	require.NoError(t, l.up(s, l.run(resetArgs(l.nodes("worker-2"))), nil).err)
+	assert.Empty(t, l.talos.Events("wipe"))
+	_, ok := l.kube.Node("worker-2")
+	assert.False(t, ok)
+}
+
+// A re-image (`pulumi up --replace` of a VPS install) replaces the node's
+// apply: the old apply's delete does nothing now, and the membership stays,
+// so the node just installed is not wiped (item 3 of issue 23).
+func TestAReimageDoesNotResetTheNode(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 1, oldTalos, 30*time.Millisecond)...)
+	p := l.run(resetArgs(l.nodes()))
+	for _, a := range p.engine.ByType(componentstest.Apply) {
+		assert.NotContains(t, a.Inputs, resource.PropertyKey("onDestroy"), "%s: no reset on the apply's delete", a.Name)
+	}
+	for _, m := range p.engine.ByType(componentstest.LocalCommand) {
+		if strings.Contains(m.Name, talos.MemberSuffix) {
+			assert.Empty(t, m.ReplaceWith, "%s: a replaced apply leaves the membership alone", m.Name)
+		}
+	}
+}
+
+// A whole-stack destroy with vps.onDestroy: reset resets every node and
+// drains none; dead nodes only warn.
+func TestAWholeStackDestroyResetsEveryNode(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(resetArgs(l.nodes())))
+	l.talos.Node("10.5.0.22").PowerOff()
+	l.destroy = true
+	during := l.run(resetArgs(l.nodes()))
+	remove := during.hooks.Hook("lab" + talos.RemoveHookSuffix)
+	for name, inputs := range s {
+		if strings.HasPrefix(name, "lab"+talos.MemberSuffix) {
+			require.NoError(t, remove(&pulumi.ResourceHookArgs{Name: name, OldInputs: inputs}), name)
+		}
+	}
+	var reset []string
+	for _, e := range l.talos.Events("wipe") {
+		reset = append(reset, e.Node)
+	}
+	slices.Sort(reset)
+	assert.Equal(t, []string{"10.5.0.11", "10.5.0.21"}, reset, "every live node, the dead one skipped")
+	assert.Empty(t, l.kube.Events(), "no drain")
+}
+
 // A Kubernetes upgrade in the same `up` as a control plane is added, on a
 // cluster whose control planes' patch names a kubelet image of the user's
 // (item 8 of issue 23): the control-plane phase went to the new control

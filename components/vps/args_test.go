@@ -284,9 +284,19 @@ func TestResetOnDestroy(t *testing.T) {
 	require.NoError(t, err)
 	for _, r := range e.ByType(componentstest.Apply) {
 		assert.Empty(t, r.DeletedWith, r.Name)
-		od := r.Inputs["onDestroy"].ObjectValue()
-		assert.Equal(t, resource.NewBoolProperty(true), od["reset"], r.Name)
+		// Not on the apply's delete, which a re-image (a replacement of
+		// the apply) runs too, wiping the node just installed (item 3 of
+		// issue 23): on the membership's removal.
+		assert.NotContains(t, r.Inputs, resource.PropertyKey("onDestroy"), r.Name)
 	}
+	members := 0
+	for _, r := range e.ByType(componentstest.LocalCommand) {
+		if strings.Contains(r.Name, talos.MemberSuffix) {
+			members++
+			assert.Equal(t, resource.NewStringProperty("1"), r.Inputs["environment"].ObjectValue()["NODE_RESET"], r.Name)
+		}
+	}
+	assert.Positive(t, members)
 	for _, r := range e.ByType(componentstest.Release) {
 		assert.True(t, strings.HasSuffix(r.DeletedWith, "::prod-install-cp-0"), "%s: the first install stands for the cluster", r.Name)
 	}

@@ -501,6 +501,20 @@ func (c *Client) Reboot(ctx context.Context, node string) error {
 	return nil
 }
 
+// Reset implements API.
+func (c *Client) Reset(ctx context.Context, node string) error {
+	err := c.call(ctx, node, c.changeTimeout, func(ctx context.Context, tc *client.Client) error {
+		return tc.ResetGeneric(ctx, &machine.ResetRequest{
+			Graceful: false, Reboot: true,
+			SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: "STATE", Wipe: true}, {Label: "EPHEMERAL", Wipe: true}},
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("unable to reset node %s: %w", node, err)
+	}
+	return nil
+}
+
 // ApplyConfiguration implements API.
 func (c *Client) ApplyConfiguration(ctx context.Context, node string, config []byte) error {
 	err := c.call(ctx, node, c.changeTimeout, func(ctx context.Context, tc *client.Client) error {

@@ -48,6 +48,10 @@ type API interface {
 	// Reboot asks the node to reboot (default mode). It returns once the
 	// node has accepted the request.
 	Reboot(ctx context.Context, node string) error
+	// Reset wipes the node's STATE and EPHEMERAL partitions and reboots it
+	// into maintenance mode, without leaving etcd first (not graceful). It
+	// returns once the node has accepted the request.
+	Reset(ctx context.Context, node string) error
 	// ApplyConfiguration applies a whole machine config to the node
 	// without a reboot: Talos refuses a change that would need one. It
 	// returns once the node has accepted the config; the node then

@@ -322,6 +322,7 @@ var rules = map[string]role.Set{
 	"EtcdMemberList":       role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"EtcdStatus":           role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"Reboot":               role.MakeSet(role.Admin, role.Operator),
+	"Reset":                role.MakeSet(role.Admin),
 	"ApplyConfiguration":   role.MakeSet(role.Admin),
 	"Upgrade":              role.MakeSet(role.Admin),
 	"EtcdLeaveCluster":     role.MakeSet(role.Admin),
@@ -508,6 +509,26 @@ func (s *server) Reboot(context.Context, *machine.RebootRequest) (*machine.Reboo
 	}
 	n.scheduleReboot("reboot", n.version, n.spec.RebootLatency)
 	return &machine.RebootResponse{Messages: []*machine.Reboot{{Metadata: s.meta(), ActorId: fmt.Sprintf("fake-%d", len(n.c.events))}}}, nil
+}
+
+// Reset wipes the node: it leaves etcd's member list untouched (not
+// graceful) and comes back in maintenance mode, which the fake models as
+// a node that no longer answers the cluster's API.
+func (s *server) Reset(_ context.Context, in *machine.ResetRequest) (*machine.ResetResponse, error) {
+	defer s.lock()()
+	n := s.n
+	if n.state != stateUp {
+		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
+	}
+	var wiped []string
+	for _, p := range in.GetSystemPartitionsToWipe() {
+		wiped = append(wiped, p.GetLabel())
+	}
+	n.c.record(n.spec.IP, "wipe", strings.Join(wiped, ","))
+	n.state = stateStopping
+	// Down once the call has answered (goDown takes the lock held here).
+	n.timer = time.AfterFunc(n.spec.ShutdownDelay, func() { n.goDown("reset", 0, false) })
+	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: s.meta(), ActorId: fmt.Sprintf("fake-%d", len(n.c.events))}}}, nil
 }
 
 func (s *server) ApplyConfiguration(_ context.Context, in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {

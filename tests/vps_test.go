@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -134,12 +135,13 @@ func TestVPSRebootCommandResetAndImageURL(t *testing.T) {
 	assert.Equal(t, "2700", env["WAIT_TIMEOUT"].StringValue())
 	assert.Contains(t, env["HINT"].StringValue(), "vps.rebootCommand ran for node-0")
 
+	// The reset is the membership's removal, not the apply's delete,
+	// which a re-image runs too (item 3 of issue 23).
 	apply := e.Named(t, componentstest.Apply, "prod-apply-node-0")
-	assert.Empty(t, apply.DeletedWith, "reset needs the apply's delete to run")
-	onDestroy := apply.Inputs["onDestroy"].ObjectValue()
-	assert.True(t, onDestroy["reset"].BoolValue())
-	assert.True(t, onDestroy["reboot"].BoolValue())
-	assert.False(t, onDestroy["graceful"].BoolValue())
+	assert.NotContains(t, apply.Inputs, resource.PropertyKey("onDestroy"))
+	member := e.Named(t, componentstest.LocalCommand, "prod"+talos.MemberSuffix+"node-0")
+	assert.Equal(t, "1", member.Inputs["environment"].ObjectValue()["NODE_RESET"].StringValue())
+	assert.True(t, strings.HasSuffix(member.DeletedWith, "::prod-secrets"), "a destroy skips the membership's delete; its hook resets the node")
 	for _, rel := range e.ByType(componentstest.Release) {
 		assert.True(t, strings.HasSuffix(rel.DeletedWith, "::prod-install-node-0"), rel.Name)
 	}

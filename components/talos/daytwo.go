@@ -120,7 +120,8 @@ type dayTwo struct {
 	mu      sync.Mutex
 	api     talosapi.API
 	booted  map[string]time.Time
-	settled map[string]error // by node name: the wait after its apply
+	reboots map[string]rollout.Reboot // by node name: what the gate's dry run said
+	settled map[string]error          // by node name: the wait after its apply
 	// rejoining are the nodes whose new machine's apply is being created
 	// (see rejoin).
 	rejoining map[string]bool
@@ -150,6 +151,7 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		byApply:     map[string]rollout.Node{},
 		credentials: newFuture[talosapi.Credentials](),
 		booted:      map[string]time.Time{}, settled: map[string]error{}, rejoining: map[string]bool{},
+		reboots:     map[string]rollout.Reboot{},
 		configs:     map[string]*future[nodeConfig]{},
 		workerTurns: make(chan struct{}, args.Cluster.WorkerParallelism()), controlPlaneTurn: make(chan struct{}, 1),
 	}
@@ -313,10 +315,37 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 	if err := ops.Gate(ctx, n); err != nil {
 		return err
 	}
+	reboot := d.dryRun(ctx, ops, n)
 	d.mu.Lock()
 	d.booted[n.Name] = ops.BootTime(ctx, n)
+	d.reboots[n.Name] = reboot
 	d.mu.Unlock()
 	return nil
+}
+
+// dryRun asks the node whether the new config makes it reboot, as the
+// Talos provider itself asks before an apply: the settle hook then waits
+// for a reboot that starts late and watches for none when none comes. An
+// answer it cannot get leaves the watch of RebootStart.
+func (d *dayTwo) dryRun(ctx context.Context, ops rollout.Ops, n rollout.Node) rollout.Reboot {
+	nc, err := d.configs[n.Name].get(ctx)
+	var config []byte
+	if err == nil {
+		config, err = mergeConfig(nc)
+	}
+	reboot := false
+	if err == nil {
+		reboot, err = ops.API.ApplyDryRun(ctx, n.IP, config)
+	}
+	switch {
+	case err != nil:
+		_ = d.ctx.Log.Info(fmt.Sprintf("%s: unable to tell whether its new config needs a reboot (%v): watching for one", n, err), nil)
+		return rollout.RebootUnknown
+	case reboot:
+		_ = d.ctx.Log.Info(fmt.Sprintf("%s needs a reboot for its new config (Talos's dry run)", n), nil)
+		return rollout.RebootNeeded
+	}
+	return rollout.RebootNotNeeded
 }
 
 // kubernetesPhase runs once per run, at the first gate, when the change
@@ -415,9 +444,9 @@ func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
 	ops, err := d.ops(ctx)
 	if err == nil {
 		d.mu.Lock()
-		booted := d.booted[n.Name]
+		booted, reboot := d.booted[n.Name], d.reboots[n.Name]
 		d.mu.Unlock()
-		err = ops.Settle(ctx, n, booted, d.kubernetes)
+		err = ops.SettleAfter(ctx, n, booted, d.kubernetes, reboot)
 	}
 	d.mu.Lock()
 	d.settled[n.Name] = err

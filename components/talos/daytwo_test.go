@@ -703,6 +703,56 @@ func TestACancelledRunStopsWaiting(t *testing.T) {
 	assert.Equal(t, 0, l.talos.Node("10.5.0.22").Boots(), "worker-2 untouched")
 }
 
+// A config change Talos reboots for, where the reboot starts late (Talos
+// stops pods and services first): the settle hook watched 20 s for it and
+// then went on, so the next node was touched while this one rebooted (item
+// 10 of issue 23). Now the gate asks Talos (a dry run, as the provider
+// does) and the settle hook waits for the reboot however late it starts.
+func TestALateRebootIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	l.realConfigs = true
+	l.talos.SetNeedsReboot(func(_ string, config []byte) bool { return strings.Contains(string(config), "nr_hugepages") })
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	args := clusterArgs(oldTalos, l.nodes())
+	args.Cluster.Patches = &talos.ClusterPatches{Worker: []string{rebootingPatch}}
+	reboot := l.rebootAfterApply()
+	var seen []string
+	res := l.up(s, l.run(args), func(ip string) {
+		for _, w := range []string{"10.5.0.21", "10.5.0.22"} {
+			seen = append(seen, fmt.Sprintf("%s at the apply of %s: %d boots", w, ip, l.talos.Node(w).Boots()))
+		}
+		// Later than the watch of RebootStart (40 ms in the lab).
+		time.AfterFunc(150*time.Millisecond, func() { reboot(ip) })
+	})
+	require.NoError(t, res.err)
+	assert.Empty(t, res.warnings)
+	assert.Equal(t, []string{
+		"10.5.0.21 at the apply of 10.5.0.21: 0 boots", "10.5.0.22 at the apply of 10.5.0.21: 0 boots",
+		"10.5.0.21 at the apply of 10.5.0.22: 1 boots", "10.5.0.22 at the apply of 10.5.0.22: 0 boots",
+	}, seen, "worker-1 rebooted before worker-2 was touched")
+}
+
+// A config change Talos takes without a reboot costs no watch for one: no
+// boot time is read after the apply.
+func TestAChangeWithoutARebootIsNotWatched(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 1, oldTalos, 30*time.Millisecond)...)
+	l.realConfigs = true
+	l.talos.SetNeedsReboot(func(string, []byte) bool { return false })
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	args := clusterArgs(oldTalos, l.nodes())
+	args.Cluster.Patches = &talos.ClusterPatches{Worker: []string{"machine:\n  time:\n    servers: [time.example.com]\n"}}
+	var applied int
+	res := l.up(s, l.run(args), func(string) { applied = len(l.talos.Events()) })
+	require.NoError(t, res.err)
+	require.Positive(t, applied)
+	for _, e := range l.talos.Events()[applied:] {
+		assert.NotEqual(t, "SystemStat", e.Call, "no boot time read after the apply: %v", e)
+	}
+	assert.NotEmpty(t, l.talos.Events("dry-run"))
+}
+
 // resetArgs are the cluster's args with every node reset when it leaves
 // (vps.onDestroy: reset).
 func resetArgs(nodes []talos.NodeSpec) talos.ClusterArgs {

@@ -301,7 +301,31 @@ func (o Ops) BootTime(ctx context.Context, n Node) time.Time {
 // to run that version, and for the node's Kubernetes Node to be Ready with
 // its kubelet on it.
 func (o Ops) Settle(ctx context.Context, n Node, bootedBefore time.Time, kubernetesVersion string) error {
-	state, err := o.settle(ctx, n, bootedBefore, kubernetesVersion)
+	return o.SettleAfter(ctx, n, bootedBefore, kubernetesVersion, RebootUnknown)
+}
+
+// Reboot says whether a config apply makes the node reboot, as Talos
+// answered a dry run of it before.
+type Reboot int
+
+// What a dry run said.
+const (
+	// RebootUnknown: no answer; Settle watches for a reboot for
+	// RebootStart.
+	RebootUnknown Reboot = iota
+	// RebootNeeded: the node reboots for the change, maybe seconds after
+	// the apply (Talos stops its pods and services first).
+	RebootNeeded
+	// RebootNotNeeded: the node takes the change without a reboot.
+	RebootNotNeeded
+)
+
+// SettleAfter is Settle when the dry run said whether the apply reboots the
+// node: for a reboot, it waits until the boot time moves past bootedBefore
+// (bounded by Reboot, not by RebootStart: a reboot that starts late is
+// still waited for); for none, it watches for none.
+func (o Ops) SettleAfter(ctx context.Context, n Node, bootedBefore time.Time, kubernetesVersion string, reboot Reboot) error {
+	state, err := o.settle(ctx, n, bootedBefore, kubernetesVersion, reboot)
 	if err != nil && ctx.Err() != nil {
 		// The node has its config: the next `up` sees no change for it,
 		// and only the etcd gate of the next control plane checks it.
@@ -312,11 +336,13 @@ func (o Ops) Settle(ctx context.Context, n Node, bootedBefore time.Time, kuberne
 
 // settle is Settle; state says, for a cancelled run, what the node may be
 // doing on its own.
-func (o Ops) settle(ctx context.Context, n Node, bootedBefore time.Time, kubernetesVersion string) (state string, err error) {
+func (o Ops) settle(ctx context.Context, n Node, bootedBefore time.Time, kubernetesVersion string, reboot Reboot) (state string, err error) {
 	t := o.Timing.WithDefaults()
-	rebooting, err := o.rebooting(ctx, n, bootedBefore, t)
-	if err != nil {
-		return " and may still reboot for it", err
+	rebooting := reboot == RebootNeeded
+	if reboot == RebootUnknown {
+		if rebooting, err = o.rebooting(ctx, n, bootedBefore, t); err != nil {
+			return " and may still reboot for it", err
+		}
 	}
 	if rebooting {
 		o.logf("%s reboots for its new config", n)

@@ -501,6 +501,25 @@ func (c *Client) Reboot(ctx context.Context, node string) error {
 	return nil
 }
 
+// ApplyDryRun implements API.
+func (c *Client) ApplyDryRun(ctx context.Context, node string, config []byte) (bool, error) {
+	reboot := false
+	err := c.call(ctx, node, c.readTimeout, func(ctx context.Context, tc *client.Client) error {
+		resp, err := tc.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: config, Mode: machine.ApplyConfigurationRequest_AUTO, DryRun: true})
+		if err != nil {
+			return err
+		}
+		for _, m := range resp.GetMessages() {
+			reboot = reboot || m.GetMode() == machine.ApplyConfigurationRequest_REBOOT
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("unable to ask node %s what a config change needs: %w", node, err)
+	}
+	return reboot, nil
+}
+
 // Reset implements API.
 func (c *Client) Reset(ctx context.Context, node string) error {
 	err := c.call(ctx, node, c.changeTimeout, func(ctx context.Context, tc *client.Client) error {

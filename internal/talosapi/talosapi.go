@@ -48,6 +48,9 @@ type API interface {
 	// Reboot asks the node to reboot (default mode). It returns once the
 	// node has accepted the request.
 	Reboot(ctx context.Context, node string) error
+	// ApplyDryRun asks the node what applying config in mode auto would
+	// do, without applying it: true when it would reboot for it.
+	ApplyDryRun(ctx context.Context, node string, config []byte) (reboot bool, err error)
 	// Reset wipes the node's STATE and EPHEMERAL partitions and reboots it
 	// into maintenance mode, without leaving etcd first (not graceful). It
 	// returns once the node has accepted the request.

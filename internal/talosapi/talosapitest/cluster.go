@@ -157,16 +157,17 @@ type Cluster struct {
 	ca     *sx509.CertificateAuthority
 	admin  *sx509.PEMEncodedCertificateAndKey
 
-	mu         sync.Mutex
-	nodes      []*Node
-	byIP       map[string]*Node
-	members    []*member
-	memberSeq  int
-	events     []Event
-	leaveRetry time.Duration
-	kubeconfig []byte
-	onApply    func(node string, config []byte)
-	closed     bool
+	mu          sync.Mutex
+	nodes       []*Node
+	byIP        map[string]*Node
+	members     []*member
+	memberSeq   int
+	events      []Event
+	leaveRetry  time.Duration
+	kubeconfig  []byte
+	needsReboot func(node string, config []byte) bool
+	onApply     func(node string, config []byte)
+	closed      bool
 }
 
 type member struct {
@@ -346,6 +347,15 @@ func (c *Cluster) SetLeaveRetry(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.leaveRetry = d
+}
+
+// SetNeedsReboot is how the nodes answer a dry-run apply (what mode auto
+// would do): needsReboot says whether a config would need a reboot on a
+// node (none by default).
+func (c *Cluster) SetNeedsReboot(needsReboot func(node string, config []byte) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.needsReboot = needsReboot
 }
 
 // OnApply sets what happens when a node takes a config through

@@ -538,8 +538,17 @@ func (s *server) ApplyConfiguration(_ context.Context, in *machine.ApplyConfigur
 		unlock()
 		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
 	}
-	onApply := n.c.onApply
+	onApply, needsReboot := n.c.onApply, n.c.needsReboot
 	unlock()
+	if in.GetDryRun() {
+		// What Talos answers in mode auto: the mode it would apply in.
+		mode := machine.ApplyConfigurationRequest_NO_REBOOT
+		if needsReboot != nil && needsReboot(n.spec.IP, in.GetData()) {
+			mode = machine.ApplyConfigurationRequest_REBOOT
+		}
+		s.n.c.Record(n.spec.IP, "dry-run", mode.String())
+		return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{Metadata: s.meta(), Mode: mode}}}, nil
+	}
 	if onApply != nil {
 		onApply(n.spec.IP, in.GetData())
 	}

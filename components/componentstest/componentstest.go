@@ -400,13 +400,10 @@ var (
 )
 
 // Hooks stands in for the engine's hook registration, which the SDK's mock
-// engine cannot do: it records which VM asked for the fast-stop binding and
-// keeps the hook function so tests can call it, and records every other
-// binding with its function.
+// engine cannot do: it records every binding with its function, so tests
+// can call it.
 type Hooks struct {
 	mu       sync.Mutex
-	Bound    []string
-	Fn       pulumi.ResourceHookFunction
 	Bindings []Binding
 }
 
@@ -451,13 +448,4 @@ func (h *Hooks) On(resource string) []Binding {
 		}
 	}
 	return out
-}
-
-// BindFastStop records the binding; the returned option changes nothing.
-func (h *Hooks) BindFastStop(vm string, fn pulumi.ResourceHookFunction) (pulumi.ResourceOption, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.Bound = append(h.Bound, vm)
-	h.Fn = fn
-	return pulumi.Composite(), nil
 }

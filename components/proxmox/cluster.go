@@ -77,7 +77,11 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	// waits for the one bound to nothing (see bindFastStop); and on every
 	// run, a destroy too, because the state refers to them by name.
 	hooks, stopAPI := deps.withDefaults(ctx, px)
-	fastStop := FastStopHook(stopAPI, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll)
+	// A VM replaced by an edit of the stack file (a new proxmoxNode, vmId,
+	// ...) is deleted before anything of the cluster runs: its node leaves
+	// etcd or is drained first, then the VM is hard-stopped.
+	leaver := talos.NewLeaver()
+	fastStop := leaveThenStop(leaver, name, FastStopHook(stopAPI, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll))
 	bindStop, err := bindFastStop(hooks, name, fastStop)
 	if err != nil {
 		return nil, err
@@ -171,6 +175,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 
 	targs := args.TalosArgs(img.Installer)
 	targs.NodeOptions = nodeOpts
+	targs.Leaver = leaver
 	// Bootstrap, kubeconfig and Helm releases go with the first control
 	// plane: a whole-stack destroy makes no call to the dying cluster.
 	targs.DeletedWith = c.VMs[args.Nodes[0].Name]

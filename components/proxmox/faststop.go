@@ -151,6 +151,19 @@ func FastStopHook(api StopAPI, stackTag string, timeout, poll time.Duration) pul
 	}
 }
 
+// leaveThenStop is stop after the node of the VM leaves the cluster, when
+// the VM is replaced (see talos.Leaver).
+func leaveThenStop(leaver *talos.Leaver, cluster string, stop pulumi.ResourceHookFunction) pulumi.ResourceHookFunction {
+	return func(args *pulumi.ResourceHookArgs) error {
+		if node, ok := strings.CutPrefix(args.Name, cluster+vmInfix); ok {
+			if err := leaver.Leave(node); err != nil {
+				return err
+			}
+		}
+		return stop(args)
+	}
+}
+
 // Hooks binds the fast-stop hooks to VMs: the TalosCluster's seam, whose
 // Bind registers a name once per Hooks. The SDK's mock engine cannot
 // register hooks (it panics), so tests inject their own

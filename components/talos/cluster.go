@@ -157,6 +157,9 @@ type ClusterArgs struct {
 	// program reads it from the stack's outputs): changes a rollout
 	// cannot make safely are refused against it.
 	Previous *Previous
+	// Leaver, when set, is how the platform takes a node out of the cluster
+	// before its replaced machine goes (Go only; see Leaver).
+	Leaver *Leaver
 	// DeletedWith is the resource whose deletion takes the whole cluster with
 	// it (e.g. the first control plane's VM). In-cluster resources (Helm
 	// releases) and the bootstrap carry it, so a destroy of the whole stack
@@ -268,6 +271,9 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	// node (never on the first up) and when a node leaves the stack.
 	deps = deps.withDefaults(ctx)
 	day2 := newDayTwo(ctx, deps, args, name+"-apply-")
+	if args.Leaver != nil {
+		args.Leaver.day2.set(day2, nil)
+	}
 	cc0 := secrets.ClientConfiguration
 	pulumi.All(cc0.CaCertificate(), cc0.ClientCertificate(), cc0.ClientKey()).ApplyT(func(xs []any) error {
 		day2.credentials.set(talosapi.CredentialsFromClientConfiguration(xs[0].(string), xs[1].(string), xs[2].(string)))

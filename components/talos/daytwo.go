@@ -111,7 +111,11 @@ type dayTwo struct {
 	previousCPs []string // the control planes' IPs of the last run; nil when unknown
 	// previousRoles are the nodes of the last run; nil when unknown.
 	previousRoles map[string]Role
-	credentials   *future[talosapi.Credentials]
+	// machineChanged are the nodes whose Machine changed since the last
+	// run: their machine is replaced.
+	machineChanged map[string]bool
+	applyPrefix    string
+	credentials    *future[talosapi.Credentials]
 
 	// configs are the nodes' new configs by node name, as their applies
 	// get them: for the Kubernetes upgrade of the control planes.
@@ -160,6 +164,13 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 	}
 	if args.Previous != nil {
 		d.previousRoles = args.Previous.Roles
+	}
+	d.applyPrefix, d.machineChanged = prefix, map[string]bool{}
+	for _, n := range args.Nodes {
+		if args.Previous != nil {
+			was := args.Previous.Machines[n.Name]
+			d.machineChanged[n.Name] = was != "" && n.Machine != "" && was != n.Machine
+		}
 	}
 	if args.Previous != nil {
 		// Control planes the stack drops in this run are still etcd

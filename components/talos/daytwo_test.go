@@ -929,6 +929,57 @@ func TestAReplacedControlPlaneLeavesEtcdBeforeItsNewMachineJoins(t *testing.T) {
 	assert.Len(t, l.talos.Members(), 3)
 }
 
+// A control plane and a worker whose machines an edit replaces (their
+// Machine changed): before the platform deletes the old machine, the
+// control plane leaves etcd and the worker is drained (item 2 of issue 23:
+// the VM was hard-stopped with neither). Unchanged machines, and a destroy,
+// are left alone.
+func TestAMachineReplacedByAnEditLeavesFirst(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)...)
+	l.kube.AddPod(kubeapitest.PodSpec{Name: "web", Node: "worker-1", OwnerKind: "ReplicaSet"})
+	machines := func(nodes []talos.NodeSpec, changed ...string) []talos.NodeSpec {
+		for i := range nodes {
+			nodes[i].Machine = "vm of " + nodes[i].Name
+			if slices.Contains(changed, nodes[i].Name) {
+				nodes[i].Machine += " on another host"
+			}
+		}
+		return nodes
+	}
+	prev := &talos.Previous{
+		ControlPlanes: []string{"cp-1", "cp-2", "cp-3"}, ControlPlaneIPs: []string{"10.5.0.11", "10.5.0.12", "10.5.0.13"},
+		Roles:    map[string]talos.Role{"cp-1": talos.RoleControlPlane, "cp-2": talos.RoleControlPlane, "cp-3": talos.RoleControlPlane, "worker-1": talos.RoleWorker},
+		Machines: map[string]string{"cp-1": "vm of cp-1", "cp-2": "vm of cp-2", "cp-3": "vm of cp-3", "worker-1": "vm of worker-1"},
+	}
+	args := clusterArgs(oldTalos, machines(l.nodes(), "cp-3", "worker-1"))
+	args.Previous = prev
+	args.Leaver = talos.NewLeaver()
+	l.run(args)
+	for _, n := range []string{"cp-1", "cp-3", "worker-1"} {
+		require.NoError(t, args.Leaver.Leave(n), n)
+	}
+	var calls []string
+	for _, e := range l.talos.Events("EtcdLeaveCluster", "EtcdRemoveMemberByID") {
+		calls = append(calls, e.Node+" "+e.Call)
+	}
+	assert.Equal(t, []string{"10.5.0.13 EtcdLeaveCluster"}, calls, "cp-3 left etcd; cp-1's machine is the same")
+	var kube []string
+	for _, e := range l.kube.Events() {
+		kube = append(kube, e.Action+" "+e.Object)
+	}
+	assert.Equal(t, []string{"delete-node cp-3", "cordon worker-1", "evict default/web", "delete-node worker-1"}, kube)
+
+	// A destroy takes no node out, whatever changed.
+	before, beforeKube := len(l.talos.Events()), len(l.kube.Events())
+	l.destroy = true
+	args.Leaver = talos.NewLeaver()
+	l.run(args)
+	require.NoError(t, args.Leaver.Leave("cp-3"))
+	assert.Len(t, l.talos.Events(), before)
+	assert.Len(t, l.kube.Events(), beforeKube)
+}
+
 // A control plane removed in the same `up` as a config change: its etcd
 // member stays until its removal at the end of the run, and the gates of
 // the other control planes count it (from the stack's last outputs), so

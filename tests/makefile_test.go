@@ -32,7 +32,9 @@ import (
 // records the proxy it was given and fetches FAKE_CURL as a provider would,
 // and answers `stack output` with a fixed document unless FAKE_FAIL names the
 // output. Given --cwd, it goes there as pulumi does and keeps a copy of the
-// project file it finds (pulumi fails without one).
+// project file it finds (pulumi fails without one). `stack export --stack S
+// --file F` writes an empty state to F, or FAKE_IMPORTED_STATE once an
+// `import` ran.
 const fakePulumi = `#!/bin/bash
 if [ "$1" = "config" ]; then
   if [ -n "$FAKE_CONFIG" ]; then cat "$FAKE_CONFIG"; exit 0; fi
@@ -51,6 +53,10 @@ for ((i = 0; i < $#; i++)); do
 done
 if [ -n "$HTTPS_PROXY" ]; then echo "proxy=$HTTPS_PROXY" >> "$FAKE_LOG.access"; fi
 if [ -n "$FAKE_CURL" ]; then curl -sSk --fail --max-time 10 "$FAKE_CURL" >> "$FAKE_LOG.access" 2>&1; fi
+if [ "$1 $2" = "stack export" ]; then
+  if [ -n "$FAKE_IMPORTED_STATE" ] && grep -q '^import ' "$FAKE_LOG"; then cp "$FAKE_IMPORTED_STATE" "$6"
+  else echo '{"version":3,"deployment":{"manifest":{}}}' > "$6"; fi
+fi
 if [ "$1 $2" = "stack output" ]; then
   if [ "$3" = "$FAKE_FAIL" ]; then echo "error: no output $3" >&2; exit 1; fi
   echo "# $3 of the stack"
@@ -266,9 +272,22 @@ func TestMakeAdoptImportsTheSecretsFile(t *testing.T) {
 	require.NoError(t, os.MkdirAll(env, 0o700))
 	secretsFile := pkitest.WriteTalosSecrets(t, pkitest.TalosBundle(t), env)
 
-	_, log, out, err := makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "adopt", "STACK=test", "SECRETS="+secretsFile, "YES=1")
+	// The state after the import: the secrets under the cluster's component.
+	cluster := "urn:pulumi:test::talos-cluster::talos-cluster:index:ProxmoxCluster$talos-cluster:index:TalosCluster"
+	imported := filepath.Join(scratch, "imported.json")
+	require.NoError(t, os.WriteFile(imported, []byte(`{"version":3,"deployment":{"manifest":{},"resources":[
+	  {"urn":"`+cluster+`::homelab","type":"talos-cluster:index:TalosCluster"},
+	  {"urn":"`+cluster+`$talos:machine/secrets:Secrets::homelab-secrets","custom":true,"id":"machine_secrets","provider":"p::1",
+	   "outputs":{"clientConfiguration":{"caCertificate":"Q0E=","clientCertificate":"Q0VSVA==","clientKey":"S0VZ"}}}]}}`), 0o600))
+	_, log, out, err := makeIn(t, []string{"FAKE_CONFIG=" + configFile, "FAKE_IMPORTED_STATE=" + imported}, "adopt", "STACK=test", "SECRETS="+secretsFile, "YES=1")
 	require.NoError(t, err, out)
-	assert.Regexp(t, `^import --stack test --file \S+/import\.json --protect=false --generate-code=false --yes \| backend=file://`, readLog(t, log))
+	// The state read, the secrets imported, the bootstrap recorded (see
+	// cmd/stackctl/internal/cli's adopt tests), all on the stack's backend.
+	assert.Regexp(t, `^stack export --stack test --file \S+ \| backend=file://\S+
+import --stack test --file \S+/import\.json --protect=false --generate-code=false --yes \| backend=file://\S+
+stack export --stack test --file \S+ \| backend=file://\S+
+stack import --stack test --file \S+ \| backend=file://\S+
+$`, readLog(t, log))
 	assert.Contains(t, out, "Imported. Next: make preview STACK=test")
 
 	_, _, out, err = makeIn(t, []string{"FAKE_CONFIG=" + configFile}, "adopt", "STACK=test")

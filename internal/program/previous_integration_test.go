@@ -6,9 +6,13 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,13 +22,14 @@ import (
 
 // TestIntegrationReadPreviousWithTheRealCLI checks, with the real pulumi
 // CLI and a local file backend, what the refusals of issue 18 rest on: a
-// program reads its own stack's last outputs through a stack reference to
-// itself, in a preview and in an up, before it registers new ones. Run it
-// with `make integration`; it is skipped, saying so, where pulumi is not on
-// PATH.
+// program reads its own stack's last outputs through the engine's
+// readStackOutputs function, in a preview and in an up, before it registers
+// new ones; the read is no step (nothing "to read" in a preview) and, on a
+// stack that has outputs or none yet, no warning. Run it with `make
+// integration`; it is skipped, saying so, where pulumi is not on PATH.
 func TestIntegrationReadPreviousWithTheRealCLI(t *testing.T) {
 	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the self stack reference was not checked")
+		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the read of the last outputs was not checked")
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -55,14 +60,20 @@ func TestIntegrationReadPreviousWithTheRealCLI(t *testing.T) {
 	s, err := auto.UpsertStackInlineSource(ctx, "it", "previous-it", prog)
 	require.NoError(t, err)
 
-	_, err = s.Up(ctx)
+	var log strings.Builder
+	up, err := s.Up(ctx, optup.ProgressStreams(&log))
 	require.NoError(t, err)
 	assert.Equal(t, "none", seen, "the first up has no last outputs")
+	assert.Equal(t, map[string]int{"create": 1}, *up.Summary.ResourceChanges, "the stack alone")
+	assert.NotContains(t, log.String(), "unable to read the stack's last outputs")
 
 	version = "1.35.0"
-	_, err = s.Preview(ctx)
+	log.Reset()
+	pre, err := s.Preview(ctx, optpreview.ProgressStreams(&log))
 	require.NoError(t, err)
 	assert.Equal(t, "1.34.1 cp-0", seen, "a preview reads the last up's outputs")
+	assert.Equal(t, map[apitype.OpType]int{apitype.OpSame: 1}, pre.ChangeSummary, "the read is no step")
+	assert.NotContains(t, log.String(), "unable to read the stack's last outputs")
 
 	_, err = s.Up(ctx)
 	require.NoError(t, err)

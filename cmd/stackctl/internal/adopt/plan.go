@@ -31,23 +31,25 @@ const (
 	talosPluginServer  = "github://api.github.com/pulumiverse"
 )
 
-// BootstrapID is the id the provider gives a bootstrap; any id is accepted
-// on import, this one makes the state look like a bootstrap made by `up`.
+// BootstrapID is the id the provider gives every bootstrap it creates; the
+// recorded bootstrap has it too (see RecordBootstrap).
 const BootstrapID = "machine_bootstrap"
 
 // PlanOptions say what to import.
 type PlanOptions struct {
 	// SecretsFile is the path of secrets.yaml; the provider reads it.
 	SecretsFile string
-	// Bootstrapped records the bootstrap as done. True for a running
+	// Bootstrapped plans the bootstrap as done (an entry that Import leaves
+	// out and RecordBootstrap writes into the state). True for a running
 	// cluster, whose etcd refuses a second bootstrap; false when only the
 	// secrets are reused for a new cluster.
 	Bootstrapped bool
 }
 
-// Plan returns the import file's resources: the platform and Talos
+// Plan returns what adopt puts in the stack: the platform and Talos
 // components as placeholders (so the imported resources get the URNs the
-// program gives them), the secrets read from the file, and the bootstrap.
+// program gives them), the secrets read from the file, and the bootstrap
+// (recorded, not imported: Import gives the import file's entries).
 // Entries are referenced by role ("platform", "cluster", ...); their
 // logicalName is the program's resource name.
 func Plan(cfg *stacks.Config, o PlanOptions) ([]*optimport.ImportResource, error) {

@@ -1,8 +1,9 @@
 // Package adopt moves a running cluster, made by the Ansible playbooks or
 // talosctl, under this tool: it checks the cluster's secrets.yaml the way the
-// Talos provider will read it and describes the `pulumi import` that records
-// the secrets (and the bootstrap already done) in the stack, so the next `up`
-// generates configs the running nodes accept instead of a new PKI.
+// Talos provider will read it, describes the `pulumi import` of the secrets
+// and records the bootstrap already done in the stack's state, so the next
+// `up` generates configs the running nodes accept instead of a new PKI, and
+// bootstraps no second etcd.
 package adopt
 
 import (

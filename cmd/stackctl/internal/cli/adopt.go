@@ -14,9 +14,10 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// adoptCmd records a running cluster's secrets (and its bootstrap) in a
-// stack with `pulumi import`, after checking the files, so that the next
-// `up` takes the cluster over instead of making a new one. With --release
+// adoptCmd imports a running cluster's secrets into a stack with `pulumi
+// import` and records its bootstrap as done (pulumi stack export and
+// import), after checking the files, so that the next `up` takes the
+// cluster over instead of making a new one. With --release
 // it imports Helm releases the playbooks installed, once an `up` has made
 // the cluster's Kubernetes provider.
 func adoptCmd(ctx context.Context, args []string, e accessEnv) int {
@@ -97,17 +98,119 @@ func adoptCmd(ctx context.Context, args []string, e accessEnv) int {
 		_, _ = fmt.Fprintf(e.Stderr, "%s and %s belong to the same cluster (same Talos CA)\n", *secretsFile, tc)
 	}
 
-	rs, err := adopt.Plan(cfg, adopt.PlanOptions{SecretsFile: *secretsFile, Bootstrapped: !*newCluster})
+	bootstrapped := !*newCluster
+	rs, err := adopt.Plan(cfg, adopt.PlanOptions{SecretsFile: *secretsFile, Bootstrapped: bootstrapped})
 	if err != nil {
 		return fail(exitcode.Failed, "%v", err)
 	}
+	node := ""
+	if bootstrapped {
+		if node, err = adopt.BootstrapNode(cfg); err != nil {
+			return fail(exitcode.BadConfig, "%v", err)
+		}
+	}
 	// The import file holds only the secrets file's path, not its content.
-	code := runImport(map[string]any{"resources": rs}, *pulumiPath, *stack, *dryRun, *yes, e)
-	if code != exitcode.OK || *dryRun {
+	// The bootstrap is not in it: the Talos plugin cannot import one (see
+	// adopt.Import); it is recorded in the state afterwards.
+	importFile := map[string]any{"resources": adopt.Import(rs)}
+	if *dryRun {
+		code := runImport(importFile, *pulumiPath, *stack, true, *yes, e)
+		if code == exitcode.OK && bootstrapped {
+			_, _ = fmt.Fprintf(e.Stderr, "Then %s-bootstrap is recorded in the stack's state as done (node and endpoint %s, id %s), with pulumi stack export and import.\n", cfg.Cluster.Name, node, adopt.BootstrapID)
+		}
 		return code
 	}
-	_, _ = fmt.Fprint(e.Stderr, nextSteps(cfg, *stack, adopt.ImportedTalosVersion(bundle), !*newCluster))
+	urns, err := adopt.URNs(*stack, project, rs)
+	if err != nil {
+		return fail(exitcode.Failed, "%v", err)
+	}
+	// What the stack has already: run again after a failed record of the
+	// bootstrap, it imports nothing twice.
+	state, code := exportState(*pulumiPath, *stack, e)
+	if code != exitcode.OK {
+		return fail(code, "unable to read the state of stack %s (pulumi stack export failed)", *stack)
+	}
+	if state.Has(string(urns["secrets"])) {
+		_, _ = fmt.Fprintf(e.Stderr, "stack %s has %s already: not imported again\n", *stack, urns["secrets"])
+	} else {
+		if code := runImport(importFile, *pulumiPath, *stack, false, *yes, e); code != exitcode.OK {
+			return code
+		}
+		if bootstrapped {
+			if state, code = exportState(*pulumiPath, *stack, e); code != exitcode.OK {
+				return notRecorded(e, *stack, "pulumi stack export failed")
+			}
+		}
+	}
+	if bootstrapped {
+		recorded, err := adopt.RecordBootstrap(state, *stack, project, rs, node)
+		if err != nil {
+			return notRecorded(e, *stack, err.Error())
+		}
+		if recorded {
+			if code := importState(state, *pulumiPath, *stack, e); code != exitcode.OK {
+				return notRecorded(e, *stack, fmt.Sprintf("pulumi stack import failed (exit %d)", code))
+			}
+			_, _ = fmt.Fprintf(e.Stderr, "recorded %s as done (node %s, id %s)\n", urns["bootstrap"], node, adopt.BootstrapID)
+		}
+	}
+	_, _ = fmt.Fprint(e.Stderr, nextSteps(cfg, *stack, adopt.ImportedTalosVersion(bundle), bootstrapped))
 	return exitcode.OK
+}
+
+// notRecorded explains a bootstrap that is not in the state after the
+// secrets were imported: an `up` would bootstrap etcd again.
+func notRecorded(e accessEnv, stack, why string) int {
+	_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: the secrets are imported, but the bootstrap could not be recorded as done: %s.\n"+
+		"Do not run up on stack %s: it would bootstrap etcd again. Run this adopt again: it imports nothing twice and records the bootstrap.\n", why, stack)
+	return exitcode.Failed
+}
+
+// exportState reads the stack's state with `pulumi stack export` (secrets
+// stay encrypted).
+func exportState(pulumiPath, stack string, e accessEnv) (*adopt.StackState, int) {
+	dir, err := os.MkdirTemp("", "stackctl-adopt-")
+	if err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: %v\n", err)
+		return nil, exitcode.Failed
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	file := filepath.Join(dir, "state.json")
+	if code := runChild([]string{pulumiPath, "stack", "export", "--stack", stack, "--file", file}, e.Environ, e); code != exitcode.OK {
+		return nil, code
+	}
+	raw, err := os.ReadFile(file) //nolint:gosec // our own temporary file
+	if err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: %v\n", err)
+		return nil, exitcode.Failed
+	}
+	s, err := adopt.ParseStackState(raw)
+	if err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: %v\n", err)
+		return nil, exitcode.Failed
+	}
+	return s, exitcode.OK
+}
+
+// importState writes the state back with `pulumi stack import`.
+func importState(s *adopt.StackState, pulumiPath, stack string, e accessEnv) int {
+	raw, err := s.Marshal()
+	if err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: %v\n", err)
+		return exitcode.Failed
+	}
+	dir, err := os.MkdirTemp("", "stackctl-adopt-")
+	if err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: %v\n", err)
+		return exitcode.Failed
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	file := filepath.Join(dir, "state.json")
+	if err := os.WriteFile(file, append(raw, '\n'), 0o600); err != nil {
+		_, _ = fmt.Fprintf(e.Stderr, "stackctl adopt: %v\n", err)
+		return exitcode.Failed
+	}
+	return runChild([]string{pulumiPath, "stack", "import", "--stack", stack, "--file", file}, e.Environ, e)
 }
 
 // runImport writes the import file (private, removed afterwards) and runs
@@ -151,13 +254,13 @@ func runImport(file map[string]any, pulumiPath, stack string, dryRun, yes bool, 
 func nextSteps(cfg *stacks.Config, stack, imported string, bootstrapped bool) string {
 	s := fmt.Sprintf(`
 Imported. Next: make preview STACK=%[1]s. Expect
-  ~ update  %[2]s-secrets    talosVersion %[4]s -> %[3]s (the provider records %[4]s on import; no new secrets)
-`, stack, cfg.Cluster.Name, cfg.Cluster.TalosVersion, imported)
+  %[2]s-secrets    unchanged (the provider records talosVersion %[3]s on import; the program ignores a change of it: no new secrets)
+`, stack, cfg.Cluster.Name, imported)
 	if bootstrapped {
-		s += fmt.Sprintf("  ~ update  %s-bootstrap  node, endpoint, clientConfiguration (no second bootstrap)\n", cfg.Cluster.Name)
+		s += fmt.Sprintf("  %s-bootstrap  unchanged (recorded as done, with the program's inputs: no second bootstrap)\n", cfg.Cluster.Name)
 	}
 	s += `and creates for the rest (applies, kubeconfig, releases). A "replace" of either
-means the import did not match the program: do not run up; see docs/adopting.md
+means the adopt did not match the program: do not run up; see docs/adopting.md
 ("Adopting a running cluster").
 `
 	return s

@@ -59,7 +59,7 @@ func (d *dayTwo) hookContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(d.deps.Context, hookTimeout(d.deps.Timing))
 }
 
-// DestroyEnv, set to 1 in the environment of `pulumi destroy
+// DestroyEnv is the environment variable that, set to 1 for `pulumi destroy
 // --run-program`, tells the program that the whole stack goes (see
 // Deps.Destroy).
 const DestroyEnv = "TALOS_CLUSTER_DESTROY"

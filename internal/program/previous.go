@@ -13,7 +13,7 @@ import (
 
 // ReadStackOutputsToken is the engine's built-in function that reads a
 // stack's outputs: what a StackReference resource reads, without a resource.
-const ReadStackOutputsToken = "pulumi:pulumi:readStackOutputs"
+const ReadStackOutputsToken = "pulumi:pulumi:readStackOutputs" //nolint:gosec // a function token, not a credential
 
 // Names of the stack outputs the program adds to the cluster's: what the
 // next run compares itself with.
@@ -96,7 +96,7 @@ func checkPlatform(last Last, platform stacks.Platform) error {
 
 // ReadStackResourcesToken is the engine's built-in function that reads the
 // outputs of every resource of a stack's last state, by URN.
-const ReadStackResourcesToken = "pulumi:pulumi:readStackResourceOutputs"
+const ReadStackResourcesToken = "pulumi:pulumi:readStackResourceOutputs" //nolint:gosec // a function token, not a credential
 
 // readStackResourcesArgs are the arguments of ReadStackResourcesToken.
 type readStackResourcesArgs struct {

@@ -184,12 +184,12 @@ func parse(v string) ([3]int, bool) {
 	if len(parts) != len(out) {
 		return out, false
 	}
-	for i, s := range parts {
-		n, err := strconv.Atoi(s)
+	for i := range out {
+		n, err := strconv.Atoi(parts[i])
 		if err != nil || n < 0 {
 			return out, false
 		}
-		out[i] = n
+		out[i] = n //nolint:gosec // i ranges over out itself
 	}
 	return out, true
 }

@@ -236,18 +236,9 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	parent := pulumi.Parent(c)
 	kubeVersion := args.Cluster.KubernetesVersion
 
-	// Machine secrets: created once, never replaced or rotated by an edit of
-	// the stack. Their talosVersion only picks the format of the secrets
-	// created (the provider's update just stores it), but the provider
-	// forces a replacement when it is lowered, even by a patch release: new
-	// secrets, a new CA, and every node refusing the next call. So a change
-	// of the version is ignored: the secrets keep the one they were created
-	// with.
-	secrets, err := machine.NewSecrets(ctx, name+SecretsSuffix, &machine.SecretsArgs{
-		TalosVersion: pulumi.String(args.Cluster.TalosVersion),
-	}, parent, pulumi.IgnoreChanges([]string{"talosVersion"}))
+	secrets, err := NewMachineSecrets(ctx, name+SecretsSuffix, args.Cluster.TalosVersion, parent)
 	if err != nil {
-		return nil, fmt.Errorf("unable to create machine secrets: %w", err)
+		return nil, err
 	}
 	c.Secrets = secrets
 
@@ -480,6 +471,23 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		return nil, err
 	}
 	return c, nil
+}
+
+// NewMachineSecrets registers the cluster's machine secrets: created once,
+// never replaced or rotated by an edit of the stack. Their talosVersion
+// only picks the format of the secrets created (the provider's update just
+// stores it), but the provider forces a replacement when it is lowered,
+// even by a patch release: new secrets, a new CA, and every node refusing
+// the next call. So a change of the version is ignored: the secrets keep
+// the one they were created with.
+func NewMachineSecrets(ctx *pulumi.Context, resourceName, talosVersion string, opts ...pulumi.ResourceOption) (*machine.Secrets, error) {
+	secrets, err := machine.NewSecrets(ctx, resourceName, &machine.SecretsArgs{
+		TalosVersion: pulumi.String(talosVersion),
+	}, append(opts, pulumi.IgnoreChanges([]string{"talosVersion"}))...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create machine secrets: %w", err)
+	}
+	return secrets, nil
 }
 
 // applyOpts are the options of one node's apply the cluster adds.

@@ -1,0 +1,88 @@
+//go:build integration
+
+package cli_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// TestIntegrationCtrlCStopsAWaitingHookWithTheRealCLI checks item 14 of
+// issue 23 with the real CLI: on a first Ctrl-C pulumi lets the steps in
+// flight finish and tells the program nothing, so a resource hook that
+// waits (a day-2 gate or settle) went on waiting, silent, until a second
+// Ctrl-C. Run as `make up` runs it, under `stackctl exec`, in a process
+// group of its own that gets one SIGINT as a terminal's Ctrl-C sends it,
+// the hook sees the cancellation (internal/cancelfile) and pulumi exits
+// within seconds, not after the hook's three minutes.
+func TestIntegrationCtrlCStopsAWaitingHookWithTheRealCLI(t *testing.T) {
+	pulumiPath, err := exec.LookPath("pulumi")
+	if err != nil {
+		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the cancellation was not checked")
+	}
+	dir := t.TempDir()
+	root := stackstest.RepoRoot(t)
+	build := func(out, pkg string) string {
+		path := filepath.Join(dir, out)
+		cmd := exec.Command("go", "build", "-o", path, pkg)
+		cmd.Dir = root
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(b))
+		return path
+	}
+	program := build("hookprogram", "./cmd/stackctl/internal/cli/testdata/hookprogram")
+	stackctl := build("stackctl", "./cmd/stackctl")
+	project := filepath.Join(dir, "project")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o700))
+	require.NoError(t, os.MkdirAll(project, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(project, "Pulumi.yaml"),
+		[]byte("name: cancelit\nruntime:\n  name: go\n  options:\n    binary: "+program+"\n"), 0o600))
+	env := append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=integration-test", "PULUMI_BACKEND_URL=file://"+filepath.Join(dir, "state"))
+	run := func(args ...string) {
+		cmd := exec.Command(pulumiPath, args...)
+		cmd.Dir, cmd.Env = project, env
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(b))
+	}
+	run("stack", "init", "it")
+
+	var out bytes.Buffer
+	cmd := exec.Command(stackctl, "exec", "--stack", "it", "--pulumi", pulumiPath, "--", pulumiPath, "up", "--yes", "--stack", "it")
+	cmd.Dir, cmd.Env = project, env
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	waiting := func() bool { return strings.Contains(out.String(), "hook: waiting for the run to be cancelled") }
+	deadline := time.Now().Add(3 * time.Minute)
+	for !waiting() && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.True(t, waiting(), "the hook never started waiting: %s", out.String())
+	sent := time.Now()
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT), "one Ctrl-C to the whole group")
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatalf("pulumi still ran 90 s after the Ctrl-C: %s", out.String())
+	}
+	took := time.Since(sent)
+	t.Logf("pulumi exited %s after the Ctrl-C", took.Round(100*time.Millisecond))
+	assert.Less(t, took, 30*time.Second)
+	assert.Contains(t, out.String(), "hook: the run was cancelled, stopped waiting")
+	assert.NotContains(t, out.String(), "never cancelled")
+}

@@ -105,7 +105,7 @@ func (m *hookEngine) run(t *testing.T, hook, name string, outs resource.Property
 	require.NoError(t, err)
 	conn, err := grpc.NewClient(cb.GetTarget(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	resp, err := pulumirpc.NewCallbacksClient(conn).Invoke(t.Context(), &pulumirpc.CallbackInvokeRequest{Token: cb.GetToken(), Request: req})
 	require.NoError(t, err)
 	var out pulumirpc.ResourceHookResponse
@@ -129,7 +129,7 @@ func awaitOutputs(ctx *pulumi.Context, name string, c *proxmox.Cluster) error {
 		for _, dep := range out.Dependencies {
 			urn, err := internals.UnsafeAwaitOutput(ctx.Context(), dep.URN())
 			if err != nil || fmt.Sprint(urn.Value) == "" {
-				return fmt.Errorf("awaiting output %q of %s: a resource it depends on has no URN (%v)", k, name, err)
+				return fmt.Errorf("awaiting output %q of %s: a resource it depends on has no URN (%w)", k, name, err)
 			}
 		}
 	}

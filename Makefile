@@ -107,6 +107,23 @@ integration: ## Run the integration tests with the real pulumi CLI (Automation A
 	@command -v pulumi >/dev/null || { echo "make integration: the pulumi CLI is not on PATH (see CONTRIBUTING.md, Integration tests)"; exit 1; }
 	$(GO) test -count=1 -tags integration -run Integration -v $(INTEGRATION_PACKAGES)
 
+# The dependencies whose versions decide what the clusters run and how the providers behave.
+DEPS_PINNED ?= github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 \
+	github.com/pulumiverse/pulumi-talos/sdk github.com/pulumi/pulumi-kubernetes/sdk/v4 \
+	github.com/pulumi/pulumi-command/sdk github.com/siderolabs/talos/pkg/machinery
+
+.PHONY: deps-check
+deps-check: ## List the pinned dependencies against the newest the module proxy serves, a new major version included (never fails: drift is shown, not refused).
+	@printf '%-46s %-10s %s\n' module pinned 'newest served'
+	@for m in $(DEPS_PINNED); do \
+	  pinned=$$($(GO) list -m -f '{{.Version}}' "$$m" 2>/dev/null || echo '?'); \
+	  newest=$$($(GO) list -m -f '{{.Version}}' "$$m@latest" 2>/dev/null || echo 'not listed by the proxy'); \
+	  base=$$(echo "$$m" | sed -E 's#/v[0-9]+$$##'); major=$$(echo "$$m" | sed -nE 's#.*/v([0-9]+)$$#\1#p'); \
+	  next=$$(( $${major:-1} + 1 )); \
+	  if nv=$$($(GO) list -m -f '{{.Version}}' "$$base/v$$next@latest" 2>/dev/null); then newest="$$nv ($$base/v$$next)"; fi; \
+	  printf '%-46s %-10s %s\n' "$$m" "$$pinned" "$$newest"; \
+	done
+
 .PHONY: bench
 bench: ## Run the Go benchmarks (program evaluation per node count, ...).
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -587,3 +587,38 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// fakeGoList answers `go list -m -f '{{.Version}}' <module>[@latest]` as a
+// module proxy would: the pinned version, the newest of the major, a new
+// major for proxmoxve, and no listing for talos (as the proxy of this
+// project's machines refuses some).
+const fakeGoList = `#!/bin/bash
+m="${@: -1}"
+case "$m" in
+  github.com/pulumi/pulumi/sdk/v3) echo v3.219.0 ;;
+  github.com/pulumi/pulumi/sdk/v3@latest) echo v3.274.1 ;;
+  github.com/muhlba91/pulumi-proxmoxve/sdk/v7) echo v7.13.0 ;;
+  github.com/muhlba91/pulumi-proxmoxve/sdk/v7@latest) echo v7.13.0 ;;
+  github.com/muhlba91/pulumi-proxmoxve/sdk/v8@latest) echo v8.3.0 ;;
+  github.com/pulumiverse/pulumi-talos/sdk) echo v0.7.1 ;;
+  *) echo "go: 403 Forbidden" >&2; exit 1 ;;
+esac
+`
+
+// make deps-check lists each pinned module with the newest version served,
+// a new major version included, and never fails (issue 24: drift shown in
+// CI's output, not refused).
+func TestMakeDepsCheckShowsDrift(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fakeGo := filepath.Join(dir, "go")
+	require.NoError(t, os.WriteFile(fakeGo, []byte(fakeGoList), 0o700)) //nolint:gosec // an executable test double
+	_, _, out, err := makeIn(t, nil, "deps-check", "GO="+fakeGo,
+		"DEPS_PINNED=github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 github.com/pulumiverse/pulumi-talos/sdk")
+	require.NoError(t, err, out)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 4, out)
+	assert.Regexp(t, `^github.com/pulumi/pulumi/sdk/v3\s+v3.219.0\s+v3.274.1$`, lines[1])
+	assert.Regexp(t, `^github.com/muhlba91/pulumi-proxmoxve/sdk/v7\s+v7.13.0\s+v8.3.0 \(github.com/muhlba91/pulumi-proxmoxve/sdk/v8\)$`, lines[2])
+	assert.Regexp(t, `^github.com/pulumiverse/pulumi-talos/sdk\s+v0.7.1\s+not listed by the proxy$`, lines[3])
+}

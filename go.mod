@@ -9,7 +9,7 @@ require (
 	github.com/pulumi/esc v0.17.0
 	github.com/pulumi/pulumi-command/sdk v1.1.3
 	github.com/pulumi/pulumi-kubernetes/sdk/v4 v4.25.0
-	github.com/pulumi/pulumi/sdk/v3 v3.219.0
+	github.com/pulumi/pulumi/sdk/v3 v3.219.0 // also the oldest Pulumi CLI (Pulumi.yaml requiredPulumiVersion)
 	github.com/pulumiverse/pulumi-talos/sdk v0.7.1
 	github.com/siderolabs/crypto v0.6.4
 	github.com/siderolabs/talos/pkg/machinery v1.12.0
@@ -21,6 +21,8 @@ require (
 	google.golang.org/protobuf v1.36.10
 	gopkg.in/yaml.v3 v3.0.1
 )
+
+require golang.org/x/mod v0.31.0
 
 require (
 	cel.dev/expr v0.24.0 // indirect
@@ -129,7 +131,6 @@ require (
 	go.uber.org/zap v1.27.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/exp v0.0.0-20250128182459-e0ece0dbea4c // indirect
-	golang.org/x/mod v0.31.0 // indirect
 	golang.org/x/sync v0.19.0 // indirect
 	golang.org/x/sys v0.40.0 // indirect
 	golang.org/x/term v0.39.0 // indirect

@@ -150,6 +150,9 @@ func doctorCmd(ctx context.Context, args []string, defaultStack string, stdin io
 		return exitcode.BadConfig
 	}
 	_ = src.ReadStackFile(".", *stack) // every credential checked on its own
+	if env.PulumiVersion == nil && *configJSON == "" {
+		env = env.WithPulumi(*pulumiPath)
+	}
 	results := doctor.Run(ctx, env, src, *stack)
 	doctor.Print(stdout, results)
 	if doctor.Failed(results) {

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blang/semver"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
@@ -78,6 +79,9 @@ type Env struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// LookPath finds a local tool (exec.LookPath).
 	LookPath func(string) (string, error)
+	// PulumiVersion is what the pulumi CLI the operations run says of its
+	// version (`pulumi version`); nil: not checked.
+	PulumiVersion func(ctx context.Context) (string, error)
 	// Timeout bounds each network check.
 	Timeout time.Duration
 }
@@ -100,6 +104,15 @@ func DefaultEnv() Env {
 	}
 }
 
+// WithPulumi is env with PulumiVersion running the CLI at path.
+func (env Env) WithPulumi(path string) Env {
+	env.PulumiVersion = func(ctx context.Context) (string, error) {
+		out, err := exec.CommandContext(ctx, path, "version").Output() //nolint:gosec // the operator's own CLI
+		return string(out), err
+	}
+	return env
+}
+
 // Run loads the stack config, with the checks `up` runs before anything
 // (program.Validate: what patches and Helm values may not undo too), and
 // runs every check that applies to it.
@@ -113,6 +126,9 @@ func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result
 		return append(out, Result{Fail, "config", err.Error()})
 	}
 	out = append(out, Result{OK, "config", fmt.Sprintf("stack %s is a valid %s stack with %d nodes", stack, cfg.Platform, len(cfg.Nodes.All()))})
+	if env.PulumiVersion != nil {
+		out = append(out, checkPulumiCLI(ctx, env))
+	}
 	if cfg.Platform != stacks.PlatformProxmox {
 		return append(out, Result{Warn, "platform", "only Proxmox stacks have further checks so far"})
 	}
@@ -377,6 +393,28 @@ func connectVia(ctx context.Context, proxyURL, target string) (int, string, erro
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	return resp.StatusCode, string(body), nil
+}
+
+// MinPulumiCLI is the oldest Pulumi CLI the program runs with: the version
+// of the Go SDK it is built with (resource hooks, replaceWith, the
+// engine's readStackOutputs function), as Pulumi.yaml's
+// requiredPulumiVersion and the README say.
+const MinPulumiCLI = "3.219.0"
+
+// checkPulumiCLI checks the version of the pulumi CLI the operations run.
+func checkPulumiCLI(ctx context.Context, env Env) Result {
+	out, err := env.PulumiVersion(ctx)
+	if err != nil {
+		return Result{Fail, "pulumi", fmt.Sprintf("unable to run `pulumi version`: %v; install the Pulumi CLI %s or newer", err, MinPulumiCLI)}
+	}
+	have, err := semver.ParseTolerant(strings.TrimSpace(out))
+	if err != nil {
+		return Result{Warn, "pulumi", fmt.Sprintf("`pulumi version` says %q, not a version this check reads; the program needs %s or newer", strings.TrimSpace(out), MinPulumiCLI)}
+	}
+	if have.LT(semver.MustParse(MinPulumiCLI)) {
+		return Result{Fail, "pulumi", fmt.Sprintf("the Pulumi CLI is %s, older than %s, the oldest this program runs with (resource hooks, replaceWith); upgrade it", have, MinPulumiCLI)}
+	}
+	return Result{OK, "pulumi", fmt.Sprintf("the Pulumi CLI is %s (%s or newer needed)", have, MinPulumiCLI)}
 }
 
 func checkTool(env Env, tool, why string) Result {

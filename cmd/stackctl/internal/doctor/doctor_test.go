@@ -375,3 +375,29 @@ func TestDoctorSkipsTheHostKeyWithoutSSH(t *testing.T) {
 	assert.False(t, doctor.Failed(rs), b.String())
 	assert.NotContains(t, b.String(), "hostkey")
 }
+
+// The Pulumi CLI the operations run is checked against the oldest the
+// program runs with (issue 24: make doctor checks the installed one).
+func TestDoctorChecksThePulumiCLI(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		version string
+		err     error
+		want    string
+		failed  bool
+	}{
+		"the minimum":   {version: "v3.219.0\n", want: "ok    pulumi    the Pulumi CLI is 3.219.0 (3.219.0 or newer needed)"},
+		"newer":         {version: "v3.274.1\n", want: "the Pulumi CLI is 3.274.1"},
+		"older":         {version: "v3.200.0\n", want: "the Pulumi CLI is 3.200.0, older than 3.219.0, the oldest this program runs with", failed: true},
+		"not installed": {err: errors.New(`exec: "pulumi": executable file not found in $PATH`), want: "unable to run `pulumi version`", failed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := env(healthyAPI())
+			e.PulumiVersion = func(context.Context) (string, error) { return tc.version, tc.err }
+			rs, out := run(t, e)
+			assert.Contains(t, out, tc.want)
+			assert.Equal(t, tc.failed, doctor.Failed(rs), out)
+		})
+	}
+}

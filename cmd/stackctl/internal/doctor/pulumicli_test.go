@@ -1,0 +1,50 @@
+package doctor_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/mod/modfile"
+	"gopkg.in/yaml.v3"
+
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// One minimum Pulumi CLI everywhere (issue 24): the Go SDK's version in
+// go.mod, Pulumi.yaml's requiredPulumiVersion (the CLI refuses older),
+// what `make doctor` checks and what the README says.
+func TestOneMinimumPulumiCLI(t *testing.T) {
+	t.Parallel()
+	root := stackstest.RepoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	mod, err := modfile.Parse("go.mod", raw, nil)
+	require.NoError(t, err)
+	sdk := ""
+	for _, r := range mod.Require {
+		if r.Mod.Path == "github.com/pulumi/pulumi/sdk/v3" {
+			sdk = strings.TrimPrefix(r.Mod.Version, "v")
+		}
+	}
+	require.NotEmpty(t, sdk)
+	assert.Equal(t, sdk, doctor.MinPulumiCLI, "make doctor")
+
+	raw, err = os.ReadFile(filepath.Join(root, "Pulumi.yaml"))
+	require.NoError(t, err)
+	var project struct {
+		Required string `yaml:"requiredPulumiVersion"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &project))
+	assert.Equal(t, ">="+sdk, project.Required, "Pulumi.yaml")
+
+	raw, err = os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	minor := regexp.MustCompile(`^\d+\.\d+`).FindString(sdk)
+	assert.Contains(t, string(raw), "Pulumi CLI](https://www.pulumi.com/docs/install/) "+minor+" or newer", "README")
+}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fluodata/talos-pulumi/internal/progress"
 )
 
 // Defaults of DrainOptions.
@@ -16,6 +18,10 @@ const (
 	DefaultDrainTimeout = 5 * time.Minute
 	DefaultDrainPoll    = 2 * time.Second
 )
+
+// DefaultProgressEvery is how often a drain reports what it waits for,
+// unless told otherwise (progress.DefaultEvery).
+const DefaultProgressEvery = progress.DefaultEvery
 
 // DrainOptions tune Drain; zero values take the defaults.
 type DrainOptions struct {
@@ -117,8 +123,8 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 	if opts.Poll <= 0 {
 		opts.Poll = DefaultDrainPoll
 	}
-	p := startProgress(fmt.Sprintf("the pods of node %q to be evicted", node), opts.Progress, opts.ProgressEvery)
-	defer p.stop()
+	p := progress.Start(fmt.Sprintf("the pods of node %q to be evicted", node), opts.Progress, opts.ProgressEvery)
+	defer p.Stop()
 	if err := c.Cordon(ctx, node); err != nil {
 		return DrainResult{}, fmt.Errorf("unable to drain node %q: %w", node, err)
 	}
@@ -126,7 +132,7 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 	if err != nil {
 		return DrainResult{}, fmt.Errorf("unable to drain node %q: %w", node, err)
 	}
-	p.saw(left(pods, "left"))
+	p.Saw(left(pods, "left"))
 	dctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	// stopped turns an error into the drain's own once its time is out or
@@ -134,7 +140,7 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 	stopped := func() error {
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("unable to drain node %q: %s after %s, %s: %w", node, runStopped(ctx), p.elapsed(), left(pods, "had not moved"), ctx.Err())
+			return fmt.Errorf("unable to drain node %q: %s after %s, %s: %w", node, progress.RunStopped(ctx), p.Elapsed(), left(pods, "had not moved"), ctx.Err())
 		case dctx.Err() != nil:
 			return drainTimeout(node, opts.Timeout, pods)
 		}
@@ -186,7 +192,7 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 				n++
 			}
 		}
-		p.saw(left(pods, "left"))
+		p.Saw(left(pods, "left"))
 		if n == 0 {
 			return DrainResult{Skipped: describe(pods, func(p *drained) bool { return p.skipped })}, nil
 		}

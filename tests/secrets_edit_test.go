@@ -33,14 +33,11 @@ import (
 // it is lowered, even by a patch release.
 func TestNoStackEditReplacesTheMachineSecrets(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ file, stack string }{
-		{stackstest.ProxmoxExample, "proxmox-homelab"},
-		{stackstest.VPSExample, "vps-prod"},
-	} {
-		t.Run(tc.stack, func(t *testing.T) {
+	for _, tc := range stackstest.Examples {
+		t.Run(tc.Stack, func(t *testing.T) {
 			t.Parallel()
-			src := stackstest.Example(t, tc.file)
-			e, outs, _, err := programtest.Run(t, src, tc.stack, program.Options{})
+			src := stackstest.Example(t, tc.File)
+			e, outs, _, err := programtest.Run(t, src, tc.Stack, program.Options{})
 			require.NoError(t, err)
 			secrets := onlyOne(t, e, componentstest.Secrets)
 			assert.Contains(t, secrets.IgnoreChanges, "talosVersion")
@@ -51,7 +48,7 @@ func TestNoStackEditReplacesTheMachineSecrets(t *testing.T) {
 			refused, kept := 0, 0
 			for _, ed := range edits {
 				e := &componentstest.Engine{StackOutputs: last}
-				_, _, _, err := programtest.RunOn(t, e, ed.src, tc.stack, program.Options{})
+				_, _, _, err := programtest.RunOn(t, e, ed.src, tc.Stack, program.Options{})
 				if err != nil {
 					assert.Empty(t, e.All(), "%s: refused, but after registering resources: %v", ed.name, err)
 					refused++

@@ -27,14 +27,11 @@ var updateURNs = flag.Bool("update-urns", false, "rewrite testdata/urns/*.txt fr
 // `pulumi state` steps move an existing stack.
 func TestExampleStacksKeepTheirURNs(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ file, stack string }{
-		{stackstest.ProxmoxExample, "proxmox-homelab"},
-		{stackstest.VPSExample, "vps-prod"},
-	} {
-		t.Run(tc.stack, func(t *testing.T) {
+	for _, tc := range stackstest.Examples {
+		t.Run(tc.Stack, func(t *testing.T) {
 			t.Parallel()
-			src := stackstest.Example(t, tc.file)
-			e, _, _, err := programtest.Run(t, src, tc.stack, program.Options{})
+			src := stackstest.Example(t, tc.File)
+			e, _, _, err := programtest.Run(t, src, tc.Stack, program.Options{})
 			require.NoError(t, err)
 
 			var urns []string
@@ -44,14 +41,14 @@ func TestExampleStacksKeepTheirURNs(t *testing.T) {
 			}
 			slices.Sort(urns)
 			got := strings.Join(urns, "\n") + "\n"
-			path := filepath.Join("testdata", "urns", tc.stack+".txt")
+			path := filepath.Join("testdata", "urns", tc.Stack+".txt")
 			if *updateURNs {
 				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 				require.NoError(t, os.WriteFile(path, []byte(got), 0o600))
 			}
 			want, err := os.ReadFile(path)
 			require.NoError(t, err, "run `go test ./tests -run TestExampleStacksKeepTheirURNs -update-urns` once to create it")
-			assert.Equal(t, string(want), got, "the URNs of %s changed: existing stacks would lose or re-create these resources", tc.stack)
+			assert.Equal(t, string(want), got, "the URNs of %s changed: existing stacks would lose or re-create these resources", tc.Stack)
 		})
 	}
 }

@@ -32,6 +32,13 @@ const (
 	VPSExample     = "Pulumi.vps-prod.yaml.example"
 )
 
+// ExampleStack is an example stack file and the stack name the tests run
+// it as (the name its tags and MACs are derived from).
+type ExampleStack struct{ File, Stack string }
+
+// Examples are both example stacks.
+var Examples = []ExampleStack{{ProxmoxExample, "proxmox-homelab"}, {VPSExample, "vps-prod"}}
+
 // ExampleSecrets are the secrets a user sets after copying each example.
 var ExampleSecrets = map[string]map[string]string{
 	ProxmoxExample: {"proxmox.apiTokenSecret": "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47"},

@@ -32,19 +32,16 @@ func load(t *testing.T, src stacks.Source) *stacks.Config {
 // engine's rule, for both example stacks.
 func TestPlanMatchesProgramURNs(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ file, stack string }{
-		{stackstest.ProxmoxExample, "proxmox-homelab"},
-		{stackstest.VPSExample, "vps-prod"},
-	} {
-		t.Run(tc.stack, func(t *testing.T) {
+	for _, tc := range stackstest.Examples {
+		t.Run(tc.Stack, func(t *testing.T) {
 			t.Parallel()
-			src := stackstest.Example(t, tc.file)
-			e, _, _, err := programtest.Run(t, src, tc.stack, program.Options{})
+			src := stackstest.Example(t, tc.File)
+			e, _, _, err := programtest.Run(t, src, tc.Stack, program.Options{})
 			require.NoError(t, err)
 
 			rs, err := Plan(load(t, src), PlanOptions{SecretsFile: "secrets.yaml", Bootstrapped: true})
 			require.NoError(t, err)
-			urns, err := URNs(tc.stack, src.Project, rs)
+			urns, err := URNs(tc.Stack, src.Project, rs)
 			require.NoError(t, err)
 
 			byName := map[string]*optimport.ImportResource{}
@@ -63,7 +60,7 @@ func TestPlanMatchesProgramURNs(t *testing.T) {
 			}
 			// The releases a second import takes over sit under the same
 			// component, with the cluster's own Kubernetes provider.
-			nameTable, rels, err := ReleasesPlan(load(t, src), tc.stack, src.Project, []string{"cilium", "kubelet-csr-approver"})
+			nameTable, rels, err := ReleasesPlan(load(t, src), tc.Stack, src.Project, []string{"cilium", "kubelet-csr-approver"})
 			require.NoError(t, err)
 			require.Len(t, rels, 2)
 			for _, r := range rels {

@@ -18,14 +18,11 @@ import (
 // are the program's, for both example stacks.
 func TestBootstrapNodeIsTheProgramsBootstrapNode(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ file, stack string }{
-		{stackstest.ProxmoxExample, "proxmox-homelab"},
-		{stackstest.VPSExample, "vps-prod"},
-	} {
-		t.Run(tc.stack, func(t *testing.T) {
+	for _, tc := range stackstest.Examples {
+		t.Run(tc.Stack, func(t *testing.T) {
 			t.Parallel()
-			src := stackstest.Example(t, tc.file)
-			e, _, _, err := programtest.Run(t, src, tc.stack, program.Options{})
+			src := stackstest.Example(t, tc.File)
+			e, _, _, err := programtest.Run(t, src, tc.Stack, program.Options{})
 			require.NoError(t, err)
 			boot := e.One(t, componentstest.Bootstrap)
 			node, err := BootstrapNode(load(t, src))

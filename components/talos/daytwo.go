@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
+	"github.com/fluodata/talos-pulumi/internal/progress"
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 )
@@ -49,7 +50,7 @@ type Deps struct {
 	// Context is cancelled when the operator cancels the run (Ctrl-C):
 	// the hooks stop waiting then (context.Background() when nil). The
 	// engine does not tell the program of a cancellation: the program
-	// learns it from stackctl (see program.CancelFileEnv).
+	// learns it from stackctl (see internal/cancelfile).
 	Context context.Context
 }
 
@@ -101,16 +102,14 @@ func hookTimeout(t rollout.Timing) time.Duration {
 // resource name, the credentials once the secrets resolve, one Talos API
 // connection, and what happened to the nodes so far.
 type dayTwo struct {
-	ctx         *pulumi.Context
-	deps        Deps
-	talos       string // the Talos version the nodes must run
-	kubernetes  string // the Kubernetes version
-	byApply     map[string]rollout.Node
-	cps         []string
-	leaving     []string // control planes of the last run this one removes
-	previousCPs []string // the control planes' IPs of the last run; nil when unknown
-	// previousRoles are the nodes of the last run; nil when unknown.
-	previousRoles map[string]Role
+	ctx        *pulumi.Context
+	deps       Deps
+	talos      string // the Talos version the nodes must run
+	kubernetes string // the Kubernetes version
+	byApply    map[string]rollout.Node
+	cps        []string
+	leaving    []string  // control planes of the last run this one removes
+	previous   *Previous // the cluster as the last run left it; nil when unknown
 	// machineChanged are the nodes whose Machine changed since the last
 	// run: their machine is replaced.
 	machineChanged map[string]bool
@@ -159,13 +158,7 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		configs:     map[string]*future[nodeConfig]{},
 		workerTurns: make(chan struct{}, args.Cluster.WorkerParallelism()), controlPlaneTurn: make(chan struct{}, 1),
 	}
-	if args.Previous != nil && args.Previous.ControlPlanes != nil {
-		d.previousCPs = append([]string{}, args.Previous.ControlPlaneIPs...)
-	}
-	if args.Previous != nil {
-		d.previousRoles = args.Previous.Roles
-	}
-	d.applyPrefix, d.machineChanged = prefix, map[string]bool{}
+	d.previous, d.applyPrefix, d.machineChanged = args.Previous, prefix, map[string]bool{}
 	for _, n := range args.Nodes {
 		if args.Previous != nil {
 			was := args.Previous.Machines[n.Name]
@@ -416,7 +409,7 @@ func (d *dayTwo) runKubernetesPhase(ctx context.Context, ops rollout.Ops, args *
 // configured reports whether the control plane at ip ran in the cluster
 // before this run (true when the last run is unknown).
 func (d *dayTwo) configured(ip string) bool {
-	return d.previousCPs == nil || slices.Contains(d.previousCPs, ip)
+	return d.previous == nil || d.previous.ControlPlanes == nil || slices.Contains(d.previous.ControlPlaneIPs, ip)
 }
 
 // byIP is the node with that IP.
@@ -523,7 +516,7 @@ func (d *dayTwo) removalTurn(n rollout.Node) (release func(), err error) {
 	if n.Role == rollout.ControlPlane {
 		turns = d.controlPlaneTurn
 	}
-	waiting := time.NewTicker(progressEvery)
+	waiting := time.NewTicker(progress.DefaultEvery)
 	defer waiting.Stop()
 	for {
 		select {
@@ -536,9 +529,6 @@ func (d *dayTwo) removalTurn(n rollout.Node) (release func(), err error) {
 		}
 	}
 }
-
-// progressEvery is how often a hook that waits says so.
-const progressEvery = 30 * time.Second
 
 // rejoin runs before a node's config apply is created. On a first `up`, or
 // for a node the last run did not have, there is nothing to do. A node the
@@ -602,7 +592,10 @@ func (d *dayTwo) rejoined(args *pulumi.ResourceHookArgs) error {
 
 // hadBefore reports whether the last run had the node.
 func (d *dayTwo) hadBefore(n rollout.Node) bool {
-	_, ok := d.previousRoles[n.Name]
+	if d.previous == nil {
+		return false
+	}
+	_, ok := d.previous.Roles[n.Name]
 	return ok
 }
 

@@ -160,10 +160,7 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 	}
 	d.previous, d.applyPrefix, d.machineChanged = args.Previous, prefix, map[string]bool{}
 	for _, n := range args.Nodes {
-		if args.Previous != nil {
-			was := args.Previous.Machines[n.Name]
-			d.machineChanged[n.Name] = was != "" && n.Machine != "" && was != n.Machine
-		}
+		d.machineChanged[n.Name] = machineReplaced(args.Previous, n)
 	}
 	if args.Previous != nil {
 		// Control planes the stack drops in this run are still etcd

@@ -69,12 +69,21 @@ func talosDowngrade(running, wanted string) string {
 func (a *ClusterArgs) replacedControlPlanes() []string {
 	var out []string
 	for _, n := range a.Nodes {
-		was := a.Previous.Machines[n.Name]
-		if n.Role == RoleControlPlane && was != "" && n.Machine != "" && was != n.Machine {
-			out = append(out, fmt.Sprintf("%s (%s -> %s)", n.Name, was, n.Machine))
+		if n.Role == RoleControlPlane && machineReplaced(a.Previous, n) {
+			out = append(out, fmt.Sprintf("%s (%s -> %s)", n.Name, a.Previous.Machines[n.Name], n.Machine))
 		}
 	}
 	return out
+}
+
+// machineReplaced reports whether n's machine is another than the last
+// run's: both known, and different.
+func machineReplaced(prev *Previous, n NodeSpec) bool {
+	if prev == nil {
+		return false
+	}
+	was := prev.Machines[n.Name]
+	return was != "" && n.Machine != "" && was != n.Machine
 }
 
 // checkReplaced refuses more than one control plane replaced or removed in

@@ -54,34 +54,44 @@ func ReadPrevious(ctx *pulumi.Context) (*talos.Previous, error) {
 // that they were skipped.
 func ReadLast(ctx *pulumi.Context) (Last, error) {
 	name := fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), ctx.Stack())
+	outputs, err := readStack(ctx, ReadStackOutputsToken, &readStackOutputsArgs{Name: name},
+		"unable to read the stack's last outputs (%v): "+talos.SkippedWithoutPrevious)
+	if err != nil || outputs == nil {
+		return Last{}, err
+	}
+	last := Last{Cluster: previousFrom(outputs)}
+	if p, ok := outputs[PlatformOutput].(string); ok {
+		last.Platform = stacks.Platform(p)
+	}
+	if last.Cluster == nil {
+		return last, nil
+	}
+	resources, err := readStack(ctx, ReadStackResourcesToken, &readStackResourcesArgs{StackName: name},
+		"unable to read the stack's last state (%v): nodes still leaving the cluster after a failed removal are not counted")
+	if err != nil {
+		return Last{}, err
+	}
+	addLeaving(last.Cluster, resources)
+	return last, nil
+}
+
+// readStack calls one of the engine's functions that read a stack and
+// returns its outputs; a failed call is the warning unreadable says (its
+// %v the error), and nil outputs.
+func readStack(ctx *pulumi.Context, token string, args any, unreadable string) (map[string]any, error) {
 	var res struct {
 		Outputs map[string]any `pulumi:"outputs"`
 	}
-	if err := ctx.Invoke(ReadStackOutputsToken, &readStackOutputsArgs{Name: name}, &res); err != nil {
-		msg := fmt.Sprintf("unable to read the stack's last outputs (%v): %s", err, talos.SkippedWithoutPrevious)
-		if werr := ctx.Log.Warn(msg, nil); werr != nil {
-			return Last{}, fmt.Errorf("unable to log a warning: %w", werr)
+	if err := ctx.Invoke(token, args, &res); err != nil {
+		if werr := ctx.Log.Warn(fmt.Sprintf(unreadable, err), nil); werr != nil {
+			return nil, fmt.Errorf("unable to log a warning: %w", werr)
 		}
-		return Last{}, nil
+		return nil, nil
 	}
-	last := Last{Cluster: previousFrom(res.Outputs)}
-	if last.Cluster != nil {
-		var state struct {
-			Outputs map[string]any `pulumi:"outputs"`
-		}
-		if err := ctx.Invoke(ReadStackResourcesToken, &readStackResourcesArgs{StackName: name}, &state); err != nil {
-			msg := fmt.Sprintf("unable to read the stack's last state (%v): nodes still leaving the cluster after a failed removal are not counted", err)
-			if werr := ctx.Log.Warn(msg, nil); werr != nil {
-				return Last{}, fmt.Errorf("unable to log a warning: %w", werr)
-			}
-		} else {
-			addLeaving(last.Cluster, state.Outputs)
-		}
+	if res.Outputs == nil {
+		res.Outputs = map[string]any{}
 	}
-	if p, ok := res.Outputs[PlatformOutput].(string); ok {
-		last.Platform = stacks.Platform(p)
-	}
-	return last, nil
+	return res.Outputs, nil
 }
 
 // checkPlatform refuses a move of a running cluster to another platform:

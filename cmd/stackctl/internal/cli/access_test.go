@@ -138,17 +138,25 @@ func TestExecStopsWhenTheHelperCannotStart(t *testing.T) {
 	assert.Contains(t, errOut.String(), "make doctor STACK=proxmox-homelab")
 }
 
-func TestExecPassesSIGTERMOnAsOneInterrupt(t *testing.T) {
-	t.Parallel()
+// execUntilReady runs script through exec on a direct-access stack, with
+// the signals the test sends, and returns once it printed "ready": the
+// signal channel, its output and its exit code to come.
+func execUntilReady(t *testing.T, script string) (chan<- os.Signal, *syncBuffer, <-chan int) {
+	t.Helper()
 	e, out, _ := accessEnvFor(proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect }), nil)
 	sigs := make(chan os.Signal, 2)
 	e.Signals = sigs
 	done := make(chan int, 1)
 	go func() {
-		done <- execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c",
-			`trap 'echo interrupted; exit 130' INT; echo ready; while :; do sleep 0.05; done`}, e)
+		done <- execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c", script}, e)
 	}()
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "ready") }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "ready") }, 10*time.Second, 10*time.Millisecond, out.String())
+	return sigs, out, done
+}
+
+func TestExecPassesSIGTERMOnAsOneInterrupt(t *testing.T) {
+	t.Parallel()
+	sigs, out, done := execUntilReady(t, `trap 'echo interrupted; exit 130' INT; echo ready; while :; do sleep 0.05; done`)
 	sigs <- os.Interrupt // a terminal's Ctrl-C already reached the command itself: not passed on
 	time.Sleep(200 * time.Millisecond)
 	assert.NotContains(t, out.String(), "interrupted")
@@ -168,16 +176,8 @@ func TestExecPassesSIGTERMOnAsOneInterrupt(t *testing.T) {
 // gone afterwards.
 func TestExecTellsTheProgramOfAnInterrupt(t *testing.T) {
 	t.Parallel()
-	e, out, _ := accessEnvFor(proxmoxStack(t, func(px map[string]any) { px["access"] = stacks.AccessDirect }), nil)
-	sigs := make(chan os.Signal, 2)
-	e.Signals = sigs
-	done := make(chan int, 1)
-	go func() {
-		done <- execCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--", "sh", "-c",
-			`echo "file=$` + cancelfile.Env + `"; [ -e "$` + cancelfile.Env + `" ] && exit 3; echo ready; ` +
-				`while [ ! -e "$` + cancelfile.Env + `" ]; do sleep 0.05; done; echo cancelled`}, e)
-	}()
-	require.Eventually(t, func() bool { return strings.Contains(out.String(), "ready") }, 10*time.Second, 10*time.Millisecond, out.String())
+	sigs, out, done := execUntilReady(t, `echo "file=$`+cancelfile.Env+`"; [ -e "$`+cancelfile.Env+`" ] && exit 3; echo ready; `+
+		`while [ ! -e "$`+cancelfile.Env+`" ]; do sleep 0.05; done; echo cancelled`)
 	sigs <- os.Interrupt
 	select {
 	case code := <-done:

@@ -14,6 +14,8 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+
+	"github.com/fluodata/talos-pulumi/internal/talosversion"
 )
 
 var (
@@ -35,8 +37,6 @@ var (
 
 // Limits this project relies on.
 const (
-	minTalosMinor      = 8 // multi-doc configs and the ingress firewall need recent Talos
-	machineryMinor     = 12
 	minVMID            = 100
 	maxVMID            = 999999999
 	minDiskGiB         = 10 // Talos needs at least 10 GB for its partitions
@@ -140,13 +140,13 @@ func validateTalosVersion(d *Diagnostics, v string) {
 		}
 		return
 	}
-	major, _ := strconv.Atoi(m[1])
 	minor, _ := strconv.Atoi(m[2])
+	_, pinnedMinor := talosversion.Pinned()
 	switch {
-	case major != 1 || minor < minTalosMinor:
-		d.errorf(path, "%q is not supported; use v1.%d or newer", v, minTalosMinor)
-	case minor > machineryMinor:
-		d.warnf(path, "%q is newer than v1.%d, the release this project generates and validates machine configs with", v, machineryMinor)
+	case talosversion.CheckSupported(v) != nil:
+		d.errorf(path, "%v", talosversion.CheckSupported(v))
+	case minor > pinnedMinor:
+		d.warnf(path, "%q is newer than v1.%d, the newest release this project validates machine configs for", v, pinnedMinor)
 	}
 }
 

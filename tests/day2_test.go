@@ -38,14 +38,14 @@ func TestTheProgramRefusesUnsafeChangesFromItsLastOutputs(t *testing.T) {
 	}{
 		"a skipped Kubernetes minor version": {
 			outputs: resource.PropertyMap{
-				"kubernetesVersion": resource.NewStringProperty("1.33.2"),
+				"kubernetesVersion": resource.NewStringProperty("1.34.2"),
 				"nodes":             nodesOutput([]string{"cp-0"}, []string{"worker-0", "worker-1"}),
 			},
-			want: "cluster.kubernetesVersion: 1.35.0 skips a minor version: the cluster runs 1.33.2",
+			want: "cluster.kubernetesVersion: 1.36.3 skips a minor version: the cluster runs 1.34.2",
 		},
 		"two control planes removed": {
 			outputs: resource.PropertyMap{
-				"kubernetesVersion": resource.NewStringProperty("1.35.0"),
+				"kubernetesVersion": resource.NewStringProperty("1.36.3"),
 				"nodes":             nodesOutput([]string{"cp-0", "cp-1", "cp-2"}, []string{"worker-0", "worker-1"}),
 			},
 			want: "nodes: removes 2 control planes in one `up` (cp-1, cp-2)",
@@ -119,7 +119,7 @@ func TestAControlPlaneStillLeavingCountsAgainstTheNextRemoval(t *testing.T) {
 	src := stackstest.Example(t, stackstest.ProxmoxExample)
 	e := &componentstest.Engine{
 		StackOutputs: resource.PropertyMap{
-			"kubernetesVersion": resource.NewStringProperty("1.35.0"),
+			"kubernetesVersion": resource.NewStringProperty("1.36.3"),
 			"nodes":             nodesOutput([]string{"cp-0", "cp-1"}, []string{"worker-0", "worker-1"}),
 		},
 		StackResources: resource.PropertyMap{

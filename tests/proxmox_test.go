@@ -88,12 +88,12 @@ func TestProxmoxExampleGraph(t *testing.T) {
 	require.Len(t, isos, 1, "one Proxmox node hosts every VM: one ISO")
 	iso := isos[0]
 	wantISO := proxmox.ISOFileName(proxmox.ISOFile{
-		Stack: "proxmox-homelab", Cluster: "homelab", TalosVersion: "v1.12.4", SchematicID: componentstest.SchematicID, Platform: "metal",
+		Stack: "proxmox-homelab", Cluster: "homelab", TalosVersion: "v1.13.9", SchematicID: componentstest.SchematicID, Platform: "metal",
 	})
-	assert.Regexp(t, `^talos-v1\.12\.4-`+componentstest.SchematicID[:12]+`-metal-proxmox-homelab-homelab-[0-9a-f]{8}-amd64\.iso$`, wantISO)
+	assert.Regexp(t, `^talos-v1\.13\.9-`+componentstest.SchematicID[:12]+`-metal-proxmox-homelab-homelab-[0-9a-f]{8}-amd64\.iso$`, wantISO)
 	assert.Equal(t, wantISO, iso.Inputs["fileName"].StringValue())
 	assert.Equal(t, "pve", iso.Inputs["nodeName"].StringValue())
-	assert.Equal(t, "https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.12.4/metal-amd64.iso", iso.Inputs["url"].StringValue())
+	assert.Equal(t, "https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.13.9/metal-amd64.iso", iso.Inputs["url"].StringValue())
 	assert.False(t, iso.Inputs["overwrite"].BoolValue())
 	assert.True(t, iso.Inputs["overwriteUnmanaged"].BoolValue(), "a file of this stack's ISO name in the way is downloaded again, not an error")
 	assert.False(t, iso.RetainOnDelete, "destroy deletes the ISO by default")
@@ -176,7 +176,7 @@ func TestProxmoxExampleGraph(t *testing.T) {
 	}
 	for _, a := range e.ByType(componentstest.Apply) {
 		assert.Contains(t, strings.Join(strs(a.Inputs["configPatches"]), "\n"),
-			"factory.talos.dev/metal-installer/"+componentstest.SchematicID+":v1.12.4", "installer from the same schematic")
+			"factory.talos.dev/metal-installer/"+componentstest.SchematicID+":v1.13.9", "installer from the same schematic")
 	}
 	for _, r := range e.Created() {
 		if r.Type != componentstest.ProxmoxCluster {

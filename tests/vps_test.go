@@ -62,7 +62,7 @@ func TestVPSExampleGraph(t *testing.T) {
 
 	assert.Equal(t, "bash -s", install.Inputs["create"].StringValue())
 	stdin := install.Inputs["stdin"].StringValue()
-	assert.True(t, strings.HasPrefix(stdin, "IMAGE_URL='https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.12.4/metal-amd64.raw.zst'\n"+
+	assert.True(t, strings.HasPrefix(stdin, "IMAGE_URL='https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.13.9/metal-amd64.raw.zst'\n"+
 		"REQUIRE_RESCUE='1'\nTARGET='/dev/sda'\n"), "variables first:\n%s", stdin[:200])
 	assert.True(t, strings.HasSuffix(stdin, vps.InstallScript), "then the repo's install script as it is")
 	assert.Nil(t, install.Inputs["delete"].V, "destroy never touches the server's disk")
@@ -106,7 +106,7 @@ func TestVPSExampleGraph(t *testing.T) {
 	assert.True(t, outs["kubeconfig"].Secret)
 	assert.True(t, outs["talosconfig"].Secret)
 	assert.Equal(t, "https://203.0.113.10:6443", outs["endpoint"].Value)
-	assert.Equal(t, "https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.12.4/metal-amd64.raw.zst", outs["imageUrl"].Value)
+	assert.Equal(t, "https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.13.9/metal-amd64.raw.zst", outs["imageUrl"].Value)
 	for k, o := range outs {
 		assert.NotContains(t, fmt.Sprint(o.Value), rescuePassword, "output %s", k)
 	}

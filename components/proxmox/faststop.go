@@ -185,7 +185,7 @@ var (
 // and always through the component provider, which builds each component
 // in a pulumi.Context of its own, so that no registry per context could
 // see both) the engine keeps the first registration and refuses the
-// others, which fails nothing: in the Go SDK (v3.219) only a binding waits
+// others, which fails nothing: in the Go SDK (v3.219 to v3.259) only a binding waits
 // for a registration (the provider's TestTwoProxmoxClustersInOneProgram
 // holds it to that). The earlier versions registered that name for the
 // VMs of one cluster per program (a second cluster's was refused), so the

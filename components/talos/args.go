@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/internal/talosversion"
 )
 
 // Defaults of the optional inputs: the versions this package is tested with.
@@ -90,6 +91,9 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	}
 	if p.Required(at("talosVersion"), c.TalosVersion) {
 		p.Version(at("talosVersion"), c.TalosVersion)
+		if err := talosversion.CheckSupported(c.TalosVersion); err != nil {
+			p.Add(at("talosVersion"), "%v", err)
+		}
 	}
 	if c.KubernetesVersion != "" && !kubeVersionRe.MatchString(c.KubernetesVersion) {
 		p.Add(at("kubernetesVersion"), "%q is not a version like 1.34.1", c.KubernetesVersion)

@@ -1154,3 +1154,44 @@ func TestASchematicChangeReinstallsEveryNode(t *testing.T) {
 	}
 	assert.Equal(t, 1, l.talos.MaxDown(talosapitest.ControlPlane))
 }
+
+// A cluster on Talos v1.12 moves to v1.13 (issue 24): the stack asks for
+// v1.13.9, the program accepts the upgrade from the v1.12.4 the nodes ran
+// (Talos's own data: v1.13 takes hosts from v1.11.0), each node gets a
+// config that the v1.13 machinery accepts, and the rollout upgrades one
+// node at a time, control planes first. Kubernetes 1.34 runs on both, so
+// it stays; its move to 1.36 is the next `up`s, one minor at a time.
+func TestAClusterOnTalos112MovesTo113OneNodeAtATime(t *testing.T) {
+	t.Parallel()
+	const from, to = "v1.12.4", "v1.13.9"
+	l := newLab(t, talosapitest.Topology(3, 2, from, 30*time.Millisecond)...)
+	l.realConfigs = true
+	var invalid []string
+	l.talos.OnApply(func(ip string, data []byte) {
+		cfg, err := configloader.NewFromBytes(data)
+		if err == nil {
+			err = validateFor(t, cfg, runtimeMode("metal"))
+		}
+		if err != nil {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			invalid = append(invalid, fmt.Sprintf("%s: %v", ip, err))
+		}
+	})
+	s := stateOf(l.run(clusterArgs(from, l.nodes())))
+
+	args := clusterArgs(to, l.nodes())
+	args.Previous = &talos.Previous{TalosVersion: from, KubernetesVersion: "1.34.1"}
+	require.NoError(t, args.Validate("lab"), "v1.12 to v1.13 is one step")
+	res := l.up(s, l.run(args), nil)
+	require.NoError(t, res.err)
+	assert.Empty(t, res.warnings)
+	assert.Empty(t, invalid, "every config a node got is one Talos v1.13 accepts")
+	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3", "worker-1", "worker-2"}, upgraded(l.talos))
+	assert.Equal(t, 1, l.talos.MaxDown(""), "one node at a time")
+	for _, e := range l.talos.Events("Upgrade") {
+		assert.Contains(t, e.Args, "image="+image+to)
+	}
+	after := l.run(clusterArgs(to, l.nodes()))
+	assert.Equal(t, to, after.talosVersion)
+}

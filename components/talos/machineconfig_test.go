@@ -37,7 +37,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files and the fixed secrets bundle")
 
-const installer = "factory.talos.dev/metal-installer/SCHEMATIC:v1.12.4"
+const installer = "factory.talos.dev/metal-installer/SCHEMATIC:v1.13.9"
 
 // runtimeMode implements validation.RuntimeMode (talosctl's implementation
 // is internal to Talos). Metal images install to disk; nocloud runs in
@@ -84,7 +84,6 @@ func finalConfig(t *testing.T, cluster, endpoint, talosVersion string, role talo
 		generate.WithDNSDomain(constants.DefaultDNSDomain),
 		generate.WithInstallDisk("/dev/sda"),
 		generate.WithInstallImage("ghcr.io/siderolabs/installer:"+gendata.VersionTag),
-		generate.WithPersist(true),
 		generate.WithSecretsBundle(fixedBundle(t)),
 		generate.WithVersionContract(vc),
 	)

@@ -13,7 +13,7 @@ const vm = (name: string, role: string, ip: string, vmId: number, cores: number,
 const homelab = new talos.ProxmoxCluster("homelab", {
     cluster: {
         name: "homelab",
-        talosVersion: "v1.12.4",
+        talosVersion: "v1.13.9",
         vip: "10.10.0.5", // the Kubernetes endpoint
         nameservers: ["10.10.0.1"],
         patches: { all: ["machine:\n    time:\n        servers:\n            - time.cloudflare.com\n"] },

@@ -29,10 +29,16 @@ import (
 // Kubernetes versions (its maximum is a placeholder like 1.32.99, not a
 // release), so a real x.y.z needs Talos's own release constants; the test
 // checks each against the data (supported, and of the newest minor the
-// release runs). The .0 tag's, not the latest patch's: a Talos patch
-// upgrade then never moves Kubernetes as well, and the pinned release's
-// entry, constants.DefaultKubernetesVersion of machinery v1.12.0, is the
-// same choice.
+// release runs). One value per minor, so a Talos patch upgrade never moves
+// Kubernetes as well. A row, once written, never changes: it is what an
+// empty kubernetesVersion has meant for that minor since this project
+// knew it, so a machinery bump never moves (or lowers, which is refused)
+// the Kubernetes of a stack that leaves it empty. Rows up to v1.11 are the
+// .0 tags'; v1.12's is the default of machinery v1.12.0, the pinned one
+// until v1.13.9 (the same value). The pinned minor's default is
+// constants.DefaultKubernetesVersion of the pinned machinery (v1.13.9:
+// 1.36.3); when the machinery moves to a new minor, its row records that
+// value.
 var releaseDefaults = map[[2]int]string{
 	{1, 2}:  "1.25.0",
 	{1, 3}:  "1.26.0",
@@ -44,7 +50,31 @@ var releaseDefaults = map[[2]int]string{
 	{1, 9}:  "1.32.0",
 	{1, 10}: "1.33.0",
 	{1, 11}: "1.34.0",
+	{1, 12}: "1.35.0",
 }
+
+// OldestMinor is the oldest Talos release line (v1.OldestMinor) this
+// project supports: the configs it writes are multi-document (v1.8+) and
+// the VPS ingress firewall is a v1.8 document. Talos's compatibility data
+// knows it (a test checks), so its Kubernetes range and upgrade steps are
+// checked like any other release's.
+const OldestMinor = 8
+
+// CheckSupported returns why this project does not install Talos release
+// talos (one older than v1.OldestMinor), or nil; a version it cannot read
+// is the format check's to report.
+func CheckSupported(talos string) error {
+	v, ok := parse(talos)
+	if !ok || v[0] == 1 && v[1] >= OldestMinor {
+		return nil
+	}
+	return fmt.Errorf("%q is not supported; use v1.%d or newer", talos, OldestMinor)
+}
+
+// Pinned is the major and minor of the pinned machinery's Talos release:
+// the newest release whose configs this build validates and whose
+// compatibility data it has.
+func Pinned() (major, minor int) { return pinned[0], pinned[1] }
 
 // pinned is the major and minor of the pinned machinery's own Talos
 // release, whose default is constants.DefaultKubernetesVersion (zero if its

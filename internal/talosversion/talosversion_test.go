@@ -13,10 +13,10 @@ import (
 // the data knows has a default that it runs and that is of the newest
 // Kubernetes minor it runs. A machinery bump that adds a release (or
 // changes a range) fails here until the table follows, with the value of
-// constants.DefaultKubernetesVersion at the new previous minor's .0 tag.
+// constants.DefaultKubernetesVersion of the machinery pinned before.
 func TestDefaultsAgreeWithTheCompatibilityData(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, [2]int{1, 12}, pinned, "machinery v1.12.0 is pinned in go.mod")
+	require.Equal(t, [2]int{1, 13}, pinned, "machinery v1.13.9 is pinned in go.mod")
 	knownMinors := 0
 	for minor := range pinned[1] + 2 {
 		talos := fmt.Sprintf("v1.%d.0", minor)
@@ -42,9 +42,9 @@ func TestDefaultKubernetes(t *testing.T) {
 	t.Parallel()
 	for talos, want := range map[string]string{
 		"v1.8.0": "1.31.1", "v1.8.4": "1.31.1", "v1.9.6": "1.32.0", "v1.10.0": "1.33.0",
-		"v1.11.5": "1.34.0", "v1.12.4": constants.DefaultKubernetesVersion,
+		"v1.11.5": "1.34.0", "v1.12.4": "1.35.0", "v1.13.9": constants.DefaultKubernetesVersion,
 		"v1.11.0-beta.0": "1.34.0",
-		"v1.13.0":        constants.DefaultKubernetesVersion, // newer than the data
+		"v1.14.0":        constants.DefaultKubernetesVersion, // newer than the data
 		"":               constants.DefaultKubernetesVersion,
 		"latest":         constants.DefaultKubernetesVersion,
 	} {
@@ -58,7 +58,8 @@ func TestCheckKubernetes(t *testing.T) {
 	assert.EqualError(t, CheckKubernetes("v1.12.0", "1.29.9"), "1.29.9 is not supported by Talos v1.12.0, which runs Kubernetes 1.30 to 1.35 (its default: 1.35.0)")
 	for _, ok := range [][2]string{
 		{"v1.9.0", "1.32.4"}, {"v1.9.0", "1.27.0"}, {"v1.12.0", "v1.35.2"},
-		{"v1.13.0", "1.40.0"},                                   // a release the data does not know
+		{"v1.13.0", "1.36.3"}, {"v1.13.9", "1.31.0"},
+		{"v1.14.0", "1.40.0"},                                   // a release the data does not know
 		{"v1.9.0", "latest"}, {"1.9", "1.35.0"}, {"", "1.35.0"}, // the format checks' to report
 	} {
 		assert.NoError(t, CheckKubernetes(ok[0], ok[1]), "%v", ok)
@@ -74,10 +75,23 @@ func TestCheckUpgrade(t *testing.T) {
 	assert.ErrorContains(t, CheckUpgrade("v1.9.6", "v1.12.4"), "set talosVersion to the latest v1.11 patch release first, one `up`, then to v1.12.4")
 	for _, ok := range [][2]string{
 		{"v1.10.0", "v1.12.0"}, {"v1.11.5", "v1.12.4"}, {"v1.12.0", "v1.12.4"}, {"v1.12.4", "v1.12.4"},
-		{"v1.12.4", "v1.9.0"},                                  // a downgrade: refused elsewhere
-		{"v1.12.4", "v1.13.0"}, {"v1.12.4", "v1.13.0-alpha.1"}, // releases the data does not know
+		{"v1.12.4", "v1.9.0"}, // a downgrade: refused elsewhere
+		{"v1.12.4", "v1.13.9"}, {"v1.11.5", "v1.13.0"},
+		{"v1.13.9", "v1.14.0"}, {"v1.13.9", "v1.14.0-alpha.1"}, // releases the data does not know
 		{"", "v1.12.4"}, {"unknown", "v1.12.4"},
 	} {
 		assert.NoError(t, CheckUpgrade(ok[0], ok[1]), "%v", ok)
+	}
+}
+
+// The oldest supported release is one Talos's compatibility data knows, and
+// so is every release from it to the pinned one.
+func TestTheOldestSupportedReleaseIsInTheCompatibilityData(t *testing.T) {
+	t.Parallel()
+	major, minor := Pinned()
+	require.Equal(t, 1, major)
+	for m := OldestMinor; m <= minor; m++ {
+		_, ok := known(fmt.Sprintf("v1.%d.0", m))
+		assert.True(t, ok, "v1.%d", m)
 	}
 }

@@ -6,6 +6,7 @@ package stackstest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pulumi/esc"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/diag"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/encoding"
@@ -43,6 +43,75 @@ var Examples = []ExampleStack{{ProxmoxExample, "proxmox-homelab"}, {VPSExample, 
 var ExampleSecrets = map[string]map[string]string{
 	ProxmoxExample: {"proxmox.apiTokenSecret": "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47"},
 	VPSExample:     {"nodes.controlPlanes[0].rescue.password": "rescue-pw-Xq81"},
+}
+
+// applyProjectConfig checks a stack's config against the project's config
+// block and adds the project's defaults, as the CLI does before it runs the
+// program: a key without a default must be set, a typed key must hold a value
+// of its type (Pulumi's own ValidateConfigValue), a secret key must be
+// encrypted. The CLI's function for it (ValidateStackConfigAndApplyProjectConfig)
+// moved from the SDK into the CLI's pkg module in 3.259, which this module
+// does not depend on; the environment (ESC) part is left out: the examples
+// import no environment.
+func applyProjectConfig(stackName string, proj *workspace.Project, cfg config.Map, dec config.Decrypter) error {
+	for _, name := range slices.Sorted(maps.Keys(proj.Config)) {
+		typ := proj.Config[name]
+		key, err := config.ParseKey(proj.Name.String() + ":" + name)
+		if err != nil {
+			return err
+		}
+		value, found, err := cfg.Get(key, true)
+		if err != nil {
+			return err
+		}
+		if !found {
+			def := typ.Default
+			if def == nil {
+				def = typ.Value
+			}
+			if def == nil {
+				return fmt.Errorf("stack '%s' is missing configuration value '%s'", stackName, name)
+			}
+			encoded, err := json.Marshal(def)
+			if err != nil {
+				return err
+			}
+			var v config.Value
+			switch d := def.(type) {
+			case string:
+				v = config.NewValue(d)
+			case map[string]any, []any:
+				v = config.NewObjectValue(string(encoded))
+			default:
+				v = config.NewValue(string(encoded))
+			}
+			if err := cfg.Set(key, v, true); err != nil {
+				return err
+			}
+			continue
+		}
+		if typ.Secret && !value.Secure() {
+			return fmt.Errorf("stack '%s' with configuration key '%s' must be encrypted as it's secret", stackName, name)
+		}
+		if !typ.IsExplicitlyTyped() {
+			continue
+		}
+		plain, err := value.Value(dec)
+		if err != nil {
+			return err
+		}
+		var content any = plain
+		if value.Object() {
+			if err := json.Unmarshal([]byte(plain), &content); err != nil {
+				return err
+			}
+		}
+		if !workspace.ValidateConfigValue(*typ.Type, typ.Items, content) {
+			return fmt.Errorf("stack '%s' with configuration key '%s' must be of type '%s'",
+				stackName, name, workspace.InferFullTypeName(*typ.Type, typ.Items))
+		}
+	}
+	return nil
 }
 
 // RepoRoot finds the repository's root: the directory holding go.mod and
@@ -115,8 +184,7 @@ func StackSource(t testing.TB, path string, secrets map[string]string) stacks.So
 		}
 	}
 	stackName := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "Pulumi."), ".yaml.example")
-	if err := workspace.ValidateStackConfigAndApplyProjectConfig(
-		ctx, stackName, proj, esc.Value{}, ps.Config, crypter, crypter); err != nil {
+	if err := applyProjectConfig(stackName, proj, ps.Config, crypter); err != nil {
 		t.Fatalf("Pulumi rejects %s: %v", path, err)
 	}
 	plain, err := ps.Config.Decrypt(crypter)

@@ -151,7 +151,10 @@ func read(c config.Provider) snapshot {
 	kp := m.Features().KubePrism()
 	s[sPrism] = onOff(kp.Enabled())
 	s[sPrismPort] = strconv.Itoa(kp.Port())
-	s[sRotate] = m.Kubelet().ExtraArgs()["rotate-server-certificates"]
+	// Talos 1.13 lets an argument repeat; the kubelet takes the last.
+	if v := m.Kubelet().ExtraArgs()["rotate-server-certificates"]; len(v) > 0 {
+		s[sRotate] = v[len(v)-1]
+	}
 	s[sSchedCP] = onOff(cl.ScheduleOnControlPlanes())
 	return s
 }

@@ -399,7 +399,7 @@ func connectVia(ctx context.Context, proxyURL, target string) (int, string, erro
 // of the Go SDK it is built with (resource hooks, replaceWith, the
 // engine's readStackOutputs function), as Pulumi.yaml's
 // requiredPulumiVersion and the README say.
-const MinPulumiCLI = "3.219.0"
+const MinPulumiCLI = "3.259.0"
 
 // checkPulumiCLI checks the version of the pulumi CLI the operations run.
 func checkPulumiCLI(ctx context.Context, env Env) Result {

@@ -386,9 +386,9 @@ func TestDoctorChecksThePulumiCLI(t *testing.T) {
 		want    string
 		failed  bool
 	}{
-		"the minimum":   {version: "v3.219.0\n", want: "ok    pulumi    the Pulumi CLI is 3.219.0 (3.219.0 or newer needed)"},
+		"the minimum":   {version: "v3.259.0\n", want: "ok    pulumi    the Pulumi CLI is 3.259.0 (3.259.0 or newer needed)"},
 		"newer":         {version: "v3.274.1\n", want: "the Pulumi CLI is 3.274.1"},
-		"older":         {version: "v3.200.0\n", want: "the Pulumi CLI is 3.200.0, older than 3.219.0, the oldest this program runs with", failed: true},
+		"older":         {version: "v3.200.0\n", want: "the Pulumi CLI is 3.200.0, older than 3.259.0, the oldest this program runs with", failed: true},
 		"not installed": {err: errors.New(`exec: "pulumi": executable file not found in $PATH`), want: "unable to run `pulumi version`", failed: true},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // SIGINT, finishes its work and exits; it also notes whether it leads its
 // own process group.
 const fakePulumiScript = `#!/bin/bash
-if [ "$1" = version ]; then echo v3.219.0; exit 0; fi
+if [ "$1" = version ]; then echo v3.259.0; exit 0; fi
 dir=$(dirname "$0")
 echo "$@" > "$dir/args"
 read -r _ _ _ _ pgrp _ < /proc/$$/stat
@@ -43,7 +43,7 @@ func fakeCLI(t *testing.T) (string, *driver.CLI) {
 func TestCLIReadsItsVersion(t *testing.T) {
 	t.Parallel()
 	_, cli := fakeCLI(t)
-	assert.Equal(t, "3.219.0", cli.Version().String())
+	assert.Equal(t, "3.259.0", cli.Version().String())
 	_, err := driver.NewCLI(context.Background(), filepath.Join(t.TempDir(), "nope"), time.Second)
 	assert.Error(t, err)
 }

@@ -1,6 +1,6 @@
 // Package drivertest is a fake Pulumi CLI for the driver's tests: an
 // auto.PulumiCommand that answers the commands the Automation API runs the
-// way pulumi 3.219 does, records every call, and can fail, lock or block.
+// way pulumi 3.259 does, records every call, and can fail, lock or block.
 package drivertest
 
 import (
@@ -56,7 +56,7 @@ type Pulumi struct {
 // Up to 3.205 it tailed a file, and lost the summary now and then when the
 // command exited right after writing it, as this fake does: a preview then
 // failed with "failed to get preview summary".
-func (p *Pulumi) Version() semver.Version { return semver.MustParse("3.219.0") }
+func (p *Pulumi) Version() semver.Version { return semver.MustParse("3.259.0") }
 
 // Calls returns the recorded invocations.
 func (p *Pulumi) Calls() []Call {

@@ -1,14 +1,24 @@
 // Package cancelfile tells a Pulumi program that its run was cancelled.
-// The engine does not: its first Ctrl-C lets the steps in flight finish,
-// and a resource hook is one, so a hook that waits goes on waiting. `stackctl
-// exec`, which the make targets run pulumi under, creates a file on the
-// first Ctrl-C and names it in the environment of pulumi, which its program
-// and its plugins inherit.
+// The engine's first Ctrl-C lets the steps in flight finish, and a resource
+// hook is one, so a hook that waits must learn of the cancel on its own.
+// Two signs reach the program:
+//
+//   - SIGINT: since Pulumi CLI 3.229 the Go language host answers the
+//     engine's Cancel by interrupting the program, and kills it 5 s later
+//     (pulumi-language-go's runProgram: cmd.Cancel, WaitDelay). A Go program
+//     that does not catch it dies at once, in the middle of a hook's drain
+//     or etcd leave; caught, the hooks stop waiting and say so first.
+//   - a file: `stackctl exec`, which the make targets run pulumi under,
+//     creates one on the first Ctrl-C and names it in the environment of
+//     pulumi, which its program and its plugins inherit. The component
+//     provider's plugin gets no SIGINT, and older CLIs send none.
 package cancelfile
 
 import (
 	"context"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -40,13 +50,16 @@ func Watch(parent context.Context, path string, poll time.Duration) context.Cont
 	return ctx
 }
 
-// FromEnv is Watch of the file the environment names, with no parent (a
-// hook runs after the program's body returned); context.Background() when
-// none is named.
+// FromEnv is a context that ends when the run is cancelled: on SIGINT or
+// SIGTERM, or once the file the environment names exists. It has no parent
+// (a hook runs after the program's body returned) and lives as long as the
+// process: a program calls it once.
 func FromEnv() context.Context {
+	//nolint:govet // the signals stay caught for the process's life: never stopped
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	path := os.Getenv(Env)
 	if path == "" {
-		return context.Background()
+		return ctx
 	}
-	return Watch(context.Background(), path, Poll)
+	return Watch(ctx, path, Poll)
 }

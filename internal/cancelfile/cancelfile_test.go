@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,5 +28,24 @@ func TestWatch(t *testing.T) {
 	case <-ctx.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("not cancelled once the file exists")
+	}
+}
+
+// The program's context ends on the SIGINT that the Go language host of
+// Pulumi CLI 3.229 and later sends when the run is cancelled, and the
+// process lives on (a program that did not catch it would die at once).
+func TestFromEnvEndsOnInterrupt(t *testing.T) {
+	t.Setenv(cancelfile.Env, "")
+	ctx := cancelfile.FromEnv()
+	select {
+	case <-ctx.Done():
+		t.Fatal("cancelled before any signal")
+	case <-time.After(20 * time.Millisecond):
+	}
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not cancelled by SIGINT")
 	}
 }

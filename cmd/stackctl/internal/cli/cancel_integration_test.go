@@ -25,7 +25,9 @@ import (
 // Ctrl-C. Run as `make up` runs it, under `stackctl exec`, in a process
 // group of its own that gets one SIGINT as a terminal's Ctrl-C sends it,
 // the hook sees the cancellation (internal/cancelfile) and pulumi exits
-// within seconds, not after the hook's three minutes.
+// within seconds, not after the hook's three minutes. Pulumi CLI 3.229 and
+// later also interrupt the program itself on the engine's Cancel, so plain
+// `pulumi up` (no stackctl, no cancel file) stops the hook the same way.
 func TestIntegrationCtrlCStopsAWaitingHookWithTheRealCLI(t *testing.T) {
 	pulumiPath, err := exec.LookPath("pulumi")
 	if err != nil {
@@ -56,9 +58,20 @@ func TestIntegrationCtrlCStopsAWaitingHookWithTheRealCLI(t *testing.T) {
 		require.NoError(t, err, string(b))
 	}
 	run("stack", "init", "it")
+	for name, argv := range map[string][]string{
+		"under stackctl exec": {stackctl, "exec", "--stack", "it", "--pulumi", pulumiPath, "--", pulumiPath, "up", "--yes", "--stack", "it"},
+		"plain pulumi up":     {pulumiPath, "up", "--yes", "--stack", "it"},
+	} {
+		t.Run(name, func(t *testing.T) { ctrlCStopsTheHook(t, argv, project, env) })
+	}
+}
 
+// ctrlCStopsTheHook runs argv in a process group of its own, sends the
+// group one SIGINT once the hook waits, and checks that the hook stopped.
+func ctrlCStopsTheHook(t *testing.T, argv []string, project string, env []string) {
+	t.Helper()
 	var out bytes.Buffer
-	cmd := exec.Command(stackctl, "exec", "--stack", "it", "--pulumi", pulumiPath, "--", pulumiPath, "up", "--yes", "--stack", "it")
+	cmd := exec.Command(argv[0], argv[1:]...) //nolint:gosec // the test's own binaries
 	cmd.Dir, cmd.Env = project, env
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group

@@ -87,6 +87,7 @@ type Engine struct {
 	// stackReads are the names of the stacks whose outputs were read
 	// through the engine's readStackOutputs function.
 	stackReads []string
+	invokes    []Invoked
 }
 
 // ReadStackOutputs is the engine's built-in function that reads a stack's
@@ -96,6 +97,19 @@ const ReadStackOutputs = "pulumi:pulumi:readStackOutputs"
 // ReadStackResourceOutputs is the engine's built-in function that reads the
 // outputs of a stack's resources.
 const ReadStackResourceOutputs = "pulumi:pulumi:readStackResourceOutputs"
+
+// Invoked is one function call (invoke) of the program.
+type Invoked struct {
+	Token string
+	Args  resource.PropertyMap
+}
+
+// Invokes are the program's function calls, in the order they came.
+func (e *Engine) Invokes() []Invoked {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.invokes)
+}
 
 // StackReads are the names of the stacks whose outputs the program read
 // through ReadStackOutputs, in order.
@@ -207,6 +221,9 @@ func str(m resource.PropertyMap, key resource.PropertyKey) string {
 
 // Call implements pulumi.MockResourceMonitor.
 func (e *Engine) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	e.mu.Lock()
+	e.invokes = append(e.invokes, Invoked{Token: args.Token, Args: args.Args})
+	e.mu.Unlock()
 	switch args.Token {
 	case ReadStackOutputs:
 		e.mu.Lock()

@@ -41,8 +41,8 @@ type Config struct {
 // ClusterConfig describes the Talos cluster independently of the platform.
 type ClusterConfig struct {
 	Name              string          `json:"name" doc:"Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file names." required:"true"`
-	TalosVersion      string          `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.12.4'." required:"true"`
-	KubernetesVersion string          `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.35.0'; empty means the default of the Talos release."`
+	TalosVersion      string          `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.13.9' (v1.8 or newer)." required:"true"`
+	KubernetesVersion string          `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.36.3'; empty means the default of the Talos release."`
 	Schematic         SchematicConfig `json:"schematic" doc:"Image Factory schematic: a given id, or one built from a list of system extensions."`
 	InstallDisk       string          `json:"installDisk" doc:"Disk Talos installs itself to." default:"/dev/sda"`
 	Network           NetworkConfig   `json:"network" doc:"Node network shared by all nodes."`

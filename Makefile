@@ -111,6 +111,8 @@ integration: ## Run the integration tests with the real pulumi CLI (Automation A
 DEPS_PINNED ?= github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 \
 	github.com/pulumiverse/pulumi-talos/sdk github.com/pulumi/pulumi-kubernetes/sdk/v4 \
 	github.com/pulumi/pulumi-command/sdk github.com/siderolabs/talos/pkg/machinery
+# The same for the component provider's own module (provider/go.mod).
+DEPS_PINNED_PROVIDER ?= github.com/pulumi/pulumi-go-provider
 
 .PHONY: deps-check
 deps-check: ## List the pinned dependencies against the newest the module proxy serves, a new major version included (never fails: drift is shown, not refused).
@@ -122,6 +124,11 @@ deps-check: ## List the pinned dependencies against the newest the module proxy 
 	  next=$$(( $${major:-1} + 1 )); \
 	  if nv=$$($(GO) list -m -f '{{.Version}}' "$$base/v$$next@latest" 2>/dev/null); then newest="$$nv ($$base/v$$next)"; fi; \
 	  printf '%-46s %-10s %s\n' "$$m" "$$pinned" "$$newest"; \
+	done
+	@for m in $(DEPS_PINNED_PROVIDER); do \
+	  pinned=$$($(GO) -C provider list -m -f '{{.Version}}' "$$m" 2>/dev/null || echo '?'); \
+	  newest=$$($(GO) -C provider list -m -f '{{.Version}}' "$$m@latest" 2>/dev/null || echo 'not listed by the proxy'); \
+	  printf '%-46s %-10s %s\n' "$$m (provider/)" "$$pinned" "$$newest"; \
 	done
 
 .PHONY: bench

@@ -601,6 +601,7 @@ case "$m" in
   github.com/muhlba91/pulumi-proxmoxve/sdk/v7@latest) echo v7.13.0 ;;
   github.com/muhlba91/pulumi-proxmoxve/sdk/v8@latest) echo v8.3.0 ;;
   github.com/pulumiverse/pulumi-talos/sdk) echo v0.7.1 ;;
+  github.com/pulumi/pulumi-go-provider|github.com/pulumi/pulumi-go-provider@latest) echo v1.5.0 ;;
   *) echo "go: 403 Forbidden" >&2; exit 1 ;;
 esac
 `
@@ -614,11 +615,13 @@ func TestMakeDepsCheckShowsDrift(t *testing.T) {
 	fakeGo := filepath.Join(dir, "go")
 	require.NoError(t, os.WriteFile(fakeGo, []byte(fakeGoList), 0o700)) //nolint:gosec // an executable test double
 	_, _, out, err := makeIn(t, nil, "deps-check", "GO="+fakeGo,
-		"DEPS_PINNED=github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 github.com/pulumiverse/pulumi-talos/sdk")
+		"DEPS_PINNED=github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 github.com/pulumiverse/pulumi-talos/sdk",
+		"DEPS_PINNED_PROVIDER=github.com/pulumi/pulumi-go-provider")
 	require.NoError(t, err, out)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 4, out)
+	require.Len(t, lines, 5, out)
 	assert.Regexp(t, `^github.com/pulumi/pulumi/sdk/v3\s+v3.219.0\s+v3.274.1$`, lines[1])
 	assert.Regexp(t, `^github.com/muhlba91/pulumi-proxmoxve/sdk/v7\s+v7.13.0\s+v8.3.0 \(github.com/muhlba91/pulumi-proxmoxve/sdk/v8\)$`, lines[2])
 	assert.Regexp(t, `^github.com/pulumiverse/pulumi-talos/sdk\s+v0.7.1\s+not listed by the proxy$`, lines[3])
+	assert.Regexp(t, `^github.com/pulumi/pulumi-go-provider \(provider/\)\s+v1.5.0\s+v1.5.0$`, lines[4])
 }

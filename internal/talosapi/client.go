@@ -475,7 +475,11 @@ func (c *Client) Upgrade(ctx context.Context, node, image string, opts UpgradeOp
 		timeout = opts.Timeout
 	}
 	err := c.call(ctx, node, timeout, func(ctx context.Context, tc *client.Client) error {
-		_, err := tc.UpgradeWithOptions(ctx,
+		// MachineService.Upgrade, not the LifecycleService that machinery
+		// v1.13 prefers: that service is new in Talos v1.13, and the node
+		// asked to upgrade runs the release before (v1.12 for a move to
+		// v1.13), which does not serve it; v1.13 keeps this one, deprecated.
+		_, err := tc.UpgradeWithOptions(ctx, //nolint:staticcheck // see above: older nodes lack LifecycleService
 			client.WithUpgradeImage(image),
 			client.WithUpgradeRebootMode(machine.UpgradeRequest_DEFAULT),
 			client.WithUpgradePreserve(true),

@@ -85,6 +85,7 @@ help: ## Show this help.
 
 .PHONY: test
 test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora, each benchmark once). What CI runs first.
+	@bash scripts/test-deps.sh check
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -113,6 +114,10 @@ DEPS_PINNED ?= github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmo
 	github.com/pulumi/pulumi-command/sdk github.com/siderolabs/talos/pkg/machinery
 # The same for the component provider's own module (provider/go.mod).
 DEPS_PINNED_PROVIDER ?= github.com/pulumi/pulumi-go-provider
+
+.PHONY: deps
+deps: ## Install the tools make test runs besides Go (dnsmasq, curl, zstd, xz, gzip) with apt-get, through sudo when not root.
+	@bash scripts/test-deps.sh install
 
 .PHONY: deps-check
 deps-check: ## List the pinned dependencies against the newest the module proxy serves, a new major version included (never fails: drift is shown, not refused).

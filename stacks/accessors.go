@@ -9,15 +9,18 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
 
-// Role is a node's Talos machine type.
-type Role string
+// Role is a node's Talos machine type (the rollout core's Role, the one
+// Role type of the project).
+type Role = rollout.Role
 
 // Roles, spelled as Talos spells machine types.
 const (
-	RoleControlPlane Role = "controlplane"
-	RoleWorker       Role = "worker"
+	RoleControlPlane = rollout.ControlPlane
+	RoleWorker       = rollout.Worker
 )
 
 // NodeRef is a node together with its role and key path.

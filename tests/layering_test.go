@@ -74,3 +74,38 @@ func TestComponentsImportNeitherStacksNorFiles(t *testing.T) {
 
 // builders are the calls and literals that make a component or its Args.
 var builders = regexp.MustCompile(`\b(proxmox|vps|talos)\.(NewCluster\w*|ClusterArgs\{|ClusterSettings\{)`)
+
+// One Role type (issue 25): a node's machine type is defined once, in the
+// rollout core; the stack front-end and TalosCluster alias it. The test kits
+// (fakes of Talos) may have their own.
+func TestOneRoleType(t *testing.T) {
+	t.Parallel()
+	root := stackstest.RepoRoot(t)
+	defined := regexp.MustCompile(`(?m)^type Role\s+string\b`)
+	var found []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && strings.HasPrefix(d.Name(), ".") || strings.HasSuffix(d.Name(), "test") && path != root {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path) //nolint:gosec // the repository's own source
+		if err != nil {
+			return err
+		}
+		if defined.Match(src) {
+			rel, _ := filepath.Rel(root, path)
+			found = append(found, rel)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join("internal", "rollout", "rollout.go")}, found)
+}

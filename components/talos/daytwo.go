@@ -174,7 +174,7 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 	}
 	for _, n := range args.Nodes {
 		d.configs[n.Name] = newFuture[nodeConfig]()
-		node := rollout.Node{Name: n.Name, IP: n.IP, Role: rollout.Role(n.Role)}
+		node := rollout.Node{Name: n.Name, IP: n.IP, Role: n.Role}
 		d.byApply[prefix+n.Name] = node
 		if n.Role == RoleControlPlane {
 			d.cps = append(d.cps, n.IP)

@@ -15,15 +15,18 @@ import (
 	"strconv"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
 
-// Role is a node's Talos machine type.
-type Role string
+// Role is a node's Talos machine type: the one Role type of the project,
+// defined by the rollout core (which needs it and imports no component).
+type Role = rollout.Role
 
 // Machine types as Talos spells them.
 const (
-	RoleControlPlane Role = "controlplane"
-	RoleWorker       Role = "worker"
+	RoleControlPlane = rollout.ControlPlane
+	RoleWorker       = rollout.Worker
 )
 
 // KubePrismPort is the local API load balancer Talos runs on every node;

@@ -23,7 +23,8 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 )
 
-// Role is a node's machine type, as the machine config names it.
+// Role is a node's machine type, as the machine config names it. It is the
+// one Role type: the stack front-end and TalosCluster alias it.
 type Role string
 
 // Roles.

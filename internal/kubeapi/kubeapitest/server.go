@@ -41,6 +41,7 @@ import (
 	"log"
 	"math/big"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
@@ -148,12 +149,17 @@ type Server struct {
 	events  []Event
 	uids    int
 	latency time.Duration
+
+	// busy holds the connections with a request not yet answered (or not
+	// yet read): see Settle.
+	connMu sync.Mutex
+	busy   map[net.Conn]bool
 }
 
 // Start starts an empty server on 127.0.0.1.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, version: DefaultVersion, nodes: map[string]*node{}, pods: map[string]*pod{}}
+	s := &Server{t: t, version: DefaultVersion, nodes: map[string]*node{}, pods: map[string]*pod{}, busy: map[net.Conn]bool{}}
 	s.makeCA()
 	serverCert, serverKey := s.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
@@ -175,6 +181,15 @@ func Start(t testing.TB) *Server {
 	}
 	// Handshakes refused on purpose are not worth a line on stderr.
 	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.srv.Config.ConnState = func(c net.Conn, state http.ConnState) {
+		s.connMu.Lock()
+		defer s.connMu.Unlock()
+		if state == http.StateNew || state == http.StateActive {
+			s.busy[c] = true
+		} else {
+			delete(s.busy, c)
+		}
+	}
 	s.srv.StartTLS()
 	t.Cleanup(s.srv.Close)
 	return s
@@ -344,6 +359,22 @@ func (s *Server) Pods() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Settle waits, up to 5 s, until every request the server received has
+// been answered. A client whose context ended gives up on its request, but
+// the request may already be on the wire: the server still handles it, and
+// logs it, after the client has returned.
+func (s *Server) Settle() {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		s.connMu.Lock()
+		n := len(s.busy)
+		s.connMu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
+	s.t.Errorf("kubeapitest: requests still unanswered after 5 s")
 }
 
 // Events returns the log so far.

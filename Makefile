@@ -281,6 +281,15 @@ refresh: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Reconcile the s
 destroy: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Tear the cluster down (runs the program so fast-delete hooks run; YES=1: no prompt).
 	TALOS_CLUSTER_DESTROY=1 $(WITH_ACCESS) $(PULUMI) destroy $(IN_PROJECT) --run-program $(YES_FLAG) --stack $(call quote,$(STACK))
 
+.PHONY: pulumi
+pulumi: ## Run any pulumi command on this project's backend: make pulumi ARGS='stack ls' (ARGS are split as the shell splits them).
+	@case $(call quote,$(PULUMI_BACKEND_URL)) in $(call quote,file://$(LOCAL_BACKEND_DIR))) mkdir -p $(call quote,$(LOCAL_BACKEND_DIR));; esac
+	$(PULUMI) $(ARGS)
+
+.PHONY: env
+env: ## Print the export line that points a shell's pulumi at this project's backend: eval "$$(make -s env)".
+	@printf 'export PULUMI_BACKEND_URL=%q\n' $(call quote,$(PULUMI_BACKEND_URL))
+
 .PHONY: outputs
 outputs: require-stack ## Write kubeconfig and talosconfig to .access/STACK/ (mode 0600).
 	@set -euo pipefail; umask 077; stack=$(call quote,$(STACK)); access=$(call quote,$(ACCESS_DIR)); dir="$$access/$$stack"; \

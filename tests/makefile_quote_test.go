@@ -149,3 +149,22 @@ func TestMakeRefusesAStackThatIsNoName(t *testing.T) {
 	assert.Contains(t, out, "STACK is required, e.g. make up x'; touch pwned; ' STACK=proxmox-homelab")
 	assert.NoFileExists(t, filepath.Join(dir, "pwned"))
 }
+
+// make pulumi passes ARGS to pulumi as the shell splits them, on this
+// project's backend; make env prints the line that gives a shell the same
+// backend (issue 25: plain pulumi commands from the docs work).
+func TestMakePulumiAndEnvUseTheProjectsBackend(t *testing.T) {
+	t.Parallel()
+	dir, calls, out, err := makeQuoted(t, "pulumi", "ARGS=stack ls --json 'a b'")
+	require.NoError(t, err, out)
+	require.Equal(t, [][]string{{"pulumi", "stack", "ls", "--json", "a b"}}, calls)
+	assert.DirExists(t, filepath.Join(dir, ".pulumi-state"), "the local backend exists before pulumi runs")
+
+	dir, _, out, err = makeQuoted(t, "-s", "env")
+	require.NoError(t, err, out)
+	cmd := exec.Command("bash", "-c", out+`printf %s "$PULUMI_BACKEND_URL"`)
+	cmd.Env = cleanEnv()
+	got, err := cmd.Output()
+	require.NoError(t, err)
+	assert.Equal(t, "file://"+filepath.Join(dir, ".pulumi-state"), string(got))
+}

@@ -225,8 +225,8 @@ fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: docs
-docs: ## Regenerate the configuration reference (docs/configuration.md) from stacks/types.go.
-	$(GO) test ./stacks -run TestConfigurationReferenceIsCurrent -update -count=1
+docs: ## Regenerate the configuration reference (docs/configuration.md) and the stack file's JSON Schema (docs/stack-file.schema.json) from stacks/types.go.
+	$(GO) test ./stacks -run 'TestConfigurationReferenceIsCurrent|TestStackFileSchemaIsCurrent' -update -count=1
 
 .PHONY: fuzz
 fuzz: ## Fuzz the stack config loader for FUZZTIME (default 60s).

@@ -28,6 +28,10 @@ const (
 	AddressingStatic = "static"
 )
 
+// Namespace is the stack file's config namespace: the project's name in
+// Pulumi.yaml (a test keeps the two equal).
+const Namespace = "talos-cluster"
+
 // Config is the whole stack configuration. Each field is one top-level key in
 // the project's config namespace (`talos-cluster:<key>`).
 type Config struct {

@@ -86,8 +86,8 @@ func TestTheSchemaChecksStackFiles(t *testing.T) {
 		"plain secret":   {strings.Replace(secret, "\n      secure: v1:abc", " hunter2", 1), "apiTokenSecret"},
 		"platform":       {strings.Replace(secret, "platform: proxmox", "platform: aws", 1), "talos-cluster:platform"},
 	} {
-		err := schema.Validate(asJSON(t, tc.doc))
-		require.Error(t, err, name)
-		assert.Contains(t, err.(*jsonschema.ValidationError).GoString(), tc.want, name)
+		var verr *jsonschema.ValidationError
+		require.ErrorAs(t, schema.Validate(asJSON(t, tc.doc)), &verr, name)
+		assert.Contains(t, verr.GoString(), tc.want, name)
 	}
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,8 @@ func runTestDeps(t *testing.T, mode string, fakes map[string]string) (int, strin
 	cmd.Stderr = &stderr
 	err = cmd.Run()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else {
 		require.NoError(t, err)

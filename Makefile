@@ -147,7 +147,7 @@ bench: ## Run the Go benchmarks (program evaluation per node count, ...).
 # cancellation). The rest of the tree is sequential code under Pulumi's mocks, and the whole tree
 # takes about twice as long (2 cores, warm cache: 65 s for these, 115 s for ./..., mostly linking
 # race-instrumented test binaries). RACE_PACKAGES=./... runs everything.
-RACE_PACKAGES ?= ./internal/access/... ./internal/pveapi/... ./internal/talosapi/... ./internal/kubeapi/... \
+RACE_PACKAGES ?= ./internal/pveapi/... ./internal/talosapi/... ./internal/kubeapi/... \
 	./components/talos/... ./components/proxmox/... ./components/vps/... ./cmd/stackctl/...
 
 .PHONY: race

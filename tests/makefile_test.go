@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/access/accesstest"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -232,8 +232,8 @@ func TestMakeUpStartsTheSSHProxyWhenTheStackSaysSo(t *testing.T) {
 		t.Fatal("curl is needed (installed by .ci/run)")
 	}
 	// The Proxmox host: it alone reaches the VIP's API server.
-	_, pub, pemKey := accesstest.Key(t)
-	host := accesstest.New(t, accesstest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": accesstest.APIServer(t)}})
+	_, pub, pemKey := sshtest.Key(t)
+	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": sshtest.APIServer(t)}})
 	scratch := t.TempDir()
 	keyFile := filepath.Join(scratch, "id_ed25519")
 	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
-	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/cancelfile"
 	"github.com/fluodata/talos-pulumi/internal/shell"
 	"github.com/fluodata/talos-pulumi/stacks"

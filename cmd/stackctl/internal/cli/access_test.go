@@ -19,10 +19,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
-	"github.com/fluodata/talos-pulumi/internal/access"
-	"github.com/fluodata/talos-pulumi/internal/access/accesstest"
 	"github.com/fluodata/talos-pulumi/internal/cancelfile"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -54,10 +54,10 @@ func proxmoxStack(t *testing.T, edit func(px map[string]any)) []byte {
 
 // behindHost is the example stack with proxmox.access: ssh-proxy and SSH to
 // an in-process host that reaches the VIP's API server.
-func behindHost(t *testing.T) (config []byte, host *accesstest.Server) {
+func behindHost(t *testing.T) (config []byte, host *sshtest.Server) {
 	t.Helper()
-	_, pub, pemKey := accesstest.Key(t)
-	host = accesstest.New(t, accesstest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": accesstest.APIServer(t)}})
+	_, pub, pemKey := sshtest.Key(t)
+	host = sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.5:6443": sshtest.APIServer(t)}})
 	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
 	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
 	return proxmoxStack(t, func(px map[string]any) {

@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/adopt"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
-	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 

@@ -16,11 +16,11 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )

@@ -27,8 +27,8 @@ import (
 	"github.com/blang/semver"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/internal/access"
 	"github.com/fluodata/talos-pulumi/internal/program"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/shell"

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
-	"github.com/fluodata/talos-pulumi/internal/access/accesstest"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -223,7 +223,7 @@ func TestDoctorRouteWithRealSockets(t *testing.T) {
 
 // viaSSHProxy is the example stack (proxmox.access: ssh-proxy), and an env
 // whose SSH connections go to host.
-func viaSSHProxy(t *testing.T, host *accesstest.Server, signer ssh.Signer) (stacks.Source, doctor.Env) {
+func viaSSHProxy(t *testing.T, host *sshtest.Server, signer ssh.Signer) (stacks.Source, doctor.Env) {
 	t.Helper()
 	src := stackstest.Example(t, stackstest.ProxmoxExample)
 
@@ -252,25 +252,25 @@ func TestDoctorChecksTheSSHProxy(t *testing.T) {
 	require.NoError(t, closed.Close())
 
 	cases := map[string]struct {
-		opts     accesstest.Options
+		opts     sshtest.Options
 		wantFail bool
 		want     string
 	}{
-		"gateway answers": {accesstest.Options{Routes: map[string]string{"10.10.0.1:22": listening.Addr().String()}}, false,
+		"gateway answers": {sshtest.Options{Routes: map[string]string{"10.10.0.1:22": listening.Addr().String()}}, false,
 			"proxmox.access ssh-proxy: the VM network 10.10.0.0/24 is reachable through the SSH proxy (one SSH connection to root@192.168.122.70:22)"},
-		"gateway refuses": {accesstest.Options{Routes: map[string]string{"10.10.0.1:22": closedAddr}}, false,
+		"gateway refuses": {sshtest.Options{Routes: map[string]string{"10.10.0.1:22": closedAddr}}, false,
 			"10.10.0.0/24 is reachable through the SSH proxy"},
-		"forwarding off": {accesstest.Options{NoForwarding: true}, true, "set `AllowTcpForwarding yes`"},
-		"wrong key":      {accesstest.Options{}, true, "proxmox.access is ssh-proxy, but the helper cannot start"},
+		"forwarding off": {sshtest.Options{NoForwarding: true}, true, "set `AllowTcpForwarding yes`"},
+		"wrong key":      {sshtest.Options{}, true, "proxmox.access is ssh-proxy, but the helper cannot start"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			signer, pub, _ := accesstest.Key(t)
+			signer, pub, _ := sshtest.Key(t)
 			if name != "wrong key" {
 				c.opts.AuthorizedKey = pub
 			}
-			host := accesstest.New(t, c.opts)
+			host := sshtest.New(t, c.opts)
 			src, e := viaSSHProxy(t, host, signer)
 			rs := doctor.Run(context.Background(), e, src, "proxmox-homelab")
 			var b strings.Builder
@@ -311,7 +311,7 @@ func TestDoctorRefusesAPatchThatBreaksTheCluster(t *testing.T) {
 // SSH host.
 func TestDoctorShowsTheHostKey(t *testing.T) {
 	t.Parallel()
-	host := accesstest.New(t, accesstest.Options{})
+	host := sshtest.New(t, sshtest.Options{})
 	seen := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(host.HostKey)))
 	fp := ssh.FingerprintSHA256(host.HostKey)
 	target := host.Addr()

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/fluodata/talos-pulumi/internal/access"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 

@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/fluodata/talos-pulumi/internal/access/accesstest"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 func TestRunSSHWithKeyFile(t *testing.T) {
 	t.Parallel()
-	_, pub, pemKey := accesstest.Key(t)
-	host := accesstest.New(t, accesstest.Options{AuthorizedKey: pub})
+	_, pub, pemKey := sshtest.Key(t)
+	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub})
 	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
 	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
 
@@ -34,7 +34,7 @@ func TestRunSSHWithKeyFile(t *testing.T) {
 	assert.Contains(t, out, "dnsmasq is not installed")
 
 	// Another key is refused.
-	_, _, other := accesstest.Key(t)
+	_, _, other := sshtest.Key(t)
 	require.NoError(t, os.WriteFile(keyFile, other, 0o600))
 	_, err = runSSH(ctx, cfg, "echo ready")
 	require.ErrorContains(t, err, "unable to authenticate")
@@ -42,9 +42,9 @@ func TestRunSSHWithKeyFile(t *testing.T) {
 
 func TestRunSSHChecksThePinnedHostKey(t *testing.T) {
 	t.Parallel()
-	_, pub, pemKey := accesstest.Key(t)
-	host := accesstest.New(t, accesstest.Options{AuthorizedKey: pub})
-	_, other, _ := accesstest.Key(t)
+	_, pub, pemKey := sshtest.Key(t)
+	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub})
+	_, other, _ := sshtest.Key(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cfg := func(pin ssh.PublicKey) *stacks.Config {

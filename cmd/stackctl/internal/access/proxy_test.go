@@ -15,15 +15,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/fluodata/talos-pulumi/internal/access"
-	"github.com/fluodata/talos-pulumi/internal/access/accesstest"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 )
 
-func newSSHServer(t *testing.T) *accesstest.Server {
-	return accesstest.New(t, accesstest.Options{Password: "pw", Routes: map[string]string{}})
+func newSSHServer(t *testing.T) *sshtest.Server {
+	return sshtest.New(t, sshtest.Options{Password: "pw", Routes: map[string]string{}})
 }
 
-func startProxy(t *testing.T, s *accesstest.Server, dials *atomic.Int32) string {
+func startProxy(t *testing.T, s *sshtest.Server, dials *atomic.Int32) string {
 	t.Helper()
 	p := &access.Proxy{
 		Allowed:      []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
@@ -55,18 +55,18 @@ func TestTunnelsThroughSSHAndSurvivesADroppedConnection(t *testing.T) {
 	s := newSSHServer(t)
 	var dials atomic.Int32
 	proxyURL := startProxy(t, s, &dials)
-	target := accesstest.Echo(t)
+	target := sshtest.Echo(t)
 
-	code, c := accesstest.Connect(t, proxyURL, target)
+	code, c := sshtest.Connect(t, proxyURL, target)
 	require.Equal(t, http.StatusOK, code)
-	assert.Equal(t, "hello talos", accesstest.RoundTrip(t, c, "hello talos"))
+	assert.Equal(t, "hello talos", sshtest.RoundTrip(t, c, "hello talos"))
 	_ = c.Close()
 	assert.Equal(t, 1, s.Forwarded(), "the bytes went through the SSH server")
 
 	s.Kill() // the SSH connection drops (host reboot, network blip)
-	code, c = accesstest.Connect(t, proxyURL, target)
+	code, c = sshtest.Connect(t, proxyURL, target)
 	require.Equal(t, http.StatusOK, code, "the proxy reconnects")
-	assert.Equal(t, "again", accesstest.RoundTrip(t, c, "again"))
+	assert.Equal(t, "again", sshtest.RoundTrip(t, c, "again"))
 	_ = c.Close()
 	assert.Equal(t, int32(2), dials.Load(), "one new SSH connection")
 }
@@ -97,7 +97,7 @@ func TestRefusesDestinationsOutsideTheVMNetwork(t *testing.T) {
 	var dials atomic.Int32
 	proxyURL := startProxy(t, s, &dials)
 	for _, target := range []string{"127.0.0.2:22", "192.0.2.1:443", "example.com:443", "[::1]:80", "localhost.evil:22"} {
-		code, _ := accesstest.Connect(t, proxyURL, target)
+		code, _ := sshtest.Connect(t, proxyURL, target)
 		assert.Equal(t, http.StatusForbidden, code, target)
 	}
 	assert.Equal(t, 0, s.Forwarded(), "nothing refused reached SSH")
@@ -112,10 +112,10 @@ func TestAllowedHostNameIsDialledByName(t *testing.T) {
 	s := newSSHServer(t)
 	var dials atomic.Int32
 	proxyURL := startProxy(t, s, &dials)
-	_, port, err := net.SplitHostPort(accesstest.Echo(t))
+	_, port, err := net.SplitHostPort(sshtest.Echo(t))
 	require.NoError(t, err)
-	code, c := accesstest.Connect(t, proxyURL, "LOCALHOST:"+port)
+	code, c := sshtest.Connect(t, proxyURL, "LOCALHOST:"+port)
 	require.Equal(t, http.StatusOK, code, "the cluster endpoint's name is allowed, in any case")
-	assert.Equal(t, "by name", accesstest.RoundTrip(t, c, "by name"))
+	assert.Equal(t, "by name", sshtest.RoundTrip(t, c, "by name"))
 	_ = c.Close()
 }

@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http/httpproxy"
 
-	"github.com/fluodata/talos-pulumi/internal/access"
-	"github.com/fluodata/talos-pulumi/internal/access/accesstest"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -99,13 +99,13 @@ func TestNoProxySendsOnlyTheVMNetworkThroughTheProxy(t *testing.T) {
 // with a throwaway key file.
 type fixture struct {
 	cfg  *stacks.Config
-	host *accesstest.Server
+	host *sshtest.Server
 }
 
 func newFixture(t *testing.T, routes map[string]string) fixture {
 	t.Helper()
-	_, pub, pemKey := accesstest.Key(t)
-	host := accesstest.New(t, accesstest.Options{AuthorizedKey: pub, Routes: routes})
+	_, pub, pemKey := sshtest.Key(t)
+	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: routes})
 	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
 	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
 	cfg := homelab(t)
@@ -136,8 +136,8 @@ func TestClientsUsingHTTPSProxyReachTheVMNetworkThroughSSH(t *testing.T) {
 		t.Fatal("curl is needed (installed by .ci/run)")
 	}
 	f := newFixture(t, map[string]string{
-		"10.10.0.5:6443": accesstest.APIServer(t), // the VIP
-		"10.10.0.10:7":   accesstest.Echo(t),      // a node's echo port
+		"10.10.0.5:6443": sshtest.APIServer(t), // the VIP
+		"10.10.0.10:7":   sshtest.Echo(t),      // a node's echo port
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -163,9 +163,9 @@ func TestClientsUsingHTTPSProxyReachTheVMNetworkThroughSSH(t *testing.T) {
 	assert.Equal(t, "kube-apiserver /readyz", string(body))
 
 	// A raw TCP tunnel (CONNECT) to the echo port.
-	code, tunnel := accesstest.Connect(t, s.URL, "10.10.0.10:7")
+	code, tunnel := sshtest.Connect(t, s.URL, "10.10.0.10:7")
 	require.Equal(t, http.StatusOK, code)
-	assert.Equal(t, "ping", accesstest.RoundTrip(t, tunnel, "ping"))
+	assert.Equal(t, "ping", sshtest.RoundTrip(t, tunnel, "ping"))
 	forwarded := f.host.Forwarded()
 	assert.Equal(t, 3, forwarded, "each connection went through the SSH server")
 
@@ -195,7 +195,7 @@ func TestStartFailsFastAndClearly(t *testing.T) {
 	require.ErrorIs(t, err, access.ErrNotLoopback)
 
 	wrong := *f.cfg
-	_, _, otherKey := accesstest.Key(t)
+	_, _, otherKey := sshtest.Key(t)
 	wrong.Proxmox.SSH.PrivateKeyFile = filepath.Join(t.TempDir(), "other")
 	require.NoError(t, os.WriteFile(wrong.Proxmox.SSH.PrivateKeyFile, otherKey, 0o600))
 	_, err = access.Start(ctx, &wrong, access.Options{Getenv: env(nil)})

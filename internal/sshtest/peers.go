@@ -1,4 +1,4 @@
-package accesstest
+package sshtest
 
 import (
 	"bufio"

@@ -22,8 +22,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
-	"github.com/fluodata/talos-pulumi/internal/access"
-	"github.com/fluodata/talos-pulumi/internal/access/accesstest"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -31,8 +31,8 @@ func noEnv(string) string { return "" }
 
 func TestDialWithAConfiguredKey(t *testing.T) {
 	t.Parallel()
-	_, pub, pemKey := accesstest.Key(t)
-	host := accesstest.New(t, accesstest.Options{AuthorizedKey: pub})
+	_, pub, pemKey := sshtest.Key(t)
+	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := access.DialSSH(ctx, stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKey: stacks.NewSecret(string(pemKey))}, noEnv)
@@ -55,7 +55,7 @@ func TestDialWithTheSSHAgent(t *testing.T) {
 	require.NoError(t, keyring.Add(agent.AddedKey{PrivateKey: priv}))
 	signers, err := keyring.Signers()
 	require.NoError(t, err)
-	host := accesstest.New(t, accesstest.Options{AuthorizedKey: signers[0].PublicKey()})
+	host := sshtest.New(t, sshtest.Options{AuthorizedKey: signers[0].PublicKey()})
 
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	l, err := net.Listen("unix", sock)
@@ -87,12 +87,12 @@ func TestDialWithTheSSHAgent(t *testing.T) {
 func TestDialEndsWithItsContext(t *testing.T) {
 	t.Parallel()
 	// A server that accepts TCP but never speaks SSH.
-	silent := accesstest.Listen(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	silent := sshtest.Listen(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 	host, port, err := net.SplitHostPort(silent)
 	require.NoError(t, err)
 	portNum, err := strconv.Atoi(port)
 	require.NoError(t, err)
-	_, _, pemKey := accesstest.Key(t)
+	_, _, pemKey := sshtest.Key(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -103,9 +103,9 @@ func TestDialEndsWithItsContext(t *testing.T) {
 
 // hostWithKeys is a test host with an ed25519, an ECDSA and an RSA host key,
 // as sshd has by default, and a login key.
-func hostWithKeys(t *testing.T) (host *accesstest.Server, keys map[string]ssh.PublicKey, pemKey []byte) {
+func hostWithKeys(t *testing.T) (host *sshtest.Server, keys map[string]ssh.PublicKey, pemKey []byte) {
 	t.Helper()
-	edSigner, _, _ := accesstest.Key(t)
+	edSigner, _, _ := sshtest.Key(t)
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	ecSigner, err := ssh.NewSignerFromKey(ecKey)
@@ -114,10 +114,10 @@ func hostWithKeys(t *testing.T) (host *accesstest.Server, keys map[string]ssh.Pu
 	require.NoError(t, err)
 	rsaSigner, err := ssh.NewSignerFromKey(rsaKey)
 	require.NoError(t, err)
-	_, pub, pemKey := accesstest.Key(t)
+	_, pub, pemKey := sshtest.Key(t)
 	// x/crypto's client would pick the ECDSA key first; OpenSSH's picks
 	// ed25519. The order here must not matter.
-	host = accesstest.New(t, accesstest.Options{AuthorizedKey: pub, HostKeys: []ssh.Signer{rsaSigner, ecSigner, edSigner}})
+	host = sshtest.New(t, sshtest.Options{AuthorizedKey: pub, HostKeys: []ssh.Signer{rsaSigner, ecSigner, edSigner}})
 	return host, map[string]ssh.PublicKey{"ed25519": edSigner.PublicKey(), "ecdsa": ecSigner.PublicKey(), "rsa": rsaSigner.PublicKey()}, pemKey
 }
 
@@ -126,7 +126,7 @@ func line(k ssh.PublicKey) string { return strings.TrimSpace(string(ssh.MarshalA
 func TestDialChecksThePinnedHostKey(t *testing.T) {
 	t.Parallel()
 	host, keys, pemKey := hostWithKeys(t)
-	strangerSigner, _, _ := accesstest.Key(t)
+	strangerSigner, _, _ := sshtest.Key(t)
 	stranger := strangerSigner.PublicKey()
 	edFP := ssh.FingerprintSHA256(keys["ed25519"])
 

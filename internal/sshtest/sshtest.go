@@ -1,9 +1,9 @@
-// Package accesstest is an in-process SSH server on loopback standing in for
+// Package sshtest is an in-process SSH server on loopback standing in for
 // the Proxmox host in tests: it runs exec requests with sh and forwards
 // direct-tcpip channels (what `ssh -W`/the CONNECT proxy use), optionally
 // mapping VM-network addresses to loopback listeners, the way the host
 // reaches VMs the test machine cannot.
-package accesstest
+package sshtest
 
 import (
 	"crypto/ed25519"
@@ -218,6 +218,6 @@ func Key(t testing.TB) (ssh.Signer, ssh.PublicKey, []byte) {
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
-		t.Fatal(fmt.Errorf("unable to set up the accesstest fixture: %w", err))
+		t.Fatal(fmt.Errorf("unable to set up the sshtest fixture: %w", err))
 	}
 }

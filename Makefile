@@ -39,7 +39,7 @@ quote = $(if $(findstring $(newline),$(1)),$(error A value with a line break can
 # or added file is a change. stackctl's own packages (cmd/stackctl/internal/...) count for
 # bin/stackctl only: the program cannot import them.
 go_inputs = $(shell find $(1) \( -name testdata -o -name '.*' \) -prune -o -name '*_test.go' -o -print 2>/dev/null)
-GO_INPUTS := go.mod go.sum $(call go_inputs,components internal stacks)
+GO_INPUTS := go.mod go.sum $(call go_inputs,components internal program stacks)
 PROGRAM_INPUTS := $(filter-out %_test.go,$(wildcard *.go)) $(GO_INPUTS)
 # The component provider: a Go module of its own under provider/ (it needs
 # github.com/pulumi/pulumi/pkg, the program does not), built from the same
@@ -101,7 +101,7 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora, each b
 	cd $(PROVIDER_DIR) && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The packages with integration tests (files *_integration_test.go, build tag `integration`).
-INTEGRATION_PACKAGES ?= ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./internal/program
+INTEGRATION_PACKAGES ?= ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./program
 
 .PHONY: integration
 integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, preview's exit code, adopt, the read of the last outputs; needs pulumi and the plugins the program uses).

@@ -1,12 +1,12 @@
 // Command talos-cluster is the Pulumi program of this project: it turns one
 // stack config file into a Talos Kubernetes cluster. Everything but wiring
-// lives in internal/program, components and stacks.
+// lives in program, components and stacks.
 package main
 
 import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/fluodata/talos-pulumi/internal/program"
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 

@@ -19,7 +19,7 @@ import (
 // The components are a package for any program: they take their Args and
 // nothing else. They import neither the stack file's package nor the
 // program's adapter, and touch no files (the adapter reads key files).
-// internal/program is the one place that turns a stack file into the
+// program is the one place that turns a stack file into the
 // components' Args and builds them: other code that reads stack files
 // (stackctl's doctor and adopt, the ssh-proxy helper) uses only the
 // components' names and constants.
@@ -27,8 +27,8 @@ func TestComponentsImportNeitherStacksNorFiles(t *testing.T) {
 	t.Parallel()
 	root := stackstest.RepoRoot(t)
 	forbidden := map[string]string{
-		"github.com/fluodata/talos-pulumi/stacks":           "the stack file's package",
-		"github.com/fluodata/talos-pulumi/internal/program": "the program's adapter",
+		"github.com/fluodata/talos-pulumi/stacks":  "the stack file's package",
+		"github.com/fluodata/talos-pulumi/program": "the program's adapter",
 		"os":        "the file system",
 		"io/ioutil": "the file system",
 		"io/fs":     "the file system",
@@ -60,11 +60,11 @@ func TestComponentsImportNeitherStacksNorFiles(t *testing.T) {
 				}
 			}
 		}
-		if stacks && !strings.HasPrefix(rel, filepath.Join("internal", "program")) {
+		if stacks && !strings.HasPrefix(rel, "program"+string(filepath.Separator)) {
 			src, err := os.ReadFile(path) //nolint:gosec // the repository's own source
 			require.NoError(t, err)
 			for _, builder := range builders.FindAllString(string(src), -1) {
-				t.Errorf("%s reads stack files and builds a component (%s): only internal/program turns a stack file into Args", rel, builder)
+				t.Errorf("%s reads stack files and builds a component (%s): only program turns a stack file into Args", rel, builder)
 			}
 		}
 		return nil
@@ -108,4 +108,33 @@ func TestOneRoleType(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{filepath.Join("internal", "rollout", "rollout.go")}, found)
+}
+
+// internal/ is one layer (issue 25): the Talos, Kubernetes and Proxmox
+// clients and their fakes, the rollout core and small helpers. None of its
+// packages imports the stack front-end, the adapter, the components or the
+// commands: the import graph goes stacks -> program -> components ->
+// internal.
+func TestInternalIsTheBottomLayer(t *testing.T) {
+	t.Parallel()
+	root := stackstest.RepoRoot(t)
+	above := []string{"stacks", "program", "components", "cmd", "provider"}
+	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		rel, _ := filepath.Rel(root, path)
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			for _, a := range above {
+				if p == "github.com/fluodata/talos-pulumi/"+a || strings.HasPrefix(p, "github.com/fluodata/talos-pulumi/"+a+"/") {
+					t.Errorf("%s imports %s: internal/ is the bottom layer", rel, p)
+				}
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }

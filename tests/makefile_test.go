@@ -393,16 +393,16 @@ func TestMakeBuildsOncePerSourceChange(t *testing.T) {
 			appendTo(t, filepath.Join(root, "cmd", "stackctl", "internal", "doctor", anyFile(t, root, "cmd/stackctl/internal/doctor", ".go")))
 		}, []string{buildStackctl}},
 		{"a package", func(root string) {
-			appendTo(t, filepath.Join(root, "internal", "program", anyFile(t, root, "internal/program", ".go")))
+			appendTo(t, filepath.Join(root, "program", anyFile(t, root, "program", ".go")))
 		}, []string{buildStackctl, buildProgram}},
 		{"an embedded script", func(root string) {
 			appendTo(t, filepath.Join(root, "components", anyFile(t, root, "components", ".sh")))
 		}, []string{buildStackctl, buildProgram}},
 		{"a new file", func(root string) {
-			require.NoError(t, os.WriteFile(filepath.Join(root, "internal", "program", "zz_new.go"), []byte("package program\n"), 0o600))
+			require.NoError(t, os.WriteFile(filepath.Join(root, "program", "zz_new.go"), []byte("package program\n"), 0o600))
 		}, []string{buildStackctl, buildProgram}},
 		{"a deleted file", func(root string) {
-			require.NoError(t, os.Remove(filepath.Join(root, "internal", "program", "zz_new.go")))
+			require.NoError(t, os.Remove(filepath.Join(root, "program", "zz_new.go")))
 		}, []string{buildStackctl, buildProgram}},
 		{"go.sum", func(root string) { appendTo(t, filepath.Join(root, "go.sum")) }, []string{buildStackctl, buildProgram}},
 	} {
@@ -473,7 +473,7 @@ func copyRepo(t *testing.T) string {
 	for _, name := range names {
 		require.NoError(t, os.WriteFile(filepath.Join(dst, filepath.Base(name)), must(os.ReadFile(name)), 0o600))
 	}
-	for _, top := range []string{"cmd", "components", "internal", "stacks"} {
+	for _, top := range []string{"cmd", "components", "internal", "program", "stacks"} {
 		err := filepath.WalkDir(filepath.Join(src, top), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err

@@ -13,7 +13,7 @@ import (
 
 // Defaults of the optional inputs: the versions this package is tested with.
 // The stack file's defaults (package stacks) are the same values; a test in
-// internal/program keeps them equal.
+// program keeps them equal.
 const (
 	DefaultInstallDisk     = "/dev/sda"
 	DefaultCiliumVersion   = "1.18.4"

@@ -58,7 +58,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		o.Talos.Destroy = true
 	}
 	if o.Talos.Context == nil {
-		o.Talos.Context = cancelfile.FromEnv()
+		o.Talos.Context = cancelfile.ForProgram()
 	}
 	cfg, diags := Validate(src)
 	for _, w := range diags.Warnings {

@@ -3,11 +3,13 @@
 // hook is one, so a hook that waits must learn of the cancel on its own.
 // Two signs reach the program:
 //
-//   - SIGINT: since Pulumi CLI 3.229 the Go language host answers the
-//     engine's Cancel by interrupting the program, and kills it 5 s later
-//     (pulumi-language-go's runProgram: cmd.Cancel, WaitDelay). A Go program
-//     that does not catch it dies at once, in the middle of a hook's drain
-//     or etcd leave; caught, the hooks stop waiting and say so first.
+//   - SIGINT, to the program only (ForProgram): since Pulumi CLI 3.229 the
+//     Go language host answers the engine's Cancel by interrupting the
+//     program, and kills it 5 s later (pulumi-language-go's runProgram:
+//     cmd.Cancel, WaitDelay). A Go program that does not catch it dies at
+//     once, in the middle of a hook's drain or etcd leave; caught, the hooks
+//     stop waiting and say so first. A plugin (the component provider) must
+//     not catch it: the engine shuts plugins down with SIGINT.
 //   - a file: `stackctl exec`, which the make targets run pulumi under,
 //     creates one on the first Ctrl-C and names it in the environment of
 //     pulumi, which its program and its plugins inherit. The component
@@ -50,16 +52,29 @@ func Watch(parent context.Context, path string, poll time.Duration) context.Cont
 	return ctx
 }
 
-// FromEnv is a context that ends when the run is cancelled: on SIGINT or
-// SIGTERM, or once the file the environment names exists. It has no parent
-// (a hook runs after the program's body returned) and lives as long as the
-// process: a program calls it once.
+// FromEnv is Watch of the file the environment names, with no parent (a
+// hook runs after the program's body returned); context.Background() when
+// none is named. It is what a plugin uses: the engine shuts its plugins
+// down with SIGINT (and kills them 5 s later), so a plugin must not catch
+// that signal.
 func FromEnv() context.Context {
+	return fromEnv(context.Background())
+}
+
+// ForProgram is the context of a Pulumi program's run: it ends when the run
+// is cancelled, on SIGINT or SIGTERM (the language host's answer to the
+// engine's Cancel) or once the file the environment names exists. It lives
+// as long as the process: a program calls it once.
+func ForProgram() context.Context {
 	//nolint:govet // the signals stay caught for the process's life: never stopped
 	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return fromEnv(ctx)
+}
+
+func fromEnv(parent context.Context) context.Context {
 	path := os.Getenv(Env)
 	if path == "" {
-		return ctx
+		return parent
 	}
-	return Watch(ctx, path, Poll)
+	return Watch(parent, path, Poll)
 }

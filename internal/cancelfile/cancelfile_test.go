@@ -34,9 +34,9 @@ func TestWatch(t *testing.T) {
 // The program's context ends on the SIGINT that the Go language host of
 // Pulumi CLI 3.229 and later sends when the run is cancelled, and the
 // process lives on (a program that did not catch it would die at once).
-func TestFromEnvEndsOnInterrupt(t *testing.T) {
+func TestForProgramEndsOnInterrupt(t *testing.T) {
 	t.Setenv(cancelfile.Env, "")
-	ctx := cancelfile.FromEnv()
+	ctx := cancelfile.ForProgram()
 	select {
 	case <-ctx.Done():
 		t.Fatal("cancelled before any signal")

@@ -18,7 +18,7 @@ import (
 
 func main() {
 	pulumi.Run(func(ctx *pulumi.Context) error {
-		cancelled := cancelfile.FromEnv()
+		cancelled := cancelfile.ForProgram()
 		hook, err := ctx.RegisterResourceHook("wait-for-cancel", func(*pulumi.ResourceHookArgs) error {
 			wait, stop := context.WithTimeout(cancelled, 3*time.Minute)
 			defer stop()

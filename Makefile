@@ -258,7 +258,7 @@ secret: require-stack ## Set a secret config value: make secret STACK=... KEY=pr
 	$(PULUMI) config set --secret --path --stack $(call quote,$(STACK)) $(call quote,$(KEY))
 
 .PHONY: doctor
-doctor: require-stack $(STACKCTL) ## Check from this machine what `up` needs: Proxmox API and token, datastores, VM ids, SSH, route to the VMs.
+doctor: require-stack $(STACKCTL) ## Check from this machine what `up` needs: Proxmox API and token, datastores, VM ids, SSH, route to the VMs; a VPS node's rescue SSH and host key, or its Talos API.
 	$(STACKCTL) doctor --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
 
 .PHONY: proxy

@@ -31,6 +31,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/shell"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -73,6 +74,9 @@ type Env struct {
 	DialSSH func(ctx context.Context, cfg *stacks.Config) (*ssh.Client, error)
 	// ScanHostKey reads the key the Proxmox host presents, without login.
 	ScanHostKey func(ctx context.Context, cfg *stacks.Config) (ssh.PublicKey, error)
+	// ScanRescueKey reads the key a VPS's rescue system presents, without
+	// login.
+	ScanRescueKey func(ctx context.Context, c stacks.SSHConfig) (ssh.PublicKey, error)
 	// Getenv reads the environment (NO_PROXY, PULUMI_BACKEND_URL, ...).
 	Getenv func(string) string
 	// Dial opens a TCP connection (net.Dialer.DialContext).
@@ -94,13 +98,14 @@ func DefaultEnv() Env {
 			px := cfg.Proxmox
 			return pveapi.New(px.Endpoint, px.APITokenID, px.APITokenSecret.Reveal(), pveapi.Options{Insecure: px.Insecure, Retries: 1})
 		},
-		SSH:         runSSH,
-		DialSSH:     dialSSH,
-		ScanHostKey: scanHostKey,
-		Getenv:      os.Getenv,
-		Dial:        d.DialContext,
-		LookPath:    exec.LookPath,
-		Timeout:     5 * time.Second,
+		SSH:           runSSH,
+		DialSSH:       dialSSH,
+		ScanHostKey:   scanHostKey,
+		ScanRescueKey: access.ScanHostKey,
+		Getenv:        os.Getenv,
+		Dial:          d.DialContext,
+		LookPath:      exec.LookPath,
+		Timeout:       5 * time.Second,
 	}
 }
 
@@ -129,8 +134,8 @@ func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result
 	if env.PulumiVersion != nil {
 		out = append(out, checkPulumiCLI(ctx, env))
 	}
-	if cfg.Platform != stacks.PlatformProxmox {
-		return append(out, Result{Warn, "platform", "only Proxmox stacks have further checks so far"})
+	if cfg.Platform == stacks.PlatformVPS {
+		return append(out, checkVPS(ctx, env, cfg)...)
 	}
 	out = append(out, checkAPI(ctx, env, cfg, stack)...)
 	if cfg.Proxmox.DNSMasqEnabled() || access.Enabled(cfg) {
@@ -306,6 +311,51 @@ func checkHostKey(ctx context.Context, env Env, cfg *stacks.Config, stack string
 		return Result{Fail, "hostkey", fmt.Sprintf("%s, but proxmox.ssh.hostKey pins %s, so every SSH connection to it is refused. "+
 			"If the host's keys changed (a reinstall), %s, replace the pin %s; otherwise something between you and the host answers in its place",
 			seen, pin.Fingerprint, check, add)}
+	}
+}
+
+// checkVPS checks each VPS node from this machine: its Talos API (port
+// 50000) once Talos runs there; before that, the rescue system the install
+// logs into (reachable, and its host key against the node's pin).
+func checkVPS(ctx context.Context, env Env, cfg *stacks.Config) []Result {
+	var out []Result
+	for _, ref := range cfg.Nodes.Refs() {
+		out = append(out, checkVPSNode(ctx, env, ref))
+	}
+	return out
+}
+
+func checkVPSNode(ctx context.Context, env Env, ref stacks.NodeRef) Result {
+	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
+	defer cancel()
+	node := fmt.Sprintf("%s (%s)", ref.Name, ref.Path)
+	talosAddr := net.JoinHostPort(ref.IP, strconv.Itoa(talosapi.ApidPort))
+	if c, err := env.Dial(ctx, "tcp", talosAddr); err == nil {
+		_ = c.Close()
+		return Result{OK, "talos", fmt.Sprintf("%s: the Talos API answers on %s: Talos runs there, `up` needs no rescue system", node, talosAddr)}
+	}
+	r := ref.Rescue
+	target := net.JoinHostPort(r.Host, strconv.Itoa(r.Port))
+	pinPath := ref.Path + ".rescue.hostKey"
+	key, err := env.ScanRescueKey(ctx, stacks.SSHConfig{Host: r.Host, Port: r.Port, User: r.User, HostKey: r.HostKey})
+	if err != nil {
+		return Result{Fail, "rescue", fmt.Sprintf("%s: neither the Talos API (%s) nor the rescue system's SSH (%s) answers (%v): "+
+			"boot the server into its provider's rescue system before `up`", node, talosAddr, target, err)}
+	}
+	// Load has validated the pin.
+	pin, _ := stacks.ParseHostKey(r.HostKey)
+	fp := ssh.FingerprintSHA256(key)
+	seen := fmt.Sprintf("%s: the rescue system at %s presents the %s key %s", node, target, key.Type(), fp)
+	add := fmt.Sprintf("`%s: %s` once %s matches the fingerprint the provider shows", pinPath, authorizedKey(key), fp)
+	switch {
+	case !pin.IsSet():
+		return Result{Warn, "rescue", fmt.Sprintf("%s; nothing is pinned, so the install accepts any key: set %s", seen, add)}
+	case pin.Matches(key):
+		return Result{OK, "rescue", fmt.Sprintf("%s, the one %s pins", seen, pinPath)}
+	default:
+		return Result{Fail, "rescue", fmt.Sprintf("%s, but %s pins %s, so the install refuses to connect. "+
+			"Many rescue systems make new keys at every boot: set %s; otherwise something answers in the server's place",
+			seen, pinPath, pin.Fingerprint, add)}
 	}
 }
 

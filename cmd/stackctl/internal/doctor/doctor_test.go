@@ -3,6 +3,7 @@ package doctor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -400,4 +401,76 @@ func TestDoctorChecksThePulumiCLI(t *testing.T) {
 			assert.Equal(t, tc.failed, doctor.Failed(rs), out)
 		})
 	}
+}
+
+// The VPS example's rescue key pin.
+const vpsRescueKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEONt2yazdFZHClu6cvjSAE8PwBKuH8NrEluMIX2CTD2"
+
+// vpsEnv: the node's Talos API refuses (not installed yet) and its rescue
+// system presents key.
+func vpsEnv(t *testing.T, key ssh.PublicKey, scanErr error) (doctor.Env, *[]string) {
+	t.Helper()
+	var scanned []string
+	e := env(healthyAPI())
+	e.Dial = func(_ context.Context, _, addr string) (net.Conn, error) {
+		return nil, fmt.Errorf("dial tcp %s: connect: connection refused", addr)
+	}
+	e.ScanRescueKey = func(_ context.Context, c stacks.SSHConfig) (ssh.PublicKey, error) {
+		scanned = append(scanned, fmt.Sprintf("%s@%s:%d", c.User, c.Host, c.Port))
+		return key, scanErr
+	}
+	e.ScanHostKey = func(context.Context, *stacks.Config) (ssh.PublicKey, error) {
+		t.Error("a VPS stack has no Proxmox host to scan")
+		return nil, errors.New("no")
+	}
+	return e, &scanned
+}
+
+func runVPS(t *testing.T, e doctor.Env) ([]doctor.Result, string) {
+	t.Helper()
+	rs := doctor.Run(context.Background(), e, stackstest.Example(t, stackstest.VPSExample), "vps-prod")
+	var b strings.Builder
+	doctor.Print(&b, rs)
+	return rs, b.String()
+}
+
+// make doctor checks a VPS stack's nodes too (issue 25): before the
+// install, the rescue system's SSH and its host key against the pin; once
+// Talos runs, its API.
+func TestDoctorChecksVPSNodes(t *testing.T) {
+	t.Parallel()
+	e, scanned := vpsEnv(t, mustKey(vpsRescueKey), nil)
+	rs, out := runVPS(t, e)
+	assert.False(t, doctor.Failed(rs), out)
+	assert.Contains(t, out, "ok    rescue    node-0 (nodes.controlPlanes[0]): the rescue system at 203.0.113.10:22 presents the ssh-ed25519 key")
+	assert.Contains(t, out, "the one nodes.controlPlanes[0].rescue.hostKey pins")
+	assert.Equal(t, []string{"root@203.0.113.10:22"}, *scanned)
+	assert.NotContains(t, out, "only Proxmox stacks")
+
+	e, _ = vpsEnv(t, strangerKey, nil)
+	rs, out = runVPS(t, e)
+	assert.True(t, doctor.Failed(rs), out)
+	assert.Contains(t, out, "presents the ssh-ed25519 key "+strangerFP+", but nodes.controlPlanes[0].rescue.hostKey pins SHA256:")
+	assert.Contains(t, out, "`nodes.controlPlanes[0].rescue.hostKey: "+strangerLine+"`")
+
+	e, _ = vpsEnv(t, nil, errors.New("dial tcp 203.0.113.10:22: i/o timeout"))
+	rs, out = runVPS(t, e)
+	assert.True(t, doctor.Failed(rs), out)
+	assert.Contains(t, out, "neither the Talos API (203.0.113.10:50000) nor the rescue system's SSH (203.0.113.10:22) answers")
+	assert.Contains(t, out, "boot the server into its provider's rescue system")
+
+	// Installed: the Talos API answers; no rescue system is needed or asked.
+	e, scanned = vpsEnv(t, nil, errors.New("must not be asked"))
+	e.Dial = func(_ context.Context, _, addr string) (net.Conn, error) {
+		if !strings.HasSuffix(addr, ":50000") {
+			return nil, errors.New("refused")
+		}
+		c1, c2 := net.Pipe()
+		_ = c2.Close()
+		return c1, nil
+	}
+	rs, out = runVPS(t, e)
+	assert.False(t, doctor.Failed(rs), out)
+	assert.Contains(t, out, "ok    talos     node-0 (nodes.controlPlanes[0]): the Talos API answers on 203.0.113.10:50000")
+	assert.Empty(t, *scanned)
 }

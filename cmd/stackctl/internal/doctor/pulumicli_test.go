@@ -47,4 +47,18 @@ func TestOneMinimumPulumiCLI(t *testing.T) {
 	require.NoError(t, err)
 	minor := regexp.MustCompile(`^\d+\.\d+`).FindString(sdk)
 	assert.Contains(t, string(raw), "Pulumi CLI](https://www.pulumi.com/docs/install/) "+minor+" or newer", "README")
+
+	// Every page that names a minimum CLI names this one.
+	minimum := regexp.MustCompile(`\b3\.(\d{3})(\.\d+)? or newer`)
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	examples, err := filepath.Glob(filepath.Join(root, "examples", "*", "README.md"))
+	require.NoError(t, err)
+	for _, page := range append(append(pages, examples...), filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md")) {
+		raw, err := os.ReadFile(page) //nolint:gosec // the repository's own pages
+		require.NoError(t, err)
+		for _, m := range minimum.FindAllStringSubmatch(string(raw), -1) {
+			assert.Equal(t, minor, "3."+m[1], "%s says %q", page, m[0])
+		}
+	}
 }

@@ -19,20 +19,7 @@ const SchemaFile = "docs/stack-file.schema.json"
 // config set --secret` writes. Keys of other namespaces (provider config,
 // `pulumi:tags`) are left free.
 func JSONSchema() ([]byte, error) {
-	cfg := reflect.TypeFor[Config]()
-	props := map[string]any{}
-	var required []string
-	for i := range cfg.NumField() {
-		sf := cfg.Field(i)
-		name := jsonName(sf)
-		if name == "" {
-			continue
-		}
-		props[Namespace+":"+name] = fieldSchema(sf)
-		if sf.Tag.Get("required") == "true" {
-			required = append(required, Namespace+":"+name)
-		}
-	}
+	props, required := objectProperties(reflect.TypeFor[Config](), Namespace+":")
 	doc := map[string]any{
 		"$schema":     "http://json-schema.org/draft-07/schema#",
 		"$id":         "https://github.com/fluodata/talos-pulumi/" + SchemaFile,
@@ -96,19 +83,7 @@ func typeSchema(t reflect.Type) map[string]any {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		props := map[string]any{}
-		var required []string
-		for i := range t.NumField() {
-			sf := t.Field(i)
-			name := jsonName(sf)
-			if name == "" {
-				continue
-			}
-			props[name] = fieldSchema(sf)
-			if sf.Tag.Get("required") == "true" {
-				required = append(required, name)
-			}
-		}
+		props, required := objectProperties(t, "")
 		s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 		if len(required) > 0 {
 			s["required"] = required
@@ -123,6 +98,26 @@ func typeSchema(t reflect.Type) map[string]any {
 	default:
 		return map[string]any{"type": "string"}
 	}
+}
+
+// objectProperties are the schemas of a struct's keys, each named prefix +
+// its JSON name, and the keys required everywhere (required:"true"; a key
+// required on one platform only is the loader's to check).
+func objectProperties(t reflect.Type, prefix string) (map[string]any, []string) {
+	props := map[string]any{}
+	var required []string
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name := jsonName(sf)
+		if name == "" {
+			continue
+		}
+		props[prefix+name] = fieldSchema(sf)
+		if sf.Tag.Get("required") == "true" {
+			required = append(required, prefix+name)
+		}
+	}
+	return props, required
 }
 
 // typedDefault is a default tag as a value of the field's type, when it is

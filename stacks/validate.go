@@ -142,9 +142,9 @@ func validateTalosVersion(d *Diagnostics, v string) {
 	}
 	minor, _ := strconv.Atoi(m[2])
 	_, pinnedMinor := talosversion.Pinned()
-	switch {
-	case talosversion.CheckSupported(v) != nil:
-		d.errorf(path, "%v", talosversion.CheckSupported(v))
+	switch err := talosversion.CheckSupported(v); {
+	case err != nil:
+		d.errorf(path, "%v", err)
 	case minor > pinnedMinor:
 		d.warnf(path, "%q is newer than v1.%d, the newest release this project validates machine configs for", v, pinnedMinor)
 	}

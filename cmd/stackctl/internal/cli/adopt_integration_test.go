@@ -56,31 +56,15 @@ func TestIntegrationAdoptWithTheRealCLI(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the adopt integration test did not run")
 	}
-	dir := t.TempDir()
-	root := stackstest.RepoRoot(t)
-	for _, f := range []string{"Pulumi.yaml"} {
-		raw, err := os.ReadFile(filepath.Join(root, f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), raw, 0o600))
-	}
-	example, err := os.ReadFile(filepath.Join(root, stackstest.ProxmoxExample))
+	example, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), stackstest.ProxmoxExample))
 	require.NoError(t, err)
 	// Reached directly (no ssh-proxy to a Proxmox host): the program's
 	// preview below needs no host.
 	example = []byte(strings.Replace(string(example), "access: ssh-proxy", "access: direct", 1))
 	require.Contains(t, string(example), "access: direct")
+	dir, pulumi := realCLIProject(t, pulumiPath)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.it.yaml"), example, 0o600))
-	t.Chdir(dir)
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+filepath.Join(dir, "state"))
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o700))
 
-	pulumi := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(pulumiPath, args...).CombinedOutput()
-		require.NoError(t, err, "pulumi %s: %s", strings.Join(args, " "), out)
-		return string(out)
-	}
 	pulumi("stack", "init", "it", "--secrets-provider", "passphrase")
 	for k, v := range stackstest.ExampleSecrets[stackstest.ProxmoxExample] {
 		pulumi("config", "set", "--secret", "--path", "--stack", "it", k, v)

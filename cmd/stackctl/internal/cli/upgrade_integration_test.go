@@ -35,10 +35,10 @@ import (
 // test: testdata/upgrade holds its `pulumi stack export` and its stack file
 // (with the passphrase salt its secrets are encrypted with).
 const (
-	upgradeDir        = "testdata/upgrade"
-	upgradePassphrase = "integration-test"
-	upgradeStack      = "it"
-	upgradeMemberURN  = "urn:pulumi:it::talos-cluster::talos-cluster:index:ProxmoxCluster$talos-cluster:index:TalosCluster$command:local:Command::homelab-member-cp-0"
+	upgradeDir            = "testdata/upgrade"
+	integrationPassphrase = "integration-test"
+	upgradeStack          = "it"
+	upgradeMemberURN      = "urn:pulumi:it::talos-cluster::talos-cluster:index:ProxmoxCluster$talos-cluster:index:TalosCluster$command:local:Command::homelab-member-cp-0"
 )
 
 // TestIntegrationAStackOfThePreviousReleaseUpgradesInPlace previews, with
@@ -67,7 +67,7 @@ func TestIntegrationAStackOfThePreviousReleaseUpgradesInPlace(t *testing.T) {
 	require.NoError(t, err)
 	fixtureStack, err := os.ReadFile(filepath.Join(upgradeDir, "Pulumi."+upgradeStack+".yaml"))
 	require.NoError(t, err)
-	dir, cli := upgradeWorkspace(t, pulumiPath)
+	dir, cli := realCLIProject(t, pulumiPath)
 	cli("stack", "init", upgradeStack, "--secrets-provider", "passphrase")
 	// The fixture's own stack file: its salt decrypts its secrets.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi."+upgradeStack+".yaml"), fixtureStack, 0o600))
@@ -126,7 +126,7 @@ func TestIntegrationWriteUpgradeFixture(t *testing.T) {
 	require.NoError(t, err)
 	example, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), stackstest.ProxmoxExample))
 	require.NoError(t, err)
-	dir, cli := upgradeWorkspace(t, pulumiPath)
+	dir, cli := realCLIProject(t, pulumiPath)
 
 	// The Proxmox example, reached directly at the project's Proxmox API
 	// fake, which serves the ISO; a given schematic (the Image Factory is
@@ -217,9 +217,10 @@ func oldDefaultProvider(r stateResource) bool {
 		r.Type != "pulumi:providers:talos" && r.Type != "pulumi:providers:proxmoxve" // same versions in both releases
 }
 
-// upgradeWorkspace is a project directory with this release's Pulumi.yaml,
-// a file backend and the fixture's passphrase, and a runner of pulumi in it.
-func upgradeWorkspace(t *testing.T, pulumiPath string) (string, func(args ...string) string) {
+// realCLIProject is a project directory, the working directory from now on,
+// with this release's Pulumi.yaml, a file backend and the tests'
+// passphrase, and a runner of the real pulumi in it.
+func realCLIProject(t *testing.T, pulumiPath string) (string, func(args ...string) string) {
 	t.Helper()
 	dir := t.TempDir()
 	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), "Pulumi.yaml"))
@@ -227,7 +228,7 @@ func upgradeWorkspace(t *testing.T, pulumiPath string) (string, func(args ...str
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), raw, 0o600))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o700))
 	t.Chdir(dir) // adopt runs pulumi in the working directory
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", upgradePassphrase)
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", integrationPassphrase)
 	t.Setenv("PULUMI_BACKEND_URL", "file://"+filepath.Join(dir, "state"))
 	return dir, func(args ...string) string {
 		t.Helper()

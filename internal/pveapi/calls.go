@@ -159,6 +159,17 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string, poll time.Dura
 	}
 }
 
+// EjectCDROM empties the VM's CD-ROM drive iface ("ide2"): the drive
+// stays, with no medium, so the VM refers to no ISO file that a later
+// version could delete. The config update is synchronous (PUT, no task).
+// A VM that is gone is ErrNotFound.
+func (c *Client) EjectCDROM(ctx context.Context, node string, vmid int, iface string) error {
+	if err := c.call(ctx, "PUT", vmPath(node, vmid)+"/config", url.Values{iface: {"none,media=cdrom"}}, nil); err != nil {
+		return fmt.Errorf("unable to eject the CD-ROM (%s) of VM %d: %w", iface, vmid, err)
+	}
+	return nil
+}
+
 func vmPath(node string, vmid int) string {
 	return fmt.Sprintf("/nodes/%s/qemu/%d", url.PathEscape(node), vmid)
 }

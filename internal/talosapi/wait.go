@@ -2,61 +2,25 @@ package talosapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/fluodata/talos-pulumi/internal/progress"
 )
 
 // until calls try every interval until it reports done, the timeout passes
-// (ErrTimeout, with try's last word on why it was not done) or ctx ends
-// (the error says so, with try's last word). try's first call is
-// immediate. With a reporter in opts, it reports the wait for what, with
-// try's last word, on its own clock.
+// (ErrTimeout, with try's last word on why it was not done) or ctx ends:
+// progress.Poll, with the reporter of opts.
 func until(ctx context.Context, what string, interval, timeout time.Duration, opts []WaitOption, try func(context.Context) (bool, error)) error {
-	if interval <= 0 {
-		return errors.New("the poll interval must be positive")
-	}
 	var cfg waitConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
-	p := StartProgress(what, cfg.report, cfg.every)
-	defer p.Stop()
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var last error
-	for {
-		done, why := try(wctx)
-		if done {
-			return nil
-		}
-		if ctx.Err() != nil {
-			// The call was cut short by the cancellation: it says
-			// nothing about the node.
-			return p.Cancelled(ctx)
-		}
-		// A call cut short by the wait's own deadline says nothing new.
-		if why != nil && (last == nil || !errors.Is(why, context.DeadlineExceeded)) {
-			last = why
-			p.Saw(why.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return p.Cancelled(ctx)
-		case <-wctx.Done():
-			if ctx.Err() != nil {
-				return p.Cancelled(ctx)
-			}
-			if last == nil {
-				return fmt.Errorf("%w after %s", ErrTimeout, timeout)
-			}
-			return fmt.Errorf("%w after %s, last: %w", ErrTimeout, timeout, last)
-		case <-t.C:
-		}
-	}
+	return progress.Poll{
+		What: what, Interval: interval, Timeout: timeout,
+		Report: cfg.report, Every: cfg.every, ErrTimeout: ErrTimeout,
+	}.Until(ctx, try)
 }
 
 // WaitVersion waits until node answers with Talos version want: through

@@ -49,6 +49,9 @@ type VM struct {
 	ShutdownPending bool
 	// HA: the VM is HA-managed; Proxmox refuses overrule-shutdown for it.
 	HA bool
+	// Config is the VM's configuration as PUT .../config sets it
+	// ("ide2": "local:iso/talos.iso,media=cdrom").
+	Config map[string]string
 }
 
 // Server is the fake API.
@@ -58,7 +61,8 @@ type Server struct {
 	TaskLatency time.Duration
 	// Fail500 answers the next n requests with 500.
 	Fail500 int
-	// Forbidden answers every stop with 403 (a token without VM.PowerMgmt).
+	// Forbidden answers every stop and config update with 403 (a token
+	// without VM.PowerMgmt or VM.Config.CDROM).
 	Forbidden bool
 	// OldPVE makes the fake a Proxmox VE before 8.2 (qemu-server before
 	// 8.1.2), whose stop has no overrule-shutdown parameter: like every
@@ -70,6 +74,7 @@ type Server struct {
 	tasks     map[string]*task
 	stopCalls map[int]int
 	stopForms map[int][]url.Values
+	configs   map[int][]url.Values
 	seq       int
 	storage
 }
@@ -90,7 +95,7 @@ func New(t testing.TB, vms map[int]*VM) *Server {
 	t.Helper()
 	s := &Server{
 		vms: vms, tasks: map[string]*task{}, stopCalls: map[int]int{}, stopForms: map[int][]url.Values{},
-		storage: newStorage(),
+		configs: map[int][]url.Values{}, storage: newStorage(),
 	}
 	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.handle))
 	t.Cleanup(s.Close)
@@ -113,6 +118,24 @@ func (s *Server) StopForms(vmid int) []url.Values {
 	return slices.Clone(s.stopForms[vmid])
 }
 
+// ConfigUpdates returns the parameters of every accepted config update of
+// a VM, in order.
+func (s *Server) ConfigUpdates(vmid int) []url.Values {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.configs[vmid])
+}
+
+// ConfigValue returns one key of a VM's configuration.
+func (s *Server) ConfigValue(vmid int, key string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.vms[vmid] == nil {
+		return ""
+	}
+	return s.vms[vmid].Config[key]
+}
+
 // Running reports whether a VM runs (a finished stop task stops it).
 func (s *Server) Running(vmid int) bool {
 	s.mu.Lock()
@@ -132,6 +155,7 @@ var (
 	statusRe  = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/qemu/(\d+)/status/(current|stop)$`)
 	taskRe    = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/tasks/([^/]+)/status$`)
 	taskDelRe = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/tasks/([^/]+)$`)
+	configRe  = regexp.MustCompile(`^/api2/json/nodes/([^/]+)/qemu/(\d+)/config$`)
 )
 
 // stopParams are the parameters of qemu-server's vm_stop
@@ -175,6 +199,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		default:
 			writeErr(w, http.StatusNotImplemented, "Method '"+r.Method+" "+r.URL.Path+"' not implemented")
 		}
+		return
+	}
+	if m := configRe.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodPut {
+		s.setConfig(w, r, m[1], m[2])
 		return
 	}
 	if m := taskRe.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
@@ -251,6 +279,30 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request, vmid int, vm *VM) 
 	}
 	upid := s.newTask(vm.Node, "qmstop", strconv.Itoa(vmid), t)
 	writeData(w, upid)
+}
+
+// setConfig is qemu-server's update_vm (PUT, synchronous): the VM must be on
+// the node, the token needs VM.Config.CDROM for a CD-ROM drive; each
+// parameter replaces the key of the VM's configuration.
+func (s *Server) setConfig(w http.ResponseWriter, r *http.Request, node, id string) {
+	vmid, _ := strconv.Atoi(id)
+	vm, ok := s.vms[vmid]
+	if !ok || vm.Node != node {
+		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid))
+		return
+	}
+	if s.Forbidden {
+		writeErr(w, http.StatusForbidden, fmt.Sprintf("Permission check failed (/vms/%d, VM.Config.CDROM)", vmid))
+		return
+	}
+	s.configs[vmid] = append(s.configs[vmid], r.PostForm)
+	if vm.Config == nil {
+		vm.Config = map[string]string{}
+	}
+	for k, v := range r.PostForm {
+		vm.Config[k] = v[0]
+	}
+	writeData(w, nil)
 }
 
 // newTask registers a task and returns its UPID.

@@ -37,7 +37,7 @@ type Options struct {
 	Hooks proxmox.Hooks
 	// ProxmoxAPI is what the fast-stop hook talks to (a client for the
 	// stack's endpoint when nil).
-	ProxmoxAPI proxmox.StopAPI
+	ProxmoxAPI proxmox.API
 	// TalosProbe tells whether a VPS node already runs Talos in maintenance
 	// mode (a probe of its Talos API when nil).
 	TalosProbe vps.MaintenanceProbe
@@ -84,7 +84,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 			return nil, err
 		}
 		args.Previous = prev.Cluster
-		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, proxmox.Deps{Hooks: o.Hooks, StopAPI: o.ProxmoxAPI, Talos: o.Talos})
+		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos})
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tools `make test` runs besides Go and make: Debian's dnsmasq (on the generated reservation
-# files), curl (the generated Proxmox API command), zstd, xz and gzip (the VPS install script
+# files), curl (the VPS install script's download, the proxy tests), zstd, xz and gzip (the VPS install script
 # against compressed images).
 #
 #   test-deps.sh check     exit 0 when all are there; otherwise one line naming what is missing

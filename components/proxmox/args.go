@@ -144,9 +144,9 @@ type Deps struct {
 	// Hooks binds the fast-stop hooks to the VMs (the engine's when nil;
 	// clusters may share one).
 	Hooks Hooks
-	// StopAPI is the Proxmox API the hook stops VMs with (a client for
+	// API is the Proxmox API the hooks stop VMs and eject ISOs with (a client for
 	// Proxmox.Endpoint when nil).
-	StopAPI StopAPI
+	API API
 	// Talos are the TalosCluster's seams (its day-2 hooks).
 	Talos talos.Deps
 }
@@ -154,8 +154,8 @@ type Deps struct {
 // withDefaults fills the seams left nil: the engine's hooks, and a Proxmox
 // client that is built once the token secret resolves (the hook runs at a
 // VM's delete, long after).
-func (d Deps) withDefaults(ctx *pulumi.Context, px HostSettings) (Hooks, StopAPI) {
-	hooks, api := d.Hooks, d.StopAPI
+func (d Deps) withDefaults(ctx *pulumi.Context, px HostSettings) (Hooks, API) {
+	hooks, api := d.Hooks, d.API
 	if hooks == nil {
 		hooks = &talos.SDKHooks{Ctx: ctx}
 	}

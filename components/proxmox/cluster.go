@@ -76,12 +76,13 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	// The hooks are registered before anything of the cluster, as nothing
 	// waits for the one bound to nothing (see bindFastStop); and on every
 	// run, a destroy too, because the state refers to them by name.
-	hooks, stopAPI := deps.withDefaults(ctx, px)
+	hooks, api := deps.withDefaults(ctx, px)
+	deps.Talos = deps.Talos.WithDefaults(ctx)
 	// A VM replaced by an edit of the stack file (a new proxmoxNode, vmId,
 	// ...) is deleted before anything of the cluster runs: its node leaves
 	// etcd or is drained first, then the VM is hard-stopped.
 	leaver := talos.NewLeaver()
-	fastStop := leaveThenStop(leaver, name, FastStopHook(stopAPI, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll))
+	fastStop := leaveThenStop(leaver, name, FastStopHook(api, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll))
 	bindStop, err := bindFastStop(hooks, name, fastStop)
 	if err != nil {
 		return nil, err
@@ -184,7 +185,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 		return nil, err
 	}
 
-	if err := c.ejectISOs(ctx, name, args, parent); err != nil {
+	if err := c.ejectISOs(ctx, name, args, hooks, api, deps.Talos, parent); err != nil {
 		return nil, err
 	}
 
@@ -259,21 +260,27 @@ func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs m
 
 // ejectISOs empties every VM's CD-ROM once the cluster is up (after its
 // node's apply and the Helm releases, which wait for the nodes): Talos then
-// runs from disk. Each command is replaced, and so runs again, when its VM is.
-func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs, parent pulumi.ResourceOption) error {
+// runs from disk. Each eject is a command resource that runs no command,
+// with a before-create hook that ejects (Eject); it is replaced, and so
+// ejects again, when its VM is. Earlier versions ran curl here; their
+// stacks' ejects drop the command and its token header in one update that
+// runs nothing.
+func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs, hooks Hooks, api API, tdeps talos.Deps, parent pulumi.ResourceOption) error {
 	px := args.Proxmox
-	header := pulumi.ToSecret(px.APITokenSecret.ToStringOutput().ApplyT(func(s string) string {
-		return AuthHeader(px.APITokenID, s)
-	})).(pulumi.StringOutput)
 	for _, ref := range args.Nodes {
 		machine := c.VMs[ref.Name]
+		ejectName := name + "-eject-iso-" + ref.Name
+		hook, err := hooks.Bind(name+EjectHookSuffix, talos.BeforeCreate, ejectName, func(a *pulumi.ResourceHookArgs) error {
+			return Eject(tdeps.Context, api, tdeps.Log(ctx, a.URN), talos.HookEnv(a.NewInputs))
+		})
+		if err != nil {
+			return err
+		}
 		// Concrete resources, not the TalosCluster component: the SDK expands
 		// a component into the children it knows of at that moment, and
 		// children register asynchronously, so that could miss the releases.
 		waitFor := []pulumi.Resource{c.Talos.Applies[ref.Name], c.Talos.Cilium, c.Talos.CertApprover, c.Talos.NodesReady}
-		cmd, err := local.NewCommand(ctx, name+"-eject-iso-"+ref.Name, &local.CommandArgs{
-			Create: pulumi.String(EjectCommand(px.Insecure)),
-			Stdin:  header,
+		cmd, err := local.NewCommand(ctx, ejectName, &local.CommandArgs{
 			Environment: pulumi.StringMap{
 				"PVE_API":  pulumi.String(APIURL(px.Endpoint)),
 				"PVE_NODE": pulumi.String(ref.ProxmoxNode),
@@ -281,7 +288,7 @@ func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs,
 			},
 			Triggers:               pulumi.Array{machine.ID()},
 			AddPreviousOutputInEnv: pulumi.Bool(false),
-		}, parent, pulumi.DependsOn(waitFor), pulumi.DeletedWith(machine),
+		}, parent, hook, pulumi.DependsOn(waitFor), pulumi.DeletedWith(machine),
 			// A new VM (same vmId, so the trigger above stays the same) has
 			// the ISO inserted again: eject once more.
 			pulumi.ReplaceWith([]pulumi.Resource{machine}))

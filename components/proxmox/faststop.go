@@ -46,11 +46,13 @@ const (
 	fastStopPoll    = 100 * time.Millisecond
 )
 
-// StopAPI is what the hook needs from the Proxmox API.
-type StopAPI interface {
+// API is what the cluster's hooks need from the Proxmox API: the fast
+// stop's status, stop and task calls, and the ISO eject.
+type API interface {
 	VMStatus(ctx context.Context, node string, vmid int) (pveapi.VMStatus, error)
 	StopVM(ctx context.Context, node string, vmid int) (string, error)
 	WaitTask(ctx context.Context, node, upid string, poll time.Duration) error
+	EjectCDROM(ctx context.Context, node string, vmid int, iface string) error
 }
 
 // VMRef identifies the VM a hook run is about, from the resource's old state.
@@ -72,7 +74,7 @@ var ErrForeignVM = errors.New("not this stack's VM")
 // pveapi.Client.StopVM) and the Proxmox task awaited; a stopped or missing VM
 // is success. It refuses a VM whose live name or tags say it is not this
 // stack's (the id was reused, or state is stale).
-func HardStop(ctx context.Context, api StopAPI, vm VMRef, stackTag string, poll time.Duration) error {
+func HardStop(ctx context.Context, api API, vm VMRef, stackTag string, poll time.Duration) error {
 	st, err := api.VMStatus(ctx, vm.Node, vm.VMID)
 	switch {
 	case errors.Is(err, pveapi.ErrNotFound):
@@ -136,7 +138,7 @@ func VMRefFromState(outs resource.PropertyMap) (VMRef, error) {
 
 // FastStopHook is the hook body: the VM from old state, checked against the
 // stack tag in state as well as live, hard-stopped within the timeout.
-func FastStopHook(api StopAPI, stackTag string, timeout, poll time.Duration) pulumi.ResourceHookFunction {
+func FastStopHook(api API, stackTag string, timeout, poll time.Duration) pulumi.ResourceHookFunction {
 	return func(args *pulumi.ResourceHookArgs) error {
 		vm, err := VMRefFromState(args.OldOutputs)
 		if err != nil {
@@ -172,8 +174,8 @@ type Hooks = talos.Hooks
 
 // The seams' real implementations, checked at compile time.
 var (
-	_ StopAPI = (*pveapi.Client)(nil)
-	_ Hooks   = (*talos.SDKHooks)(nil)
+	_ API   = (*pveapi.Client)(nil)
+	_ Hooks = (*talos.SDKHooks)(nil)
 )
 
 // bindFastStop registers the fast-stop hooks of the cluster named cluster

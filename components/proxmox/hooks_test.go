@@ -59,7 +59,7 @@ func TestTwoClustersBindHooksOfTheirOwn(t *testing.T) {
 	hooks := &componentstest.Hooks{}
 	e := &componentstest.Engine{}
 	err = pulumi.RunErr(func(ctx *pulumi.Context) error {
-		deps := proxmox.Deps{Hooks: hooks, StopAPI: api, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}}
+		deps := proxmox.Deps{Hooks: hooks, API: api, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}}
 		if _, err := proxmox.NewClusterWithDeps(ctx, "homelab", args("homelab", 0), deps); err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ type tokenClient struct {
 	err   error
 }
 
-var _ StopAPI = (*tokenClient)(nil)
+var _ API = (*tokenClient)(nil)
 
 func newTokenClient(endpoint, tokenID string, insecure bool, secret pulumi.StringInput) *tokenClient {
 	t := &tokenClient{ready: make(chan struct{})}
@@ -81,4 +81,12 @@ func (t *tokenClient) WaitTask(ctx context.Context, node, upid string, poll time
 		return err
 	}
 	return api.WaitTask(ctx, node, upid, poll)
+}
+
+func (t *tokenClient) EjectCDROM(ctx context.Context, node string, vmid int, iface string) error {
+	api, err := t.client(ctx)
+	if err != nil {
+		return err
+	}
+	return api.EjectCDROM(ctx, node, vmid, iface)
 }

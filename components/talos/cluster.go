@@ -1,7 +1,6 @@
 package talos
 
 import (
-	_ "embed" // the Kubernetes wait script
 	"fmt"
 	"strconv"
 
@@ -73,19 +72,6 @@ type NodeOptions struct {
 	// apply (a re-image): that would wipe the node just installed.
 	ResetOnDestroy bool
 }
-
-// KubeWaitScript waits until the Kubernetes API answers /readyz
-// (WAIT_FOR=api) or every node is Ready (WAIT_FOR=nodes); run as it is.
-//
-//go:embed wait-kube.sh
-var KubeWaitScript string
-
-// Bounds of the two waits. The API wait covers etcd's first start, the
-// control-plane images' pull and the VIP's election after the bootstrap.
-const (
-	apiReadyTimeoutSecs   = 900
-	nodesReadyTimeoutSecs = 600
-)
 
 // ClusterSettings are the cluster-wide settings, the same for every
 // platform (ProxmoxCluster and VpsCluster take them as they are).
@@ -260,7 +246,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 
 	// The day-2 hooks: they run when a node's apply updates a running
 	// node (never on the first up) and when a node leaves the stack.
-	deps = deps.withDefaults(ctx)
+	deps = deps.WithDefaults(ctx)
 	day2 := newDayTwo(ctx, deps, args, name+"-apply-")
 	if args.Leaver != nil {
 		args.Leaver.day2.set(day2, nil)
@@ -391,7 +377,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	// that run if not. Right after the bootstrap the API server is minutes
 	// away, so the provider waits for the API (a provider's registration
 	// waits until its dependencies are created).
-	c.APIReady, err = newKubeWait(ctx, name+APIReadySuffix, kubeWait{
+	c.APIReady, err = newKubeWait(ctx, deps, name, name+APIReadySuffix, kubeWait{
 		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "api", timeoutSecs: apiReadyTimeoutSecs,
 		// Once created it never runs again: a later `up` finds the API up,
 		// and a renewed kubeconfig is no reason to wait.
@@ -434,7 +420,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	// Ready nodes: the kubelet and Cilium run on every node. Re-run only
 	// when the cluster gains or loses nodes (a renewed kubeconfig is no
 	// reason to wait again).
-	c.NodesReady, err = newKubeWait(ctx, name+NodesReadySuffix, kubeWait{
+	c.NodesReady, err = newKubeWait(ctx, deps, name, name+NodesReadySuffix, kubeWait{
 		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "nodes", timeoutSecs: nodesReadyTimeoutSecs,
 		env:      pulumi.StringMap{"NODE_COUNT": pulumi.String(strconv.Itoa(len(args.Nodes)))},
 		triggers: pulumi.Array{pulumi.String(strconv.Itoa(len(args.Nodes)))},
@@ -591,41 +577,4 @@ func newRelease(ctx *pulumi.Context, resourceName string, r release, opts ...pul
 		return nil, fmt.Errorf("unable to create %s release: %w", r.name, err)
 	}
 	return rel, nil
-}
-
-// kubeWait is one run of the Kubernetes wait script.
-type kubeWait struct {
-	kubeconfig  pulumi.StringOutput
-	waitFor     string // api or nodes
-	timeoutSecs int
-	env         pulumi.StringMap
-	// triggers re-run the wait when they change; nothing else does.
-	triggers pulumi.Array
-}
-
-// newKubeWait runs the wait script on this machine once, when created. The
-// script's text, the kubeconfig and the interpreter are ignored in diffs, so
-// neither a new version of the script nor a renewed kubeconfig re-runs it.
-func newKubeWait(ctx *pulumi.Context, resourceName string, w kubeWait, opts ...pulumi.ResourceOption) (*local.Command, error) {
-	env := pulumi.StringMap{
-		"KUBECONFIG_DATA": pulumi.ToSecret(w.kubeconfig).(pulumi.StringOutput),
-		"WAIT_FOR":        pulumi.String(w.waitFor),
-		"WAIT_TIMEOUT":    pulumi.String(strconv.Itoa(w.timeoutSecs)),
-	}
-	for k, v := range w.env {
-		env[k] = v
-	}
-	cmd, err := local.NewCommand(ctx, resourceName, &local.CommandArgs{
-		Create:      pulumi.String(KubeWaitScript),
-		Interpreter: pulumi.ToStringArray([]string{"/bin/sh", "-c"}),
-		Environment: env,
-		Triggers:    w.triggers,
-		Logging:     local.LoggingStdoutAndStderr,
-	}, append(opts,
-		pulumi.IgnoreChanges([]string{"create", "environment", "interpreter", "logging"}),
-		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: fmt.Sprintf("%ds", w.timeoutSecs+60)}))...)
-	if err != nil {
-		return nil, fmt.Errorf("unable to create the %s wait: %w", w.waitFor, err)
-	}
-	return cmd, nil
 }

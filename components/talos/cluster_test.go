@@ -198,17 +198,21 @@ func TestClusterGraph(t *testing.T) {
 				assert.True(t, provider.Is(rel.Provider), "%s uses the cluster's provider, not %q", rel.Name, rel.Provider)
 				assert.True(t, m.After(rel, apiReady), "%s after the API wait", rel.Name)
 			}
-			assert.Equal(t, talos.KubeWaitScript, apiReady.Inputs["create"].StringValue())
+			assert.False(t, apiReady.Inputs.HasValue("create"), "the wait runs no command: its hook waits, in the program")
 			apiEnv := apiReady.Inputs["environment"].ObjectValue()
 			assert.Equal(t, "api", apiEnv["WAIT_FOR"].StringValue())
 			assert.Equal(t, "900", apiEnv["WAIT_TIMEOUT"].StringValue())
 			assert.True(t, apiReady.Inputs["environment"].ContainsSecrets(), "the kubeconfig in its environment stays secret")
 
 			assert.True(t, m.After(ready, approver), "the nodes-ready wait after the approver")
-			assert.Equal(t, talos.KubeWaitScript, ready.Inputs["create"].StringValue())
 			for _, w := range waits {
+				assert.False(t, w.Inputs.HasValue("create"), "%s runs no command", w.Name)
 				assert.True(t, w.Inputs["environment"].ContainsSecrets(), "the kubeconfig in its environment stays secret")
-				assert.Subset(t, w.IgnoreChanges, []string{"create", "environment"}, "a renewed kubeconfig does not re-run %s", w.Name)
+				assert.Equal(t, []string{"environment"}, w.IgnoreChanges, "a renewed kubeconfig does not re-run %s", w.Name)
+				bound := out.hooks.On(w.Name)
+				require.Len(t, bound, 1, "%s waits in its before-create hook", w.Name)
+				assert.Equal(t, "lab"+talos.KubeWaitHookSuffix, bound[0].Hook)
+				assert.Equal(t, talos.BeforeCreate, bound[0].Point, "a failed wait fails the create, so the next up waits again")
 			}
 			env := ready.Inputs["environment"].ObjectValue()
 			assert.Equal(t, "nodes", env["WAIT_FOR"].StringValue())

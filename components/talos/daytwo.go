@@ -52,6 +52,9 @@ type Deps struct {
 	// engine does not tell the program of a cancellation: the program
 	// learns it from stackctl (see internal/cancelfile).
 	Context context.Context
+	// Log is what a hook says on the resource it runs for (NewHookLog, the
+	// engine's log, when nil).
+	Log func(ctx *pulumi.Context, urn pulumi.URN) Logger
 }
 
 // hookContext bounds one hook run: its timeout, and the operator's
@@ -65,12 +68,18 @@ func (d *dayTwo) hookContext() (context.Context, context.CancelFunc) {
 // Deps.Destroy).
 const DestroyEnv = "TALOS_CLUSTER_DESTROY"
 
-func (d Deps) withDefaults(ctx *pulumi.Context) Deps {
+// WithDefaults fills the seams left nil with the real ones: the engine's
+// hooks and log, the Talos and Kubernetes clients, a context that is never
+// cancelled. A platform calls it for the hooks of its own resources.
+func (d Deps) WithDefaults(ctx *pulumi.Context) Deps {
 	if d.Context == nil {
 		d.Context = context.Background()
 	}
 	if d.Hooks == nil {
 		d.Hooks = &SDKHooks{Ctx: ctx}
+	}
+	if d.Log == nil {
+		d.Log = func(ctx *pulumi.Context, urn pulumi.URN) Logger { return NewHookLog(ctx, urn) }
 	}
 	if d.Talos == nil {
 		d.Talos = func(creds talosapi.Credentials) (talosapi.API, error) {

@@ -1,7 +1,7 @@
 package talos_test
 
 import (
-	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -11,18 +11,23 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
 
 // apiServer is a Kubernetes API stand-in that demands the client
@@ -79,48 +84,98 @@ func kubeconfig(server string, p pkitest.PKI) string {
 	return string(kubeapitest.Kubeconfig(server, p.CA, p.ClientCert, p.ClientKey))
 }
 
-func runWaitNodes(t *testing.T, env ...string) (string, error) {
-	t.Helper()
-	return runKubeWait(t, append([]string{"WAIT_FOR=nodes"}, env...)...)
+// said records what a hook says, with the time of each message.
+type said struct {
+	mu     sync.Mutex
+	status []string
+	info   []string
+	at     []time.Time
 }
 
-func runKubeWait(t *testing.T, env ...string) (string, error) {
+func (s *said) Status(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status, s.at = append(s.status, msg), append(s.at, time.Now())
+}
+
+func (s *said) Info(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.info = append(s.info, msg)
+}
+
+func (s *said) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(append(append([]string{}, s.status...), s.info...), "\n")
+}
+
+// waitTiming polls at once and reports every 50 ms, so that a test sees the
+// reports a real run makes every 30 s.
+var waitTiming = rollout.Timing{Poll: 5 * time.Millisecond, ProgressEvery: 50 * time.Millisecond}
+
+// kubeWaitHook builds a one-node cluster under mocks and returns the hook
+// its waits run in, as the engine calls it before their create, and what
+// it says.
+func kubeWaitHook(t *testing.T, ctx context.Context) (func(env map[string]string) error, *said) {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", talos.KubeWaitScript)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "POLL_INTERVAL=0", "REPORT_INTERVAL=0"}, env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	hooks, log := &componentstest.Hooks{}, &said{}
+	err := pulumi.RunErr(func(pctx *pulumi.Context) error {
+		_, err := talos.NewClusterWithDeps(pctx, "lab", &talos.ClusterArgs{
+			Cluster:        talos.ClusterSettings{Name: "lab", Endpoint: "https://10.0.0.5:6443", TalosVersion: "v1.12.4"},
+			InstallerImage: pulumi.String("factory.talos.dev/metal-installer/abc:v1.12.4"),
+			Nodes:          nodes(1, 0),
+		}, talos.Deps{Hooks: hooks, Timing: waitTiming, Context: ctx,
+			Log: func(*pulumi.Context, pulumi.URN) talos.Logger { return log }})
+		return err
+	}, pulumi.WithMocks("talos-cluster", "test", &componentstest.Engine{}))
+	require.NoError(t, err)
+	fn := hooks.Hook("lab" + talos.KubeWaitHookSuffix)
+	require.NotNil(t, fn)
+	return func(env map[string]string) error {
+		vars := resource.PropertyMap{}
+		for k, v := range env {
+			vars[resource.PropertyKey(k)] = resource.NewStringProperty(v)
+		}
+		if kc, ok := vars["KUBECONFIG_DATA"]; ok {
+			vars["KUBECONFIG_DATA"] = resource.MakeSecret(kc) // as the engine passes it
+		}
+		return fn(&pulumi.ResourceHookArgs{Name: "lab-api-ready", NewInputs: resource.PropertyMap{"environment": resource.NewObjectProperty(vars)}})
+	}, log
 }
 
 func TestWaitNodesUntilEveryNodeIsReady(t *testing.T) {
 	t.Parallel()
 	p := pkitest.New(t, "127.0.0.1")
-	url := apiServer(t, p, func(poll int) int { return poll - 1 }, 3) // one more node Ready per poll
-	out, err := runWaitNodes(t, "KUBECONFIG_DATA="+kubeconfig(url, p), "NODE_COUNT=3", "WAIT_TIMEOUT=60")
-	require.NoError(t, err, out)
-	assert.Contains(t, out, "still waiting")
-	assert.Contains(t, out, "2 of 3 nodes Ready")
-	assert.Contains(t, out, "nodes-ready: all 3 nodes are Ready")
+	url := apiServer(t, p, func(poll int) int { return (poll - 1) / 10 }, 3) // one more node Ready every 10 polls
+	wait, log := kubeWaitHook(t, t.Context())
+	require.NoError(t, wait(map[string]string{"WAIT_FOR": "nodes", "KUBECONFIG_DATA": kubeconfig(url, p), "NODE_COUNT": "3", "WAIT_TIMEOUT": "60"}))
+	out := log.String()
+	assert.Contains(t, out, "waiting up to 1m0s for 3 nodes to be Ready")
+	assert.Contains(t, out, "last seen: 2 of 3 nodes Ready, not Ready: node-2", "the reports say what the wait saw last")
+	assert.Contains(t, log.info, "all 3 nodes are Ready after 0s")
 }
 
 func TestWaitNodesTimesOutWithWhatToLookAt(t *testing.T) {
 	t.Parallel()
 	p := pkitest.New(t, "127.0.0.1")
 	url := apiServer(t, p, func(int) int { return 1 }, 2)
-	out, err := runWaitNodes(t, "KUBECONFIG_DATA="+kubeconfig(url, p), "NODE_COUNT=2", "WAIT_TIMEOUT=1")
+	wait, _ := kubeWaitHook(t, t.Context())
+	err := wait(map[string]string{"WAIT_FOR": "nodes", "KUBECONFIG_DATA": kubeconfig(url, p), "NODE_COUNT": "2", "WAIT_TIMEOUT": "1"})
 	require.Error(t, err)
-	assert.Contains(t, out, "timed out after 1s: 1 of 2 nodes Ready")
-	assert.Contains(t, out, "kubectl -n kube-system get pods -l k8s-app=cilium")
+	assert.Contains(t, err.Error(), "timed out after 1s, last: 1 of 2 nodes Ready, not Ready: node-1")
+	assert.Contains(t, err.Error(), "kubectl -n kube-system get pods -l k8s-app=cilium")
+	assert.Contains(t, err.Error(), "run 'pulumi up' again: it goes on waiting")
 
 	// A server the kubeconfig's CA does not vouch for never counts.
 	other := pkitest.New(t, "127.0.0.1")
-	out, err = runWaitNodes(t, "KUBECONFIG_DATA="+kubeconfig(url, other), "NODE_COUNT=1", "WAIT_TIMEOUT=1")
+	err = wait(map[string]string{"WAIT_FOR": "nodes", "KUBECONFIG_DATA": kubeconfig(url, other), "NODE_COUNT": "1", "WAIT_TIMEOUT": "1"})
 	require.Error(t, err)
-	assert.Contains(t, out, "the API server did not answer")
+	assert.Contains(t, err.Error(), "certificate signed by unknown authority")
 
-	out, err = runWaitNodes(t, "KUBECONFIG_DATA=apiVersion: v1\nkind: Config\n", "NODE_COUNT=1")
+	err = wait(map[string]string{"WAIT_FOR": "nodes", "KUBECONFIG_DATA": "apiVersion: v1\nkind: Config\n", "NODE_COUNT": "1"})
 	require.Error(t, err)
-	assert.Contains(t, out, "the kubeconfig lacks a server, CA or client certificate")
+	assert.Contains(t, err.Error(), "unable to ask the Kubernetes API")
 }
 
 // readyzServer answers /readyz as kube-apiserver does while it starts
@@ -147,12 +202,13 @@ func readyzServer(t *testing.T, p pkitest.PKI, notReady int) (string, *atomic.In
 func TestWaitAPIUntilReadyzAnswersOK(t *testing.T) {
 	t.Parallel()
 	p := pkitest.New(t, "127.0.0.1")
-	url, polls := readyzServer(t, p, 4)
-	out, err := runKubeWait(t, "WAIT_FOR=api", "KUBECONFIG_DATA="+kubeconfig(url, p), "WAIT_TIMEOUT=60", "API_STREAK=2")
-	require.NoError(t, err, out)
-	assert.Contains(t, out, "/readyz did not answer ok", "the 503s are reported while waiting")
-	assert.Contains(t, out, "api-ready: the Kubernetes API at "+url+" is ready")
-	assert.EqualValues(t, 6, polls.Load(), "4 answers of 503, then 2 of ok in a row")
+	url, polls := readyzServer(t, p, 20)
+	wait, log := kubeWaitHook(t, t.Context())
+	require.NoError(t, wait(map[string]string{"WAIT_FOR": "api", "KUBECONFIG_DATA": kubeconfig(url, p), "WAIT_TIMEOUT": "60"}))
+	assert.Contains(t, log.String(), "/readyz did not answer ok", "the 503s are reported while waiting")
+	assert.Contains(t, log.String(), "readyz check failed", "with the API server's words")
+	assert.Contains(t, log.info, "the Kubernetes API at "+url+" is ready after 0s")
+	assert.EqualValues(t, 23, polls.Load(), "20 answers of 503, then 3 of ok in a row")
 }
 
 // The API's address refuses connections for a while (no listener yet, as
@@ -165,23 +221,14 @@ func TestWaitAPIWhileTheEndpointRefusesConnections(t *testing.T) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close()) // refused until the server below starts
 
-	cmd := exec.Command("sh", "-c", talos.KubeWaitScript)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "POLL_INTERVAL=0", "REPORT_INTERVAL=0", "WAIT_FOR=api", "API_STREAK=1",
-		"WAIT_TIMEOUT=60", "KUBECONFIG_DATA=" + kubeconfig("https://"+addr, p)}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	require.NoError(t, cmd.Start())
+	wait, log := kubeWaitHook(t, t.Context())
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait(); _ = pw.Close() }()
-
-	// The server comes up only after the script has met a refused connection
-	// (curl: "Failed to connect ... Couldn't connect to server").
-	lines := bufio.NewScanner(pr)
-	var out strings.Builder
-	for lines.Scan() && !strings.Contains(lines.Text(), "Failed to connect") {
-		out.WriteString(lines.Text() + "\n")
-	}
-	require.Contains(t, lines.Text(), "still waiting", out.String())
+	go func() {
+		done <- wait(map[string]string{"WAIT_FOR": "api", "KUBECONFIG_DATA": kubeconfig("https://"+addr, p), "WAIT_TIMEOUT": "60"})
+	}()
+	// The server comes up only after the wait has reported a refused
+	// connection.
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "connection refused") }, 10*time.Second, 10*time.Millisecond)
 	ln, err = net.Listen("tcp", addr)
 	require.NoError(t, err)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -192,23 +239,20 @@ func TestWaitAPIWhileTheEndpointRefusesConnections(t *testing.T) {
 	srv.TLS = serverTLS(t, p)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	for lines.Scan() {
-		out.WriteString(lines.Text() + "\n")
-	}
-	require.NoError(t, <-done, out.String())
-	assert.Contains(t, out.String(), "api-ready: the Kubernetes API at https://"+addr+" is ready")
+	require.NoError(t, <-done, log.String())
+	assert.Contains(t, log.info, "the Kubernetes API at https://"+addr+" is ready after 0s")
 }
 
 func TestWaitAPITimesOutSayingWhatItWaitedFor(t *testing.T) {
 	t.Parallel()
 	p := pkitest.New(t, "127.0.0.1")
 	url, _ := readyzServer(t, p, 1<<30)
-	out, err := runKubeWait(t, "WAIT_FOR=api", "KUBECONFIG_DATA="+kubeconfig(url, p), "WAIT_TIMEOUT=1")
+	wait, _ := kubeWaitHook(t, t.Context())
+	err := wait(map[string]string{"WAIT_FOR": "api", "KUBECONFIG_DATA": kubeconfig(url, p), "WAIT_TIMEOUT": "1"})
 	require.Error(t, err)
-	assert.Contains(t, out, "api-ready: timed out after 1s: /readyz did not answer ok")
-	assert.Contains(t, out, "503")
-	assert.Contains(t, out, "waited for the Kubernetes API at "+url+" (the cluster endpoint: the VIP or cluster.endpoint) to answer /readyz")
-	assert.Contains(t, out, "talosctl -n <first control plane IP> services")
+	assert.Contains(t, err.Error(), "unable to wait for the Kubernetes API at "+url+" to answer /readyz: timed out after 1s, last: /readyz did not answer ok")
+	assert.Contains(t, err.Error(), "503")
+	assert.Contains(t, err.Error(), "talosctl -n <first control plane IP> services")
 
 	// Without the kubeconfig's client certificate the API server refuses
 	// the handshake: that is never ready.
@@ -216,11 +260,41 @@ func TestWaitAPITimesOutSayingWhatItWaitedFor(t *testing.T) {
 	mixed := kubeconfig(url, p)
 	mixed = strings.Replace(mixed, base64.StdEncoding.EncodeToString(p.ClientCert), base64.StdEncoding.EncodeToString(other.ClientCert), 1)
 	mixed = strings.Replace(mixed, base64.StdEncoding.EncodeToString(p.ClientKey), base64.StdEncoding.EncodeToString(other.ClientKey), 1)
-	out, err = runKubeWait(t, "WAIT_FOR=api", "KUBECONFIG_DATA="+mixed, "WAIT_TIMEOUT=1")
-	require.Error(t, err, out)
-	assert.Contains(t, out, "api-ready: timed out")
-
-	out, err = runKubeWait(t, "WAIT_FOR=pods", "KUBECONFIG_DATA="+kubeconfig(url, p))
+	err = wait(map[string]string{"WAIT_FOR": "api", "KUBECONFIG_DATA": mixed, "WAIT_TIMEOUT": "1"})
 	require.Error(t, err)
-	assert.Contains(t, out, "WAIT_FOR must be api or nodes")
+	assert.Contains(t, err.Error(), "timed out after 1s")
+
+	err = wait(map[string]string{"WAIT_FOR": "pods", "KUBECONFIG_DATA": kubeconfig(url, p)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WAIT_FOR must be api or nodes")
+}
+
+// A wait reports at least every ProgressEvery (30 s in a real run) while it
+// lasts, and stops at once, saying so, when the run is cancelled (Ctrl-C).
+func TestKubeWaitReportsOnItsClockAndStopsWhenCancelled(t *testing.T) {
+	t.Parallel()
+	p := pkitest.New(t, "127.0.0.1")
+	url, _ := readyzServer(t, p, 1<<30)
+	ctx, cancel := context.WithCancel(t.Context())
+	wait, log := kubeWaitHook(t, ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- wait(map[string]string{"WAIT_FOR": "api", "KUBECONFIG_DATA": kubeconfig(url, p), "WAIT_TIMEOUT": "600"})
+	}()
+	time.Sleep(20 * waitTiming.ProgressEvery)
+	cancel()
+	start := time.Now()
+	err := <-done
+	assert.Less(t, time.Since(start), 2*time.Second, "a cancelled wait stops at once")
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Contains(t, err.Error(), "the run was cancelled after")
+	assert.NotContains(t, err.Error(), "pulumi up' again", "a cancelled wait is not a failure to look into")
+
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	require.GreaterOrEqual(t, len(log.at), 10, "reports while it waited: %v", log.status)
+	for i := 1; i < len(log.at); i++ {
+		assert.Less(t, log.at[i].Sub(log.at[i-1]), 4*waitTiming.ProgressEvery, "no gap between reports longer than the clock (and scheduling slack)")
+	}
+	assert.Contains(t, log.status[len(log.status)-1], "last seen: /readyz did not answer ok")
 }

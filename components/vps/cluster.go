@@ -65,7 +65,7 @@ const (
 	// installTimeout covers a slow download of the disk image (~100 MB
 	// compressed, ~1.3 GB written).
 	installTimeout = 60 * time.Minute
-	// waitSlack is added to vps.talosWaitTimeout: the script stops itself
+	// waitSlack is added to vps.talosWaitTimeout: the wait stops itself
 	// with a clear message before Pulumi's own timeout would.
 	waitSlack = 5 * time.Minute
 	// rebootTimeout bounds the operator's reboot command.
@@ -93,6 +93,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	if err := args.Validate(name); err != nil {
 		return nil, err
 	}
+	deps.Talos = deps.Talos.WithDefaults(ctx)
 	c := &Cluster{
 		Installs: map[string]*remote.Command{},
 		Reboots:  map[string]*local.Command{},
@@ -130,7 +131,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, dep
 	nodeOpts := map[string]talos.NodeOptions{}
 	inMaintenance := probeNodes(ctx.Context(), deps.Probe, args.Nodes)
 	for _, n := range args.Nodes {
-		ready, install, err := c.prepareNode(ctx, name, args.VPS, n, inMaintenance[n.Name], parent)
+		ready, install, err := c.prepareNode(ctx, deps.Talos, name, args.VPS, n, inMaintenance[n.Name], parent)
 		if err != nil {
 			return nil, err
 		}
@@ -200,7 +201,7 @@ const talosAPIPort = 50000
 // there is no command), the wait finds Talos at once, and the config apply
 // follows. Both keep their names, and `create` is in their ignoreChanges, so
 // a later `up`, when the node answers differently, shows no diff.
-func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, settings Settings, n Node, inMaintenance bool, parent pulumi.ResourceOption) (pulumi.Resource, *remote.Command, error) {
+func (c *Cluster) prepareNode(ctx *pulumi.Context, deps talos.Deps, name string, settings Settings, n Node, inMaintenance bool, parent pulumi.ResourceOption) (pulumi.Resource, *remote.Command, error) {
 	r := n.Rescue
 	disk, rescueHost := n.installDisk(), n.rescueHost()
 	inst := Install{Disk: disk, RequireRescue: settings.RequireRescue}
@@ -269,14 +270,22 @@ func (c *Cluster) prepareNode(ctx *pulumi.Context, name string, settings Setting
 
 	timeout, label := settings.talosWait()
 	w := Wait{NodeName: n.Name, NodeIP: n.IP, Timeout: timeout, TimeoutLabel: label, Hint: hint}
-	wait, err := local.NewCommand(ctx, name+"-wait-"+n.Name, &local.CommandArgs{
-		Create:      pulumi.String(WaitScript),
-		Interpreter: pulumi.ToStringArray([]string{"/bin/sh", "-c"}),
+	waitName := name + "-wait-" + n.Name
+	hook, err := deps.Hooks.Bind(name+TalosWaitHookSuffix, talos.BeforeCreate, waitName, func(args *pulumi.ResourceHookArgs) error {
+		return RunWait(deps.Context, deps.Log(ctx, args.URN), talos.HookEnv(args.NewInputs), deps.Timing)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	// A command that runs nothing: its before-create hook waits, in the
+	// program, so that a failed wait fails the create and the next `up`
+	// waits again (see RunWait).
+	wait, err := local.NewCommand(ctx, waitName, &local.CommandArgs{
 		Environment: pulumi.ToStringMap(w.Env()),
 		Triggers:    triggers,
 		Logging:     local.LoggingStdoutAndStderr,
-	}, parent, pulumi.DependsOn([]pulumi.Resource{ready}),
-		pulumi.IgnoreChanges(localIgnoreChanges),
+	}, parent, pulumi.DependsOn([]pulumi.Resource{ready}), hook,
+		pulumi.IgnoreChanges([]string{"environment"}),
 		pulumi.Timeouts(&pulumi.CustomTimeouts{Create: (w.Timeout + waitSlack).String()}))
 	if err != nil {
 		return nil, nil, fmt.Errorf("unable to create Talos wait of node %q: %w", n.Name, err)

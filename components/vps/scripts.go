@@ -1,7 +1,7 @@
 package vps
 
 import (
-	_ "embed" // the install and wait scripts are files in the repo, run as they are
+	_ "embed" // the install script is a file in the repo, run as it is
 	"fmt"
 	"slices"
 	"strings"
@@ -14,11 +14,6 @@ import (
 //
 //go:embed install.sh
 var InstallScript string
-
-// WaitScript waits on the operator's machine for a node's Talos API.
-//
-//go:embed wait-talos.sh
-var WaitScript string
 
 // TalosAPIPort is where Talos's API (apid, or the maintenance service before
 // the first config) listens.
@@ -71,7 +66,8 @@ type Wait struct {
 	Hint string
 }
 
-// Env is the wait script's environment.
+// Env is the wait's environment: the wait resource's inputs, which its
+// hook reads (RunWait).
 func (w Wait) Env() map[string]string {
 	return map[string]string{
 		"NODE_NAME":    w.NodeName,

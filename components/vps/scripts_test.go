@@ -1,19 +1,14 @@
 package vps_test
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/binary"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -362,103 +357,6 @@ func appendFile(t *testing.T, path, text string) {
 	_, err = f.WriteString(text)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-}
-
-// waitCommand is the repo's wait script as the local command runs it, polling
-// every 20 ms instead of 10 s and saying "still waiting" after every failed
-// poll.
-func waitCommand(port int, timeout string) *exec.Cmd {
-	w := vps.Wait{NodeName: "node-0", NodeIP: "127.0.0.1", TimeoutLabel: timeout + "s", Hint: "switch the boot mode"}
-	cmd := exec.Command("/bin/sh", "-c", vps.WaitScript)
-	env := []string{"PATH=" + os.Getenv("PATH")}
-	for k, v := range w.Env() {
-		env = append(env, k+"="+v)
-	}
-	cmd.Env = append(env, "TALOS_PORT="+strconv.Itoa(port), "WAIT_TIMEOUT="+timeout, "POLL_INTERVAL=0.02", "REPORT_INTERVAL=0")
-	return cmd
-}
-
-// runWait runs the wait script to its end.
-func runWait(t *testing.T, port int, timeout string) (string, error) {
-	t.Helper()
-	out, err := waitCommand(port, timeout).CombinedOutput()
-	return string(out), err
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
-}
-
-func TestWaitReturnsWhenTalosAnswers(t *testing.T) {
-	t.Parallel()
-	// Maintenance mode: TLS without client certificates.
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusUnsupportedMediaType) // what a gRPC server says to curl
-	}))
-	defer srv.Close()
-	out, err := runWait(t, srv.Listener.Addr().(*net.TCPAddr).Port, "30")
-	require.NoError(t, err, out)
-	assert.Contains(t, out, "talos-wait: switch the boot mode")
-	assert.Contains(t, out, "node-0 answers on port")
-}
-
-// A configured node asks for a client certificate; that is Talos too.
-func TestWaitAcceptsANodeThatWantsAClientCertificate(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
-	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert, MinVersion: tls.VersionTLS12}
-	srv.StartTLS()
-	defer srv.Close()
-	out, err := runWait(t, srv.Listener.Addr().(*net.TCPAddr).Port, "30")
-	require.NoError(t, err, out)
-	assert.Contains(t, out, "answers on port")
-}
-
-// The node comes up while the script waits (the reboot takes a while): the
-// listener opens once the script has said it is still waiting.
-func TestWaitKeepsWaitingUntilTheNodeBoots(t *testing.T) {
-	t.Parallel()
-	port := freePort(t)
-	cmd := waitCommand(port, "60")
-	r, w, err := os.Pipe()
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = w, w
-	require.NoError(t, cmd.Start())
-	require.NoError(t, w.Close())
-	var out strings.Builder
-	lines := bufio.NewScanner(r)
-	for lines.Scan() {
-		out.WriteString(lines.Text() + "\n")
-		if strings.Contains(lines.Text(), "still waiting for node-0") {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-			require.NoError(t, err)
-			srv := httptest.NewUnstartedServer(http.NotFoundHandler())
-			srv.Listener = l
-			srv.StartTLS()
-			t.Cleanup(srv.Close)
-			break
-		}
-	}
-	rest, err := io.ReadAll(r)
-	require.NoError(t, err)
-	out.Write(rest)
-	require.NoError(t, cmd.Wait(), out.String())
-	assert.Contains(t, out.String(), "still waiting for node-0")
-	assert.Contains(t, out.String(), "answers on port")
-}
-
-func TestWaitTimesOutWithInstructions(t *testing.T) {
-	t.Parallel()
-	port := freePort(t) // nothing listens: a node still in rescue
-	out, err := runWait(t, port, "1")
-	require.Error(t, err)
-	assert.Contains(t, out, "timed out after 1s: node-0 (127.0.0.1) does not answer on port")
-	assert.Contains(t, out, "run 'pulumi up' again: it goes on waiting, the install is not repeated")
 }
 
 // everyFormat is img served under dir in every format the install reads

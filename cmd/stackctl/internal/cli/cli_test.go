@@ -69,8 +69,7 @@ func TestDoctorCommandExitCodes(t *testing.T) {
 			_ = b.Close()
 			return a, nil
 		},
-		LookPath: func(s string) (string, error) { return "/usr/bin/" + s, nil },
-		Timeout:  time.Second,
+		Timeout: time.Second,
 	}
 	var out, errOut bytes.Buffer
 	code := doctorCmd(context.Background(), []string{"--stack", "proxmox-homelab", "--config-json", "-"}, "", bytes.NewReader(raw), &out, &errOut, e)

@@ -81,8 +81,6 @@ type Env struct {
 	Getenv func(string) string
 	// Dial opens a TCP connection (net.Dialer.DialContext).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// LookPath finds a local tool (exec.LookPath).
-	LookPath func(string) (string, error)
 	// PulumiVersion is what the pulumi CLI the operations run says of its
 	// version (`pulumi version`); nil: not checked.
 	PulumiVersion func(ctx context.Context) (string, error)
@@ -104,7 +102,6 @@ func DefaultEnv() Env {
 		ScanRescueKey: access.ScanHostKey,
 		Getenv:        os.Getenv,
 		Dial:          d.DialContext,
-		LookPath:      exec.LookPath,
 		Timeout:       5 * time.Second,
 	}
 }
@@ -149,7 +146,6 @@ func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result
 	} else {
 		out = append(out, checkRoute(ctx, env, cfg))
 	}
-	out = append(out, checkTool(env, "curl", "ejects the Talos ISO through the Proxmox API after the install"))
 	return out
 }
 
@@ -465,13 +461,6 @@ func checkPulumiCLI(ctx context.Context, env Env) Result {
 		return Result{Fail, "pulumi", fmt.Sprintf("the Pulumi CLI is %s, older than %s, the oldest this program runs with (resource hooks, replaceWith); upgrade it", have, MinPulumiCLI)}
 	}
 	return Result{OK, "pulumi", fmt.Sprintf("the Pulumi CLI is %s (%s or newer needed)", have, MinPulumiCLI)}
-}
-
-func checkTool(env Env, tool, why string) Result {
-	if p, err := env.LookPath(tool); err == nil {
-		return Result{OK, "tools", fmt.Sprintf("%s found at %s", tool, p)}
-	}
-	return Result{Fail, "tools", fmt.Sprintf("%s is not installed; the program %s", tool, why)}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

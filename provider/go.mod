@@ -6,6 +6,7 @@ require (
 	github.com/blang/semver v3.5.1+incompatible
 	github.com/fluodata/talos-pulumi v0.0.0
 	github.com/pulumi/pulumi-go-provider v1.5.0
+	github.com/pulumi/pulumi/pkg/v3 v3.256.0
 	github.com/pulumi/pulumi/sdk/v3 v3.259.0
 	github.com/stretchr/testify v1.12.1
 	google.golang.org/grpc v1.83.0
@@ -109,7 +110,6 @@ require (
 	github.com/pulumi/appdash v0.0.0-20231130102222-75f619a67231 // indirect
 	github.com/pulumi/pulumi-command/sdk v1.2.1 // indirect
 	github.com/pulumi/pulumi-kubernetes/sdk/v4 v4.32.0 // indirect
-	github.com/pulumi/pulumi/pkg/v3 v3.256.0 // indirect
 	github.com/pulumiverse/pulumi-talos/sdk v0.7.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/rogpeppe/go-internal v1.14.1 // indirect

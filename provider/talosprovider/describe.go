@@ -8,15 +8,31 @@ import (
 	"github.com/fluodata/talos-pulumi/provider/internal/docs"
 )
 
-// describe adds the doc comments to the schema infer generated: each
-// component's description stays its own (Annotate), every input and output
-// property, object type and type property without a description gets its
-// Go doc comment. Type tokens are talos-cluster:<Go package>:<Go type>.
-func describe(schema string, descs map[string]docs.Type) (string, error) {
+// finish makes the schema infer generated the package's: described
+// (describe), then plain where the components take plain values and every
+// type in the index module (shape).
+func finish(schema string, descs map[string]docs.Type) (string, error) {
 	var spec map[string]any
 	if err := json.Unmarshal([]byte(schema), &spec); err != nil {
 		return "", fmt.Errorf("unable to read the schema: %w", err)
 	}
+	describe(spec, descs)
+	if err := shape(spec); err != nil {
+		return "", fmt.Errorf("unable to shape the schema: %w", err)
+	}
+	out, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("unable to write the schema: %w", err)
+	}
+	return string(out), nil
+}
+
+// describe adds the doc comments to the schema infer generated: each
+// component's description stays its own (Annotate), every input and output
+// property, object type and type property without a description gets its
+// Go doc comment. Type tokens are still infer's here,
+// talos-cluster:<Go package>:<Go type> (shape moves them afterwards).
+func describe(spec map[string]any, descs map[string]docs.Type) {
 	types, _ := spec["types"].(map[string]any)
 	for token, t := range types {
 		obj, _ := t.(map[string]any)
@@ -38,11 +54,6 @@ func describe(schema string, descs map[string]docs.Type) (string, error) {
 		describeProperties(obj["inputProperties"], descs[keys.inputs])
 		describeProperties(obj["properties"], descs[keys.outputs])
 	}
-	out, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return "", fmt.Errorf("unable to write the schema: %w", err)
-	}
-	return string(out), nil
 }
 
 func describeProperties(props any, d docs.Type) {

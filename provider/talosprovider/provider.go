@@ -140,7 +140,7 @@ func NewWith(o Options) (p.Provider, error) {
 		if err != nil {
 			return resp, err
 		}
-		resp.Schema, err = describe(resp.Schema, descs)
+		resp.Schema, err = finish(resp.Schema, descs)
 		return resp, err
 	}
 	return prov, nil

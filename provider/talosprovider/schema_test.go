@@ -119,8 +119,8 @@ func TestSchemaDescribesEverythingAndMarksSecrets(t *testing.T) {
 		"talos-cluster:index:TalosCluster output kubeconfig", "talos-cluster:index:TalosCluster output talosconfig",
 		"talos-cluster:index:ProxmoxCluster output kubeconfig", "talos-cluster:index:ProxmoxCluster output talosconfig",
 		"talos-cluster:index:VpsCluster output kubeconfig", "talos-cluster:index:VpsCluster output talosconfig",
-		"talos-cluster:proxmox:HostSettings apiTokenSecret", "talos-cluster:proxmox:SSHSettings privateKey",
-		"talos-cluster:vps:Rescue password",
+		"talos-cluster:index:ProxmoxHostSettings apiTokenSecret", "talos-cluster:index:ProxmoxSSHSettings privateKey",
+		"talos-cluster:index:VpsRescue password",
 	} {
 		assert.True(t, secrets[want], "%s must be secret; secret: %v", want, secrets)
 	}

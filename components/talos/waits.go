@@ -56,7 +56,7 @@ func newKubeWait(ctx *pulumi.Context, deps Deps, cluster, resourceName string, w
 		env[k] = v
 	}
 	hook, err := deps.Hooks.Bind(cluster+KubeWaitHookSuffix, BeforeCreate, resourceName, func(args *pulumi.ResourceHookArgs) error {
-		return runKubeWait(ctx, deps, args)
+		return RunKubeWait(ctx, deps, args)
 	})
 	if err != nil {
 		return nil, err
@@ -72,8 +72,11 @@ func newKubeWait(ctx *pulumi.Context, deps Deps, cluster, resourceName string, w
 	return cmd, nil
 }
 
-// runKubeWait is the wait of the resource the hook runs for.
-func runKubeWait(ctx *pulumi.Context, deps Deps, args *pulumi.ResourceHookArgs) error {
+// RunKubeWait is the hook of the Kubernetes waits: it waits for what the
+// environment of the resource it runs for says (WAIT_FOR api or nodes,
+// WAIT_TIMEOUT, NODE_COUNT, KUBECONFIG_DATA), reporting through deps.Log
+// every deps.Timing.ProgressEvery, until deps.Context is cancelled.
+func RunKubeWait(ctx *pulumi.Context, deps Deps, args *pulumi.ResourceHookArgs) error {
 	env := HookEnv(args.NewInputs)
 	log := deps.Log(ctx, args.URN)
 	timing := deps.Timing.WithDefaults()

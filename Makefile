@@ -98,15 +98,17 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora, each b
 	@# is the same with or without a pulumi CLI on PATH. `make integration` runs them.
 	$(GO) vet -tags integration $(INTEGRATION_PACKAGES)
 	@# The component provider, a module of its own (see docs/component-package.md).
-	cd $(PROVIDER_DIR) && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd $(PROVIDER_DIR) && $(GO) vet ./... && $(GO) vet -tags integration ./talosprovider && $(GO) test -count=1 ./...
 
 # The packages with integration tests (files *_integration_test.go, build tag `integration`).
 INTEGRATION_PACKAGES ?= ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./program
 
 .PHONY: integration
-integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, preview's exit code, adopt, the read of the last outputs; needs pulumi and the plugins the program uses).
+integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, preview's exit code, adopt, the read of the last outputs, the TypeScript example; needs pulumi and the plugins the program uses).
 	@command -v pulumi >/dev/null || { echo "make integration: the pulumi CLI is not on PATH (see CONTRIBUTING.md, Integration tests)"; exit 1; }
 	$(GO) test -count=1 -tags integration -run Integration -v $(INTEGRATION_PACKAGES)
+	@# The TypeScript example with the generated SDK (skipped, saying so, without node and npm).
+	cd $(PROVIDER_DIR) && $(GO) test -count=1 -tags integration -run Integration -v ./talosprovider
 
 # The dependencies whose versions decide what the clusters run and how the providers behave.
 DEPS_PINNED ?= github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 \

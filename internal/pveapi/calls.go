@@ -91,6 +91,41 @@ func (c *Client) VMs(ctx context.Context) ([]ClusterVM, error) {
 	return out, c.call(ctx, "GET", "/cluster/resources?type=vm", nil, &out)
 }
 
+// Permissions returns the privileges the client's token holds on an ACL
+// path ("/vms/110", "/storage/local"), as Proxmox computes them for it
+// (GET /access/permissions: the token's own ACLs and, with privilege
+// separation off, its user's, inherited from the parents of path).
+func (c *Client) Permissions(ctx context.Context, path string) (map[string]bool, error) {
+	var out map[string]map[string]int
+	if err := c.call(ctx, "GET", "/access/permissions?"+url.Values{"path": {path}}.Encode(), nil, &out); err != nil {
+		return nil, fmt.Errorf("unable to read the token's permissions on %s: %w", path, err)
+	}
+	privs := map[string]bool{}
+	for name := range out[path] {
+		privs[name] = true
+	}
+	return privs, nil
+}
+
+// URLMetadata is what a Proxmox node learned of a URL it fetched.
+type URLMetadata struct {
+	Filename string `json:"filename"`
+	Mimetype string `json:"mimetype"`
+	Size     int64  `json:"size"`
+}
+
+// QueryURLMetadata has node fetch the head of rawURL, as its download of
+// an ISO does (GET /nodes/{node}/query-url-metadata): an error says the
+// node cannot reach it, in the node's words.
+func (c *Client) QueryURLMetadata(ctx context.Context, node, rawURL string) (URLMetadata, error) {
+	var out URLMetadata
+	q := url.Values{"url": {rawURL}, "verify-certificates": {"1"}}
+	if err := c.call(ctx, "GET", "/nodes/"+url.PathEscape(node)+"/query-url-metadata?"+q.Encode(), nil, &out); err != nil {
+		return out, fmt.Errorf("unable to have %s fetch %s: %w", node, rawURL, err)
+	}
+	return out, nil
+}
+
 // VMStatus returns a VM's current state; ErrNotFound if it does not exist.
 func (c *Client) VMStatus(ctx context.Context, node string, vmid int) (VMStatus, error) {
 	var out VMStatus

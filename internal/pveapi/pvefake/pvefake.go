@@ -64,6 +64,14 @@ type Server struct {
 	// Forbidden answers every stop and config update with 403 (a token
 	// without VM.PowerMgmt or VM.Config.CDROM).
 	Forbidden bool
+	// ACLs are the token's privileges by ACL path, inherited by the
+	// paths below (every privilege on "/" when nil), as
+	// /access/permissions reports them.
+	ACLs map[string][]string
+	// Unreachable are the hosts a node cannot fetch a URL from
+	// (query-url-metadata answers as Proxmox does when the connection
+	// fails).
+	Unreachable []string
 	// OldPVE makes the fake a Proxmox VE before 8.2 (qemu-server before
 	// 8.1.2), whose stop has no overrule-shutdown parameter: like every
 	// method whose schema forbids additional properties, it refuses it.
@@ -201,6 +209,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if r.URL.Path == "/api2/json/access/permissions" && r.Method == http.MethodGet {
+		s.permissions(w, r.URL.Query().Get("path"))
+		return
+	}
 	if m := configRe.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodPut {
 		s.setConfig(w, r, m[1], m[2])
 		return
@@ -303,6 +315,41 @@ func (s *Server) setConfig(w http.ResponseWriter, r *http.Request, node, id stri
 		vm.Config[k] = v[0]
 	}
 	writeData(w, nil)
+}
+
+// permissions answers /access/permissions for one path: the privileges of
+// the ACLs on it and on its parents, each with its propagate flag.
+func (s *Server) permissions(w http.ResponseWriter, path string) {
+	acls := s.ACLs
+	if acls == nil {
+		acls = map[string][]string{"/": {"*"}}
+	}
+	privs := map[string]int{}
+	for p, list := range acls {
+		if p != "/" && p != path && !strings.HasPrefix(path, strings.TrimRight(p, "/")+"/") {
+			continue
+		}
+		for _, priv := range list {
+			if priv == "*" {
+				for _, all := range AllPrivileges {
+					privs[all] = 1
+				}
+				continue
+			}
+			privs[priv] = 1
+		}
+	}
+	writeData(w, map[string]any{path: privs})
+}
+
+// AllPrivileges are the privileges of the Administrator role the fake
+// knows of: what the program and the doctor ask for.
+var AllPrivileges = []string{
+	"Datastore.Allocate", "Datastore.AllocateSpace", "Datastore.AllocateTemplate", "Datastore.Audit",
+	"SDN.Audit", "SDN.Use", "Sys.Audit", "Sys.Modify",
+	"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit", "VM.Config.Disk",
+	"VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Options", "VM.GuestAgent.Audit",
+	"VM.PowerMgmt",
 }
 
 // newTask registers a task and returns its UPID.

@@ -3,6 +3,7 @@ package pvefake
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -131,6 +132,10 @@ func match(r *http.Request, method string, re *regexp.Regexp) []string {
 // for its name, type and size.
 func (s *Server) urlMetadata(w http.ResponseWriter, r *http.Request) {
 	u := r.Form.Get("url")
+	if parsed, err := url.Parse(u); err == nil && slices.Contains(s.Unreachable, parsed.Hostname()) {
+		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Can't connect to %s:443 (Connection timed out)", parsed.Hostname()))
+		return
+	}
 	size, ok := s.remote[u]
 	if !ok {
 		writeErr(w, http.StatusInternalServerError, "invalid server response: '404 Not Found'")

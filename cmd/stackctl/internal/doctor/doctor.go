@@ -59,6 +59,8 @@ type API interface {
 	Nodes(ctx context.Context) ([]pveapi.Node, error)
 	Storages(ctx context.Context, node string) ([]pveapi.Storage, error)
 	VMs(ctx context.Context) ([]pveapi.ClusterVM, error)
+	Permissions(ctx context.Context, path string) (map[string]bool, error)
+	QueryURLMetadata(ctx context.Context, node, rawURL string) (pveapi.URLMetadata, error)
 }
 
 // The real Proxmox client is the doctor's API, checked at compile time.
@@ -198,7 +200,9 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []
 		}
 		out = append(out, checkStorage(ctx, api, name, px.ISODatastore, "iso", "proxmox.isoDatastore"))
 		out = append(out, checkStorage(ctx, api, name, px.DiskDatastore, "images", "proxmox.diskDatastore"))
+		out = append(out, checkFactory(ctx, api, name))
 	}
+	out = append(out, checkPrivileges(ctx, api, cfg, version))
 
 	vms, err := api.VMs(ctx)
 	if err != nil {

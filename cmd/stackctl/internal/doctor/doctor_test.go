@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -25,9 +27,15 @@ import (
 // (images), and some other VMs.
 type fakeAPI struct {
 	err      error
+	version  string
 	nodes    []pveapi.Node
 	storages []pveapi.Storage
 	vms      []pveapi.ClusterVM
+	// lacks are privileges the token does not hold, by ACL path.
+	lacks map[string][]string
+	// permErr fails /access/permissions; fetchErr the node's URL fetch.
+	permErr, fetchErr error
+	fetched           []string
 }
 
 func healthyAPI() *fakeAPI {
@@ -41,7 +49,12 @@ func healthyAPI() *fakeAPI {
 	}
 }
 
-func (f *fakeAPI) Version(context.Context) (string, error) { return "9.1.1", f.err }
+func (f *fakeAPI) Version(context.Context) (string, error) {
+	if f.version == "" {
+		return "9.1.1", f.err
+	}
+	return f.version, f.err
+}
 func (f *fakeAPI) Nodes(context.Context) ([]pveapi.Node, error) {
 	return f.nodes, nil
 }
@@ -50,6 +63,22 @@ func (f *fakeAPI) Storages(context.Context, string) ([]pveapi.Storage, error) {
 	return f.storages, nil
 }
 func (f *fakeAPI) VMs(context.Context) ([]pveapi.ClusterVM, error) { return f.vms, nil }
+
+func (f *fakeAPI) Permissions(_ context.Context, path string) (map[string]bool, error) {
+	if f.permErr != nil {
+		return nil, f.permErr
+	}
+	have := map[string]bool{}
+	for _, p := range append(pvefake.AllPrivileges, "VM.Monitor") {
+		have[p] = !slices.Contains(f.lacks[path], p)
+	}
+	return have, nil
+}
+
+func (f *fakeAPI) QueryURLMetadata(_ context.Context, node, rawURL string) (pveapi.URLMetadata, error) {
+	f.fetched = append(f.fetched, node+" "+rawURL)
+	return pveapi.URLMetadata{}, f.fetchErr
+}
 
 // The host key pinned in the example stack, and its fingerprint as
 // `ssh-keygen -lf` prints it.
@@ -120,7 +149,9 @@ func TestDoctorAllGood(t *testing.T) {
 	for _, want := range []string{"valid proxmox stack with 3 nodes", "Proxmox VE 9.1.1", `datastore "local" on pve holds iso`,
 		`datastore "local-lvm" on pve holds images`, "every VM id is free",
 		"ok    hostkey   192.168.122.70:22 presents the ssh-ed25519 key " + exampleHostKeyFP + ", the one proxmox.ssh.hostKey pins",
-		"root@192.168.122.70:22 works", "10.10.0.0/24 is reachable"} {
+		"root@192.168.122.70:22 works", "10.10.0.0/24 is reachable",
+		"token root@pam!pulumi holds every privilege the stack's runs take (Proxmox VE 9)",
+		"Proxmox node pve reaches the Image Factory (factory.talos.dev)"} {
 		assert.Contains(t, out, want)
 	}
 }
@@ -167,6 +198,22 @@ func TestDoctorSaysWhatIsMissing(t *testing.T) {
 			", so every SSH connection to it is refused. If the host's keys changed (a reinstall), once " + strangerFP +
 			" matches `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host's console, replace the pin under proxmox.ssh in Pulumi.proxmox-homelab.yaml: `hostKey: " +
 			strangerLine + "`; otherwise something between you and the host answers in its place"},
+		"privileges missing": {func(a *fakeAPI, _ *doctor.Env) {
+			a.lacks = map[string][]string{
+				"/vms/110": {"VM.Config.CDROM"}, "/nodes/pve": {"Sys.Modify"},
+				"/sdn/zones/localnetwork/vmbr1": {"SDN.Use"}, "/storage/local": {"Datastore.AllocateTemplate"},
+			}
+		}, "FAIL  perms     token root@pam!pulumi lacks VM.Config.CDROM on /vms/110 (nodes.controlPlanes[0]'s VM: created, configured, " +
+			"powered off on destroy, its ISO ejected); Sys.Modify on /nodes/pve (the node downloads the Talos ISO (download-url)); " +
+			"Datastore.AllocateTemplate on /storage/local (proxmox.isoDatastore holds the Talos ISO); " +
+			"SDN.Use on /sdn/zones/localnetwork/vmbr1 (the VMs' NICs attach to proxmox.bridge vmbr1)"},
+		"guest agent privilege of Proxmox VE 8": {func(a *fakeAPI, _ *doctor.Env) {
+			a.version = "8.4.1"
+			a.lacks = map[string][]string{"/vms/120": {"VM.Monitor"}}
+		}, "lacks VM.Monitor on /vms/120"},
+		"Image Factory unreachable": {func(a *fakeAPI, _ *doctor.Env) {
+			a.fetchErr = errors.New("500 Can't connect to factory.talos.dev:443 (Connection timed out)")
+		}, "FAIL  factory   Proxmox node pve cannot fetch https://factory.talos.dev/versions, where it downloads the Talos ISO from"},
 		"host key unreadable": {func(_ *fakeAPI, e *doctor.Env) {
 			e.ScanHostKey = func(context.Context, *stacks.Config) (ssh.PublicKey, error) {
 				return nil, errors.New("unable to read the host key of 192.168.122.70:22: connection refused")
@@ -469,4 +516,28 @@ func TestDoctorChecksVPSNodes(t *testing.T) {
 	assert.False(t, doctor.Failed(rs), out)
 	assert.Contains(t, out, "ok    talos     node-0 (nodes.controlPlanes[0]): the Talos API answers on 203.0.113.10:50000")
 	assert.Empty(t, *scanned)
+}
+
+// Proxmox VE 9 dropped VM.Monitor: a token without it passes there, and one
+// whose permissions cannot be read is a warning, not a failure.
+func TestDoctorAsksForThePrivilegesOfTheVersion(t *testing.T) {
+	t.Parallel()
+	api := healthyAPI()
+	api.lacks = map[string][]string{"/vms/110": {"VM.Monitor"}}
+	rs, out := run(t, env(api))
+	assert.False(t, doctor.Failed(rs), out)
+	assert.Contains(t, api.fetched, "pve "+doctor.FactoryProbeURL, "the Proxmox node itself fetches the factory")
+
+	api = healthyAPI()
+	api.version = "8.4.1"
+	api.lacks = map[string][]string{"/vms/110": {"VM.GuestAgent.Audit"}}
+	rs, out = run(t, env(api))
+	assert.False(t, doctor.Failed(rs), "Proxmox VE 8 has no VM.GuestAgent.Audit: %s", out)
+	assert.Contains(t, out, "(Proxmox VE 8)")
+
+	api = healthyAPI()
+	api.permErr = errors.New("unable to read the token's permissions on /vms/110: 403 Permission check failed")
+	rs, out = run(t, env(api))
+	assert.False(t, doctor.Failed(rs), out)
+	assert.Contains(t, out, "warn  perms     unable to read the token's permissions on /vms/110")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver/drivertest"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -48,6 +49,19 @@ func (okAPI) Storages(context.Context, string) ([]pveapi.Storage, error) {
 	return []pveapi.Storage{{Storage: "local", Content: "iso"}, {Storage: "local-lvm", Content: "images"}}, nil
 }
 func (okAPI) VMs(context.Context) ([]pveapi.ClusterVM, error) { return nil, nil }
+
+// Permissions grants every privilege the doctor asks for.
+func (okAPI) Permissions(context.Context, string) (map[string]bool, error) {
+	all := map[string]bool{"VM.Monitor": true}
+	for _, p := range pvefake.AllPrivileges {
+		all[p] = true
+	}
+	return all, nil
+}
+
+func (okAPI) QueryURLMetadata(context.Context, string, string) (pveapi.URLMetadata, error) {
+	return pveapi.URLMetadata{}, nil
+}
 
 func TestDoctorCommandExitCodes(t *testing.T) {
 	t.Parallel()

@@ -46,7 +46,21 @@ PROGRAM_INPUTS := $(filter-out %_test.go,$(wildcard *.go)) $(GO_INPUTS)
 # components.
 PROVIDER_DIR := provider
 PROVIDER_BIN := bin/pulumi-resource-talos-cluster
-PROVIDER_INPUTS := $(call go_inputs,$(PROVIDER_DIR)) $(GO_INPUTS)
+PROVIDER_INPUTS := $(call go_inputs,$(PROVIDER_DIR)/) $(GO_INPUTS)
+# The package's version: the tag of the commit (vX.Y.Z), set into the binary with -ldflags -X.
+# On an untagged commit it is empty, and the binary says 0.0.0-dev+<commit> (the commit Go
+# stamps into it; ".dirty" with uncommitted changes). PROVIDER_VERSION=v1.2.3 sets it by hand.
+ifeq ($(origin PROVIDER_VERSION),undefined)
+PROVIDER_VERSION := $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
+endif
+PROVIDER_VERSION_VAR := github.com/fluodata/talos-pulumi/provider/talosprovider.version
+PROVIDER_LDFLAGS = -ldflags=$(call quote,-s -w$(if $(PROVIDER_VERSION), -X $(PROVIDER_VERSION_VAR)=$(PROVIDER_VERSION)))
+# bin/.provider-version holds the version the binary was built with: a new tag rebuilds it.
+PROVIDER_VERSION_FILE := bin/.provider-version
+# `make release-provider`: one tarball per platform in RELEASE_DIR, as Pulumi's plugin downloads
+# name them: pulumi-resource-talos-cluster-v<version>-<os>-<arch>.tar.gz.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_DIR ?= dist
 STACKCTL_INPUTS := $(call go_inputs,cmd) $(GO_INPUTS)
 # The operator tools (doctor, the ssh-proxy helper). `exec` runs a pulumi command with the helper
 # around it when the stack has proxmox.access: ssh-proxy, and runs it unchanged otherwise.
@@ -190,9 +204,30 @@ schema: ## Regenerate the component package's descriptions (from the doc comment
 .PHONY: provider
 provider: $(PROVIDER_BIN) ## Build the component provider (bin/pulumi-resource-talos-cluster), as `pulumi package add` does.
 
-$(PROVIDER_BIN): $(PROVIDER_INPUTS)
+$(PROVIDER_BIN): $(PROVIDER_INPUTS) $(PROVIDER_VERSION_FILE)
 	@mkdir -p $(@D)
-	cd $(PROVIDER_DIR) && $(GO) build -o $(abspath $@).tmp . && mv -f $(abspath $@).tmp $(abspath $@)
+	cd $(PROVIDER_DIR) && $(GO) build -buildvcs=auto $(PROVIDER_LDFLAGS) -o $(call quote,$(abspath $@).tmp) . && mv -f $(call quote,$(abspath $@).tmp) $(call quote,$(abspath $@))
+
+$(PROVIDER_VERSION_FILE): FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' $(call quote,$(PROVIDER_VERSION)) > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+
+.PHONY: release-provider
+release-provider: ## Cross-build the provider for RELEASE_PLATFORMS into RELEASE_DIR (dist/) as pulumi-resource-talos-cluster-v<version>-<os>-<arch>.tar.gz; needs a tagged commit or PROVIDER_VERSION.
+	@if [ -z $(call quote,$(PROVIDER_VERSION)) ]; then echo "make release-provider: the commit has no tag vX.Y.Z; tag it or set PROVIDER_VERSION=vX.Y.Z" >&2; exit 2; fi
+	@case $(call quote,$(PROVIDER_VERSION)) in v[0-9]*) ;; *) echo "make release-provider: PROVIDER_VERSION="$(call quote,$(PROVIDER_VERSION))" is not vX.Y.Z" >&2; exit 2;; esac
+	@set -euo pipefail; version=$(call quote,$(PROVIDER_VERSION)); out=$(call quote,$(abspath $(RELEASE_DIR))); \
+		mkdir -p "$$out"; \
+		for platform in $(RELEASE_PLATFORMS); do \
+			os=$${platform%/*}; arch=$${platform#*/}; stage=$$(mktemp -d); \
+			echo "building $$os/$$arch"; \
+			(cd $(PROVIDER_DIR) && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath $(PROVIDER_LDFLAGS) \
+				-o "$$stage/pulumi-resource-talos-cluster" .); \
+			tar -czf "$$out/pulumi-resource-talos-cluster-$$version-$$os-$$arch.tar.gz" -C "$$stage" pulumi-resource-talos-cluster; \
+			rm -rf "$$stage"; \
+		done; \
+		ls -l "$$out"/pulumi-resource-talos-cluster-"$$version"-*.tar.gz
 
 .PHONY: build
 build: $(STACKCTL) $(PROGRAM) ## Build bin/stackctl and the program (bin/talos-cluster); the stack targets do it when a source changed.

@@ -26,7 +26,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "unable to build the provider: %v\n", err)
 		os.Exit(1)
 	}
-	if err := p.RunProvider(context.Background(), talosprovider.Name, talosprovider.Version, prov); err != nil {
+	if err := p.RunProvider(context.Background(), talosprovider.Name, talosprovider.Version(), prov); err != nil {
 		fmt.Fprintf(os.Stderr, "unable to run the provider: %v\n", err)
 		os.Exit(1)
 	}

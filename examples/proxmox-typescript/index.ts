@@ -3,7 +3,7 @@
 // talos-cluster package's generated SDK (`pulumi install` makes it from
 // ../../provider). Inputs: docs/component-package.md.
 import * as pulumi from "@pulumi/pulumi";
-import * as talos from "@pulumi/talos-cluster";
+import * as talos from "@fluodata/talos-cluster";
 
 const config = new pulumi.Config();
 

@@ -8,6 +8,8 @@ import (
 	_ "embed" // descriptions.json
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
+	"strings"
 
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
@@ -19,11 +21,78 @@ import (
 	"github.com/fluodata/talos-pulumi/provider/internal/docs"
 )
 
-// Name and Version of the package.
+// The package's identity, the same however a program adds it (`pulumi
+// package add` of this folder, of a git reference to it, or of the built
+// binary): the CLI names the SDKs after the schema's namespace and name
+// (npm @fluodata/talos-cluster, Python fluodata_talos_cluster, the SDK
+// folder sdks/fluodata-talos-cluster). Without a namespace, a local path
+// gave @pulumi/talos-cluster (Pulumi's own npm scope) and a git reference
+// @fluodata/talos-cluster (the CLI takes the namespace from the git URL's
+// owner when the schema has none).
 const (
-	Name    = "talos-cluster"
-	Version = "0.1.0"
+	Name       = "talos-cluster"
+	Namespace  = "fluodata"
+	Publisher  = "fluodata"
+	Repository = "https://github.com/fluodata/talos-pulumi"
+	Homepage   = Repository + "/blob/main/docs/component-package.md"
+	// License is npm's word for no license granted: the repository has no
+	// LICENSE file. Change it with the LICENSE file that grants one.
+	License = "UNLICENSED"
+	// NPMPackage, PythonPackage and GoImportBase are the SDKs' names, as
+	// the CLI derives them from Namespace and Name, stated in the schema
+	// so that no generator guesses.
+	NPMPackage    = "@" + Namespace + "/" + Name
+	PythonPackage = Namespace + "_talos_cluster"
+	GoImportBase  = "github.com/fluodata/talos-pulumi/sdk/go/talos-cluster"
+	// CSharpNamespace is the C# SDK's root namespace (Pulumi's own
+	// packages use "Pulumi").
+	CSharpNamespace = "Fluodata"
+	// DevVersion is the version of a build from an untagged commit:
+	// DevVersion+<commit> (12 hex digits, ".dirty" with uncommitted
+	// changes) when Go stamped the commit into the binary (a go build in
+	// the git checkout, as `make provider` and `pulumi package add` of this
+	// folder do), DevVersion alone otherwise.
+	DevVersion = "0.0.0-dev"
 )
+
+// version is the release's version, set by the build from a git tag:
+// `make provider` passes -ldflags "-X <this package>.version=$(git describe
+// --tags --exact-match)" on a tagged commit. Empty: a development build.
+var version string
+
+// Version is the package's version (semver, no "v"): the tag the build
+// set, else DevVersion with the commit Go stamped into the binary.
+func Version() string {
+	if v := strings.TrimPrefix(strings.TrimSpace(version), "v"); v != "" {
+		return v
+	}
+	info, _ := debug.ReadBuildInfo()
+	return devVersion(info)
+}
+
+// devVersion is DevVersion with the commit of the build info, if any.
+func devVersion(info *debug.BuildInfo) string {
+	if info == nil {
+		return DevVersion
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev == "" {
+		return DevVersion
+	}
+	rev = rev[:min(12, len(rev))]
+	if modified == "true" {
+		rev += ".dirty"
+	}
+	return DevVersion + "+" + rev
+}
 
 //go:generate go run ./gen
 
@@ -104,6 +173,23 @@ func (c *VpsCluster) Annotate(a infer.Annotator) {
 		"configured with a host firewall, and joined into a TalosCluster. Servers are never deleted.")
 }
 
+// languages are the SDKs' settings: infer's defaults (each SDK's version is
+// the schema's) with the package names.
+func languages() map[string]any {
+	return map[string]any{
+		"nodejs": map[string]any{"respectSchemaVersion": true, "packageName": NPMPackage},
+		"python": map[string]any{
+			"respectSchemaVersion": true, "packageName": PythonPackage,
+			"pyproject": map[string]any{"enabled": true},
+		},
+		"go": map[string]any{
+			"respectSchemaVersion": true, "generateResourceContainerTypes": true,
+			"importBasePath": GoImportBase,
+		},
+		"csharp": map[string]any{"respectSchemaVersion": true, "rootNamespace": CSharpNamespace},
+	}
+}
+
 // New builds the provider.
 func New() (p.Provider, error) { return NewWith(Options{}) }
 
@@ -119,8 +205,12 @@ func NewWith(o Options) (p.Provider, error) {
 		WithDisplayName("Talos cluster").
 		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE VMs or rescue-installed VPS machines.").
 		WithKeywords("talos", "kubernetes", "proxmox", "vps", "category/infrastructure", "kind/component").
-		WithRepository("https://github.com/fluodata/talos-pulumi").
-		WithGoImportPath("github.com/fluodata/talos-pulumi/sdk/go/talos-cluster").
+		WithNamespace(Namespace).
+		WithPublisher(Publisher).
+		WithRepository(Repository).
+		WithHomepage(Homepage).
+		WithLicense(License).
+		WithLanguageMap(languages()).
 		WithComponents(
 			infer.Component(&TalosCluster{deps: o.Talos}),
 			infer.Component(&ProxmoxCluster{deps: o.Proxmox}),

@@ -20,12 +20,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/schema.json and descriptions.json")
 
-func server(t *testing.T, opts ...integration.ServerOption) integration.Server {
+func server(t *testing.T) integration.Server {
 	t.Helper()
 	prov, err := talosprovider.New()
 	require.NoError(t, err)
-	s, err := integration.NewServer(t.Context(), talosprovider.Name, semver.MustParse(talosprovider.Version),
-		append([]integration.ServerOption{integration.WithProvider(prov)}, opts...)...)
+	s, err := integration.NewServer(t.Context(), talosprovider.Name, semver.MustParse(talosprovider.DevVersion),
+		integration.WithProvider(prov))
 	require.NoError(t, err)
 	return s
 }

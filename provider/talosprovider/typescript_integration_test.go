@@ -77,8 +77,8 @@ func TestIntegrationTypeScriptExampleWithTheRealCLI(t *testing.T) {
 	out, err := run(20*time.Minute, "pulumi", "install")
 	require.NoError(t, err, "pulumi install (SDK generation and its postinstall tsc):\n%s", out)
 	t.Logf("pulumi install took %s", time.Since(start).Round(time.Second))
-	assert.FileExists(t, filepath.Join(dir, "sdks", "talos-cluster", "bin", "index.js"), "the SDK's postinstall compiled it")
-	assert.FileExists(t, filepath.Join(dir, "sdks", "talos-cluster", "bin", "types", "input.d.ts"))
+	assert.FileExists(t, filepath.Join(dir, "sdks", "fluodata-talos-cluster", "bin", "index.js"), "the SDK's postinstall compiled it")
+	assert.FileExists(t, filepath.Join(dir, "sdks", "fluodata-talos-cluster", "bin", "types", "input.d.ts"))
 
 	out, err = run(5*time.Minute, "npx", "--no-install", "tsc", "--noEmit", "--pretty", "false")
 	require.NoError(t, err, "the example does not compile against the generated SDK:\n%s", out)

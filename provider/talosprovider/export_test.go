@@ -1,0 +1,4 @@
+package talosprovider
+
+// DevVersionOf is devVersion, for the tests.
+var DevVersionOf = devVersion

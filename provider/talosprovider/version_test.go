@@ -1,0 +1,82 @@
+package talosprovider_test
+
+import (
+	"encoding/json"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/blang/semver"
+	p "github.com/pulumi/pulumi-go-provider"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/provider/talosprovider"
+)
+
+// A build from an untagged commit says which commit, as semver build
+// metadata; a build with no commit stamped (go test, GOFLAGS=-buildvcs=false,
+// a source tree without .git) is DevVersion. Either is a valid version for
+// the CLI and the SDKs. (A tagged build's version is the tag, set by
+// `make provider` with -ldflags -X: TestReleaseProviderTarball.)
+func TestVersionOfAnUntaggedBuild(t *testing.T) {
+	t.Parallel()
+	settings := func(kv ...string) *debug.BuildInfo {
+		info := &debug.BuildInfo{}
+		for i := 0; i < len(kv); i += 2 {
+			info.Settings = append(info.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return info
+	}
+	for _, tc := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{nil, "0.0.0-dev"},
+		{settings(), "0.0.0-dev"},
+		{settings("vcs.revision", "938f0eefb1f6c9ea35adb564a2f9c4020fa15744", "vcs.modified", "false"), "0.0.0-dev+938f0eefb1f6"},
+		{settings("vcs.revision", "938f0eefb1f6c9ea35adb564a2f9c4020fa15744", "vcs.modified", "true"), "0.0.0-dev+938f0eefb1f6.dirty"},
+		{settings("vcs.revision", "abc"), "0.0.0-dev+abc"},
+	} {
+		got := talosprovider.DevVersionOf(tc.info)
+		assert.Equal(t, tc.want, got)
+		_, err := semver.Parse(got)
+		assert.NoError(t, err, "%s is semver", got)
+	}
+	_, err := semver.Parse(talosprovider.Version())
+	assert.NoError(t, err, "the test binary's own version %q", talosprovider.Version())
+}
+
+// The package has one name however it is added: the schema's namespace,
+// and the SDK names stated in its language sections are the ones the CLI
+// derives from namespace and name (pkg/codegen/nodejs genNPMPackageMetadata,
+// pkg/codegen/python PyPack), so that an SDK generated from a local path, a
+// git reference or the binary is imported the same way. A git reference
+// to a schema without a namespace took the owner of the URL; a local path
+// gave @pulumi/talos-cluster.
+func TestSchemaNamesThePackageTheSameHoweverItIsAdded(t *testing.T) {
+	t.Parallel()
+	resp, err := server(t).GetSchema(p.GetSchemaRequest{})
+	require.NoError(t, err)
+	var spec struct {
+		Name, Namespace, Publisher, Homepage, License, Repository, Version string
+		Language                                                           map[string]map[string]any
+	}
+	require.NoError(t, json.Unmarshal([]byte(resp.Schema), &spec))
+	assert.Equal(t, "talos-cluster", spec.Name)
+	assert.Equal(t, "fluodata", spec.Namespace, "the owner of github.com/fluodata/talos-pulumi, which a git reference would give")
+	for what, v := range map[string]string{"publisher": spec.Publisher, "homepage": spec.Homepage, "license": spec.License, "repository": spec.Repository} {
+		assert.NotEmpty(t, v, what)
+	}
+	assert.Equal(t, talosprovider.DevVersion, spec.Version, "the test server's version")
+	assert.Equal(t, "@"+spec.Namespace+"/"+spec.Name, spec.Language["nodejs"]["packageName"])
+	assert.Equal(t, pyPack(spec.Namespace, spec.Name), spec.Language["python"]["packageName"])
+	assert.Equal(t, strings.TrimPrefix(spec.Repository, "https://")+"/sdk/go/"+spec.Name, spec.Language["go"]["importBasePath"])
+	assert.Equal(t, talosprovider.NPMPackage, "@fluodata/talos-cluster")
+}
+
+// pyPack is the Python package name the CLI's Python generator derives
+// (pkg/codegen/python PyPack, pulumi 3.259).
+func pyPack(namespace, name string) string {
+	return strings.ReplaceAll(namespace, "-", "_") + "_" + strings.ReplaceAll(name, "-", "_")
+}

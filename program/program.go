@@ -13,6 +13,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/cancelfile"
+	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -60,7 +61,9 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if o.Talos.Context == nil {
 		o.Talos.Context = cancelfile.ForProgram()
 	}
-	cfg, diags := Validate(src)
+	// The stack file's own warnings; the components log theirs (the
+	// overrides guard's), named by the stack's keys through InputName.
+	cfg, diags := stacks.Load(src)
 	for _, w := range diags.Warnings {
 		if err := ctx.Log.Warn(w.String(), nil); err != nil {
 			return nil, fmt.Errorf("unable to log config warning: %w", err)
@@ -69,6 +72,11 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if err := diags.Err(); err != nil {
 		return nil, err
 	}
+	// The guard's errors by stack key, before anything is registered.
+	if err := overrides.CheckOverrides(cfg, TalosArgs(cfg)).Err(); err != nil {
+		return nil, err
+	}
+	inputName := func(path string) string { return overrides.StackPath(cfg.Nodes.Refs(), path) }
 	prev, err := ReadLast(ctx)
 	if err != nil {
 		return nil, err
@@ -83,7 +91,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		if err := ReadProxmoxKey(cfg, args); err != nil {
 			return nil, err
 		}
-		args.Previous = prev.Cluster
+		args.Previous, args.InputName = prev.Cluster, inputName
 		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos})
 		if err != nil {
 			return nil, err
@@ -91,7 +99,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		outputs = c.Outputs()
 	case stacks.PlatformVPS:
 		args := VPSArgs(cfg)
-		args.Previous = prev.Cluster
+		args.Previous, args.InputName = prev.Cluster, inputName
 		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
 		if err != nil {
 			return nil, err

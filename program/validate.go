@@ -1,8 +1,6 @@
 package program
 
 import (
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -28,14 +26,14 @@ func Validate(src stacks.Source) (*stacks.Config, *stacks.Diagnostics) {
 }
 
 // TalosArgs are the arguments the platform's cluster component hands to
-// the TalosCluster, for a valid config (the installer image left out: the
-// Image Factory gives it at run time).
+// the TalosCluster, for a valid config (no installer image: the Image
+// Factory gives it at run time, and nothing checked here reads it).
 func TalosArgs(cfg *stacks.Config) *talos.ClusterArgs {
 	switch cfg.Platform {
 	case stacks.PlatformProxmox:
-		return ProxmoxArgs(cfg).TalosArgs(pulumi.String(""))
+		return ProxmoxArgs(cfg).TalosArgs(nil)
 	case stacks.PlatformVPS:
-		return VPSArgs(cfg).TalosArgs(pulumi.String(""))
+		return VPSArgs(cfg).TalosArgs(nil)
 	default:
 		return &talos.ClusterArgs{Cluster: ClusterSettings(cfg)}
 	}

@@ -3,6 +3,7 @@ package proxmox
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -44,6 +45,10 @@ type ClusterArgs struct {
 	// the program from the stack's outputs): TalosCluster refuses changes
 	// a rollout cannot make safely against it.
 	Previous *talos.Previous
+	// InputName names an input path of the TalosCluster in the caller's
+	// terms (Go only: the program's stack keys), for the warnings it logs;
+	// see talos.ClusterArgs.InputName.
+	InputName func(path string) string
 }
 
 // HostSettings are the Proxmox API and the settings shared by the VMs.
@@ -175,6 +180,14 @@ func (d Deps) withDefaults(ctx *pulumi.Context, px HostSettings) (Hooks, API) {
 // from the cloud-init drive, and the machine config repeats it so that the
 // installed system keeps it. The platform's node options are the caller's.
 func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs {
+	return &talos.ClusterArgs{
+		Cluster: a.Cluster, InstallerImage: installer, Nodes: a.talosNodes(), Previous: a.Previous,
+		NodeNetwork: a.nodeNetwork(), InputName: a.InputName,
+	}
+}
+
+// talosNodes are the TalosCluster's nodes, one per VM, in order.
+func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 	static := a.Proxmox.Addressing == AddressingStatic
 	nodes := make([]talos.NodeSpec, 0, len(a.Nodes))
 	for _, n := range a.Nodes {
@@ -194,7 +207,7 @@ func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs
 		}
 		nodes = append(nodes, spec)
 	}
-	return &talos.ClusterArgs{Cluster: a.Cluster, InstallerImage: installer, Nodes: nodes, Previous: a.Previous}
+	return nodes
 }
 
 // machineOf names what of a node's VM the provider cannot change in place:
@@ -211,7 +224,7 @@ func machineOf(n Node, px HostSettings) string {
 func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 	var p inputs.Problems
 	a.Cluster.Check(&p, "cluster.")
-	a.TalosArgs(pulumi.String("")).CheckNodes(&p, "")
+	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous}).CheckNodes(&p, "")
 	px := a.Proxmox
 	if p.Required("proxmox.endpoint", px.Endpoint) {
 		if u, err := url.Parse(px.Endpoint); err != nil || u.Scheme != "https" || u.Hostname() == "" {
@@ -289,7 +302,26 @@ func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 	if err := p.Err(ComponentName, name); err != nil {
 		return nil, err
 	}
+	// What the user's patches and Helm values do, once the inputs hold
+	// (the TalosCluster's guard, at the same paths: its nodes are ours, in
+	// order).
+	for _, e := range a.TalosArgs(nil).CheckOverrides(a.nodeNetwork()).Errors {
+		p.Add(e.Path, "%s", e.Message)
+	}
+	if err := p.Err(ComponentName, name); err != nil {
+		return nil, err
+	}
 	return macs, nil
+}
+
+// nodeNetwork is the nodes' network of static addressing (the gateway's,
+// with the prefix length), or the zero prefix.
+func (a *ClusterArgs) nodeNetwork() netip.Prefix {
+	gw, err := netip.ParseAddr(a.Proxmox.Gateway)
+	if err != nil || !gw.Is4() || a.Proxmox.PrefixLength < 1 || a.Proxmox.PrefixLength > 32 {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(gw, a.Proxmox.PrefixLength).Masked()
 }
 
 // hostKeyInput is a pinned host key as the command provider's

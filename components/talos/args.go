@@ -58,10 +58,34 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 
 // Validate checks the inputs and returns one error naming every invalid one
 // (by its schema path, e.g. nodes[1].ip), or nil. name is the resource name.
+// The user's patches and Helm values are judged too (CheckOverrides).
 func (a *ClusterArgs) Validate(name string) error {
+	_, err := a.validated(name)
+	return err
+}
+
+// validated checks the inputs and, when they hold, what the user's patches
+// and Helm values do (CheckOverrides), whose findings it returns for their
+// warnings.
+func (a *ClusterArgs) validated(name string) (Overrides, error) {
 	var p inputs.Problems
 	a.check(&p, "")
-	return p.Err(ComponentName, name)
+	if err := p.Err(ComponentName, name); err != nil {
+		return Overrides{}, err
+	}
+	guard := a.CheckOverrides(a.NodeNetwork)
+	for _, e := range guard.Errors {
+		p.Add(a.inputName(e.Path), "%s", e.Message)
+	}
+	return guard, p.Err(ComponentName, name)
+}
+
+// inputName is path in the caller's terms (InputName).
+func (a *ClusterArgs) inputName(path string) string {
+	if a.InputName == nil {
+		return path
+	}
+	return a.InputName(path)
 }
 
 // Check records the problems of the inputs under prefix (e.g. "talos." when

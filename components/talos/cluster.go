@@ -2,6 +2,7 @@ package talos
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
@@ -151,6 +152,13 @@ type ClusterArgs struct {
 	// releases) and the bootstrap carry it, so a destroy of the whole stack
 	// makes no call to a cluster that is going away (Go only).
 	DeletedWith pulumi.Resource
+	// NodeNetwork is the nodes' network when the platform knows it (Go
+	// only): the overrides guard judges the approver's prefixes against it.
+	NodeNetwork netip.Prefix
+	// InputName names an input path of this component in the caller's
+	// terms (Go only; the stack file's keys for the program): the warnings
+	// the component logs carry it. The path itself when nil.
+	InputName func(path string) string
 }
 
 // Cluster is the TalosCluster component.
@@ -204,10 +212,15 @@ func NewCluster(ctx *pulumi.Context, name string, in *ClusterArgs, opts ...pulum
 
 // NewClusterWithDeps is NewCluster with its seams set (see Deps).
 func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if err := in.Validate(name); err != nil {
+	guard, err := in.validated(name)
+	if err != nil {
 		return nil, err
 	}
-	for _, w := range in.ChangeWarnings() {
+	warnings := in.ChangeWarnings()
+	for _, w := range guard.Warnings {
+		warnings = append(warnings, in.inputName(w.Path)+": "+w.Message)
+	}
+	for _, w := range warnings {
 		if err := ctx.Log.Warn(w, nil); err != nil {
 			return nil, fmt.Errorf("unable to log a warning: %w", err)
 		}

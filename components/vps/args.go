@@ -68,6 +68,10 @@ type ClusterArgs struct {
 	// the program from the stack's outputs): TalosCluster refuses changes
 	// a rollout cannot make safely against it.
 	Previous *talos.Previous
+	// InputName names an input path of the TalosCluster in the caller's
+	// terms (Go only: the program's stack keys), for the warnings it logs;
+	// see talos.ClusterArgs.InputName.
+	InputName func(path string) string
 }
 
 // Settings are the VPS-wide settings.
@@ -219,6 +223,15 @@ func (a *ClusterArgs) Validate(name string) error {
 	a.checkSchematic(&p)
 	a.VPS.check(&p, "vps.")
 	a.checkNodes(&p)
+	if err := p.Err(ComponentName, name); err != nil {
+		return err
+	}
+	// What the user's patches and Helm values do, once the inputs hold
+	// (the TalosCluster's guard, at the same paths: its nodes are ours, in
+	// order, with their firewall patches).
+	for _, e := range a.TalosArgs(nil).CheckOverrides(netip.Prefix{}).Errors {
+		p.Add(e.Path, "%s", e.Message)
+	}
 	return p.Err(ComponentName, name)
 }
 

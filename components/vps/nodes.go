@@ -14,7 +14,7 @@ import (
 // TalosNodes) with the given installer image. The platform's node options
 // and DeletedWith are the caller's.
 func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs {
-	return &talos.ClusterArgs{Cluster: a.Cluster, InstallerImage: installer, Nodes: TalosNodes(a), Previous: a.Previous}
+	return &talos.ClusterArgs{Cluster: a.Cluster, InstallerImage: installer, Nodes: TalosNodes(a), Previous: a.Previous, InputName: a.InputName}
 }
 
 // FirewallOf is the cluster's ingress firewall.

@@ -94,7 +94,7 @@ var overrideCases = []overrideCase{
 	{
 		name:    "control planes made workers",
 		cluster: patches("controlPlane", workerType),
-		errs:    []finding{{"cluster.patches.controlPlane[0]", "sets machine.type: worker on control planes; a node's type is the list it is in: move the node to nodes.workers"}},
+		errs:    []finding{{"cluster.patches.controlPlane[0]", "sets machine.type: worker on control planes; a node's type is its role: make it a worker (in a stack file: move the node to nodes.workers)"}},
 	},
 	{
 		name:    "every node made a worker, as an object patch",
@@ -104,17 +104,17 @@ var overrideCases = []overrideCase{
 	{
 		name:    "every node made a control plane: only the workers break",
 		cluster: patches("all", "machine:\n  type: controlplane\n"),
-		errs:    []finding{{"cluster.patches.all[0]", "sets machine.type: controlplane on workers; a node's type is the list it is in: move the node to nodes.controlPlanes"}},
+		errs:    []finding{{"cluster.patches.all[0]", "sets machine.type: controlplane on workers; a node's type is its role: make it a control plane (in a stack file: move the node to nodes.controlPlanes)"}},
 	},
 	{
 		name:  "a worker made a control plane by its own patch",
 		nodes: nodePatches("workers", 1, timeServers, "machine:\n  type: controlplane\n"),
-		errs:  []finding{{"nodes.workers[1].patches[1]", "sets machine.type: controlplane on this worker; a node's type is the list it is in: move the node to nodes.controlPlanes"}},
+		errs:  []finding{{"nodes.workers[1].patches[1]", "sets machine.type: controlplane on this worker; a node's type is its role: make it a control plane (in a stack file: move the node to nodes.controlPlanes)"}},
 	},
 	{
 		name:    "init type on control planes",
 		cluster: patches("controlPlane", "machine:\n  type: init\n"),
-		errs:    []finding{{"cluster.patches.controlPlane[0]", "sets machine.type: init on control planes; a node's type is the list it is in and must stay controlplane"}},
+		errs:    []finding{{"cluster.patches.controlPlane[0]", "sets machine.type: init on control planes; a node's type is its role and must stay controlplane"}},
 	},
 	{
 		name:    "another CNI",

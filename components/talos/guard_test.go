@@ -1,0 +1,100 @@
+package talos_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+// guardedArgs is a 1+2 cluster whose second worker carries patches.
+func guardedArgs(clusterPatches *talos.ClusterPatches, nodePatches ...string) *talos.ClusterArgs {
+	ns := nodes(1, 2)
+	ns[2].UserPatches = nodePatches
+	return &talos.ClusterArgs{
+		Cluster: talos.ClusterSettings{
+			Name: "lab", TalosVersion: "v1.13.9", VIP: "10.0.0.5", Patches: clusterPatches,
+		},
+		InstallerImage: pulumi.String("factory.talos.dev/metal-installer/abc:v1.13.9"),
+		Nodes:          ns,
+	}
+}
+
+// The guard is the TalosCluster's own check: a program in any language
+// that gives it a patch undoing what the cluster needs gets an error naming
+// the input, and nothing is registered.
+func TestTheTalosClusterRefusesPatchesThatBreakIt(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		args *talos.ClusterArgs
+		path string
+		msg  string
+	}{
+		"kube-proxy on for all nodes": {
+			guardedArgs(&talos.ClusterPatches{All: []string{"cluster:\n  proxy:\n    disabled: false\n"}}),
+			"cluster.patches.all[0]", "enables kube-proxy on all nodes",
+		},
+		"KubePrism off on one worker": {
+			guardedArgs(nil, "machine:\n  features:\n    kubePrism:\n      enabled: false\n"),
+			"nodes[2].patches[0]", "disables KubePrism on this worker",
+		},
+		"a patch Talos cannot load": {
+			guardedArgs(nil, "machine: [unclosed\n"),
+			"nodes[2].patches[0]", "is not a machine-config patch Talos can load",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := &componentstest.Engine{}
+			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+				_, err := talos.NewClusterWithDeps(ctx, "lab", c.args, talos.Deps{Hooks: &componentstest.Hooks{}})
+				return err
+			}, pulumi.WithMocks("talos-cluster", "test", e))
+			require.Error(t, err)
+			var invalid *inputs.Error
+			require.ErrorAs(t, err, &invalid)
+			assert.Contains(t, invalid.Paths(), c.path)
+			assert.Contains(t, err.Error(), c.msg)
+			assert.Empty(t, e.All(), "nothing is registered")
+		})
+	}
+}
+
+// The caller names the inputs in its own terms (the program: the stack
+// file's keys); the guard's findings carry them.
+func TestTheGuardSpeaksTheCallersNames(t *testing.T) {
+	t.Parallel()
+	args := guardedArgs(nil, "cluster:\n  network:\n    cni:\n      name: flannel\n")
+	args.InputName = func(path string) string {
+		if path == "nodes[2].patches[0]" {
+			return "nodes.workers[1].patches[0]"
+		}
+		return path
+	}
+	err := args.Validate("lab")
+	var invalid *inputs.Error
+	require.ErrorAs(t, err, &invalid)
+	assert.Equal(t, []string{"nodes.workers[1].patches[0]"}, invalid.Paths())
+	assert.Contains(t, err.Error(), `makes Talos deploy the "flannel" CNI on this worker`)
+}
+
+// Warnings stay warnings: a cluster whose approver accepts every address
+// is valid, and CheckOverrides says what it weakens, judged against the
+// nodes' network when the platform knows it.
+func TestTheGuardWarnsWithoutRefusing(t *testing.T) {
+	t.Parallel()
+	args := guardedArgs(nil)
+	args.Cluster.CertApprover = &talos.ChartSettings{Values: map[string]any{"providerIpPrefixes": []any{"10.0.0.0/24"}}}
+	require.NoError(t, args.Validate("lab"))
+	o := args.CheckOverrides(netip.Prefix{})
+	require.Len(t, o.Warnings, 1)
+	assert.Equal(t, "cluster.certApprover.values.providerIpPrefixes[0]", o.Warnings[0].Path)
+	assert.Contains(t, o.Warnings[0].Message, "outside the nodes' network")
+	assert.Empty(t, args.CheckOverrides(netip.MustParsePrefix("10.0.0.0/24")).Warnings, "inside the nodes' network")
+}

@@ -7,7 +7,7 @@ import * as talos from "@fluodata/talos-cluster";
 
 const config = new pulumi.Config();
 
-const vm = (name: string, role: string, ip: string, vmId: number, cores: number, memory: number, dataDiskSize?: number) =>
+const vm = (name: string, role: talos.types.enums.Role, ip: string, vmId: number, cores: number, memory: number, dataDiskSize?: number) =>
     ({ name, role, ip, proxmoxNode: "pve", vmId, cores, memory, diskSize: 20, dataDiskSize });
 
 const homelab = new talos.ProxmoxCluster("homelab", {

@@ -1,6 +1,7 @@
 package talosprovider
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -41,24 +42,108 @@ var resourceArgs = map[string]reflect.Type{
 func shape(spec map[string]any) error {
 	types, _ := spec["types"].(map[string]any)
 	resources, _ := spec["resources"].(map[string]any)
-	seen := map[string]bool{}
+	pkg, _ := spec["name"].(string)
+	w := &walker{pkg: pkg, types: types, seen: map[string]bool{}}
 	for token, goType := range resourceArgs {
 		r, _ := resources[token].(map[string]any)
 		if r == nil {
 			return fmt.Errorf("the schema has no resource %s", token)
 		}
-		if err := markPlain(r["inputProperties"], goType, types, seen); err != nil {
+		if err := w.object(r["inputProperties"], goType, nil); err != nil {
 			return fmt.Errorf("%s: %w", token, err)
 		}
 	}
+	for _, d := range w.pending() {
+		return fmt.Errorf("the default of %s.%s is on no input", d.in, strings.Join(d.path, "."))
+	}
+	for token, e := range enumTypes(pkg) {
+		if _, taken := types[token]; taken {
+			return fmt.Errorf("enum %s: the name is taken", token)
+		}
+		types[token] = e
+	}
+	pruneTypes(spec, types)
 	return moveTypesToIndex(spec, types, resources)
 }
 
-// markPlain marks plain the properties of props whose fields of the struct
-// goType are plain Go values, and the properties of the types they refer
-// to (each type once: seen).
-func markPlain(props any, goType reflect.Type, types map[string]any, seen map[string]bool) error {
+// pruneTypes deletes the types no resource refers to, directly or through
+// other types (a type every use of which got a fork of its own).
+func pruneTypes(spec, types map[string]any) {
+	used := map[string]bool{}
+	collectRefs(spec["resources"], used)
+	for done := map[string]bool{}; len(done) < len(used); {
+		for token := range used {
+			if !done[token] {
+				done[token] = true
+				collectRefs(types[token], used)
+			}
+		}
+	}
+	for token := range types {
+		if !used[token] {
+			delete(types, token)
+		}
+	}
+}
+
+// collectRefs adds the type tokens v refers to.
+func collectRefs(v any, used map[string]bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if ref, ok := e.(string); ok && k == "$ref" && strings.HasPrefix(ref, "#/types/") {
+				used[strings.TrimPrefix(ref, "#/types/")] = true
+				continue
+			}
+			collectRefs(e, used)
+		}
+	case []any:
+		for _, e := range v {
+			collectRefs(e, used)
+		}
+	}
+}
+
+// walker walks the input properties of the schema and the Go arguments
+// together: it marks plain what the components take plain (markTypePlain),
+// turns the fields of enums into references to their enum types and sets
+// the defaults.
+type walker struct {
+	pkg   string
+	types map[string]any
+	seen  map[string]bool
+	// applied counts the defaults set, by index in defaults.
+	applied map[int]bool
+}
+
+// pending are the defaults no walk has set.
+func (w *walker) pending() []schemaDefault {
+	var out []schemaDefault
+	for i, d := range defaults {
+		if !w.applied[i] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// pathDefault is a default under way down its path: rest is the path
+// from the current struct.
+type pathDefault struct {
+	index int
+	rest  []string
+}
+
+// object walks the properties props of the Go struct goType; inherited are
+// the defaults that reach into it from a parent's path.
+func (w *walker) object(props any, goType reflect.Type, inherited []pathDefault) error {
 	m, _ := props.(map[string]any)
+	here := inherited
+	for i, d := range defaults {
+		if d.in == goType {
+			here = append(here, pathDefault{index: i, rest: d.path})
+		}
+	}
 	for _, f := range reflect.VisibleFields(goType) {
 		name, _, _ := strings.Cut(f.Tag.Get("pulumi"), ",")
 		if name == "" || name == "-" || !f.IsExported() {
@@ -68,16 +153,72 @@ func markPlain(props any, goType reflect.Type, types map[string]any, seen map[st
 		if prop == nil {
 			return fmt.Errorf("the schema has no property %q for %s.%s", name, goType, f.Name)
 		}
-		if err := markTypePlain(prop, f.Type, types, seen); err != nil {
+		if token := enumOf(w.pkg, goType, name, f.Type); token != "" {
+			if err := setEnum(prop, token); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		var below []pathDefault
+		for _, d := range here {
+			if d.rest[0] != name {
+				continue
+			}
+			if len(d.rest) == 1 {
+				if err := checkDefault(prop, defaults[d.index].value); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				prop["default"] = defaults[d.index].value
+				if w.applied == nil {
+					w.applied = map[int]bool{}
+				}
+				w.applied[d.index] = true
+				continue
+			}
+			below = append(below, pathDefault{index: d.index, rest: d.rest[1:]})
+		}
+		if len(below) > 0 {
+			if err := w.fork(prop, below); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		if err := w.value(prop, f.Type, below); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// markTypePlain marks plain the type spec ts of a Go value of type t, unless
-// t is a pulumi input or output.
-func markTypePlain(ts map[string]any, t reflect.Type, types map[string]any, seen map[string]bool) error {
+// fork points prop at a copy of the object type it refers to, named by
+// the default's forks, so that defaults set below reach this use only.
+func (w *walker) fork(prop map[string]any, below []pathDefault) error {
+	d := defaults[below[0].index]
+	name := d.forks[len(d.path)-len(below[0].rest)-1]
+	if name == "" {
+		return nil
+	}
+	ref, _ := prop["$ref"].(string)
+	old := strings.TrimPrefix(ref, "#/types/")
+	obj, _ := w.types[old].(map[string]any)
+	if obj == nil {
+		return fmt.Errorf("refers to %q, no object type to copy as %s", ref, name)
+	}
+	pkg, mod, _ := splitToken(old)
+	token := pkg + ":" + mod + ":" + name
+	if _, ok := w.types[token]; !ok {
+		var copied map[string]any
+		if err := deepCopy(obj, &copied); err != nil {
+			return err
+		}
+		w.types[token] = copied
+	}
+	prop["$ref"] = "#/types/" + token
+	return nil
+}
+
+// value walks the type spec ts of a Go value of type t: plain unless t is
+// a pulumi input or output, and into the object type it refers to, or the
+// items of a list or map.
+func (w *walker) value(ts map[string]any, t reflect.Type, below []pathDefault) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -87,27 +228,60 @@ func markTypePlain(ts map[string]any, t reflect.Type, types map[string]any, seen
 	ts["plain"] = true
 	if ref, _ := ts["$ref"].(string); strings.HasPrefix(ref, "#/types/") {
 		token := strings.TrimPrefix(ref, "#/types/")
-		if seen[token] {
+		if w.seen[token] {
+			if len(below) > 0 {
+				return fmt.Errorf("%s is walked twice with defaults of its own: give it a fork", token)
+			}
 			return nil
 		}
-		seen[token] = true
-		obj, _ := types[token].(map[string]any)
-		if obj == nil || t.Kind() != reflect.Struct {
+		w.seen[token] = true
+		obj, _ := w.types[token].(map[string]any)
+		if obj == nil {
+			if _, enum := enumTypeOf(w.pkg, token); enum && t.Kind() == reflect.String {
+				return nil
+			}
+			if t.Kind() != reflect.Struct {
+				return fmt.Errorf("%s refers to %s, which the schema does not define as an object", t, token)
+			}
+		}
+		if t.Kind() != reflect.Struct {
 			return fmt.Errorf("%s refers to %s, which the schema does not define as an object", t, token)
 		}
-		return markPlain(obj["properties"], t, types, seen)
+		return w.object(obj["properties"], t, below)
 	}
 	switch t.Kind() {
 	case reflect.Slice, reflect.Array:
 		if items, _ := ts["items"].(map[string]any); items != nil {
-			return markTypePlain(items, t.Elem(), types, seen)
+			return w.value(items, t.Elem(), below)
 		}
 	case reflect.Map:
 		if elems, _ := ts["additionalProperties"].(map[string]any); elems != nil {
-			return markTypePlain(elems, t.Elem(), types, seen)
+			return w.value(elems, t.Elem(), below)
 		}
 	}
+	if len(below) > 0 {
+		return fmt.Errorf("a default's path goes on below %s, which has no properties", t)
+	}
 	return nil
+}
+
+// enumTypeOf tells whether token is one of the enums' tokens.
+func enumTypeOf(pkg, token string) (string, bool) {
+	for _, e := range enums {
+		if token == pkg+":index:"+e.name {
+			return e.name, true
+		}
+	}
+	return "", false
+}
+
+// deepCopy copies a JSON value.
+func deepCopy(v any, out any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
 }
 
 // isInput tells whether t is a pulumi input or output (a value the

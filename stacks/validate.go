@@ -15,24 +15,20 @@ import (
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/talosversion"
 )
 
 var (
-	dnsLabelRe     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	hostnameRe     = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$`)
-	talosVersionRe = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
-	semverRe       = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
-	kubeVersionRe  = regexp.MustCompile(`^v?\d+\.\d+\.\d+$`)
-	schematicIDRe  = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	extensionRe    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$`)
-	devicePathRe   = regexp.MustCompile(`^/dev/[A-Za-z0-9][A-Za-z0-9/_.:-]*$`)
-	apiTokenIDRe   = regexp.MustCompile(`^[^\s@!]+@[^\s@!]+![A-Za-z][A-Za-z0-9._-]*$`)
-	uuidRe         = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	pveNameRe      = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
-	ifaceNameRe    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]{0,14}$`)
-	datastoreRe    = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]*$`)
-	imageURLRe     = regexp.MustCompile(`\.raw(\.zst|\.xz|\.gz)?$`)
+	semverRe     = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
+	extensionRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$`)
+	apiTokenIDRe = regexp.MustCompile(`^[^\s@!]+@[^\s@!]+![A-Za-z][A-Za-z0-9._-]*$`)
+	uuidRe       = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	pveNameRe    = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
+	ifaceNameRe  = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]{0,14}$`)
+	datastoreRe  = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]*$`)
+	imageURLRe   = regexp.MustCompile(`\.raw(\.zst|\.xz|\.gz)?$`)
 )
 
 // Limits this project relies on.
@@ -82,12 +78,12 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 	switch {
 	case c.Name == "":
 		d.errorf("cluster.name", "is required")
-	case !dnsLabelRe.MatchString(c.Name) || len(c.Name) > maxClusterNameLen:
+	case !inputs.IsDNSLabel(c.Name) || len(c.Name) > maxClusterNameLen:
 		d.errorf("cluster.name", "%q must be lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", c.Name, maxClusterNameLen)
 	}
 
 	validateTalosVersion(d, c.TalosVersion)
-	if c.KubernetesVersion != "" && !kubeVersionRe.MatchString(c.KubernetesVersion) {
+	if c.KubernetesVersion != "" && !inputs.IsKubernetesVersion(c.KubernetesVersion) {
 		d.errorf("cluster.kubernetesVersion", "%q is not a Kubernetes version like 1.35.0", c.KubernetesVersion)
 	}
 	validateKubernetesSupport(d, c)
@@ -96,7 +92,7 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 	if s.ID != "" && len(s.Extensions) > 0 {
 		d.errorf("cluster.schematic", "set either id or extensions, not both")
 	}
-	if s.ID != "" && !schematicIDRe.MatchString(s.ID) {
+	if s.ID != "" && !inputs.IsSchematicID(s.ID) {
 		d.errorf("cluster.schematic.id", "%q is not a schematic id (64 lowercase hex digits)", s.ID)
 	}
 	seen := map[string]int{}
@@ -131,8 +127,7 @@ func validateTalosVersion(d *Diagnostics, v string) {
 		d.errorf(path, "is required, e.g. v1.12.4")
 		return
 	}
-	m := talosVersionRe.FindStringSubmatch(v)
-	if m == nil {
+	if !inputs.IsReleaseVersion(v) {
 		if semverRe.MatchString(v) {
 			d.errorf(path, "%q needs the v prefix: v%s", v, v)
 		} else {
@@ -140,7 +135,7 @@ func validateTalosVersion(d *Diagnostics, v string) {
 		}
 		return
 	}
-	minor, _ := strconv.Atoi(m[2])
+	minor, _ := talosversion.Minor(v)
 	_, pinnedMinor := talosversion.Pinned()
 	switch err := talosversion.CheckSupported(v); {
 	case err != nil:
@@ -200,7 +195,7 @@ func validateNetwork(d *Diagnostics, cfg *Config) {
 func validateEndpoint(d *Diagnostics, cfg *Config) {
 	c := cfg.Cluster
 	if c.Endpoint != "" {
-		if !isHost(c.Endpoint) {
+		if !inputs.IsHost(c.Endpoint) {
 			d.errorf("cluster.endpoint", "%q must be a host name or IPv4 address only; the API URL is https://<endpoint>:%d", c.Endpoint, kubeAPIPort)
 		}
 	}
@@ -260,7 +255,7 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 		switch {
 		case ref.Name == "":
 			d.errorf(p+".name", "is required")
-		case !dnsLabelRe.MatchString(ref.Name):
+		case !inputs.IsDNSLabel(ref.Name):
 			d.errorf(p+".name", "%q must be a DNS label: lowercase letters, digits and '-', at most 63 characters", ref.Name)
 		default:
 			if other, dup := names[ref.Name]; dup {
@@ -434,7 +429,7 @@ func validateVPSNode(d *Diagnostics, ref NodeRef) {
 		validateDevicePath(d, p+".installDisk", ref.InstallDisk)
 	}
 	r := ref.Rescue
-	if r.Host != "" && !isHost(r.Host) {
+	if r.Host != "" && !inputs.IsHost(r.Host) {
 		d.errorf(p+".rescue.host", "%q is not a host name or IPv4 address", r.Host)
 	}
 	if r.Port < 1 || r.Port > maxPort {
@@ -531,7 +526,7 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 		}
 	}
 	ssh := px.SSH
-	if ssh.Host != "" && !isHost(ssh.Host) {
+	if ssh.Host != "" && !inputs.IsHost(ssh.Host) {
 		d.errorf("proxmox.ssh.host", "%q is not a host name or IPv4 address", ssh.Host)
 	}
 	if ssh.Port < 1 || ssh.Port > maxPort {
@@ -566,24 +561,10 @@ func validateProxmoxEndpoint(d *Diagnostics, endpoint string) {
 		d.errorf(path, "must not carry credentials; use proxmox.apiTokenId and proxmox.apiTokenSecret")
 	case strings.Contains(u.Path, "api2"):
 		d.errorf(path, "%q: give the base URL without /api2/json", endpoint)
-	case !isHost(u.Hostname()):
+	case !inputs.IsHost(u.Hostname()):
 		d.errorf(path, "%q has no valid host", endpoint)
 	}
 }
-
-// Ports the VPS firewall manages itself: they may not be opened to the whole
-// internet through vps.publicTcpPorts. Hubble's peer port is opened to the
-// nodes only, for Hubble Relay: from the internet, anyone could read the
-// traffic of every node (with mutual TLS off, as a user may set it, without
-// a certificate).
-var managedPorts = map[int]string{
-	50000: "the Talos API", 50001: "Talos trustd", kubeAPIPort: "the Kubernetes API",
-	10250: "the kubelet", 2379: "etcd", 2380: "etcd",
-	hubblePeerPort: "Hubble's peer service, which serves every node's network flows",
-}
-
-// hubblePeerPort is where Cilium's Hubble server listens on each node.
-const hubblePeerPort = 4244
 
 // maxTalosWait bounds vps.talosWaitTimeout: longer than this, a second `up`
 // is the better way to go on waiting.
@@ -596,8 +577,8 @@ func validateVPS(d *Diagnostics, cfg *Config) {
 		switch {
 		case port < 1 || port > maxPort:
 			d.errorf(p, "%d is out of range 1-%d", port, maxPort)
-		case managedPorts[port] != "":
-			d.errorf(p, "%d is %s; its access is managed by vps.allowedCidrs and the cluster's own rules", port, managedPorts[port])
+		case vps.ManagedPort(port) != "":
+			d.errorf(p, "%d is %s; its access is managed by vps.allowedCidrs and the cluster's own rules", port, vps.ManagedPort(port))
 		case slices.Index(v.PublicTCPPorts, port) != i:
 			d.errorf(p, "%d is listed twice", port)
 		}
@@ -655,14 +636,7 @@ func isNoProxyEntry(s string) bool {
 	if _, err := netip.ParseAddr(host); err == nil {
 		return true
 	}
-	return isHost(strings.TrimPrefix(host, "."))
-}
-
-func isHost(s string) bool {
-	if _, ok := parseIPv4(s); ok {
-		return true
-	}
-	return len(s) <= 253 && hostnameRe.MatchString(s) && !numericHost(s)
+	return inputs.IsHost(strings.TrimPrefix(host, "."))
 }
 
 func broadcast(p netip.Prefix) netip.Addr {

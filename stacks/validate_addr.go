@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
 // Addresses a stack must not configure. Every address of a stack names a
@@ -19,20 +20,6 @@ import (
 // field; the checks in validate.go skip what follows from such an address
 // (a node network around a loopback gateway, ...), so each mistake is
 // reported once.
-
-// numericLabelRe is a host-name label that a resolver may read as a number:
-// inet_aton, which ssh, curl and glibc's getaddrinfo fall back to, takes
-// decimal, octal (leading 0) and hex (0x) parts and fewer than four of them,
-// so "10.10.0.300" is no host name, and "127.1" or "0x7f000001" is 127.0.0.1.
-var numericLabelRe = regexp.MustCompile(`^(?i:[0-9]+|0x[0-9a-f]*)$`)
-
-// numericHost reports whether s, a syntactically valid host name, ends in a
-// label a resolver may take as (part of) an IPv4 address. No top-level
-// domain is numeric (RFC 3696, section 2), so no real name is refused.
-func numericHost(s string) bool {
-	labels := strings.Split(s, ".")
-	return numericLabelRe.MatchString(labels[len(labels)-1])
-}
 
 // specialAddr says why a is no address of a machine to configure, or "".
 func specialAddr(a netip.Addr) string {
@@ -121,7 +108,7 @@ func checkIPv4(d *Diagnostics, path, s string) {
 // is allowed where it may be the local end of a port forward and the stack
 // says it is.
 func checkHost(d *Diagnostics, path, host string, loopbackOK bool) {
-	if host == "" || !isHost(host) {
+	if host == "" || !inputs.IsHost(host) {
 		return
 	}
 	why, loopback := specialHost(host)
@@ -159,7 +146,7 @@ func checkImageURLHost(d *Diagnostics, raw string) {
 		if why := specialAddr(a); why != "" {
 			d.errorf(path, "host %s is %s", host, why)
 		}
-	} else if !isHost(host) {
+	} else if !inputs.IsHost(host) {
 		d.errorf(path, "host %q is neither a host name nor an IPv4 or [IPv6] address", host)
 	} else {
 		checkHost(d, path, host, false)

@@ -3,6 +3,8 @@ package stacks
 import (
 	"strings"
 	"unicode"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
 // Paths of a stack: the install disk (a device on the node), the dnsmasq
@@ -57,7 +59,7 @@ func validateHostPath(d *Diagnostics, key, p string, dir bool) {
 // /dev/disk/by-id/..., without '.' or '..' segments.
 func validateDevicePath(d *Diagnostics, key, p string) {
 	switch why := pathProblem(p); {
-	case !devicePathRe.MatchString(p):
+	case !inputs.IsDevicePath(p):
 		d.errorf(key, "%q is not a device path like /dev/sda", p)
 	case why != "":
 		d.errorf(key, "%q %s", p, why)

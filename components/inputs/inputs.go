@@ -8,7 +8,6 @@ package inputs
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strings"
 )
 
@@ -90,14 +89,9 @@ func (p *Problems) CIDR(path, s string) {
 	}
 }
 
-var (
-	versionRe = regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`)
-	labelRe   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-)
-
 // Version records a problem unless s looks like v1.12.0.
 func (p *Problems) Version(path, s string) {
-	if !versionRe.MatchString(s) {
+	if !IsReleaseVersion(s) {
 		p.Add(path, "%q is not a release version like v1.12.0", s)
 	}
 }
@@ -105,7 +99,7 @@ func (p *Problems) Version(path, s string) {
 // DNSLabel records a problem unless s is a lower-case DNS label, as a node
 // name must be (hostname, Kubernetes node name, part of resource names).
 func (p *Problems) DNSLabel(path, s string) {
-	if !labelRe.MatchString(s) {
+	if !IsDNSLabel(s) {
 		p.Add(path, "%q is not a DNS label (lower-case letters, digits and '-', at most 63)", s)
 	}
 }

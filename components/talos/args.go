@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
@@ -22,8 +21,6 @@ const (
 
 // ComponentName is how errors name the component.
 const ComponentName = "TalosCluster"
-
-var kubeVersionRe = regexp.MustCompile(`^v?\d+\.\d+\.\d+$`)
 
 // WithDefaults returns the arguments with every optional input that is empty
 // set to its default. The nodes are copied; nothing in a is changed.
@@ -119,7 +116,7 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 			p.Add(at("talosVersion"), "%v", err)
 		}
 	}
-	if c.KubernetesVersion != "" && !kubeVersionRe.MatchString(c.KubernetesVersion) {
+	if c.KubernetesVersion != "" && !inputs.IsKubernetesVersion(c.KubernetesVersion) {
 		p.Add(at("kubernetesVersion"), "%q is not a version like 1.34.1", c.KubernetesVersion)
 	}
 	c.checkKubernetesSupport(p, prefix)

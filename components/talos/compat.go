@@ -17,7 +17,7 @@ func DefaultKubernetesVersion(talosVersion string) string {
 // does not run: the nodes would install, and the control plane would not
 // come up (or not after the next upgrade).
 func (c *ClusterSettings) checkKubernetesSupport(p *inputs.Problems, prefix string) {
-	if c.KubernetesVersion == "" || !kubeVersionRe.MatchString(c.KubernetesVersion) {
+	if c.KubernetesVersion == "" || !inputs.IsKubernetesVersion(c.KubernetesVersion) {
 		return
 	}
 	if err := talosversion.CheckKubernetes(c.TalosVersion, c.KubernetesVersion); err != nil {

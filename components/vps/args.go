@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -195,20 +194,21 @@ func (s Settings) talosWait() (time.Duration, string) {
 // reset reports whether a destroy resets the nodes.
 func (s Settings) reset() bool { return s.OnDestroy == OnDestroyReset }
 
-var (
-	schematicIDRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	devicePathRe  = regexp.MustCompile(`^/dev/[A-Za-z0-9][A-Za-z0-9/_.:-]*$`)
-	hostnameRe    = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$`)
-)
-
 // managedPorts are the ports the firewall manages itself: opening one to
 // the whole internet would bypass AllowedCIDRs or expose the cluster (from
 // Hubble's peer port, every node's traffic).
+//
+// The stack file's vps.publicTcpPorts is checked against the same ports
+// (ManagedPort).
 var managedPorts = map[int]string{
 	TalosAPIPort: "the Talos API", 50001: "Talos trustd", 6443: "the Kubernetes API",
 	10250: "the kubelet", 2379: "etcd", 2380: "etcd",
 	hubblePeerPort: "Hubble's peer service, which serves every node's network flows",
 }
+
+// ManagedPort says what a port the firewall manages itself serves ("the
+// Talos API"), or "" for any other port.
+func ManagedPort(port int) string { return managedPorts[port] }
 
 // Validate checks the inputs and returns one error naming every invalid one
 // by its schema path (e.g. nodes[1].rescue.port), or nil. name is the
@@ -240,7 +240,7 @@ func (a *ClusterArgs) checkSchematic(p *inputs.Problems) {
 	if s.ID != "" && len(s.Extensions) > 0 {
 		p.Add("schematic", "set either id or extensions, not both")
 	}
-	if s.ID != "" && !schematicIDRe.MatchString(s.ID) {
+	if s.ID != "" && !inputs.IsSchematicID(s.ID) {
 		p.Add("schematic.id", "%q is not a schematic id (64 lowercase hex digits)", s.ID)
 	}
 	for i, ext := range s.Extensions {
@@ -337,7 +337,7 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
 // /dev/sda (the install script writes to it).
 func checkDevicePath(p *inputs.Problems, path, s string) {
 	switch {
-	case !devicePathRe.MatchString(s):
+	case !inputs.IsDevicePath(s):
 		p.Add(path, "%q is not a device path like /dev/sda", s)
 	case slices.Contains(strings.Split(s, "/"), ".."), slices.Contains(strings.Split(s, "/"), "."):
 		p.Add(path, "%q has a '.' or '..' segment; give the path without it", s)
@@ -346,7 +346,7 @@ func checkDevicePath(p *inputs.Problems, path, s string) {
 
 func (r *Rescue) check(p *inputs.Problems, prefix string) {
 	at := func(path string) string { return prefix + path }
-	if r.Host != "" && !isHost(r.Host) {
+	if r.Host != "" && !inputs.IsHost(r.Host) {
 		p.Add(at("host"), "%q is not a host name or IPv4 address", r.Host)
 	}
 	if r.Port < 1 || r.Port > maxPort {
@@ -361,18 +361,6 @@ func (r *Rescue) check(p *inputs.Problems, prefix string) {
 			p.Add(at("hostKey"), "%s", msg)
 		}
 	}
-}
-
-// isHost reports whether s is an IPv4 address or a host name (not one that
-// only looks like a mistyped address, such as 203.0.113.999).
-func isHost(s string) bool {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Is4()
-	}
-	labels := strings.Split(s, ".")
-	last := labels[len(labels)-1]
-	numeric := strings.Trim(last, "0123456789") == ""
-	return len(s) <= 253 && hostnameRe.MatchString(s) && !numeric
 }
 
 // hostKeyProblem says why the command provider cannot check a host key

@@ -205,6 +205,13 @@ func kubernetesMinors(tv *compatibility.TalosVersion) (lo, hi int, ok bool) {
 	return lo, hi, lo >= 0
 }
 
+// Minor is the minor release of a version ("v1.12.4": 12), if it reads as
+// one.
+func Minor(v string) (int, bool) {
+	p, ok := parse(v)
+	return p[1], ok
+}
+
 // parse reads "v1.12.4", "1.35.0" or "v1.13.0-alpha.1" as major, minor
 // and patch (a pre-release counts as its release).
 func parse(v string) ([3]int, bool) {

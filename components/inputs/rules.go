@@ -1,0 +1,64 @@
+package inputs
+
+import (
+	"net/netip"
+	"regexp"
+	"strings"
+)
+
+// The syntax rules of the inputs, each defined once: the components check
+// their Args with them, and the stack file's front-end (package stacks)
+// checks its keys with the same ones (tests/rules_test.go fails on a rule
+// defined twice).
+var (
+	versionRe           = regexp.MustCompile(`^v(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
+	labelRe             = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	kubernetesVersionRe = regexp.MustCompile(`^v?\d+\.\d+\.\d+$`)
+	schematicIDRe       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	devicePathRe        = regexp.MustCompile(`^/dev/[A-Za-z0-9][A-Za-z0-9/_.:-]*$`)
+	hostnameRe          = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$`)
+	// numericLabelRe is a host-name label that a resolver may read as a
+	// number: inet_aton, which ssh, curl and glibc's getaddrinfo fall back
+	// to, takes decimal, octal (leading 0) and hex (0x) parts and fewer
+	// than four of them, so "10.10.0.300" is no host name, and "127.1" or
+	// "0x7f000001" is 127.0.0.1.
+	numericLabelRe = regexp.MustCompile(`^(?i:[0-9]+|0x[0-9a-f]*)$`)
+)
+
+// IsReleaseVersion reports whether s is a release version like v1.12.4 or
+// v1.13.0-beta.1 (Talos's).
+func IsReleaseVersion(s string) bool { return versionRe.MatchString(s) }
+
+// IsDNSLabel reports whether s is a lower-case DNS label: a node or
+// cluster name (hostname, Kubernetes node name, part of resource names).
+func IsDNSLabel(s string) bool { return labelRe.MatchString(s) }
+
+// IsKubernetesVersion reports whether s is a Kubernetes version like 1.34.1
+// (a v prefix allowed).
+func IsKubernetesVersion(s string) bool { return kubernetesVersionRe.MatchString(s) }
+
+// IsSchematicID reports whether s is an Image Factory schematic id (64 hex
+// digits).
+func IsSchematicID(s string) bool { return schematicIDRe.MatchString(s) }
+
+// IsDevicePath reports whether s looks like a block device path (/dev/sda,
+// /dev/disk/by-id/...).
+func IsDevicePath(s string) bool { return devicePathRe.MatchString(s) }
+
+// IsHost reports whether s is an IPv4 address or a host name, and not a
+// name a resolver would read as an address (203.0.113.999, 127.1): no
+// top-level domain is numeric (RFC 3696, section 2), so no real name is
+// refused.
+func IsHost(s string) bool {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Is4()
+	}
+	return len(s) <= 253 && hostnameRe.MatchString(s) && !NumericHost(s)
+}
+
+// NumericHost reports whether s, a syntactically valid host name, ends in a
+// label a resolver may take as (part of) an IPv4 address.
+func NumericHost(s string) bool {
+	labels := strings.Split(s, ".")
+	return numericLabelRe.MatchString(labels[len(labels)-1])
+}

@@ -1,0 +1,101 @@
+package tests
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// ruleLayers hold the rules of the inputs: the stack file's front-end, the
+// adapter and the components (and the version rules of internal/).
+var ruleLayers = []string{"stacks", "program", "components", filepath.Join("internal", "talosversion")}
+
+// A rule is defined once (issue 25): the components own the rules of their
+// inputs, and the stack file's front-end checks its keys with the same
+// functions (components/inputs), not with a copy. The test finds the two
+// forms the copies took: the same regular expression compiled in two
+// places, and two tables (maps) that say the same things (three or more
+// equal string values, as the VPS firewall's managed ports were, once in
+// stacks and once in components/vps).
+func TestARuleIsDefinedOnce(t *testing.T) {
+	t.Parallel()
+	root := stackstest.RepoRoot(t)
+	regexps := map[string][]string{}
+	type table struct {
+		at     string
+		values []string
+	}
+	var tables []table
+	for _, layer := range ruleLayers {
+		err := filepath.WalkDir(filepath.Join(root, layer), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			if strings.Contains(rel, "test"+string(filepath.Separator)) {
+				return nil // the test kits fake whatever they need
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			require.NoError(t, err)
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.CallExpr:
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "MustCompile" && len(n.Args) == 1 {
+						if lit, ok := n.Args[0].(*ast.BasicLit); ok {
+							re, _ := strconv.Unquote(lit.Value)
+							regexps[re] = append(regexps[re], fmt.Sprintf("%s:%d", rel, fset.Position(n.Pos()).Line))
+						}
+					}
+				case *ast.CompositeLit:
+					if _, isMap := n.Type.(*ast.MapType); isMap {
+						var values []string
+						for _, e := range n.Elts {
+							if kv, ok := e.(*ast.KeyValueExpr); ok {
+								if lit, ok := kv.Value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+									s, _ := strconv.Unquote(lit.Value)
+									values = append(values, s)
+								}
+							}
+						}
+						if len(values) >= 3 {
+							tables = append(tables, table{fmt.Sprintf("%s:%d", rel, fset.Position(n.Pos()).Line), values})
+						}
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	for re, at := range regexps {
+		if len(at) > 1 {
+			t.Errorf("the rule %q is defined %d times (%s): define it once (components/inputs) and call it", re, len(at), strings.Join(at, ", "))
+		}
+	}
+	for i, a := range tables {
+		for _, b := range tables[i+1:] {
+			var same []string
+			for _, v := range a.values {
+				if slices.Contains(b.values, v) && !slices.Contains(same, v) {
+					same = append(same, v)
+				}
+			}
+			if len(same) >= 3 {
+				t.Errorf("the tables at %s and %s say the same things (%q): keep one and use it from the other", a.at, b.at, same)
+			}
+		}
+	}
+}

@@ -3,17 +3,12 @@ package talos
 import (
 	"fmt"
 	"net/netip"
-	"strconv"
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
-	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
-
-	"github.com/fluodata/talos-pulumi/internal/talosapi"
 )
 
 // ClusterType is the component's type token.
@@ -226,246 +221,17 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		}
 	}
 	defaulted := in.WithDefaults()
-	args := &defaulted
-	spec := args.PatchSpec()
 	c := &Cluster{Applies: map[string]*machine.ConfigurationApply{}, Members: map[string]*local.Command{}}
 	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
 		return nil, err
 	}
-	parent := pulumi.Parent(c)
-	kubeVersion := args.Cluster.KubernetesVersion
-
-	secrets, err := NewMachineSecrets(ctx, name+SecretsSuffix, args.Cluster.TalosVersion, parent)
-	if err != nil {
-		return nil, err
-	}
-	c.Secrets = secrets
-
-	// One base config per role, without patches: it holds key material and
-	// is a secret, while every patch goes to the apply in plain sight.
-	base := map[Role]pulumi.StringOutput{}
-	for _, role := range []Role{RoleControlPlane, RoleWorker} {
-		base[role] = machine.GetConfigurationOutput(ctx, machine.GetConfigurationOutputArgs{
-			ClusterName:       pulumi.String(args.Cluster.Name),
-			ClusterEndpoint:   pulumi.String(args.Cluster.Endpoint),
-			MachineType:       pulumi.String(string(role)),
-			MachineSecrets:    secrets.MachineSecrets,
-			TalosVersion:      pulumi.String(args.Cluster.TalosVersion),
-			KubernetesVersion: pulumi.String(kubeVersion),
-			Docs:              pulumi.Bool(false),
-			Examples:          pulumi.Bool(false),
-		}, pulumi.Parent(c)).MachineConfiguration()
-	}
-
-	// The day-2 hooks: they run when a node's apply updates a running
-	// node (never on the first up) and when a node leaves the stack.
-	deps = deps.WithDefaults(ctx)
-	day2 := newDayTwo(ctx, deps, args, name+"-apply-")
-	if args.Leaver != nil {
-		args.Leaver.day2.set(day2, nil)
-	}
-	cc0 := secrets.ClientConfiguration
-	pulumi.All(cc0.CaCertificate(), cc0.ClientCertificate(), cc0.ClientKey()).ApplyT(func(xs []any) error {
-		day2.credentials.set(talosapi.CredentialsFromClientConfiguration(xs[0].(string), xs[1].(string), xs[2].(string)))
-		return nil
-	})
-	// The applies update one batch at a time, each batch after the one
-	// before it: every control plane alone, in order, then the workers in
-	// batches. A change reaches one control plane at a time, behind the
-	// hooks' gates, and a failure stops the rollout where it is.
-	var previous []pulumi.Resource
-	for _, batch := range RolloutOrder(args.Nodes, args.Cluster.WorkerParallelism()) {
-		var current []pulumi.Resource
-		for _, n := range batch {
-			applyName := name + "-apply-" + n.Name
-			gate, err := deps.Hooks.Bind(name+GateHookSuffix, BeforeUpdate, applyName, day2.gate)
-			if err != nil {
-				return nil, err
-			}
-			settle, err := deps.Hooks.Bind(name+SettleHookSuffix, AfterUpdate, applyName, day2.settle)
-			if err != nil {
-				return nil, err
-			}
-			rejoin, err := deps.Hooks.Bind(name+RejoinHookSuffix, BeforeCreate, applyName, day2.rejoin)
-			if err != nil {
-				return nil, err
-			}
-			rejoined, err := deps.Hooks.Bind(name+RejoinedHookSuffix, AfterCreate, applyName, day2.rejoined)
-			if err != nil {
-				return nil, err
-			}
-			patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
-				return NodePatches(spec, n, image)
-			}).(pulumi.StringArrayOutput)
-			pulumi.All(base[n.Role], patches).ApplyT(func(xs []any) error {
-				day2.configs[n.Name].set(nodeConfig{base: xs[0].(string), patches: xs[1].([]string)}, nil)
-				return nil
-			})
-			apply, err := newApply(ctx, applyName, args, n, secrets, base[n.Role], patches, applyOpts{
-				parent: parent, after: previous, hooks: []pulumi.ResourceOption{gate, settle, rejoin, rejoined},
-			})
-			if err != nil {
-				return nil, err
-			}
-			c.Applies[n.Name] = apply
-			current = append(current, apply)
-			// The membership: created after the apply, so deleted before
-			// it and before the machine; deleted with the secrets, so a
-			// whole-stack destroy skips it and its hook.
-			memberName := name + MemberSuffix + n.Name
-			remove, err := deps.Hooks.Bind(name+RemoveHookSuffix, BeforeDelete, memberName, day2.remove)
-			if err != nil {
-				return nil, err
-			}
-			member, err := local.NewCommand(ctx, memberName, &local.CommandArgs{
-				Environment: memberEnv(n, args.NodeOptions[n.Name].ResetOnDestroy || args.ResetOnDestroy),
-			}, parent, pulumi.DependsOn([]pulumi.Resource{apply}), pulumi.DeletedWith(secrets), remove)
-			if err != nil {
-				return nil, fmt.Errorf("unable to create the membership of node %q: %w", n.Name, err)
-			}
-			c.Members[n.Name] = member
+	b := &build{ctx: ctx, name: name, args: &defaulted, deps: deps.WithDefaults(ctx), c: c, parent: pulumi.Parent(c)}
+	for _, step := range []func() error{b.machines, b.access, b.addons} {
+		if err := step(); err != nil {
+			return nil, err
 		}
-		previous = current
 	}
-
-	first := args.Nodes[0]
-	clusterOpts := func(extra ...pulumi.ResourceOption) []pulumi.ResourceOption {
-		o := []pulumi.ResourceOption{parent}
-		if args.DeletedWith != nil {
-			o = append(o, pulumi.DeletedWith(args.DeletedWith))
-		}
-		return append(o, extra...)
-	}
-
-	// Bootstrap etcd once, on the first control plane, after its config is
-	// applied. Its update and delete are no-ops, and re-creating it on a live
-	// cluster fails: nothing here ever replaces it.
-	bootstrap, err := machine.NewBootstrap(ctx, name+BootstrapSuffix, &machine.BootstrapArgs{
-		ClientConfiguration: secrets.ClientConfiguration,
-		Node:                pulumi.String(first.IP),
-		Endpoint:            pulumi.String(first.IP),
-	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.Applies[first.Name]}))...)
-	if err != nil {
-		return nil, fmt.Errorf("unable to create bootstrap: %w", err)
-	}
-	c.Bootstrap = bootstrap
-
-	cc := secrets.ClientConfiguration
-	// A resource, not the data source: it is kept in state and renewed when
-	// its client certificate nears expiry, instead of being fetched on every
-	// preview.
-	kubeconfig, err := cluster.NewKubeconfig(ctx, name+"-kubeconfig", &cluster.KubeconfigArgs{
-		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
-			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
-		},
-		Node:     pulumi.String(first.IP),
-		Endpoint: pulumi.String(first.IP),
-	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{bootstrap}))...)
-	if err != nil {
-		return nil, fmt.Errorf("unable to create kubeconfig: %w", err)
-	}
-
-	var cpIPs, allIPs pulumi.StringArray
-	nodeIPs := pulumi.StringMap{}
-	for _, n := range args.Nodes {
-		if n.Role == RoleControlPlane {
-			cpIPs = append(cpIPs, pulumi.String(n.IP))
-		}
-		allIPs = append(allIPs, pulumi.String(n.IP))
-		nodeIPs[n.Name] = pulumi.String(n.IP)
-	}
-	// talosconfig: the control planes as endpoints (not the VIP, which needs
-	// a healthy cluster) and every node, which a generated one leaves empty.
-	talosconfig := client.GetConfigurationOutput(ctx, client.GetConfigurationOutputArgs{
-		ClusterName: pulumi.String(args.Cluster.Name),
-		ClientConfiguration: client.GetConfigurationClientConfigurationArgs{
-			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
-		},
-		Endpoints: cpIPs,
-		Nodes:     allIPs,
-	}, pulumi.Parent(c)).TalosConfig()
-
-	// pulumi-kubernetes decides once, when the provider is configured,
-	// whether the cluster is reachable, and refuses every Helm release of
-	// that run if not. Right after the bootstrap the API server is minutes
-	// away, so the provider waits for the API (a provider's registration
-	// waits until its dependencies are created).
-	c.APIReady, err = newKubeWait(ctx, deps, name, name+APIReadySuffix, kubeWait{
-		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "api", timeoutSecs: apiReadyTimeoutSecs,
-		// Once created it never runs again: a later `up` finds the API up,
-		// and a renewed kubeconfig is no reason to wait.
-		triggers: pulumi.Array{pulumi.String(args.Cluster.Endpoint)},
-	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{bootstrap, kubeconfig}))...)
-	if err != nil {
-		return nil, err
-	}
-	k8s, err := kubernetes.NewProvider(ctx, name+K8sProviderSuffix, &kubernetes.ProviderArgs{
-		Kubeconfig:        kubeconfig.KubeconfigRaw,
-		DeleteUnreachable: pulumi.Bool(true),
-	}, parent, pulumi.DependsOn([]pulumi.Resource{kubeconfig, c.APIReady}))
-	if err != nil {
-		return nil, fmt.Errorf("unable to create kubernetes provider: %w", err)
-	}
-	c.KubeProvider = k8s
-
-	// Helm waits (no skipAwait) until Cilium's agents and operator are ready:
-	// nodes turn Ready once their agent runs, so `up` returns a usable cluster.
-	c.Cilium, err = newRelease(ctx, name+CiliumSuffix, release{
-		name: CiliumRelease, chart: CiliumChart, repo: CiliumRepo, version: args.Cluster.Cilium.Version,
-		values: CiliumValues(len(args.Nodes), args.Cluster.Cilium.Values), timeoutSeconds: ciliumTimeoutSeconds,
-	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{kubeconfig}))...)
-	if err != nil {
-		return nil, err
-	}
-
-	var extraIPs []string
-	if args.Cluster.VIP != "" {
-		extraIPs = append(extraIPs, args.Cluster.VIP)
-	}
-	c.CertApprover, err = newRelease(ctx, name+CertApproverSuffix, release{
-		name: ApproverRelease, chart: ApproverChart, repo: ApproverRepo, version: args.Cluster.CertApprover.Version,
-		values: ApproverValues(args.Nodes, extraIPs, args.Cluster.CertApprover.Values), timeoutSeconds: approverTimeoutSecs,
-	}, clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{c.Cilium}))...)
-	if err != nil {
-		return nil, err
-	}
-
-	// Ready nodes: the kubelet and Cilium run on every node. Re-run only
-	// when the cluster gains or loses nodes (a renewed kubeconfig is no
-	// reason to wait again).
-	c.NodesReady, err = newKubeWait(ctx, deps, name, name+NodesReadySuffix, kubeWait{
-		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "nodes", timeoutSecs: nodesReadyTimeoutSecs,
-		env:      pulumi.StringMap{"NODE_COUNT": pulumi.String(strconv.Itoa(len(args.Nodes)))},
-		triggers: pulumi.Array{pulumi.String(strconv.Itoa(len(args.Nodes)))},
-	}, clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.CertApprover}))...)
-	if err != nil {
-		return nil, err
-	}
-
-	c.Talosconfig = pulumi.ToSecret(talosconfig).(pulumi.StringOutput)
-	c.Endpoint = pulumi.String(args.Cluster.Endpoint).ToStringOutput()
-	c.NodeIPs = nodeIPs.ToStringMapOutput()
-	// The versions are read from the nodes once the rollout is done and
-	// every node is Ready: what they run, not what the config asks for.
-	done := []any{kubeconfig.KubeconfigRaw, c.NodesReady.Stdout}
-	for _, n := range args.Nodes {
-		done = append(done, c.Applies[n.Name].ID(), c.Members[n.Name].ID())
-	}
-	// Read once; the kubeconfig among the inputs is secret, the versions
-	// are not.
-	observed := pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) any {
-		return day2.observe(xs[0].(string), args.Nodes)
-	}))
-	c.TalosVersion = observed.ApplyT(func(o any) string { return o.(observation).talos }).(pulumi.StringOutput)
-	c.KubernetesVersion = observed.ApplyT(func(o any) string { return o.(observation).kubernetes }).(pulumi.StringOutput)
-	c.Nodes = observed.ApplyT(func(o any) map[string]map[string]string { return o.(observation).nodes }).(pulumi.StringMapMapOutput)
-	// The kubeconfig output resolves only after the cluster is usable, so
-	// whoever reads it (a stack export) waits for Cilium, the approver and
-	// Ready nodes.
-	c.Kubeconfig = pulumi.ToSecret(pulumi.All(kubeconfig.KubeconfigRaw, c.CertApprover.Status, c.NodesReady.Stdout).ApplyT(func(xs []any) string {
-		return xs[0].(string)
-	})).(pulumi.StringOutput)
-
+	b.outputs()
 	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
 		return nil, err
 	}

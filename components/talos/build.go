@@ -1,0 +1,306 @@
+package talos
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/pulumi/pulumi-command/sdk/go/command/local"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/client"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
+	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
+)
+
+// build is one construction of a TalosCluster, step by step: the machines
+// (secrets, configs, the applies in rollout order with their day-2 hooks,
+// the memberships), access to the cluster (bootstrap, kubeconfig,
+// talosconfig), the add-ons and waits, and the outputs read from the nodes.
+type build struct {
+	ctx    *pulumi.Context
+	name   string
+	args   *ClusterArgs
+	deps   Deps
+	c      *Cluster
+	parent pulumi.ResourceOption
+
+	day2        *dayTwo
+	secrets     *machine.Secrets
+	base        map[Role]pulumi.StringOutput
+	kubeconfig  *cluster.Kubeconfig
+	talosconfig pulumi.StringOutput
+	nodeIPs     pulumi.StringMap
+}
+
+// clusterOpts are the options of the resources of the whole cluster: the
+// component as parent, deleted with what takes the cluster (DeletedWith).
+func (b *build) clusterOpts(extra ...pulumi.ResourceOption) []pulumi.ResourceOption {
+	o := []pulumi.ResourceOption{b.parent}
+	if b.args.DeletedWith != nil {
+		o = append(o, pulumi.DeletedWith(b.args.DeletedWith))
+	}
+	return append(o, extra...)
+}
+
+// machines registers the machine secrets, one base config per role, the
+// day-2 state its hooks share, and each node's config apply and membership
+// in rollout order.
+func (b *build) machines() error {
+	ctx, name, args, c := b.ctx, b.name, b.args, b.c
+	secrets, err := NewMachineSecrets(ctx, name+SecretsSuffix, args.Cluster.TalosVersion, b.parent)
+	if err != nil {
+		return err
+	}
+	c.Secrets, b.secrets = secrets, secrets
+
+	// One base config per role, without patches: it holds key material and
+	// is a secret, while every patch goes to the apply in plain sight.
+	b.base = map[Role]pulumi.StringOutput{}
+	for _, role := range []Role{RoleControlPlane, RoleWorker} {
+		b.base[role] = machine.GetConfigurationOutput(ctx, machine.GetConfigurationOutputArgs{
+			ClusterName:       pulumi.String(args.Cluster.Name),
+			ClusterEndpoint:   pulumi.String(args.Cluster.Endpoint),
+			MachineType:       pulumi.String(string(role)),
+			MachineSecrets:    secrets.MachineSecrets,
+			TalosVersion:      pulumi.String(args.Cluster.TalosVersion),
+			KubernetesVersion: pulumi.String(args.Cluster.KubernetesVersion),
+			Docs:              pulumi.Bool(false),
+			Examples:          pulumi.Bool(false),
+		}, pulumi.Parent(c)).MachineConfiguration()
+	}
+
+	// The day-2 hooks: they run when a node's apply updates a running
+	// node (never on the first up) and when a node leaves the stack.
+	b.day2 = newDayTwo(ctx, b.deps, args, name+"-apply-")
+	if args.Leaver != nil {
+		args.Leaver.day2.set(b.day2, nil)
+	}
+	cc0 := secrets.ClientConfiguration
+	pulumi.All(cc0.CaCertificate(), cc0.ClientCertificate(), cc0.ClientKey()).ApplyT(func(xs []any) error {
+		b.day2.credentials.set(talosapi.CredentialsFromClientConfiguration(xs[0].(string), xs[1].(string), xs[2].(string)))
+		return nil
+	})
+	// The applies update one batch at a time, each batch after the one
+	// before it: every control plane alone, in order, then the workers in
+	// batches. A change reaches one control plane at a time, behind the
+	// hooks' gates, and a failure stops the rollout where it is.
+	var previous []pulumi.Resource
+	for _, batch := range RolloutOrder(args.Nodes, args.Cluster.WorkerParallelism()) {
+		var current []pulumi.Resource
+		for _, n := range batch {
+			apply, err := b.node(n, previous)
+			if err != nil {
+				return err
+			}
+			current = append(current, apply)
+		}
+		previous = current
+	}
+	return nil
+}
+
+// node registers one node's config apply, after the batch before its own,
+// with the day-2 hooks, and its membership.
+func (b *build) node(n NodeSpec, previous []pulumi.Resource) (pulumi.Resource, error) {
+	ctx, name, args, day2, hooks := b.ctx, b.name, b.args, b.day2, b.deps.Hooks
+	spec := args.PatchSpec()
+	applyName := name + "-apply-" + n.Name
+	gate, err := hooks.Bind(name+GateHookSuffix, BeforeUpdate, applyName, day2.gate)
+	if err != nil {
+		return nil, err
+	}
+	settle, err := hooks.Bind(name+SettleHookSuffix, AfterUpdate, applyName, day2.settle)
+	if err != nil {
+		return nil, err
+	}
+	rejoin, err := hooks.Bind(name+RejoinHookSuffix, BeforeCreate, applyName, day2.rejoin)
+	if err != nil {
+		return nil, err
+	}
+	rejoined, err := hooks.Bind(name+RejoinedHookSuffix, AfterCreate, applyName, day2.rejoined)
+	if err != nil {
+		return nil, err
+	}
+	patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
+		return NodePatches(spec, n, image)
+	}).(pulumi.StringArrayOutput)
+	pulumi.All(b.base[n.Role], patches).ApplyT(func(xs []any) error {
+		day2.configs[n.Name].set(nodeConfig{base: xs[0].(string), patches: xs[1].([]string)}, nil)
+		return nil
+	})
+	apply, err := newApply(ctx, applyName, args, n, b.secrets, b.base[n.Role], patches, applyOpts{
+		parent: b.parent, after: previous, hooks: []pulumi.ResourceOption{gate, settle, rejoin, rejoined},
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.c.Applies[n.Name] = apply
+	// The membership: created after the apply, so deleted before
+	// it and before the machine; deleted with the secrets, so a
+	// whole-stack destroy skips it and its hook.
+	memberName := name + MemberSuffix + n.Name
+	remove, err := hooks.Bind(name+RemoveHookSuffix, BeforeDelete, memberName, day2.remove)
+	if err != nil {
+		return nil, err
+	}
+	member, err := local.NewCommand(ctx, memberName, &local.CommandArgs{
+		Environment: memberEnv(n, args.NodeOptions[n.Name].ResetOnDestroy || args.ResetOnDestroy),
+	}, b.parent, pulumi.DependsOn([]pulumi.Resource{apply}), pulumi.DeletedWith(b.secrets), remove)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create the membership of node %q: %w", n.Name, err)
+	}
+	b.c.Members[n.Name] = member
+	return apply, nil
+}
+
+// access registers the bootstrap of etcd on the first control plane, the
+// kubeconfig and the talosconfig.
+func (b *build) access() error {
+	ctx, name, args, c := b.ctx, b.name, b.args, b.c
+	first := args.Nodes[0]
+	// Bootstrap etcd once, on the first control plane, after its config is
+	// applied. Its update and delete are no-ops, and re-creating it on a live
+	// cluster fails: nothing here ever replaces it.
+	bootstrap, err := machine.NewBootstrap(ctx, name+BootstrapSuffix, &machine.BootstrapArgs{
+		ClientConfiguration: b.secrets.ClientConfiguration,
+		Node:                pulumi.String(first.IP),
+		Endpoint:            pulumi.String(first.IP),
+	}, b.clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.Applies[first.Name]}))...)
+	if err != nil {
+		return fmt.Errorf("unable to create bootstrap: %w", err)
+	}
+	c.Bootstrap = bootstrap
+
+	cc := b.secrets.ClientConfiguration
+	// A resource, not the data source: it is kept in state and renewed when
+	// its client certificate nears expiry, instead of being fetched on every
+	// preview.
+	kubeconfig, err := cluster.NewKubeconfig(ctx, name+"-kubeconfig", &cluster.KubeconfigArgs{
+		ClientConfiguration: cluster.KubeconfigClientConfigurationArgs{
+			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
+		},
+		Node:     pulumi.String(first.IP),
+		Endpoint: pulumi.String(first.IP),
+	}, b.clusterOpts(pulumi.DependsOn([]pulumi.Resource{bootstrap}))...)
+	if err != nil {
+		return fmt.Errorf("unable to create kubeconfig: %w", err)
+	}
+
+	var cpIPs, allIPs pulumi.StringArray
+	b.nodeIPs = pulumi.StringMap{}
+	for _, n := range args.Nodes {
+		if n.Role == RoleControlPlane {
+			cpIPs = append(cpIPs, pulumi.String(n.IP))
+		}
+		allIPs = append(allIPs, pulumi.String(n.IP))
+		b.nodeIPs[n.Name] = pulumi.String(n.IP)
+	}
+	// talosconfig: the control planes as endpoints (not the VIP, which needs
+	// a healthy cluster) and every node, which a generated one leaves empty.
+	b.talosconfig = client.GetConfigurationOutput(ctx, client.GetConfigurationOutputArgs{
+		ClusterName: pulumi.String(args.Cluster.Name),
+		ClientConfiguration: client.GetConfigurationClientConfigurationArgs{
+			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
+		},
+		Endpoints: cpIPs,
+		Nodes:     allIPs,
+	}, pulumi.Parent(c)).TalosConfig()
+	b.kubeconfig = kubeconfig
+	return nil
+}
+
+// addons registers the wait for the Kubernetes API, the Kubernetes
+// provider, Cilium and the serving-certificate approver, and the wait for
+// every node to be Ready.
+func (b *build) addons() error {
+	ctx, name, args, c, deps, kubeconfig := b.ctx, b.name, b.args, b.c, b.deps, b.kubeconfig
+	bootstrap := c.Bootstrap
+	var err error
+	// pulumi-kubernetes decides once, when the provider is configured,
+	// whether the cluster is reachable, and refuses every Helm release of
+	// that run if not. Right after the bootstrap the API server is minutes
+	// away, so the provider waits for the API (a provider's registration
+	// waits until its dependencies are created).
+	c.APIReady, err = newKubeWait(ctx, deps, name, name+APIReadySuffix, kubeWait{
+		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "api", timeoutSecs: apiReadyTimeoutSecs,
+		// Once created it never runs again: a later `up` finds the API up,
+		// and a renewed kubeconfig is no reason to wait.
+		triggers: pulumi.Array{pulumi.String(args.Cluster.Endpoint)},
+	}, b.clusterOpts(pulumi.DependsOn([]pulumi.Resource{bootstrap, kubeconfig}))...)
+	if err != nil {
+		return err
+	}
+	k8s, err := kubernetes.NewProvider(ctx, name+K8sProviderSuffix, &kubernetes.ProviderArgs{
+		Kubeconfig:        kubeconfig.KubeconfigRaw,
+		DeleteUnreachable: pulumi.Bool(true),
+	}, b.parent, pulumi.DependsOn([]pulumi.Resource{kubeconfig, c.APIReady}))
+	if err != nil {
+		return fmt.Errorf("unable to create kubernetes provider: %w", err)
+	}
+	c.KubeProvider = k8s
+
+	// Helm waits (no skipAwait) until Cilium's agents and operator are ready:
+	// nodes turn Ready once their agent runs, so `up` returns a usable cluster.
+	c.Cilium, err = newRelease(ctx, name+CiliumSuffix, release{
+		name: CiliumRelease, chart: CiliumChart, repo: CiliumRepo, version: args.Cluster.Cilium.Version,
+		values: CiliumValues(len(args.Nodes), args.Cluster.Cilium.Values), timeoutSeconds: ciliumTimeoutSeconds,
+	}, b.clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{kubeconfig}))...)
+	if err != nil {
+		return err
+	}
+
+	var extraIPs []string
+	if args.Cluster.VIP != "" {
+		extraIPs = append(extraIPs, args.Cluster.VIP)
+	}
+	c.CertApprover, err = newRelease(ctx, name+CertApproverSuffix, release{
+		name: ApproverRelease, chart: ApproverChart, repo: ApproverRepo, version: args.Cluster.CertApprover.Version,
+		values: ApproverValues(args.Nodes, extraIPs, args.Cluster.CertApprover.Values), timeoutSeconds: approverTimeoutSecs,
+	}, b.clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{c.Cilium}))...)
+	if err != nil {
+		return err
+	}
+
+	// Ready nodes: the kubelet and Cilium run on every node. Re-run only
+	// when the cluster gains or loses nodes (a renewed kubeconfig is no
+	// reason to wait again).
+	c.NodesReady, err = newKubeWait(ctx, deps, name, name+NodesReadySuffix, kubeWait{
+		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "nodes", timeoutSecs: nodesReadyTimeoutSecs,
+		env:      pulumi.StringMap{"NODE_COUNT": pulumi.String(strconv.Itoa(len(args.Nodes)))},
+		triggers: pulumi.Array{pulumi.String(strconv.Itoa(len(args.Nodes)))},
+	}, b.clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.CertApprover}))...)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// outputs sets the component's outputs: the versions and nodes are read
+// from the nodes once the rollout is done and every node is Ready (what
+// they run, not what the config asks for), and the kubeconfig resolves
+// only once the cluster is usable.
+func (b *build) outputs() {
+	args, c, kubeconfig, day2 := b.args, b.c, b.kubeconfig, b.day2
+	c.Talosconfig = pulumi.ToSecret(b.talosconfig).(pulumi.StringOutput)
+	c.Endpoint = pulumi.String(args.Cluster.Endpoint).ToStringOutput()
+	c.NodeIPs = b.nodeIPs.ToStringMapOutput()
+	done := []any{kubeconfig.KubeconfigRaw, c.NodesReady.Stdout}
+	for _, n := range args.Nodes {
+		done = append(done, c.Applies[n.Name].ID(), c.Members[n.Name].ID())
+	}
+	// Read once; the kubeconfig among the inputs is secret, the versions
+	// are not.
+	observed := pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) any {
+		return day2.observe(xs[0].(string), args.Nodes)
+	}))
+	c.TalosVersion = observed.ApplyT(func(o any) string { return o.(observation).talos }).(pulumi.StringOutput)
+	c.KubernetesVersion = observed.ApplyT(func(o any) string { return o.(observation).kubernetes }).(pulumi.StringOutput)
+	c.Nodes = observed.ApplyT(func(o any) map[string]map[string]string { return o.(observation).nodes }).(pulumi.StringMapMapOutput)
+	// The kubeconfig output resolves only after the cluster is usable, so
+	// whoever reads it (a stack export) waits for Cilium, the approver and
+	// Ready nodes.
+	c.Kubeconfig = pulumi.ToSecret(pulumi.All(kubeconfig.KubeconfigRaw, c.CertApprover.Status, c.NodesReady.Stdout).ApplyT(func(xs []any) string {
+		return xs[0].(string)
+	})).(pulumi.StringOutput)
+}

@@ -1,0 +1,179 @@
+package talos
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/internal/rollout"
+)
+
+// gate runs before a node's config apply updates it: every node updated
+// before it in this run came back healthy, the node is upgraded when its
+// installer image changed or it runs another Talos version, and the etcd
+// gate holds. Its error stops the rollout at this node.
+func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
+	n, err := d.node(args.Name)
+	if err != nil {
+		return err
+	}
+	if err := d.earlierSettled(n); err != nil {
+		return err
+	}
+	ctx, cancel := d.hookContext()
+	defer cancel()
+	ops, err := d.ops(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.kubernetesPhase(ctx, ops, args); err != nil {
+		return err
+	}
+	oldImage, newImage := installerImage(args.OldInputs), installerImage(args.NewInputs)
+	running, err := ops.API.Version(ctx, n.IP)
+	if err != nil {
+		// The etcd gate's error names the member at fault when the node
+		// (or another control plane) is down: it says more.
+		if gerr := ops.Gate(ctx, n); gerr != nil {
+			return gerr
+		}
+		return fmt.Errorf("unable to read the Talos version of %s: %w", n, err)
+	}
+	if newImage != "" && (oldImage != newImage || running != d.talos) {
+		// A new image of the same version is a new schematic: the upgrade
+		// reinstalls the node. A node already on a new version got there
+		// with the new image (a resumed rollout): it is not upgraded again.
+		oldRepo, oldTag := splitImage(oldImage)
+		newRepo, newTag := splitImage(newImage)
+		force := oldImage != "" && oldTag == newTag && oldRepo != newRepo && running == d.talos
+		if err := ops.UpgradeTalos(ctx, n, newImage, d.talos, force); err != nil {
+			return err
+		}
+	}
+	// The etcd gate right before the config is applied.
+	if err := ops.Gate(ctx, n); err != nil {
+		return err
+	}
+	reboot := d.dryRun(ctx, ops, n)
+	d.mu.Lock()
+	d.booted[n.Name] = ops.BootTime(ctx, n)
+	d.reboots[n.Name] = reboot
+	d.mu.Unlock()
+	return nil
+}
+
+// dryRun asks the node whether the new config makes it reboot, as the
+// Talos provider itself asks before an apply: the settle hook then waits
+// for a reboot that starts late and watches for none when none comes. An
+// answer it cannot get leaves the watch of RebootStart.
+func (d *dayTwo) dryRun(ctx context.Context, ops rollout.Ops, n rollout.Node) rollout.Reboot {
+	nc, err := d.configs[n.Name].get(ctx)
+	var config []byte
+	if err == nil {
+		config, err = mergeConfig(nc)
+	}
+	reboot := false
+	if err == nil {
+		reboot, err = ops.API.ApplyDryRun(ctx, n.IP, config)
+	}
+	switch {
+	case err != nil:
+		_ = d.ctx.Log.Info(fmt.Sprintf("%s: unable to tell whether its new config needs a reboot (%v): watching for one", n, err), nil)
+		return rollout.RebootUnknown
+	case reboot:
+		_ = d.ctx.Log.Info(fmt.Sprintf("%s needs a reboot for its new config (Talos's dry run)", n), nil)
+		return rollout.RebootNeeded
+	}
+	return rollout.RebootNotNeeded
+}
+
+// kubernetesPhase runs once per run, at the first gate, when the change
+// moves the kubelet to another image (a Kubernetes version change): every
+// control plane's API server, controller manager and scheduler move first,
+// one control plane at a time, each API server answering with the new
+// version before the next, while every kubelet stays on its version. The
+// applies then move the kubelets, node by node, in the rollout's order. So
+// no kubelet ever runs a version newer than an API server. Its error stops
+// the rollout and is given to every later gate of the run.
+func (d *dayTwo) kubernetesPhase(ctx context.Context, ops rollout.Ops, args *pulumi.ResourceHookArgs) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.phase != nil {
+		return *d.phase
+	}
+	err := d.runKubernetesPhase(ctx, ops, args)
+	d.phase = &err
+	return err
+}
+
+func (d *dayTwo) runKubernetesPhase(ctx context.Context, ops rollout.Ops, args *pulumi.ResourceHookArgs) error {
+	oldKubelet := kubeletImage(baseConfig(args.OldInputs))
+	newKubelet := kubeletImage(baseConfig(args.NewInputs))
+	if oldKubelet == "" || newKubelet == "" || oldKubelet == newKubelet {
+		return nil
+	}
+	// The kubelets stay on what they run: the old config with the user's
+	// patches, which may name a kubelet image of their own.
+	running, err := mergedKubelet(args.OldInputs)
+	if err != nil {
+		return fmt.Errorf("unable to read the kubelet image the nodes run: %w", err)
+	}
+	for _, ip := range d.cps {
+		n := d.byIP(ip)
+		if !d.configured(ip) {
+			// Added in this run: its first config, applied after the
+			// running control planes', brings the new version already.
+			_ = d.ctx.Log.Info(fmt.Sprintf("%s joins in this run: its first config brings Kubernetes %s", n, d.kubernetes), nil)
+			continue
+		}
+		nc, err := d.configs[n.Name].get(ctx)
+		if err != nil {
+			return fmt.Errorf("unable to read the new config of %s: %w", n, err)
+		}
+		config, err := pinnedConfig(nc, running)
+		if err != nil {
+			return fmt.Errorf("unable to build the control-plane config of %s: %w", n, err)
+		}
+		if err := ops.UpgradeControlPlane(ctx, n, config, d.kubernetes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// earlierSettled refuses to touch a node while a node updated before it in
+// this run did not come back healthy (an after hook's error is only a
+// warning to the engine).
+func (d *dayTwo) earlierSettled(n rollout.Node) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for name, err := range d.settled {
+		if err != nil {
+			return fmt.Errorf("unable to touch %s: node %s did not come back healthy after its config apply (%w); fix it and run `pulumi up` again", n, name, err)
+		}
+	}
+	return nil
+}
+
+// settle runs after a node's config apply: it waits until the node is back
+// (from a reboot the change needed) and healthy.
+func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
+	n, err := d.node(args.Name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := d.hookContext()
+	defer cancel()
+	ops, err := d.ops(ctx)
+	if err == nil {
+		d.mu.Lock()
+		booted, reboot := d.booted[n.Name], d.reboots[n.Name]
+		d.mu.Unlock()
+		err = ops.SettleAfter(ctx, n, booted, d.kubernetes, reboot)
+	}
+	d.mu.Lock()
+	d.settled[n.Name] = err
+	d.mu.Unlock()
+	return err
+}

@@ -61,6 +61,10 @@ PROVIDER_VERSION_FILE := bin/.provider-version
 # name them: pulumi-resource-talos-cluster-v<version>-<os>-<arch>.tar.gz.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 RELEASE_DIR ?= dist
+# The release builds' environment and flags: static binaries without the builder's paths. (The
+# test of the target empties them, so that it reuses the build cache of the tests' own builds.)
+RELEASE_GOENV ?= CGO_ENABLED=0
+RELEASE_BUILDFLAGS ?= -trimpath
 STACKCTL_INPUTS := $(call go_inputs,cmd) $(GO_INPUTS)
 # The operator tools (doctor, the ssh-proxy helper). `exec` runs a pulumi command with the helper
 # around it when the stack has proxmox.access: ssh-proxy, and runs it unchanged otherwise.
@@ -118,10 +122,11 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora, each b
 INTEGRATION_PACKAGES ?= ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./program
 
 .PHONY: integration
-integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, preview's exit code, adopt, the read of the last outputs, the TypeScript example; needs pulumi and the plugins the program uses).
+integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, preview's exit code, adopt, the read of the last outputs, the TypeScript and YAML examples, the Go and Python SDKs; needs pulumi and the plugins the program uses).
 	@command -v pulumi >/dev/null || { echo "make integration: the pulumi CLI is not on PATH (see CONTRIBUTING.md, Integration tests)"; exit 1; }
 	$(GO) test -count=1 -tags integration -run Integration -v $(INTEGRATION_PACKAGES)
-	@# The TypeScript example with the generated SDK (skipped, saying so, without node and npm).
+	@# The examples with the generated SDK and the built binary, the Go and Python SDKs (each skipped,
+	@# saying so, without node and npm, or the Python language host).
 	cd $(PROVIDER_DIR) && $(GO) test -count=1 -tags integration -run Integration -v ./talosprovider
 
 # The dependencies whose versions decide what the clusters run and how the providers behave.
@@ -222,7 +227,7 @@ release-provider: ## Cross-build the provider for RELEASE_PLATFORMS into RELEASE
 		for platform in $(RELEASE_PLATFORMS); do \
 			os=$${platform%/*}; arch=$${platform#*/}; stage=$$(mktemp -d); \
 			echo "building $$os/$$arch"; \
-			(cd $(PROVIDER_DIR) && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath $(PROVIDER_LDFLAGS) \
+			(cd $(PROVIDER_DIR) && env $(RELEASE_GOENV) GOOS=$$os GOARCH=$$arch $(GO) build $(RELEASE_BUILDFLAGS) $(PROVIDER_LDFLAGS) \
 				-o "$$stage/pulumi-resource-talos-cluster" .); \
 			tar -czf "$$out/pulumi-resource-talos-cluster-$$version-$$os-$$arch.tar.gz" -C "$$stage" pulumi-resource-talos-cluster; \
 			rm -rf "$$stage"; \

@@ -185,6 +185,13 @@ func languages() map[string]any {
 		"go": map[string]any{
 			"respectSchemaVersion": true, "generateResourceContainerTypes": true,
 			"importBasePath": GoImportBase,
+			// No Defaults() methods for the object types: the Go generator
+			// of CLI 3.259 writes `args.Cluster = args.Cluster.Defaults()`
+			// for a required plain object whose type has defaults, a *T
+			// where a T goes, and the SDK does not compile
+			// (TestIntegrationGoSDK). The components apply their defaults
+			// themselves, so nothing is lost.
+			"disableObjectDefaults": true,
 		},
 		"csharp": map[string]any{"respectSchemaVersion": true, "rootNamespace": CSharpNamespace},
 	}

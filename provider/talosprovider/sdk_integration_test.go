@@ -1,0 +1,250 @@
+//go:build integration
+
+package talosprovider_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/provider/talosprovider"
+)
+
+// requireTools skips the test, saying why, unless every tool is on PATH.
+func requireTools(t *testing.T, why string, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("SKIPPED: %s is not on PATH (%s)", tool, why)
+		}
+	}
+}
+
+// cliEnv is the environment of the pulumi commands: a local file backend
+// in the test's own folder, no update check, no plugin downloads.
+func cliEnv(t *testing.T) []string {
+	t.Helper()
+	state := filepath.Join(t.TempDir(), "state")
+	require.NoError(t, os.MkdirAll(state, 0o700))
+	return append(os.Environ(),
+		"PULUMI_BACKEND_URL=file://"+state,
+		"PULUMI_CONFIG_PASSPHRASE=integration",
+		"PULUMI_SKIP_UPDATE_CHECK=true",
+		"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true",
+		"NO_COLOR=1",
+	)
+}
+
+// runIn runs a command in dir with env and returns its combined output.
+func runIn(t *testing.T, dir string, env []string, timeout time.Duration, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s (%s)", name, strings.Join(args, " "), cmd.ProcessState)
+	return string(out), err
+}
+
+// offline is the command line that runs name and args with no network
+// but loopback (a network namespace of its own), when this machine can
+// make one; else the command as it is, and the test says so.
+func offline(t *testing.T, name string, args ...string) (string, []string) {
+	t.Helper()
+	if exec.Command("unshare", "-rn", "sh", "-c", "ip link set lo up").Run() == nil {
+		return "unshare", append([]string{"-rn", "sh", "-c", `ip link set lo up && exec "$@"`, "offline", name}, args...)
+	}
+	t.Logf("no network namespace here (unshare -rn): %s runs with the network", name)
+	return name, args
+}
+
+// A program uses the binary `make provider` built, so that nothing is
+// rebuilt on a run: `pulumi package add` of the binary generates the SDK
+// (for YAML, the schema in sdks/fluodata-talos-cluster) and records the
+// package by name and version (CLI 3.259 keeps no binary path in
+// Pulumi.yaml); the project's plugin path points the engine at the binary,
+// and `pulumi preview` of the YAML example runs offline through it, with no
+// Go build. Needs make, the pulumi CLI with its YAML language host, and the
+// plugins the component registers (proxmoxve, talos, command, kubernetes)
+// in PULUMI_HOME.
+func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
+	requireTools(t, "needs make, the pulumi CLI and its YAML language host", "make", "pulumi", "pulumi-language-yaml")
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	env := cliEnv(t)
+	out, err := runIn(t, root, env, 20*time.Minute, "make", "--no-print-directory", "provider")
+	require.NoError(t, err, "make provider:\n%s", out)
+	bin := filepath.Join(root, "bin", "pulumi-resource-talos-cluster")
+	require.FileExists(t, bin)
+
+	dir := filepath.Join(t.TempDir(), "proxmox-yaml")
+	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join(root, "examples", "proxmox-yaml"))))
+	project, err := os.ReadFile(filepath.Join(dir, "Pulumi.yaml"))
+	require.NoError(t, err)
+	const source = "packages:\n  talos-cluster: ../../provider\n"
+	require.Contains(t, string(project), source, "the example names the package by the provider folder")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), bytes.Replace(project, []byte(source), nil, 1), 0o600))
+
+	out, err = runIn(t, dir, env, 2*time.Minute, "pulumi", "package", "add", bin)
+	require.NoError(t, err, "pulumi package add of the binary:\n%s", out)
+	project, err = os.ReadFile(filepath.Join(dir, "Pulumi.yaml"))
+	require.NoError(t, err)
+	recorded := regexp.MustCompile(`(?m)^  talos-cluster: talos-cluster@(\S+)$`).FindStringSubmatch(string(project))
+	require.NotNil(t, recorded, "the package is recorded by name and version:\n%s", project)
+	t.Logf("recorded version %s", recorded[1])
+	if !strings.HasPrefix(recorded[1], talosprovider.DevVersion) {
+		assert.Regexp(t, `^\d+\.\d+\.\d+`, recorded[1], "a tag's version")
+	}
+	assert.DirExists(t, filepath.Join(dir, "sdks", "fluodata-talos-cluster"), "the SDK's folder is named after namespace and name")
+
+	plugins := fmt.Sprintf("plugins:\n  providers:\n    - name: talos-cluster\n      path: %s\n", filepath.Dir(bin))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), append(project, plugins...), 0o600))
+	out, err = runIn(t, dir, env, 2*time.Minute, "pulumi", "stack", "init", "it")
+	require.NoError(t, err, out)
+	out, err = runIn(t, dir, env, 2*time.Minute, "pulumi", "config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token")
+	require.NoError(t, err, out)
+
+	name, args := offline(t, "pulumi", "preview", "--non-interactive")
+	start := time.Now()
+	out, err = runIn(t, dir, env, 5*time.Minute, name, args...)
+	require.NoError(t, err, "pulumi preview with the built binary:\n%s", out)
+	t.Logf("pulumi preview took %s", time.Since(start).Round(100*time.Millisecond))
+	for _, want := range []string{
+		"talos-cluster:index:ProxmoxCluster homelab create", "proxmoxve:VM:VirtualMachine homelab-vm-cp-0 create",
+		"talos:machine:Secrets homelab-secrets create", "+ 27 to create",
+	} {
+		assert.Contains(t, out, want, "the preview constructs the component and its children")
+	}
+	assert.NotContains(t, out, "not-a-real-token", "the token is a secret")
+}
+
+// genSDK generates the SDK of one language from the golden schema (the
+// provider's, TestSchemaIsCurrent) with the real CLI and returns its folder.
+func genSDK(t *testing.T, language string) string {
+	t.Helper()
+	out := t.TempDir()
+	schema, err := filepath.Abs(filepath.Join("testdata", "schema.json"))
+	require.NoError(t, err)
+	msg, err := runIn(t, out, cliEnv(t), 5*time.Minute, "pulumi", "package", "gen-sdk", schema, "--language", language, "--out", out)
+	require.NoError(t, err, "pulumi package gen-sdk --language %s:\n%s", language, msg)
+	return filepath.Join(out, language)
+}
+
+// The Python SDK: `pulumi package gen-sdk --language python` (which needs
+// the CLI's Python language host, pulumi-language-python) writes the
+// package fluodata_talos_cluster, every file of which byte-compiles; with
+// the pulumi Python package importable, the SDK imports and offers the
+// components and the enums. Without it (it comes from PyPI) the test says
+// so and skips the import.
+func TestIntegrationPythonSDK(t *testing.T) {
+	requireTools(t, "needs the pulumi CLI, its Python language host and python3", "pulumi", "pulumi-language-python", "python3")
+	sdk := genSDK(t, "python")
+	pkg := filepath.Join(sdk, talosprovider.PythonPackage)
+	require.DirExists(t, pkg, "the package is named after namespace and name")
+	pyproject, err := os.ReadFile(filepath.Join(sdk, "pyproject.toml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(pyproject), `name = "`+talosprovider.PythonPackage+`"`)
+
+	out, err := runIn(t, sdk, os.Environ(), 2*time.Minute, "python3", "-m", "compileall", "-q", talosprovider.PythonPackage)
+	require.NoError(t, err, "the SDK byte-compiles:\n%s", out)
+
+	if out, err := runIn(t, sdk, os.Environ(), time.Minute, "python3", "-c", "import pulumi"); err != nil {
+		t.Skipf("SKIPPED the import: the pulumi Python package is not installed (pip install pulumi): %s", strings.TrimSpace(out))
+	}
+	out, err = runIn(t, sdk, append(os.Environ(), "PYTHONPATH="+sdk), time.Minute, "python3", "-c",
+		"import "+talosprovider.PythonPackage+" as tc; print(tc.ProxmoxCluster, tc.VpsCluster, tc.TalosCluster, tc.Role.WORKER.value)")
+	require.NoError(t, err, "the SDK imports:\n%s", out)
+	assert.Contains(t, out, "worker")
+}
+
+// goCheckProgram uses the Go SDK as a program would: a ProxmoxCluster
+// with plain inputs where the schema makes them plain, the enums, and a
+// secret input. name is the Go expression given to cluster.name.
+const goCheckProgram = `package main
+
+import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
+
+	tc "github.com/fluodata/talos-pulumi/sdk/go/talos-cluster"
+)
+
+func main() {
+	pulumi.Run(func(ctx *pulumi.Context) error {
+		c, err := tc.NewProxmoxCluster(ctx, "homelab", &tc.ProxmoxClusterArgs{
+			Cluster:   tc.TalosClusterSettingsArgs{Name: %s, TalosVersion: "v1.13.9", Vip: pulumi.StringRef("10.10.0.5")},
+			Schematic: tc.ImageSchematicArgs{Extensions: []string{"siderolabs/qemu-guest-agent"}},
+			Proxmox: tc.ProxmoxHostSettingsArgs{
+				Endpoint: "https://192.168.122.70:8006/", ApiTokenId: "root@pam!pulumi",
+				ApiTokenSecret: config.RequireSecret(ctx, "proxmoxApiTokenSecret"),
+				Bridge: "vmbr1", DiskDatastore: "local-lvm", IsoDatastore: "local", CpuType: "host",
+				Bios: tc.ProxmoxBiosSeabios, Addressing: tc.ProxmoxAddressingDhcpReservation,
+			},
+			Nodes: []tc.ProxmoxNodeArgs{
+				{Name: "cp-0", Role: tc.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: "pve", VmId: 110, Cores: 2, Memory: 4096, DiskSize: 20},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		ctx.Export("kubeconfig", c.Kubeconfig)
+		return nil
+	})
+}
+`
+
+// The Go SDK: `pulumi package gen-sdk --language go` writes the package
+// (no go.mod: a Go SDK is published as a module of the repository, here
+// its importBasePath); in a module of its own beside a program that uses it
+// (a replace to the generated folder), `go build` compiles both, with the
+// pulumi Go SDK the provider is built with. The same program passing an
+// Output where the schema makes cluster.name plain does not compile. Needs
+// the module proxy or a module cache holding the pulumi SDK.
+func TestIntegrationGoSDK(t *testing.T) {
+	requireTools(t, "needs the pulumi CLI and go", "pulumi", "go")
+	sdk := filepath.Join(genSDK(t, "go"), talosprovider.Name)
+	require.FileExists(t, filepath.Join(sdk, "proxmoxCluster.go"))
+	sdkVersion := goModVersion(t, "github.com/pulumi/pulumi/sdk/v3")
+
+	write := func(path, text string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+	}
+	write(filepath.Join(sdk, "go.mod"), fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire github.com/pulumi/pulumi/sdk/v3 %s\n",
+		talosprovider.GoImportBase, sdkVersion))
+	prog := filepath.Join(t.TempDir(), "program")
+	write(filepath.Join(prog, "go.mod"), fmt.Sprintf("module example.com/program\n\ngo 1.24\n\nrequire (\n\t%s v0.0.0\n\tgithub.com/pulumi/pulumi/sdk/v3 %s\n)\n\nreplace %s => %s\n",
+		talosprovider.GoImportBase, sdkVersion, talosprovider.GoImportBase, sdk))
+	write(filepath.Join(prog, "main.go"), fmt.Sprintf(goCheckProgram, `"homelab"`))
+	env := append(os.Environ(), "GOFLAGS=-mod=mod")
+	out, err := runIn(t, prog, env, 10*time.Minute, "go", "mod", "tidy")
+	require.NoError(t, err, "go mod tidy:\n%s", out)
+	out, err = runIn(t, prog, env, 15*time.Minute, "go", "build", "-o", os.DevNull, ".")
+	require.NoError(t, err, "the program and the generated Go SDK compile:\n%s", out)
+	out, err = runIn(t, sdk, env, 5*time.Minute, "go", "vet", "./...")
+	assert.NoError(t, err, "go vet of the SDK:\n%s", out)
+
+	write(filepath.Join(prog, "main.go"), fmt.Sprintf(goCheckProgram, `pulumi.String("homelab")`))
+	out, err = runIn(t, prog, env, 10*time.Minute, "go", "build", "-o", os.DevNull, ".")
+	require.Error(t, err, "an Output for cluster.name, which the schema makes plain, must not compile")
+	assert.Contains(t, out, "cannot use pulumi.String(\"homelab\")", out)
+}
+
+// goModVersion is the version of module in this module's go.mod.
+func goModVersion(t *testing.T, module string) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", module).Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}

@@ -187,8 +187,11 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 }
 
 // ops connects (once per run) and returns the operations on the cluster,
-// with extra control planes (a removed one) added to the etcd checks.
-func (d *dayTwo) ops(ctx context.Context, extraCPs ...string) (rollout.Ops, error) {
+// with extra control planes (a removed one) added to the etcd checks. A
+// hook passes the URN of its resource (at), so that what the operations
+// say shows on that resource's line, the waits' reports as ephemeral
+// status; "" logs on the stack.
+func (d *dayTwo) ops(ctx context.Context, at pulumi.URN, extraCPs ...string) (rollout.Ops, error) {
 	creds, err := d.credentials.get(ctx)
 	if err != nil {
 		return rollout.Ops{}, fmt.Errorf("unable to read the cluster's Talos credentials: %w", err)
@@ -204,12 +207,19 @@ func (d *dayTwo) ops(ctx context.Context, extraCPs ...string) (rollout.Ops, erro
 	slices.Sort(cps[len(d.cps):])
 	cps = append(cps[:len(d.cps)], slices.Compact(cps[len(d.cps):])...)
 	api := d.api
+	info := func(msg string) { _ = d.ctx.Log.Info(msg, nil) }
+	var status func(string)
+	if at != "" {
+		l := d.deps.Log(d.ctx, at)
+		info, status = l.Info, l.Status
+	}
 	return rollout.Ops{
 		API: api, ControlPlanes: cps, Timing: d.deps.Timing,
 		Kube: d.kubeConnector(api, cps),
 		Log: func(format string, args ...any) {
-			_ = d.ctx.Log.Info(fmt.Sprintf(format, args...), nil)
+			info(fmt.Sprintf(format, args...))
 		},
+		Status: status,
 		Warn: func(format string, args ...any) {
 			_ = d.ctx.Log.Warn(fmt.Sprintf(format, args...), nil)
 		},

@@ -64,6 +64,8 @@ type lab struct {
 	createEffects bool
 	// ctx is the run's cancellation (the operator's Ctrl-C); nil: none.
 	ctx context.Context
+	// said is what the hooks say, by the URN of their resource.
+	said *saidBy
 
 	mu sync.Mutex
 	// apiServers are the versions the control planes' API servers answer
@@ -138,9 +140,27 @@ func (l *lab) machineConfig(args resource.PropertyMap) (string, error) {
 	return string(out), err
 }
 
+// saidBy records what the hooks say on each resource (by URN).
+type saidBy struct {
+	mu sync.Mutex
+	by map[string]*said
+}
+
+func (s *saidBy) of(urn string) *said {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.by == nil {
+		s.by = map[string]*said{}
+	}
+	if s.by[urn] == nil {
+		s.by[urn] = &said{}
+	}
+	return s.by[urn]
+}
+
 func newLab(t testing.TB, specs ...talosapitest.NodeSpec) *lab {
 	l := &lab{
-		t: t, talos: talosapitest.Start(t, specs...), kube: kubeapitest.Start(t),
+		t: t, talos: talosapitest.Start(t, specs...), kube: kubeapitest.Start(t), said: &saidBy{},
 		timing: rollout.Timing{Poll: 5 * time.Millisecond, Reboot: 3 * time.Second, Healthy: 3 * time.Second, RebootStart: 40 * time.Millisecond, Drain: time.Second},
 	}
 	l.apiServers = map[string]string{}
@@ -219,6 +239,7 @@ func (l *lab) run(args talos.ClusterArgs) run {
 		Timing:  l.timing,
 		Destroy: l.destroy,
 		Context: l.ctx,
+		Log:     func(_ *pulumi.Context, urn pulumi.URN) talos.Logger { return l.said.of(string(urn)) },
 	}
 	if l.workerParallelism > 0 {
 		args.Cluster.Rollout = &talos.RolloutSettings{WorkerParallelism: l.workerParallelism}
@@ -285,7 +306,7 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 		if !ok {
 			// A create: its create hooks (an after hook's error is a
 			// warning).
-			args := &pulumi.ResourceHookArgs{Name: a.Name, NewInputs: a.Inputs}
+			args := &pulumi.ResourceHookArgs{URN: pulumi.URN(a.URN), Name: a.Name, NewInputs: a.Inputs}
 			for _, b := range p.hooks.On(a.Name) {
 				if b.Point == talos.BeforeCreate {
 					if err := b.Fn(args); err != nil {
@@ -310,7 +331,7 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 		if old.DeepEquals(a.Inputs) {
 			continue
 		}
-		args := &pulumi.ResourceHookArgs{Name: a.Name, OldInputs: old, NewInputs: a.Inputs}
+		args := &pulumi.ResourceHookArgs{URN: pulumi.URN(a.URN), Name: a.Name, OldInputs: old, NewInputs: a.Inputs}
 		for _, b := range p.hooks.On(a.Name) {
 			if b.Point == talos.BeforeUpdate {
 				if err := b.Fn(args); err != nil {
@@ -409,6 +430,38 @@ func TestTalosUpgradeReachesOneNodeAtATime(t *testing.T) {
 	assert.Equal(t, newTalos, again.talosVersion)
 	assert.Equal(t, "1.34.1", again.kubernetesVersion)
 	assert.Equal(t, map[string]string{"ip": "10.5.0.21", "role": "worker", "talosVersion": newTalos, "kubeletVersion": "v1.34.1"}, again.nodes["worker-1"])
+}
+
+// Every wait of a 3+2 rollout reports on the line of the apply it belongs
+// to, as status (not among the run's final diagnostics), at least every
+// Timing.ProgressEvery (30 s in a real run) while it lasts: each node's
+// reboot into the new version lasts several clocks here.
+func TestEveryWaitOfARolloutReportsOnItsResource(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(3, 2, oldTalos, 120*time.Millisecond)...)
+	l.timing.ProgressEvery = 20 * time.Millisecond
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	next := l.run(clusterArgs(newTalos, l.nodes()))
+	require.NoError(t, l.up(s, next, nil).err)
+
+	for _, n := range []string{"cp-1", "cp-2", "cp-3", "worker-1", "worker-2"} {
+		apply := find(next.engine, "lab-apply-"+n)
+		require.NotNil(t, apply, n)
+		said := l.said.of(apply.URN)
+		said.mu.Lock()
+		var reports int
+		for _, m := range said.status {
+			if strings.HasPrefix(m, "waiting for node ") && strings.Contains(m, "last seen: ") {
+				reports++
+			}
+		}
+		assert.GreaterOrEqual(t, reports, 2, "%s: its reboot lasts 6 clocks, so the waits report on its line: %q", n, said.status)
+		for _, m := range said.info {
+			assert.NotContains(t, m, "last seen: ", "%s: a wait's reports stay out of the diagnostics", n)
+		}
+		assert.NotEmpty(t, said.info, "%s: what the rollout did is kept on its line", n)
+		said.mu.Unlock()
+	}
 }
 
 func TestWorkersGoInBatches(t *testing.T) {

@@ -56,7 +56,7 @@ func (d *dayTwo) leaveBeforeReplacement(name string) error {
 	defer release()
 	ctx, cancel := d.hookContext()
 	defer cancel()
-	ops, err := d.ops(ctx)
+	ops, err := d.ops(ctx, "")
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 	if n.Role == rollout.ControlPlane {
 		extra = append(extra, n.IP)
 	}
-	ops, err := d.ops(ctx, extra...)
+	ops, err := d.ops(ctx, args.URN, extra...)
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (d *dayTwo) rejoin(args *pulumi.ResourceHookArgs) error {
 	}
 	ctx, cancel := d.hookContext()
 	defer cancel()
-	ops, err := d.ops(ctx)
+	ops, err := d.ops(ctx, args.URN)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func resetsOnRemoval(inputs resource.PropertyMap) bool {
 // not answer is left as it is, with a warning: it is dead or already in
 // maintenance mode, and the removal must not wait on it.
 func (d *dayTwo) reset(ctx context.Context, n rollout.Node) {
-	ops, err := d.ops(ctx)
+	ops, err := d.ops(ctx, "")
 	if err == nil {
 		_ = d.ctx.Log.Info(fmt.Sprintf("resetting %s: its STATE and EPHEMERAL partitions are wiped, it reboots into maintenance mode", n), nil)
 		err = ops.API.Reset(ctx, n.IP)

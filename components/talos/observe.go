@@ -42,7 +42,7 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 	var talosVersions, apiVersions []string
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	if ops, err := d.ops(ctx); err == nil {
+	if ops, err := d.ops(ctx, ""); err == nil {
 		for _, n := range nodes {
 			wg.Go(func() {
 				v, err := ops.API.Version(ctx, n.IP)

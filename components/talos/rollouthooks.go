@@ -23,7 +23,7 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 	}
 	ctx, cancel := d.hookContext()
 	defer cancel()
-	ops, err := d.ops(ctx)
+	ops, err := d.ops(ctx, args.URN)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
 	}
 	ctx, cancel := d.hookContext()
 	defer cancel()
-	ops, err := d.ops(ctx)
+	ops, err := d.ops(ctx, args.URN)
 	if err == nil {
 		d.mu.Lock()
 		booted, reboot := d.booted[n.Name], d.reboots[n.Name]

@@ -123,6 +123,11 @@ type Ops struct {
 	Timing Timing
 	// Log reports progress (the Pulumi log in a program); may be nil.
 	Log func(format string, args ...any)
+	// Status, when set, takes the waits' reports every
+	// Timing.ProgressEvery instead of Log: messages shown while the wait
+	// lasts (an ephemeral message on the resource's line in a program),
+	// which would flood a run's final diagnostics.
+	Status func(message string)
 	// Warn reports what an operation skipped to get done (the Pulumi
 	// warning log in a program); Log when nil.
 	Warn func(format string, args ...any)
@@ -142,8 +147,11 @@ func (o Ops) warnf(format string, args ...any) {
 	o.logf(format, args...)
 }
 
-// report is the progress reporter of the waits: Log, or nil.
+// report is the progress reporter of the waits: Status, Log, or nil.
 func (o Ops) report() func(string) {
+	if o.Status != nil {
+		return o.Status
+	}
 	if o.Log == nil {
 		return nil
 	}

@@ -72,11 +72,28 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if err := diags.Err(); err != nil {
 		return nil, err
 	}
-	// The guard's errors by stack key, before anything is registered.
-	if err := overrides.CheckOverrides(cfg, TalosArgs(cfg)).Err(); err != nil {
+	// The platform's Args, built once: the guard's errors by stack key come
+	// from their TalosCluster arguments, before anything is registered.
+	inputName := func(path string) string { return overrides.StackPath(cfg.Nodes.Refs(), path) }
+	var talosArgs *talos.ClusterArgs
+	var pxArgs *proxmox.ClusterArgs
+	var vpsArgs *vps.ClusterArgs
+	switch cfg.Platform {
+	case stacks.PlatformProxmox:
+		pxArgs = ProxmoxArgs(cfg)
+		pxArgs.InputName = inputName
+		talosArgs = pxArgs.TalosArgs(nil)
+	case stacks.PlatformVPS:
+		vpsArgs = VPSArgs(cfg)
+		vpsArgs.InputName = inputName
+		talosArgs = vpsArgs.TalosArgs(nil)
+	default:
+		// Load rejects other platforms; reaching this is a bug.
+		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
+	}
+	if err := overrides.CheckOverrides(cfg, talosArgs).Err(); err != nil {
 		return nil, err
 	}
-	inputName := func(path string) string { return overrides.StackPath(cfg.Nodes.Refs(), path) }
 	prev, err := ReadLast(ctx)
 	if err != nil {
 		return nil, err
@@ -85,29 +102,23 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		return nil, err
 	}
 	var outputs pulumi.Map
-	switch cfg.Platform {
-	case stacks.PlatformProxmox:
-		args := ProxmoxArgs(cfg)
-		if err := ReadProxmoxKey(cfg, args); err != nil {
+	if pxArgs != nil {
+		if err := ReadProxmoxKey(cfg, pxArgs); err != nil {
 			return nil, err
 		}
-		args.Previous, args.InputName = prev.Cluster, inputName
-		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos})
+		pxArgs.Previous = prev.Cluster
+		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, pxArgs, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos})
 		if err != nil {
 			return nil, err
 		}
 		outputs = c.Outputs()
-	case stacks.PlatformVPS:
-		args := VPSArgs(cfg)
-		args.Previous, args.InputName = prev.Cluster, inputName
-		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, args, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
+	} else {
+		vpsArgs.Previous = prev.Cluster
+		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, vpsArgs, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
 		if err != nil {
 			return nil, err
 		}
 		outputs = c.Outputs()
-	default:
-		// Load rejects other platforms; reaching this is a bug.
-		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
 	}
 	// What the next run compares itself with, besides the cluster's own
 	// outputs: a rename or a move to another platform replaces everything.

@@ -4,9 +4,7 @@ package cli_test
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // TestIntegrationCtrlCStopsAWaitingHookWithTheRealCLI checks item 14 of
@@ -33,29 +29,12 @@ func TestIntegrationCtrlCStopsAWaitingHookWithTheRealCLI(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the cancellation was not checked")
 	}
-	dir := t.TempDir()
-	root := stackstest.RepoRoot(t)
-	build := func(out, pkg string) string {
-		path := filepath.Join(dir, out)
-		cmd := exec.Command("go", "build", "-o", path, pkg)
-		cmd.Dir = root
-		b, err := cmd.CombinedOutput()
-		require.NoError(t, err, string(b))
-		return path
-	}
-	program := build("hookprogram", "./cmd/stackctl/internal/cli/testdata/hookprogram")
-	stackctl := build("stackctl", "./cmd/stackctl")
-	project := filepath.Join(dir, "project")
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o700))
-	require.NoError(t, os.MkdirAll(project, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(project, "Pulumi.yaml"),
-		[]byte("name: cancelit\nruntime:\n  name: go\n  options:\n    binary: "+program+"\n"), 0o600))
-	env := append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=integration-test", "PULUMI_BACKEND_URL=file://"+filepath.Join(dir, "state"))
+	p := newTestProject(t, pulumiPath, "cancelit", "./cmd/stackctl/internal/cli/testdata/hookprogram")
+	stackctl := p.build(t, "stackctl", "./cmd/stackctl")
+	project, env := p.project, p.env
 	run := func(args ...string) {
-		cmd := exec.Command(pulumiPath, args...)
-		cmd.Dir, cmd.Env = project, env
-		b, err := cmd.CombinedOutput()
-		require.NoError(t, err, string(b))
+		out, err := p.run(nil, args...)
+		require.NoError(t, err, out)
 	}
 	run("stack", "init", "it")
 	for name, argv := range map[string][]string{

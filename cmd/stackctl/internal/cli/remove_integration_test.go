@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // TestIntegrationRemovingAClusterFromAProgram walks, with the real CLI, what
@@ -28,26 +26,14 @@ func TestIntegrationRemovingAClusterFromAProgram(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the removal of a cluster was not walked")
 	}
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "removeprogram"), "./cmd/stackctl/internal/cli/testdata/removeprogram")
-	build.Dir = stackstest.RepoRoot(t)
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
-	project := filepath.Join(dir, "project")
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o700))
-	require.NoError(t, os.MkdirAll(project, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(project, "Pulumi.yaml"),
-		[]byte("name: removeit\nruntime:\n  name: go\n  options:\n    binary: "+filepath.Join(dir, "removeprogram")+"\n"), 0o600))
-	hookLog := filepath.Join(dir, "hook.log")
-	base := append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=integration-test", "PULUMI_BACKEND_URL=file://"+filepath.Join(dir, "state"), "HOOK_LOG="+hookLog)
+	p := newTestProject(t, pulumiPath, "removeit", "./cmd/stackctl/internal/cli/testdata/removeprogram")
+	hookLog := filepath.Join(p.dir, "hook.log")
 	run := func(remove bool, args ...string) (string, error) {
-		cmd := exec.Command(pulumiPath, args...)
-		cmd.Dir, cmd.Env = project, base
+		env := []string{"HOOK_LOG=" + hookLog}
 		if remove {
-			cmd.Env = append(cmd.Env, "REMOVE_LAB=1")
+			env = append(env, "REMOVE_LAB=1")
 		}
-		b, err := cmd.CombinedOutput()
-		return string(b), err
+		return p.run(env, args...)
 	}
 	_, err = run(false, "stack", "init", "it")
 	require.NoError(t, err)

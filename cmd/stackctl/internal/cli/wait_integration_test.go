@@ -22,7 +22,6 @@ import (
 
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
-	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // TestIntegrationTheWaitsRunInTheProgramWithTheRealCLI runs, with the real
@@ -38,12 +37,8 @@ func TestIntegrationTheWaitsRunInTheProgramWithTheRealCLI(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the waits were not run by the real engine")
 	}
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "waitprogram"), "./cmd/stackctl/internal/cli/testdata/waitprogram")
-	build.Dir = stackstest.RepoRoot(t)
-	built, err := build.CombinedOutput()
-	require.NoError(t, err, string(built))
-
+	proj := newTestProject(t, pulumiPath, "waitit", "./cmd/stackctl/internal/cli/testdata/waitprogram")
+	dir := proj.dir
 	p := pkitest.New(t, "127.0.0.1")
 	api := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" {
@@ -67,19 +62,8 @@ func TestIntegrationTheWaitsRunInTheProgramWithTheRealCLI(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close()) // refused: the node still boots its rescue system
 
-	project := filepath.Join(dir, "project")
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o700))
-	require.NoError(t, os.MkdirAll(project, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(project, "Pulumi.yaml"),
-		[]byte("name: waitit\nruntime:\n  name: go\n  options:\n    binary: "+filepath.Join(dir, "waitprogram")+"\n"), 0o600))
-	env := append(os.Environ(), "PULUMI_CONFIG_PASSPHRASE=integration-test", "PULUMI_BACKEND_URL=file://"+filepath.Join(dir, "state"),
-		"WAIT_KUBECONFIG_FILE="+kubeconfig, "WAIT_TALOS_PORT="+strconv.Itoa(port))
-	run := func(args ...string) (string, error) {
-		cmd := exec.Command(pulumiPath, args...)
-		cmd.Dir, cmd.Env = project, env
-		b, err := cmd.CombinedOutput()
-		return string(b), err
-	}
+	env := []string{"WAIT_KUBECONFIG_FILE=" + kubeconfig, "WAIT_TALOS_PORT=" + strconv.Itoa(port)}
+	run := func(args ...string) (string, error) { return proj.run(env, args...) }
 	_, err = run("stack", "init", "it")
 	require.NoError(t, err)
 

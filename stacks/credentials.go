@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 )
 
 // credentialCheck is what checkCredentials found: the credential texts no
@@ -97,7 +99,7 @@ func checkTokenID(d *Diagnostics, src Source, cfg *Config, c *credentialCheck) {
 		name, _, _ = strings.Cut(afterFirst, "=")
 	}
 	hint := "user@realm!tokenname"
-	if apiTokenIDRe.MatchString(name) {
+	if proxmox.IsAPITokenID(name) {
 		hint = name
 	}
 	d.errorf(path, "holds the token secret after '=': keep only the token id (%s) here and set the secret with `pulumi config set --secret --path proxmox.apiTokenSecret <uuid>`%s",

@@ -3,34 +3,19 @@ package stacks
 import (
 	"strconv"
 	"strings"
+
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 )
 
-// Where the other Proxmox limits come from: minVMID-maxVMID is Proxmox VE's
-// 'pve-vmid', 100-999999999 (pve-common, src/PVE/JSONSchema.pm), and maxVLAN
-// that of a NIC's 'tag', 1-4094 (qemu-server, src/PVE/QemuServer/Network.pm;
-// proxmox.vlanId 0 leaves the tag off).
-
-// Upper bounds of a VM's size, from what Proxmox VE accepts or offers. The
-// lower bounds (minDiskGiB, minMemoryMiB) are what Talos needs, which is more
-// than Proxmox's own minimums (1 core, 16 MiB of memory).
+// The Proxmox limits are the component's (proxmox.MinVMID ... MaxDiskGiB,
+// with where each comes from).
 const (
-	// maxCores: qemu-server's config schema gives `cores` a minimum of 1 and
-	// no maximum (src/PVE/QemuServer.pm), the web UI's Cores field stops at
-	// 256 (pve-manager, www/manager6/qemu/ProcessorEdit.js), and a VM with
-	// more vCPUs than its host has CPUs does not start ("MAX n vcpus allowed
-	// per VM on this node", QemuServer.pm). This project gives a VM one
-	// socket, so cores is its vCPU count.
-	maxCores = 256
-	// maxMemoryMiB is 4 TiB: the schema's `memory` (its `current` part) has a
-	// minimum of 16 MiB and no maximum (src/PVE/QemuServer/Memory.pm,
-	// $memory_fmt), and where qemu-server computes a VM's memory limit it
-	// never allows more than 4 TiB (get_max_mem in the same file).
-	maxMemoryMiB = 4 * 1024 * 1024
-	// maxDiskGiB is 128 TiB, where the web UI's disk size field stops
-	// (pve-manager, www/manager6/form/DiskStorageSelector.js); the API
-	// allocates `<storage>:<GiB>` with no limit of its own, so beyond this a
-	// number is a typo (MiB for GiB) rather than a disk.
-	maxDiskGiB = 128 * 1024
+	maxCores       = proxmox.MaxCores
+	minMemoryMiB   = proxmox.MinMemoryMiB
+	minCPMemoryMiB = proxmox.MinControlPlaneMemoryMiB
+	maxMemoryMiB   = proxmox.MaxMemoryMiB
+	minDiskGiB     = proxmox.MinDiskGiB
+	maxDiskGiB     = proxmox.MaxDiskGiB
 )
 
 // noteExplicitZero records, while decoding, that the stack gives path the

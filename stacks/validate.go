@@ -16,32 +16,23 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/talosversion"
 )
 
 var (
-	semverRe     = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
-	extensionRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$`)
-	apiTokenIDRe = regexp.MustCompile(`^[^\s@!]+@[^\s@!]+![A-Za-z][A-Za-z0-9._-]*$`)
-	uuidRe       = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	pveNameRe    = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
-	ifaceNameRe  = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]{0,14}$`)
-	datastoreRe  = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]*$`)
-	imageURLRe   = regexp.MustCompile(`\.raw(\.zst|\.xz|\.gz)?$`)
+	semverRe    = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
+	extensionRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$`)
+	uuidRe      = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	imageURLRe  = regexp.MustCompile(`\.raw(\.zst|\.xz|\.gz)?$`)
 )
 
 // Limits this project relies on.
 const (
-	minVMID            = 100
-	maxVMID            = 999999999
-	minDiskGiB         = 10 // Talos needs at least 10 GB for its partitions
-	minMemoryMiB       = 1024
-	minCPMemoryMiB     = 2048
 	maxClusterNameLen  = 40 // keeps VM tags and file names readable
 	maxProxmoxPrefix   = 30
 	minNodePrefix      = 8
-	maxVLAN            = 4094
 	maxPort            = 65535
 	kubeAPIPort        = 6443
 	ipv4BroadcastBytes = 4
@@ -364,8 +355,8 @@ func validateProxmoxNode(d *Diagnostics, ref NodeRef, vmids map[int]string, macs
 	switch {
 	case ref.VMID == 0 && !d.explicitZero(p+".vmId"):
 		d.errorf(p+".vmId", "is required")
-	case ref.VMID < minVMID || ref.VMID > maxVMID:
-		d.errorf(p+".vmId", "%d is out of range %d-%d", ref.VMID, minVMID, maxVMID)
+	case ref.VMID < proxmox.MinVMID || ref.VMID > proxmox.MaxVMID:
+		d.errorf(p+".vmId", "%d is out of range %d-%d", ref.VMID, proxmox.MinVMID, proxmox.MaxVMID)
 	default:
 		if other, dup := vmids[ref.VMID]; dup {
 			d.errorf(p+".vmId", "%d is already the VM id of %s", ref.VMID, other)
@@ -374,7 +365,7 @@ func validateProxmoxNode(d *Diagnostics, ref NodeRef, vmids map[int]string, macs
 	}
 	validateMAC(d, p, ref.MAC, macs)
 	validateVMSize(d, ref)
-	if ref.ProxmoxNode != "" && !pveNameRe.MatchString(ref.ProxmoxNode) {
+	if ref.ProxmoxNode != "" && !proxmox.IsNodeName(ref.ProxmoxNode) {
 		d.errorf(p+".proxmoxNode", "%q is not a Proxmox node name", ref.ProxmoxNode)
 	}
 }
@@ -450,7 +441,7 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	switch {
 	case px.APITokenID == "":
 		d.errorf("proxmox.apiTokenId", "is required, e.g. root@pam!pulumi")
-	case !apiTokenIDRe.MatchString(px.APITokenID):
+	case !proxmox.IsAPITokenID(px.APITokenID):
 		d.errorf("proxmox.apiTokenId", "%q is not a token id like user@realm!tokenname", px.APITokenID)
 	}
 	switch {
@@ -463,26 +454,23 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	if px.Insecure {
 		d.warnf("proxmox.insecure", "TLS verification of the Proxmox API is off; the API token can be intercepted")
 	}
-	if !pveNameRe.MatchString(px.Node) {
+	if !proxmox.IsNodeName(px.Node) {
 		d.errorf("proxmox.node", "%q is not a Proxmox node name", px.Node)
 	}
-	if !ifaceNameRe.MatchString(px.Bridge) {
+	if !proxmox.IsBridgeName(px.Bridge) {
 		d.errorf("proxmox.bridge", "%q is not a bridge name like vmbr0", px.Bridge)
 	}
-	if px.VLANID < 0 || px.VLANID > maxVLAN {
-		d.errorf("proxmox.vlanId", "%d is out of range 0-%d", px.VLANID, maxVLAN)
+	if px.VLANID < 0 || px.VLANID > proxmox.MaxVLAN {
+		d.errorf("proxmox.vlanId", "%d is out of range 0-%d", px.VLANID, proxmox.MaxVLAN)
 	}
-	if !datastoreRe.MatchString(px.DiskDatastore) {
+	if !proxmox.IsDatastoreName(px.DiskDatastore) {
 		d.errorf("proxmox.diskDatastore", "%q is not a datastore name", px.DiskDatastore)
 	}
-	if !datastoreRe.MatchString(px.ISODatastore) {
+	if !proxmox.IsDatastoreName(px.ISODatastore) {
 		d.errorf("proxmox.isoDatastore", "%q is not a datastore name", px.ISODatastore)
 	}
-	switch px.CPUType {
-	case "qemu64", "kvm64", "qemu32", "kvm32", "486", "pentium":
-		d.errorf("proxmox.cpuType", "%q lacks x86-64-v2, which Talos needs; use host or x86-64-v2-AES", px.CPUType)
-	case "":
-		d.errorf("proxmox.cpuType", "must not be empty")
+	if msg := proxmox.CPUTypeProblem(px.CPUType); msg != "" {
+		d.errorf("proxmox.cpuType", "%s", msg)
 	}
 	if px.BIOS != "seabios" && px.BIOS != "ovmf" {
 		d.errorf("proxmox.bios", "%q is not seabios or ovmf", px.BIOS)

@@ -231,17 +231,24 @@ func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 			p.Add("proxmox.endpoint", "%q is not a URL like https://192.168.122.70:8006/", px.Endpoint)
 		}
 	}
-	if p.Required("proxmox.apiTokenId", px.APITokenID) && !strings.Contains(px.APITokenID, "!") {
+	if p.Required("proxmox.apiTokenId", px.APITokenID) && !IsAPITokenID(px.APITokenID) {
 		p.Add("proxmox.apiTokenId", "%q is not a token id like user@realm!tokenname", px.APITokenID)
 	}
 	if px.APITokenSecret == nil {
 		p.Add("proxmox.apiTokenSecret", "is required")
 	}
-	p.Required("proxmox.bridge", px.Bridge)
-	p.Required("proxmox.diskDatastore", px.DiskDatastore)
-	p.Required("proxmox.isoDatastore", px.ISODatastore)
-	p.Required("proxmox.cpuType", px.CPUType)
-	if px.VLANID < 0 || px.VLANID > 4094 {
+	if p.Required("proxmox.bridge", px.Bridge) && !IsBridgeName(px.Bridge) {
+		p.Add("proxmox.bridge", "%q is not a bridge name like vmbr0", px.Bridge)
+	}
+	for path, store := range map[string]string{"proxmox.diskDatastore": px.DiskDatastore, "proxmox.isoDatastore": px.ISODatastore} {
+		if p.Required(path, store) && !IsDatastoreName(store) {
+			p.Add(path, "%q is not a datastore name", store)
+		}
+	}
+	if msg := CPUTypeProblem(px.CPUType); msg != "" {
+		p.Add("proxmox.cpuType", "%s", msg)
+	}
+	if px.VLANID < 0 || px.VLANID > MaxVLAN {
 		p.Add("proxmox.vlanId", "%d is not a VLAN tag (1-4094, or 0 for none)", px.VLANID)
 	}
 	if px.BIOS != "seabios" && px.BIOS != "ovmf" {
@@ -275,23 +282,25 @@ func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 	var macNodes []NodeMAC
 	for i, n := range a.Nodes {
 		at := fmt.Sprintf("nodes[%d].", i)
-		p.Required(at+"proxmoxNode", n.ProxmoxNode)
-		if n.VMID < 100 || n.VMID > 999999999 {
-			p.Add(at+"vmId", "%d is not a VM id (100-999999999)", n.VMID)
+		if p.Required(at+"proxmoxNode", n.ProxmoxNode) && !IsNodeName(n.ProxmoxNode) {
+			p.Add(at+"proxmoxNode", "%q is not a Proxmox node name", n.ProxmoxNode)
+		}
+		if n.VMID < MinVMID || n.VMID > MaxVMID {
+			p.Add(at+"vmId", "%d is not a VM id (%d-%d)", n.VMID, MinVMID, MaxVMID)
 		} else {
 			vmIDs.Check(&p, at+"vmId", fmt.Sprint(n.VMID))
 		}
-		if n.Cores < 1 || n.Cores > 256 {
-			p.Add(at+"cores", "%d is not 1-256", n.Cores)
+		if n.Cores < 1 || n.Cores > MaxCores {
+			p.Add(at+"cores", "%d is not 1-%d", n.Cores, MaxCores)
 		}
-		if n.Memory < 1024 {
-			p.Add(at+"memory", "%d MiB is less than 1024", n.Memory)
+		if n.Memory < MinMemoryMiB || n.Memory > MaxMemoryMiB {
+			p.Add(at+"memory", "%d MiB is not %d-%d MiB (Talos needs %d; Proxmox VE gives a VM at most 4 TiB)", n.Memory, MinMemoryMiB, MaxMemoryMiB, MinMemoryMiB)
 		}
-		if n.DiskSize < 10 {
-			p.Add(at+"diskSize", "%d GiB is less than 10", n.DiskSize)
+		if n.DiskSize < MinDiskGiB || n.DiskSize > MaxDiskGiB {
+			p.Add(at+"diskSize", "%d GiB is not %d-%d GiB (Talos needs %d; sizes are in GiB)", n.DiskSize, MinDiskGiB, MaxDiskGiB, MinDiskGiB)
 		}
-		if n.DataDiskSize < 0 {
-			p.Add(at+"dataDiskSize", "%d is negative", n.DataDiskSize)
+		if n.DataDiskSize < 0 || n.DataDiskSize > MaxDiskGiB {
+			p.Add(at+"dataDiskSize", "%d GiB is not 0-%d GiB (0: no data disk)", n.DataDiskSize, MaxDiskGiB)
 		}
 		macNodes = append(macNodes, NodeMAC{Name: n.Name, MAC: n.MAC})
 	}

@@ -37,6 +37,15 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 		{"vm settings", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.Bridge, a.Proxmox.BIOS, a.Proxmox.VLANID, a.Proxmox.Addressing = "", "uefi", 5000, "dhcp"
 		}, []string{"proxmox.bridge", "proxmox.bios", "proxmox.vlanId", "proxmox.addressing"}},
+		{"what Proxmox and Talos refuse, as the stack file does", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.APITokenID = "root@pam!"
+			a.Proxmox.Bridge, a.Proxmox.DiskDatastore, a.Proxmox.ISODatastore = "vmbr-with-a-long-name", "local lvm", "1iso"
+			a.Proxmox.CPUType = "kvm64"
+			a.Nodes[0].ProxmoxNode = "pve_1"
+			a.Nodes[1].Cores, a.Nodes[1].Memory, a.Nodes[1].DiskSize = proxmox.MaxCores+1, proxmox.MaxMemoryMiB+1, proxmox.MaxDiskGiB+1
+			a.Nodes[2].DataDiskSize = proxmox.MaxDiskGiB + 1
+		}, []string{"proxmox.apiTokenId", "proxmox.bridge", "proxmox.diskDatastore", "proxmox.isoDatastore", "proxmox.cpuType",
+			"nodes[0].proxmoxNode", "nodes[1].cores", "nodes[1].memory", "nodes[1].diskSize", "nodes[2].dataDiskSize"}},
 		{"static addressing without network", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.Addressing, a.Proxmox.PrefixLength, a.Proxmox.Gateway = proxmox.AddressingStatic, 0, ""
 		}, []string{"proxmox.prefixLength", "proxmox.gateway"}},

@@ -1,0 +1,77 @@
+package proxmox
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// The names and limits of Proxmox VE inputs, each defined once:
+// ProxmoxCluster checks its Args with them, and the stack file's front-end
+// (package stacks) its keys.
+//
+// Where the limits come from: MinVMID-MaxVMID is Proxmox VE's 'pve-vmid',
+// 100-999999999 (pve-common, src/PVE/JSONSchema.pm), and MaxVLAN that of a
+// NIC's 'tag', 1-4094 (qemu-server, src/PVE/QemuServer/Network.pm; vlanId 0
+// leaves the tag off). The upper bounds of a VM's size are what Proxmox VE
+// accepts or offers; the lower bounds (MinDiskGiB, MinMemoryMiB) are what
+// Talos needs, which is more than Proxmox's own minimums (1 core, 16 MiB).
+const (
+	MinVMID = 100
+	MaxVMID = 999999999
+	MaxVLAN = 4094
+	// MaxCores: qemu-server's config schema gives `cores` a minimum of 1 and
+	// no maximum (src/PVE/QemuServer.pm), the web UI's Cores field stops at
+	// 256 (pve-manager, www/manager6/qemu/ProcessorEdit.js), and a VM with
+	// more vCPUs than its host has CPUs does not start ("MAX n vcpus allowed
+	// per VM on this node", QemuServer.pm). A VM here has one socket, so
+	// cores is its vCPU count.
+	MaxCores = 256
+	// MinMemoryMiB is what Talos needs; MinControlPlaneMemoryMiB what it
+	// recommends for a control plane.
+	MinMemoryMiB             = 1024
+	MinControlPlaneMemoryMiB = 2048
+	// MaxMemoryMiB is 4 TiB: the schema's `memory` (its `current` part) has
+	// a minimum of 16 MiB and no maximum (src/PVE/QemuServer/Memory.pm,
+	// $memory_fmt), and where qemu-server computes a VM's memory limit it
+	// never allows more than 4 TiB (get_max_mem in the same file).
+	MaxMemoryMiB = 4 * 1024 * 1024
+	// MinDiskGiB: Talos needs at least 10 GB for its partitions.
+	MinDiskGiB = 10
+	// MaxDiskGiB is 128 TiB, where the web UI's disk size field stops
+	// (pve-manager, www/manager6/form/DiskStorageSelector.js); the API
+	// allocates `<storage>:<GiB>` with no limit of its own, so beyond this a
+	// number is a typo (MiB for GiB) rather than a disk.
+	MaxDiskGiB = 128 * 1024
+)
+
+var (
+	apiTokenIDRe = regexp.MustCompile(`^[^\s@!]+@[^\s@!]+![A-Za-z][A-Za-z0-9._-]*$`)
+	nodeNameRe   = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$`)
+	bridgeNameRe = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]{0,14}$`)
+	datastoreRe  = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]*$`)
+)
+
+// IsAPITokenID reports whether s is an API token id, user@realm!tokenname.
+func IsAPITokenID(s string) bool { return apiTokenIDRe.MatchString(s) }
+
+// IsNodeName reports whether s can name a Proxmox VE node.
+func IsNodeName(s string) bool { return nodeNameRe.MatchString(s) }
+
+// IsBridgeName reports whether s can name a Linux bridge (an interface
+// name: at most 15 characters).
+func IsBridgeName(s string) bool { return bridgeNameRe.MatchString(s) }
+
+// IsDatastoreName reports whether s can name a Proxmox VE storage.
+func IsDatastoreName(s string) bool { return datastoreRe.MatchString(s) }
+
+// CPUTypeProblem says why Talos cannot run on VMs of the CPU type, or "":
+// Talos needs x86-64-v2, which QEMU's oldest models lack.
+func CPUTypeProblem(cpuType string) string {
+	switch cpuType {
+	case "qemu64", "kvm64", "qemu32", "kvm32", "486", "pentium":
+		return fmt.Sprintf("%q lacks x86-64-v2, which Talos needs; use host or x86-64-v2-AES", cpuType)
+	case "":
+		return "must not be empty"
+	}
+	return ""
+}

@@ -22,18 +22,17 @@ import (
 )
 
 var (
-	semverRe    = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
-	extensionRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$`)
-	uuidRe      = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	imageURLRe  = regexp.MustCompile(`\.raw(\.zst|\.xz|\.gz)?$`)
+	semverRe   = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
+	uuidRe     = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	imageURLRe = regexp.MustCompile(`\.raw(\.zst|\.xz|\.gz)?$`)
 )
 
 // Limits this project relies on.
 const (
 	maxClusterNameLen  = 40 // keeps VM tags and file names readable
 	maxProxmoxPrefix   = 30
-	minNodePrefix      = 8
-	maxPort            = 65535
+	minNodePrefix      = inputs.MinNodePrefix
+	maxPort            = inputs.MaxPort
 	kubeAPIPort        = 6443
 	ipv4BroadcastBytes = 4
 )
@@ -89,7 +88,7 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 	seen := map[string]int{}
 	for i, ext := range s.Extensions {
 		path := fmt.Sprintf("cluster.schematic.extensions[%d]", i)
-		if !extensionRe.MatchString(ext) {
+		if !inputs.IsExtension(ext) {
 			d.errorf(path, "%q is not an extension name like siderolabs/qemu-guest-agent", ext)
 		}
 		if j, dup := seen[ext]; dup {
@@ -554,10 +553,6 @@ func validateProxmoxEndpoint(d *Diagnostics, endpoint string) {
 	}
 }
 
-// maxTalosWait bounds vps.talosWaitTimeout: longer than this, a second `up`
-// is the better way to go on waiting.
-const maxTalosWait = 24 * time.Hour
-
 func validateVPS(d *Diagnostics, cfg *Config) {
 	v := cfg.VPS
 	for i, port := range v.PublicTCPPorts {
@@ -572,7 +567,7 @@ func validateVPS(d *Diagnostics, cfg *Config) {
 		}
 	}
 	validateImageURL(d, v.ImageURL)
-	if t, err := time.ParseDuration(v.TalosWaitTimeout); err != nil || t < time.Minute || t > maxTalosWait {
+	if t, err := time.ParseDuration(v.TalosWaitTimeout); err != nil || t < vps.MinTalosWait || t > vps.MaxTalosWait {
 		d.errorf("vps.talosWaitTimeout", "%q is not a duration between 1m and 24h, e.g. 30m", v.TalosWaitTimeout)
 	}
 	switch v.OnDestroy {

@@ -23,7 +23,22 @@ var (
 	// than four of them, so "10.10.0.300" is no host name, and "127.1" or
 	// "0x7f000001" is 127.0.0.1.
 	numericLabelRe = regexp.MustCompile(`^(?i:[0-9]+|0x[0-9a-f]*)$`)
+	// extensionRe is an Image Factory system extension, owner/name.
+	extensionRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$`)
 )
+
+// Bounds shared by the platforms.
+const (
+	// MaxPort is the highest TCP port.
+	MaxPort = 65535
+	// MinNodePrefix is the shortest prefix of a node's network: a /7 or
+	// shorter is a typo, not a network of machines.
+	MinNodePrefix = 8
+)
+
+// IsExtension reports whether s names an Image Factory system extension
+// like siderolabs/qemu-guest-agent.
+func IsExtension(s string) bool { return extensionRe.MatchString(s) }
 
 // IsReleaseVersion reports whether s is a release version like v1.12.4 or
 // v1.13.0-beta.1 (Talos's).

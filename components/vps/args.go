@@ -37,12 +37,14 @@ const (
 	DefaultTalosWaitTimeout = "30m"
 )
 
-// Bounds of the inputs.
+// Bounds of the inputs (the stack file's too). MaxTalosWait bounds
+// talosWaitTimeout: longer than this, a second `up` is the better way to go
+// on waiting.
 const (
-	minTalosWait  = time.Minute
-	maxTalosWait  = 24 * time.Hour
-	minNodePrefix = 8
-	maxPort       = 65535
+	MinTalosWait  = time.Minute
+	MaxTalosWait  = 24 * time.Hour
+	minNodePrefix = inputs.MinNodePrefix
+	maxPort       = inputs.MaxPort
 )
 
 // ClusterArgs are the inputs of a VpsCluster: the cluster settings, the
@@ -245,7 +247,10 @@ func (a *ClusterArgs) checkSchematic(p *inputs.Problems) {
 	}
 	for i, ext := range s.Extensions {
 		path := fmt.Sprintf("schematic.extensions[%d]", i)
-		if p.Required(path, ext) {
+		if p.Required(path, ext) && !inputs.IsExtension(ext) {
+			p.Add(path, "%q is not an extension name like siderolabs/qemu-guest-agent", ext)
+		}
+		if ext != "" {
 			if j := slices.Index(s.Extensions, ext); j != i {
 				p.Add(path, "%q is also schematic.extensions[%d]", ext, j)
 			}
@@ -287,7 +292,7 @@ func (s *Settings) check(p *inputs.Problems, prefix string) {
 		p.Add(at("rebootCommand"), "must be one line; put longer logic in a script and call it")
 	}
 	if s.TalosWaitTimeout != "" {
-		if d, err := time.ParseDuration(s.TalosWaitTimeout); err != nil || d < minTalosWait || d > maxTalosWait {
+		if d, err := time.ParseDuration(s.TalosWaitTimeout); err != nil || d < MinTalosWait || d > MaxTalosWait {
 			p.Add(at("talosWaitTimeout"), "%q is not a duration between 1m and 24h, e.g. 30m", s.TalosWaitTimeout)
 		}
 	}

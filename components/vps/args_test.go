@@ -174,6 +174,8 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 			a.Schematic = &image.Schematic{Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/iscsi-tools"}}
 		}, []string{"schematic.extensions[1]"}, "is also schematic.extensions[0]"},
 		{"empty extension", func(a *vps.ClusterArgs) { a.Schematic = &image.Schematic{Extensions: []string{""}} }, []string{"schematic.extensions[0]"}, "is required"},
+		{"extension without its owner", func(a *vps.ClusterArgs) { a.Schematic = &image.Schematic{Extensions: []string{"iscsi-tools"}} },
+			[]string{"schematic.extensions[0]"}, "is not an extension name like siderolabs/qemu-guest-agent"},
 		{"cidr not a cidr", func(a *vps.ClusterArgs) { a.VPS.AllowedCIDRs = []string{"198.51.100.0/24", "office"} }, []string{"vps.allowedCidrs[1]"}, "not a CIDR"},
 		{"cidr with host bits", func(a *vps.ClusterArgs) { a.VPS.AllowedCIDRs = []string{"198.51.100.7/24"} }, []string{"vps.allowedCidrs[0]"}, "did you mean 198.51.100.0/24"},
 		{"port out of range", func(a *vps.ClusterArgs) { a.VPS.PublicTCPPorts = []int{443, 70000} }, []string{"vps.publicTcpPorts[1]"}, "out of range 1-65535"},

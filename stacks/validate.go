@@ -22,14 +22,13 @@ import (
 )
 
 var (
-	semverRe   = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
 	uuidRe     = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 	imageURLRe = regexp.MustCompile(`\.raw(\.zst|\.xz|\.gz)?$`)
 )
 
 // Limits this project relies on.
 const (
-	maxClusterNameLen  = 40 // keeps VM tags and file names readable
+	maxClusterNameLen  = inputs.MaxClusterNameLength
 	maxProxmoxPrefix   = 30
 	minNodePrefix      = inputs.MinNodePrefix
 	maxPort            = inputs.MaxPort
@@ -118,7 +117,7 @@ func validateTalosVersion(d *Diagnostics, v string) {
 		return
 	}
 	if !inputs.IsReleaseVersion(v) {
-		if semverRe.MatchString(v) {
+		if inputs.IsChartVersion(v) {
 			d.errorf(path, "%q needs the v prefix: v%s", v, v)
 		} else {
 			d.errorf(path, "%q is not a Talos version like v1.12.4", v)
@@ -137,8 +136,8 @@ func validateTalosVersion(d *Diagnostics, v string) {
 
 func validateChartVersion(d *Diagnostics, path, v string) {
 	switch {
-	case semverRe.MatchString(v):
-	case strings.HasPrefix(v, "v") && semverRe.MatchString(v[1:]):
+	case inputs.IsChartVersion(v):
+	case strings.HasPrefix(v, "v") && inputs.IsChartVersion(v[1:]):
 		d.errorf(path, "%q: chart versions have no v prefix; use %q", v, v[1:])
 	default:
 		d.errorf(path, "%q is not a chart version like 1.18.4", v)

@@ -23,6 +23,7 @@ var (
 	// than four of them, so "10.10.0.300" is no host name, and "127.1" or
 	// "0x7f000001" is 127.0.0.1.
 	numericLabelRe = regexp.MustCompile(`^(?i:[0-9]+|0x[0-9a-f]*)$`)
+	chartVersionRe = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.-]+)?$`)
 	// extensionRe is an Image Factory system extension, owner/name.
 	extensionRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$`)
 )
@@ -31,10 +32,16 @@ var (
 const (
 	// MaxPort is the highest TCP port.
 	MaxPort = 65535
+	// MaxClusterNameLength keeps VM tags and file names readable.
+	MaxClusterNameLength = 40
 	// MinNodePrefix is the shortest prefix of a node's network: a /7 or
 	// shorter is a typo, not a network of machines.
 	MinNodePrefix = 8
 )
+
+// IsChartVersion reports whether s is a Helm chart version like 1.18.4
+// (semantic, no v prefix).
+func IsChartVersion(s string) bool { return chartVersionRe.MatchString(s) }
 
 // IsExtension reports whether s names an Image Factory system extension
 // like siderolabs/qemu-guest-agent.

@@ -104,6 +104,14 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	at := func(path string) string { return prefix + path }
 	if p.Required(at("name"), c.Name) {
 		p.DNSLabel(at("name"), c.Name)
+		if len(c.Name) > inputs.MaxClusterNameLength {
+			p.Add(at("name"), "%q is longer than %d characters (it names VM tags and files)", c.Name, inputs.MaxClusterNameLength)
+		}
+	}
+	for path, chart := range map[string]*ChartSettings{"cilium.version": c.Cilium, "certApprover.version": c.CertApprover} {
+		if chart != nil && chart.Version != "" && !inputs.IsChartVersion(chart.Version) {
+			p.Add(at(path), "%q is not a chart version like 1.18.4 (no v prefix)", chart.Version)
+		}
 	}
 	if c.Endpoint != "" {
 		if u, err := url.Parse(c.Endpoint); err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Path != "" && u.Path != "/" {

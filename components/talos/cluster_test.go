@@ -289,6 +289,11 @@ func TestClusterArgsAreChecked(t *testing.T) {
 			a.Cluster.TalosVersion, a.Cluster.KubernetesVersion, a.Cluster.Endpoint = "1.12", "latest", "http://x:6443/api"
 		}, []string{"cluster.talosVersion", "cluster.kubernetesVersion", "cluster.endpoint"}},
 		{"no installer image", func(a *talos.ClusterArgs) { a.InstallerImage = nil }, []string{"installerImage"}},
+		{"a long name and chart versions with a v", func(a *talos.ClusterArgs) {
+			a.Cluster.Name = strings.Repeat("lab", 14)
+			a.Cluster.Cilium = &talos.ChartSettings{Version: "v1.18.4"}
+			a.Cluster.CertApprover = &talos.ChartSettings{Version: "latest"}
+		}, []string{"cluster.name", "cluster.cilium.version", "cluster.certApprover.version"}},
 		{"bad addresses", func(a *talos.ClusterArgs) {
 			a.Cluster.VIP, a.Cluster.Nameservers = "10.0.0", []string{"1.1.1.1", "dns"}
 			a.Nodes[1].IP = "::1"

@@ -203,7 +203,7 @@ func validateEndpoint(d *Diagnostics, cfg *Config) {
 		d.errorf("cluster.vip", "%q is not an IPv4 address", c.VIP)
 		return
 	}
-	if specialAddr(vip) != "" {
+	if inputs.SpecialAddress(vip) != "" {
 		return // validateAddresses says why
 	}
 	if net, ok := nodeNetwork(cfg); ok && !net.Contains(vip) {
@@ -222,7 +222,7 @@ func validateEndpoint(d *Diagnostics, cfg *Config) {
 // nodeNetwork is the shared node subnet (Proxmox), if the gateway is valid.
 func nodeNetwork(cfg *Config) (netip.Prefix, bool) {
 	gw, ok := parseIPv4(cfg.Cluster.Network.Gateway)
-	if !ok || specialAddr(gw) != "" || cfg.Cluster.Network.PrefixLength < minNodePrefix || cfg.Cluster.Network.PrefixLength > maxProxmoxPrefix {
+	if !ok || inputs.SpecialAddress(gw) != "" || cfg.Cluster.Network.PrefixLength < minNodePrefix || cfg.Cluster.Network.PrefixLength > maxProxmoxPrefix {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(gw, cfg.Cluster.Network.PrefixLength).Masked(), true
@@ -299,10 +299,10 @@ func validateNodeIP(d *Diagnostics, cfg *Config, ref NodeRef, ip netip.Addr) {
 	if ref.Gateway != "" {
 		gw, gwOK = parseIPv4(ref.Gateway)
 	}
-	if specialAddr(ip) != "" {
+	if inputs.SpecialAddress(ip) != "" {
 		return // validateAddresses says why
 	}
-	gwOK = gwOK && specialAddr(gw) == ""
+	gwOK = gwOK && inputs.SpecialAddress(gw) == ""
 	if gwOK && gw == ip {
 		d.errorf(p, "%s is the gateway's address", ip)
 		return

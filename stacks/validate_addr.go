@@ -21,29 +21,11 @@ import (
 // (a node network around a loopback gateway, ...), so each mistake is
 // reported once.
 
-// specialAddr says why a is no address of a machine to configure, or "".
-func specialAddr(a netip.Addr) string {
-	a = a.Unmap()
-	switch {
-	case a.IsLoopback():
-		return "a loopback address: it reaches the machine that uses it, not another one"
-	case a.IsUnspecified() || (a.Is4() && a.As4()[0] == 0):
-		return "an unspecified address (0.0.0.0/8, ::): it names no machine"
-	case a.IsMulticast():
-		return "a multicast address: it names a group, not one machine"
-	case a.IsLinkLocalUnicast():
-		return "a link-local address (169.254.0.0/16, fe80::/10): it is valid on one link only and never routed"
-	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return "the broadcast address: it names every machine on the link"
-	}
-	return ""
-}
-
 // specialHost is specialAddr for a host name or IP literal: "localhost" and
 // names under .localhost (RFC 6761) are loopback.
 func specialHost(host string) (why string, loopback bool) {
 	if a, err := netip.ParseAddr(host); err == nil {
-		return specialAddr(a), a.Unmap().IsLoopback()
+		return inputs.SpecialAddress(a), a.Unmap().IsLoopback()
 	}
 	h := strings.ToLower(host)
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
@@ -64,7 +46,7 @@ func validateAddresses(d *Diagnostics, cfg *Config) {
 			continue // the gateway, or the Proxmox default copied from it: checked above
 		}
 		if a, err := netip.ParseAddr(ns); err == nil && a.Zone() == "" {
-			if why := specialAddr(a); why != "" {
+			if why := inputs.SpecialAddress(a); why != "" {
 				d.errorf(fmt.Sprintf("cluster.network.nameservers[%d]", i), "%s is %s", ns, why)
 			}
 		}
@@ -97,7 +79,7 @@ func validateAddresses(d *Diagnostics, cfg *Config) {
 // IPv4 address at all is validate.go's to report.
 func checkIPv4(d *Diagnostics, path, s string) {
 	if a, ok := parseIPv4(s); ok {
-		if why := specialAddr(a); why != "" {
+		if why := inputs.SpecialAddress(a); why != "" {
 			d.errorf(path, "%s is %s", a, why)
 		}
 	}
@@ -143,7 +125,7 @@ func checkImageURLHost(d *Diagnostics, raw string) {
 	}
 	host := u.Hostname()
 	if a, err := netip.ParseAddr(host); err == nil && a.Is6() && a.Zone() == "" {
-		if why := specialAddr(a); why != "" {
+		if why := inputs.SpecialAddress(a); why != "" {
 			d.errorf(path, "host %s is %s", host, why)
 		}
 	} else if !inputs.IsHost(host) {

@@ -82,6 +82,18 @@ func (p *Problems) IPv4(path, s string) {
 	}
 }
 
+// MachineIPv4 records a problem unless s is the IPv4 address of a machine
+// (not loopback, multicast, ... see SpecialAddress).
+func (p *Problems) MachineIPv4(path, s string) {
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil || !a.Is4():
+		p.Add(path, "%q is not an IPv4 address", s)
+	case SpecialAddress(a) != "":
+		p.Add(path, "%s is %s", a, SpecialAddress(a))
+	}
+}
+
 // CIDR records a problem unless s is an IPv4 or IPv6 prefix like 10.0.0.0/24.
 func (p *Problems) CIDR(path, s string) {
 	if _, err := netip.ParsePrefix(s); err != nil {

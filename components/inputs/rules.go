@@ -47,6 +47,26 @@ func IsChartVersion(s string) bool { return chartVersionRe.MatchString(s) }
 // like siderolabs/qemu-guest-agent.
 func IsExtension(s string) bool { return extensionRe.MatchString(s) }
 
+// SpecialAddress says why a is no address of a machine to configure
+// (loopback, unspecified, multicast, link-local, the broadcast address), or
+// "".
+func SpecialAddress(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case a.IsLoopback():
+		return "a loopback address: it reaches the machine that uses it, not another one"
+	case a.IsUnspecified() || (a.Is4() && a.As4()[0] == 0):
+		return "an unspecified address (0.0.0.0/8, ::): it names no machine"
+	case a.IsMulticast():
+		return "a multicast address: it names a group, not one machine"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address (169.254.0.0/16, fe80::/10): it is valid on one link only and never routed"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address: it names every machine on the link"
+	}
+	return ""
+}
+
 // IsReleaseVersion reports whether s is a release version like v1.12.4 or
 // v1.13.0-beta.1 (Talos's).
 func IsReleaseVersion(s string) bool { return versionRe.MatchString(s) }

@@ -261,7 +261,7 @@ func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 			p.Add("proxmox.prefixLength", "static addressing needs the node network's prefix length (1-32), not %d", px.PrefixLength)
 		}
 		if p.Required("proxmox.gateway", px.Gateway) {
-			p.IPv4("proxmox.gateway", px.Gateway)
+			p.MachineIPv4("proxmox.gateway", px.Gateway)
 		}
 	default:
 		p.Add("proxmox.addressing", "%q is not %s or %s", px.Addressing, AddressingDHCPReservation, AddressingStatic)

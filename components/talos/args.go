@@ -129,10 +129,10 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	}
 	c.checkKubernetesSupport(p, prefix)
 	for i, ns := range c.Nameservers {
-		p.IPv4(at(fmt.Sprintf("nameservers[%d]", i)), ns)
+		p.MachineIPv4(at(fmt.Sprintf("nameservers[%d]", i)), ns)
 	}
 	if c.VIP != "" {
-		p.IPv4(at("vip"), c.VIP)
+		p.MachineIPv4(at("vip"), c.VIP)
 	}
 	if c.Rollout != nil && c.Rollout.WorkerParallelism < 0 {
 		p.Add(at("rollout.workerParallelism"), "%d is not a number of workers: 1 or more (0 for the default, 1)", c.Rollout.WorkerParallelism)
@@ -156,7 +156,7 @@ func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 			names.Check(p, np+".name", n.Name)
 		}
 		if p.Required(np+".ip", n.IP) {
-			p.IPv4(np+".ip", n.IP)
+			p.MachineIPv4(np+".ip", n.IP)
 			ips.Check(p, np+".ip", n.IP)
 		}
 		if n.Role != RoleControlPlane && n.Role != RoleWorker {

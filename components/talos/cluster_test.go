@@ -289,6 +289,10 @@ func TestClusterArgsAreChecked(t *testing.T) {
 			a.Cluster.TalosVersion, a.Cluster.KubernetesVersion, a.Cluster.Endpoint = "1.12", "latest", "http://x:6443/api"
 		}, []string{"cluster.talosVersion", "cluster.kubernetesVersion", "cluster.endpoint"}},
 		{"no installer image", func(a *talos.ClusterArgs) { a.InstallerImage = nil }, []string{"installerImage"}},
+		{"addresses of no machine", func(a *talos.ClusterArgs) {
+			a.Cluster.VIP, a.Cluster.Nameservers = "224.0.0.1", []string{"127.0.0.53"}
+			a.Nodes[1].IP = "169.254.10.2"
+		}, []string{"cluster.vip", "cluster.nameservers[0]", "nodes[1].ip"}},
 		{"a long name and chart versions with a v", func(a *talos.ClusterArgs) {
 			a.Cluster.Name = strings.Repeat("lab", 14)
 			a.Cluster.Cilium = &talos.ChartSettings{Version: "v1.18.4"}

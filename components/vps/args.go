@@ -324,6 +324,8 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
 			switch {
 			case err != nil || !gw.Is4():
 				p.Add(np+".gateway", "%q is not an IPv4 address", n.Gateway)
+			case inputs.SpecialAddress(gw) != "":
+				p.Add(np+".gateway", "%s is %s", gw, inputs.SpecialAddress(gw))
 			case ipErr == nil && gw == ip:
 				p.Add(np+".gateway", "%s is the node's own address", gw)
 			case ipErr == nil && ip.Is4() && prefixOK && n.PrefixLength < 32 && !netip.PrefixFrom(ip, n.PrefixLength).Masked().Contains(gw):

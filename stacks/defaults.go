@@ -1,6 +1,10 @@
 package stacks
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+)
 
 // Defaults that are plain literals. Defaults that refer to another key (a
 // node's Proxmox host, a VPS node's gateway) are filled by resolve, after
@@ -16,7 +20,7 @@ const (
 	DefaultCPUType            = "host"
 	DefaultBIOS               = "seabios"
 	DefaultDNSMasqDir         = "/etc/dnsmasq.d"
-	DefaultDNSMasqRestart     = "systemctl restart dnsmasq"
+	DefaultDNSMasqRestart     = proxmox.DefaultDNSMasqRestart
 	DefaultDNSMasqLeaseFile   = "/var/lib/misc/dnsmasq.leases"
 	DefaultSSHPort            = 22
 	DefaultSSHUser            = "root"

@@ -1,9 +1,11 @@
 package inputs
 
 import (
+	"fmt"
 	"net/netip"
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // The syntax rules of the inputs, each defined once: the components check
@@ -63,6 +65,43 @@ func SpecialAddress(a netip.Addr) string {
 		return "a link-local address (169.254.0.0/16, fe80::/10): it is valid on one link only and never routed"
 	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return "the broadcast address: it names every machine on the link"
+	}
+	return ""
+}
+
+// PathProblem says what is wrong with a path input, or "". The scripts
+// quote every value, but a path is also a promise about where things go: a
+// '..' or '.' segment leaves the directory it seems to name, the root
+// directory is no place of ours, and control characters, quotes and
+// backslashes are in no real path of these, only in mistakes and attacks.
+func PathProblem(p string) string {
+	for _, r := range p {
+		switch {
+		case unicode.IsControl(r):
+			return "contains a control character"
+		case r == '\'' || r == '"' || r == '`' || r == '\\':
+			return "contains a quote or backslash (" + string(r) + "), which no path here needs"
+		}
+	}
+	if p == "/" {
+		return "is the root directory"
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." || seg == "." {
+			return "has a '" + seg + "' segment; give the path without it"
+		}
+	}
+	return ""
+}
+
+// DevicePathProblem says what is wrong with an install disk (a device
+// path like /dev/sda or /dev/disk/by-id/...), or "".
+func DevicePathProblem(p string) string {
+	if !IsDevicePath(p) {
+		return fmt.Sprintf("%q is not a device path like /dev/sda", p)
+	}
+	if why := PathProblem(p); why != "" {
+		return fmt.Sprintf("%q %s", p, why)
 	}
 	return ""
 }

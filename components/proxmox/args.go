@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
-	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -267,10 +266,18 @@ func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 		p.Add("proxmox.addressing", "%q is not %s or %s", px.Addressing, AddressingDHCPReservation, AddressingStatic)
 	}
 	if dm := px.DNSMasq; dm != nil {
-		p.Required("proxmox.dnsmasq.configDir", dm.ConfigDir)
-		p.Required("proxmox.dnsmasq.leaseFile", dm.LeaseFile)
-		if p.Required("proxmox.dnsmasq.restartCommand", dm.RestartCommand) && strings.ContainsAny(dm.RestartCommand, "\r\n") {
-			p.Add("proxmox.dnsmasq.restartCommand", "must be one line of shell")
+		if p.Required("proxmox.dnsmasq.configDir", dm.ConfigDir) {
+			if msg := HostPathProblem(dm.ConfigDir, true); msg != "" {
+				p.Add("proxmox.dnsmasq.configDir", "%s", msg)
+			}
+		}
+		if p.Required("proxmox.dnsmasq.leaseFile", dm.LeaseFile) {
+			if msg := HostPathProblem(dm.LeaseFile, false); msg != "" {
+				p.Add("proxmox.dnsmasq.leaseFile", "%s", msg)
+			}
+		}
+		if msg := RestartCommandProblem(dm.RestartCommand); msg != "" {
+			p.Add("proxmox.dnsmasq.restartCommand", "%s", msg)
 		}
 		p.Required("proxmox.dnsmasq.ssh.host", dm.SSH.Host)
 		p.Required("proxmox.dnsmasq.ssh.user", dm.SSH.User)

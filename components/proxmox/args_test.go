@@ -53,6 +53,10 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 			a.Proxmox.DNSMasq.RestartCommand = "systemctl restart dnsmasq\nreboot"
 			a.Proxmox.DNSMasq.SSH.Port = 0
 		}, []string{"proxmox.dnsmasq.restartCommand", "proxmox.dnsmasq.ssh.port"}},
+		{"dnsmasq paths, as the stack file checks them", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.DNSMasq.ConfigDir, a.Proxmox.DNSMasq.LeaseFile = "etc/dnsmasq.d", "/var/lib/../misc/dnsmasq.leases"
+			a.Proxmox.DNSMasq.RestartCommand = " "
+		}, []string{"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand"}},
 		{"nodes", func(a *proxmox.ClusterArgs) {
 			a.Nodes[1].VMID = a.Nodes[0].VMID
 			a.Nodes[2].VMID, a.Nodes[2].Cores, a.Nodes[2].Memory, a.Nodes[2].DiskSize = 7, 0, 512, 2

@@ -3,6 +3,10 @@ package proxmox
 import (
 	"fmt"
 	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
 // The names and limits of Proxmox VE inputs, each defined once:
@@ -72,6 +76,46 @@ func CPUTypeProblem(cpuType string) string {
 		return fmt.Sprintf("%q lacks x86-64-v2, which Talos needs; use host or x86-64-v2-AES", cpuType)
 	case "":
 		return "must not be empty"
+	}
+	return ""
+}
+
+// DefaultDNSMasqRestart is the usual command that makes dnsmasq read the
+// reservations (the stack file's default).
+const DefaultDNSMasqRestart = "systemctl restart dnsmasq"
+
+// HostPathProblem says what is wrong with a path on the Proxmox host (the
+// dnsmasq config directory, a file there), or "": absolute, no file path
+// ending in '/', and no ',' in the directory, which the reservation scripts
+// pass as --conf-dir=<dir>, where dnsmasq reads what follows a comma as
+// file-name suffixes.
+func HostPathProblem(p string, dir bool) string {
+	switch why := inputs.PathProblem(p); {
+	case why != "":
+		return fmt.Sprintf("%q %s", p, why)
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Sprintf("%q must be an absolute path", p)
+	case !dir && strings.HasSuffix(p, "/"):
+		return fmt.Sprintf("%q ends in '/'; give the path of the file", p)
+	case dir && strings.Contains(p, ","):
+		return fmt.Sprintf("%q contains ',', which dnsmasq's conf-dir option reads as the start of its file-name suffixes", p)
+	}
+	return ""
+}
+
+// RestartCommandProblem says what is wrong with dnsmasq's restart command,
+// shell code the reservation scripts run on the Proxmox host through
+// `sh -c` (so it cannot end or reshape the script around it), or "". Empty,
+// dnsmasq would never read the reservations; on several lines or with
+// other control characters it is a paste mistake.
+func RestartCommandProblem(cmd string) string {
+	switch {
+	case strings.TrimSpace(cmd) == "":
+		return fmt.Sprintf("must not be empty: dnsmasq reads the reservations only when restarted, e.g. %q", DefaultDNSMasqRestart)
+	case strings.ContainsAny(cmd, "\n\r"):
+		return "must be one line; put longer logic in a script on the host and call it"
+	case strings.ContainsFunc(cmd, func(r rune) bool { return r != '\t' && unicode.IsControl(r) }):
+		return fmt.Sprintf("%q contains a control character", cmd)
 	}
 	return ""
 }

@@ -343,11 +343,8 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
 // checkDevicePath records a problem unless s is a device path like
 // /dev/sda (the install script writes to it).
 func checkDevicePath(p *inputs.Problems, path, s string) {
-	switch {
-	case !inputs.IsDevicePath(s):
-		p.Add(path, "%q is not a device path like /dev/sda", s)
-	case slices.Contains(strings.Split(s, "/"), ".."), slices.Contains(strings.Split(s, "/"), "."):
-		p.Add(path, "%q has a '.' or '..' segment; give the path without it", s)
+	if msg := inputs.DevicePathProblem(s); msg != "" {
+		p.Add(path, "%s", msg)
 	}
 }
 

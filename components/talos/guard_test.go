@@ -98,3 +98,18 @@ func TestTheGuardWarnsWithoutRefusing(t *testing.T) {
 	assert.Contains(t, o.Warnings[0].Message, "outside the nodes' network")
 	assert.Empty(t, args.CheckOverrides(netip.MustParsePrefix("10.0.0.0/24")).Warnings, "inside the nodes' network")
 }
+
+// The guard runs in every construction of a cluster (and the Go program
+// names its findings by stack key first): what one run of it costs for a
+// 3+2 cluster with patches.
+func BenchmarkCheckOverrides(b *testing.B) {
+	args := guardedArgs(&talos.ClusterPatches{Worker: []string{"machine:\n  sysctls:\n    vm.nr_hugepages: \"64\"\n"}},
+		"machine:\n  kubelet:\n    extraArgs:\n      max-pods: \"150\"\n")
+	args.Nodes = append(args.Nodes, nodes(3, 2)[1:3]...)
+	b.ReportAllocs()
+	for b.Loop() {
+		if o := args.CheckOverrides(netip.Prefix{}); len(o.Errors) > 0 {
+			b.Fatal(o.Errors)
+		}
+	}
+}

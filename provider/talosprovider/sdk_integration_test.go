@@ -127,6 +127,25 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 		assert.Contains(t, out, want, "the preview constructs the component and its children")
 	}
 	assert.NotContains(t, out, "not-a-real-token", "the token is a secret")
+
+	// Another resource's output as an input (issue 25): the token from a
+	// random:RandomPassword, unknown during the preview and secret.
+	installed, err := runIn(t, dir, env, time.Minute, "pulumi", "plugin", "ls")
+	if err != nil || !strings.Contains(installed, "random") {
+		t.Logf("SKIPPED: the random plugin is not installed, so an output of another resource as an input was not previewed:\n%s", installed)
+		return
+	}
+	project, err = os.ReadFile(filepath.Join(dir, "Pulumi.yaml"))
+	require.NoError(t, err)
+	withOutput := strings.Replace(string(project), "apiTokenSecret: ${proxmoxApiTokenSecret}", "apiTokenSecret: ${token.result}", 1)
+	withOutput = strings.Replace(withOutput, "resources:\n", "resources:\n  token:\n    type: random:RandomPassword\n    properties:\n      length: 36\n", 1)
+	require.NotEqual(t, string(project), withOutput)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), []byte(withOutput), 0o600))
+	out, err = runIn(t, dir, env, 5*time.Minute, name, args...)
+	require.NoError(t, err, "pulumi preview with another resource's output as an input:\n%s", out)
+	assert.Contains(t, out, "random:index:RandomPassword token create")
+	assert.Contains(t, out, "talos-cluster:index:ProxmoxCluster homelab create")
+	assert.Contains(t, out, "+ 28 to create", "the component's children as before, and the password")
 }
 
 // genSDK generates the SDK of one language from the golden schema (the

@@ -14,24 +14,24 @@ const (
 	DefaultCiliumVersion      = "1.18.4"
 	DefaultApproverVersion    = "1.2.10"
 	DefaultProxmoxNode        = "pve"
-	DefaultBridge             = "vmbr0"
-	DefaultDiskDatastore      = "local-lvm"
-	DefaultISODatastore       = "local"
-	DefaultCPUType            = "host"
-	DefaultBIOS               = "seabios"
-	DefaultDNSMasqDir         = "/etc/dnsmasq.d"
+	DefaultBridge             = proxmox.DefaultBridge
+	DefaultDiskDatastore      = proxmox.DefaultDiskDatastore
+	DefaultISODatastore       = proxmox.DefaultISODatastore
+	DefaultCPUType            = proxmox.DefaultCPUType
+	DefaultBIOS               = proxmox.DefaultBIOS
+	DefaultDNSMasqDir         = proxmox.DefaultDNSMasqDir
 	DefaultDNSMasqRestart     = proxmox.DefaultDNSMasqRestart
-	DefaultDNSMasqLeaseFile   = "/var/lib/misc/dnsmasq.leases"
-	DefaultSSHPort            = 22
-	DefaultSSHUser            = "root"
-	DefaultDiskSize           = 20
+	DefaultDNSMasqLeaseFile   = proxmox.DefaultDNSMasqLeaseFile
+	DefaultSSHPort            = proxmox.DefaultSSHPort
+	DefaultSSHUser            = proxmox.DefaultSSHUser
+	DefaultDiskSize           = proxmox.DefaultDiskSize
 	DefaultProxmoxPrefix      = 24
 	DefaultVPSPrefix          = 32
 	DefaultTalosWaitTimeout   = "30m"
-	defaultControlPlaneCores  = 2
-	defaultWorkerCores        = 4
-	defaultControlPlaneMemory = 4096
-	defaultWorkerMemory       = 8192
+	defaultControlPlaneCores  = proxmox.DefaultControlPlaneCores
+	defaultWorkerCores        = proxmox.DefaultWorkerCores
+	defaultControlPlaneMemory = proxmox.DefaultControlPlaneMemory
+	defaultWorkerMemory       = proxmox.DefaultWorkerMemory
 )
 
 // DefaultProxmoxExtensions are the system extensions of the Proxmox image:

@@ -60,22 +60,23 @@ type HostSettings struct {
 	APITokenSecret pulumi.StringInput `pulumi:"apiTokenSecret" provider:"secret"`
 	// Insecure skips TLS verification of the API.
 	Insecure bool `pulumi:"insecure,optional"`
-	// Bridge the VM NICs attach to.
-	Bridge string `pulumi:"bridge"`
+	// Bridge the VM NICs attach to (default vmbr0).
+	Bridge string `pulumi:"bridge,optional"`
 	// VLANID tags the NICs (0: untagged).
 	VLANID int `pulumi:"vlanId,optional"`
-	// DiskDatastore holds the VM disks.
-	DiskDatastore string `pulumi:"diskDatastore"`
-	// ISODatastore holds the Talos ISO (content type iso).
-	ISODatastore string `pulumi:"isoDatastore"`
+	// DiskDatastore holds the VM disks (default local-lvm).
+	DiskDatastore string `pulumi:"diskDatastore,optional"`
+	// ISODatastore holds the Talos ISO (content type iso; default local).
+	ISODatastore string `pulumi:"isoDatastore,optional"`
 	// KeepISO leaves the ISO in the datastore on destroy.
 	KeepISO bool `pulumi:"keepIso,optional"`
-	// CPUType is the QEMU CPU type (host, x86-64-v2-AES or newer).
-	CPUType string `pulumi:"cpuType"`
-	// BIOS is seabios or ovmf (UEFI, with an EFI disk).
-	BIOS string `pulumi:"bios"`
-	// Addressing is dhcp-reservation or static.
-	Addressing string `pulumi:"addressing"`
+	// CPUType is the QEMU CPU type (host, x86-64-v2-AES or newer; default
+	// host).
+	CPUType string `pulumi:"cpuType,optional"`
+	// BIOS is seabios or ovmf (UEFI, with an EFI disk; default seabios).
+	BIOS string `pulumi:"bios,optional"`
+	// Addressing is dhcp-reservation (the default) or static.
+	Addressing string `pulumi:"addressing,optional"`
 	// PrefixLength and Gateway are the node network's, for static addressing.
 	PrefixLength int `pulumi:"prefixLength,optional"`
 	// Gateway is the nodes' IPv4 gateway, for static addressing.
@@ -87,12 +88,15 @@ type HostSettings struct {
 // DNSMasqSettings are the DHCP reservations on the Proxmox host, written
 // over SSH.
 type DNSMasqSettings struct {
-	// ConfigDir is the directory dnsmasq reads extra config from.
-	ConfigDir string `pulumi:"configDir"`
-	// RestartCommand makes dnsmasq read the reservations: one line of shell.
-	RestartCommand string `pulumi:"restartCommand"`
-	// LeaseFile is dnsmasq's lease file; stale leases are dropped from it.
-	LeaseFile string `pulumi:"leaseFile"`
+	// ConfigDir is the directory dnsmasq reads extra config from (default
+	// /etc/dnsmasq.d).
+	ConfigDir string `pulumi:"configDir,optional"`
+	// RestartCommand makes dnsmasq read the reservations: one line of shell
+	// (default systemctl restart dnsmasq).
+	RestartCommand string `pulumi:"restartCommand,optional"`
+	// LeaseFile is dnsmasq's lease file; stale leases are dropped from it
+	// (default /var/lib/misc/dnsmasq.leases).
+	LeaseFile string `pulumi:"leaseFile,optional"`
 	// SSH reaches the host.
 	SSH SSHSettings `pulumi:"ssh"`
 }
@@ -101,10 +105,10 @@ type DNSMasqSettings struct {
 type SSHSettings struct {
 	// Host is the SSH host.
 	Host string `pulumi:"host"`
-	// Port is the SSH port.
-	Port int `pulumi:"port"`
-	// User is the SSH user.
-	User string `pulumi:"user"`
+	// Port is the SSH port (default 22).
+	Port int `pulumi:"port,optional"`
+	// User is the SSH user (default root).
+	User string `pulumi:"user,optional"`
 	// PrivateKey is the private key (PEM); the SSH agent when unset.
 	PrivateKey pulumi.StringInput `pulumi:"privateKey,optional" provider:"secret"`
 	// HostKey is the host's public key line (ed25519 or ECDSA), checked on
@@ -127,12 +131,13 @@ type Node struct {
 	// MAC of the NIC; derived from the stack, cluster and node names when
 	// empty (the same after a destroy and up).
 	MAC string `pulumi:"mac,optional"`
-	// Cores are the virtual CPU cores.
-	Cores int `pulumi:"cores"`
-	// Memory in MiB.
-	Memory int `pulumi:"memory"`
-	// DiskSize is the boot disk's size in GiB.
-	DiskSize int `pulumi:"diskSize"`
+	// Cores are the virtual CPU cores (default 2 for a control plane, 4 for
+	// a worker).
+	Cores int `pulumi:"cores,optional"`
+	// Memory in MiB (default 4096 for a control plane, 8192 for a worker).
+	Memory int `pulumi:"memory,optional"`
+	// DiskSize is the boot disk's size in GiB (default 20).
+	DiskSize int `pulumi:"diskSize,optional"`
 	// DataDiskSize is a second disk's size in GiB (0: none).
 	DataDiskSize int `pulumi:"dataDiskSize,optional"`
 	// InstallDisk is the disk Talos installs itself to (default /dev/sda).

@@ -35,7 +35,7 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 			a.Proxmox.Endpoint, a.Proxmox.APITokenID, a.Proxmox.APITokenSecret = "pve:8006", "root@pam", nil
 		}, []string{"proxmox.endpoint", "proxmox.apiTokenId", "proxmox.apiTokenSecret"}},
 		{"vm settings", func(a *proxmox.ClusterArgs) {
-			a.Proxmox.Bridge, a.Proxmox.BIOS, a.Proxmox.VLANID, a.Proxmox.Addressing = "", "uefi", 5000, "dhcp"
+			a.Proxmox.Bridge, a.Proxmox.BIOS, a.Proxmox.VLANID, a.Proxmox.Addressing = "vmbr 1", "uefi", 5000, "dhcp"
 		}, []string{"proxmox.bridge", "proxmox.bios", "proxmox.vlanId", "proxmox.addressing"}},
 		{"what Proxmox and Talos refuse, as the stack file does", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.APITokenID = "root@pam!"
@@ -51,7 +51,7 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 		}, []string{"proxmox.prefixLength", "proxmox.gateway"}},
 		{"dnsmasq", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.DNSMasq.RestartCommand = "systemctl restart dnsmasq\nreboot"
-			a.Proxmox.DNSMasq.SSH.Port = 0
+			a.Proxmox.DNSMasq.SSH.Port = 70000
 		}, []string{"proxmox.dnsmasq.restartCommand", "proxmox.dnsmasq.ssh.port"}},
 		{"dnsmasq paths, as the stack file checks them", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.DNSMasq.ConfigDir, a.Proxmox.DNSMasq.LeaseFile = "etc/dnsmasq.d", "/var/lib/../misc/dnsmasq.leases"
@@ -59,7 +59,7 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 		}, []string{"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand"}},
 		{"nodes", func(a *proxmox.ClusterArgs) {
 			a.Nodes[1].VMID = a.Nodes[0].VMID
-			a.Nodes[2].VMID, a.Nodes[2].Cores, a.Nodes[2].Memory, a.Nodes[2].DiskSize = 7, 0, 512, 2
+			a.Nodes[2].VMID, a.Nodes[2].Cores, a.Nodes[2].Memory, a.Nodes[2].DiskSize = 7, -1, 512, 2
 			a.Nodes[2].ProxmoxNode = ""
 		}, []string{"nodes[1].vmId", "nodes[2].vmId", "nodes[2].cores", "nodes[2].memory", "nodes[2].diskSize", "nodes[2].proxmoxNode"}},
 		{"cluster and node basics, through TalosCluster's checks", func(a *proxmox.ClusterArgs) {
@@ -86,4 +86,28 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 			assert.Empty(t, m.All(), "nothing may be registered")
 		})
 	}
+}
+
+// What a program may leave out gets the defaults of a usual single Proxmox
+// VE host, the stack file's: a YAML or TypeScript user need not restate
+// them.
+func TestProxmoxDefaults(t *testing.T) {
+	t.Parallel()
+	a := proxmox.ClusterArgs{
+		Proxmox: proxmox.HostSettings{DNSMasq: &proxmox.DNSMasqSettings{SSH: proxmox.SSHSettings{Host: "pve"}}},
+		Nodes:   []proxmox.Node{{Name: "cp-0", Role: talos.RoleControlPlane}, {Name: "w-0", Role: talos.RoleWorker, Cores: 8}},
+	}
+	d := a.WithDefaults()
+	px := d.Proxmox
+	assert.Equal(t, []string{"vmbr0", "local-lvm", "local", "host", "seabios", proxmox.AddressingDHCPReservation},
+		[]string{px.Bridge, px.DiskDatastore, px.ISODatastore, px.CPUType, px.BIOS, px.Addressing})
+	assert.Equal(t, proxmox.DNSMasqSettings{
+		ConfigDir: "/etc/dnsmasq.d", LeaseFile: "/var/lib/misc/dnsmasq.leases", RestartCommand: "systemctl restart dnsmasq",
+		SSH: proxmox.SSHSettings{Host: "pve", Port: 22, User: "root"},
+	}, *px.DNSMasq)
+	assert.Equal(t, []int{2, 4096, 20}, []int{d.Nodes[0].Cores, d.Nodes[0].Memory, d.Nodes[0].DiskSize}, "a control plane")
+	assert.Equal(t, []int{8, 8192, 20}, []int{d.Nodes[1].Cores, d.Nodes[1].Memory, d.Nodes[1].DiskSize}, "a worker, its cores as given")
+	assert.Empty(t, a.Proxmox.Bridge, "the caller's arguments are not changed")
+	assert.Empty(t, a.Proxmox.DNSMasq.ConfigDir)
+	assert.Zero(t, a.Nodes[0].Cores)
 }

@@ -66,7 +66,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 // NewClusterWithDeps builds the Proxmox platform with the given seams.
 // Nothing is registered unless every input is valid.
-func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
+func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	defaulted := in.WithDefaults()
+	args := &defaulted
 	macs, err := args.validate(name, ctx.Stack())
 	if err != nil {
 		return nil, err

@@ -25,18 +25,14 @@ const homelab = new talos.ProxmoxCluster("homelab", {
         endpoint: "https://192.168.122.70:8006/",
         apiTokenId: "root@pam!pulumi",
         apiTokenSecret: config.requireSecret("proxmoxApiTokenSecret"),
+        // The rest takes the package's defaults: datastores local-lvm and
+        // local, cpuType host, seabios, dhcp-reservation addressing.
         bridge: "vmbr1",
-        diskDatastore: "local-lvm",
-        isoDatastore: "local",
-        cpuType: "host",
-        bios: "seabios",
-        addressing: "dhcp-reservation",
         dnsmasq: {
-            configDir: "/etc/dnsmasq.d",
-            restartCommand: "systemctl restart dnsmasq",
-            leaseFile: "/var/lib/misc/dnsmasq.leases",
-            // The host's key line, as `ssh-keyscan -t ed25519 192.168.122.70` prints it.
-            ssh: { host: "192.168.122.70", port: 22, user: "root", hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINa7eG/pBlvgisjquRHxcNSZhmgYkxhl3ScZ5sP47kKX" },
+            // The paths and restart command of Debian's dnsmasq, SSH as root
+            // on port 22, by default. The host's key line, as
+            // `ssh-keyscan -t ed25519 192.168.122.70` prints it.
+            ssh: { host: "192.168.122.70", hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINa7eG/pBlvgisjquRHxcNSZhmgYkxhl3ScZ5sP47kKX" },
         },
     },
     nodes: [

@@ -103,6 +103,18 @@ var defaults = []schemaDefault{
 	{in: reflect.TypeFor[vps.Node](), path: []string{"installDisk"}, value: talos.DefaultInstallDisk},
 	{in: reflect.TypeFor[vps.Settings](), path: []string{"talosWaitTimeout"}, value: vps.DefaultTalosWaitTimeout},
 	{in: reflect.TypeFor[vps.Settings](), path: []string{"onDestroy"}, value: vps.OnDestroyForget},
+	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"bridge"}, value: proxmox.DefaultBridge},
+	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"diskDatastore"}, value: proxmox.DefaultDiskDatastore},
+	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"isoDatastore"}, value: proxmox.DefaultISODatastore},
+	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"cpuType"}, value: proxmox.DefaultCPUType},
+	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"bios"}, value: proxmox.DefaultBIOS},
+	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"addressing"}, value: proxmox.DefaultAddressing},
+	{in: reflect.TypeFor[proxmox.DNSMasqSettings](), path: []string{"configDir"}, value: proxmox.DefaultDNSMasqDir},
+	{in: reflect.TypeFor[proxmox.DNSMasqSettings](), path: []string{"leaseFile"}, value: proxmox.DefaultDNSMasqLeaseFile},
+	{in: reflect.TypeFor[proxmox.DNSMasqSettings](), path: []string{"restartCommand"}, value: proxmox.DefaultDNSMasqRestart},
+	{in: reflect.TypeFor[proxmox.SSHSettings](), path: []string{"port"}, value: proxmox.DefaultSSHPort},
+	{in: reflect.TypeFor[proxmox.SSHSettings](), path: []string{"user"}, value: proxmox.DefaultSSHUser},
+	{in: reflect.TypeFor[proxmox.Node](), path: []string{"diskSize"}, value: proxmox.DefaultDiskSize},
 }
 
 // enumTypes are the schema types of the enums, under their index tokens.

@@ -207,11 +207,10 @@ func main() {
 			Proxmox: tc.ProxmoxHostSettingsArgs{
 				Endpoint: "https://192.168.122.70:8006/", ApiTokenId: "root@pam!pulumi",
 				ApiTokenSecret: config.RequireSecret(ctx, "proxmoxApiTokenSecret"),
-				Bridge: "vmbr1", DiskDatastore: "local-lvm", IsoDatastore: "local", CpuType: "host",
-				Bios: tc.ProxmoxBiosSeabios, Addressing: tc.ProxmoxAddressingDhcpReservation,
+				Bridge: pulumi.StringRef("vmbr1"), Bios: func() *tc.ProxmoxBios { b := tc.ProxmoxBiosOvmf; return &b }(),
 			},
 			Nodes: []tc.ProxmoxNodeArgs{
-				{Name: "cp-0", Role: tc.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: "pve", VmId: 110, Cores: 2, Memory: 4096, DiskSize: 20},
+				{Name: "cp-0", Role: tc.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: "pve", VmId: 110, Memory: pulumi.IntRef(6144)},
 			},
 		})
 		if err != nil {

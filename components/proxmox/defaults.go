@@ -1,0 +1,75 @@
+package proxmox
+
+import "github.com/fluodata/talos-pulumi/components/talos"
+
+// Defaults of the optional inputs of a ProxmoxCluster: a usual single
+// Proxmox VE host (the stack file's defaults are these).
+const (
+	DefaultBridge           = "vmbr0"
+	DefaultDiskDatastore    = "local-lvm"
+	DefaultISODatastore     = "local"
+	DefaultCPUType          = "host"
+	DefaultBIOS             = "seabios"
+	DefaultAddressing       = AddressingDHCPReservation
+	DefaultDNSMasqDir       = "/etc/dnsmasq.d"
+	DefaultDNSMasqLeaseFile = "/var/lib/misc/dnsmasq.leases"
+	DefaultSSHPort          = 22
+	DefaultSSHUser          = "root"
+	// DefaultDiskSize is a node's system disk in GiB.
+	DefaultDiskSize = 20
+	// A node's size by role: a control plane runs etcd and the API server,
+	// a worker the workloads.
+	DefaultControlPlaneCores  = 2
+	DefaultWorkerCores        = 4
+	DefaultControlPlaneMemory = 4096
+	DefaultWorkerMemory       = 8192
+)
+
+// WithDefaults returns the arguments with every optional input that is
+// empty set to its default. The nodes and settings are copied; nothing in a
+// is changed.
+func (a ClusterArgs) WithDefaults() ClusterArgs {
+	px := &a.Proxmox
+	setString(&px.Bridge, DefaultBridge)
+	setString(&px.DiskDatastore, DefaultDiskDatastore)
+	setString(&px.ISODatastore, DefaultISODatastore)
+	setString(&px.CPUType, DefaultCPUType)
+	setString(&px.BIOS, DefaultBIOS)
+	setString(&px.Addressing, DefaultAddressing)
+	if px.DNSMasq != nil {
+		dm := *px.DNSMasq
+		setString(&dm.ConfigDir, DefaultDNSMasqDir)
+		setString(&dm.LeaseFile, DefaultDNSMasqLeaseFile)
+		setString(&dm.RestartCommand, DefaultDNSMasqRestart)
+		if dm.SSH.Port == 0 {
+			dm.SSH.Port = DefaultSSHPort
+		}
+		setString(&dm.SSH.User, DefaultSSHUser)
+		px.DNSMasq = &dm
+	}
+	nodes := make([]Node, len(a.Nodes))
+	for i, n := range a.Nodes {
+		cores, memory := DefaultWorkerCores, DefaultWorkerMemory
+		if n.Role == talos.RoleControlPlane {
+			cores, memory = DefaultControlPlaneCores, DefaultControlPlaneMemory
+		}
+		if n.Cores == 0 {
+			n.Cores = cores
+		}
+		if n.Memory == 0 {
+			n.Memory = memory
+		}
+		if n.DiskSize == 0 {
+			n.DiskSize = DefaultDiskSize
+		}
+		nodes[i] = n
+	}
+	a.Nodes = nodes
+	return a
+}
+
+func setString(s *string, def string) {
+	if *s == "" {
+		*s = def
+	}
+}

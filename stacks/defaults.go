@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // Defaults that are plain literals. Defaults that refer to another key (a
@@ -26,7 +27,7 @@ const (
 	DefaultSSHUser            = proxmox.DefaultSSHUser
 	DefaultDiskSize           = proxmox.DefaultDiskSize
 	DefaultProxmoxPrefix      = 24
-	DefaultVPSPrefix          = 32
+	DefaultVPSPrefix          = vps.DefaultPrefixLength
 	DefaultTalosWaitTimeout   = "30m"
 	defaultControlPlaneCores  = proxmox.DefaultControlPlaneCores
 	defaultWorkerCores        = proxmox.DefaultWorkerCores
@@ -41,7 +42,7 @@ func DefaultProxmoxExtensions() []string {
 }
 
 // DefaultVPSNameservers are public resolvers; a VPS has no local DNS server.
-func DefaultVPSNameservers() []string { return []string{"1.1.1.1", "9.9.9.9"} }
+func DefaultVPSNameservers() []string { return vps.DefaultNameservers() }
 
 func applyDefaults(cfg *Config) {
 	c := &cfg.Cluster
@@ -99,8 +100,8 @@ func applyDefaults(cfg *Config) {
 		setString(&v.TalosWaitTimeout, DefaultTalosWaitTimeout)
 		setString(&v.OnDestroy, OnDestroyForget)
 		for _, n := range cfg.Nodes.All() {
-			setInt(&n.Rescue.Port, DefaultSSHPort)
-			setString(&n.Rescue.User, DefaultSSHUser)
+			setInt(&n.Rescue.Port, vps.DefaultRescuePort)
+			setString(&n.Rescue.User, vps.DefaultRescueUser)
 		}
 	}
 }

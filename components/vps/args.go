@@ -116,9 +116,9 @@ type Node struct {
 	Role talos.Role `pulumi:"role"`
 	// IP is the server's public IPv4 address.
 	IP string `pulumi:"ip"`
-	// PrefixLength is the length of the node's network (8-32; 32 for
-	// point-to-point addressing with the gateway outside it).
-	PrefixLength int `pulumi:"prefixLength"`
+	// PrefixLength is the length of the node's network (8-32; the default
+	// 32 for point-to-point addressing with the gateway outside it).
+	PrefixLength int `pulumi:"prefixLength,optional"`
 	// Gateway is the node's IPv4 default gateway.
 	Gateway string `pulumi:"gateway"`
 	// InstallDisk is the disk Talos is written to (default /dev/sda).
@@ -135,10 +135,10 @@ type Node struct {
 type Rescue struct {
 	// Host is the rescue system's address (default: the node's IP).
 	Host string `pulumi:"host,optional"`
-	// Port is the SSH port.
-	Port int `pulumi:"port"`
-	// User is the SSH user.
-	User string `pulumi:"user"`
+	// Port is the SSH port (default 22).
+	Port int `pulumi:"port,optional"`
+	// User is the SSH user (default root).
+	User string `pulumi:"user,optional"`
 	// Password is the rescue SSH password.
 	Password pulumi.StringInput `pulumi:"password" provider:"secret"`
 	// HostKey is the rescue system's public key line ("ssh-ed25519 AAAA...",
@@ -221,6 +221,9 @@ func (a *ClusterArgs) Validate(name string) error {
 		p.Add("args", "are required")
 		return p.Err(ComponentName, name)
 	}
+	// The inputs as the component uses them: with its defaults.
+	defaulted := a.WithDefaults()
+	a = &defaulted
 	a.Cluster.Check(&p, "cluster.")
 	a.checkSchematic(&p)
 	a.VPS.check(&p, "vps.")

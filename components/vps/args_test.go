@@ -197,7 +197,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"ip missing", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "" }, []string{"nodes[2].ip"}, "is required"},
 		{"ip not IPv4", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "2001:db8::1" }, []string{"nodes[2].ip"}, "not an IPv4"},
 		{"ip twice", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "203.0.113.10" }, []string{"nodes[2].ip"}, "is also nodes[0].ip"},
-		{"prefix length missing", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 0 }, []string{"nodes[1].prefixLength"}, "out of range 8-32"},
+		{"prefix length too long", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 33 }, []string{"nodes[1].prefixLength"}, "out of range 8-32"},
 		{"prefix length too long", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 33 }, []string{"nodes[1].prefixLength"}, ""},
 		{"gateway missing", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "" }, []string{"nodes[1].gateway"}, "is required"},
 		{"gateway not IPv4", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "gw.example.com" }, []string{"nodes[1].gateway"}, "not an IPv4"},
@@ -206,8 +206,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"install disk not a device", func(a *vps.ClusterArgs) { a.Nodes[0].InstallDisk = "sda" }, []string{"nodes[0].installDisk"}, "device path"},
 		{"install disk with ..", func(a *vps.ClusterArgs) { a.Nodes[0].InstallDisk = "/dev/disk/../sda" }, []string{"nodes[0].installDisk"}, "'..'"},
 		{"rescue host not a host", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.Host = "203.0.113.999" }, []string{"nodes[0].rescue.host"}, "not a host name"},
-		{"rescue port missing", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.Port = 0 }, []string{"nodes[0].rescue.port"}, "out of range"},
-		{"rescue user missing", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.User = "" }, []string{"nodes[0].rescue.user"}, "is required"},
+		{"rescue port out of range", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.Port = 70000 }, []string{"nodes[0].rescue.port"}, "out of range"},
 		{"rescue password missing", func(a *vps.ClusterArgs) { a.Nodes[2].Rescue.Password = nil }, []string{"nodes[2].rescue.password"}, "is required"},
 		{"host key a fingerprint", func(a *vps.ClusterArgs) {
 			a.Nodes[0].Rescue.HostKey = "SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8"
@@ -217,7 +216,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"every problem at once", func(a *vps.ClusterArgs) {
 			a.Cluster.Name = ""
 			a.VPS.OnDestroy = "delete"
-			a.Nodes[1].Rescue.Port = 0
+			a.Nodes[1].Rescue.Port = -1
 			a.Nodes[2].Gateway = ""
 		}, []string{"cluster.name", "vps.onDestroy", "nodes[1].rescue.port", "nodes[2].gateway"}, ""},
 	}
@@ -335,4 +334,18 @@ func TestPresignedImageURLStaysSecret(t *testing.T) {
 		require.True(t, stdin.IsSecret(), "%s: the install's stdin holds the signature", install.Name)
 		assert.Contains(t, stdin.SecretValue().Element.StringValue(), "X-Amz-Signature=s3cr3t")
 	}
+}
+
+// What a program may leave out gets the stack file's defaults: SSH as root
+// on port 22 to the rescue system, a /32 node network, public resolvers.
+func TestVPSDefaults(t *testing.T) {
+	t.Parallel()
+	a := vps.ClusterArgs{Nodes: []vps.Node{{Name: "node-0", PrefixLength: 29, Rescue: vps.Rescue{User: "admin"}}, {Name: "node-1"}}}
+	d := a.WithDefaults()
+	assert.Equal(t, []string{"1.1.1.1", "9.9.9.9"}, d.Cluster.Nameservers)
+	assert.Equal(t, []int{29, 22}, []int{d.Nodes[0].PrefixLength, d.Nodes[0].Rescue.Port})
+	assert.Equal(t, "admin", d.Nodes[0].Rescue.User, "given values stay")
+	assert.Equal(t, []any{32, 22, "root"}, []any{d.Nodes[1].PrefixLength, d.Nodes[1].Rescue.Port, d.Nodes[1].Rescue.User})
+	assert.Nil(t, a.Cluster.Nameservers, "the caller's arguments are not changed")
+	assert.Zero(t, a.Nodes[1].Rescue.Port)
 }

@@ -89,10 +89,12 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 }
 
 // NewClusterWithDeps is NewCluster with its seams set (see Deps).
-func NewClusterWithDeps(ctx *pulumi.Context, name string, args *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if err := args.Validate(name); err != nil {
+func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	if err := in.Validate(name); err != nil {
 		return nil, err
 	}
+	defaulted := in.WithDefaults()
+	args := &defaulted
 	deps.Talos = deps.Talos.WithDefaults(ctx)
 	c := &Cluster{
 		Installs: map[string]*remote.Command{},

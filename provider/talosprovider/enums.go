@@ -115,6 +115,9 @@ var defaults = []schemaDefault{
 	{in: reflect.TypeFor[proxmox.SSHSettings](), path: []string{"port"}, value: proxmox.DefaultSSHPort},
 	{in: reflect.TypeFor[proxmox.SSHSettings](), path: []string{"user"}, value: proxmox.DefaultSSHUser},
 	{in: reflect.TypeFor[proxmox.Node](), path: []string{"diskSize"}, value: proxmox.DefaultDiskSize},
+	{in: reflect.TypeFor[vps.Node](), path: []string{"prefixLength"}, value: vps.DefaultPrefixLength},
+	{in: reflect.TypeFor[vps.Rescue](), path: []string{"port"}, value: vps.DefaultRescuePort},
+	{in: reflect.TypeFor[vps.Rescue](), path: []string{"user"}, value: vps.DefaultRescueUser},
 }
 
 // enumTypes are the schema types of the enums, under their index tokens.

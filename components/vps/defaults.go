@@ -1,0 +1,45 @@
+package vps
+
+import "slices"
+
+// Defaults of the optional inputs of a VpsCluster (the stack file's are
+// these).
+const (
+	// DefaultRescuePort and DefaultRescueUser are how rescue systems take
+	// SSH logins.
+	DefaultRescuePort = 22
+	DefaultRescueUser = "root"
+	// DefaultPrefixLength is a rented server's usual point-to-point /32,
+	// its gateway outside it.
+	DefaultPrefixLength = 32
+)
+
+// DefaultNameservers are public resolvers: a rented server has no local
+// DNS server.
+func DefaultNameservers() []string { return []string{"1.1.1.1", "9.9.9.9"} }
+
+// WithDefaults returns the arguments with every optional input that is
+// empty set to its default. The nodes and settings are copied; nothing in a
+// is changed.
+func (a ClusterArgs) WithDefaults() ClusterArgs {
+	if a.Cluster.Nameservers == nil {
+		a.Cluster.Nameservers = DefaultNameservers()
+	} else {
+		a.Cluster.Nameservers = slices.Clone(a.Cluster.Nameservers)
+	}
+	nodes := make([]Node, len(a.Nodes))
+	for i, n := range a.Nodes {
+		if n.PrefixLength == 0 {
+			n.PrefixLength = DefaultPrefixLength
+		}
+		if n.Rescue.Port == 0 {
+			n.Rescue.Port = DefaultRescuePort
+		}
+		if n.Rescue.User == "" {
+			n.Rescue.User = DefaultRescueUser
+		}
+		nodes[i] = n
+	}
+	a.Nodes = nodes
+	return a
+}

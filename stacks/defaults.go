@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
@@ -11,9 +12,9 @@ import (
 // node's Proxmox host, a VPS node's gateway) are filled by resolve, after
 // validation, so that a bad source value is reported once, at its own key.
 const (
-	DefaultInstallDisk        = "/dev/sda"
-	DefaultCiliumVersion      = "1.18.4"
-	DefaultApproverVersion    = "1.2.10"
+	DefaultInstallDisk        = talos.DefaultInstallDisk
+	DefaultCiliumVersion      = talos.DefaultCiliumVersion
+	DefaultApproverVersion    = talos.DefaultApproverVersion
 	DefaultProxmoxNode        = "pve"
 	DefaultBridge             = proxmox.DefaultBridge
 	DefaultDiskDatastore      = proxmox.DefaultDiskDatastore
@@ -28,7 +29,7 @@ const (
 	DefaultDiskSize           = proxmox.DefaultDiskSize
 	DefaultProxmoxPrefix      = 24
 	DefaultVPSPrefix          = vps.DefaultPrefixLength
-	DefaultTalosWaitTimeout   = "30m"
+	DefaultTalosWaitTimeout   = vps.DefaultTalosWaitTimeout
 	defaultControlPlaneCores  = proxmox.DefaultControlPlaneCores
 	defaultWorkerCores        = proxmox.DefaultWorkerCores
 	defaultControlPlaneMemory = proxmox.DefaultControlPlaneMemory

@@ -11,8 +11,7 @@ import (
 )
 
 // Defaults of the optional inputs: the versions this package is tested with.
-// The stack file's defaults (package stacks) are the same values; a test in
-// program keeps them equal.
+// The stack file's defaults (package stacks) are these constants.
 const (
 	DefaultInstallDisk     = "/dev/sda"
 	DefaultCiliumVersion   = "1.18.4"

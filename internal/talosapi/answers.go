@@ -22,12 +22,15 @@ const answerTimeout = 10 * time.Second
 // the handshake, and the certificate is not checked: this says that Talos
 // runs, not whose it is. A refused, unreachable or silent port is an error
 // saying which.
-func Answers(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, answerTimeout)
+func Answers(parent context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(parent, answerTimeout)
 	defer cancel()
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		if parent.Err() != nil {
+			return fmt.Errorf("the connection to %s was cut short: %w", addr, parent.Err())
+		}
 		return fmt.Errorf("unable to connect to %s: %w", addr, err)
 	}
 	defer func() { _ = raw.Close() }()
@@ -40,6 +43,10 @@ func Answers(ctx context.Context, addr string) error {
 		return nil
 	case errors.As(err, &opErr) && opErr.Op == "remote error":
 		return nil // a TLS alert of the server: it speaks TLS
+	case parent.Err() != nil:
+		// The caller's deadline or cancellation cut the handshake short:
+		// that says nothing about the port.
+		return fmt.Errorf("the handshake with %s was cut short: %w", addr, parent.Err())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("%s took the connection and did not answer TLS within %s", addr, answerTimeout)
 	default:

@@ -1,0 +1,38 @@
+package talosapi_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+)
+
+// A port that takes the connection and says nothing: a probe the caller's
+// deadline cuts short says so, as a deadline (which a wait does not take
+// for the port's last answer), not that the port stayed silent.
+func TestAnswersCutShortByTheCallerSaysSo(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err = talosapi.Answers(ctx, l.Addr().String())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "was cut short")
+	assert.NotContains(t, err.Error(), "did not answer TLS within")
+}

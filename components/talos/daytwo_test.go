@@ -438,7 +438,7 @@ func TestTalosUpgradeReachesOneNodeAtATime(t *testing.T) {
 // reboot into the new version lasts several clocks here.
 func TestEveryWaitOfARolloutReportsOnItsResource(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, talosapitest.Topology(3, 2, oldTalos, 120*time.Millisecond)...)
+	l := newLab(t, talosapitest.Topology(3, 2, oldTalos, 200*time.Millisecond)...)
 	l.timing.ProgressEvery = 20 * time.Millisecond
 	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
 	next := l.run(clusterArgs(newTalos, l.nodes()))
@@ -455,7 +455,7 @@ func TestEveryWaitOfARolloutReportsOnItsResource(t *testing.T) {
 				reports++
 			}
 		}
-		assert.GreaterOrEqual(t, reports, 2, "%s: its reboot lasts 6 clocks, so the waits report on its line: %q", n, said.status)
+		assert.GreaterOrEqual(t, reports, 2, "%s: its reboot lasts 10 clocks, so the waits report on its line: %q", n, said.status)
 		for _, m := range said.info {
 			assert.NotContains(t, m, "last seen: ", "%s: a wait's reports stay out of the diagnostics", n)
 		}

@@ -294,7 +294,7 @@ func TestKubeWaitReportsOnItsClockAndStopsWhenCancelled(t *testing.T) {
 	defer log.mu.Unlock()
 	require.GreaterOrEqual(t, len(log.at), 10, "reports while it waited: %v", log.status)
 	for i := 1; i < len(log.at); i++ {
-		assert.Less(t, log.at[i].Sub(log.at[i-1]), 4*waitTiming.ProgressEvery, "no gap between reports longer than the clock (and scheduling slack)")
+		assert.Less(t, log.at[i].Sub(log.at[i-1]), 10*waitTiming.ProgressEvery, "no gap between reports much longer than the clock (the slack is for loaded cores)")
 	}
 	assert.Contains(t, log.status[len(log.status)-1], "last seen: /readyz did not answer ok")
 }

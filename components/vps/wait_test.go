@@ -17,6 +17,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/rollout"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 )
 
 // said records what the wait says.
@@ -116,20 +117,12 @@ func TestWaitTimesOutWithInstructions(t *testing.T) {
 // Talos (a rescue system's other service, a firewall's proxy).
 func TestWaitDoesNotTakeAnyListenerForTalos(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := sshtest.Listen(t, func(c net.Conn) { _, _ = c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n")) })
+	_, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n"))
-			_ = c.Close()
-		}
-	}()
-	err = vps.RunWait(t.Context(), &said{}, waitEnv(l.Addr().(*net.TCPAddr).Port, "1"), fast)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	err = vps.RunWait(t.Context(), &said{}, waitEnv(p, "1"), fast)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "took the connection, then")
 }

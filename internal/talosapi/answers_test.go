@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 )
 
@@ -17,21 +18,10 @@ import (
 // for the port's last answer), not that the port stayed silent.
 func TestAnswersCutShortByTheCallerSaysSo(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
+	addr := sshtest.Listen(t, func(net.Conn) { <-t.Context().Done() }) // takes the connection, says nothing
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	err = talosapi.Answers(ctx, l.Addr().String())
+	err := talosapi.Answers(ctx, addr)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "was cut short")
 	assert.NotContains(t, err.Error(), "did not answer TLS within")

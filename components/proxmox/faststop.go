@@ -106,13 +106,7 @@ func HardStop(ctx context.Context, api API, vm VMRef, stackTag string, poll time
 
 // VMRefFromState reads the VM's identity from its old outputs.
 func VMRefFromState(outs resource.PropertyMap) (VMRef, error) {
-	get := func(k resource.PropertyKey) resource.PropertyValue {
-		v := outs[k]
-		for v.IsSecret() {
-			v = v.SecretValue().Element
-		}
-		return v
-	}
+	get := func(k resource.PropertyKey) resource.PropertyValue { return talos.PlainValue(outs[k]) }
 	ref := VMRef{}
 	if v := get("nodeName"); v.IsString() {
 		ref.Node = v.StringValue()

@@ -106,21 +106,22 @@ func (b *build) node(n NodeSpec, previous []pulumi.Resource) (pulumi.Resource, e
 	ctx, name, args, day2, hooks := b.ctx, b.name, b.args, b.day2, b.deps.Hooks
 	spec := args.PatchSpec()
 	applyName := name + "-apply-" + n.Name
-	gate, err := hooks.Bind(name+GateHookSuffix, BeforeUpdate, applyName, day2.gate)
-	if err != nil {
-		return nil, err
-	}
-	settle, err := hooks.Bind(name+SettleHookSuffix, AfterUpdate, applyName, day2.settle)
-	if err != nil {
-		return nil, err
-	}
-	rejoin, err := hooks.Bind(name+RejoinHookSuffix, BeforeCreate, applyName, day2.rejoin)
-	if err != nil {
-		return nil, err
-	}
-	rejoined, err := hooks.Bind(name+RejoinedHookSuffix, AfterCreate, applyName, day2.rejoined)
-	if err != nil {
-		return nil, err
+	var applyHooks []pulumi.ResourceOption
+	for _, h := range []struct {
+		suffix string
+		point  HookPoint
+		fn     pulumi.ResourceHookFunction
+	}{
+		{GateHookSuffix, BeforeUpdate, day2.gate},
+		{SettleHookSuffix, AfterUpdate, day2.settle},
+		{RejoinHookSuffix, BeforeCreate, day2.rejoin},
+		{RejoinedHookSuffix, AfterCreate, day2.rejoined},
+	} {
+		bound, err := hooks.Bind(name+h.suffix, h.point, applyName, h.fn)
+		if err != nil {
+			return nil, err
+		}
+		applyHooks = append(applyHooks, bound)
 	}
 	patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
 		return NodePatches(spec, n, image)
@@ -130,7 +131,7 @@ func (b *build) node(n NodeSpec, previous []pulumi.Resource) (pulumi.Resource, e
 		return nil
 	})
 	apply, err := newApply(ctx, applyName, args, n, b.secrets, b.base[n.Role], patches, applyOpts{
-		parent: b.parent, after: previous, hooks: []pulumi.ResourceOption{gate, settle, rejoin, rejoined},
+		parent: b.parent, after: previous, hooks: applyHooks,
 	})
 	if err != nil {
 		return nil, err

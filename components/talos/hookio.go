@@ -14,20 +14,21 @@ import (
 // the hook acts on, so that a resource and its hook never disagree.
 func HookEnv(inputs resource.PropertyMap) map[string]string {
 	env := map[string]string{}
-	v := plain(inputs["environment"])
+	v := PlainValue(inputs["environment"])
 	if !v.IsObject() {
 		return env
 	}
 	for k, e := range v.ObjectValue() {
-		if e = plain(e); e.IsString() {
+		if e = PlainValue(e); e.IsString() {
 			env[string(k)] = e.StringValue()
 		}
 	}
 	return env
 }
 
-// plain unwraps a secret value.
-func plain(v resource.PropertyValue) resource.PropertyValue {
+// PlainValue is v with its secret wrappers taken off: what a hook reads of
+// a resource's inputs or outputs.
+func PlainValue(v resource.PropertyValue) resource.PropertyValue {
 	for v.IsSecret() {
 		v = v.SecretValue().Element
 	}

@@ -11,11 +11,7 @@ import (
 
 // baseConfig is an apply's base machine config (a secret input).
 func baseConfig(inputs resource.PropertyMap) string {
-	v := inputs["machineConfigurationInput"]
-	for v.IsSecret() {
-		v = v.SecretValue().Element
-	}
-	if v.IsString() {
+	if v := PlainValue(inputs["machineConfigurationInput"]); v.IsString() {
 		return v.StringValue()
 	}
 	return ""
@@ -55,18 +51,13 @@ func mergedKubelet(inputs resource.PropertyMap) (string, error) {
 
 // stringsOf is an array input's strings (secrets unwrapped).
 func stringsOf(v resource.PropertyValue) []string {
-	for v.IsSecret() {
-		v = v.SecretValue().Element
-	}
+	v = PlainValue(v)
 	if !v.IsArray() {
 		return nil
 	}
 	var out []string
 	for _, e := range v.ArrayValue() {
-		for e.IsSecret() {
-			e = e.SecretValue().Element
-		}
-		if e.IsString() {
+		if e = PlainValue(e); e.IsString() {
 			out = append(out, e.StringValue())
 		}
 	}
@@ -97,19 +88,13 @@ func mergeConfig(nc nodeConfig) ([]byte, error) {
 // installerImage finds the installer image in an apply's config patches
 // (the last patch that sets machine.install.image); "" when none does.
 func installerImage(inputs resource.PropertyMap) string {
-	patches := inputs["configPatches"]
-	for patches.IsSecret() {
-		patches = patches.SecretValue().Element
-	}
+	patches := PlainValue(inputs["configPatches"])
 	if !patches.IsArray() {
 		return ""
 	}
 	image := ""
 	for _, p := range patches.ArrayValue() {
-		for p.IsSecret() {
-			p = p.SecretValue().Element
-		}
-		if !p.IsString() || !strings.Contains(p.StringValue(), "image") {
+		if p = PlainValue(p); !p.IsString() || !strings.Contains(p.StringValue(), "image") {
 			continue
 		}
 		var doc struct {

@@ -107,7 +107,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 			return nil, err
 		}
 		pxArgs.Previous = prev.Cluster
-		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, pxArgs, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos})
+		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, pxArgs, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos, FastStop: true})
 		if err != nil {
 			return nil, err
 		}

@@ -351,17 +351,18 @@ func TestFastDestroyWiring(t *testing.T) {
 		assert.Equal(t, []string{"before delete homelab-vm-hard-stop"}, hookBindings(hooks, v.Name), "%s: the BeforeDelete binding of its cluster's hook, only", v.Name)
 	}
 	require.NotNil(t, hooks.Hook(proxmox.FastStopHookName("homelab")))
-	// The name of the earlier versions, for VMs whose state still names
-	// it: registered, bound to nothing.
-	assert.Equal(t, []string{"before delete talos-proxmox-hard-stop"}, hookBindings(hooks, ""))
+	// The names of the earlier versions, for VMs and memberships whose
+	// state still names them: registered, bound to nothing.
+	assert.Equal(t, []string{"before delete talos-proxmox-hard-stop", "before delete homelab-node-remove"}, hookBindings(hooks, ""))
 
 	secrets := e.One(t, componentstest.Secrets)
 	for _, typ := range []string{componentstest.Bootstrap, componentstest.Kubeconfig, componentstest.Release, componentstest.Apply, componentstest.LocalCommand} {
 		for _, r := range e.ByType(typ) {
-			if strings.HasPrefix(r.Name, "homelab"+talos.MemberSuffix) {
-				// A membership's delete takes its node out of etcd when
-				// the node leaves the stack; it goes with the secrets,
-				// which only a whole-stack destroy deletes.
+			if strings.HasPrefix(r.Name, "homelab"+talos.MemberSuffix) || r.Name == "homelab"+talos.RosterSuffix {
+				// The memberships and the roster (whose update takes the
+				// nodes that left the stack out of etcd) go with the
+				// secrets, which only a whole-stack destroy deletes:
+				// never replaced with a VM.
 				assert.True(t, secrets.Is(r.DeletedWith), "%s goes with the secrets", r.Name)
 				continue
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -80,7 +81,11 @@ func TestAnExistingStackAsksForTheSameAfterTheUpgrade(t *testing.T) {
 			}
 			for urn := range got {
 				_, had := want[urn]
-				assert.True(t, had, "%s: new in this release", urn)
+				// The one resource added, the cluster's roster (issue 25):
+				// its create runs nothing and no hook (its hook runs on
+				// its updates, when nodes leave the stack).
+				roster := strings.Contains(urn, "$command:local:Command::") && strings.HasSuffix(urn, talos.RosterSuffix)
+				assert.True(t, had || roster, "%s: new in this release", urn)
 			}
 		})
 	}
@@ -158,3 +163,4 @@ func canonical(v resource.PropertyValue) any {
 		return v.Mappable()
 	}
 }
+

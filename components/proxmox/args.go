@@ -158,6 +158,16 @@ type Deps struct {
 	API API
 	// Talos are the TalosCluster's seams (its day-2 hooks).
 	Talos talos.Deps
+	// FastStop binds the fast-stop hook to every VM (see bindFastStop):
+	// a VM's delete hard-stops it through the Proxmox API, after the
+	// node left the cluster when an edit replaces the VM (talos.Leaver).
+	// Only a program that declares its cluster on every run, a destroy
+	// too, may set it, as the stack-file program does: Pulumi finds a
+	// deleted VM's hook by the name in its state, and a cluster removed
+	// from a program registers none, so its VMs could not be deleted.
+	// Without it the provider stops the VMs itself (stopOnDestroy: a
+	// power-off, no guest shutdown) and a plain `pulumi destroy` works.
+	FastStop bool
 }
 
 // withDefaults fills the seams left nil: the engine's hooks, and a Proxmox

@@ -58,8 +58,9 @@ type Cluster struct {
 	Talos    *talos.Cluster
 }
 
-// NewCluster builds the Proxmox platform: the engine's hooks and a Proxmox
-// client for the fast stop.
+// NewCluster builds the Proxmox platform: the engine's hooks, and a Proxmox
+// client for the ISO ejects. Its VMs carry no delete hook (Deps.FastStop),
+// so a program may drop the cluster and `pulumi up` deletes it.
 func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
 	return NewClusterWithDeps(ctx, name, args, Deps{}, opts...)
 }
@@ -85,7 +86,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	// etcd or is drained first, then the VM is hard-stopped.
 	leaver := talos.NewLeaver()
 	fastStop := leaveThenStop(leaver, name, FastStopHook(api, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll))
-	bindStop, err := bindFastStop(hooks, name, fastStop)
+	bindStop, err := bindFastStop(hooks, name, deps.FastStop, fastStop)
 	if err != nil {
 		return nil, err
 	}
@@ -150,8 +151,8 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		machine, err := vm.NewVirtualMachine(ctx, vmName, a, append(pve,
 			pulumi.DependsOn(deps),
 			// The replacement has the same vmId (and name, MAC, IP): it can
-			// only be created once the old VM is gone. The fast-stop hook
-			// runs for this delete too, as for every delete of the VM.
+			// only be created once the old VM is gone. The fast-stop hook,
+			// when bound, runs for this delete too, as for every delete.
 			pulumi.DeleteBeforeReplace(true),
 			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
 			stop,

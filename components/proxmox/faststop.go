@@ -193,7 +193,10 @@ var (
 // before the cluster registers anything, and its only users are deletes,
 // which come after a VM's registration and the provider's diff (a
 // replacement) or after the program has finished (a removed VM, destroy).
-func bindFastStop(hooks Hooks, cluster string, fn pulumi.ResourceHookFunction) (func(vm string) (pulumi.ResourceOption, error), error) {
+//
+// With bind false (Deps.FastStop), both names are registered and no VM is
+// bound: the VMs whose state names one are still stopped by it.
+func bindFastStop(hooks Hooks, cluster string, bind bool, fn pulumi.ResourceHookFunction) (func(vm string) (pulumi.ResourceOption, error), error) {
 	own := cluster + vmInfix
 	legacy := func(args *pulumi.ResourceHookArgs) error {
 		if !strings.HasPrefix(args.Name, own) {
@@ -203,6 +206,12 @@ func bindFastStop(hooks Hooks, cluster string, fn pulumi.ResourceHookFunction) (
 	}
 	if _, err := hooks.Bind(LegacyFastStopHookName, talos.BeforeDelete, "", legacy); err != nil {
 		return nil, err
+	}
+	if !bind {
+		if _, err := hooks.Bind(FastStopHookName(cluster), talos.BeforeDelete, "", fn); err != nil {
+			return nil, err
+		}
+		return func(string) (pulumi.ResourceOption, error) { return pulumi.Composite(), nil }, nil
 	}
 	return func(vm string) (pulumi.ResourceOption, error) {
 		return hooks.Bind(FastStopHookName(cluster), talos.BeforeDelete, vm, fn)

@@ -28,6 +28,39 @@ func TestFastStopHookNames(t *testing.T) {
 	assert.NotEqual(t, proxmox.LegacyFastStopHookName, proxmox.FastStopHookName("talos-proxmox"))
 }
 
+// A ProxmoxCluster as the package builds it (NewCluster, no
+// Deps.FastStop): no VM carries a delete hook, so a program that drops the
+// cluster can delete its VMs (the provider stops them, stopOnDestroy);
+// both fast-stop names are still registered, for VMs whose state (of an
+// earlier version) names one.
+func TestWithoutFastStopNoVMCarriesAHook(t *testing.T) {
+	t.Parallel()
+	cfg, d := stacks.Load(stackstest.Example(t, stackstest.ProxmoxExample))
+	require.NoError(t, d.Err())
+	hooks := &componentstest.Hooks{}
+	e := &componentstest.Engine{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := proxmox.NewClusterWithDeps(ctx, "homelab", program.ProxmoxArgs(cfg), proxmox.Deps{Hooks: hooks, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
+		return err
+	}, pulumi.WithMocks("talos-cluster", "test", e))
+	require.NoError(t, err)
+	vms := e.ByType(componentstest.VM)
+	require.Len(t, vms, 3)
+	for _, vm := range vms {
+		assert.Empty(t, hooks.On(vm.Name), vm.Name)
+		assert.True(t, vm.Inputs["stopOnDestroy"].BoolValue(), "%s: the provider powers it off", vm.Name)
+	}
+	var registered []string
+	for _, b := range hooks.Bindings {
+		if b.Point != talos.BeforeDelete {
+			continue // the ISO ejects' before-create hooks
+		}
+		assert.Empty(t, b.Resource, "%s bound to nothing", b.Hook)
+		registered = append(registered, b.Hook)
+	}
+	assert.ElementsMatch(t, []string{proxmox.LegacyFastStopHookName, proxmox.FastStopHookName("homelab")}, registered)
+}
+
 // Two ProxmoxClusters in one program, sharing one Hooks: each VM carries
 // the hook of its own cluster, under a name of its own, and nothing else;
 // the earlier versions' name is registered too, bound to nothing, and
@@ -59,7 +92,7 @@ func TestTwoClustersBindHooksOfTheirOwn(t *testing.T) {
 	hooks := &componentstest.Hooks{}
 	e := &componentstest.Engine{}
 	err = pulumi.RunErr(func(ctx *pulumi.Context) error {
-		deps := proxmox.Deps{Hooks: hooks, API: api, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}}
+		deps := proxmox.Deps{Hooks: hooks, API: api, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}, FastStop: true}
 		if _, err := proxmox.NewClusterWithDeps(ctx, "homelab", args("homelab", 0), deps); err != nil {
 			return err
 		}

@@ -97,7 +97,16 @@ func (b *build) machines() error {
 		}
 		previous = current
 	}
-	return nil
+	// The removal hook's name is registered on every run, bound or not:
+	// the memberships of earlier versions name it in their state.
+	if _, err := b.deps.Hooks.Bind(name+RemoveHookSuffix, BeforeDelete, "", b.day2.remove); err != nil {
+		return err
+	}
+	members := make([]pulumi.Resource, 0, len(args.Nodes))
+	for _, n := range args.Nodes {
+		members = append(members, c.Members[n.Name])
+	}
+	return b.roster(members)
 }
 
 // node registers one node's config apply, after the batch before its own,
@@ -139,15 +148,21 @@ func (b *build) node(n NodeSpec, previous []pulumi.Resource) (pulumi.Resource, e
 	b.c.Applies[n.Name] = apply
 	// The membership: created after the apply, so deleted before
 	// it and before the machine; deleted with the secrets, so a
-	// whole-stack destroy skips it and its hook.
+	// whole-stack destroy skips it. Only a node reset on removal has a
+	// hook on its deletion (see dayTwo.remove): a cluster removed from a
+	// program can delete the others, as no hook of theirs is looked for.
 	memberName := name + MemberSuffix + n.Name
-	remove, err := hooks.Bind(name+RemoveHookSuffix, BeforeDelete, memberName, day2.remove)
-	if err != nil {
-		return nil, err
+	memberOpts := []pulumi.ResourceOption{b.parent, pulumi.DependsOn([]pulumi.Resource{apply}), pulumi.DeletedWith(b.secrets)}
+	if args.resets(n) {
+		remove, err := hooks.Bind(name+RemoveHookSuffix, BeforeDelete, memberName, day2.remove)
+		if err != nil {
+			return nil, err
+		}
+		memberOpts = append(memberOpts, remove)
 	}
 	member, err := local.NewCommand(ctx, memberName, &local.CommandArgs{
-		Environment: memberEnv(n, args.NodeOptions[n.Name].ResetOnDestroy || args.ResetOnDestroy),
-	}, b.parent, pulumi.DependsOn([]pulumi.Resource{apply}), pulumi.DeletedWith(b.secrets), remove)
+		Environment: memberEnv(n, args.resets(n)),
+	}, memberOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create the membership of node %q: %w", n.Name, err)
 	}

@@ -186,7 +186,10 @@ type Cluster struct {
 	Applies map[string]*machine.ConfigurationApply
 	// Members are the nodes' memberships by node name: deleting one takes
 	// the node out of etcd and Kubernetes.
-	Members   map[string]*local.Command
+	Members map[string]*local.Command
+	// Roster lists the nodes; its update takes those that left the stack
+	// out of the cluster (see RosterSuffix).
+	Roster    *local.Command
 	Bootstrap *machine.Bootstrap
 	// APIReady waits after the bootstrap until the Kubernetes API answers
 	// /readyz; the Kubernetes provider is configured only after it.

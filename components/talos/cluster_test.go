@@ -84,14 +84,16 @@ const (
 // a change reaches running nodes, one control plane at a time, then the
 // workers one at a time: each apply waits for the one before it, and each
 // carries the gate and settle hooks. Each node has a membership that waits
-// for its apply (so it is deleted first, its hook taking the node out of
-// etcd and Kubernetes before the apply and the machine go) and that goes
-// with the secrets (so a whole-stack destroy skips it).
+// for its apply and goes with the secrets (so a whole-stack destroy skips
+// it), with no delete hook; the roster waits for every membership, so its
+// update (its hook taking the departed nodes out of etcd and Kubernetes)
+// comes after the rollout and before the engine deletes what departed.
 func TestRolloutOrderGraph(t *testing.T) {
 	t.Parallel()
 	m, out := runCluster(t, nodes(3, 2))
 	order := []string{"cp-0", "cp-1", "cp-2", "w-0", "w-1"}
 	secrets := m.One(t, tSecrets)
+	roster := m.Named(t, componentstest.LocalCommand, "lab"+talos.RosterSuffix)
 	for i, n := range order {
 		apply := m.Named(t, tApply, "lab-apply-"+n)
 		for j, other := range order {
@@ -112,11 +114,17 @@ func TestRolloutOrderGraph(t *testing.T) {
 		assert.Nil(t, member.Inputs["create"].V, "the membership runs nothing")
 		env := member.Inputs["environment"].ObjectValue()
 		assert.Equal(t, n, env["NODE_NAME"].StringValue())
-		bindings := out.hooks.On(member.Name)
-		require.Len(t, bindings, 1)
-		assert.Equal(t, "lab-node-remove", bindings[0].Hook)
-		assert.Equal(t, talos.BeforeDelete, bindings[0].Point)
+		assert.Empty(t, out.hooks.On(member.Name), "no delete hook: a program that drops the cluster can delete it")
+		assert.Contains(t, roster.Deps, member.URN, "the roster after the membership of %s", n)
+		assert.True(t, m.After(roster, apply), "the roster (its departures) after the apply of %s", n)
 	}
+	assert.Equal(t, map[string]any{"cp-0": "controlplane 10.0.0.10", "cp-1": "controlplane 10.0.0.11", "cp-2": "controlplane 10.0.0.12", "w-0": "worker 10.0.0.20", "w-1": "worker 10.0.0.21"},
+		roster.Inputs["environment"].Mappable(), "one entry per node: its role and address")
+	assert.True(t, secrets.Is(roster.DeletedWith), "the roster goes with the secrets: never replaced with a VM")
+	bindings := out.hooks.On(roster.Name)
+	require.Len(t, bindings, 1)
+	assert.Equal(t, "lab-node-depart before update", bindings[0].Hook+" "+bindings[0].Point.String())
+	assert.NotNil(t, out.hooks.Hook("lab-node-remove"), "the earlier versions' removal hook stays registered: their state names it")
 	assert.Equal(t, "controlplane", m.Named(t, componentstest.LocalCommand, "lab-member-cp-1").Inputs["environment"].ObjectValue()["NODE_ROLE"].StringValue())
 	assert.Equal(t, "worker", m.Named(t, componentstest.LocalCommand, "lab-member-w-1").Inputs["environment"].ObjectValue()["NODE_ROLE"].StringValue())
 }
@@ -179,7 +187,7 @@ func TestClusterGraph(t *testing.T) {
 
 			var waits []componentstest.Registered
 			for _, w := range m.ByType(componentstest.LocalCommand) {
-				if !strings.HasPrefix(w.Name, "lab"+talos.MemberSuffix) {
+				if !strings.HasPrefix(w.Name, "lab"+talos.MemberSuffix) && w.Name != "lab"+talos.RosterSuffix {
 					waits = append(waits, w)
 				}
 			}

@@ -17,8 +17,9 @@ import (
 )
 
 // MemberSuffix names a node's membership (after the cluster's name, before
-// the node's): the resource whose deletion takes the node out of etcd and
-// Kubernetes before its machine goes.
+// the node's): the node as the last run left it (the program reads the
+// last run's nodes from them), whose deletion resets a node whose removal
+// resets it. The roster takes the nodes out of the cluster.
 const MemberSuffix = "-member-"
 
 // Deps are the component's seams: how it reaches the cluster's APIs from
@@ -131,6 +132,9 @@ type dayTwo struct {
 	// rejoining are the nodes whose new machine's apply is being created
 	// (see rejoin).
 	rejoining map[string]bool
+	// departed are the nodes the roster took out of the cluster in this
+	// run (see depart).
+	departed map[string]bool
 	// phase is the Kubernetes control-plane phase of this run, once run.
 	phase *error
 
@@ -156,7 +160,7 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		talos: args.Cluster.TalosVersion, kubernetes: args.Cluster.KubernetesVersion,
 		byApply:     map[string]rollout.Node{},
 		credentials: newFuture[talosapi.Credentials](),
-		booted:      map[string]time.Time{}, settled: map[string]error{}, rejoining: map[string]bool{},
+		booted:      map[string]time.Time{}, settled: map[string]error{}, rejoining: map[string]bool{}, departed: map[string]bool{},
 		reboots:     map[string]rollout.Reboot{},
 		configs:     map[string]*future[nodeConfig]{},
 		workerTurns: make(chan struct{}, args.Cluster.WorkerParallelism()), controlPlaneTurn: make(chan struct{}, 1),

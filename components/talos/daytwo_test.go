@@ -270,18 +270,35 @@ func (l *lab) run(args talos.ClusterArgs) run {
 	return r
 }
 
-// state is what Pulumi keeps: the inputs of each apply and membership by
-// resource name.
+// state is what Pulumi keeps: the inputs of each apply, membership and
+// the roster by resource name, and under hookKey(name) the name of the
+// before-delete hook the resource's last registration bound (the engine
+// looks a deleted resource's hooks up by these names).
 type state map[string]resource.PropertyMap
+
+// hookKey is where state keeps the before-delete hook of the resource name.
+func hookKey(name string) string { return "hooks:" + name }
 
 func stateOf(p run) state {
 	s := state{}
 	for _, r := range p.engine.All() {
 		if r.Type == componentstest.Apply || r.Type == componentstest.LocalCommand {
-			s[r.Name] = r.Inputs
+			s.keep(p, r)
 		}
 	}
 	return s
+}
+
+// keep records r as the run p registered it: its inputs and its bound
+// before-delete hook.
+func (s state) keep(p run, r componentstest.Registered) {
+	s[r.Name] = r.Inputs
+	delete(s, hookKey(r.Name))
+	for _, b := range p.hooks.On(r.Name) {
+		if b.Point == talos.BeforeDelete {
+			s[hookKey(r.Name)] = resource.PropertyMap{"beforeDelete": resource.NewProperty(b.Hook)}
+		}
+	}
 }
 
 // result is what an `up` did: the gate error that stopped it, if any, and
@@ -352,19 +369,43 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 			}
 		}
 	}
-	// New memberships are creates: no hook.
+	// Memberships: creates run no hook, and every registration binds the
+	// hooks it names now (a same step too).
 	for _, m := range p.engine.ByType(componentstest.LocalCommand) {
-		if _, ok := s[m.Name]; !ok && strings.HasPrefix(m.Name, "lab"+talos.MemberSuffix) {
-			s[m.Name] = m.Inputs
+		if strings.HasPrefix(m.Name, "lab"+talos.MemberSuffix) {
+			s.keep(p, m)
 		}
 	}
+	// The roster, after every membership: an update runs its before-update
+	// hook (the departures); a failure stops the run before any delete.
+	if roster := find(p.engine, "lab"+talos.RosterSuffix); roster != nil {
+		if old, ok := s[roster.Name]; ok && !old.DeepEquals(roster.Inputs) {
+			args := &pulumi.ResourceHookArgs{URN: pulumi.URN(roster.URN), Name: roster.Name, OldInputs: old, NewInputs: roster.Inputs}
+			for _, b := range p.hooks.On(roster.Name) {
+				if b.Point == talos.BeforeUpdate {
+					if err := b.Fn(args); err != nil {
+						res.err = fmt.Errorf("%s: %w", roster.Name, err)
+						return res
+					}
+				}
+			}
+		}
+		s.keep(p, *roster)
+	}
 	// Deletes come last, dependents first: a membership before its apply
-	// and its machine.
+	// and its machine. A delete runs the hook its state names, which must
+	// be registered in this run (the engine's "hook was not registered").
 	for name, inputs := range s {
-		if r := find(p.engine, name); r != nil || inputs["environment"].IsNull() {
+		if r := find(p.engine, name); r != nil || inputs["environment"].IsNull() || strings.HasPrefix(name, "hooks:") {
 			continue
 		}
-		if fn := p.hooks.Hook("lab" + talos.RemoveHookSuffix); fn != nil {
+		if h, ok := s[hookKey(name)]; ok {
+			hook := h["beforeDelete"].StringValue()
+			fn := p.hooks.Hook(hook)
+			if fn == nil {
+				res.err = fmt.Errorf("%s: hook %q was not registered", name, hook)
+				return res
+			}
 			if err := fn(&pulumi.ResourceHookArgs{Name: name, OldInputs: inputs}); err != nil {
 				res.err = fmt.Errorf("%s: %w", name, err)
 				return res
@@ -372,6 +413,7 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 		}
 		ip := inputs["environment"].ObjectValue()["NODE_IP"].StringValue()
 		delete(s, name)
+		delete(s, hookKey(name))
 		l.talos.Record(ip, "DeleteVM", "")
 		l.talos.Node(ip).PowerOff()
 	}
@@ -655,6 +697,59 @@ func TestAWorkerThatCannotBeDrainedStays(t *testing.T) {
 	assert.Empty(t, l.talos.Events("DeleteVM"), "the machine stays")
 	_, ok := l.kube.Node("worker-1")
 	assert.True(t, ok)
+}
+
+// A departure that fails fails the roster's update: the run stops before
+// the engine deletes anything of the node, the roster still lists it, and
+// the next `up` takes it out (the drain no longer blocked) and deletes it.
+func TestAFailedDepartureIsTriedAgainByTheNextUp(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	l.timing.Drain = 100 * time.Millisecond
+	l.kube.AddPod(kubeapitest.PodSpec{Name: "db-0", Node: "worker-2", OwnerKind: "StatefulSet", PDBBlocks: kubeapitest.Forever})
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	roster := s["lab"+talos.RosterSuffix]
+
+	res := l.up(s, l.run(clusterArgs(oldTalos, l.nodes("worker-2"))), nil)
+	require.ErrorIs(t, res.err, kubeapi.ErrDrainTimeout)
+	assert.Contains(t, res.err.Error(), "lab-roster")
+	assert.Contains(t, s, "lab-member-worker-2", "nothing of the node is deleted")
+	assert.True(t, roster.DeepEquals(s["lab"+talos.RosterSuffix]), "the roster still lists the node")
+
+	l.kube.DeletePod("default", "db-0")
+	require.NoError(t, l.up(s, l.run(clusterArgs(oldTalos, l.nodes("worker-2"))), nil).err)
+	assert.NotContains(t, s, "lab-member-worker-2")
+	assert.NotContains(t, s["lab"+talos.RosterSuffix]["environment"].ObjectValue(), resource.PropertyKey("worker-2"))
+	_, ok := l.kube.Node("worker-2")
+	assert.False(t, ok, "drained and deleted on the second up")
+	require.Len(t, l.talos.Events("DeleteVM"), 1)
+}
+
+// A stack of an earlier version (every membership bound to the removal
+// hook, no roster) whose first `up` with this version also drops a worker:
+// the roster is created then, so its hook does not run; the membership's
+// delete runs the hook its state names, still registered, which takes the
+// worker out as before. Memberships that stay lose the hook, so the next
+// removal of the cluster from a program finds none.
+func TestAnEarlierVersionsStateTakesARemovedNodeOutThroughItsHook(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	delete(s, "lab"+talos.RosterSuffix)
+	for name := range s {
+		if strings.HasPrefix(name, "lab"+talos.MemberSuffix) {
+			s[hookKey(name)] = resource.PropertyMap{"beforeDelete": resource.NewProperty("lab" + talos.RemoveHookSuffix)}
+		}
+	}
+
+	require.NoError(t, l.up(s, l.run(clusterArgs(oldTalos, l.nodes("worker-2"))), nil).err)
+	deleted := slices.DeleteFunc(l.kube.Events(), func(e kubeapitest.Event) bool { return e.Action != "delete-node" })
+	require.Len(t, deleted, 1, "taken out once")
+	assert.Equal(t, "worker-2", deleted[0].Object)
+	assert.Contains(t, s, "lab"+talos.RosterSuffix)
+	for name := range s {
+		assert.False(t, strings.HasPrefix(name, "hooks:"), "%s: the memberships that stay lose the hook", name)
+	}
 }
 
 // A Kubernetes upgrade: every control plane's API server, controller
@@ -1147,15 +1242,7 @@ func TestRemovedWorkersLeaveByWorkerParallelism(t *testing.T) {
 		l.kube.AddPod(kubeapitest.PodSpec{Name: "web-" + w, Node: w, OwnerKind: "ReplicaSet", PDBBlocks: 2})
 	}
 	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
-	p := l.run(clusterArgs(oldTalos, l.nodes("worker-2", "worker-3", "worker-4")))
-	remove := p.hooks.Hook("lab" + talos.RemoveHookSuffix)
-	require.NotNil(t, remove)
-	var wg sync.WaitGroup
-	for _, w := range []string{"worker-2", "worker-3", "worker-4"} {
-		name := "lab" + talos.MemberSuffix + w
-		wg.Go(func() { assert.NoError(t, remove(&pulumi.ResourceHookArgs{Name: name, OldInputs: s[name]})) })
-	}
-	wg.Wait()
+	require.NoError(t, l.up(s, l.run(clusterArgs(oldTalos, l.nodes("worker-2", "worker-3", "worker-4"))), nil).err)
 	// The events of one drain (cordon .. delete-node) never interleave
 	// with another's.
 	draining := ""

@@ -33,10 +33,14 @@ const (
 	// SettleHookSuffix: after a node's config apply, the wait until the
 	// node is back and healthy.
 	SettleHookSuffix = "-rollout-settle"
-	// RemoveHookSuffix: before a node's membership is deleted (the node
-	// leaves the stack), its etcd member leaves and its Kubernetes Node is
-	// drained and deleted.
+	// RemoveHookSuffix: before a node's membership is deleted, the reset
+	// of a node whose removal resets it (see dayTwo.remove); the earlier
+	// versions bound it to every membership to take the node out.
 	RemoveHookSuffix = "-node-remove"
+	// DepartHookSuffix: before the cluster's roster is updated, the nodes
+	// that left the stack leave the cluster: their etcd members leave,
+	// their Kubernetes Nodes are drained and deleted (see RosterSuffix).
+	DepartHookSuffix = "-node-depart"
 	// RejoinHookSuffix: before a node's config apply is created for a node
 	// the last run had (its machine was replaced or wiped), the stale etcd
 	// member and Kubernetes Node of the old machine go.

@@ -13,12 +13,18 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
 
-// remove runs before a node's membership is deleted: the node left the
-// stack. Its identity comes from the membership's old inputs. Pulumi runs a
+// remove runs before a node's membership is deleted. Only a node whose
+// removal resets it has the hook bound (a reset is code that must run
+// when the node goes, a destroy too); the name stays registered on every
+// run because the state of earlier versions binds it to every membership.
+// Its identity comes from the membership's old inputs. Pulumi runs a
 // before-delete hook even where DeletedWith then skips the delete (a
 // whole-stack `destroy --run-program`, which runs this program with the
 // stack's config): a node the program still has is not leaving the
-// cluster, the whole cluster is going, and nothing is done.
+// cluster, the whole cluster is going, and it is only reset. A node the
+// roster took out in this run is done. A node that left the stack in the
+// first run of this version (the roster is created in it, so its hook did
+// not run) is taken out here, as the earlier versions did.
 func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 	n, err := memberNode(args.OldInputs)
 	if err != nil {
@@ -37,31 +43,10 @@ func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 		}
 		return nil
 	}
-	// Removals take turns as a rollout does: control planes one at a
-	// time, workers by workerParallelism (the engine deletes the
-	// memberships of a run all at once).
-	release, err := d.removalTurn(n)
-	if err != nil {
-		return err
+	if d.hasDeparted(n.Name) {
+		return nil
 	}
-	defer release()
-	ctx, cancel := d.hookContext()
-	defer cancel()
-	var extra []string
-	if n.Role == rollout.ControlPlane {
-		extra = append(extra, n.IP)
-	}
-	ops, err := d.ops(ctx, args.URN, extra...)
-	if err != nil {
-		return err
-	}
-	if err := ops.Remove(ctx, n); err != nil {
-		return err
-	}
-	if resetsOnRemoval(args.OldInputs) {
-		d.reset(ctx, n)
-	}
-	return nil
+	return d.takeOut(args.URN, n, resetsOnRemoval(args.OldInputs))
 }
 
 // removalTurn waits until n may leave the cluster: at most one control

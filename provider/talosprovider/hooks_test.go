@@ -140,10 +140,13 @@ func awaitOutputs(ctx *pulumi.Context, name string, c *proxmox.Cluster) error {
 // stand-in of) the engine's registry: through the provider (a Pulumi YAML
 // program, say), where each construct has a pulumi.Context of its own, and
 // in a Go program, with a Hooks each or one shared. Each cluster registers
-// its fast-stop hook under a name of its own and binds it to its VMs, and
-// the name of the earlier versions is registered too, once, so that a
-// stack whose state still names it destroys. With one fixed name the
-// engine refused the second cluster's hook and its VMs failed to register.
+// its fast-stop hook under a name of its own, and the name of the earlier
+// versions is registered too, once, so that a stack whose state still
+// names one destroys. With one fixed name the engine refused the second
+// cluster's hook and its VMs failed to register. Only the stack-file
+// program's way (Deps.FastStop) binds the hook to the VMs: through the
+// provider and NewCluster no VM carries one, so that a program can drop a
+// cluster (a deleted resource's hooks must be registered by the run).
 func TestTwoProxmoxClustersInOneProgram(t *testing.T) {
 	t.Parallel()
 	cfg, d := stacks.Load(stackstest.Example(t, stackstest.ProxmoxExample))
@@ -162,6 +165,8 @@ func TestTwoProxmoxClustersInOneProgram(t *testing.T) {
 		// their registrations race).
 		refused []string
 		owner   string
+		// bound: the VMs carry their cluster's hook (Deps.FastStop).
+		bound bool
 	}{
 		{"component provider: a context per construct", func(newCtx func() *pulumi.Context, args func(string, int) proxmox.ClusterArgs) error {
 			for _, c := range clusters {
@@ -178,7 +183,7 @@ func TestTwoProxmoxClustersInOneProgram(t *testing.T) {
 				}
 			}
 			return nil
-		}, []string{legacyHook}, "homelab"},
+		}, []string{legacyHook}, "homelab", false},
 		{"Go program: a Hooks each", func(newCtx func() *pulumi.Context, args func(string, int) proxmox.ClusterArgs) error {
 			return pulumi.RunWithContext(newCtx(), func(ctx *pulumi.Context) error {
 				for _, c := range clusters {
@@ -193,13 +198,13 @@ func TestTwoProxmoxClustersInOneProgram(t *testing.T) {
 				}
 				return nil
 			})
-		}, []string{legacyHook}, ""},
+		}, []string{legacyHook}, "", false},
 		{"Go program: one Hooks", func(newCtx func() *pulumi.Context, args func(string, int) proxmox.ClusterArgs) error {
 			return pulumi.RunWithContext(newCtx(), func(ctx *pulumi.Context) error {
 				hooks := &talos.SDKHooks{Ctx: ctx}
 				for _, c := range clusters {
 					a := args(c.name, c.vmidOffset)
-					cl, err := proxmox.NewClusterWithDeps(ctx, c.name, &a, proxmox.Deps{Hooks: hooks})
+					cl, err := proxmox.NewClusterWithDeps(ctx, c.name, &a, proxmox.Deps{Hooks: hooks, FastStop: true})
 					if err != nil {
 						return err
 					}
@@ -209,7 +214,7 @@ func TestTwoProxmoxClustersInOneProgram(t *testing.T) {
 				}
 				return nil
 			})
-		}, nil, "homelab"},
+		}, nil, "homelab", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -251,7 +256,11 @@ func TestTwoProxmoxClustersInOneProgram(t *testing.T) {
 						continue
 					}
 					vms++
-					assert.Equal(t, []string{c.name + hookSuffix}, hooks, "%s: its cluster's hook only", name)
+					if tc.bound {
+						assert.Equal(t, []string{c.name + hookSuffix}, hooks, "%s: its cluster's hook only", name)
+					} else {
+						assert.Empty(t, hooks, "%s: no delete hook", name)
+					}
 				}
 				assert.Equal(t, 3, vms, "%s: every VM registered", c.name)
 				assert.NotNil(t, m.callback(c.name+hookSuffix), "%s: its hook registered", c.name)

@@ -335,6 +335,19 @@ func (s *Server) AddPod(spec PodSpec) {
 	s.pods[key] = &pod{spec: spec, uid: s.uid(), blocks: spec.PDBBlocks}
 }
 
+// DeletePod deletes a pod at once, as its owner would (a StatefulSet
+// scaled down): nothing blocks a drain on it any more.
+func (s *Server) DeletePod(namespace, name string) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pods[namespace+"/"+name] == nil {
+		s.t.Fatalf("kubeapitest: no pod %s/%s", namespace, name)
+		return
+	}
+	delete(s.pods, namespace+"/"+name)
+}
+
 // Node returns the node's spec as it is now (Unschedulable follows
 // cordons), and whether it exists.
 func (s *Server) Node(name string) (NodeSpec, bool) {

@@ -163,4 +163,3 @@ func canonical(v resource.PropertyValue) any {
 		return v.Mappable()
 	}
 }
-

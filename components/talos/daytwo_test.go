@@ -2,6 +2,7 @@ package talos_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -324,24 +325,16 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 			// A create: its create hooks (an after hook's error is a
 			// warning).
 			args := &pulumi.ResourceHookArgs{URN: pulumi.URN(a.URN), Name: a.Name, NewInputs: a.Inputs}
-			for _, b := range p.hooks.On(a.Name) {
-				if b.Point == talos.BeforeCreate {
-					if err := b.Fn(args); err != nil {
-						res.err = fmt.Errorf("%s: %w", a.Name, err)
-						return res
-					}
-				}
+			if err := p.fire(a.Name, talos.BeforeCreate, args); err != nil {
+				res.err = err
+				return res
 			}
 			if effect != nil && l.createEffects {
 				effect(a.Inputs["node"].StringValue())
 			}
 			s[a.Name] = a.Inputs
-			for _, b := range p.hooks.On(a.Name) {
-				if b.Point == talos.AfterCreate {
-					if err := b.Fn(args); err != nil {
-						res.warnings = append(res.warnings, err)
-					}
-				}
+			if err := p.fire(a.Name, talos.AfterCreate, args); err != nil {
+				res.warnings = append(res.warnings, err)
 			}
 			continue
 		}
@@ -349,24 +342,16 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 			continue
 		}
 		args := &pulumi.ResourceHookArgs{URN: pulumi.URN(a.URN), Name: a.Name, OldInputs: old, NewInputs: a.Inputs}
-		for _, b := range p.hooks.On(a.Name) {
-			if b.Point == talos.BeforeUpdate {
-				if err := b.Fn(args); err != nil {
-					res.err = fmt.Errorf("%s: %w", a.Name, err)
-					return res
-				}
-			}
+		if err := p.fire(a.Name, talos.BeforeUpdate, args); err != nil {
+			res.err = err
+			return res
 		}
 		if effect != nil {
 			effect(a.Inputs["node"].StringValue())
 		}
 		s[a.Name] = a.Inputs
-		for _, b := range p.hooks.On(a.Name) {
-			if b.Point == talos.AfterUpdate {
-				if err := b.Fn(args); err != nil {
-					res.warnings = append(res.warnings, err)
-				}
-			}
+		if err := p.fire(a.Name, talos.AfterUpdate, args); err != nil {
+			res.warnings = append(res.warnings, err)
 		}
 	}
 	// Memberships: creates run no hook, and every registration binds the
@@ -381,13 +366,9 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 	if roster := find(p.engine, "lab"+talos.RosterSuffix); roster != nil {
 		if old, ok := s[roster.Name]; ok && !old.DeepEquals(roster.Inputs) {
 			args := &pulumi.ResourceHookArgs{URN: pulumi.URN(roster.URN), Name: roster.Name, OldInputs: old, NewInputs: roster.Inputs}
-			for _, b := range p.hooks.On(roster.Name) {
-				if b.Point == talos.BeforeUpdate {
-					if err := b.Fn(args); err != nil {
-						res.err = fmt.Errorf("%s: %w", roster.Name, err)
-						return res
-					}
-				}
+			if err := p.fire(roster.Name, talos.BeforeUpdate, args); err != nil {
+				res.err = err
+				return res
 			}
 		}
 		s.keep(p, *roster)
@@ -418,6 +399,25 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 		l.talos.Node(ip).PowerOff()
 	}
 	return res
+}
+
+// fire runs the hooks the run bound to the resource name at point, as the
+// engine does, and returns the first error, named after the resource (an
+// after hook's error is a warning: the caller says which it is).
+func (p run) fire(name string, point talos.HookPoint, args *pulumi.ResourceHookArgs) error {
+	var errs []error
+	for _, b := range p.hooks.On(name) {
+		if b.Point != point {
+			continue
+		}
+		if err := b.Fn(args); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			if point == talos.BeforeCreate || point == talos.BeforeUpdate {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func find(e *componentstest.Engine, name string) *componentstest.Registered {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
 
 // Leaver lets a platform take a node out of the cluster before the engine
@@ -49,20 +51,11 @@ func (d *dayTwo) leaveBeforeReplacement(name string) error {
 	if err != nil {
 		return err
 	}
-	release, err := d.removalTurn(n)
-	if err != nil {
-		return err
-	}
-	defer release()
-	ctx, cancel := d.hookContext()
-	defer cancel()
-	ops, err := d.ops(ctx, "")
-	if err != nil {
-		return err
-	}
-	_ = d.ctx.Log.Info(fmt.Sprintf("%s gets a new machine: it leaves the cluster before the old one goes", n), nil)
-	if err := ops.Remove(ctx, n); err != nil {
-		return fmt.Errorf("unable to take %s out of the cluster before its machine is replaced: %w", n, err)
-	}
-	return nil
+	return d.inTurn(n, "", nil, func(ctx context.Context, ops rollout.Ops) error {
+		_ = d.ctx.Log.Info(fmt.Sprintf("%s gets a new machine: it leaves the cluster before the old one goes", n), nil)
+		if err := ops.Remove(ctx, n); err != nil {
+			return fmt.Errorf("unable to take %s out of the cluster before its machine is replaced: %w", n, err)
+		}
+		return nil
+	})
 }

@@ -1,6 +1,7 @@
 package talos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -160,6 +161,28 @@ func (d *dayTwo) depart(args *pulumi.ResourceHookArgs) error {
 // takeOut takes n out of the cluster in its turn and resets it if asked,
 // reporting on the resource at; it records n as departed in this run.
 func (d *dayTwo) takeOut(at pulumi.URN, n rollout.Node, reset bool) error {
+	var extra []string
+	if n.Role == rollout.ControlPlane {
+		extra = append(extra, n.IP)
+	}
+	return d.inTurn(n, at, extra, func(ctx context.Context, ops rollout.Ops) error {
+		if err := ops.Remove(ctx, n); err != nil {
+			return err
+		}
+		if reset {
+			d.reset(ctx, n)
+		}
+		d.mu.Lock()
+		d.departed[n.Name] = true
+		d.mu.Unlock()
+		return nil
+	})
+}
+
+// inTurn runs fn with the cluster's operations (reporting on the resource
+// at, extraCPs added to the etcd checks) once n may leave the cluster (see
+// removalTurn), within one hook run's bounds.
+func (d *dayTwo) inTurn(n rollout.Node, at pulumi.URN, extraCPs []string, fn func(context.Context, rollout.Ops) error) error {
 	release, err := d.removalTurn(n)
 	if err != nil {
 		return err
@@ -167,24 +190,11 @@ func (d *dayTwo) takeOut(at pulumi.URN, n rollout.Node, reset bool) error {
 	defer release()
 	ctx, cancel := d.hookContext()
 	defer cancel()
-	var extra []string
-	if n.Role == rollout.ControlPlane {
-		extra = append(extra, n.IP)
-	}
-	ops, err := d.ops(ctx, at, extra...)
+	ops, err := d.ops(ctx, at, extraCPs...)
 	if err != nil {
 		return err
 	}
-	if err := ops.Remove(ctx, n); err != nil {
-		return err
-	}
-	if reset {
-		d.reset(ctx, n)
-	}
-	d.mu.Lock()
-	d.departed[n.Name] = true
-	d.mu.Unlock()
-	return nil
+	return fn(ctx, ops)
 }
 
 // hasDeparted reports whether the roster took n out in this run.

@@ -6,8 +6,9 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// Validate loads the stack config (stacks.Load) and, when it is valid,
-// checks what its user patches and Helm values do to the settings the
+// Validate loads the stack config (stacks.Load), adds the platform
+// component's own problems with it (componentProblems) and, when it is
+// valid, checks what its user patches and Helm values do to the settings the
 // cluster relies on (overrides.CheckOverrides: the patches applied for real
 // to each role's generated config). The check needs the platform's nodes and
 // the generated patches, which the components make, so it runs here rather
@@ -16,6 +17,7 @@ import (
 // Diagnostics, stacks.Load's first.
 func Validate(src stacks.Source) (*stacks.Config, *stacks.Diagnostics) {
 	cfg, d := stacks.Load(src)
+	d.Errors = append(d.Errors, componentProblems(cfg, "", d.HasErrors())...)
 	if d.HasErrors() {
 		return cfg, d
 	}

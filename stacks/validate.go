@@ -455,36 +455,12 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	if !proxmox.IsNodeName(px.Node) {
 		d.errorf("proxmox.node", "%q is not a Proxmox node name", px.Node)
 	}
-	if !proxmox.IsBridgeName(px.Bridge) {
-		d.errorf("proxmox.bridge", "%q is not a bridge name like vmbr0", px.Bridge)
+	// The bridge, VLAN, datastores, CPU type, BIOS, addressing and the
+	// dnsmasq paths and command are the ProxmoxCluster's own rules:
+	// program.Validate names its problems by these keys (issue 25).
+	if px.Addressing == AddressingStatic && px.DNSMasqEnabled() {
+		d.errorf("proxmox.dnsmasq.enabled", "DHCP reservations are only used with addressing %s", AddressingDHCPReservation)
 	}
-	if px.VLANID < 0 || px.VLANID > proxmox.MaxVLAN {
-		d.errorf("proxmox.vlanId", "%d is out of range 0-%d", px.VLANID, proxmox.MaxVLAN)
-	}
-	if !proxmox.IsDatastoreName(px.DiskDatastore) {
-		d.errorf("proxmox.diskDatastore", "%q is not a datastore name", px.DiskDatastore)
-	}
-	if !proxmox.IsDatastoreName(px.ISODatastore) {
-		d.errorf("proxmox.isoDatastore", "%q is not a datastore name", px.ISODatastore)
-	}
-	if msg := proxmox.CPUTypeProblem(px.CPUType); msg != "" {
-		d.errorf("proxmox.cpuType", "%s", msg)
-	}
-	if px.BIOS != "seabios" && px.BIOS != "ovmf" {
-		d.errorf("proxmox.bios", "%q is not seabios or ovmf", px.BIOS)
-	}
-	switch px.Addressing {
-	case AddressingDHCPReservation:
-	case AddressingStatic:
-		if px.DNSMasqEnabled() {
-			d.errorf("proxmox.dnsmasq.enabled", "DHCP reservations are only used with addressing %s", AddressingDHCPReservation)
-		}
-	default:
-		d.errorf("proxmox.addressing", "%q is not %s or %s", px.Addressing, AddressingDHCPReservation, AddressingStatic)
-	}
-	validateHostPath(d, "proxmox.dnsmasq.configDir", px.DNSMasq.ConfigDir, true)
-	validateHostPath(d, "proxmox.dnsmasq.leaseFile", px.DNSMasq.LeaseFile, false)
-	validateRestartCommand(d, px.DNSMasq.Restart)
 	validateDNSMasqPlacement(d, cfg)
 	switch px.Access {
 	case AccessDirect, AccessSSHProxy:

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
-	"github.com/fluodata/talos-pulumi/components/proxmox"
 )
 
 // Paths of a stack: the install disk (a device on the node), the dnsmasq
@@ -16,14 +15,6 @@ import (
 // conf-dir would put the reservations in / and have dnsmasq read every file
 // there, and control characters, quotes and backslashes are in no real path
 // of these, only in mistakes and attacks.
-
-// validateHostPath checks an absolute path on the Proxmox host
-// (proxmox.HostPathProblem).
-func validateHostPath(d *Diagnostics, key, p string, dir bool) {
-	if msg := proxmox.HostPathProblem(p, dir); msg != "" {
-		d.errorf(key, "%s", msg)
-	}
-}
 
 // validateDevicePath checks an install disk (inputs.DevicePathProblem).
 func validateDevicePath(d *Diagnostics, key, p string) {

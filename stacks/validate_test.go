@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -108,7 +109,7 @@ func TestBaseConfigsAreValid(t *testing.T) {
 		"proxmox": proxmoxSource(proxmoxKeys()),
 		"vps":     vpsSource(vpsKeys()),
 	} {
-		_, d := stacks.Load(src)
+		_, d := program.Validate(src)
 		require.NoError(t, d.Err(), name)
 		assert.Empty(t, d.Warnings, name)
 	}
@@ -542,7 +543,9 @@ func TestInvalidConfigsNameTheKeyAndTheProblem(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, d := stacks.Load(tc.src())
+			// The stack front-end: the file's own rules and the
+			// component's, named by the stack's keys.
+			_, d := program.Validate(tc.src())
 			require.True(t, d.HasErrors(), "expected an error at %s", tc.wantPath)
 			var found bool
 			for _, p := range d.Errors {
@@ -603,15 +606,17 @@ func TestEveryProblemIsReportedAtOnce(t *testing.T) {
 	at(k, "nodes", "workers", 1)["vmId"] = 110
 	at(k, "proxmox")["endpoint"] = "ftp://pve"
 	k["extra"] = "x"
-	_, d := stacks.Load(proxmoxSource(k))
+	at(k, "proxmox")["bios"] = "uefi"
+	_, d := program.Validate(proxmoxSource(k))
 	var paths []string
 	for _, p := range d.Errors {
 		paths = append(paths, p.Path)
 	}
 	assert.ElementsMatch(t, []string{
 		"extra", "cluster.talosVersion", "nodes.workers[0].ip", "nodes.workers[1].vmId", "proxmox.endpoint",
+		"proxmox.bios", // the ProxmoxCluster's rule, among the file's errors
 	}, paths)
-	assert.Contains(t, d.Err().Error(), "invalid stack configuration (5 problems):")
+	assert.Contains(t, d.Err().Error(), "invalid stack configuration (6 problems):")
 }
 
 func TestWarningsAreKeptApartFromErrors(t *testing.T) {

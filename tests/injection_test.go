@@ -14,6 +14,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/shell/shelltest"
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -113,7 +114,7 @@ func TestEveryValueThatReachesAShellIsRefusedOrData(t *testing.T) {
 					continue
 				}
 				one := f.set(t, src, scratch, payload)
-				if _, d := stacks.Load(one); d.HasErrors() {
+				if _, d := program.Validate(one); d.HasErrors() {
 					var named bool
 					for _, p := range d.Errors {
 						named = named || p.Path == f.key
@@ -127,7 +128,7 @@ func TestEveryValueThatReachesAShellIsRefusedOrData(t *testing.T) {
 			if len(accepted) == 0 {
 				continue
 			}
-			cfg, d := stacks.Load(src)
+			cfg, d := program.Validate(src)
 			require.NoError(t, d.Err(), "%q in %v", payload, accepted)
 			t.Logf("%s: %q reaches the scripts as data through %v", platform, payload, accepted)
 			e, _ := deploy(t, src)

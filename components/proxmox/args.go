@@ -237,8 +237,38 @@ func machineOf(n Node, px HostSettings) string {
 // every node's MAC.
 func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 	var p inputs.Problems
-	a.Cluster.Check(&p, "cluster.")
-	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous}).CheckNodes(&p, "")
+	macs := a.check(&p, stack)
+	if err := p.Err(ComponentName, name); err != nil {
+		return nil, err
+	}
+	// What the user's patches and Helm values do, once the inputs hold
+	// (the TalosCluster's guard, at the same paths: its nodes are ours, in
+	// order).
+	for _, e := range a.TalosArgs(nil).CheckOverrides(a.nodeNetwork()).Errors {
+		p.Add(e.Path, "%s", e.Message)
+	}
+	if err := p.Err(ComponentName, name); err != nil {
+		return nil, err
+	}
+	return macs, nil
+}
+
+// Problems are the invalid inputs of a (with its defaults) in a stack of
+// that name, by input path, as NewCluster refuses them; the guard of the
+// user's patches and Helm values aside (talos.ClusterArgs.CheckOverrides).
+// A front-end (the stack file's) runs it before anything is registered
+// and names the paths in its own terms.
+func (a *ClusterArgs) Problems(stack string) []inputs.Problem {
+	d := a.WithDefaults()
+	var p inputs.Problems
+	d.check(&p, stack)
+	return p.List()
+}
+
+// check records the problems of the inputs and returns each node's MAC.
+func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string {
+	a.Cluster.Check(p, "cluster.")
+	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous}).CheckNodes(p, "")
 	px := a.Proxmox
 	if p.Required("proxmox.endpoint", px.Endpoint) {
 		if u, err := url.Parse(px.Endpoint); err != nil || u.Scheme != "https" || u.Hostname() == "" {
@@ -263,7 +293,7 @@ func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 		p.Add("proxmox.cpuType", "%s", msg)
 	}
 	if px.VLANID < 0 || px.VLANID > MaxVLAN {
-		p.Add("proxmox.vlanId", "%d is not a VLAN tag (1-4094, or 0 for none)", px.VLANID)
+		p.Add("proxmox.vlanId", "%d is out of range 0-%d (a VLAN tag, or 0 for none)", px.VLANID, MaxVLAN)
 	}
 	if px.BIOS != "seabios" && px.BIOS != "ovmf" {
 		p.Add("proxmox.bios", "%q is not seabios or ovmf", px.BIOS)
@@ -310,7 +340,7 @@ func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 		if n.VMID < MinVMID || n.VMID > MaxVMID {
 			p.Add(at+"vmId", "%d is not a VM id (%d-%d)", n.VMID, MinVMID, MaxVMID)
 		} else {
-			vmIDs.Check(&p, at+"vmId", fmt.Sprint(n.VMID))
+			vmIDs.Check(p, at+"vmId", fmt.Sprint(n.VMID))
 		}
 		if n.Cores < 1 || n.Cores > MaxCores {
 			p.Add(at+"cores", "%d is not 1-%d", n.Cores, MaxCores)
@@ -330,19 +360,7 @@ func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
 	for _, c := range clashes {
 		p.Add("nodes", "%s", c)
 	}
-	if err := p.Err(ComponentName, name); err != nil {
-		return nil, err
-	}
-	// What the user's patches and Helm values do, once the inputs hold
-	// (the TalosCluster's guard, at the same paths: its nodes are ours, in
-	// order).
-	for _, e := range a.TalosArgs(nil).CheckOverrides(a.nodeNetwork()).Errors {
-		p.Add(e.Path, "%s", e.Message)
-	}
-	if err := p.Err(ComponentName, name); err != nil {
-		return nil, err
-	}
-	return macs, nil
+	return macs
 }
 
 // nodeNetwork is the nodes' network of static addressing (the gateway's,

@@ -224,10 +224,7 @@ func (a *ClusterArgs) Validate(name string) error {
 	// The inputs as the component uses them: with its defaults.
 	defaulted := a.WithDefaults()
 	a = &defaulted
-	a.Cluster.Check(&p, "cluster.")
-	a.checkSchematic(&p)
-	a.VPS.check(&p, "vps.")
-	a.checkNodes(&p)
+	a.check(&p)
 	if err := p.Err(ComponentName, name); err != nil {
 		return err
 	}
@@ -238,6 +235,26 @@ func (a *ClusterArgs) Validate(name string) error {
 		p.Add(e.Path, "%s", e.Message)
 	}
 	return p.Err(ComponentName, name)
+}
+
+// Problems are the invalid inputs of a (with its defaults), by input
+// path, as NewCluster refuses them; the guard of the user's patches and
+// Helm values aside (talos.ClusterArgs.CheckOverrides). A front-end (the
+// stack file's) runs it before anything is registered and names the paths
+// in its own terms.
+func (a *ClusterArgs) Problems() []inputs.Problem {
+	d := a.WithDefaults()
+	var p inputs.Problems
+	d.check(&p)
+	return p.List()
+}
+
+// check records the problems of the inputs (with their defaults).
+func (a *ClusterArgs) check(p *inputs.Problems) {
+	a.Cluster.Check(p, "cluster.")
+	a.checkSchematic(p)
+	a.VPS.check(p, "vps.")
+	a.checkNodes(p)
 }
 
 func (a *ClusterArgs) checkSchematic(p *inputs.Problems) {

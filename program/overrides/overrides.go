@@ -37,10 +37,16 @@ func stackProblem(refs []stacks.NodeRef, p inputs.Problem) stacks.Problem {
 	return stacks.Problem{Path: StackPath(refs, p.Path), Message: p.Message}
 }
 
-// StackPath is the stack key of a TalosCluster input path: nodes[i] is the
+// StackPath is the stack key of a component's input path: nodes[i] is the
 // i-th of refs (control planes first, as the platforms build the
-// TalosCluster's nodes); the cluster's inputs are the stack's own keys.
+// components' nodes); the inputs the program moves (renamed) are named by
+// the keys they come from; the others are the stack's own keys.
 func StackPath(refs []stacks.NodeRef, path string) string {
+	for _, r := range renamed {
+		if rest, ok := strings.CutPrefix(path, r.input); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+			return r.key + rest
+		}
+	}
 	rest, ok := strings.CutPrefix(path, "nodes[")
 	if !ok {
 		return path
@@ -54,4 +60,14 @@ func StackPath(refs []stacks.NodeRef, path string) string {
 		return path
 	}
 	return refs[i].Path + rest[end+1:]
+}
+
+// renamed are the component inputs the program fills from stack keys of
+// other names (program.ProxmoxArgs, program.ClusterSettings).
+var renamed = []struct{ input, key string }{
+	{"proxmox.dnsmasq.ssh", "proxmox.ssh"},
+	{"proxmox.gateway", "cluster.network.gateway"},
+	{"proxmox.prefixLength", "cluster.network.prefixLength"},
+	{"cluster.nameservers", "cluster.network.nameservers"},
+	{"schematic", "cluster.schematic"},
 }

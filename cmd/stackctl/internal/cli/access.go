@@ -18,6 +18,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/cancelfile"
 	"github.com/fluodata/talos-pulumi/internal/shell"
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -72,7 +73,7 @@ func loadStack(ctx context.Context, read func(context.Context, string) ([]byte, 
 		return nil, "", err
 	}
 	_ = src.ReadStackFile(".", stack) // every credential checked on its own
-	cfg, diags := stacks.Load(src)
+	cfg, diags := program.Validate(src)
 	if err := diags.Err(); err != nil {
 		return nil, "", err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/shell/shelltest"
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -54,7 +55,7 @@ func TestDoctorRemoteCommandRunsConfigDirAsData(t *testing.T) {
 			out := b.String()
 
 			assert.NoFileExists(t, filepath.Join(scratch, "pwned"), "%q ran as code", payload)
-			if _, err := stacks.Load(src); err.HasErrors() {
+			if _, err := program.Validate(src); err.HasErrors() {
 				assert.Contains(t, out, "proxmox.dnsmasq.configDir: ", "%q: refused, naming the key", payload)
 				assert.Empty(t, sent, "%q: nothing is sent for an invalid stack", payload)
 				continue

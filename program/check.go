@@ -17,6 +17,7 @@ var delegated = []string{
 	"proxmox.bridge", "proxmox.vlanId", "proxmox.diskDatastore", "proxmox.isoDatastore",
 	"proxmox.cpuType", "proxmox.bios", "proxmox.addressing",
 	"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand",
+	"cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
 }
 
 // componentProblems are the problems the platform's component finds in the

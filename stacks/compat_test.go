@@ -6,18 +6,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/program"
 )
 
 // A stack whose kubernetesVersion its talosVersion does not run is refused
-// at load, naming the stack key and the range the release runs: `make
+// by the stack front-end (the TalosCluster's rule), naming the stack key and the range the release runs: `make
 // adopt` and every command stop there, before anything runs.
 func TestKubernetesVersionTalosDoesNotRunIsRefused(t *testing.T) {
 	t.Parallel()
 	k := proxmoxKeys()
 	at(k, "cluster")["talosVersion"] = "v1.9.0"
 	at(k, "cluster")["kubernetesVersion"] = "1.35.0"
-	_, d := stacks.Load(proxmoxSource(k))
+	_, d := program.Validate(proxmoxSource(k))
 	require.Error(t, d.Err())
 	assert.ErrorContains(t, d.Err(), "cluster.kubernetesVersion: 1.35.0 is not supported by Talos v1.9.0, which runs Kubernetes 1.27 to 1.32 (its default: 1.32.0)")
 	for _, p := range d.Errors {
@@ -40,7 +40,7 @@ func TestKubernetesVersionsTalosRunsPass(t *testing.T) {
 		if tc.kube != "" {
 			at(k, "cluster")["kubernetesVersion"] = tc.kube
 		}
-		_, d := stacks.Load(proxmoxSource(k))
+		_, d := program.Validate(proxmoxSource(k))
 		require.NoError(t, d.Err(), "%s with %q", tc.talos, tc.kube)
 	}
 }

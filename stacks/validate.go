@@ -71,11 +71,11 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 		d.errorf("cluster.name", "%q must be lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", c.Name, maxClusterNameLen)
 	}
 
-	validateTalosVersion(d, c.TalosVersion)
-	if c.KubernetesVersion != "" && !inputs.IsKubernetesVersion(c.KubernetesVersion) {
-		d.errorf("cluster.kubernetesVersion", "%q is not a Kubernetes version like 1.35.0", c.KubernetesVersion)
-	}
-	validateKubernetesSupport(d, c)
+	// The Talos and Kubernetes versions and the chart versions are the
+	// TalosCluster's own rules: program.Validate names its problems by
+	// these keys (issue 25). A release newer than the machinery's is the
+	// front-end's warning.
+	warnNewerTalos(d, c.TalosVersion)
 
 	s := c.Schematic
 	if s.ID != "" && len(s.Extensions) > 0 {
@@ -100,8 +100,6 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 
 	validateNetwork(d, cfg)
 	validateEndpoint(d, cfg)
-	validateChartVersion(d, "cluster.cilium.version", c.Cilium.Version)
-	validateChartVersion(d, "cluster.certApprover.version", c.CertApprover.Version)
 	if c.Rollout.WorkerParallelism < 1 {
 		d.errorf("cluster.rollout.workerParallelism", "%d is not a number of workers: 1 or more", c.Rollout.WorkerParallelism)
 	}
@@ -110,37 +108,15 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 	validatePatches(d, "cluster.patches.worker", c.Patches.Worker)
 }
 
-func validateTalosVersion(d *Diagnostics, v string) {
-	const path = "cluster.talosVersion"
-	if v == "" {
-		d.errorf(path, "is required, e.g. v1.12.4")
-		return
-	}
-	if !inputs.IsReleaseVersion(v) {
-		if inputs.IsChartVersion(v) {
-			d.errorf(path, "%q needs the v prefix: v%s", v, v)
-		} else {
-			d.errorf(path, "%q is not a Talos version like v1.12.4", v)
-		}
+// warnNewerTalos warns of a Talos release newer than the one this
+// project validates machine configs with.
+func warnNewerTalos(d *Diagnostics, v string) {
+	if !inputs.IsReleaseVersion(v) || talosversion.CheckSupported(v) != nil {
 		return
 	}
 	minor, _ := talosversion.Minor(v)
-	_, pinnedMinor := talosversion.Pinned()
-	switch err := talosversion.CheckSupported(v); {
-	case err != nil:
-		d.errorf(path, "%v", err)
-	case minor > pinnedMinor:
-		d.warnf(path, "%q is newer than v1.%d, the newest release this project validates machine configs for", v, pinnedMinor)
-	}
-}
-
-func validateChartVersion(d *Diagnostics, path, v string) {
-	switch {
-	case inputs.IsChartVersion(v):
-	case strings.HasPrefix(v, "v") && inputs.IsChartVersion(v[1:]):
-		d.errorf(path, "%q: chart versions have no v prefix; use %q", v, v[1:])
-	default:
-		d.errorf(path, "%q is not a chart version like 1.18.4", v)
+	if _, pinnedMinor := talosversion.Pinned(); minor > pinnedMinor {
+		d.warnf("cluster.talosVersion", "%q is newer than v1.%d, the newest release this project validates machine configs for", v, pinnedMinor)
 	}
 }
 

@@ -101,13 +101,6 @@ func (p *Problems) CIDR(path, s string) {
 	}
 }
 
-// Version records a problem unless s looks like v1.12.0.
-func (p *Problems) Version(path, s string) {
-	if !IsReleaseVersion(s) {
-		p.Add(path, "%q is not a release version like v1.12.0", s)
-	}
-}
-
 // DNSLabel records a problem unless s is a lower-case DNS label, as a node
 // name must be (hostname, Kubernetes node name, part of resource names).
 func (p *Problems) DNSLabel(path, s string) {

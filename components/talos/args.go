@@ -108,8 +108,10 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 		}
 	}
 	for path, chart := range map[string]*ChartSettings{"cilium.version": c.Cilium, "certApprover.version": c.CertApprover} {
-		if chart != nil && chart.Version != "" && !inputs.IsChartVersion(chart.Version) {
-			p.Add(at(path), "%q is not a chart version like 1.18.4 (no v prefix)", chart.Version)
+		if chart != nil && chart.Version != "" {
+			if msg := chartVersionProblem(chart.Version); msg != "" {
+				p.Add(at(path), "%s", msg)
+			}
 		}
 	}
 	if c.Endpoint != "" {
@@ -117,14 +119,11 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 			p.Add(at("endpoint"), "%q is not a URL like https://10.0.0.5:6443", c.Endpoint)
 		}
 	}
-	if p.Required(at("talosVersion"), c.TalosVersion) {
-		p.Version(at("talosVersion"), c.TalosVersion)
-		if err := talosversion.CheckSupported(c.TalosVersion); err != nil {
-			p.Add(at("talosVersion"), "%v", err)
-		}
+	if msg := talosVersionProblem(c.TalosVersion); msg != "" {
+		p.Add(at("talosVersion"), "%s", msg)
 	}
 	if c.KubernetesVersion != "" && !inputs.IsKubernetesVersion(c.KubernetesVersion) {
-		p.Add(at("kubernetesVersion"), "%q is not a version like 1.34.1", c.KubernetesVersion)
+		p.Add(at("kubernetesVersion"), "%q is not a Kubernetes version like 1.35.0", c.KubernetesVersion)
 	}
 	c.checkKubernetesSupport(p, prefix)
 	for i, ns := range c.Nameservers {
@@ -220,4 +219,31 @@ func copyOrNew[T any](v *T) *T {
 		out = *v
 	}
 	return &out
+}
+
+// talosVersionProblem says what is wrong with a Talos version, or "".
+func talosVersionProblem(v string) string {
+	switch {
+	case v == "":
+		return "is required, e.g. v1.12.4"
+	case inputs.IsChartVersion(v):
+		return fmt.Sprintf("%q needs the v prefix: v%s", v, v)
+	case !inputs.IsReleaseVersion(v):
+		return fmt.Sprintf("%q is not a Talos version like v1.12.4", v)
+	}
+	if err := talosversion.CheckSupported(v); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// chartVersionProblem says what is wrong with a Helm chart version, or "".
+func chartVersionProblem(v string) string {
+	switch {
+	case inputs.IsChartVersion(v):
+		return ""
+	case strings.HasPrefix(v, "v") && inputs.IsChartVersion(v[1:]):
+		return fmt.Sprintf("%q: chart versions have no v prefix; use %q", v, v[1:])
+	}
+	return fmt.Sprintf("%q is not a chart version like 1.18.4", v)
 }

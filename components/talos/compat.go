@@ -17,7 +17,9 @@ func DefaultKubernetesVersion(talosVersion string) string {
 // does not run: the nodes would install, and the control plane would not
 // come up (or not after the next upgrade).
 func (c *ClusterSettings) checkKubernetesSupport(p *inputs.Problems, prefix string) {
-	if c.KubernetesVersion == "" || !inputs.IsKubernetesVersion(c.KubernetesVersion) {
+	// Only a valid pair: a version refused on its own is not also refused
+	// against the other.
+	if c.KubernetesVersion == "" || !inputs.IsKubernetesVersion(c.KubernetesVersion) || talosVersionProblem(c.TalosVersion) != "" {
 		return
 	}
 	if err := talosversion.CheckKubernetes(c.TalosVersion, c.KubernetesVersion); err != nil {

@@ -164,7 +164,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		msg   string // in the error, when set
 	}{
 		{"cluster name missing", func(a *vps.ClusterArgs) { a.Cluster.Name = "" }, []string{"cluster.name"}, "is required"},
-		{"talos version without v", func(a *vps.ClusterArgs) { a.Cluster.TalosVersion = "1.12.4" }, []string{"cluster.talosVersion"}, "not a release version"},
+		{"talos version without v", func(a *vps.ClusterArgs) { a.Cluster.TalosVersion = "1.12.4" }, []string{"cluster.talosVersion"}, "needs the v prefix: v1.12.4"},
 		{"bad nameserver", func(a *vps.ClusterArgs) { a.Cluster.Nameservers = []string{"1.1.1.1", "dns"} }, []string{"cluster.nameservers[1]"}, ""},
 		{"schematic id and extensions", func(a *vps.ClusterArgs) {
 			a.Schematic = &image.Schematic{ID: strings.Repeat("a", 64), Extensions: []string{"siderolabs/iscsi-tools"}}

@@ -2,6 +2,7 @@ package program
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/program/overrides"
@@ -18,6 +19,16 @@ var delegated = []string{
 	"proxmox.cpuType", "proxmox.bios", "proxmox.addressing",
 	"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand",
 	"cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
+	"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
+}
+
+// isDelegated reports whether the stack key is, or is under, a delegated
+// key (vps.allowedCidrs[1] is).
+func isDelegated(key string) bool {
+	return slices.ContainsFunc(delegated, func(d string) bool {
+		rest, ok := strings.CutPrefix(key, d)
+		return ok && (rest == "" || rest[0] == '[' || rest[0] == '.')
+	})
 }
 
 // componentProblems are the problems the platform's component finds in the
@@ -44,7 +55,7 @@ func componentProblems(cfg *stacks.Config, stack string, stackErrors bool) []sta
 	var out []stacks.Problem
 	for _, p := range found {
 		key := overrides.StackPath(refs, p.Path)
-		if stackErrors && !slices.Contains(delegated, key) {
+		if stackErrors && !isDelegated(key) {
 			continue
 		}
 		out = append(out, stacks.Problem{Path: key, Message: p.Message})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/program"
 )
 
 // Operator CIDRs that let every address in warn as an empty list does:
@@ -42,7 +42,7 @@ func TestOperatorCIDRsCoveringEverythingWarn(t *testing.T) {
 		}
 		k := vpsKeys()
 		at(k, "vps")["allowedCidrs"] = tc.cidrs
-		_, d := stacks.Load(vpsSource(k))
+		_, d := program.Validate(vpsSource(k))
 		assert.Equal(t, tc.wantErr, d.HasErrors(), "%s: %v", name, d.Err())
 		var paths []string
 		for _, w := range d.Warnings {

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -28,7 +29,7 @@ func imageURLInvalidCases() []invalidCase {
 func TestImageURLMessagesLeaveTheQueryOut(t *testing.T) {
 	t.Parallel()
 	for _, tc := range imageURLInvalidCases() {
-		_, d := stacks.Load(tc.src())
+		_, d := program.Validate(tc.src())
 		require.True(t, d.HasErrors(), tc.name)
 		for _, p := range d.Errors {
 			assert.NotContains(t, p.Message, "X-Amz-Signature", tc.name)
@@ -46,7 +47,7 @@ func TestPresignedImageURLsAreAccepted(t *testing.T) {
 			"?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=3600&X-Amz-Signature=0123abcd"
 		k := vpsKeys()
 		at(k, "vps")["imageUrl"] = u
-		cfg, d := stacks.Load(vpsSource(k))
+		cfg, d := program.Validate(vpsSource(k))
 		require.NoError(t, d.Err(), suffix)
 		assert.Empty(t, d.Warnings, suffix)
 		assert.Equal(t, u, cfg.VPS.ImageURL, "the URL is handed on as given")

@@ -7,23 +7,19 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/talosversion"
 )
 
 var (
-	uuidRe     = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	imageURLRe = regexp.MustCompile(`\.raw(\.zst|\.xz|\.gz)?$`)
+	uuidRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
 
 // Limits this project relies on.
@@ -505,42 +501,12 @@ func validateProxmoxEndpoint(d *Diagnostics, endpoint string) {
 }
 
 func validateVPS(d *Diagnostics, cfg *Config) {
-	v := cfg.VPS
-	for i, port := range v.PublicTCPPorts {
-		p := fmt.Sprintf("vps.publicTcpPorts[%d]", i)
-		switch {
-		case port < 1 || port > maxPort:
-			d.errorf(p, "%d is out of range 1-%d", port, maxPort)
-		case vps.ManagedPort(port) != "":
-			d.errorf(p, "%d is %s; its access is managed by vps.allowedCidrs and the cluster's own rules", port, vps.ManagedPort(port))
-		case slices.Index(v.PublicTCPPorts, port) != i:
-			d.errorf(p, "%d is listed twice", port)
-		}
-	}
-	validateImageURL(d, v.ImageURL)
-	if t, err := time.ParseDuration(v.TalosWaitTimeout); err != nil || t < vps.MinTalosWait || t > vps.MaxTalosWait {
-		d.errorf("vps.talosWaitTimeout", "%q is not a duration between 1m and 24h, e.g. 30m", v.TalosWaitTimeout)
-	}
-	switch v.OnDestroy {
-	case OnDestroyForget, OnDestroyReset:
-	default:
-		d.errorf("vps.onDestroy", "%q is not 'forget' (leave Talos running) or 'reset' (wipe and reboot into maintenance mode)", v.OnDestroy)
-	}
-	if strings.Contains(v.RebootCommand, "\n") {
-		d.errorf("vps.rebootCommand", "must be one line; put longer logic in a script and call it")
-	}
+	// The allowed CIDRs, public ports, image URL, wait, destroy and reboot
+	// settings are the VpsCluster's own rules: program.Validate names its
+	// problems by these keys (issue 25). What only weakens the cluster is
+	// the front-end's warning.
 	if len(cfg.VPS.AllowedCIDRs) == 0 {
 		d.warnf("vps.allowedCidrs", "empty: the Talos API (50000) and Kubernetes API (6443) accept connections from the whole internet (they still require mTLS)")
-	}
-	for i, c := range cfg.VPS.AllowedCIDRs {
-		p := fmt.Sprintf("vps.allowedCidrs[%d]", i)
-		prefix, err := netip.ParsePrefix(c)
-		switch {
-		case err != nil:
-			d.errorf(p, "%q is not a CIDR like 203.0.113.0/24", c)
-		case prefix.Masked() != prefix:
-			d.errorf(p, "%q has host bits set; did you mean %s?", c, prefix.Masked())
-		}
 	}
 	warnOpenCIDRs(d, cfg.VPS.AllowedCIDRs)
 }

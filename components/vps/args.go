@@ -3,7 +3,6 @@ package vps
 import (
 	"fmt"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -296,16 +295,14 @@ func (s *Settings) check(p *inputs.Problems, prefix string) {
 		case port < 1 || port > maxPort:
 			p.Add(path, "%d is out of range 1-%d", port, maxPort)
 		case managedPorts[port] != "":
-			p.Add(path, "%d is %s; its access is managed by allowedCidrs and the cluster's own rules", port, managedPorts[port])
+			p.Add(path, "%d is %s; its access is managed by vps.allowedCidrs and the cluster's own rules", port, managedPorts[port])
 		case slices.Index(s.PublicTCPPorts, port) != i:
 			p.Add(path, "%d is listed twice", port)
 		}
 	}
 	if s.ImageURL != "" {
-		// The query may be a presigned URL's signature: never echoed.
-		u, err := url.Parse(s.ImageURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.Add(at("imageUrl"), "is not an http(s) URL of a raw disk image")
+		if msg := ImageURLProblem(s.ImageURL); msg != "" {
+			p.Add(at("imageUrl"), "%s", msg)
 		}
 	}
 	if strings.ContainsAny(s.RebootCommand, "\r\n") {
@@ -319,7 +316,7 @@ func (s *Settings) check(p *inputs.Problems, prefix string) {
 	switch s.OnDestroy {
 	case "", OnDestroyForget, OnDestroyReset:
 	default:
-		p.Add(at("onDestroy"), "%q is not %q (leave Talos running) or %q (wipe and reboot into maintenance mode)", s.OnDestroy, OnDestroyForget, OnDestroyReset)
+		p.Add(at("onDestroy"), "%q is not '%s' (leave Talos running) or '%s' (wipe and reboot into maintenance mode)", s.OnDestroy, OnDestroyForget, OnDestroyReset)
 	}
 }
 

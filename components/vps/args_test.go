@@ -188,7 +188,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"wait timeout not a duration", func(a *vps.ClusterArgs) { a.VPS.TalosWaitTimeout = "30" }, []string{"vps.talosWaitTimeout"}, "between 1m and 24h"},
 		{"wait timeout too short", func(a *vps.ClusterArgs) { a.VPS.TalosWaitTimeout = "30s" }, []string{"vps.talosWaitTimeout"}, ""},
 		{"wait timeout too long", func(a *vps.ClusterArgs) { a.VPS.TalosWaitTimeout = "48h" }, []string{"vps.talosWaitTimeout"}, ""},
-		{"unknown onDestroy", func(a *vps.ClusterArgs) { a.VPS.OnDestroy = "delete" }, []string{"vps.onDestroy"}, `"forget"`},
+		{"unknown onDestroy", func(a *vps.ClusterArgs) { a.VPS.OnDestroy = "delete" }, []string{"vps.onDestroy"}, "'forget'"},
 		{"no nodes", func(a *vps.ClusterArgs) { a.Nodes = nil }, []string{"nodes"}, "at least one node"},
 		{"worker first", func(a *vps.ClusterArgs) { a.Nodes[0], a.Nodes[2] = a.Nodes[2], a.Nodes[0] }, []string{"nodes[0].role"}, "must be a control plane"},
 		{"unknown role", func(a *vps.ClusterArgs) { a.Nodes[1].Role = "master" }, []string{"nodes[1].role"}, "not a role"},

@@ -20,11 +20,16 @@ var delegated = []string{
 	"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand",
 	"cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
 	"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
+	// Keys of every node ("nodes[]." stands for nodes.<group>[<i>].).
+	"nodes[].cores", "nodes[].memory", "nodes[].diskSize", "nodes[].dataDiskSize",
 }
 
 // isDelegated reports whether the stack key is, or is under, a delegated
 // key (vps.allowedCidrs[1] is).
 func isDelegated(key string) bool {
+	if node, ok := nodeKey(key); ok {
+		key = node
+	}
 	return slices.ContainsFunc(delegated, func(d string) bool {
 		rest, ok := strings.CutPrefix(key, d)
 		return ok && (rest == "" || rest[0] == '[' || rest[0] == '.')
@@ -37,11 +42,12 @@ func isDelegated(key string) bool {
 // is registered. When stacks.Load found errors (stackErrors), cfg is not
 // resolved and its Args may carry what Load refused, which the component
 // would report again under another key: only the problems at delegated
-// keys, which nothing else reports, are kept, so every problem is still
-// reported at once and only once. stack is the stack's name, which the
+// keys, which nothing else reports, are kept, and none at a key Load
+// already refused (an explicit 0), so every problem is still reported at
+// once and only once. stack is the stack's name, which the
 // VMs' derived MACs hang on ("" where unknown: their clashes, one in 2^24
 // per pair of nodes, are then left to the run).
-func componentProblems(cfg *stacks.Config, stack string, stackErrors bool) []stacks.Problem {
+func componentProblems(cfg *stacks.Config, stack string, stackErrors []stacks.Problem) []stacks.Problem {
 	var found []inputs.Problem
 	switch cfg.Platform {
 	case stacks.PlatformProxmox:
@@ -55,10 +61,24 @@ func componentProblems(cfg *stacks.Config, stack string, stackErrors bool) []sta
 	var out []stacks.Problem
 	for _, p := range found {
 		key := overrides.StackPath(refs, p.Path)
-		if stackErrors && !isDelegated(key) {
+		if len(stackErrors) > 0 && !isDelegated(key) || slices.ContainsFunc(stackErrors, func(e stacks.Problem) bool { return e.Path == key }) {
 			continue
 		}
 		out = append(out, stacks.Problem{Path: key, Message: p.Message})
 	}
 	return out
+}
+
+// nodeKey is a node's key as delegated names it: nodes.workers[1].cores is
+// nodes[].cores.
+func nodeKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "nodes.")
+	if !ok {
+		return "", false
+	}
+	i := strings.Index(rest, "].")
+	if i < 0 || !strings.Contains(rest[:i], "[") {
+		return "", false
+	}
+	return "nodes[]" + rest[i+1:], true
 }

@@ -41,3 +41,36 @@ func TestValidateOrder(t *testing.T) {
 	require.Len(t, d.Errors, 1)
 	assert.Equal(t, "cluster.talosVersion", d.Errors[0].Path)
 }
+
+// The front-end's checks and the component's: a key the component alone
+// checks (a VM's size) is reported with the file's own errors, each once
+// and by its stack key; a key both refuse (a Talos version given as a
+// number: the file refuses its type, the component finds it empty) is
+// reported once, by the file;
+// and the component's problems elsewhere wait for a file without errors
+// (its Args are then built from what the file has, checked).
+func TestValidateNamesTheComponentsProblemsByStackKeyOnce(t *testing.T) {
+	t.Parallel()
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "nodes", func(n map[string]any) {
+		workers := n["workers"].([]any)
+		workers[0].(map[string]any)["cores"] = 300
+		workers[1].(map[string]any)["memory"] = 0
+		cps := n["controlPlanes"].([]any)
+		cps[0].(map[string]any)["dataDiskSize"] = 20
+	})
+	src = stackstest.EditSection(t, src, "proxmox", func(px map[string]any) { px["bios"] = "uefi" })
+	src = stackstest.EditSection(t, src, "cluster", func(c map[string]any) { c["talosVersion"] = 1.12 })
+	_, d := program.Validate(src)
+	got := map[string]string{}
+	for _, p := range d.Errors {
+		_, twice := got[p.Path]
+		assert.False(t, twice, "%s reported twice", p.Path)
+		got[p.Path] = p.Message
+	}
+	assert.Len(t, got, 5, "%v", d.Err())
+	assert.Contains(t, got["cluster.talosVersion"], "must be a string")
+	assert.Contains(t, got["nodes.workers[0].cores"], "300 cores is more than 256")
+	assert.Contains(t, got["nodes.workers[1].memory"], "leave the key out for the default")
+	assert.Equal(t, "data disks are for workers only", got["nodes.controlPlanes[0].dataDiskSize"])
+	assert.Contains(t, got["proxmox.bios"], `"uefi" is not seabios or ovmf`)
+}

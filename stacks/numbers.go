@@ -76,53 +76,22 @@ func validateExplicitZeros(d *Diagnostics, cfg *Config) {
 	}
 }
 
-// validateVMSize checks a Proxmox node's cores, memory and disks: what Talos
-// needs at least, what Proxmox VE accepts at most, and no explicit 0 where
-// leaving the key out gives a default.
+// validateVMSize refuses an explicit 0 for a Proxmox node's cores, memory
+// or disk, where leaving the key out gives a default, and warns of a
+// control plane with less memory than Talos recommends. Their bounds are
+// the ProxmoxCluster's rules: program.Validate names its problems by these
+// keys (issue 25).
 func validateVMSize(d *Diagnostics, ref NodeRef) {
 	p := ref.Path
 	defCores, defMemory := defaultControlPlaneCores, defaultControlPlaneMemory
 	if ref.Role == RoleWorker {
 		defCores, defMemory = defaultWorkerCores, defaultWorkerMemory
 	}
-
-	if !rejectExplicitZero(d, p+".cores", rangeText(1, maxCores), itoa(defCores)) {
-		switch {
-		case ref.Cores < 1:
-			d.errorf(p+".cores", "%d: at least one core is required", ref.Cores)
-		case ref.Cores > maxCores:
-			d.errorf(p+".cores", "%d cores is more than %d, the most Proxmox VE offers a VM (and a VM cannot start with more vCPUs than its host has)", ref.Cores, maxCores)
-		}
-	}
-
-	if !rejectExplicitZero(d, p+".memory", rangeText(minMemoryMiB, maxMemoryMiB)+" MiB", itoa(defMemory)+" MiB") {
-		switch {
-		case ref.Memory < minMemoryMiB:
-			d.errorf(p+".memory", "%d MiB is below the %d MiB Talos needs", ref.Memory, minMemoryMiB)
-		case ref.Memory > maxMemoryMiB:
-			d.errorf(p+".memory", "%d MiB is more than %d MiB (4 TiB), the most Proxmox VE gives a VM; memory is in MiB", ref.Memory, maxMemoryMiB)
-		case ref.Role == RoleControlPlane && ref.Memory < minCPMemoryMiB:
-			d.warnf(p+".memory", "%d MiB is below the %d MiB Talos recommends for a control plane", ref.Memory, minCPMemoryMiB)
-		}
-	}
-
-	if !rejectExplicitZero(d, p+".diskSize", rangeText(minDiskGiB, maxDiskGiB)+" GiB", itoa(DefaultDiskSize)+" GiB") {
-		switch {
-		case ref.DiskSize < minDiskGiB:
-			d.errorf(p+".diskSize", "%d GiB is below the %d GiB Talos needs", ref.DiskSize, minDiskGiB)
-		case ref.DiskSize > maxDiskGiB:
-			d.errorf(p+".diskSize", "%d GiB is more than %d GiB (128 TiB), the largest disk Proxmox VE offers; sizes are in GiB", ref.DiskSize, maxDiskGiB)
-		}
-	}
-
-	// 0 is a valid data disk size: none.
-	switch {
-	case ref.DataDiskSize < 0:
-		d.errorf(p+".dataDiskSize", "%d must not be negative", ref.DataDiskSize)
-	case ref.DataDiskSize > 0 && ref.Role == RoleControlPlane:
-		d.errorf(p+".dataDiskSize", "data disks are for workers only")
-	case ref.DataDiskSize > maxDiskGiB:
-		d.errorf(p+".dataDiskSize", "%d GiB is more than %d GiB (128 TiB), the largest disk Proxmox VE offers; sizes are in GiB", ref.DataDiskSize, maxDiskGiB)
+	rejectExplicitZero(d, p+".cores", rangeText(1, maxCores), itoa(defCores))
+	rejectExplicitZero(d, p+".diskSize", rangeText(minDiskGiB, maxDiskGiB)+" GiB", itoa(DefaultDiskSize)+" GiB")
+	if !rejectExplicitZero(d, p+".memory", rangeText(minMemoryMiB, maxMemoryMiB)+" MiB", itoa(defMemory)+" MiB") &&
+		ref.Role == RoleControlPlane && ref.Memory >= minMemoryMiB && ref.Memory < minCPMemoryMiB {
+		d.warnf(p+".memory", "%d MiB is below the %d MiB Talos recommends for a control plane", ref.Memory, minCPMemoryMiB)
 	}
 }
 

@@ -342,18 +342,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		} else {
 			vmIDs.Check(p, at+"vmId", fmt.Sprint(n.VMID))
 		}
-		if n.Cores < 1 || n.Cores > MaxCores {
-			p.Add(at+"cores", "%d is not 1-%d", n.Cores, MaxCores)
-		}
-		if n.Memory < MinMemoryMiB || n.Memory > MaxMemoryMiB {
-			p.Add(at+"memory", "%d MiB is not %d-%d MiB (Talos needs %d; Proxmox VE gives a VM at most 4 TiB)", n.Memory, MinMemoryMiB, MaxMemoryMiB, MinMemoryMiB)
-		}
-		if n.DiskSize < MinDiskGiB || n.DiskSize > MaxDiskGiB {
-			p.Add(at+"diskSize", "%d GiB is not %d-%d GiB (Talos needs %d; sizes are in GiB)", n.DiskSize, MinDiskGiB, MaxDiskGiB, MinDiskGiB)
-		}
-		if n.DataDiskSize < 0 || n.DataDiskSize > MaxDiskGiB {
-			p.Add(at+"dataDiskSize", "%d GiB is not 0-%d GiB (0: no data disk)", n.DataDiskSize, MaxDiskGiB)
-		}
+		n.checkSize(p, at)
 		macNodes = append(macNodes, NodeMAC{Name: n.Name, MAC: n.MAC})
 	}
 	macs, clashes := NodeMACs(stack, a.Cluster.Name, macNodes)
@@ -380,4 +369,37 @@ func hostKeyInput(key string) pulumi.StringPtrInput {
 		return nil
 	}
 	return pulumi.String(key)
+}
+
+// checkSize records the problems of a node's cores, memory and disks
+// (inputs under at): what Talos needs at least, what Proxmox VE accepts at
+// most, and a data disk only on a worker.
+func (n Node) checkSize(p *inputs.Problems, at string) {
+	switch {
+	case n.Cores < 1:
+		p.Add(at+"cores", "%d: at least one core is required", n.Cores)
+	case n.Cores > MaxCores:
+		p.Add(at+"cores", "%d cores is more than %d, the most Proxmox VE offers a VM (and a VM cannot start with more vCPUs than its host has)", n.Cores, MaxCores)
+	}
+	switch {
+	case n.Memory < MinMemoryMiB:
+		p.Add(at+"memory", "%d MiB is below the %d MiB Talos needs", n.Memory, MinMemoryMiB)
+	case n.Memory > MaxMemoryMiB:
+		p.Add(at+"memory", "%d MiB is more than %d MiB (4 TiB), the most Proxmox VE gives a VM; memory is in MiB", n.Memory, MaxMemoryMiB)
+	}
+	switch {
+	case n.DiskSize < MinDiskGiB:
+		p.Add(at+"diskSize", "%d GiB is below the %d GiB Talos needs", n.DiskSize, MinDiskGiB)
+	case n.DiskSize > MaxDiskGiB:
+		p.Add(at+"diskSize", "%d GiB is more than %d GiB (128 TiB), the largest disk Proxmox VE offers; sizes are in GiB", n.DiskSize, MaxDiskGiB)
+	}
+	// 0 is a valid data disk size: none.
+	switch {
+	case n.DataDiskSize < 0:
+		p.Add(at+"dataDiskSize", "%d must not be negative", n.DataDiskSize)
+	case n.DataDiskSize > 0 && n.Role == talos.RoleControlPlane:
+		p.Add(at+"dataDiskSize", "data disks are for workers only")
+	case n.DataDiskSize > MaxDiskGiB:
+		p.Add(at+"dataDiskSize", "%d GiB is more than %d GiB (128 TiB), the largest disk Proxmox VE offers; sizes are in GiB", n.DataDiskSize, MaxDiskGiB)
+	}
 }

@@ -24,7 +24,6 @@ var (
 
 // Limits this project relies on.
 const (
-	maxClusterNameLen  = inputs.MaxClusterNameLength
 	maxProxmoxPrefix   = 30
 	minNodePrefix      = inputs.MinNodePrefix
 	maxPort            = inputs.MaxPort
@@ -60,38 +59,11 @@ func validate(d *Diagnostics, cfg *Config) {
 
 func validateCluster(d *Diagnostics, cfg *Config) {
 	c := &cfg.Cluster
-	switch {
-	case c.Name == "":
-		d.errorf("cluster.name", "is required")
-	case !inputs.IsDNSLabel(c.Name) || len(c.Name) > maxClusterNameLen:
-		d.errorf("cluster.name", "%q must be lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", c.Name, maxClusterNameLen)
-	}
-
-	// The Talos and Kubernetes versions and the chart versions are the
-	// TalosCluster's own rules: program.Validate names its problems by
-	// these keys (issue 25). A release newer than the machinery's is the
-	// front-end's warning.
+	// The name, the versions and the schematic are the TalosCluster's and
+	// platform components' own rules: program.Validate names their
+	// problems by these keys (issue 25). A release newer than the
+	// machinery's is the front-end's warning.
 	warnNewerTalos(d, c.TalosVersion)
-
-	s := c.Schematic
-	if s.ID != "" && len(s.Extensions) > 0 {
-		d.errorf("cluster.schematic", "set either id or extensions, not both")
-	}
-	if s.ID != "" && !inputs.IsSchematicID(s.ID) {
-		d.errorf("cluster.schematic.id", "%q is not a schematic id (64 lowercase hex digits)", s.ID)
-	}
-	seen := map[string]int{}
-	for i, ext := range s.Extensions {
-		path := fmt.Sprintf("cluster.schematic.extensions[%d]", i)
-		if !inputs.IsExtension(ext) {
-			d.errorf(path, "%q is not an extension name like siderolabs/qemu-guest-agent", ext)
-		}
-		if j, dup := seen[ext]; dup {
-			d.errorf(path, "%q is already listed at cluster.schematic.extensions[%d]", ext, j)
-		}
-		seen[ext] = i
-	}
-
 	validateDevicePath(d, "cluster.installDisk", c.InstallDisk)
 
 	validateNetwork(d, cfg)

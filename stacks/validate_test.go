@@ -281,7 +281,7 @@ func baseInvalidCases() []invalidCase {
 			k := proxmoxKeys()
 			at(k, "cluster")["schematic"] = obj{"extensions": []any{"siderolabs/iscsi-tools", "siderolabs/iscsi-tools"}}
 			return proxmoxSource(k)
-		}, "cluster.schematic.extensions[1]", "already listed at cluster.schematic.extensions[0]"},
+		}, "cluster.schematic.extensions[1]", "already listed at extensions[0]"},
 		{"chart version with v", func() stacks.Source {
 			k := proxmoxKeys()
 			at(k, "cluster")["cilium"] = obj{"version": "v1.18.4"}

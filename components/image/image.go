@@ -11,6 +11,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/imagefactory"
 	"gopkg.in/yaml.v3"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
 // Factory platforms. The metal images boot into maintenance mode and wait
@@ -99,4 +101,27 @@ func New(ctx *pulumi.Context, name string, a Args, parent pulumi.ResourceOrInvok
 	img.DiskImageURL = urls.DiskImage()
 	img.Installer = urls.Installer()
 	return img, nil
+}
+
+// Check records the problems of the schematic, the input at path: an id
+// or extensions, not both; an id of the Image Factory's form; extensions
+// named as the Image Factory lists them, each once.
+func (s Schematic) Check(p *inputs.Problems, path string) {
+	if s.ID != "" && len(s.Extensions) > 0 {
+		p.Add(path, "set either id or extensions, not both")
+	}
+	if s.ID != "" && !inputs.IsSchematicID(s.ID) {
+		p.Add(path+".id", "%q is not a schematic id (64 lowercase hex digits)", s.ID)
+	}
+	for i, ext := range s.Extensions {
+		at := fmt.Sprintf("%s.extensions[%d]", path, i)
+		if p.Required(at, ext) && !inputs.IsExtension(ext) {
+			p.Add(at, "%q is not an extension name like siderolabs/qemu-guest-agent", ext)
+		}
+		if ext != "" {
+			if j := slices.Index(s.Extensions, ext); j != i {
+				p.Add(at, "%q is already listed at extensions[%d]", ext, j)
+			}
+		}
+	}
 }

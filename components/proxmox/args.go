@@ -268,6 +268,7 @@ func (a *ClusterArgs) Problems(stack string) []inputs.Problem {
 // check records the problems of the inputs and returns each node's MAC.
 func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string {
 	a.Cluster.Check(p, "cluster.")
+	a.Schematic.Check(p, "schematic")
 	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous}).CheckNodes(p, "")
 	px := a.Proxmox
 	if p.Required("proxmox.endpoint", px.Endpoint) {

@@ -101,11 +101,9 @@ func (a *ClusterArgs) check(p *inputs.Problems, prefix string) {
 // (e.g. "cluster.").
 func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	at := func(path string) string { return prefix + path }
-	if p.Required(at("name"), c.Name) {
-		p.DNSLabel(at("name"), c.Name)
-		if len(c.Name) > inputs.MaxClusterNameLength {
-			p.Add(at("name"), "%q is longer than %d characters (it names VM tags and files)", c.Name, inputs.MaxClusterNameLength)
-		}
+	if p.Required(at("name"), c.Name) && (!inputs.IsDNSLabel(c.Name) || len(c.Name) > inputs.MaxClusterNameLength) {
+		// It names VM tags, files and resources.
+		p.Add(at("name"), "%q must be lowercase letters, digits and '-', at most %d characters, starting and ending with a letter or digit", c.Name, inputs.MaxClusterNameLength)
 	}
 	for path, chart := range map[string]*ChartSettings{"cilium.version": c.Cilium, "certApprover.version": c.CertApprover} {
 		if chart != nil && chart.Version != "" {

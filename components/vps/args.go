@@ -251,30 +251,9 @@ func (a *ClusterArgs) Problems() []inputs.Problem {
 // check records the problems of the inputs (with their defaults).
 func (a *ClusterArgs) check(p *inputs.Problems) {
 	a.Cluster.Check(p, "cluster.")
-	a.checkSchematic(p)
+	a.schematic().Check(p, "schematic")
 	a.VPS.check(p, "vps.")
 	a.checkNodes(p)
-}
-
-func (a *ClusterArgs) checkSchematic(p *inputs.Problems) {
-	s := a.schematic()
-	if s.ID != "" && len(s.Extensions) > 0 {
-		p.Add("schematic", "set either id or extensions, not both")
-	}
-	if s.ID != "" && !inputs.IsSchematicID(s.ID) {
-		p.Add("schematic.id", "%q is not a schematic id (64 lowercase hex digits)", s.ID)
-	}
-	for i, ext := range s.Extensions {
-		path := fmt.Sprintf("schematic.extensions[%d]", i)
-		if p.Required(path, ext) && !inputs.IsExtension(ext) {
-			p.Add(path, "%q is not an extension name like siderolabs/qemu-guest-agent", ext)
-		}
-		if ext != "" {
-			if j := slices.Index(s.Extensions, ext); j != i {
-				p.Add(path, "%q is also schematic.extensions[%d]", ext, j)
-			}
-		}
-	}
 }
 
 func (s *Settings) check(p *inputs.Problems, prefix string) {

@@ -172,7 +172,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"schematic id not hex", func(a *vps.ClusterArgs) { a.Schematic = &image.Schematic{ID: "abc"} }, []string{"schematic.id"}, "64 lowercase hex"},
 		{"extension twice", func(a *vps.ClusterArgs) {
 			a.Schematic = &image.Schematic{Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/iscsi-tools"}}
-		}, []string{"schematic.extensions[1]"}, "is also schematic.extensions[0]"},
+		}, []string{"schematic.extensions[1]"}, "is already listed at extensions[0]"},
 		{"empty extension", func(a *vps.ClusterArgs) { a.Schematic = &image.Schematic{Extensions: []string{""}} }, []string{"schematic.extensions[0]"}, "is required"},
 		{"extension without its owner", func(a *vps.ClusterArgs) { a.Schematic = &image.Schematic{Extensions: []string{"iscsi-tools"}} },
 			[]string{"schematic.extensions[0]"}, "is not an extension name like siderolabs/qemu-guest-agent"},

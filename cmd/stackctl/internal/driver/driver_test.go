@@ -19,6 +19,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver/drivertest"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -68,7 +69,7 @@ func (h *harness) run(ctx context.Context) int {
 			return func(*pulumi.Context) error { return nil }
 		},
 		Validate: func(src stacks.Source) error {
-			_, d := stacks.Load(src)
+			_, d := program.Validate(src) // as stackctl's own
 			return d.Err()
 		},
 		Access: h.access,

@@ -1,6 +1,7 @@
 package program
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 
@@ -21,7 +22,7 @@ var delegated = []string{
 	"cluster.name", "cluster.schematic", "cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
 	"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
 	// Keys of every node ("nodes[]." stands for nodes.<group>[<i>].).
-	"nodes[].cores", "nodes[].memory", "nodes[].diskSize", "nodes[].dataDiskSize",
+	"nodes[].vmId", "nodes[].cores", "nodes[].memory", "nodes[].diskSize", "nodes[].dataDiskSize",
 }
 
 // isDelegated reports whether the stack key is, or is under, a delegated
@@ -64,10 +65,15 @@ func componentProblems(cfg *stacks.Config, stack string, stackErrors []stacks.Pr
 		if len(stackErrors) > 0 && !isDelegated(key) || slices.ContainsFunc(stackErrors, func(e stacks.Problem) bool { return e.Path == key }) {
 			continue
 		}
-		out = append(out, stacks.Problem{Path: key, Message: p.Message})
+		out = append(out, stacks.Problem{Path: key, Message: nodeRef.ReplaceAllStringFunc(p.Message, func(ref string) string {
+			return overrides.StackPath(refs, ref) // another node the message names
+		})})
 	}
 	return out
 }
+
+// nodeRef is a node as a component's message names it (nodes[0]).
+var nodeRef = regexp.MustCompile(`\bnodes\[\d+\]`)
 
 // nodeKey is a node's key as delegated names it: nodes.workers[1].cores is
 // nodes[].cores.

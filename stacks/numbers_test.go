@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -84,7 +85,7 @@ func TestExplicitZeros(t *testing.T) {
 	at(k, "nodes", "workers", 0)["memory"] = 0
 	at(k, "nodes", "workers", 1)["diskSize"] = 0
 	at(k, "proxmox", "ssh")["port"] = 0
-	_, d = stacks.Load(proxmoxSource(k))
+	_, d = program.Validate(proxmoxSource(k)) // the file's rules and the component's (a VM id's range)
 	var paths []string
 	for _, p := range d.Errors {
 		paths = append(paths, p.Path)

@@ -181,7 +181,6 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 
 	names := map[string]string{}
 	ips := map[netip.Addr]string{}
-	vmids := map[int]string{}
 	macs := map[string]string{}
 	for _, ref := range cfg.Nodes.Refs() {
 		p := ref.Path
@@ -212,7 +211,7 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 
 		switch cfg.Platform {
 		case PlatformProxmox:
-			validateProxmoxNode(d, ref, vmids, macs)
+			validateProxmoxNode(d, ref, macs)
 			rejectSet(d, p, "vps", map[string]bool{
 				"gateway": ref.Gateway != "", "prefixLength": d.given(p+".prefixLength", ref.PrefixLength != 0),
 				"installDisk": ref.InstallDisk != "", "rescue": !reflect.ValueOf(ref.Rescue).IsZero() || d.zeroUnder(p+".rescue"),
@@ -292,18 +291,12 @@ func validateNodeIP(d *Diagnostics, cfg *Config, ref NodeRef, ip netip.Addr) {
 	}
 }
 
-func validateProxmoxNode(d *Diagnostics, ref NodeRef, vmids map[int]string, macs map[string]string) {
+func validateProxmoxNode(d *Diagnostics, ref NodeRef, macs map[string]string) {
 	p := ref.Path
-	switch {
-	case ref.VMID == 0 && !d.explicitZero(p+".vmId"):
+	// A VM id's range and uniqueness are the ProxmoxCluster's rules
+	// (program.Validate); a missing one is the file's.
+	if ref.VMID == 0 && !d.explicitZero(p+".vmId") {
 		d.errorf(p+".vmId", "is required")
-	case ref.VMID < proxmox.MinVMID || ref.VMID > proxmox.MaxVMID:
-		d.errorf(p+".vmId", "%d is out of range %d-%d", ref.VMID, proxmox.MinVMID, proxmox.MaxVMID)
-	default:
-		if other, dup := vmids[ref.VMID]; dup {
-			d.errorf(p+".vmId", "%d is already the VM id of %s", ref.VMID, other)
-		}
-		vmids[ref.VMID] = p
 	}
 	validateMAC(d, p, ref.MAC, macs)
 	validateVMSize(d, ref)

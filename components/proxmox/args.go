@@ -331,17 +331,20 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 			p.Add("proxmox.dnsmasq.ssh.port", "%d is not a port", dm.SSH.Port)
 		}
 	}
-	vmIDs := inputs.Unique{}
+	vmIDs := map[int]string{} // the node that has it first
 	var macNodes []NodeMAC
 	for i, n := range a.Nodes {
 		at := fmt.Sprintf("nodes[%d].", i)
 		if p.Required(at+"proxmoxNode", n.ProxmoxNode) && !IsNodeName(n.ProxmoxNode) {
 			p.Add(at+"proxmoxNode", "%q is not a Proxmox node name", n.ProxmoxNode)
 		}
-		if n.VMID < MinVMID || n.VMID > MaxVMID {
-			p.Add(at+"vmId", "%d is not a VM id (%d-%d)", n.VMID, MinVMID, MaxVMID)
-		} else {
-			vmIDs.Check(p, at+"vmId", fmt.Sprint(n.VMID))
+		switch first, dup := vmIDs[n.VMID]; {
+		case n.VMID < MinVMID || n.VMID > MaxVMID:
+			p.Add(at+"vmId", "%d is out of range %d-%d", n.VMID, MinVMID, MaxVMID)
+		case dup:
+			p.Add(at+"vmId", "%d is already the VM id of %s", n.VMID, first)
+		default:
+			vmIDs[n.VMID] = fmt.Sprintf("nodes[%d]", i)
 		}
 		n.checkSize(p, at)
 		macNodes = append(macNodes, NodeMAC{Name: n.Name, MAC: n.MAC})

@@ -68,9 +68,6 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 
 	validateNetwork(d, cfg)
 	validateEndpoint(d, cfg)
-	if c.Rollout.WorkerParallelism < 1 {
-		d.errorf("cluster.rollout.workerParallelism", "%d is not a number of workers: 1 or more", c.Rollout.WorkerParallelism)
-	}
 	validatePatches(d, "cluster.patches.all", c.Patches.All)
 	validatePatches(d, "cluster.patches.controlPlane", c.Patches.ControlPlane)
 	validatePatches(d, "cluster.patches.worker", c.Patches.Worker)
@@ -179,22 +176,11 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 		d.warnf("nodes.controlPlanes", "%d control planes: etcd tolerates no more failures with %d than with %d; use an odd number", n, n, n-1)
 	}
 
-	names := map[string]string{}
 	ips := map[netip.Addr]string{}
 	macs := map[string]string{}
 	for _, ref := range cfg.Nodes.Refs() {
 		p := ref.Path
-		switch {
-		case ref.Name == "":
-			d.errorf(p+".name", "is required")
-		case !inputs.IsDNSLabel(ref.Name):
-			d.errorf(p+".name", "%q must be a DNS label: lowercase letters, digits and '-', at most 63 characters", ref.Name)
-		default:
-			if other, dup := names[ref.Name]; dup {
-				d.errorf(p+".name", "%q is already the name of %s", ref.Name, other)
-			}
-			names[ref.Name] = p
-		}
+		// A node's name is the TalosCluster's rule (program.Validate).
 
 		if ref.IP == "" {
 			d.errorf(p+".ip", "is required")
@@ -354,16 +340,9 @@ func validateVPSNode(d *Diagnostics, ref NodeRef) {
 	if ref.InstallDisk != "" {
 		validateDevicePath(d, p+".installDisk", ref.InstallDisk)
 	}
+	// The rescue system's host, port and user are the VpsCluster's rules
+	// (program.Validate); a special address is validateAddresses'.
 	r := ref.Rescue
-	if r.Host != "" && !inputs.IsHost(r.Host) {
-		d.errorf(p+".rescue.host", "%q is not a host name or IPv4 address", r.Host)
-	}
-	if r.Port < 1 || r.Port > maxPort {
-		d.errorf(p+".rescue.port", "%d is out of range 1-%d", r.Port, maxPort)
-	}
-	if r.User == "" {
-		d.errorf(p+".rescue.user", "must not be empty")
-	}
 	if !r.Password.IsSet() {
 		d.errorf(p+".rescue.password", "is required: `pulumi config set --secret --path '%s.rescue.password' <password>`", p)
 	}

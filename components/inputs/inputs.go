@@ -105,7 +105,7 @@ func (p *Problems) CIDR(path, s string) {
 // name must be (hostname, Kubernetes node name, part of resource names).
 func (p *Problems) DNSLabel(path, s string) {
 	if !IsDNSLabel(s) {
-		p.Add(path, "%q is not a DNS label (lower-case letters, digits and '-', at most 63)", s)
+		p.Add(path, "%q must be a DNS label: lowercase letters, digits and '-', at most 63 characters", s)
 	}
 }
 

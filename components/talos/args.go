@@ -144,12 +144,16 @@ func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 	} else if a.Nodes[0].Role != RoleControlPlane {
 		p.Add(at("nodes[0].role"), "the first node must be a control plane (it is bootstrapped), not %q", a.Nodes[0].Role)
 	}
-	names, ips := inputs.Unique{}, inputs.Unique{}
+	names, ips := map[string]string{}, inputs.Unique{}
 	for i, n := range a.Nodes {
 		np := at(fmt.Sprintf("nodes[%d]", i))
 		if p.Required(np+".name", n.Name) {
 			p.DNSLabel(np+".name", n.Name)
-			names.Check(p, np+".name", n.Name)
+			if first, dup := names[n.Name]; dup {
+				p.Add(np+".name", "%q is already the name of %s", n.Name, first)
+			} else {
+				names[n.Name] = np
+			}
 		}
 		if p.Required(np+".ip", n.IP) {
 			p.MachineIPv4(np+".ip", n.IP)

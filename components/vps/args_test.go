@@ -193,7 +193,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"worker first", func(a *vps.ClusterArgs) { a.Nodes[0], a.Nodes[2] = a.Nodes[2], a.Nodes[0] }, []string{"nodes[0].role"}, "must be a control plane"},
 		{"unknown role", func(a *vps.ClusterArgs) { a.Nodes[1].Role = "master" }, []string{"nodes[1].role"}, "not a role"},
 		{"name not a DNS label", func(a *vps.ClusterArgs) { a.Nodes[1].Name = "CP_1" }, []string{"nodes[1].name"}, "DNS label"},
-		{"name twice", func(a *vps.ClusterArgs) { a.Nodes[2].Name = "cp-0" }, []string{"nodes[2].name"}, "is also nodes[0].name"},
+		{"name twice", func(a *vps.ClusterArgs) { a.Nodes[2].Name = "cp-0" }, []string{"nodes[2].name"}, "is already the name of nodes[0]"},
 		{"ip missing", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "" }, []string{"nodes[2].ip"}, "is required"},
 		{"ip not IPv4", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "2001:db8::1" }, []string{"nodes[2].ip"}, "not an IPv4"},
 		{"ip twice", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "203.0.113.10" }, []string{"nodes[2].ip"}, "is also nodes[0].ip"},

@@ -69,7 +69,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 			return nil, fmt.Errorf("unable to log config warning: %w", err)
 		}
 	}
-	diags.Errors = append(diags.Errors, componentProblems(cfg, ctx.Stack(), diags.Errors)...)
+	diags.AddErrors(componentProblems(cfg, ctx.Stack(), diags.Errors)...)
 	if err := diags.Err(); err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 // Diagnostics, stacks.Load's first.
 func Validate(src stacks.Source) (*stacks.Config, *stacks.Diagnostics) {
 	cfg, d := stacks.Load(src)
-	d.Errors = append(d.Errors, componentProblems(cfg, "", d.Errors)...)
+	d.AddErrors(componentProblems(cfg, "", d.Errors)...)
 	if d.HasErrors() {
 		return cfg, d
 	}

@@ -28,6 +28,17 @@ type Diagnostics struct {
 	// explicitZeros are the key paths the stack gives the number 0, which
 	// defaults cannot tell from an absent key (see numbers.go).
 	explicitZeros map[string]bool
+	// secrets are the stack's secret values, which no message may show
+	// (see scrubSecrets): problems added later are scrubbed of them too.
+	secrets []string
+}
+
+// AddErrors adds problems found beyond Load (the components' own rules,
+// named by stack keys), scrubbed of the stack's secrets as Load's are.
+func (d *Diagnostics) AddErrors(ps ...Problem) {
+	added := &Diagnostics{Errors: ps}
+	scrubSecrets(added, d.secrets)
+	d.Errors = append(d.Errors, added.Errors...)
 }
 
 func (d *Diagnostics) errorf(path, format string, args ...any) {

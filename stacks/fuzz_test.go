@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
-// FuzzLoad feeds arbitrary values to every top-level key. The loader must
-// never panic, must tie every error to a key path, and whatever it accepts
-// must be a config the components can use without further checks.
+// FuzzLoad feeds arbitrary values to every top-level key. The stack
+// front-end (stacks.Load and the components' own rules, program.Validate)
+// must never panic, must tie every error to a key path, and whatever it
+// accepts must be a config the components can use without further checks.
 // `go test` runs the seed corpus; `make fuzz` explores further.
 func FuzzLoad(f *testing.F) {
 	for _, file := range []string{stackstest.ProxmoxExample, stackstest.VPSExample} {
@@ -35,7 +37,7 @@ func FuzzLoad(f *testing.F) {
 			"talos-cluster:proxmox":  proxmox,
 			"talos-cluster:vps":      vps,
 		}, SecretKeys: []string{"talos-cluster:nodes", "talos-cluster:proxmox"}}
-		cfg, d := stacks.Load(src)
+		cfg, d := program.Validate(src)
 		secrets := []stacks.Secret{cfg.Proxmox.APITokenSecret, cfg.Proxmox.SSH.PrivateKey}
 		for _, n := range slices.Concat(cfg.Nodes.ControlPlanes, cfg.Nodes.Workers) {
 			secrets = append(secrets, n.Rescue.Password)

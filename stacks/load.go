@@ -61,6 +61,7 @@ func Load(src Source) (*Config, *Diagnostics) {
 	checkConfigSize(d, src)
 	dropFollowUps(d, errorsFrom, warningsFrom, failed)
 	scrubSecrets(d, creds.secrets)
+	d.secrets = creds.secrets
 	if !d.HasErrors() {
 		resolve(cfg)
 	}

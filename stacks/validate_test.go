@@ -715,3 +715,23 @@ func TestKubernetesVersionLosesItsV(t *testing.T) {
 	require.NoError(t, d.Err())
 	assert.Equal(t, "1.35.0", cfg.Cluster.KubernetesVersion)
 }
+
+// The components' problems, named by stack keys, are scrubbed of the
+// stack's secrets as the file's own are: a token secret pasted as the
+// bridge is refused without being shown.
+func TestComponentsProblemsShowNoSecret(t *testing.T) {
+	t.Parallel()
+	k := proxmoxKeys()
+	at(k, "proxmox")["bridge"] = tokenSecret
+	_, d := program.Validate(proxmoxSource(k))
+	var bridge []string
+	for _, p := range d.Errors {
+		if p.Path == "proxmox.bridge" {
+			bridge = append(bridge, p.Message)
+		}
+		assert.NotContains(t, p.Message, tokenSecret, p.Path)
+	}
+	require.Len(t, bridge, 1, "%v", d.Err())
+	assert.Contains(t, bridge[0], "[secret]")
+	assert.Contains(t, bridge[0], "is not a bridge name")
+}

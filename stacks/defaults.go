@@ -45,12 +45,16 @@ func DefaultProxmoxExtensions() []string {
 // DefaultVPSNameservers are public resolvers; a VPS has no local DNS server.
 func DefaultVPSNameservers() []string { return vps.DefaultNameservers() }
 
+// applyDefaults fills what the front-end itself reads: the addressing and
+// what follows from it, the access, the Proxmox host of the nodes, the SSH
+// destination, the networks, the schematic, the install disk and the VPS
+// settings. The components' own inputs (the bridge, datastores, CPU type,
+// BIOS, dnsmasq paths and command, the VMs' sizes, the chart versions, the
+// worker parallelism) are left empty for the components' defaults, which
+// the Default* constants above name (issue 25).
 func applyDefaults(cfg *Config) {
 	c := &cfg.Cluster
 	setString(&c.InstallDisk, DefaultInstallDisk)
-	setString(&c.Cilium.Version, DefaultCiliumVersion)
-	setString(&c.CertApprover.Version, DefaultApproverVersion)
-	setInt(&c.Rollout.WorkerParallelism, 1)
 
 	switch cfg.Platform {
 	case PlatformProxmox:
@@ -63,28 +67,14 @@ func applyDefaults(cfg *Config) {
 		}
 		p := &cfg.Proxmox
 		setString(&p.Node, DefaultProxmoxNode)
-		setString(&p.Bridge, DefaultBridge)
-		setString(&p.DiskDatastore, DefaultDiskDatastore)
-		setString(&p.ISODatastore, DefaultISODatastore)
-		setString(&p.CPUType, DefaultCPUType)
-		setString(&p.BIOS, DefaultBIOS)
 		setString(&p.Addressing, AddressingDHCPReservation)
 		setString(&p.Access, AccessDirect)
-		setString(&p.DNSMasq.ConfigDir, DefaultDNSMasqDir)
-		setString(&p.DNSMasq.Restart, DefaultDNSMasqRestart)
-		setString(&p.DNSMasq.LeaseFile, DefaultDNSMasqLeaseFile)
 		if p.DNSMasq.Enabled == nil {
 			on := p.Addressing == AddressingDHCPReservation
 			p.DNSMasq.Enabled = &on
 		}
 		setInt(&p.SSH.Port, DefaultSSHPort)
 		setString(&p.SSH.User, DefaultSSHUser)
-		for i := range cfg.Nodes.ControlPlanes {
-			proxmoxNodeDefaults(&cfg.Nodes.ControlPlanes[i], defaultControlPlaneCores, defaultControlPlaneMemory)
-		}
-		for i := range cfg.Nodes.Workers {
-			proxmoxNodeDefaults(&cfg.Nodes.Workers[i], defaultWorkerCores, defaultWorkerMemory)
-		}
 	case PlatformVPS:
 		if c.Schematic.Extensions == nil {
 			c.Schematic.Extensions = []string{}
@@ -105,12 +95,6 @@ func applyDefaults(cfg *Config) {
 			setString(&n.Rescue.User, vps.DefaultRescueUser)
 		}
 	}
-}
-
-func proxmoxNodeDefaults(n *NodeConfig, cores, memory int) {
-	setInt(&n.Cores, cores)
-	setInt(&n.Memory, memory)
-	setInt(&n.DiskSize, DefaultDiskSize)
 }
 
 // resolve fills defaults that copy another, already validated key, and

@@ -95,10 +95,11 @@ func TestExplicitZeros(t *testing.T) {
 		"nodes.workers[1].diskSize", "proxmox.ssh.port",
 	}, paths, "one error per key:\n%s", d.Err())
 
-	// Absent keys still get their defaults.
+	// Absent keys still get their defaults: the file's, and the
+	// ProxmoxCluster's for a VM's size.
 	cfg, d = stacks.Load(proxmoxSource(proxmoxKeys()))
 	require.NoError(t, d.Err())
-	w := cfg.Nodes.Workers[0]
+	w := program.ProxmoxArgs(cfg).WithDefaults().Nodes[1]
 	assert.Equal(t, []int{4, 8192, 20, 22, 24}, []int{w.Cores, w.Memory, w.DiskSize, cfg.Proxmox.SSH.Port, cfg.Cluster.Network.PrefixLength})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -77,7 +78,9 @@ func TestEveryKeyIsDocumented(t *testing.T) {
 	}
 }
 
-// A `default` tag that is a plain literal must be what the loader fills in.
+// A `default` tag that is a plain literal must be what the loader fills in,
+// or, for the inputs it leaves to the components, what the component
+// fills in the Args the program builds (componentDefaults).
 func TestDefaultTagsMatchTheLoader(t *testing.T) {
 	t.Parallel()
 	minimal := map[stacks.Platform]*stacks.Config{}
@@ -102,10 +105,53 @@ func TestDefaultTagsMatchTheLoader(t *testing.T) {
 		if !ok {
 			continue // a list this platform's minimal config leaves empty
 		}
+		if fromComponent, left := componentDefaults(minimal[platform])[f.Path]; left {
+			assert.Contains(t, []string{"", "0"}, got, "%s: the loader leaves it to the component", f.Path)
+			got = fromComponent
+		}
 		assert.Equal(t, f.Default, got, "%s: documented default differs from the loaded one", f.Path)
 		checked++
 	}
 	assert.Greater(t, checked, 10)
+}
+
+// componentDefaults are the inputs the loader leaves empty, by stack path,
+// as the platform's component fills them in the Args built from cfg.
+func componentDefaults(cfg *stacks.Config) map[string]string {
+	talosArgs := program.TalosArgs(cfg).WithDefaults()
+	c := talosArgs.Cluster
+	out := map[string]string{
+		"cluster.cilium.version":            c.Cilium.Version,
+		"cluster.certApprover.version":      c.CertApprover.Version,
+		"cluster.rollout.workerParallelism": fmt.Sprint(c.WorkerParallelism()),
+	}
+	if cfg.Platform != stacks.PlatformProxmox {
+		return out
+	}
+	a := program.ProxmoxArgs(cfg).WithDefaults()
+	px := a.Proxmox
+	for k, v := range map[string]string{
+		"proxmox.bridge": px.Bridge, "proxmox.diskDatastore": px.DiskDatastore, "proxmox.isoDatastore": px.ISODatastore,
+		"proxmox.cpuType": px.CPUType, "proxmox.bios": px.BIOS,
+	} {
+		out[k] = v
+	}
+	if px.DNSMasq != nil {
+		out["proxmox.dnsmasq.configDir"] = px.DNSMasq.ConfigDir
+		out["proxmox.dnsmasq.restartCommand"] = px.DNSMasq.RestartCommand
+		out["proxmox.dnsmasq.leaseFile"] = px.DNSMasq.LeaseFile
+	}
+	for _, n := range a.Nodes {
+		group := "nodes.workers[]."
+		if n.Role == "controlplane" {
+			group = "nodes.controlPlanes[]."
+		}
+		if _, done := out[group+"cores"]; done {
+			continue // the first node of each group, as lookup takes
+		}
+		out[group+"cores"], out[group+"memory"], out[group+"diskSize"] = fmt.Sprint(n.Cores), fmt.Sprint(n.Memory), fmt.Sprint(n.DiskSize)
+	}
+	return out
 }
 
 func minimalProxmox() keys {

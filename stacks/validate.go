@@ -1,6 +1,7 @@
 package stacks
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
@@ -311,10 +312,12 @@ func validateDNSMasqPlacement(d *Diagnostics, cfg *Config) {
 	if len(hosts) < 2 {
 		return
 	}
+	// The bridge the VMs get: the file's, or the ProxmoxCluster's default.
+	bridge := cmp.Or(px.Bridge, DefaultBridge)
 	for _, ref := range cfg.Nodes.Refs() {
 		if host := nodeHost(px, ref); host != px.Node {
 			d.errorf(ref.Path+".proxmoxNode", "%q is not proxmox.node (%q), and DHCP reservations are on: the dnsmasq holding them on the host reached over SSH serves only the bridge %s it sits on, which does not reach VMs on other Proxmox nodes; set proxmox.dnsmasq.bridgeSpansHosts: true if %s spans the nodes (e.g. an SDN VXLAN zone), or use addressing %s",
-				host, px.Node, px.Bridge, px.Bridge, AddressingStatic)
+				host, px.Node, bridge, bridge, AddressingStatic)
 		}
 	}
 }

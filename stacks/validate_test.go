@@ -574,6 +574,7 @@ func TestDNSMasqReservationsAndMultiHostPlacement(t *testing.T) {
 	for _, p := range d.Errors {
 		paths = append(paths, p.Path)
 		assert.Contains(t, p.Message, "proxmox.dnsmasq.bridgeSpansHosts: true", p.Path)
+		assert.Contains(t, p.Message, "the bridge vmbr1 it sits on", p.Path)
 	}
 	assert.Equal(t, []string{"nodes.workers[0].proxmoxNode", "nodes.workers[1].proxmoxNode"}, paths)
 
@@ -675,8 +676,12 @@ func TestDefaultsPerPlatform(t *testing.T) {
 	assert.Equal(t, 24, cfg.Cluster.Network.PrefixLength)
 	assert.Equal(t, "192.168.122.70", cfg.Proxmox.SSH.Host, "SSH host defaults to the API host")
 	assert.Equal(t, stacks.AccessDirect, cfg.Proxmox.Access)
-	assert.Equal(t, 2, cfg.Nodes.ControlPlanes[0].Cores)
-	assert.Equal(t, 8192, cfg.Nodes.Workers[0].Memory)
+	// A VM's size is the ProxmoxCluster's default, by role: the file
+	// leaves it out of the Args the program builds.
+	assert.Zero(t, cfg.Nodes.ControlPlanes[0].Cores)
+	args := program.ProxmoxArgs(cfg).WithDefaults()
+	assert.Equal(t, 2, args.Nodes[0].Cores)
+	assert.Equal(t, 8192, args.Nodes[1].Memory)
 
 	cfg, d = stacks.Load(vpsSource(vpsKeys()))
 	require.NoError(t, d.Err())

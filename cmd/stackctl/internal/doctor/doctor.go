@@ -8,6 +8,7 @@ package doctor
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -185,6 +186,7 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []
 	for _, n := range nodes {
 		status[n.Node] = n.Status
 	}
+	host := proxmoxHost(cfg)
 	used := map[string]bool{}
 	for _, n := range cfg.Nodes.All() {
 		used[n.ProxmoxNode] = true
@@ -198,8 +200,8 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []
 			out = append(out, Result{Fail, "node", fmt.Sprintf("Proxmox node %q is %s", name, st)})
 			continue
 		}
-		out = append(out, checkStorage(ctx, api, name, px.ISODatastore, "iso", "proxmox.isoDatastore"))
-		out = append(out, checkStorage(ctx, api, name, px.DiskDatastore, "images", "proxmox.diskDatastore"))
+		out = append(out, checkStorage(ctx, api, name, host.ISODatastore, "iso", "proxmox.isoDatastore"))
+		out = append(out, checkStorage(ctx, api, name, host.DiskDatastore, "images", "proxmox.diskDatastore"))
 		out = append(out, checkFactory(ctx, api, name))
 	}
 	out = append(out, checkPrivileges(ctx, api, cfg, version))
@@ -261,7 +263,7 @@ func explainAPI(px stacks.ProxmoxConfig, err error) string {
 
 func checkSSH(ctx context.Context, env Env, cfg *stacks.Config) Result {
 	ssh := cfg.Proxmox.SSH
-	dir := cfg.Proxmox.DNSMasq.ConfigDir
+	dir := cmp.Or(cfg.Proxmox.DNSMasq.ConfigDir, proxmox.DefaultDNSMasqDir)
 	ctx, cancel := context.WithTimeout(ctx, 2*env.Timeout)
 	defer cancel()
 	out, err := env.SSH(ctx, cfg, dnsmasqCheckCommand(dir))
@@ -474,4 +476,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// proxmoxHost is the Proxmox host settings the ProxmoxCluster uses: the
+// stack's, with the component's defaults for what the stack leaves out.
+func proxmoxHost(cfg *stacks.Config) proxmox.HostSettings {
+	return program.ProxmoxArgs(cfg).WithDefaults().Proxmox
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/image"
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -34,14 +35,14 @@ var vmPrivileges = []string{
 // on its zone since 8.0; the guest agent's reads are VM.Monitor before 9.0
 // and VM.GuestAgent.Audit since).
 func neededPrivileges(cfg *stacks.Config, major int) []need {
-	px := cfg.Proxmox
+	px := proxmoxHost(cfg)
 	var out []need
 	nodes := map[string]bool{}
 	bridges := map[string]bool{px.Bridge: true}
 	for _, ref := range cfg.Nodes.Refs() {
 		nodes[ref.ProxmoxNode] = true
 		privs := slices.Clone(vmPrivileges)
-		if px.Addressing == stacks.AddressingStatic {
+		if px.Addressing == proxmox.AddressingStatic {
 			privs = append(privs, "VM.Config.Cloudinit")
 		}
 		if major >= 9 {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
@@ -99,10 +98,4 @@ func (s *SSHConfig) KeyFilePath() string {
 		}
 	}
 	return s.PrivateKeyFile
-}
-
-// TalosWait is vps.talosWaitTimeout as a duration (valid after Load).
-func (v VPSConfig) TalosWait() time.Duration {
-	d, _ := time.ParseDuration(v.TalosWaitTimeout)
-	return d
 }

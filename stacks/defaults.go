@@ -47,11 +47,12 @@ func DefaultVPSNameservers() []string { return vps.DefaultNameservers() }
 
 // applyDefaults fills what the front-end itself reads: the addressing and
 // what follows from it, the access, the Proxmox host of the nodes, the SSH
-// destination, the networks, the schematic, the install disk and the VPS
-// settings. The components' own inputs (the bridge, datastores, CPU type,
-// BIOS, dnsmasq paths and command, the VMs' sizes, the chart versions, the
-// worker parallelism) are left empty for the components' defaults, which
-// the Default* constants above name (issue 25).
+// destination, the networks, the schematic, the install disk and the
+// rescue port. The components' own inputs (the bridge, datastores, CPU
+// type, BIOS, dnsmasq paths and command, the VMs' sizes, the chart
+// versions, the worker parallelism, the VPS settings and the rescue user)
+// are left empty for the components' defaults, which the Default*
+// constants above name (issue 25).
 func applyDefaults(cfg *Config) {
 	c := &cfg.Cluster
 	setString(&c.InstallDisk, DefaultInstallDisk)
@@ -83,16 +84,11 @@ func applyDefaults(cfg *Config) {
 		if c.Network.Nameservers == nil {
 			c.Network.Nameservers = DefaultVPSNameservers()
 		}
-		v := &cfg.VPS
-		if v.RequireRescue == nil {
-			on := true
-			v.RequireRescue = &on
-		}
-		setString(&v.TalosWaitTimeout, DefaultTalosWaitTimeout)
-		setString(&v.OnDestroy, OnDestroyForget)
+		// The rescue port is the front-end's too: it looks the host key
+		// up in known_hosts there. The VPS settings and the rescue user
+		// are the VpsCluster's defaults.
 		for _, n := range cfg.Nodes.All() {
 			setInt(&n.Rescue.Port, vps.DefaultRescuePort)
-			setString(&n.Rescue.User, vps.DefaultRescueUser)
 		}
 	}
 }

@@ -102,17 +102,19 @@ func TestDefaultTagsMatchTheLoader(t *testing.T) {
 			platform = stacks.PlatformVPS
 		}
 		got, ok := lookup(reflect.ValueOf(minimal[platform]).Elem(), f.Path)
+		if fromComponent, left := componentDefaults(minimal[platform])[f.Path]; left {
+			if ok {
+				assert.Contains(t, []string{"", "0", "<nil>"}, got, "%s: the loader leaves it to the component", f.Path)
+			}
+			got, ok = fromComponent, true
+		}
 		if !ok {
 			continue // a list this platform's minimal config leaves empty
-		}
-		if fromComponent, left := componentDefaults(minimal[platform])[f.Path]; left {
-			assert.Contains(t, []string{"", "0"}, got, "%s: the loader leaves it to the component", f.Path)
-			got = fromComponent
 		}
 		assert.Equal(t, f.Default, got, "%s: documented default differs from the loaded one", f.Path)
 		checked++
 	}
-	assert.Greater(t, checked, 10)
+	assert.Greater(t, checked, 25)
 }
 
 // componentDefaults are the inputs the loader leaves empty, by stack path,
@@ -125,7 +127,12 @@ func componentDefaults(cfg *stacks.Config) map[string]string {
 		"cluster.certApprover.version":      c.CertApprover.Version,
 		"cluster.rollout.workerParallelism": fmt.Sprint(c.WorkerParallelism()),
 	}
-	if cfg.Platform != stacks.PlatformProxmox {
+	if cfg.Platform == stacks.PlatformVPS {
+		a := program.VPSArgs(cfg).WithDefaults()
+		out["vps.talosWaitTimeout"] = a.VPS.TalosWaitTimeout
+		out["vps.onDestroy"] = a.VPS.OnDestroy
+		out["vps.requireRescue"] = fmt.Sprint(a.VPS.RequireRescue)
+		out["nodes.controlPlanes[].rescue.user"] = a.Nodes[0].Rescue.User
 		return out
 	}
 	a := program.ProxmoxArgs(cfg).WithDefaults()
@@ -186,6 +193,9 @@ func lookup(v reflect.Value, path string) (string, bool) {
 		}
 	}
 	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "<nil>", true
+		}
 		v = v.Elem()
 	}
 	return fmt.Sprint(v.Interface()), true

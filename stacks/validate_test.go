@@ -688,7 +688,7 @@ func TestDefaultsPerPlatform(t *testing.T) {
 	assert.Empty(t, cfg.Cluster.Schematic.Extensions)
 	assert.NotNil(t, cfg.Cluster.Schematic.Extensions)
 	assert.Equal(t, 32, cfg.Nodes.ControlPlanes[0].PrefixLength)
-	assert.Equal(t, "root", cfg.Nodes.ControlPlanes[0].Rescue.User)
+	assert.Equal(t, "root", program.VPSArgs(cfg).WithDefaults().Nodes[0].Rescue.User, "the VpsCluster's default")
 	assert.Equal(t, stacks.DefaultVPSNameservers(), cfg.Cluster.Network.Nameservers)
 
 	// An explicit empty extension list means a vanilla image, not the default.

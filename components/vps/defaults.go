@@ -22,6 +22,12 @@ func DefaultNameservers() []string { return []string{"1.1.1.1", "9.9.9.9"} }
 // empty set to its default. The nodes and settings are copied; nothing in a
 // is changed.
 func (a ClusterArgs) WithDefaults() ClusterArgs {
+	if a.VPS.TalosWaitTimeout == "" {
+		a.VPS.TalosWaitTimeout = DefaultTalosWaitTimeout
+	}
+	if a.VPS.OnDestroy == "" {
+		a.VPS.OnDestroy = OnDestroyForget
+	}
 	if a.Cluster.Nameservers == nil {
 		a.Cluster.Nameservers = DefaultNameservers()
 	} else {

@@ -19,10 +19,10 @@ var delegated = []string{
 	"proxmox.bridge", "proxmox.vlanId", "proxmox.diskDatastore", "proxmox.isoDatastore",
 	"proxmox.cpuType", "proxmox.bios", "proxmox.addressing",
 	"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand",
-	"cluster.name", "cluster.schematic", "cluster.rollout.workerParallelism", "cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
+	"cluster.name", "cluster.vip", "cluster.schematic", "cluster.rollout.workerParallelism", "cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
 	"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
 	// Keys of every node ("nodes[]." stands for nodes.<group>[<i>].).
-	"nodes[].name", "nodes[].rescue.host", "nodes[].rescue.port", "nodes[].rescue.user",
+	"nodes[].name", "nodes[].ip", "nodes[].rescue.host", "nodes[].rescue.port", "nodes[].rescue.user",
 	"nodes[].vmId", "nodes[].cores", "nodes[].memory", "nodes[].diskSize", "nodes[].dataDiskSize",
 }
 

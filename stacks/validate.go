@@ -154,11 +154,7 @@ func validateEndpoint(d *Diagnostics, cfg *Config) {
 	if gw, ok := parseIPv4(c.Network.Gateway); ok && gw == vip {
 		d.errorf("cluster.vip", "%s is the gateway's address", vip)
 	}
-	for _, ref := range cfg.Nodes.Refs() {
-		if ip, ok := parseIPv4(ref.IP); ok && ip == vip {
-			d.errorf("cluster.vip", "%s is also the IP of %s (%s); the VIP must be an unused address", vip, ref.Path, ref.Name)
-		}
-	}
+	// A VIP that is a node's IP is the TalosCluster's rule.
 }
 
 // nodeNetwork is the shared node subnet (Proxmox), if the gateway is valid.
@@ -177,21 +173,15 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 		d.warnf("nodes.controlPlanes", "%d control planes: etcd tolerates no more failures with %d than with %d; use an odd number", n, n, n-1)
 	}
 
-	ips := map[netip.Addr]string{}
 	macs := map[string]string{}
 	for _, ref := range cfg.Nodes.Refs() {
 		p := ref.Path
 		// A node's name is the TalosCluster's rule (program.Validate).
 
-		if ref.IP == "" {
-			d.errorf(p+".ip", "is required")
-		} else if ip, ok := parseIPv4(ref.IP); !ok {
-			d.errorf(p+".ip", "%q is not an IPv4 address", ref.IP)
-		} else {
-			if other, dup := ips[ip]; dup {
-				d.errorf(p+".ip", "%s is already the IP of %s", ip, other)
-			}
-			ips[ip] = p
+		// A node's IP is required, IPv4 and unique by the TalosCluster's
+		// rules (program.Validate); where it sits in the network is the
+		// file's.
+		if ip, ok := parseIPv4(ref.IP); ok {
 			validateNodeIP(d, cfg, ref, ip)
 		}
 		validatePatches(d, p+".patches", ref.Patches)

@@ -108,15 +108,3 @@ func (p *Problems) DNSLabel(path, s string) {
 		p.Add(path, "%q must be a DNS label: lowercase letters, digits and '-', at most 63 characters", s)
 	}
 }
-
-// Unique records a problem for each value seen before, naming the first path.
-type Unique map[string]string
-
-// Check records a problem when v was seen at another path.
-func (u Unique) Check(p *Problems, path, v string) {
-	if first, ok := u[v]; ok && v != "" {
-		p.Add(path, "%q is also %s", v, first)
-		return
-	}
-	u[v] = path
-}

@@ -144,7 +144,7 @@ func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 	} else if a.Nodes[0].Role != RoleControlPlane {
 		p.Add(at("nodes[0].role"), "the first node must be a control plane (it is bootstrapped), not %q", a.Nodes[0].Role)
 	}
-	names, ips := map[string]string{}, inputs.Unique{}
+	names, ips := map[string]string{}, map[string]string{} // the node that has it first
 	for i, n := range a.Nodes {
 		np := at(fmt.Sprintf("nodes[%d]", i))
 		if p.Required(np+".name", n.Name) {
@@ -157,13 +157,17 @@ func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 		}
 		if p.Required(np+".ip", n.IP) {
 			p.MachineIPv4(np+".ip", n.IP)
-			ips.Check(p, np+".ip", n.IP)
+			if first, dup := ips[n.IP]; dup {
+				p.Add(np+".ip", "%s is already the IP of %s", n.IP, first)
+			} else {
+				ips[n.IP] = np
+			}
 		}
 		if n.Role != RoleControlPlane && n.Role != RoleWorker {
 			p.Add(np+".role", "%q is not a role: controlplane or worker", n.Role)
 		}
 		if n.IP != "" && n.IP == a.Cluster.VIP {
-			p.Add(np+".ip", "%q is also the vip", n.IP)
+			p.Add(at("cluster.vip"), "%s is also the IP of %s (%s); the VIP must be an unused address", n.IP, np, n.Name)
 		}
 		for j, c := range n.Network.Addresses {
 			p.CIDR(fmt.Sprintf("%s.network.addresses[%d]", np, j), c)

@@ -311,6 +311,7 @@ func TestClusterArgsAreChecked(t *testing.T) {
 			a.Nodes[1].IP = "::1"
 			a.Nodes[1].Network.Routes = []talos.Route{{Network: "default", Gateway: "gw"}}
 		}, []string{"cluster.vip", "cluster.nameservers[1]", "nodes[1].ip", "nodes[1].network.routes[0].network", "nodes[1].network.routes[0].gateway"}},
+		{"a VIP that is a node's IP", func(a *talos.ClusterArgs) { a.Cluster.VIP = a.Nodes[1].IP }, []string{"cluster.vip"}},
 		{"duplicate and invalid names", func(a *talos.ClusterArgs) {
 			a.Nodes[1].Name, a.Nodes[1].IP = a.Nodes[0].Name, a.Nodes[0].IP
 			a.Nodes = append(a.Nodes, talos.NodeSpec{Name: "Node_3", IP: "10.0.0.30", Role: "master"})

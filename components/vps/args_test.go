@@ -196,7 +196,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"name twice", func(a *vps.ClusterArgs) { a.Nodes[2].Name = "cp-0" }, []string{"nodes[2].name"}, "is already the name of nodes[0]"},
 		{"ip missing", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "" }, []string{"nodes[2].ip"}, "is required"},
 		{"ip not IPv4", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "2001:db8::1" }, []string{"nodes[2].ip"}, "not an IPv4"},
-		{"ip twice", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "203.0.113.10" }, []string{"nodes[2].ip"}, "is also nodes[0].ip"},
+		{"ip twice", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "203.0.113.10" }, []string{"nodes[2].ip"}, "is already the IP of nodes[0]"},
 		{"prefix length too long", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 33 }, []string{"nodes[1].prefixLength"}, "out of range 8-32"},
 		{"prefix length too long", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 33 }, []string{"nodes[1].prefixLength"}, ""},
 		{"gateway missing", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "" }, []string{"nodes[1].gateway"}, "is required"},

@@ -11,9 +11,11 @@ import (
 )
 
 // delegated are the stack keys whose rules are the platform component's
-// alone (issue 25): stacks.Load checks nothing of them, and the
-// component's problems there are named by these keys. The other keys are
-// still checked by stacks.Load too, with the same shared rules
+// (issue 25): stacks.Load no longer checks what the component checks of
+// them, and the component's problems there are named by these keys. At
+// some, Load keeps rules of the file's own (where a node's IP sits in the
+// network, special addresses, explicit zeros). The other keys are still
+// checked by stacks.Load too, with the same shared rules
 // (components/inputs, components/proxmox/rules.go), until they move here.
 var delegated = []string{
 	"proxmox.bridge", "proxmox.vlanId", "proxmox.diskDatastore", "proxmox.isoDatastore",
@@ -44,11 +46,11 @@ func isDelegated(key string) bool {
 // is registered. When stacks.Load found errors (stackErrors), cfg is not
 // resolved and its Args may carry what Load refused, which the component
 // would report again under another key: only the problems at delegated
-// keys, which nothing else reports, are kept, and none at a key Load
-// already refused (an explicit 0), so every problem is still reported at
-// once and only once. stack is the stack's name, which the
-// VMs' derived MACs hang on ("" where unknown: their clashes, one in 2^24
-// per pair of nodes, are then left to the run).
+// keys are kept, and none at a key Load already refused (a value of the
+// wrong type, a special address), so every problem is still reported at
+// once and only once. stack is the stack's name, which the VMs' derived
+// MACs hang on ("" where unknown: their clashes, one in 2^24 per pair of
+// nodes, are then left to the run).
 func componentProblems(cfg *stacks.Config, stack string, stackErrors []stacks.Problem) []stacks.Problem {
 	var found []inputs.Problem
 	switch cfg.Platform {

@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -40,27 +43,59 @@ func isDelegated(key string) bool {
 	})
 }
 
-// componentProblems are the problems the platform's component finds in the
-// Args built from cfg (its own rules, which every language of the package
-// gets), named by the stack's keys (overrides.StackPath), before anything
-// is registered. When stacks.Load found errors (stackErrors), cfg is not
+// platformArgs are the platform component's Args built from cfg, once per
+// run: px or vps, neither for a platform Load refuses.
+type platformArgs struct {
+	px  *proxmox.ClusterArgs
+	vps *vps.ClusterArgs
+}
+
+func newPlatformArgs(cfg *stacks.Config) platformArgs {
+	switch cfg.Platform {
+	case stacks.PlatformProxmox:
+		return platformArgs{px: ProxmoxArgs(cfg)}
+	case stacks.PlatformVPS:
+		return platformArgs{vps: VPSArgs(cfg)}
+	}
+	return platformArgs{}
+}
+
+// problems are the component's own problems with its Args. stack is the
+// stack's name, which the VMs' derived MACs hang on ("" where unknown:
+// their clashes, one in 2^24 per pair of nodes, are then left to the run).
+func (a platformArgs) problems(stack string) []inputs.Problem {
+	switch {
+	case a.px != nil:
+		return a.px.Problems(stack)
+	case a.vps != nil:
+		return a.vps.Problems()
+	}
+	return nil // Load reports the platform
+}
+
+// talos are the arguments the component hands to the TalosCluster (no
+// installer image: the Image Factory gives it at run time, and nothing
+// checked before the run reads it).
+func (a platformArgs) talos(cfg *stacks.Config) *talos.ClusterArgs {
+	switch {
+	case a.px != nil:
+		return a.px.TalosArgs(nil)
+	case a.vps != nil:
+		return a.vps.TalosArgs(nil)
+	}
+	return &talos.ClusterArgs{Cluster: ClusterSettings(cfg)}
+}
+
+// componentProblems names the problems the platform's component finds in
+// its Args (found: its own rules, which every language of the package
+// gets) by the stack's keys (overrides.StackPath), before anything is
+// registered. When stacks.Load found errors (stackErrors), cfg is not
 // resolved and its Args may carry what Load refused, which the component
 // would report again under another key: only the problems at delegated
 // keys are kept, and none at a key Load already refused (a value of the
 // wrong type, a special address), so every problem is still reported at
-// once and only once. stack is the stack's name, which the VMs' derived
-// MACs hang on ("" where unknown: their clashes, one in 2^24 per pair of
-// nodes, are then left to the run).
-func componentProblems(cfg *stacks.Config, stack string, stackErrors []stacks.Problem) []stacks.Problem {
-	var found []inputs.Problem
-	switch cfg.Platform {
-	case stacks.PlatformProxmox:
-		found = ProxmoxArgs(cfg).Problems(stack)
-	case stacks.PlatformVPS:
-		found = VPSArgs(cfg).Problems()
-	default:
-		return nil // Load reports the platform
-	}
+// once and only once.
+func componentProblems(cfg *stacks.Config, found []inputs.Problem, stackErrors []stacks.Problem) []stacks.Problem {
 	refs := cfg.Nodes.Refs()
 	var out []stacks.Problem
 	for _, p := range found {

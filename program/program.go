@@ -61,38 +61,32 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if o.Talos.Context == nil {
 		o.Talos.Context = cancelfile.ForProgram()
 	}
-	// The stack file's own warnings; the components log theirs (the
-	// overrides guard's), named by the stack's keys through InputName.
-	cfg, diags := stacks.Load(src)
+	// The config, and the platform's Args built once: the component's
+	// problems and the guard's errors by stack key come from them, before
+	// anything is registered. The stack file's own warnings are logged
+	// here; the components log theirs (the guard's), named by the stack's
+	// keys through InputName.
+	cfg, diags, args := load(src, ctx.Stack())
 	for _, w := range diags.Warnings {
 		if err := ctx.Log.Warn(w.String(), nil); err != nil {
 			return nil, fmt.Errorf("unable to log config warning: %w", err)
 		}
 	}
-	diags.AddErrors(componentProblems(cfg, ctx.Stack(), diags.Errors)...)
 	if err := diags.Err(); err != nil {
 		return nil, err
 	}
-	// The platform's Args, built once: the guard's errors by stack key come
-	// from their TalosCluster arguments, before anything is registered.
-	inputName := func(path string) string { return overrides.StackPath(cfg.Nodes.Refs(), path) }
-	var talosArgs *talos.ClusterArgs
-	var pxArgs *proxmox.ClusterArgs
-	var vpsArgs *vps.ClusterArgs
-	switch cfg.Platform {
-	case stacks.PlatformProxmox:
-		pxArgs = ProxmoxArgs(cfg)
-		pxArgs.InputName = inputName
-		talosArgs = pxArgs.TalosArgs(nil)
-	case stacks.PlatformVPS:
-		vpsArgs = VPSArgs(cfg)
-		vpsArgs.InputName = inputName
-		talosArgs = vpsArgs.TalosArgs(nil)
-	default:
+	pxArgs, vpsArgs := args.px, args.vps
+	if pxArgs == nil && vpsArgs == nil {
 		// Load rejects other platforms; reaching this is a bug.
 		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
 	}
-	if err := overrides.CheckOverrides(cfg, talosArgs).Err(); err != nil {
+	inputName := func(path string) string { return overrides.StackPath(cfg.Nodes.Refs(), path) }
+	if pxArgs != nil {
+		pxArgs.InputName = inputName
+	} else {
+		vpsArgs.InputName = inputName
+	}
+	if err := overrides.CheckOverrides(cfg, args.talos(cfg)).Err(); err != nil {
 		return nil, err
 	}
 	prev, err := ReadLast(ctx)

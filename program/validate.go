@@ -6,37 +6,44 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// Validate loads the stack config (stacks.Load), adds the platform
-// component's own problems with it (componentProblems) and, when it is
-// valid, checks what its user patches and Helm values do to the settings the
-// cluster relies on (overrides.CheckOverrides: the patches applied for real
-// to each role's generated config). The check needs the platform's nodes and
-// the generated patches, which the components make, so it runs here rather
-// than in package stacks; it registers nothing, so Deploy and the driver run
-// it before anything else. Errors and warnings of both come in one
+// Load loads the stack config (stacks.Load) and adds the platform
+// component's own problems with it (componentProblems): what the stack
+// front-end refuses, without the check of user patches and Helm values
+// (see Validate). The tools that only need the config (stackctl exec and
+// proxy) use it.
+func Load(src stacks.Source) (*stacks.Config, *stacks.Diagnostics) {
+	cfg, d, _ := load(src, "")
+	return cfg, d
+}
+
+// load is Load for the stack named stack ("" where unknown), with the
+// platform's Args it built.
+func load(src stacks.Source, stack string) (*stacks.Config, *stacks.Diagnostics, platformArgs) {
+	cfg, d := stacks.Load(src)
+	args := newPlatformArgs(cfg)
+	d.AddErrors(componentProblems(cfg, args.problems(stack), d.Errors)...)
+	return cfg, d, args
+}
+
+// Validate is Load and, when the config is valid, the check of what its
+// user patches and Helm values do to the settings the cluster relies on
+// (overrides.CheckOverrides: the patches applied for real to each role's
+// generated config). The check needs the platform's nodes and the
+// generated patches, which the components make, so it runs here rather
+// than in package stacks; it registers nothing, so Deploy and the driver
+// run it before anything else. Errors and warnings of both come in one
 // Diagnostics, stacks.Load's first.
 func Validate(src stacks.Source) (*stacks.Config, *stacks.Diagnostics) {
-	cfg, d := stacks.Load(src)
-	d.AddErrors(componentProblems(cfg, "", d.Errors)...)
+	cfg, d, args := load(src, "")
 	if d.HasErrors() {
 		return cfg, d
 	}
-	o := overrides.CheckOverrides(cfg, TalosArgs(cfg))
+	o := overrides.CheckOverrides(cfg, args.talos(cfg))
 	d.Errors = append(d.Errors, o.Errors...)
 	d.Warnings = append(d.Warnings, o.Warnings...)
 	return cfg, d
 }
 
 // TalosArgs are the arguments the platform's cluster component hands to
-// the TalosCluster, for a valid config (no installer image: the Image
-// Factory gives it at run time, and nothing checked here reads it).
-func TalosArgs(cfg *stacks.Config) *talos.ClusterArgs {
-	switch cfg.Platform {
-	case stacks.PlatformProxmox:
-		return ProxmoxArgs(cfg).TalosArgs(nil)
-	case stacks.PlatformVPS:
-		return VPSArgs(cfg).TalosArgs(nil)
-	default:
-		return &talos.ClusterArgs{Cluster: ClusterSettings(cfg)}
-	}
-}
+// the TalosCluster, for a valid config.
+func TalosArgs(cfg *stacks.Config) *talos.ClusterArgs { return newPlatformArgs(cfg).talos(cfg) }

@@ -12,28 +12,12 @@ import (
 // node's Proxmox host, a VPS node's gateway) are filled by resolve, after
 // validation, so that a bad source value is reported once, at its own key.
 const (
-	DefaultInstallDisk        = talos.DefaultInstallDisk
-	DefaultCiliumVersion      = talos.DefaultCiliumVersion
-	DefaultApproverVersion    = talos.DefaultApproverVersion
-	DefaultProxmoxNode        = "pve"
-	DefaultBridge             = proxmox.DefaultBridge
-	DefaultDiskDatastore      = proxmox.DefaultDiskDatastore
-	DefaultISODatastore       = proxmox.DefaultISODatastore
-	DefaultCPUType            = proxmox.DefaultCPUType
-	DefaultBIOS               = proxmox.DefaultBIOS
-	DefaultDNSMasqDir         = proxmox.DefaultDNSMasqDir
-	DefaultDNSMasqRestart     = proxmox.DefaultDNSMasqRestart
-	DefaultDNSMasqLeaseFile   = proxmox.DefaultDNSMasqLeaseFile
-	DefaultSSHPort            = proxmox.DefaultSSHPort
-	DefaultSSHUser            = proxmox.DefaultSSHUser
-	DefaultDiskSize           = proxmox.DefaultDiskSize
-	DefaultProxmoxPrefix      = 24
-	DefaultVPSPrefix          = vps.DefaultPrefixLength
-	DefaultTalosWaitTimeout   = vps.DefaultTalosWaitTimeout
-	defaultControlPlaneCores  = proxmox.DefaultControlPlaneCores
-	defaultWorkerCores        = proxmox.DefaultWorkerCores
-	defaultControlPlaneMemory = proxmox.DefaultControlPlaneMemory
-	defaultWorkerMemory       = proxmox.DefaultWorkerMemory
+	DefaultInstallDisk   = talos.DefaultInstallDisk
+	DefaultProxmoxNode   = "pve"
+	DefaultSSHPort       = proxmox.DefaultSSHPort
+	DefaultSSHUser       = proxmox.DefaultSSHUser
+	DefaultProxmoxPrefix = 24
+	DefaultVPSPrefix     = vps.DefaultPrefixLength
 )
 
 // DefaultProxmoxExtensions are the system extensions of the Proxmox image:

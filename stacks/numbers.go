@@ -7,17 +7,6 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 )
 
-// The Proxmox limits are the component's (proxmox.MinVMID ... MaxDiskGiB,
-// with where each comes from).
-const (
-	maxCores       = proxmox.MaxCores
-	minMemoryMiB   = proxmox.MinMemoryMiB
-	minCPMemoryMiB = proxmox.MinControlPlaneMemoryMiB
-	maxMemoryMiB   = proxmox.MaxMemoryMiB
-	minDiskGiB     = proxmox.MinDiskGiB
-	maxDiskGiB     = proxmox.MaxDiskGiB
-)
-
 // noteExplicitZero records, while decoding, that the stack gives path the
 // number 0. Defaults fill a 0 as if the key were absent, so without this an
 // explicit `cores: 0` would silently become the default.
@@ -83,15 +72,15 @@ func validateExplicitZeros(d *Diagnostics, cfg *Config) {
 // keys (issue 25).
 func validateVMSize(d *Diagnostics, ref NodeRef) {
 	p := ref.Path
-	defCores, defMemory := defaultControlPlaneCores, defaultControlPlaneMemory
+	defCores, defMemory := proxmox.DefaultControlPlaneCores, proxmox.DefaultControlPlaneMemory
 	if ref.Role == RoleWorker {
-		defCores, defMemory = defaultWorkerCores, defaultWorkerMemory
+		defCores, defMemory = proxmox.DefaultWorkerCores, proxmox.DefaultWorkerMemory
 	}
-	rejectExplicitZero(d, p+".cores", rangeText(1, maxCores), itoa(defCores))
-	rejectExplicitZero(d, p+".diskSize", rangeText(minDiskGiB, maxDiskGiB)+" GiB", itoa(DefaultDiskSize)+" GiB")
-	if !rejectExplicitZero(d, p+".memory", rangeText(minMemoryMiB, maxMemoryMiB)+" MiB", itoa(defMemory)+" MiB") &&
-		ref.Role == RoleControlPlane && ref.Memory >= minMemoryMiB && ref.Memory < minCPMemoryMiB {
-		d.warnf(p+".memory", "%d MiB is below the %d MiB Talos recommends for a control plane", ref.Memory, minCPMemoryMiB)
+	rejectExplicitZero(d, p+".cores", rangeText(1, proxmox.MaxCores), itoa(defCores))
+	rejectExplicitZero(d, p+".diskSize", rangeText(proxmox.MinDiskGiB, proxmox.MaxDiskGiB)+" GiB", itoa(proxmox.DefaultDiskSize)+" GiB")
+	if !rejectExplicitZero(d, p+".memory", rangeText(proxmox.MinMemoryMiB, proxmox.MaxMemoryMiB)+" MiB", itoa(defMemory)+" MiB") &&
+		ref.Role == RoleControlPlane && ref.Memory >= proxmox.MinMemoryMiB && ref.Memory < proxmox.MinControlPlaneMemoryMiB {
+		d.warnf(p+".memory", "%d MiB is below the %d MiB Talos recommends for a control plane", ref.Memory, proxmox.MinControlPlaneMemoryMiB)
 	}
 }
 

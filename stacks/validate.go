@@ -303,7 +303,7 @@ func validateDNSMasqPlacement(d *Diagnostics, cfg *Config) {
 		return
 	}
 	// The bridge the VMs get: the file's, or the ProxmoxCluster's default.
-	bridge := cmp.Or(px.Bridge, DefaultBridge)
+	bridge := cmp.Or(px.Bridge, proxmox.DefaultBridge)
 	for _, ref := range cfg.Nodes.Refs() {
 		if host := nodeHost(px, ref); host != px.Node {
 			d.errorf(ref.Path+".proxmoxNode", "%q is not proxmox.node (%q), and DHCP reservations are on: the dnsmasq holding them on the host reached over SSH serves only the bridge %s it sits on, which does not reach VMs on other Proxmox nodes; set proxmox.dnsmasq.bridgeSpansHosts: true if %s spans the nodes (e.g. an SDN VXLAN zone), or use addressing %s",

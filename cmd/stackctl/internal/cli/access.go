@@ -73,7 +73,7 @@ func loadStack(ctx context.Context, read func(context.Context, string) ([]byte, 
 		return nil, "", err
 	}
 	_ = src.ReadStackFile(".", stack) // every credential checked on its own
-	cfg, diags := program.Validate(src)
+	cfg, diags := program.Load(src)
 	if err := diags.Err(); err != nil {
 		return nil, "", err
 	}

@@ -115,7 +115,7 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 // driverAccess starts the ssh-proxy helper for a driver operation when the
 // stack uses it.
 func driverAccess(ctx context.Context, src stacks.Source, getenv func(string) string, stderr io.Writer, start startFunc) (map[string]string, func(), error) {
-	cfg, diags := program.Validate(src)
+	cfg, diags := program.Load(src)
 	if diags.HasErrors() || !access.Enabled(cfg) {
 		return nil, func() {}, nil
 	}

@@ -24,7 +24,8 @@ import (
 // no hook; then the whole cluster removed from the program: `up` deletes
 // it like any other resources (Pulumi finds a deleted resource's hooks by
 // the names in its state, and the program registers none), and a preview
-// then has nothing to do. No `pulumi state` command, no `--target`.
+// then has nothing to do. On the way: a second `up` with no change, and a
+// plain `pulumi destroy` then `up` again. No `pulumi state` command, no `--target`.
 func TestIntegrationRemovingAClusterFromAProgram(t *testing.T) {
 	pulumiPath, err := exec.LookPath("pulumi")
 	if err != nil {
@@ -77,9 +78,18 @@ func TestIntegrationRemovingAClusterFromAProgram(t *testing.T) {
 	run([]string{"NODES=cp-0"}, "up", "--yes", "--stack", "it")
 	assert.Equal(t, "depart w-0\ndeleted w-0\n", logged(), "the roster's hook took the node out before its membership's delete, which ran no hook")
 
+	run([]string{"NODES=cp-0"}, "preview", "--expect-no-changes", "--stack", "it")
+
+	// A plain destroy (no --run-program: nothing names a hook), then the
+	// same program again: creates, no hook runs.
+	run([]string{"NODES=cp-0"}, "destroy", "--yes", "--stack", "it")
+	run([]string{"NODES=cp-0"}, "up", "--yes", "--stack", "it")
+	assert.Equal(t, "depart w-0\ndeleted w-0\ndeleted cp-0\n", logged(), "the destroy deleted the membership, the up ran no hook")
+	run([]string{"NODES=cp-0"}, "preview", "--expect-no-changes", "--stack", "it")
+
 	out := run([]string{"REMOVE_LAB=1"}, "up", "--yes", "--stack", "it")
 	assert.Contains(t, out, "deleted")
-	assert.Equal(t, "depart w-0\ndeleted w-0\ndeleted cp-0\n", logged(), "removing the cluster runs no hook")
+	assert.Equal(t, "depart w-0\ndeleted w-0\ndeleted cp-0\ndeleted cp-0\n", logged(), "removing the cluster runs no hook")
 	state := run(nil, "stack", "export", "--stack", "it")
 	assert.NotContains(t, state, "lab-", "the whole cluster is deleted")
 

@@ -160,14 +160,37 @@ func genSDK(t *testing.T, language string) string {
 	return filepath.Join(out, language)
 }
 
+// python is the Python that byte-compiles and imports the SDK:
+// PULUMI_PYTHON_CMD when set (the variable the CLI's Python language host
+// reads too), else the harness's ($HARNESS_DIR/python/venv/bin/python,
+// in which scripts/harness-python.sh makes the pulumi package importable
+// without PyPI) when it is there, else python3.
+func python() string {
+	if cmd := os.Getenv("PULUMI_PYTHON_CMD"); cmd != "" {
+		return cmd
+	}
+	if dir := os.Getenv("HARNESS_DIR"); dir != "" {
+		venv := filepath.Join(dir, "python", "venv", "bin", "python")
+		if _, err := os.Stat(venv); err == nil {
+			return venv
+		}
+	}
+	return "python3"
+}
+
 // The Python SDK: `pulumi package gen-sdk --language python` (which needs
 // the CLI's Python language host, pulumi-language-python) writes the
 // package fluodata_talos_cluster, every file of which byte-compiles; with
-// the pulumi Python package importable, the SDK imports and offers the
-// components and the enums. Without it (it comes from PyPI) the test says
-// so and skips the import.
+// the pulumi Python package importable (and pip and setuptools), pip
+// installs the SDK into a folder of its own (no network, no dependencies:
+// an SDK is meant to be installed, its _utilities reads the package's
+// version from its metadata at import) and the SDK imports and offers the
+// components and the enums. Without them (pulumi comes from PyPI; here
+// scripts/harness-python.sh) the test says so and skips the import.
 func TestIntegrationPythonSDK(t *testing.T) {
-	requireTools(t, "needs the pulumi CLI, its Python language host and python3", "pulumi", "pulumi-language-python", "python3")
+	py := python()
+	requireTools(t, "needs the pulumi CLI, its Python language host and Python", "pulumi", "pulumi-language-python", py)
+	t.Logf("Python: %s", py)
 	sdk := genSDK(t, "python")
 	pkg := filepath.Join(sdk, talosprovider.PythonPackage)
 	require.DirExists(t, pkg, "the package is named after namespace and name")
@@ -175,13 +198,28 @@ func TestIntegrationPythonSDK(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(pyproject), `name = "`+talosprovider.PythonPackage+`"`)
 
-	out, err := runIn(t, sdk, os.Environ(), 2*time.Minute, "python3", "-m", "compileall", "-q", talosprovider.PythonPackage)
+	out, err := runIn(t, sdk, os.Environ(), 2*time.Minute, py, "-m", "compileall", "-q", talosprovider.PythonPackage)
 	require.NoError(t, err, "the SDK byte-compiles:\n%s", out)
 
-	if out, err := runIn(t, sdk, os.Environ(), time.Minute, "python3", "-c", "import pulumi"); err != nil {
-		t.Skipf("SKIPPED the import: the pulumi Python package is not installed (pip install pulumi): %s", strings.TrimSpace(out))
+	for _, check := range [][]string{{"-c", "import pulumi, setuptools"}, {"-m", "pip", "--version"}} {
+		out, err := runIn(t, sdk, os.Environ(), time.Minute, py, check...)
+		if err == nil {
+			continue
+		}
+		t.Skipf("SKIPPED the import: %s cannot import the pulumi Python package, pip or setuptools (pip install pulumi; "+
+			"without PyPI, scripts/harness-python.sh, or PULUMI_PYTHON_CMD naming a Python that has them): %s", py, strings.TrimSpace(out))
 	}
-	out, err = runIn(t, sdk, append(os.Environ(), "PYTHONPATH="+sdk), time.Minute, "python3", "-c",
+	site := t.TempDir()
+	pip := append(os.Environ(), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1")
+	out, err = runIn(t, sdk, pip, 5*time.Minute, py, "-m", "pip", "install", "--no-deps", "--no-index", "--no-build-isolation",
+		"--target", site, ".")
+	require.NoError(t, err, "pip install of the SDK:\n%s", out)
+	// The installed SDK first, before a PYTHONPATH that may be where pulumi is.
+	pythonPath := site
+	if p := os.Getenv("PYTHONPATH"); p != "" {
+		pythonPath += string(os.PathListSeparator) + p
+	}
+	out, err = runIn(t, site, append(os.Environ(), "PYTHONPATH="+pythonPath), time.Minute, py, "-c",
 		"import "+talosprovider.PythonPackage+" as tc; print(tc.ProxmoxCluster, tc.VpsCluster, tc.TalosCluster, tc.Role.WORKER.value)")
 	require.NoError(t, err, "the SDK imports:\n%s", out)
 	assert.Contains(t, out, "worker")

@@ -16,18 +16,22 @@ import (
 // delegated are the stack keys whose rules are the platform component's
 // (issue 25): stacks.Load no longer checks what the component checks of
 // them, and the component's problems there are named by these keys. At
-// some, Load keeps rules of the file's own (where a node's IP sits in the
-// network, special addresses, explicit zeros). The other keys are still
-// checked by stacks.Load too, with the same shared rules
-// (components/inputs, components/proxmox/rules.go), until they move here.
+// some, Load keeps rules of the file's own (explicit zeros, a Proxmox
+// stack's gateway required, the keys of the other platform). The other
+// keys are checked by stacks.Load with the components' own functions
+// (components/inputs, components/proxmox/rules.go and network.go), where
+// the file needs them valid for its own defaults (the Proxmox endpoint, of
+// which the SSH host is one) or for its own features (the SSH settings
+// serve the access proxy too).
 var delegated = []string{
 	"proxmox.bridge", "proxmox.vlanId", "proxmox.diskDatastore", "proxmox.isoDatastore",
 	"proxmox.cpuType", "proxmox.bios", "proxmox.addressing",
 	"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand",
+	"cluster.network.gateway", "cluster.network.prefixLength", "cluster.network.nameservers",
 	"cluster.name", "cluster.vip", "cluster.schematic", "cluster.rollout.workerParallelism", "cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
 	"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
 	// Keys of every node ("nodes[]." stands for nodes.<group>[<i>].).
-	"nodes[].name", "nodes[].ip", "nodes[].rescue.host", "nodes[].rescue.port", "nodes[].rescue.user",
+	"nodes[].name", "nodes[].ip", "nodes[].gateway", "nodes[].prefixLength", "nodes[].rescue.host", "nodes[].rescue.port", "nodes[].rescue.user",
 	"nodes[].vmId", "nodes[].cores", "nodes[].memory", "nodes[].diskSize", "nodes[].dataDiskSize",
 }
 
@@ -79,9 +83,11 @@ func (a platformArgs) problems(stack string) []inputs.Problem {
 func (a platformArgs) talos(cfg *stacks.Config) *talos.ClusterArgs {
 	switch {
 	case a.px != nil:
-		return a.px.TalosArgs(nil)
+		d := a.px.WithDefaults()
+		return d.TalosArgs(nil)
 	case a.vps != nil:
-		return a.vps.TalosArgs(nil)
+		d := a.vps.WithDefaults()
+		return d.TalosArgs(nil)
 	}
 	return &talos.ClusterArgs{Cluster: ClusterSettings(cfg)}
 }

@@ -27,6 +27,10 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 			RebootCommand:    v.RebootCommand,
 			TalosWaitTimeout: v.TalosWaitTimeout,
 			OnDestroy:        v.OnDestroy,
+			// The nodes' defaults: a node's own gateway and prefix
+			// length are passed as the file gives them.
+			Gateway:      cfg.Cluster.Network.Gateway,
+			PrefixLength: cfg.Cluster.Network.PrefixLength,
 		},
 	}
 	for _, ref := range cfg.Nodes.Refs() {

@@ -9,14 +9,14 @@ import (
 )
 
 // Defaults that are plain literals. Defaults that refer to another key (a
-// node's Proxmox host, a VPS node's gateway) are filled by resolve, after
+// node's Proxmox host, a VPS node's rescue host) are filled by resolve, after
 // validation, so that a bad source value is reported once, at its own key.
 const (
 	DefaultInstallDisk   = talos.DefaultInstallDisk
 	DefaultProxmoxNode   = "pve"
 	DefaultSSHPort       = proxmox.DefaultSSHPort
 	DefaultSSHUser       = proxmox.DefaultSSHUser
-	DefaultProxmoxPrefix = 24
+	DefaultProxmoxPrefix = proxmox.DefaultPrefixLength
 	DefaultVPSPrefix     = vps.DefaultPrefixLength
 )
 
@@ -46,10 +46,6 @@ func applyDefaults(cfg *Config) {
 		if c.Schematic.ID == "" && c.Schematic.Extensions == nil {
 			c.Schematic.Extensions = DefaultProxmoxExtensions()
 		}
-		setInt(&c.Network.PrefixLength, DefaultProxmoxPrefix)
-		if c.Network.Nameservers == nil && c.Network.Gateway != "" {
-			c.Network.Nameservers = []string{c.Network.Gateway}
-		}
 		p := &cfg.Proxmox
 		setString(&p.Node, DefaultProxmoxNode)
 		setString(&p.Addressing, AddressingDHCPReservation)
@@ -63,10 +59,6 @@ func applyDefaults(cfg *Config) {
 	case PlatformVPS:
 		if c.Schematic.Extensions == nil {
 			c.Schematic.Extensions = []string{}
-		}
-		setInt(&c.Network.PrefixLength, DefaultVPSPrefix)
-		if c.Network.Nameservers == nil {
-			c.Network.Nameservers = DefaultVPSNameservers()
 		}
 		// The rescue port is the front-end's too: it looks the host key
 		// up in known_hosts there. The VPS settings and the rescue user
@@ -91,8 +83,6 @@ func resolve(cfg *Config) {
 		}
 	case PlatformVPS:
 		for _, n := range cfg.Nodes.All() {
-			setString(&n.Gateway, cfg.Cluster.Network.Gateway)
-			setInt(&n.PrefixLength, cfg.Cluster.Network.PrefixLength)
 			setString(&n.InstallDisk, cfg.Cluster.InstallDisk)
 			setString(&n.Rescue.Host, n.IP)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -65,8 +66,9 @@ func TestVPSExampleIsOneCombinedNode(t *testing.T) {
 	require.Len(t, cfg.Nodes.ControlPlanes, 1)
 	assert.Empty(t, cfg.Nodes.Workers)
 	n := cfg.Nodes.ControlPlanes[0]
-	assert.Equal(t, 32, n.PrefixLength)
-	assert.Equal(t, "203.0.113.254", n.Gateway)
+	args := program.VPSArgs(cfg).WithDefaults()
+	assert.Equal(t, 32, args.VPS.PrefixLength)
+	assert.Equal(t, "203.0.113.254", args.VPS.Gateway, "the nodes' default gateway")
 	assert.Equal(t, n.IP, n.Rescue.Host)
 	assert.Equal(t, "/dev/sda", n.InstallDisk)
 	assert.Equal(t, "https://203.0.113.10:6443", cfg.KubernetesEndpoint())

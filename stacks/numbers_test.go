@@ -99,8 +99,9 @@ func TestExplicitZeros(t *testing.T) {
 	// ProxmoxCluster's for a VM's size.
 	cfg, d = stacks.Load(proxmoxSource(proxmoxKeys()))
 	require.NoError(t, d.Err())
-	w := program.ProxmoxArgs(cfg).WithDefaults().Nodes[1]
-	assert.Equal(t, []int{4, 8192, 20, 22, 24}, []int{w.Cores, w.Memory, w.DiskSize, cfg.Proxmox.SSH.Port, cfg.Cluster.Network.PrefixLength})
+	args := program.ProxmoxArgs(cfg).WithDefaults()
+	w := args.Nodes[1]
+	assert.Equal(t, []int{4, 8192, 20, 22, 24}, []int{w.Cores, w.Memory, w.DiskSize, cfg.Proxmox.SSH.Port, args.Proxmox.PrefixLength})
 }
 
 // The largest values Proxmox VE takes are accepted.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -102,24 +101,13 @@ func validatePatches(d *Diagnostics, path string, patches []Patch) {
 	}
 }
 
+// validateNetwork keeps the file's own rule of the network: a Proxmox
+// stack names its gateway (the VMs' network, which make doctor probes, and
+// the default nameserver). Its form, the prefix length, the nameservers and
+// where the addresses sit in the network are the components' rules.
 func validateNetwork(d *Diagnostics, cfg *Config) {
-	n := cfg.Cluster.Network
-	if n.Gateway == "" {
+	if cfg.Platform == PlatformProxmox && cfg.Cluster.Network.Gateway == "" {
 		d.errorf("cluster.network.gateway", "is required")
-	} else if _, ok := parseIPv4(n.Gateway); !ok {
-		d.errorf("cluster.network.gateway", "%q is not an IPv4 address", n.Gateway)
-	}
-	maxPrefix := 32
-	if cfg.Platform == PlatformProxmox {
-		maxPrefix = maxProxmoxPrefix
-	}
-	if n.PrefixLength < minNodePrefix || n.PrefixLength > maxPrefix {
-		d.errorf("cluster.network.prefixLength", "%d is out of range %d-%d", n.PrefixLength, minNodePrefix, maxPrefix)
-	}
-	for i, ns := range n.Nameservers {
-		if a, err := netip.ParseAddr(ns); err != nil || a.Zone() != "" {
-			d.errorf(fmt.Sprintf("cluster.network.nameservers[%d]", i), "%q is not an IP address", ns)
-		}
 	}
 }
 
@@ -136,34 +124,19 @@ func validateEndpoint(d *Diagnostics, cfg *Config) {
 		}
 		return
 	}
-	if cfg.Platform == PlatformVPS {
-		d.errorf("cluster.vip", "a layer-2 VIP needs a shared network segment, which VPS nodes do not have; use cluster.endpoint (e.g. a DNS name) instead")
-		return
-	}
-	vip, ok := parseIPv4(c.VIP)
-	if !ok {
-		d.errorf("cluster.vip", "%q is not an IPv4 address", c.VIP)
-		return
-	}
-	if inputs.SpecialAddress(vip) != "" {
-		return // validateAddresses says why
-	}
-	if net, ok := nodeNetwork(cfg); ok && !net.Contains(vip) {
-		d.errorf("cluster.vip", "%s is outside the node network %s of gateway %s", vip, net, cfg.Cluster.Network.Gateway)
-	}
-	if gw, ok := parseIPv4(c.Network.Gateway); ok && gw == vip {
-		d.errorf("cluster.vip", "%s is the gateway's address", vip)
-	}
-	// A VIP that is a node's IP is the TalosCluster's rule.
+	// The VIP's form and place (in the node network, not the gateway, not
+	// a node's IP; none on VPS) are the components' rules.
 }
 
-// nodeNetwork is the shared node subnet (Proxmox), if the gateway is valid.
+// nodeNetwork is the shared node subnet (Proxmox), if the gateway and the
+// prefix length (or the ProxmoxCluster's default) are valid.
 func nodeNetwork(cfg *Config) (netip.Prefix, bool) {
 	gw, ok := parseIPv4(cfg.Cluster.Network.Gateway)
-	if !ok || inputs.SpecialAddress(gw) != "" || cfg.Cluster.Network.PrefixLength < minNodePrefix || cfg.Cluster.Network.PrefixLength > maxProxmoxPrefix {
+	prefix := cmp.Or(cfg.Cluster.Network.PrefixLength, proxmox.DefaultPrefixLength)
+	if cfg.Platform != PlatformProxmox || !ok || inputs.SpecialAddress(gw) != "" || prefix < minNodePrefix || prefix > proxmox.MaxPrefixLength {
 		return netip.Prefix{}, false
 	}
-	return netip.PrefixFrom(gw, cfg.Cluster.Network.PrefixLength).Masked(), true
+	return netip.PrefixFrom(gw, prefix).Masked(), true
 }
 
 func validateNodes(d *Diagnostics, cfg *Config) {
@@ -176,14 +149,8 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 	macs := map[string]string{}
 	for _, ref := range cfg.Nodes.Refs() {
 		p := ref.Path
-		// A node's name is the TalosCluster's rule (program.Validate).
-
-		// A node's IP is required, IPv4 and unique by the TalosCluster's
-		// rules (program.Validate); where it sits in the network is the
-		// file's.
-		if ip, ok := parseIPv4(ref.IP); ok {
-			validateNodeIP(d, cfg, ref, ip)
-		}
+		// A node's name and IP (required, IPv4, unique, where it sits in
+		// the network) are the components' rules (program.Validate).
 		validatePatches(d, p+".patches", ref.Patches)
 
 		switch cfg.Platform {
@@ -209,61 +176,6 @@ func rejectSet(d *Diagnostics, path, platform string, set map[string]bool) {
 	for _, key := range []string{"vmId", "mac", "cores", "memory", "diskSize", "dataDiskSize", "proxmoxNode", "gateway", "prefixLength", "installDisk", "rescue"} {
 		if set[key] {
 			d.errorf(path+"."+key, "is only valid for platform %s", platform)
-		}
-	}
-}
-
-func validateNodeIP(d *Diagnostics, cfg *Config, ref NodeRef, ip netip.Addr) {
-	p := ref.Path + ".ip"
-	gw, gwOK := parseIPv4(cfg.Cluster.Network.Gateway)
-	if ref.Gateway != "" {
-		gw, gwOK = parseIPv4(ref.Gateway)
-	}
-	if inputs.SpecialAddress(ip) != "" {
-		return // validateAddresses says why
-	}
-	gwOK = gwOK && inputs.SpecialAddress(gw) == ""
-	if gwOK && gw == ip {
-		d.errorf(p, "%s is the gateway's address", ip)
-		return
-	}
-	var subnet netip.Prefix
-	switch cfg.Platform {
-	case PlatformProxmox:
-		n, ok := nodeNetwork(cfg)
-		if !ok {
-			return
-		}
-		subnet = n
-		if !subnet.Contains(ip) {
-			d.errorf(p, "%s is outside the node network %s of gateway %s", ip, subnet, gw)
-			return
-		}
-	case PlatformVPS:
-		prefix := cfg.Cluster.Network.PrefixLength
-		if ref.PrefixLength != 0 {
-			prefix = ref.PrefixLength
-		}
-		if prefix == 32 || prefix < minNodePrefix || prefix > 32 || !gwOK {
-			return // a /32 reaches its gateway through an on-link route
-		}
-		subnet = netip.PrefixFrom(ip, prefix).Masked()
-		if !subnet.Contains(gw) {
-			path := "cluster.network.gateway"
-			if ref.Gateway != "" {
-				path = ref.Path + ".gateway"
-			}
-			d.errorf(path, "%s is outside %s, the network of %s (%s); for point-to-point addressing use prefixLength 32", gw, subnet, ref.Path, ip)
-			return
-		}
-	default:
-		return
-	}
-	if subnet.Bits() <= maxProxmoxPrefix {
-		if ip == subnet.Addr() {
-			d.errorf(p, "%s is the network address of %s", ip, subnet)
-		} else if ip == broadcast(subnet) {
-			d.errorf(p, "%s is the broadcast address of %s", ip, subnet)
 		}
 	}
 }
@@ -322,14 +234,7 @@ func nodeHost(px *ProxmoxConfig, ref NodeRef) string {
 
 func validateVPSNode(d *Diagnostics, ref NodeRef) {
 	p := ref.Path
-	if ref.Gateway != "" {
-		if _, ok := parseIPv4(ref.Gateway); !ok {
-			d.errorf(p+".gateway", "%q is not an IPv4 address", ref.Gateway)
-		}
-	}
-	if ref.PrefixLength != 0 && (ref.PrefixLength < minNodePrefix || ref.PrefixLength > 32) {
-		d.errorf(p+".prefixLength", "%d is out of range %d-32", ref.PrefixLength, minNodePrefix)
-	}
+	// The gateway and prefix length are the VpsCluster's rules.
 	if ref.InstallDisk != "" {
 		validateDevicePath(d, p+".installDisk", ref.InstallDisk)
 	}
@@ -400,8 +305,8 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	if ssh.Host != "" && !inputs.IsHost(ssh.Host) {
 		d.errorf("proxmox.ssh.host", "%q is not a host name or IPv4 address", ssh.Host)
 	}
-	if ssh.Port < 1 || ssh.Port > maxPort {
-		d.errorf("proxmox.ssh.port", "%d is out of range 1-%d", ssh.Port, maxPort)
+	if msg := inputs.PortProblem(ssh.Port); msg != "" {
+		d.errorf("proxmox.ssh.port", "%s", msg)
 	}
 	if ssh.User == "" {
 		d.errorf("proxmox.ssh.user", "must not be empty")
@@ -417,23 +322,10 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 }
 
 func validateProxmoxEndpoint(d *Diagnostics, endpoint string) {
-	const path = "proxmox.endpoint"
-	if endpoint == "" {
-		d.errorf(path, "is required, e.g. https://192.168.122.70:8006/")
-		return
-	}
-	u, err := url.Parse(endpoint)
-	switch {
-	case err != nil || u.Host == "":
-		d.errorf(path, "%q is not a URL like https://192.168.122.70:8006/", endpoint)
-	case u.Scheme != "https":
-		d.errorf(path, "%q must use https (the Proxmox API only listens on TLS)", endpoint)
-	case u.User != nil:
-		d.errorf(path, "must not carry credentials; use proxmox.apiTokenId and proxmox.apiTokenSecret")
-	case strings.Contains(u.Path, "api2"):
-		d.errorf(path, "%q: give the base URL without /api2/json", endpoint)
-	case !inputs.IsHost(u.Hostname()):
-		d.errorf(path, "%q has no valid host", endpoint)
+	// The ProxmoxCluster's rule, checked here too: the file's defaults
+	// (the SSH host) are taken from a valid endpoint.
+	if msg := proxmox.EndpointProblem(endpoint); msg != "" {
+		d.errorf("proxmox.endpoint", "%s", msg)
 	}
 }
 
@@ -474,15 +366,4 @@ func isNoProxyEntry(s string) bool {
 		return true
 	}
 	return inputs.IsHost(strings.TrimPrefix(host, "."))
-}
-
-func broadcast(p netip.Prefix) netip.Addr {
-	b := p.Addr().As4()
-	hostBits := 32 - p.Bits()
-	for i := ipv4BroadcastBytes - 1; i >= 0 && hostBits > 0; i-- {
-		n := min(hostBits, 8)
-		b[i] |= byte(1<<n - 1)
-		hostBits -= n
-	}
-	return netip.AddrFrom4(b)
 }

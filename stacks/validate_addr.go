@@ -1,10 +1,8 @@
 package stacks
 
 import (
-	"fmt"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
@@ -16,10 +14,10 @@ import (
 // multicast or link-local address names no such machine: a loopback address
 // reaches whichever machine uses it, so a VPS node given 127.0.0.1 (whose
 // rescue host defaults to its IP) would have the install SSH into the
-// operator's own machine. validateAddresses refuses them in every address
-// field; the checks in validate.go skip what follows from such an address
-// (a node network around a loopback gateway, ...), so each mistake is
-// reported once.
+// operator's own machine. The components refuse them in the IP inputs
+// (inputs.SpecialAddress) and skip what follows from such an address (a
+// node network around a loopback gateway, ...), so each mistake is reported
+// once; validateAddresses refuses them in the file's host fields.
 
 // specialHost is specialAddr for a host name or IP literal: "localhost" and
 // names under .localhost (RFC 6761) are loopback.
@@ -38,50 +36,24 @@ func specialHost(host string) (why string, loopback bool) {
 // an SSH port forward.
 const localForwardHint = "; if it is the local end of an SSH port forward (ssh -L) to the Proxmox host, set proxmox.localForward: true"
 
+// The special IP addresses of the nodes, the gateway, the nameservers and
+// the VIP are the components' rules (program.Validate); what is left here
+// are the host names of the file's own keys, and the Proxmox API and SSH
+// hosts, which may be the local end of a port forward the file declares.
 func validateAddresses(d *Diagnostics, cfg *Config) {
-	c := &cfg.Cluster
-	checkIPv4(d, "cluster.network.gateway", c.Network.Gateway)
-	for i, ns := range c.Network.Nameservers {
-		if len(c.Network.Nameservers) == 1 && ns == c.Network.Gateway {
-			continue // the gateway, or the Proxmox default copied from it: checked above
-		}
-		if a, err := netip.ParseAddr(ns); err == nil && a.Zone() == "" {
-			if why := inputs.SpecialAddress(a); why != "" {
-				d.errorf(fmt.Sprintf("cluster.network.nameservers[%d]", i), "%s is %s", ns, why)
-			}
-		}
-	}
-	if cfg.Platform == PlatformProxmox {
-		checkIPv4(d, "cluster.vip", c.VIP)
-	}
-	checkHost(d, "cluster.endpoint", c.Endpoint, false)
-	for _, ref := range cfg.Nodes.Refs() {
-		checkIPv4(d, ref.Path+".ip", ref.IP)
-		if cfg.Platform == PlatformVPS {
-			checkIPv4(d, ref.Path+".gateway", ref.Gateway)
-			checkHost(d, ref.Path+".rescue.host", ref.Rescue.Host, false)
-		}
-	}
+	checkHost(d, "cluster.endpoint", cfg.Cluster.Endpoint, false)
 	switch cfg.Platform {
 	case PlatformProxmox:
 		px := &cfg.Proxmox
 		if u, err := url.Parse(px.Endpoint); err == nil && u.Host != "" {
 			checkHost(d, "proxmox.endpoint", u.Hostname(), px.LocalForward)
-			checkURLPort(d, "proxmox.endpoint", u)
 		}
 		checkHost(d, "proxmox.ssh.host", px.SSH.Host, px.LocalForward)
 	case PlatformVPS:
-		checkImageURLHost(d, cfg.VPS.ImageURL)
-	}
-}
-
-// checkIPv4 refuses a special address in an IPv4 field; a value that is no
-// IPv4 address at all is validate.go's to report.
-func checkIPv4(d *Diagnostics, path, s string) {
-	if a, ok := parseIPv4(s); ok {
-		if why := inputs.SpecialAddress(a); why != "" {
-			d.errorf(path, "%s is %s", a, why)
+		for _, ref := range cfg.Nodes.Refs() {
+			checkHost(d, ref.Path+".rescue.host", ref.Rescue.Host, false)
 		}
+		checkImageURLHost(d, cfg.VPS.ImageURL)
 	}
 }
 
@@ -100,17 +72,6 @@ func checkHost(d *Diagnostics, path, host string, loopbackOK bool) {
 		d.errorf(path, "%s is %s%s", host, why, localForwardHint)
 	default:
 		d.errorf(path, "%s is %s", host, why)
-	}
-}
-
-// checkURLPort refuses a port outside 1-65535 (url.Parse takes any digits).
-func checkURLPort(d *Diagnostics, path string, u *url.URL) {
-	p := u.Port()
-	if p == "" {
-		return
-	}
-	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > maxPort {
-		d.errorf(path, "port %s is out of range 1-%d", p, maxPort)
 	}
 }
 
@@ -133,5 +94,7 @@ func checkImageURLHost(d *Diagnostics, raw string) {
 	} else {
 		checkHost(d, path, host, false)
 	}
-	checkURLPort(d, path, u)
+	if msg := inputs.URLPortProblem(u); msg != "" {
+		d.errorf(path, "%s", msg)
+	}
 }

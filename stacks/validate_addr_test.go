@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -231,7 +232,7 @@ func TestSpecialAddressesAreReportedOnce(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, d := stacks.Load(tc.src())
+			_, d := program.Validate(tc.src()) // the components' rules and the file's
 			var got []string
 			for _, p := range d.Errors {
 				got = append(got, p.Path)
@@ -267,8 +268,12 @@ func TestOrdinaryAddressesAndPathsStayValid(t *testing.T) {
 			at(k, "cluster", "network")["nameservers"] = []any{"2606:4700:4700::1111", "9.9.9.9"}
 			at(k, "nodes", "controlPlanes", 0, "rescue")["host"] = "rescue.example.net"
 		}),
+		"a VPS node with a gateway on its /24": setVPS(func(k keys) {
+			at(k, "nodes", "controlPlanes", 0)["prefixLength"] = 24
+			at(k, "nodes", "controlPlanes", 0)["gateway"] = "203.0.113.1"
+		}),
 	} {
-		_, d := stacks.Load(src())
+		_, d := program.Validate(src())
 		require.NoError(t, d.Err(), name)
 		for _, w := range d.Warnings {
 			assert.NotContains(t, w.Message, "address", name)

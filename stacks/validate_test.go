@@ -672,24 +672,31 @@ func TestDefaultsPerPlatform(t *testing.T) {
 	cfg, d := stacks.Load(proxmoxSource(proxmoxKeys()))
 	require.NoError(t, d.Err())
 	assert.Equal(t, stacks.DefaultProxmoxExtensions(), cfg.Cluster.Schematic.Extensions)
-	assert.Equal(t, []string{"10.10.0.1"}, cfg.Cluster.Network.Nameservers)
-	assert.Equal(t, 24, cfg.Cluster.Network.PrefixLength)
+	// The network's defaults are the ProxmoxCluster's: the gateway is the
+	// nameserver, the network a /24.
+	assert.Nil(t, cfg.Cluster.Network.Nameservers)
+	pxArgs := program.ProxmoxArgs(cfg).WithDefaults()
+	assert.Equal(t, []string{"10.10.0.1"}, pxArgs.Cluster.Nameservers)
+	assert.Equal(t, 24, pxArgs.Proxmox.PrefixLength)
 	assert.Equal(t, "192.168.122.70", cfg.Proxmox.SSH.Host, "SSH host defaults to the API host")
 	assert.Equal(t, stacks.AccessDirect, cfg.Proxmox.Access)
 	// A VM's size is the ProxmoxCluster's default, by role: the file
 	// leaves it out of the Args the program builds.
 	assert.Zero(t, cfg.Nodes.ControlPlanes[0].Cores)
-	args := program.ProxmoxArgs(cfg).WithDefaults()
-	assert.Equal(t, 2, args.Nodes[0].Cores)
-	assert.Equal(t, 8192, args.Nodes[1].Memory)
+	assert.Equal(t, 2, pxArgs.Nodes[0].Cores)
+	assert.Equal(t, 8192, pxArgs.Nodes[1].Memory)
 
 	cfg, d = stacks.Load(vpsSource(vpsKeys()))
 	require.NoError(t, d.Err())
 	assert.Empty(t, cfg.Cluster.Schematic.Extensions)
 	assert.NotNil(t, cfg.Cluster.Schematic.Extensions)
-	assert.Equal(t, 32, cfg.Nodes.ControlPlanes[0].PrefixLength)
-	assert.Equal(t, "root", program.VPSArgs(cfg).WithDefaults().Nodes[0].Rescue.User, "the VpsCluster's default")
-	assert.Equal(t, stacks.DefaultVPSNameservers(), cfg.Cluster.Network.Nameservers)
+	// The network's defaults are the VpsCluster's: a /32, public
+	// resolvers; the gateway is the nodes' default, not copied into them.
+	vpsArgs := program.VPSArgs(cfg).WithDefaults()
+	assert.Zero(t, cfg.Nodes.ControlPlanes[0].PrefixLength)
+	assert.Equal(t, 32, vpsArgs.VPS.PrefixLength)
+	assert.Equal(t, "root", vpsArgs.Nodes[0].Rescue.User, "the VpsCluster's default")
+	assert.Equal(t, stacks.DefaultVPSNameservers(), vpsArgs.Cluster.Nameservers)
 
 	// An explicit empty extension list means a vanilla image, not the default.
 	k := proxmoxKeys()

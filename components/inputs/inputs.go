@@ -94,6 +94,18 @@ func (p *Problems) MachineIPv4(path, s string) {
 	}
 }
 
+// MachineIP records a problem unless s is the IPv4 or IPv6 address
+// (without a zone) of a machine, as a nameserver is.
+func (p *Problems) MachineIP(path, s string) {
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil || a.Zone() != "":
+		p.Add(path, "%q is not an IP address", s)
+	case SpecialAddress(a) != "":
+		p.Add(path, "%s is %s", s, SpecialAddress(a))
+	}
+}
+
 // CIDR records a problem unless s is an IPv4 or IPv6 prefix like 10.0.0.0/24.
 func (p *Problems) CIDR(path, s string) {
 	if _, err := netip.ParsePrefix(s); err != nil {

@@ -3,7 +3,9 @@ package inputs
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -142,4 +144,47 @@ func IsHost(s string) bool {
 func NumericHost(s string) bool {
 	labels := strings.Split(s, ".")
 	return numericLabelRe.MatchString(labels[len(labels)-1])
+}
+
+// SubnetAddressProblem says why ip is no host address of subnet, an IPv4
+// network: its network or its broadcast address, or "". A /31 or /32 has
+// neither (RFC 3021: both of a /31's addresses are hosts).
+func SubnetAddressProblem(ip netip.Addr, subnet netip.Prefix) string {
+	if subnet.Bits() > 30 {
+		return ""
+	}
+	b := subnet.Masked().Addr().As4()
+	hostBits := 32 - subnet.Bits()
+	for i := len(b) - 1; i >= 0 && hostBits > 0; i-- {
+		n := min(hostBits, 8)
+		b[i] |= byte(1<<n - 1)
+		hostBits -= n
+	}
+	switch ip {
+	case subnet.Masked().Addr():
+		return fmt.Sprintf("%s is the network address of %s", ip, subnet.Masked())
+	case netip.AddrFrom4(b):
+		return fmt.Sprintf("%s is the broadcast address of %s", ip, subnet.Masked())
+	}
+	return ""
+}
+
+// PortProblem says why n is no TCP port, or "".
+func PortProblem(n int) string {
+	if n < 1 || n > MaxPort {
+		return fmt.Sprintf("%d is out of range 1-%d", n, MaxPort)
+	}
+	return ""
+}
+
+// URLPortProblem says why the port of u is no TCP port, or "" (also when
+// u gives none): url.Parse takes any digits.
+func URLPortProblem(u *url.URL) string {
+	if u.Port() == "" {
+		return ""
+	}
+	if n, err := strconv.Atoi(u.Port()); err != nil || PortProblem(n) != "" {
+		return fmt.Sprintf("port %s is out of range 1-%d", u.Port(), MaxPort)
+	}
+	return ""
 }

@@ -3,8 +3,6 @@ package proxmox
 
 import (
 	"fmt"
-	"net/netip"
-	"net/url"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -77,9 +75,11 @@ type HostSettings struct {
 	BIOS string `pulumi:"bios,optional"`
 	// Addressing is dhcp-reservation (the default) or static.
 	Addressing string `pulumi:"addressing,optional"`
-	// PrefixLength and Gateway are the node network's, for static addressing.
+	// PrefixLength is the node network's (8-30; default 24), which static
+	// addressing configures and where the node IPs and the VIP must sit.
 	PrefixLength int `pulumi:"prefixLength,optional"`
-	// Gateway is the nodes' IPv4 gateway, for static addressing.
+	// Gateway is the nodes' IPv4 gateway, required for static addressing;
+	// given, it is also the default nameserver (cluster.nameservers).
 	Gateway string `pulumi:"gateway,optional"`
 	// DNSMasq writes the DHCP reservations on the host (nil: none).
 	DNSMasq *DNSMasqSettings `pulumi:"dnsmasq,optional"`
@@ -267,16 +267,20 @@ func (a *ClusterArgs) Problems(stack string) []inputs.Problem {
 
 // check records the problems of the inputs and returns each node's MAC.
 func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string {
-	a.Cluster.Check(p, "cluster.")
+	cluster := a.Cluster
+	if len(cluster.Nameservers) == 1 && cluster.Nameservers[0] == a.Proxmox.Gateway {
+		cluster.Nameservers = nil // the gateway, checked as such below
+	}
+	cluster.Check(p, "cluster.")
 	a.Schematic.Check(p, "schematic")
 	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous}).CheckNodes(p, "")
 	px := a.Proxmox
-	if p.Required("proxmox.endpoint", px.Endpoint) {
-		if u, err := url.Parse(px.Endpoint); err != nil || u.Scheme != "https" || u.Hostname() == "" {
-			p.Add("proxmox.endpoint", "%q is not a URL like https://192.168.122.70:8006/", px.Endpoint)
-		}
+	if msg := EndpointProblem(px.Endpoint); msg != "" {
+		p.Add("proxmox.endpoint", "%s", msg)
 	}
-	if p.Required("proxmox.apiTokenId", px.APITokenID) && !IsAPITokenID(px.APITokenID) {
+	if px.APITokenID == "" {
+		p.Add("proxmox.apiTokenId", "is required, e.g. root@pam!pulumi")
+	} else if !IsAPITokenID(px.APITokenID) {
 		p.Add("proxmox.apiTokenId", "%q is not a token id like user@realm!tokenname", px.APITokenID)
 	}
 	if px.APITokenSecret == nil {
@@ -300,17 +304,11 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		p.Add("proxmox.bios", "%q is not seabios or ovmf", px.BIOS)
 	}
 	switch px.Addressing {
-	case AddressingDHCPReservation:
-	case AddressingStatic:
-		if px.PrefixLength < 1 || px.PrefixLength > 32 {
-			p.Add("proxmox.prefixLength", "static addressing needs the node network's prefix length (1-32), not %d", px.PrefixLength)
-		}
-		if p.Required("proxmox.gateway", px.Gateway) {
-			p.MachineIPv4("proxmox.gateway", px.Gateway)
-		}
+	case AddressingDHCPReservation, AddressingStatic:
 	default:
 		p.Add("proxmox.addressing", "%q is not %s or %s", px.Addressing, AddressingDHCPReservation, AddressingStatic)
 	}
+	a.checkNetwork(p)
 	if dm := px.DNSMasq; dm != nil {
 		if p.Required("proxmox.dnsmasq.configDir", dm.ConfigDir) {
 			if msg := HostPathProblem(dm.ConfigDir, true); msg != "" {
@@ -327,8 +325,8 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		}
 		p.Required("proxmox.dnsmasq.ssh.host", dm.SSH.Host)
 		p.Required("proxmox.dnsmasq.ssh.user", dm.SSH.User)
-		if dm.SSH.Port < 1 || dm.SSH.Port > 65535 {
-			p.Add("proxmox.dnsmasq.ssh.port", "%d is not a port", dm.SSH.Port)
+		if msg := inputs.PortProblem(dm.SSH.Port); msg != "" {
+			p.Add("proxmox.dnsmasq.ssh.port", "%s", msg)
 		}
 	}
 	vmIDs := map[int]string{} // the node that has it first
@@ -354,16 +352,6 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		p.Add("nodes", "%s", c)
 	}
 	return macs
-}
-
-// nodeNetwork is the nodes' network of static addressing (the gateway's,
-// with the prefix length), or the zero prefix.
-func (a *ClusterArgs) nodeNetwork() netip.Prefix {
-	gw, err := netip.ParseAddr(a.Proxmox.Gateway)
-	if err != nil || !gw.Is4() || a.Proxmox.PrefixLength < 1 || a.Proxmox.PrefixLength > 32 {
-		return netip.Prefix{}
-	}
-	return netip.PrefixFrom(gw, a.Proxmox.PrefixLength).Masked()
 }
 
 // hostKeyInput is a pinned host key as the command provider's

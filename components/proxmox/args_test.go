@@ -46,9 +46,12 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 			a.Nodes[2].DataDiskSize = proxmox.MaxDiskGiB + 1
 		}, []string{"proxmox.apiTokenId", "proxmox.bridge", "proxmox.diskDatastore", "proxmox.isoDatastore", "proxmox.cpuType",
 			"nodes[0].proxmoxNode", "nodes[1].cores", "nodes[1].memory", "nodes[1].diskSize", "nodes[2].dataDiskSize"}},
-		{"static addressing without network", func(a *proxmox.ClusterArgs) {
+		{"static addressing without a gateway (the prefix length defaults to 24)", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.Addressing, a.Proxmox.PrefixLength, a.Proxmox.Gateway = proxmox.AddressingStatic, 0, ""
-		}, []string{"proxmox.prefixLength", "proxmox.gateway"}},
+		}, []string{"proxmox.gateway"}},
+		{"a /31 node network", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.Addressing, a.Proxmox.PrefixLength, a.Proxmox.Gateway = proxmox.AddressingStatic, 31, "10.10.0.1"
+		}, []string{"proxmox.prefixLength"}},
 		{"dnsmasq", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.DNSMasq.RestartCommand = "systemctl restart dnsmasq\nreboot"
 			a.Proxmox.DNSMasq.SSH.Port = 70000
@@ -66,6 +69,23 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 			a.Cluster.TalosVersion = "1.12"
 			a.Nodes[1].IP = "10.0.0"
 		}, []string{"cluster.talosVersion", "nodes[1].ip"}},
+		{"where the addresses sit in the node network, with DHCP reservations too", func(a *proxmox.ClusterArgs) {
+			a.Nodes[0].IP, a.Nodes[1].IP, a.Nodes[2].IP = "10.10.0.1", "10.20.0.20", "10.10.0.255"
+			a.Cluster.VIP = "10.10.0.0"
+		}, []string{"nodes[0].ip", "nodes[1].ip", "nodes[2].ip", "cluster.vip"}},
+		{"a VIP that is the gateway", func(a *proxmox.ClusterArgs) { a.Cluster.VIP = a.Proxmox.Gateway }, []string{"cluster.vip"}},
+		{"nothing follows from a loopback gateway, whose nameserver copy is not reported again", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.Gateway, a.Cluster.Nameservers = "127.0.0.1", nil
+		}, []string{"proxmox.gateway"}},
+		{"API URLs the stack file refuses", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.Endpoint = "https://root:pw@pve:8006/"
+		}, []string{"proxmox.endpoint"}},
+		{"an API URL with the API path", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.Endpoint = "https://pve:8006/api2/json"
+		}, []string{"proxmox.endpoint"}},
+		{"an API URL's port", func(a *proxmox.ClusterArgs) {
+			a.Proxmox.Endpoint = "https://pve:80060/"
+		}, []string{"proxmox.endpoint"}},
 		{"a given MAC that a derived one takes", func(a *proxmox.ClusterArgs) {
 			a.Nodes[0].MAC = proxmox.DeriveMAC("test", a.Cluster.Name, a.Nodes[1].Name)
 		}, []string{"nodes"}},

@@ -15,6 +15,8 @@ const (
 	DefaultDNSMasqLeaseFile = "/var/lib/misc/dnsmasq.leases"
 	DefaultSSHPort          = 22
 	DefaultSSHUser          = "root"
+	// DefaultPrefixLength is a home or office network's /24.
+	DefaultPrefixLength = 24
 	// DefaultDiskSize is a node's system disk in GiB.
 	DefaultDiskSize = 20
 	// A node's size by role: a control plane runs etcd and the API server,
@@ -36,6 +38,13 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	setString(&px.CPUType, DefaultCPUType)
 	setString(&px.BIOS, DefaultBIOS)
 	setString(&px.Addressing, DefaultAddressing)
+	if px.PrefixLength == 0 {
+		px.PrefixLength = DefaultPrefixLength
+	}
+	if a.Cluster.Nameservers == nil && px.Gateway != "" {
+		// The router of a home or office network is its DNS server too.
+		a.Cluster.Nameservers = []string{px.Gateway}
+	}
 	if px.DNSMasq != nil {
 		dm := *px.DNSMasq
 		setString(&dm.ConfigDir, DefaultDNSMasqDir)

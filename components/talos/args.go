@@ -125,7 +125,7 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	}
 	c.checkKubernetesSupport(p, prefix)
 	for i, ns := range c.Nameservers {
-		p.MachineIPv4(at(fmt.Sprintf("nameservers[%d]", i)), ns)
+		p.MachineIP(at(fmt.Sprintf("nameservers[%d]", i)), ns)
 	}
 	if c.VIP != "" {
 		p.MachineIPv4(at("vip"), c.VIP)

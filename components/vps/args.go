@@ -1,6 +1,7 @@
 package vps
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -101,6 +102,12 @@ type Settings struct {
 	// Talos API to answer: a duration between 1m and 24h like "30m" (the
 	// default).
 	TalosWaitTimeout string `pulumi:"talosWaitTimeout,optional"`
+	// Gateway is the IPv4 default gateway of the nodes that give none.
+	Gateway string `pulumi:"gateway,optional"`
+	// PrefixLength is the network length of the nodes that give none (8-32;
+	// the default 32 for point-to-point addressing with the gateway outside
+	// the node's network).
+	PrefixLength int `pulumi:"prefixLength,optional"`
 	// OnDestroy is what a destroy does to the servers (never deleted):
 	// "forget" (the default) leaves Talos running, "reset" wipes each node's
 	// Talos state and reboots it into maintenance mode.
@@ -115,11 +122,11 @@ type Node struct {
 	Role talos.Role `pulumi:"role"`
 	// IP is the server's public IPv4 address.
 	IP string `pulumi:"ip"`
-	// PrefixLength is the length of the node's network (8-32; the default
-	// 32 for point-to-point addressing with the gateway outside it).
+	// PrefixLength is the length of the node's network (8-32; default:
+	// vps.prefixLength).
 	PrefixLength int `pulumi:"prefixLength,optional"`
-	// Gateway is the node's IPv4 default gateway.
-	Gateway string `pulumi:"gateway"`
+	// Gateway is the node's IPv4 default gateway (default: vps.gateway).
+	Gateway string `pulumi:"gateway,optional"`
 	// InstallDisk is the disk Talos is written to (default /dev/sda).
 	InstallDisk string `pulumi:"installDisk,optional"`
 	// Patches are this node's own machine-config patches (YAML), applied
@@ -154,6 +161,14 @@ type Deps struct {
 	Probe MaintenanceProbe
 	// Talos are the TalosCluster's seams (its day-2 hooks).
 	Talos talos.Deps
+}
+
+// gateway is the node's gateway, its own or the nodes' default.
+func (n Node) gateway(s Settings) string { return cmp.Or(n.Gateway, s.Gateway) }
+
+// prefixLength is the node's prefix length, its own or the nodes' default.
+func (n Node) prefixLength(s Settings) int {
+	return cmp.Or(n.PrefixLength, s.PrefixLength, DefaultPrefixLength)
 }
 
 // installDisk is the node's install disk, defaulted.
@@ -253,6 +268,7 @@ func (a *ClusterArgs) check(p *inputs.Problems) {
 	a.Cluster.Check(p, "cluster.")
 	a.schematic().Check(p, "schematic")
 	a.VPS.check(p, "vps.")
+	a.checkNetwork(p)
 	a.checkNodes(p)
 }
 
@@ -271,8 +287,8 @@ func (s *Settings) check(p *inputs.Problems, prefix string) {
 	for i, port := range s.PublicTCPPorts {
 		path := at(fmt.Sprintf("publicTcpPorts[%d]", i))
 		switch {
-		case port < 1 || port > maxPort:
-			p.Add(path, "%d is out of range 1-%d", port, maxPort)
+		case inputs.PortProblem(port) != "":
+			p.Add(path, "%s", inputs.PortProblem(port))
 		case managedPorts[port] != "":
 			p.Add(path, "%d is %s; its access is managed by vps.allowedCidrs and the cluster's own rules", port, managedPorts[port])
 		case slices.Index(s.PublicTCPPorts, port) != i:
@@ -299,6 +315,66 @@ func (s *Settings) check(p *inputs.Problems, prefix string) {
 	}
 }
 
+// checkNetwork records the problems of the nodes' default gateway and
+// prefix length, each once.
+func (a *ClusterArgs) checkNetwork(p *inputs.Problems) {
+	s := a.VPS
+	checkPrefixLength(p, "vps.prefixLength", s.PrefixLength)
+	if s.Gateway != "" {
+		p.MachineIPv4("vps.gateway", s.Gateway)
+	} else if slices.ContainsFunc(a.Nodes, func(n Node) bool { return n.Gateway == "" }) {
+		p.Add("vps.gateway", "is required: a node gives no gateway of its own")
+	}
+	if a.Cluster.VIP != "" {
+		p.Add("cluster.vip", "a layer-2 VIP needs a shared network segment, which VPS nodes do not have; use cluster.endpoint (e.g. a DNS name) instead")
+	}
+}
+
+// checkNodeNetwork records where node i's IP sits against its gateway
+// (its own or vps.gateway: the message names the node either way), once
+// both are valid: a node's own gateway, one outside its network (but for
+// a /32, whose gateway is reached by an on-link route), and the network
+// and broadcast addresses of its network.
+func (a *ClusterArgs) checkNodeNetwork(p *inputs.Problems, i int) {
+	n := a.Nodes[i]
+	np := fmt.Sprintf("nodes[%d]", i)
+	ip, ok := machineIPv4(n.IP)
+	gw, gwOK := machineIPv4(n.gateway(a.VPS))
+	prefix, gwPath := n.prefixLength(a.VPS), np+".gateway"
+	if n.Gateway == "" {
+		gwPath = "vps.gateway"
+	}
+	if !ok || !gwOK || prefix < minNodePrefix || prefix > 32 {
+		return
+	}
+	subnet := netip.PrefixFrom(ip, prefix).Masked()
+	switch {
+	case gw == ip:
+		p.Add(np+".ip", "%s is the gateway's address", ip)
+	case prefix < 32 && !subnet.Contains(gw):
+		p.Add(gwPath, "%s is outside %s, the network of %s (%s); for point-to-point addressing use prefixLength 32", gw, subnet, np, ip)
+	case inputs.SubnetAddressProblem(ip, subnet) != "":
+		p.Add(np+".ip", "%s", inputs.SubnetAddressProblem(ip, subnet))
+	}
+}
+
+// checkPrefixLength records a problem unless n is a node network's prefix
+// length.
+func checkPrefixLength(p *inputs.Problems, path string, n int) {
+	if n < minNodePrefix || n > 32 {
+		p.Add(path, "%d is out of range %d-32", n, minNodePrefix)
+	}
+}
+
+// machineIPv4 is s as the IPv4 address of a machine, if it is one.
+func machineIPv4(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() || inputs.SpecialAddress(a) != "" {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
 func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
 	// Names, IPs and roles as the TalosCluster checks them (at least one
 	// node, a control plane first, unique names and IPs), at the same paths.
@@ -310,25 +386,13 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
 
 	for i, n := range a.Nodes {
 		np := fmt.Sprintf("nodes[%d]", i)
-		ip, ipErr := netip.ParseAddr(n.IP)
-		prefixOK := n.PrefixLength >= minNodePrefix && n.PrefixLength <= 32
-		if !prefixOK {
-			p.Add(np+".prefixLength", "%d is out of range %d-32", n.PrefixLength, minNodePrefix)
+		if n.PrefixLength != 0 {
+			checkPrefixLength(p, np+".prefixLength", n.PrefixLength)
 		}
-		if p.Required(np+".gateway", n.Gateway) {
-			gw, err := netip.ParseAddr(n.Gateway)
-			switch {
-			case err != nil || !gw.Is4():
-				p.Add(np+".gateway", "%q is not an IPv4 address", n.Gateway)
-			case inputs.SpecialAddress(gw) != "":
-				p.Add(np+".gateway", "%s is %s", gw, inputs.SpecialAddress(gw))
-			case ipErr == nil && gw == ip:
-				p.Add(np+".gateway", "%s is the node's own address", gw)
-			case ipErr == nil && ip.Is4() && prefixOK && n.PrefixLength < 32 && !netip.PrefixFrom(ip, n.PrefixLength).Masked().Contains(gw):
-				p.Add(np+".gateway", "%s is outside %s, the node's network; for point-to-point addressing use prefixLength 32",
-					gw, netip.PrefixFrom(ip, n.PrefixLength).Masked())
-			}
+		if n.Gateway != "" {
+			p.MachineIPv4(np+".gateway", n.Gateway)
 		}
+		a.checkNodeNetwork(p, i)
 		if n.InstallDisk != "" {
 			checkDevicePath(p, np+".installDisk", n.InstallDisk)
 		}
@@ -349,8 +413,8 @@ func (r *Rescue) check(p *inputs.Problems, prefix string) {
 	if r.Host != "" && !inputs.IsHost(r.Host) {
 		p.Add(at("host"), "%q is not a host name or IPv4 address", r.Host)
 	}
-	if r.Port < 1 || r.Port > maxPort {
-		p.Add(at("port"), "%d is out of range 1-%d", r.Port, maxPort)
+	if msg := inputs.PortProblem(r.Port); msg != "" {
+		p.Add(at("port"), "%s", msg)
 	}
 	p.Required(at("user"), r.User)
 	if r.Password == nil {

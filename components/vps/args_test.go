@@ -199,10 +199,19 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 		{"ip twice", func(a *vps.ClusterArgs) { a.Nodes[2].IP = "203.0.113.10" }, []string{"nodes[2].ip"}, "is already the IP of nodes[0]"},
 		{"prefix length too long", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 33 }, []string{"nodes[1].prefixLength"}, "out of range 8-32"},
 		{"prefix length too long", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 33 }, []string{"nodes[1].prefixLength"}, ""},
-		{"gateway missing", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "" }, []string{"nodes[1].gateway"}, "is required"},
+		{"gateway missing", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "" }, []string{"vps.gateway"}, "is required: a node gives no gateway of its own"},
 		{"gateway not IPv4", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "gw.example.com" }, []string{"nodes[1].gateway"}, "not an IPv4"},
-		{"gateway is the node", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "203.0.113.11" }, []string{"nodes[1].gateway"}, "node's own address"},
-		{"gateway outside the node's network", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 28 }, []string{"nodes[1].gateway"}, "outside 203.0.113.0/28"},
+		{"gateway loopback", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "127.0.0.1" }, []string{"nodes[1].gateway"}, "loopback"},
+		{"gateway is the node", func(a *vps.ClusterArgs) { a.Nodes[1].Gateway = "203.0.113.11" }, []string{"nodes[1].ip"}, "203.0.113.11 is the gateway's address"},
+		{"gateway outside the node's network", func(a *vps.ClusterArgs) { a.Nodes[1].PrefixLength = 28 }, []string{"nodes[1].gateway"}, "outside 203.0.113.0/28, the network of nodes[1] (203.0.113.11)"},
+		{"default gateway outside a node's network", func(a *vps.ClusterArgs) {
+			a.VPS.Gateway, a.Nodes[1].Gateway, a.Nodes[1].PrefixLength = "203.0.113.1", "", 28
+			a.Nodes[1].IP = "203.0.113.40"
+		}, []string{"vps.gateway"}, "outside 203.0.113.32/28, the network of nodes[1] (203.0.113.40)"},
+		{"default prefix length too long", func(a *vps.ClusterArgs) { a.VPS.PrefixLength = 33 }, []string{"vps.prefixLength"}, "out of range 8-32"},
+		{"node IP the network address", func(a *vps.ClusterArgs) { a.Nodes[1].IP, a.Nodes[1].PrefixLength = "203.0.113.0", 24 }, []string{"nodes[1].ip"}, "network address of 203.0.113.0/24"},
+		{"node IP the broadcast address", func(a *vps.ClusterArgs) { a.Nodes[1].IP, a.Nodes[1].PrefixLength = "203.0.113.255", 24 }, []string{"nodes[1].ip"}, "broadcast address of 203.0.113.0/24"},
+		{"a VIP", func(a *vps.ClusterArgs) { a.Cluster.VIP = "203.0.113.50" }, []string{"cluster.vip"}, "layer-2 VIP needs a shared network segment"},
 		{"install disk not a device", func(a *vps.ClusterArgs) { a.Nodes[0].InstallDisk = "sda" }, []string{"nodes[0].installDisk"}, "device path"},
 		{"install disk with ..", func(a *vps.ClusterArgs) { a.Nodes[0].InstallDisk = "/dev/disk/../sda" }, []string{"nodes[0].installDisk"}, "'..'"},
 		{"rescue host not a host", func(a *vps.ClusterArgs) { a.Nodes[0].Rescue.Host = "203.0.113.999" }, []string{"nodes[0].rescue.host"}, "not a host name"},
@@ -218,7 +227,7 @@ func TestValidateReportsEveryInvalidInputByPath(t *testing.T) {
 			a.VPS.OnDestroy = "delete"
 			a.Nodes[1].Rescue.Port = -1
 			a.Nodes[2].Gateway = ""
-		}, []string{"cluster.name", "vps.onDestroy", "nodes[1].rescue.port", "nodes[2].gateway"}, ""},
+		}, []string{"cluster.name", "vps.onDestroy", "vps.gateway", "nodes[1].rescue.port"}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,7 +354,8 @@ func TestVPSDefaults(t *testing.T) {
 	assert.Equal(t, []string{"1.1.1.1", "9.9.9.9"}, d.Cluster.Nameservers)
 	assert.Equal(t, []int{29, 22}, []int{d.Nodes[0].PrefixLength, d.Nodes[0].Rescue.Port})
 	assert.Equal(t, "admin", d.Nodes[0].Rescue.User, "given values stay")
-	assert.Equal(t, []any{32, 22, "root"}, []any{d.Nodes[1].PrefixLength, d.Nodes[1].Rescue.Port, d.Nodes[1].Rescue.User})
+	assert.Equal(t, 32, d.VPS.PrefixLength, "the nodes' default")
+	assert.Equal(t, []any{0, 22, "root"}, []any{d.Nodes[1].PrefixLength, d.Nodes[1].Rescue.Port, d.Nodes[1].Rescue.User})
 	assert.Nil(t, a.Cluster.Nameservers, "the caller's arguments are not changed")
 	assert.Zero(t, a.Nodes[1].Rescue.Port)
 }

@@ -33,11 +33,11 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	} else {
 		a.Cluster.Nameservers = slices.Clone(a.Cluster.Nameservers)
 	}
+	if a.VPS.PrefixLength == 0 {
+		a.VPS.PrefixLength = DefaultPrefixLength
+	}
 	nodes := make([]Node, len(a.Nodes))
 	for i, n := range a.Nodes {
-		if n.PrefixLength == 0 {
-			n.PrefixLength = DefaultPrefixLength
-		}
 		if n.Rescue.Port == 0 {
 			n.Rescue.Port = DefaultRescuePort
 		}

@@ -42,11 +42,12 @@ func TalosNodes(args *ClusterArgs) []talos.NodeSpec {
 	fw := FirewallOf(args)
 	var out []talos.NodeSpec
 	for _, n := range args.Nodes {
+		gateway, prefix := n.gateway(args.VPS), n.prefixLength(args.VPS)
 		var routes []talos.Route
-		if n.PrefixLength == 32 {
-			routes = append(routes, talos.Route{Network: n.Gateway + "/32"})
+		if prefix == 32 {
+			routes = append(routes, talos.Route{Network: gateway + "/32"})
 		}
-		routes = append(routes, talos.Route{Network: "0.0.0.0/0", Gateway: n.Gateway})
+		routes = append(routes, talos.Route{Network: "0.0.0.0/0", Gateway: gateway})
 		out = append(out, talos.NodeSpec{
 			Name:        n.Name,
 			IP:          n.IP,
@@ -58,7 +59,7 @@ func TalosNodes(args *ClusterArgs) []talos.NodeSpec {
 			// add rules (a NetworkRuleConfig of their own) or replace ours.
 			PlatformPatches: []string{fw.Patch(n.Role)},
 			Network: talos.NodeNetwork{
-				Addresses: []string{fmt.Sprintf("%s/%d", n.IP, n.PrefixLength)},
+				Addresses: []string{fmt.Sprintf("%s/%d", n.IP, prefix)},
 				Routes:    routes,
 			},
 		})

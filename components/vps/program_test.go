@@ -33,14 +33,15 @@ func TestExampleStackFileArgs(t *testing.T) {
 	assert.Equal(t, vps.Settings{
 		AllowedCIDRs: []string{"198.51.100.0/24"}, RequireRescue: true,
 		TalosWaitTimeout: "30m", OnDestroy: vps.OnDestroyForget,
+		Gateway: "203.0.113.254", PrefixLength: 32, // cluster.network, the nodes' defaults
 	}, args.VPS)
 	require.Len(t, args.Nodes, 1)
 	n := args.Nodes[0]
 	assert.Equal(t, "node-0", n.Name)
 	assert.Equal(t, talos.RoleControlPlane, n.Role)
 	assert.Equal(t, "203.0.113.10", n.IP)
-	assert.Equal(t, 32, n.PrefixLength, "cluster.network.prefixLength")
-	assert.Equal(t, "203.0.113.254", n.Gateway, "cluster.network.gateway")
+	assert.Zero(t, n.PrefixLength, "the node gives none: vps.prefixLength")
+	assert.Empty(t, n.Gateway, "the node gives none: vps.gateway")
 	assert.Equal(t, "/dev/sda", n.InstallDisk, "cluster.installDisk")
 	assert.Equal(t, "203.0.113.10", n.Rescue.Host, "the node's IP")
 	assert.Equal(t, 22, n.Rescue.Port)

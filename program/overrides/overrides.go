@@ -68,6 +68,8 @@ var renamed = []struct{ input, key string }{
 	{"proxmox.dnsmasq.ssh", "proxmox.ssh"},
 	{"proxmox.gateway", "cluster.network.gateway"},
 	{"proxmox.prefixLength", "cluster.network.prefixLength"},
+	{"vps.gateway", "cluster.network.gateway"},
+	{"vps.prefixLength", "cluster.network.prefixLength"},
 	{"cluster.nameservers", "cluster.network.nameservers"},
 	{"schematic", "cluster.schematic"},
 }

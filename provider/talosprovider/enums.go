@@ -109,13 +109,16 @@ var defaults = []schemaDefault{
 	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"cpuType"}, value: proxmox.DefaultCPUType},
 	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"bios"}, value: proxmox.DefaultBIOS},
 	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"addressing"}, value: proxmox.DefaultAddressing},
+	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"prefixLength"}, value: proxmox.DefaultPrefixLength},
 	{in: reflect.TypeFor[proxmox.DNSMasqSettings](), path: []string{"configDir"}, value: proxmox.DefaultDNSMasqDir},
 	{in: reflect.TypeFor[proxmox.DNSMasqSettings](), path: []string{"leaseFile"}, value: proxmox.DefaultDNSMasqLeaseFile},
 	{in: reflect.TypeFor[proxmox.DNSMasqSettings](), path: []string{"restartCommand"}, value: proxmox.DefaultDNSMasqRestart},
 	{in: reflect.TypeFor[proxmox.SSHSettings](), path: []string{"port"}, value: proxmox.DefaultSSHPort},
 	{in: reflect.TypeFor[proxmox.SSHSettings](), path: []string{"user"}, value: proxmox.DefaultSSHUser},
 	{in: reflect.TypeFor[proxmox.Node](), path: []string{"diskSize"}, value: proxmox.DefaultDiskSize},
-	{in: reflect.TypeFor[vps.Node](), path: []string{"prefixLength"}, value: vps.DefaultPrefixLength},
+	// A node's prefix length defaults to the VPS-wide one, which has this
+	// default: a schema default on the node would override vps.prefixLength.
+	{in: reflect.TypeFor[vps.Settings](), path: []string{"prefixLength"}, value: vps.DefaultPrefixLength},
 	{in: reflect.TypeFor[vps.Rescue](), path: []string{"port"}, value: vps.DefaultRescuePort},
 	{in: reflect.TypeFor[vps.Rescue](), path: []string{"user"}, value: vps.DefaultRescueUser},
 }

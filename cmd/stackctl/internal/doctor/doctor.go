@@ -15,7 +15,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -366,7 +365,7 @@ func checkVPSNode(ctx context.Context, env Env, ref stacks.NodeRef) Result {
 // route as well as an accepted one; a timeout or "no route" does not.
 func checkRoute(ctx context.Context, env Env, cfg *stacks.Config) Result {
 	gw := cfg.Cluster.Network.Gateway
-	prefix := netip.PrefixFrom(netip.MustParseAddr(gw), cfg.Cluster.Network.PrefixLength).Masked()
+	prefix, _ := cfg.NodeNetwork() // the file's prefix length, or the ProxmoxCluster's default
 	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
 	defer cancel()
 	conn, err := env.Dial(ctx, "tcp", net.JoinHostPort(gw, strconv.Itoa(cfg.Proxmox.SSH.Port)))

@@ -126,11 +126,15 @@ func env(api *fakeAPI) doctor.Env {
 	}
 }
 
-// direct is the example stack with a route to the VM network.
+// direct is the example stack with a route to the VM network, whose
+// prefix length is left to the ProxmoxCluster's default (24).
 func direct(t *testing.T) stacks.Source {
 	t.Helper()
-	return stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(px map[string]any) {
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(px map[string]any) {
 		px["access"] = stacks.AccessDirect
+	})
+	return stackstest.EditSection(t, src, "cluster", func(c map[string]any) {
+		delete(c["network"].(map[string]any), "prefixLength")
 	})
 }
 

@@ -1,0 +1,106 @@
+package proxmox
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
+)
+
+// MaxPrefixLength is the longest prefix of the VMs' network: a /31 or /32
+// holds no gateway beside a node.
+const MaxPrefixLength = 30
+
+// checkNetwork records the problems of the node network (gateway and
+// prefix length, which static addressing needs) and of where the node IPs
+// and the VIP sit in it. With DHCP reservations both are optional; given,
+// they are checked as well, as the VMs get their addresses on that network.
+// What follows from an address that is already refused (a node outside a
+// loopback gateway's network) is not reported again.
+func (a *ClusterArgs) checkNetwork(p *inputs.Problems) {
+	px := a.Proxmox
+	static := px.Addressing == AddressingStatic
+	if px.PrefixLength != 0 || static {
+		if px.PrefixLength < inputs.MinNodePrefix || px.PrefixLength > MaxPrefixLength {
+			p.Add("proxmox.prefixLength", "%d is out of range %d-%d", px.PrefixLength, inputs.MinNodePrefix, MaxPrefixLength)
+		}
+	}
+	if px.Gateway != "" || static {
+		if p.Required("proxmox.gateway", px.Gateway) {
+			p.MachineIPv4("proxmox.gateway", px.Gateway)
+		}
+	}
+	subnet := a.nodeNetwork()
+	if !subnet.IsValid() {
+		return
+	}
+	gw, _ := machineIPv4(px.Gateway)
+	for i, n := range a.Nodes {
+		ip, ok := machineIPv4(n.IP)
+		if !ok {
+			continue // the TalosCluster's rules say why
+		}
+		path := fmt.Sprintf("nodes[%d].ip", i)
+		switch {
+		case ip == gw:
+			p.Add(path, "%s is the gateway's address", ip)
+		case !subnet.Contains(ip):
+			p.Add(path, "%s is outside the node network %s of gateway %s", ip, subnet, gw)
+		case inputs.SubnetAddressProblem(ip, subnet) != "":
+			p.Add(path, "%s", inputs.SubnetAddressProblem(ip, subnet))
+		}
+	}
+	if vip, ok := machineIPv4(a.Cluster.VIP); ok {
+		switch {
+		case vip == gw:
+			p.Add("cluster.vip", "%s is the gateway's address", vip)
+		case !subnet.Contains(vip):
+			p.Add("cluster.vip", "%s is outside the node network %s of gateway %s", vip, subnet, gw)
+		case inputs.SubnetAddressProblem(vip, subnet) != "":
+			p.Add("cluster.vip", "%s", inputs.SubnetAddressProblem(vip, subnet))
+		}
+	}
+}
+
+// nodeNetwork is the VMs' network, the gateway's with the prefix length,
+// or the zero prefix when either is not given or refused.
+func (a *ClusterArgs) nodeNetwork() netip.Prefix {
+	gw, ok := machineIPv4(a.Proxmox.Gateway)
+	if !ok || a.Proxmox.PrefixLength < inputs.MinNodePrefix || a.Proxmox.PrefixLength > MaxPrefixLength {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(gw, a.Proxmox.PrefixLength).Masked()
+}
+
+// machineIPv4 is s as the IPv4 address of a machine, if it is one.
+func machineIPv4(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() || inputs.SpecialAddress(a) != "" {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// EndpointProblem says what is wrong with the Proxmox API's URL, or "". Its
+// host may be a loopback address: the local end of an SSH port forward to
+// the host.
+func EndpointProblem(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	switch {
+	case endpoint == "":
+		return "is required, e.g. https://192.168.122.70:8006/"
+	case err != nil || u.Host == "":
+		return fmt.Sprintf("%q is not a URL like https://192.168.122.70:8006/", endpoint)
+	case u.Scheme != "https":
+		return fmt.Sprintf("%q must use https (the Proxmox API only listens on TLS)", endpoint)
+	case u.User != nil:
+		return "must not carry credentials; use proxmox.apiTokenId and proxmox.apiTokenSecret"
+	case strings.Contains(u.Path, "api2"):
+		return fmt.Sprintf("%q: give the base URL without /api2/json", endpoint)
+	case !inputs.IsHost(u.Hostname()):
+		return fmt.Sprintf("%q has no valid host", endpoint)
+	}
+	return inputs.URLPortProblem(u)
+}

@@ -25,7 +25,7 @@ import (
 // serve the access proxy too).
 var delegated = []string{
 	"proxmox.bridge", "proxmox.vlanId", "proxmox.diskDatastore", "proxmox.isoDatastore",
-	"proxmox.cpuType", "proxmox.bios", "proxmox.addressing",
+	"proxmox.apiTokenId", "proxmox.cpuType", "proxmox.bios", "proxmox.addressing",
 	"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand",
 	"cluster.network.gateway", "cluster.network.prefixLength", "cluster.network.nameservers",
 	"cluster.name", "cluster.vip", "cluster.schematic", "cluster.rollout.workerParallelism", "cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",

@@ -43,8 +43,15 @@ func applyDefaults(cfg *Config) {
 
 	switch cfg.Platform {
 	case PlatformProxmox:
+		// The default extensions and nameserver are the file's own: the
+		// ProxmoxCluster never had them, and taking them there would roll
+		// a new image or DNS servers out to clusters built with the
+		// package.
 		if c.Schematic.ID == "" && c.Schematic.Extensions == nil {
 			c.Schematic.Extensions = DefaultProxmoxExtensions()
+		}
+		if c.Network.Nameservers == nil && c.Network.Gateway != "" {
+			c.Network.Nameservers = []string{c.Network.Gateway}
 		}
 		p := &cfg.Proxmox
 		setString(&p.Node, DefaultProxmoxNode)

@@ -189,8 +189,10 @@ func validateProxmoxNode(d *Diagnostics, ref NodeRef, macs map[string]string) {
 	}
 	validateMAC(d, p, ref.MAC, macs)
 	validateVMSize(d, ref)
-	if ref.ProxmoxNode != "" && !proxmox.IsNodeName(ref.ProxmoxNode) {
-		d.errorf(p+".proxmoxNode", "%q is not a Proxmox node name", ref.ProxmoxNode)
+	// The ProxmoxCluster's rule, checked here at the key the file gives
+	// (resolve copies proxmox.node into the nodes that give none).
+	if ref.ProxmoxNode != "" && proxmox.NodeNameProblem(ref.ProxmoxNode) != "" {
+		d.errorf(p+".proxmoxNode", "%s", proxmox.NodeNameProblem(ref.ProxmoxNode))
 	}
 }
 
@@ -250,12 +252,7 @@ func validateVPSNode(d *Diagnostics, ref NodeRef) {
 func validateProxmox(d *Diagnostics, cfg *Config) {
 	px := &cfg.Proxmox
 	validateProxmoxEndpoint(d, px.Endpoint)
-	switch {
-	case px.APITokenID == "":
-		d.errorf("proxmox.apiTokenId", "is required, e.g. root@pam!pulumi")
-	case !proxmox.IsAPITokenID(px.APITokenID):
-		d.errorf("proxmox.apiTokenId", "%q is not a token id like user@realm!tokenname", px.APITokenID)
-	}
+	// The token id is the ProxmoxCluster's rule (program.Validate).
 	switch {
 	case !px.APITokenSecret.IsSet():
 		d.errorf("proxmox.apiTokenSecret", "is required: `pulumi config set --secret --path proxmox.apiTokenSecret <uuid>`")
@@ -266,8 +263,8 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	if px.Insecure {
 		d.warnf("proxmox.insecure", "TLS verification of the Proxmox API is off; the API token can be intercepted")
 	}
-	if !proxmox.IsNodeName(px.Node) {
-		d.errorf("proxmox.node", "%q is not a Proxmox node name", px.Node)
+	if msg := proxmox.NodeNameProblem(px.Node); msg != "" {
+		d.errorf("proxmox.node", "%s", msg)
 	}
 	// The bridge, VLAN, datastores, CPU type, BIOS, addressing and the
 	// dnsmasq paths and command are the ProxmoxCluster's own rules:
@@ -301,15 +298,14 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 			}
 		}
 	}
+	// The SSH settings are the ProxmoxCluster's (proxmox.dnsmasq.ssh),
+	// with its rules; the file checks them with those whether or not the
+	// reservations use them, as the access proxy does too.
 	ssh := px.SSH
-	if ssh.Host != "" && !inputs.IsHost(ssh.Host) {
-		d.errorf("proxmox.ssh.host", "%q is not a host name or IPv4 address", ssh.Host)
-	}
-	if msg := inputs.PortProblem(ssh.Port); msg != "" {
-		d.errorf("proxmox.ssh.port", "%s", msg)
-	}
-	if ssh.User == "" {
-		d.errorf("proxmox.ssh.user", "must not be empty")
+	var sshProblems inputs.Problems
+	proxmox.SSHSettings{Host: ssh.Host, Port: ssh.Port, User: ssh.User}.Check(&sshProblems, "proxmox.ssh.")
+	for _, p := range sshProblems.List() {
+		d.errorf(p.Path, "%s", p.Message)
 	}
 	validateKeyFilePath(d, "proxmox.ssh.privateKeyFile", ssh.PrivateKeyFile)
 	if ssh.PrivateKey.IsSet() && ssh.PrivateKeyFile != "" {

@@ -672,11 +672,10 @@ func TestDefaultsPerPlatform(t *testing.T) {
 	cfg, d := stacks.Load(proxmoxSource(proxmoxKeys()))
 	require.NoError(t, d.Err())
 	assert.Equal(t, stacks.DefaultProxmoxExtensions(), cfg.Cluster.Schematic.Extensions)
-	// The network's defaults are the ProxmoxCluster's: the gateway is the
-	// nameserver, the network a /24.
-	assert.Nil(t, cfg.Cluster.Network.Nameservers)
+	// The gateway is the file's default nameserver; the /24 is the
+	// ProxmoxCluster's default.
+	assert.Equal(t, []string{"10.10.0.1"}, cfg.Cluster.Network.Nameservers)
 	pxArgs := program.ProxmoxArgs(cfg).WithDefaults()
-	assert.Equal(t, []string{"10.10.0.1"}, pxArgs.Cluster.Nameservers)
 	assert.Equal(t, 24, pxArgs.Proxmox.PrefixLength)
 	assert.Equal(t, "192.168.122.70", cfg.Proxmox.SSH.Host, "SSH host defaults to the API host")
 	assert.Equal(t, stacks.AccessDirect, cfg.Proxmox.Access)

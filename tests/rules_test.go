@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,7 +28,10 @@ var ruleLayers = []string{"stacks", "program", "components", filepath.Join("inte
 // forms the copies took: the same regular expression compiled in two
 // places, and two tables (maps) that say the same things (three or more
 // equal string values, as the VPS firewall's managed ports were, once in
-// stacks and once in components/vps).
+// stacks and once in components/vps), and the same problem message written
+// in two packages (a format of 20 characters or more given to Add, errorf,
+// warnf or Sprintf, as the Proxmox token id's was in stacks and in
+// components/proxmox).
 func TestARuleIsDefinedOnce(t *testing.T) {
 	t.Parallel()
 	root := stackstest.RepoRoot(t)
@@ -37,6 +41,7 @@ func TestARuleIsDefinedOnce(t *testing.T) {
 		values []string
 	}
 	var tables []table
+	messages := map[string]map[string]string{} // message format -> package dir -> where
 	for _, layer := range ruleLayers {
 		err := filepath.WalkDir(filepath.Join(root, layer), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
@@ -52,6 +57,12 @@ func TestARuleIsDefinedOnce(t *testing.T) {
 			ast.Inspect(f, func(n ast.Node) bool {
 				switch n := n.(type) {
 				case *ast.CallExpr:
+					if format, ok := problemFormat(n); ok {
+						if messages[format] == nil {
+							messages[format] = map[string]string{}
+						}
+						messages[format][filepath.Dir(rel)] = fmt.Sprintf("%s:%d", rel, fset.Position(n.Pos()).Line)
+					}
 					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "MustCompile" && len(n.Args) == 1 {
 						if lit, ok := n.Args[0].(*ast.BasicLit); ok {
 							re, _ := strconv.Unquote(lit.Value)
@@ -85,6 +96,11 @@ func TestARuleIsDefinedOnce(t *testing.T) {
 			t.Errorf("the rule %q is defined %d times (%s): define it once (components/inputs) and call it", re, len(at), strings.Join(at, ", "))
 		}
 	}
+	for format, at := range messages {
+		if len(at) > 1 {
+			t.Errorf("the message %q is written in %d packages (%s): a rule that says it is defined twice; define it once and call it", format, len(at), strings.Join(slices.Sorted(maps.Values(at)), ", "))
+		}
+	}
 	for i, a := range tables {
 		for _, b := range tables[i+1:] {
 			var same []string
@@ -98,4 +114,25 @@ func TestARuleIsDefinedOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// problemFormat is the message format a call gives a problem (the first
+// argument of Sprintf, the second of Add, errorf and warnf), when it is a
+// literal long enough to say something of its own.
+func problemFormat(call *ast.CallExpr) (string, bool) {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return "", false
+	}
+	arg := map[string]int{"Sprintf": 0, "Add": 1, "errorf": 1, "warnf": 1}
+	i, ok := arg[sel.Sel.Name]
+	if !ok || len(call.Args) <= i {
+		return "", false
+	}
+	lit, ok := call.Args[i].(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return "", false
+	}
+	s, _ := strconv.Unquote(lit.Value)
+	return s, len(s) >= 20 && strings.Contains(s, " ")
 }

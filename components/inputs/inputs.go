@@ -106,6 +106,13 @@ func (p *Problems) MachineIP(path, s string) {
 	}
 }
 
+// Host records a problem unless s is a host name or IPv4 address (IsHost).
+func (p *Problems) Host(path, s string) {
+	if !IsHost(s) {
+		p.Add(path, "%q is not a host name or IPv4 address", s)
+	}
+}
+
 // CIDR records a problem unless s is an IPv4 or IPv6 prefix like 10.0.0.0/24.
 func (p *Problems) CIDR(path, s string) {
 	if _, err := netip.ParsePrefix(s); err != nil {

@@ -146,14 +146,20 @@ func NumericHost(s string) bool {
 	return numericLabelRe.MatchString(labels[len(labels)-1])
 }
 
-// SubnetAddressProblem says why ip is no host address of subnet, an IPv4
-// network: its network or its broadcast address, or "". A /31 or /32 has
-// neither (RFC 3021: both of a /31's addresses are hosts).
-func SubnetAddressProblem(ip netip.Addr, subnet netip.Prefix) string {
+// HostAddressProblem says why ip cannot be a machine's address in the
+// IPv4 network subnet whose gateway is gw: it is the gateway's address, or
+// the network's or its broadcast address (a /31 or /32 has neither: RFC
+// 3021 makes both of a /31's addresses hosts); or "". Whether subnet holds
+// ip is the caller's to check.
+func HostAddressProblem(ip, gw netip.Addr, subnet netip.Prefix) string {
+	subnet = subnet.Masked()
+	if ip == gw {
+		return fmt.Sprintf("%s is the gateway's address", ip)
+	}
 	if subnet.Bits() > 30 {
 		return ""
 	}
-	b := subnet.Masked().Addr().As4()
+	b := subnet.Addr().As4()
 	hostBits := 32 - subnet.Bits()
 	for i := len(b) - 1; i >= 0 && hostBits > 0; i-- {
 		n := min(hostBits, 8)
@@ -161,10 +167,10 @@ func SubnetAddressProblem(ip netip.Addr, subnet netip.Prefix) string {
 		hostBits -= n
 	}
 	switch ip {
-	case subnet.Masked().Addr():
-		return fmt.Sprintf("%s is the network address of %s", ip, subnet.Masked())
+	case subnet.Addr():
+		return fmt.Sprintf("%s is the network address of %s", ip, subnet)
 	case netip.AddrFrom4(b):
-		return fmt.Sprintf("%s is the broadcast address of %s", ip, subnet.Masked())
+		return fmt.Sprintf("%s is the broadcast address of %s", ip, subnet)
 	}
 	return ""
 }

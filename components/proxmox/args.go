@@ -78,8 +78,7 @@ type HostSettings struct {
 	// PrefixLength is the node network's (8-30; default 24), which static
 	// addressing configures and where the node IPs and the VIP must sit.
 	PrefixLength int `pulumi:"prefixLength,optional"`
-	// Gateway is the nodes' IPv4 gateway, required for static addressing;
-	// given, it is also the default nameserver (cluster.nameservers).
+	// Gateway is the nodes' IPv4 gateway, required for static addressing.
 	Gateway string `pulumi:"gateway,optional"`
 	// DNSMasq writes the DHCP reservations on the host (nil: none).
 	DNSMasq *DNSMasqSettings `pulumi:"dnsmasq,optional"`
@@ -269,7 +268,9 @@ func (a *ClusterArgs) Problems(stack string) []inputs.Problem {
 func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string {
 	cluster := a.Cluster
 	if len(cluster.Nameservers) == 1 && cluster.Nameservers[0] == a.Proxmox.Gateway {
-		cluster.Nameservers = nil // the gateway, checked as such below
+		// The gateway (the stack file's default nameserver): checked as
+		// such below, and reported once.
+		cluster.Nameservers = nil
 	}
 	cluster.Check(p, "cluster.")
 	a.Schematic.Check(p, "schematic")
@@ -278,9 +279,10 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 	if msg := EndpointProblem(px.Endpoint); msg != "" {
 		p.Add("proxmox.endpoint", "%s", msg)
 	}
-	if px.APITokenID == "" {
+	switch {
+	case px.APITokenID == "":
 		p.Add("proxmox.apiTokenId", "is required, e.g. root@pam!pulumi")
-	} else if !IsAPITokenID(px.APITokenID) {
+	case !IsAPITokenID(px.APITokenID):
 		p.Add("proxmox.apiTokenId", "%q is not a token id like user@realm!tokenname", px.APITokenID)
 	}
 	if px.APITokenSecret == nil {
@@ -324,17 +326,14 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 			p.Add("proxmox.dnsmasq.restartCommand", "%s", msg)
 		}
 		p.Required("proxmox.dnsmasq.ssh.host", dm.SSH.Host)
-		p.Required("proxmox.dnsmasq.ssh.user", dm.SSH.User)
-		if msg := inputs.PortProblem(dm.SSH.Port); msg != "" {
-			p.Add("proxmox.dnsmasq.ssh.port", "%s", msg)
-		}
+		dm.SSH.Check(p, "proxmox.dnsmasq.ssh.")
 	}
 	vmIDs := map[int]string{} // the node that has it first
 	var macNodes []NodeMAC
 	for i, n := range a.Nodes {
 		at := fmt.Sprintf("nodes[%d].", i)
-		if p.Required(at+"proxmoxNode", n.ProxmoxNode) && !IsNodeName(n.ProxmoxNode) {
-			p.Add(at+"proxmoxNode", "%q is not a Proxmox node name", n.ProxmoxNode)
+		if p.Required(at+"proxmoxNode", n.ProxmoxNode) && NodeNameProblem(n.ProxmoxNode) != "" {
+			p.Add(at+"proxmoxNode", "%s", NodeNameProblem(n.ProxmoxNode))
 		}
 		switch first, dup := vmIDs[n.VMID]; {
 		case n.VMID < MinVMID || n.VMID > MaxVMID:

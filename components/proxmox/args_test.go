@@ -75,8 +75,11 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 		}, []string{"nodes[0].ip", "nodes[1].ip", "nodes[2].ip", "cluster.vip"}},
 		{"a VIP that is the gateway", func(a *proxmox.ClusterArgs) { a.Cluster.VIP = a.Proxmox.Gateway }, []string{"cluster.vip"}},
 		{"nothing follows from a loopback gateway, whose nameserver copy is not reported again", func(a *proxmox.ClusterArgs) {
-			a.Proxmox.Gateway, a.Cluster.Nameservers = "127.0.0.1", nil
+			a.Proxmox.Gateway, a.Cluster.Nameservers = "127.0.0.1", []string{"127.0.0.1"}
 		}, []string{"proxmox.gateway"}},
+		{"a loopback nameserver of its own", func(a *proxmox.ClusterArgs) {
+			a.Cluster.Nameservers = []string{"10.10.0.1", "::1"}
+		}, []string{"cluster.nameservers[1]"}},
 		{"API URLs the stack file refuses", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.Endpoint = "https://root:pw@pve:8006/"
 		}, []string{"proxmox.endpoint"}},

@@ -41,10 +41,6 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	if px.PrefixLength == 0 {
 		px.PrefixLength = DefaultPrefixLength
 	}
-	if a.Cluster.Nameservers == nil && px.Gateway != "" {
-		// The router of a home or office network is its DNS server too.
-		a.Cluster.Nameservers = []string{px.Gateway}
-	}
 	if px.DNSMasq != nil {
 		dm := *px.DNSMasq
 		setString(&dm.ConfigDir, DefaultDNSMasqDir)

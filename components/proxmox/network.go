@@ -38,29 +38,22 @@ func (a *ClusterArgs) checkNetwork(p *inputs.Problems) {
 	}
 	gw, _ := machineIPv4(px.Gateway)
 	for i, n := range a.Nodes {
-		ip, ok := machineIPv4(n.IP)
-		if !ok {
-			continue // the TalosCluster's rules say why
-		}
-		path := fmt.Sprintf("nodes[%d].ip", i)
-		switch {
-		case ip == gw:
-			p.Add(path, "%s is the gateway's address", ip)
-		case !subnet.Contains(ip):
-			p.Add(path, "%s is outside the node network %s of gateway %s", ip, subnet, gw)
-		case inputs.SubnetAddressProblem(ip, subnet) != "":
-			p.Add(path, "%s", inputs.SubnetAddressProblem(ip, subnet))
+		if ip, ok := machineIPv4(n.IP); ok { // else the TalosCluster's rules say why
+			checkInNetwork(p, fmt.Sprintf("nodes[%d].ip", i), ip, gw, subnet)
 		}
 	}
 	if vip, ok := machineIPv4(a.Cluster.VIP); ok {
-		switch {
-		case vip == gw:
-			p.Add("cluster.vip", "%s is the gateway's address", vip)
-		case !subnet.Contains(vip):
-			p.Add("cluster.vip", "%s is outside the node network %s of gateway %s", vip, subnet, gw)
-		case inputs.SubnetAddressProblem(vip, subnet) != "":
-			p.Add("cluster.vip", "%s", inputs.SubnetAddressProblem(vip, subnet))
-		}
+		checkInNetwork(p, "cluster.vip", vip, gw, subnet)
+	}
+}
+
+// checkInNetwork records a problem unless ip is a host address of the node
+// network subnet of gateway gw.
+func checkInNetwork(p *inputs.Problems, path string, ip, gw netip.Addr, subnet netip.Prefix) {
+	if msg := inputs.HostAddressProblem(ip, gw, subnet); msg != "" {
+		p.Add(path, "%s", msg)
+	} else if !subnet.Contains(ip) {
+		p.Add(path, "%s is outside the node network %s of gateway %s", ip, subnet, gw)
 	}
 }
 
@@ -81,6 +74,20 @@ func machineIPv4(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
+}
+
+// Check records the problems of SSH settings under prefix (the stack
+// file's SSH settings serve its access proxy as well as the DHCP
+// reservations, so it checks them with this too). A host left out is the
+// caller's to require or default.
+func (s SSHSettings) Check(p *inputs.Problems, prefix string) {
+	if s.Host != "" {
+		p.Host(prefix+"host", s.Host)
+	}
+	if msg := inputs.PortProblem(s.Port); msg != "" {
+		p.Add(prefix+"port", "%s", msg)
+	}
+	p.Required(prefix+"user", s.User)
 }
 
 // EndpointProblem says what is wrong with the Proxmox API's URL, or "". Its

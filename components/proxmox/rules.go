@@ -55,6 +55,14 @@ var (
 	datastoreRe  = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_.-]*$`)
 )
 
+// NodeNameProblem says why s is no Proxmox VE node name, or "".
+func NodeNameProblem(s string) string {
+	if !IsNodeName(s) {
+		return fmt.Sprintf("%q is not a Proxmox node name", s)
+	}
+	return ""
+}
+
 // IsAPITokenID reports whether s is an API token id, user@realm!tokenname.
 func IsAPITokenID(s string) bool { return apiTokenIDRe.MatchString(s) }
 

@@ -348,13 +348,10 @@ func (a *ClusterArgs) checkNodeNetwork(p *inputs.Problems, i int) {
 		return
 	}
 	subnet := netip.PrefixFrom(ip, prefix).Masked()
-	switch {
-	case gw == ip:
-		p.Add(np+".ip", "%s is the gateway's address", ip)
-	case prefix < 32 && !subnet.Contains(gw):
+	if msg := inputs.HostAddressProblem(ip, gw, subnet); msg != "" {
+		p.Add(np+".ip", "%s", msg)
+	} else if prefix < 32 && !subnet.Contains(gw) {
 		p.Add(gwPath, "%s is outside %s, the network of %s (%s); for point-to-point addressing use prefixLength 32", gw, subnet, np, ip)
-	case inputs.SubnetAddressProblem(ip, subnet) != "":
-		p.Add(np+".ip", "%s", inputs.SubnetAddressProblem(ip, subnet))
 	}
 }
 
@@ -410,8 +407,8 @@ func checkDevicePath(p *inputs.Problems, path, s string) {
 
 func (r *Rescue) check(p *inputs.Problems, prefix string) {
 	at := func(path string) string { return prefix + path }
-	if r.Host != "" && !inputs.IsHost(r.Host) {
-		p.Add(at("host"), "%q is not a host name or IPv4 address", r.Host)
+	if r.Host != "" {
+		p.Host(at("host"), r.Host)
 	}
 	if msg := inputs.PortProblem(r.Port); msg != "" {
 		p.Add(at("port"), "%s", msg)

@@ -31,15 +31,15 @@ func DefaultVPSNameservers() []string { return vps.DefaultNameservers() }
 
 // applyDefaults fills what the front-end itself reads: the addressing and
 // what follows from it, the access, the Proxmox host of the nodes, the SSH
-// destination, the networks, the schematic, the install disk and the
-// rescue port. The components' own inputs (the bridge, datastores, CPU
-// type, BIOS, dnsmasq paths and command, the VMs' sizes, the chart
-// versions, the worker parallelism, the VPS settings and the rescue user)
+// destination, a Proxmox stack's nameserver and schematic, and the rescue
+// port. The components' own inputs (the bridge, datastores, CPU type, BIOS,
+// dnsmasq paths and command, the network's prefix length, the VMs' sizes,
+// the install disk, the chart versions, the worker parallelism, the VPS
+// settings and nameservers, and the rescue user)
 // are left empty for the components' defaults, which the Default*
 // constants above name (issue 25).
 func applyDefaults(cfg *Config) {
 	c := &cfg.Cluster
-	setString(&c.InstallDisk, DefaultInstallDisk)
 
 	switch cfg.Platform {
 	case PlatformProxmox:

@@ -126,6 +126,7 @@ func componentDefaults(cfg *stacks.Config) map[string]string {
 		"cluster.cilium.version":            c.Cilium.Version,
 		"cluster.certApprover.version":      c.CertApprover.Version,
 		"cluster.rollout.workerParallelism": fmt.Sprint(c.WorkerParallelism()),
+		"cluster.installDisk":               talosArgs.Nodes[0].InstallDisk,
 	}
 	if cfg.Platform == stacks.PlatformVPS {
 		a := program.VPSArgs(cfg).WithDefaults()

@@ -64,7 +64,9 @@ func validateCluster(d *Diagnostics, cfg *Config) {
 	// problems by these keys (issue 25). A release newer than the
 	// machinery's is the front-end's warning.
 	warnNewerTalos(d, c.TalosVersion)
-	validateDevicePath(d, "cluster.installDisk", c.InstallDisk)
+	if c.InstallDisk != "" { // else the components' default
+		validateDevicePath(d, "cluster.installDisk", c.InstallDisk)
+	}
 
 	validateNetwork(d, cfg)
 	validateEndpoint(d, cfg)

@@ -23,6 +23,13 @@
 // cluster", "not enough started members"); Upgrade of a control plane
 // runs Talos's own etcd check unless forced.
 //
+// etcd has contents too (SetEtcdKeys, EtcdKeys): control planes send them
+// as an etcd snapshot (EtcdSnapshot, ending with etcd's sha256 trailer),
+// take one for a recovery (EtcdRecover) and bootstrap etcd (Bootstrap,
+// from that snapshot with RecoverEtcd) on a cluster started with
+// StartFresh, whose control planes are not etcd members until then; see
+// etcddata.go.
+//
 // Every call and every state change is recorded in an ordered event log
 // (Events) that tests assert on, e.g. with MaxDown.
 package talosapitest
@@ -168,6 +175,11 @@ type Cluster struct {
 	needsReboot func(node string, config []byte) bool
 	onApply     func(node string, config []byte)
 	closed      bool
+	// bootstrapped: etcd has been bootstrapped (always, for Start);
+	// control planes are members only then.
+	bootstrapped bool
+	etcd         etcdData
+	snapStream   SnapshotStream
 }
 
 type member struct {
@@ -180,6 +192,21 @@ type member struct {
 // Control planes are etcd members from the start.
 func Start(t testing.TB, specs ...NodeSpec) *Cluster {
 	t.Helper()
+	return start(t, true, specs)
+}
+
+// StartFresh starts a cluster whose etcd is not bootstrapped yet: its
+// control planes have their config and wait for etcd, as Talos nodes do
+// before the bootstrap (no member, etcd not running). A Bootstrap on one
+// of them makes it the first member; the other control planes then join
+// (at once if up, else when they come up).
+func StartFresh(t testing.TB, specs ...NodeSpec) *Cluster {
+	t.Helper()
+	return start(t, false, specs)
+}
+
+func start(t testing.TB, bootstrapped bool, specs []NodeSpec) *Cluster {
+	t.Helper()
 	b := Bundle(t)
 	ca, err := sx509.NewCertificateAuthorityFromCertificateAndKey(b.Certs.OS)
 	if err != nil {
@@ -189,7 +216,10 @@ func Start(t testing.TB, specs ...NodeSpec) *Cluster {
 	if err != nil {
 		t.Fatalf("talosapitest: admin certificate: %v", err)
 	}
-	c := &Cluster{t: t, bundle: b, ca: ca, admin: admin, byIP: map[string]*Node{}, kubeconfig: []byte(DefaultKubeconfig)}
+	c := &Cluster{
+		t: t, bundle: b, ca: ca, admin: admin, byIP: map[string]*Node{}, kubeconfig: []byte(DefaultKubeconfig),
+		bootstrapped: bootstrapped, etcd: newEtcdData(),
+	}
 	t.Cleanup(c.stop)
 	for _, s := range specs {
 		c.add(s)
@@ -250,7 +280,7 @@ func (c *Cluster) add(s NodeSpec) {
 	}
 	c.nodes = append(c.nodes, n)
 	c.byIP[s.IP] = n
-	if s.Role == ControlPlane {
+	if s.Role == ControlPlane && c.bootstrapped {
 		c.join(n)
 	}
 }

@@ -1,7 +1,11 @@
 package talosapitest_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
 	"testing"
 	"time"
 
@@ -200,4 +204,120 @@ func TestServiceStatesThroughAReboot(t *testing.T) {
 	assert.Equal(t, "Starting", st["etcd"])
 	assert.Equal(t, "Running", st["apid"])
 	require.Eventually(t, func() bool { return state()["etcd"] == "Running" }, 2*time.Second, 5*time.Millisecond)
+}
+
+// The snapshot a control plane sends is in etcd's form, as the machinery
+// client (what talosctl etcd snapshot runs) reads it: a body of whole
+// 512-byte blocks (here JSON of the keys, padded), then its sha256.
+func TestTheFakesSnapshotIsInEtcdsForm(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.Start(t, talosapitest.Topology(1, 1, "", reboot)...)
+	c.SetEtcdKeys(map[string]string{"/registry/a": "1", "/registry/b": "2"})
+	crt, key := c.AdminCert()
+	tc, err := (talosapi.Credentials{CA: c.CA(), Cert: crt, Key: key}).TLSConfig()
+	require.NoError(t, err)
+	ctx := ctxT(t)
+	dial := func(node string) *client.Client {
+		cl, err := client.New(ctx, client.WithTLSConfig(tc.Clone()), client.WithEndpoints(c.Address(node)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cl.Close() })
+		return cl
+	}
+	read := func(node string) ([]byte, error) {
+		r, err := dial(node).EtcdSnapshot(ctx, &machine.EtcdSnapshotRequest{})
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = r.Close() }()
+		return io.ReadAll(r)
+	}
+
+	data, err := read("10.5.0.11")
+	require.NoError(t, err)
+	require.Equal(t, sha256.Size, len(data)%512)
+	body, trailer := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	sum := sha256.Sum256(body)
+	assert.Equal(t, sum[:], trailer)
+	var contents struct {
+		Cluster  string
+		Revision int64
+		Members  []string
+		Keys     map[string]string
+	}
+	require.NoError(t, json.Unmarshal(body, &contents))
+	assert.Equal(t, c.Identity(), contents.Cluster)
+	assert.Equal(t, int64(2), contents.Revision)
+	assert.Equal(t, []string{"cp-1"}, contents.Members)
+	assert.Equal(t, c.EtcdKeys(), contents.Keys)
+	again, err := read("10.5.0.11")
+	require.NoError(t, err)
+	assert.Equal(t, data, again, "deterministic")
+
+	c.SetSnapshotStream(talosapitest.SnapshotStream{Corrupt: true, ChunkSize: 100})
+	bad, err := read("10.5.0.11")
+	require.NoError(t, err)
+	require.Len(t, bad, len(data))
+	assert.NotEqual(t, data, bad)
+	assert.Equal(t, trailer, bad[len(bad)-sha256.Size:], "the trailer of the data before the flip")
+
+	_, err = read("10.5.0.21")
+	assert.Equal(t, codes.Unimplemented, status.Code(err))
+	assert.Len(t, c.Events("EtcdSnapshot"), 4)
+}
+
+// EtcdRecover takes a snapshot that passes etcd's check and refuses
+// others; Bootstrap restores it once.
+func TestTheFakeRecoversEtcdOnce(t *testing.T) {
+	t.Parallel()
+	a := talosapitest.Start(t, talosapitest.Topology(1, 0, "", reboot)...)
+	a.SetEtcdKeys(map[string]string{"/registry/a": "1"})
+	b := talosapitest.StartFresh(t, talosapitest.Topology(2, 0, "", reboot)...)
+	crt, key := a.AdminCert()
+	tc, err := (talosapi.Credentials{CA: a.CA(), Cert: crt, Key: key}).TLSConfig()
+	require.NoError(t, err)
+	ctx := ctxT(t)
+	dial := func(c *talosapitest.Cluster, node string) *client.Client {
+		cl, err := client.New(ctx, client.WithTLSConfig(tc.Clone()), client.WithEndpoints(c.Address(node)))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cl.Close() })
+		return cl
+	}
+	r, err := dial(a, "10.5.0.11").EtcdSnapshot(ctx, &machine.EtcdSnapshotRequest{})
+	require.NoError(t, err)
+	data, err := io.ReadAll(r)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+
+	cp1 := dial(b, "10.5.0.11")
+	corrupt := bytes.Clone(data)
+	corrupt[10] ^= 1
+	_, err = cp1.EtcdRecover(ctx, bytes.NewReader(corrupt))
+	assert.Equal(t, codes.InvalidArgument, status.Code(err))
+	assert.ErrorContains(t, err, "error verifying snapshot: expected sha256 ")
+	_, err = cp1.EtcdRecover(ctx, bytes.NewReader(data[:len(data)-1]))
+	assert.ErrorContains(t, err, "snapshot missing hash but --skip-hash-check=false")
+	assert.False(t, b.Node("10.5.0.11").HasRecoverySnapshot())
+
+	// A control plane down at the bootstrap joins when it comes up; before
+	// the bootstrap, a reboot makes no member.
+	b.Node("10.5.0.12").PowerOff()
+	b.Node("10.5.0.12").PowerOn()
+	assert.Empty(t, b.Members())
+	b.Node("10.5.0.12").PowerOff()
+
+	_, err = cp1.EtcdRecover(ctx, bytes.NewReader(data))
+	require.NoError(t, err)
+	require.NoError(t, cp1.Bootstrap(ctx, &machine.BootstrapRequest{RecoverEtcd: true}))
+	assert.Equal(t, map[string]string{"/registry/a": "1"}, b.EtcdKeys())
+	assert.Equal(t, []string{"cp-1"}, b.Members())
+	b.Node("10.5.0.12").PowerOn()
+	assert.Equal(t, []string{"cp-1", "cp-2"}, b.Members())
+
+	err = cp1.Bootstrap(ctx, &machine.BootstrapRequest{})
+	assert.Equal(t, codes.AlreadyExists, status.Code(err))
+	assert.ErrorContains(t, err, "etcd data directory is not empty")
+	// A cluster of Start was bootstrapped.
+	err = dial(a, "10.5.0.11").Bootstrap(ctx, &machine.BootstrapRequest{})
+	assert.Equal(t, codes.AlreadyExists, status.Code(err))
+	assert.Equal(t, map[string]string{"/registry/a": "1"}, a.EtcdKeys())
 }

@@ -57,6 +57,9 @@ type Node struct {
 	holeConns     []net.Conn
 	gen           int
 	timer         *time.Timer
+	// recovery is the snapshot EtcdRecover stored, until a Bootstrap
+	// restores it.
+	recovery []byte
 }
 
 // IP returns the node's address in the cluster.
@@ -295,10 +298,10 @@ func (n *Node) comeUp(gen int) {
 	}
 	n.bootTime = bt
 	n.healthyAt = time.Now().Add(n.spec.ServiceDelay)
-	if n.spec.Role == ControlPlane && n.c.memberOf(n) == nil {
+	if n.spec.Role == ControlPlane && n.c.bootstrapped && n.c.memberOf(n) == nil {
 		n.c.join(n)
 	}
-	n.etcdRunning = n.spec.Role == ControlPlane
+	n.etcdRunning = n.spec.Role == ControlPlane && n.c.bootstrapped
 	n.c.record(n.spec.IP, "up", n.version)
 }
 
@@ -328,6 +331,9 @@ var rules = map[string]role.Set{
 	"EtcdLeaveCluster":     role.MakeSet(role.Admin),
 	"EtcdRemoveMemberByID": role.MakeSet(role.Admin),
 	"Kubeconfig":           role.MakeSet(role.Admin),
+	"Bootstrap":            role.MakeSet(role.Admin),
+	"EtcdRecover":          role.MakeSet(role.Admin),
+	"EtcdSnapshot":         role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
 }
 
 // intercept records every call, refuses calls while the node is down (a
@@ -344,7 +350,7 @@ func (n *Node) intercept(ctx context.Context, req any, info *grpc.UnaryServerInf
 }
 
 // interceptStream does what intercept does for the streaming calls
-// (Kubeconfig), whose request is read by the handler: their event has no
+// (Kubeconfig, EtcdSnapshot, EtcdRecover), whose request is read by the handler: their event has no
 // arguments.
 func (n *Node) interceptStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	idx, err := n.admit(ss.Context(), path.Base(info.FullMethod), "")
@@ -408,6 +414,8 @@ func describe(req any) string {
 		return fmt.Sprintf("mode=%s bytes=%d", r.GetMode(), len(r.GetData()))
 	case *machine.EtcdRemoveMemberByIDRequest:
 		return fmt.Sprintf("member=%016x", r.GetMemberId())
+	case *machine.BootstrapRequest:
+		return fmt.Sprintf("recover=%t skipHashCheck=%t", r.GetRecoverEtcd(), r.GetRecoverSkipHashCheck())
 	case *machine.EtcdMemberListRequest:
 		if r.GetQueryLocal() {
 			return "local"

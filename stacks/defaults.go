@@ -18,6 +18,10 @@ const (
 	DefaultSSHUser       = proxmox.DefaultSSHUser
 	DefaultProxmoxPrefix = proxmox.DefaultPrefixLength
 	DefaultVPSPrefix     = vps.DefaultPrefixLength
+	// A week of daily backups, a month of weekly ones.
+	DefaultBackupKeepLast   = 7
+	DefaultBackupKeepDaily  = 7
+	DefaultBackupKeepWeekly = 4
 )
 
 // DefaultProxmoxExtensions are the system extensions of the Proxmox image:
@@ -40,6 +44,14 @@ func DefaultVPSNameservers() []string { return vps.DefaultNameservers() }
 // constants above name (issue 25).
 func applyDefaults(cfg *Config) {
 	c := &cfg.Cluster
+	keep := &cfg.Backup.Keep
+	setInt(&keep.Last, DefaultBackupKeepLast)
+	if keep.Daily == nil {
+		keep.Daily = ptr(DefaultBackupKeepDaily)
+	}
+	if keep.Weekly == nil {
+		keep.Weekly = ptr(DefaultBackupKeepWeekly)
+	}
 
 	switch cfg.Platform {
 	case PlatformProxmox:
@@ -107,3 +119,5 @@ func setInt(dst *int, v int) {
 		*dst = v
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -52,6 +52,7 @@ func rejectExplicitZero(d *Diagnostics, path, want, def string) bool {
 // untagged, dataDiskSize: none) are not checked; a VM's size is checked with
 // its bounds in validateVMSize, a VM id in validateProxmoxNode.
 func validateExplicitZeros(d *Diagnostics, cfg *Config) {
+	rejectExplicitZero(d, "backup.keep.last", "1 or more", itoa(DefaultBackupKeepLast))
 	switch cfg.Platform {
 	case PlatformProxmox:
 		rejectExplicitZero(d, "cluster.network.prefixLength", rangeText(minNodePrefix, maxProxmoxPrefix), itoa(DefaultProxmoxPrefix))

@@ -50,6 +50,21 @@ func vpsKeysWithWorker() keys {
 	return k
 }
 
+// exampleRecipient is the age public key of age's README.
+const exampleRecipient = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"
+
+// proxmoxKeysWithBackup has backups to an S3-compatible store with
+// credentials of its own.
+func proxmoxKeysWithBackup() keys {
+	k := proxmoxKeys()
+	k["backup"] = obj{
+		"target":     "s3://backups/lab?endpoint=https://s3.example.com&region=eu-1",
+		"recipients": []any{exampleRecipient},
+		"s3":         obj{"accessKeyId": "AKIAEXAMPLE", "secretAccessKey": "s3-S3cr3t-key"},
+	}
+	return k
+}
+
 func setOrDelete(m obj, key string, v any) {
 	if v == nil {
 		delete(m, key)
@@ -69,6 +84,11 @@ func secretLocations() []secretLocation {
 			path: "proxmox.ssh.privateKey", typePath: "proxmox.ssh.privateKey", top: "proxmox",
 			base: proxmoxKeys, source: proxmoxSource,
 			set: func(k keys, v any) { setOrDelete(at(k, "proxmox", "ssh"), "privateKey", v) },
+		},
+		{
+			path: "backup.s3.secretAccessKey", typePath: "backup.s3.secretAccessKey", required: true, top: "backup", // with accessKeyId
+			base: proxmoxKeysWithBackup, source: func(k keys) stacks.Source { return k.source("proxmox", "backup") },
+			set: func(k keys, v any) { setOrDelete(at(k, "backup", "s3"), "secretAccessKey", v) },
 		},
 		{
 			path: "nodes.controlPlanes[0].rescue.password", typePath: "nodes.controlPlanes[].rescue.password", required: true, top: "nodes",

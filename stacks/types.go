@@ -40,6 +40,7 @@ type Config struct {
 	Nodes    NodesConfig   `json:"nodes" doc:"The machines of the cluster."`
 	Proxmox  ProxmoxConfig `json:"proxmox" doc:"The Proxmox VE host(s); only for platform 'proxmox'."`
 	VPS      VPSConfig     `json:"vps" doc:"Settings of the rescue-mode install; only for platform 'vps'."`
+	Backup   BackupConfig  `json:"backup" doc:"Encrypted backups of etcd, the stack's state and this file (docs/backup.md); none when left out."`
 }
 
 // ClusterConfig describes the Talos cluster independently of the platform.
@@ -209,4 +210,26 @@ type VPSConfig struct {
 	RebootCommand    string   `json:"rebootCommand" doc:"Shell command run on the operator's machine after a node's install that switches its boot from rescue to disk and reboots it (e.g. the provider's CLI); gets NODE_NAME, NODE_IP, RESCUE_HOST. Empty: do it by hand while 'up' waits."`
 	TalosWaitTimeout string   `json:"talosWaitTimeout" doc:"How long 'up' waits, after a node's install, for its Talos API (port 50000) to answer; a duration like '30m'. Run 'up' again after a timeout to go on waiting." default:"30m"`
 	OnDestroy        string   `json:"onDestroy" doc:"What 'pulumi destroy' does to the servers (never deleted): 'forget' leaves Talos running and only empties the stack; 'reset' wipes each node's Talos state and reboots it into maintenance mode." default:"forget"`
+}
+
+// BackupConfig is where 'make backup' stores the cluster's backups and whom
+// they are encrypted to.
+type BackupConfig struct {
+	Target     string           `json:"target" doc:"Where backups go, a URL: 'file:///abs/path' or 's3://bucket/prefix?endpoint=https://s3.example:9000&region=us-east-1&use_path_style=true' for an S3-compatible store (MinIO, Backblaze B2, Cloudflare R2, Ceph); the endpoint may be left out for AWS."`
+	Recipients []string         `json:"recipients" doc:"Public keys every backup is encrypted to (age): 'age1...' keys or SSH public key lines ('ssh-ed25519 AAAA...'); at least one. The matching private key (identity) is never in the stack: 'make restore' reads it from a file."`
+	Keep       BackupKeepConfig `json:"keep" doc:"Which backups 'make backup' keeps at the target; the newest is never deleted."`
+	S3         BackupS3Config   `json:"s3" doc:"Credentials of an s3:// target; default: the usual AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and files."`
+}
+
+// BackupKeepConfig is the retention of backups.
+type BackupKeepConfig struct {
+	Last   int  `json:"last" doc:"The newest backups kept, whatever their age." default:"7"`
+	Daily  *int `json:"daily" doc:"Days back for which the newest backup of each day is kept too (0: none)." default:"7"`
+	Weekly *int `json:"weekly" doc:"Weeks back (ISO weeks, UTC) for which the newest backup of each week is kept too (0: none)." default:"4"`
+}
+
+// BackupS3Config are explicit credentials of an S3-compatible target.
+type BackupS3Config struct {
+	AccessKeyID     string `json:"accessKeyId" doc:"Access key id of the target's credentials."`
+	SecretAccessKey Secret `json:"secretAccessKey" doc:"Secret access key (secret): 'pulumi config set --secret --path backup.s3.secretAccessKey'." secret:"true"`
 }

@@ -54,6 +54,7 @@ func validate(d *Diagnostics, cfg *Config) {
 			d.errorf("proxmox", "is only valid for platform proxmox (this stack's platform is vps)")
 		}
 	}
+	validateBackup(d, cfg)
 	validateExplicitZeros(d, cfg)
 }
 

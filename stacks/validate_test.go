@@ -131,6 +131,7 @@ func invalidCases() []invalidCase {
 		limitsInvalidCases(),
 		addressAndPathInvalidCases(),
 		secretAndSizeInvalidCases(),
+		backupInvalidCases(),
 	)
 }
 

@@ -175,13 +175,16 @@ func HostAddressProblem(ip, gw netip.Addr, subnet netip.Prefix) string {
 	return ""
 }
 
-// PortProblem says why n is no TCP port, or "".
-func PortProblem(n int) string {
-	if n < 1 || n > MaxPort {
-		return fmt.Sprintf("%d is out of range 1-%d", n, MaxPort)
+// RangeProblem says why n is not in lo-hi, or "".
+func RangeProblem(n, lo, hi int) string {
+	if n < lo || n > hi {
+		return fmt.Sprintf("%d is out of range %d-%d", n, lo, hi)
 	}
 	return ""
 }
+
+// PortProblem says why n is no TCP port, or "".
+func PortProblem(n int) string { return RangeProblem(n, 1, MaxPort) }
 
 // URLPortProblem says why the port of u is no TCP port, or "" (also when
 // u gives none): url.Parse takes any digits.

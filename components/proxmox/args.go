@@ -337,7 +337,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		}
 		switch first, dup := vmIDs[n.VMID]; {
 		case n.VMID < MinVMID || n.VMID > MaxVMID:
-			p.Add(at+"vmId", "%d is out of range %d-%d", n.VMID, MinVMID, MaxVMID)
+			p.Add(at+"vmId", "%s", inputs.RangeProblem(n.VMID, MinVMID, MaxVMID))
 		case dup:
 			p.Add(at+"vmId", "%d is already the VM id of %s", n.VMID, first)
 		default:

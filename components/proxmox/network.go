@@ -23,8 +23,8 @@ func (a *ClusterArgs) checkNetwork(p *inputs.Problems) {
 	px := a.Proxmox
 	static := px.Addressing == AddressingStatic
 	if px.PrefixLength != 0 || static {
-		if px.PrefixLength < inputs.MinNodePrefix || px.PrefixLength > MaxPrefixLength {
-			p.Add("proxmox.prefixLength", "%d is out of range %d-%d", px.PrefixLength, inputs.MinNodePrefix, MaxPrefixLength)
+		if msg := inputs.RangeProblem(px.PrefixLength, inputs.MinNodePrefix, MaxPrefixLength); msg != "" {
+			p.Add("proxmox.prefixLength", "%s", msg)
 		}
 	}
 	if px.Gateway != "" || static {

@@ -358,8 +358,8 @@ func (a *ClusterArgs) checkNodeNetwork(p *inputs.Problems, i int) {
 // checkPrefixLength records a problem unless n is a node network's prefix
 // length.
 func checkPrefixLength(p *inputs.Problems, path string, n int) {
-	if n < minNodePrefix || n > 32 {
-		p.Add(path, "%d is out of range %d-32", n, minNodePrefix)
+	if msg := inputs.RangeProblem(n, minNodePrefix, 32); msg != "" {
+		p.Add(path, "%s", msg)
 	}
 }
 

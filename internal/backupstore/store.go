@@ -17,11 +17,13 @@ import (
 	"unicode/utf8"
 
 	"filippo.io/age"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/fluodata/talos-pulumi/internal/agekeys"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/s3blob"
@@ -325,7 +327,7 @@ func (s *Store) Put(ctx context.Context, name string, plain io.Reader, to []age.
 		return Object{}, fmt.Errorf("unable to write backup %q: %w", name, err)
 	}
 	if len(to) == 0 {
-		return Object{}, fmt.Errorf("unable to write backup %q: %w", name, ErrNoRecipients)
+		return Object{}, fmt.Errorf("unable to write backup %q: %w", name, agekeys.ErrNoRecipients)
 	}
 	if err := checkMeta(meta); err != nil {
 		return Object{}, fmt.Errorf("unable to write backup %q: %w", name, err)
@@ -476,7 +478,7 @@ func (s *Store) Get(ctx context.Context, name string, ids []age.Identity, w io.W
 		return fmt.Errorf("unable to read backup %q: %w", name, err)
 	}
 	if len(ids) == 0 {
-		return fmt.Errorf("unable to decrypt backup %q: %w", name, ErrNoIdentities)
+		return fmt.Errorf("unable to decrypt backup %q: %w", name, agekeys.ErrNoIdentities)
 	}
 	r, err := s.bucket.NewReader(ctx, name, nil)
 	if gcerrors.Code(err) == gcerrors.NotFound {

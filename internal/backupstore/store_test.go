@@ -14,6 +14,7 @@ import (
 	"filippo.io/age"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/internal/agekeys"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 )
 
@@ -92,7 +93,7 @@ func TestPutRefuses(t *testing.T) {
 		_, err := f.store.Put(t.Context(), name, strings.NewReader("x"), to, meta)
 		return err
 	}
-	require.ErrorIs(t, put("prod/a.tar.age", nil, nil), backupstore.ErrNoRecipients)
+	require.ErrorIs(t, put("prod/a.tar.age", nil, nil), agekeys.ErrNoRecipients)
 	for _, name := range []string{"", "prod/a.tar", ".age", "prod/.age", "/prod/a.age", "prod//a.age", "../a.age", "prod/../../a.age", "a\nb.age", `a\b.age`, strings.Repeat("a", 600) + ".age"} {
 		require.Error(t, put(name, to, nil), "name %q", name)
 	}

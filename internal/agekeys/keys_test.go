@@ -1,4 +1,4 @@
-package backupstore_test
+package agekeys_test
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"io"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/fluodata/talos-pulumi/internal/backupstore"
+	"github.com/fluodata/talos-pulumi/internal/agekeys"
 )
 
 // sshLine is the authorized_keys line of a crypto public key.
@@ -37,14 +38,14 @@ func TestParseRecipients(t *testing.T) {
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 
-	got, err := backupstore.ParseRecipients([]string{ageKey, edLine, " " + sshLine(t, &rsaKey.PublicKey) + "\n"})
+	got, err := agekeys.ParseRecipients([]string{ageKey, edLine, " " + sshLine(t, &rsaKey.PublicKey) + "\n"})
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 
-	_, err = backupstore.ParseRecipients(nil)
-	require.ErrorIs(t, err, backupstore.ErrNoRecipients)
-	_, err = backupstore.ParseRecipients([]string{})
-	require.ErrorIs(t, err, backupstore.ErrNoRecipients)
+	_, err = agekeys.ParseRecipients(nil)
+	require.ErrorIs(t, err, agekeys.ErrNoRecipients)
+	_, err = agekeys.ParseRecipients([]string{})
+	require.ErrorIs(t, err, agekeys.ErrNoRecipients)
 
 	for _, tc := range []struct {
 		name, bad, want string
@@ -52,7 +53,7 @@ func TestParseRecipients(t *testing.T) {
 		{"empty", "  ", "empty"},
 		{"garbage", "not-a-key", "neither an age public key"},
 		{"bad age key", "age1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq", "not an age X25519 public key"},
-		{"age secret key", "AGE-SECRET-KEY-1QQQQ", "neither an age public key"},
+		{"age secret key", "AGE-SECRET-KEY-1QQQQ", "is an age identity, a private key"},
 		{"post-quantum", "age1pq1qqqq", "post-quantum"},
 		{"ecdsa", sshLine(t, &ecKey.PublicKey), `"ecdsa-sha2-nistp256" cannot be an age recipient`},
 		{"small rsa", sshLine(t, &smallRSA.PublicKey), "1024 bits, fewer than 2048"},
@@ -60,7 +61,7 @@ func TestParseRecipients(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := backupstore.ParseRecipients([]string{ageKey, edLine, tc.bad})
+			_, err := agekeys.ParseRecipients([]string{ageKey, edLine, tc.bad})
 			require.Error(t, err)
 			require.ErrorContains(t, err, "unable to parse recipients[2]: ")
 			require.ErrorContains(t, err, tc.want)
@@ -74,42 +75,42 @@ func TestParseIdentities(t *testing.T) {
 	t.Parallel()
 	a, b := x25519(t), x25519(t)
 	file := "# created: 2026-05-04\n# public key: " + a.Recipient().String() + "\n" + a.String() + "\n\n" + b.String() + "\n"
-	ids, err := backupstore.ParseIdentities(strings.NewReader(file))
+	ids, err := agekeys.ParseIdentities(strings.NewReader(file))
 	require.NoError(t, err)
 	require.Len(t, ids, 2)
 
 	_, priv := sshEd25519(t)
-	ids, err = backupstore.ParseIdentities(bytes.NewReader(priv))
+	ids, err = agekeys.ParseIdentities(bytes.NewReader(priv))
 	require.NoError(t, err)
 	require.Len(t, ids, 1)
 
-	_, err = backupstore.ParseIdentities(bytes.NewReader(asPassphraseProtected(t, priv)))
+	_, err = agekeys.ParseIdentities(bytes.NewReader(asPassphraseProtected(t, priv)))
 	require.ErrorContains(t, err, "protected by a passphrase")
 	require.ErrorContains(t, err, "use an age identity file")
 
-	_, err = backupstore.ParseIdentities(strings.NewReader("# only a comment\n\n"))
-	require.ErrorIs(t, err, backupstore.ErrNoIdentities)
+	_, err = agekeys.ParseIdentities(strings.NewReader("# only a comment\n\n"))
+	require.ErrorIs(t, err, agekeys.ErrNoIdentities)
 
 	secretish := "AGE-SECRET-KEY-1NOTREALLYAKEYBUTSECRETLOOKING"
-	_, err = backupstore.ParseIdentities(strings.NewReader("# c\n" + secretish + "\n"))
+	_, err = agekeys.ParseIdentities(strings.NewReader("# c\n" + secretish + "\n"))
 	require.ErrorContains(t, err, "unable to parse identity on line 2")
 	require.NotContains(t, err.Error(), "SECRETLOOKING", "an error never repeats a secret")
 
-	_, err = backupstore.ParseIdentities(strings.NewReader("hello\n"))
+	_, err = agekeys.ParseIdentities(strings.NewReader("hello\n"))
 	require.ErrorContains(t, err, "not an age identity")
 }
 
-// A backup round-trips through the store with an age X25519 identity and
-// with an SSH ed25519 key pair; a wrong identity of either kind fails
-// with ErrWrongIdentity.
+// What the parsed keys encrypt, they decrypt: an age X25519 identity and
+// an SSH ed25519 key pair; a wrong identity of either kind fails. (The
+// store encrypts with the same age.Encrypt: internal/backupstore.)
 func TestAgeRoundTrip(t *testing.T) {
 	t.Parallel()
 	id := x25519(t)
 	edLine, edPriv := sshEd25519(t)
 	_, otherPriv := sshEd25519(t)
-	sshIDs, err := backupstore.ParseIdentities(bytes.NewReader(edPriv))
+	sshIDs, err := agekeys.ParseIdentities(bytes.NewReader(edPriv))
 	require.NoError(t, err)
-	wrongSSH, err := backupstore.ParseIdentities(bytes.NewReader(otherPriv))
+	wrongSSH, err := agekeys.ParseIdentities(bytes.NewReader(otherPriv))
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
@@ -124,25 +125,24 @@ func TestAgeRoundTrip(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := openFileTarget(t, backupstore.Options{})
-			to, err := backupstore.ParseRecipients(tc.to)
+			to, err := agekeys.ParseRecipients(tc.to)
 			require.NoError(t, err)
-			plain := payload(t, 300<<10, "ROUND-TRIP")
-			_, err = f.store.Put(t.Context(), "prod/2026-05-04T03:00:00Z.tar.age", bytes.NewReader(plain), to, nil)
+			var sealed bytes.Buffer
+			w, err := age.Encrypt(&sealed, to...)
 			require.NoError(t, err)
+			_, err = w.Write([]byte("ROUND-TRIP"))
+			require.NoError(t, err)
+			require.NoError(t, w.Close())
 
-			got, err := readAllGet(t, f.store, "prod/2026-05-04T03:00:00Z.tar.age", tc.ids)
+			r, err := age.Decrypt(bytes.NewReader(sealed.Bytes()), tc.ids...)
 			require.NoError(t, err)
-			require.Equal(t, plain, got)
+			got, err := io.ReadAll(r)
+			require.NoError(t, err)
+			require.Equal(t, "ROUND-TRIP", string(got))
 
-			got, err = readAllGet(t, f.store, "prod/2026-05-04T03:00:00Z.tar.age", tc.wrong)
-			require.ErrorIs(t, err, backupstore.ErrWrongIdentity)
+			_, err = age.Decrypt(bytes.NewReader(sealed.Bytes()), tc.wrong...)
 			var noMatch *age.NoIdentityMatchError
 			require.ErrorAs(t, err, &noMatch)
-			require.Empty(t, got, "nothing is written before the key is found")
-
-			err = f.store.Get(t.Context(), "prod/2026-05-04T03:00:00Z.tar.age", nil, &bytes.Buffer{})
-			require.ErrorIs(t, err, backupstore.ErrNoIdentities)
 		})
 	}
 }

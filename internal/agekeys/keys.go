@@ -1,4 +1,9 @@
-package backupstore
+// Package agekeys reads the keys of encrypted backups: the recipients a
+// stack names (age and SSH public keys) and the identities a restore is
+// given (age identity files, SSH private keys). It needs only age, so the
+// stack file's front-end checks backup.recipients with it without the
+// object store's dependencies.
+package agekeys
 
 import (
 	"bufio"
@@ -58,11 +63,23 @@ func ParseRecipients(keys []string) ([]age.Recipient, error) {
 	return out, nil
 }
 
+// RecipientProblem says what is wrong with one entry of backup.recipients,
+// or "": the stack file's check, before anything runs.
+func RecipientProblem(key string) string {
+	if _, err := parseRecipient(strings.TrimSpace(key)); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
 // parseRecipient parses one entry of backup.recipients.
 func parseRecipient(key string) (age.Recipient, error) {
 	switch {
 	case key == "":
 		return nil, errors.New("the entry is empty")
+	case strings.HasPrefix(strings.ToUpper(key), "AGE-SECRET-KEY-"):
+		// Never echo it: it is the private key, pasted by mistake.
+		return nil, errors.New("is an age identity, a private key: give its public key ('age-keygen -y <file>'), keep the identity off the stack, and make a new one if this stack file was shared")
 	case strings.HasPrefix(key, "age1pq1"):
 		return nil, errors.New("post-quantum age recipients (age1pq1...) are not supported: they cannot be mixed with X25519 and SSH recipients; use an age1... X25519 key")
 	case strings.HasPrefix(key, "age1"):

@@ -1,0 +1,316 @@
+// Package backup takes and reads the backups of a stack (issue 26): an etcd
+// snapshot from a healthy control plane, taken through the Talos API, with
+// what a restore needs that nothing else can rebuild (the stack's Pulumi
+// state export, whose secrets stay encrypted by the stack's secrets
+// provider, and the stack file), in one tar archive encrypted with age to
+// the stack's recipients and written as one object: a target never holds a
+// half backup, nor a byte of one in clear.
+package backup
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/fluodata/talos-pulumi/internal/backupstore"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+)
+
+// The members of a backup's archive, in this order: the manifest first, so
+// a reader knows what it holds before the large snapshot.
+const (
+	ManifestFile = "manifest.json"
+	SnapshotFile = "etcd.snapshot"
+	StateFile    = "state.json"
+	// FormatVersion is the archive's layout; a reader refuses a newer one.
+	FormatVersion = 1
+)
+
+// Snapshotter takes etcd snapshots: *talosapi.Client.
+type Snapshotter interface {
+	EtcdSnapshot(ctx context.Context, node string, w io.Writer, opts ...talosapi.WaitOption) (talosapi.Snapshot, error)
+}
+
+// Store is where backups go: *backupstore.Store.
+type Store interface {
+	Put(ctx context.Context, name string, plain io.Reader, to []age.Recipient, meta map[string]string) (backupstore.Object, error)
+	List(ctx context.Context) ([]backupstore.Object, error)
+	Delete(ctx context.Context, name string) error
+	Get(ctx context.Context, name string, ids []age.Identity, w io.Writer) error
+}
+
+// Source is what one backup is taken of.
+type Source struct {
+	// Stack names the stack; backups are stored under "<stack>/".
+	Stack string
+	// Cluster is the cluster's name, TalosVersion and KubernetesVersion
+	// what its nodes run (the stack's outputs), recorded so that a restore
+	// refuses a backup that does not fit.
+	Cluster, TalosVersion, KubernetesVersion string
+	// ControlPlanes are the control planes' addresses, tried in order: a
+	// dead one is passed over for the next.
+	ControlPlanes []string
+	// StackFile is Pulumi.<stack>.yaml as it is on disk; StackFileName its
+	// name.
+	StackFile     []byte
+	StackFileName string
+	// State is the stack's Pulumi state export (pulumi stack export): its
+	// secrets are ciphertext of the stack's secrets provider.
+	State []byte
+	// Certificates are the client certificates' expiry, by name
+	// (talosconfig, kubeconfig), recorded for the operator.
+	Certificates map[string]time.Time
+}
+
+// Manifest describes a backup; it is the archive's first member.
+type Manifest struct {
+	FormatVersion     int                  `json:"formatVersion"`
+	Stack             string               `json:"stack"`
+	Cluster           string               `json:"cluster"`
+	Created           time.Time            `json:"created"`
+	TalosVersion      string               `json:"talosVersion"`
+	KubernetesVersion string               `json:"kubernetesVersion"`
+	SourceNode        string               `json:"sourceNode"`
+	Snapshot          SnapshotInfo         `json:"snapshot"`
+	StackFileName     string               `json:"stackFileName"`
+	StateSize         int64                `json:"stateSize"`
+	Certificates      map[string]time.Time `json:"certificates,omitempty"`
+}
+
+// SnapshotInfo is the etcd snapshot's size and sha256 (of the whole file,
+// etcd's trailer included).
+type SnapshotInfo struct {
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Options are a backup's recipients, retention and seams.
+type Options struct {
+	// Recipients are whom the backup is encrypted to; none is an error.
+	Recipients []age.Recipient
+	// Keep is the retention applied after the backup is written.
+	Keep backupstore.Policy
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// TempDir holds the snapshot while it is taken (os.TempDir when
+	// empty): a private directory is made in it, removed at the end.
+	TempDir string
+	// Log says what is done, and what a wait waits for every ProgressEvery.
+	Log           io.Writer
+	ProgressEvery time.Duration
+}
+
+// Result is what Take did.
+type Result struct {
+	Name     string
+	Size     int64
+	Manifest Manifest
+	Deleted  []string
+}
+
+// Take takes a backup of src into store: the etcd snapshot of the first
+// control plane that gives a whole one (checked by its etcd hash), then the
+// archive, encrypted, as "<stack>/<UTC time>.tar.age", then the retention.
+// A failure leaves the target as it was: the archive is one object, written
+// atomically, and the retention runs only after it is written.
+func Take(ctx context.Context, src Source, snap Snapshotter, store Store, o Options) (Result, error) {
+	if len(o.Recipients) == 0 {
+		return Result{}, errors.New("unable to take a backup: no recipients; set backup.recipients (a backup is never written unencrypted)")
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	logw := o.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	dir, err := os.MkdirTemp(o.TempDir, "talos-backup-*") // 0700
+	if err != nil {
+		return Result{}, fmt.Errorf("unable to make a private directory for the snapshot: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+
+	snapPath := filepath.Join(dir, SnapshotFile)
+	taken, err := snapshotFromAny(ctx, src.ControlPlanes, snap, snapPath, logw, o.ProgressEvery)
+	if err != nil {
+		return Result{}, err
+	}
+	created := now().UTC().Truncate(time.Second)
+	m := Manifest{
+		FormatVersion: FormatVersion, Stack: src.Stack, Cluster: src.Cluster, Created: created,
+		TalosVersion: src.TalosVersion, KubernetesVersion: src.KubernetesVersion, SourceNode: taken.Node,
+		Snapshot:      SnapshotInfo{Size: taken.Size, SHA256: taken.SHA256},
+		StackFileName: src.StackFileName, StateSize: int64(len(src.State)), Certificates: src.Certificates,
+	}
+	name := ObjectName(src.Stack, created)
+	_, _ = fmt.Fprintf(logw, "writing %s (etcd snapshot of %s, %d bytes; state %d bytes), encrypted to %d recipient(s)\n",
+		name, taken.Node, taken.Size, len(src.State), len(o.Recipients))
+
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeArchive(pw, m, snapPath, src)) }()
+	obj, err := store.Put(ctx, name, pr, o.Recipients, meta(m))
+	_ = pr.CloseWithError(errors.New("the store stopped reading")) // ends the writer if Put failed early
+	if err != nil {
+		return Result{}, fmt.Errorf("unable to write backup %s: %w", name, err)
+	}
+	res := Result{Name: name, Size: obj.Size, Manifest: m}
+
+	deleted, err := retain(ctx, store, src.Stack, o.Keep, logw)
+	res.Deleted = deleted
+	if err != nil {
+		return res, fmt.Errorf("backup %s is written, but unable to apply the retention: %w", name, err)
+	}
+	return res, nil
+}
+
+// ObjectName is a backup's name: by stack, then by time, so that names sort
+// as the backups were taken.
+func ObjectName(stack string, created time.Time) string {
+	return stack + "/" + created.UTC().Format("20060102T150405Z") + ".tar" + backupstore.Suffix
+}
+
+// snapshotFromAny takes the snapshot from the first control plane that
+// gives a whole one, into path (0600).
+func snapshotFromAny(ctx context.Context, nodes []string, snap Snapshotter, path string, logw io.Writer, every time.Duration) (talosapi.Snapshot, error) {
+	if len(nodes) == 0 {
+		return talosapi.Snapshot{}, errors.New("unable to take an etcd snapshot: the stack names no control plane (run up first)")
+	}
+	var errs []error
+	for _, node := range nodes {
+		if err := ctx.Err(); err != nil {
+			return talosapi.Snapshot{}, fmt.Errorf("unable to take an etcd snapshot: %w", err)
+		}
+		_, _ = fmt.Fprintf(logw, "taking the etcd snapshot of %s\n", node)
+		s, err := snapshotTo(ctx, node, snap, path, logw, every)
+		if err == nil {
+			_, _ = fmt.Fprintf(logw, "etcd snapshot of %s: %d bytes in %s, etcd's hash checks\n", node, s.Size, s.Took.Round(time.Millisecond))
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return talosapi.Snapshot{}, err
+		}
+		_, _ = fmt.Fprintf(logw, "no snapshot from %s: %v; trying the next control plane\n", node, err)
+		errs = append(errs, err)
+	}
+	return talosapi.Snapshot{}, fmt.Errorf("unable to take an etcd snapshot from any control plane: %w", errors.Join(errs...))
+}
+
+func snapshotTo(ctx context.Context, node string, snap Snapshotter, path string, logw io.Writer, every time.Duration) (talosapi.Snapshot, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return talosapi.Snapshot{}, fmt.Errorf("unable to create the snapshot file: %w", err)
+	}
+	report := func(msg string) { _, _ = fmt.Fprintln(logw, msg) }
+	s, err := snap.EtcdSnapshot(ctx, node, f, talosapi.WithProgress(report, every))
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("unable to write the snapshot file: %w", cerr)
+	}
+	return s, err
+}
+
+// writeArchive writes the archive: the manifest, the snapshot, the state
+// and the stack file.
+func writeArchive(w io.Writer, m Manifest, snapPath string, src Source) error {
+	tw := tar.NewWriter(w)
+	manifest, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("unable to encode the manifest: %w", err)
+	}
+	if err := addBytes(tw, ManifestFile, manifest, m.Created); err != nil {
+		return err
+	}
+	f, err := os.Open(snapPath) //nolint:gosec // our own temporary file
+	if err != nil {
+		return fmt.Errorf("unable to read the snapshot file: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := tw.WriteHeader(&tar.Header{Name: SnapshotFile, Mode: 0o600, Size: m.Snapshot.Size, ModTime: m.Created}); err != nil {
+		return fmt.Errorf("unable to write the archive: %w", err)
+	}
+	if n, err := io.Copy(tw, f); err != nil || n != m.Snapshot.Size {
+		return fmt.Errorf("unable to copy the snapshot into the archive (%d of %d bytes): %w", n, m.Snapshot.Size, err)
+	}
+	if err := addBytes(tw, StateFile, src.State, m.Created); err != nil {
+		return err
+	}
+	if err := addBytes(tw, stackFileMember(src.StackFileName), src.StackFile, m.Created); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("unable to finish the archive: %w", err)
+	}
+	return nil
+}
+
+func addBytes(tw *tar.Writer, name string, b []byte, at time.Time) error {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), ModTime: at}); err != nil {
+		return fmt.Errorf("unable to write %s into the archive: %w", name, err)
+	}
+	if _, err := tw.Write(b); err != nil {
+		return fmt.Errorf("unable to write %s into the archive: %w", name, err)
+	}
+	return nil
+}
+
+// stackFileMember is the stack file's member name: its base name, never a
+// path out of the archive.
+func stackFileMember(name string) string {
+	base := filepath.Base(name)
+	if base == "." || base == "/" || base == "" {
+		return "Pulumi.stack.yaml"
+	}
+	return base
+}
+
+// meta is what a listing shows without the identity: small facts, in clear
+// (backupstore.Store.Put), never a secret.
+func meta(m Manifest) map[string]string {
+	return map[string]string{
+		"created": m.Created.Format(time.RFC3339), "cluster": m.Cluster, "source-node": m.SourceNode,
+		"talos-version": m.TalosVersion, "kubernetes-version": m.KubernetesVersion,
+		"snapshot-size": fmt.Sprint(m.Snapshot.Size),
+	}
+}
+
+// List returns the stack's backups, newest first.
+func List(ctx context.Context, store Store, stack string) ([]backupstore.Object, error) {
+	all, err := store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("unable to list the backups: %w", err)
+	}
+	var out []backupstore.Object
+	for _, o := range all {
+		if strings.HasPrefix(o.Name, stack+"/") {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// retain deletes the stack's backups the policy does not keep.
+func retain(ctx context.Context, store Store, stack string, p backupstore.Policy, logw io.Writer) ([]string, error) {
+	objs, err := List(ctx, store, stack)
+	if err != nil {
+		return nil, err
+	}
+	_, drop := backupstore.Retain(objs, p)
+	var deleted []string
+	for _, o := range drop {
+		if err := store.Delete(ctx, o.Name); err != nil {
+			return deleted, fmt.Errorf("unable to delete %s: %w", o.Name, err)
+		}
+		_, _ = fmt.Fprintf(logw, "deleted %s (retention)\n", o.Name)
+		deleted = append(deleted, o.Name)
+	}
+	return deleted, nil
+}

@@ -1,0 +1,212 @@
+package backup_test
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
+	"github.com/fluodata/talos-pulumi/internal/backupstore"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+)
+
+// Markers that must never reach a target in clear: etcd contents, the
+// state and the stack file.
+const (
+	etcdMarker  = "ETCD-CONTENTS-MARKER"
+	stateMarker = "STATE-EXPORT-MARKER"
+	stackMarker = "STACK-FILE-MARKER"
+)
+
+// etcdKeys are cluster A's etcd contents.
+var etcdKeys = map[string]string{
+	"/registry/namespaces/default":          `{"kind":"Namespace","marker":"` + etcdMarker + `"}`,
+	"/registry/secrets/default/db-password": strings.Repeat("p", 200<<10),
+	"/registry/configmaps/default/settings": "a: b",
+}
+
+// client is a Talos API client of the fake cluster c, where the node
+// "dead" is a control plane that refuses every connection.
+func client(t *testing.T, c *talosapitest.Cluster) *talosapi.Client {
+	t.Helper()
+	crt, key := c.AdminCert()
+	addr := func(node string) string {
+		if node == "dead" {
+			return "127.0.0.1:1"
+		}
+		return c.Address(node)
+	}
+	cl, err := talosapi.New(talosapi.Credentials{CA: c.CA(), Cert: crt, Key: key},
+		talosapi.WithAddress(addr), talosapi.WithTimeouts(time.Second, 2*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func fileStore(t *testing.T) (*backupstore.Store, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "backups")
+	s, err := backupstore.Open(t.Context(), "file://"+dir, backupstore.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, dir
+}
+
+func source(c *talosapitest.Cluster) backup.Source {
+	return backup.Source{
+		Stack: "homelab", Cluster: "lab", TalosVersion: talosapitest.DefaultVersion, KubernetesVersion: "1.35.0",
+		ControlPlanes: append([]string{"dead"}, c.IPs(talosapitest.ControlPlane)...),
+		StackFile:     []byte("config:\n  talos-cluster:cluster:\n    name: lab # " + stackMarker + "\n"), StackFileName: "Pulumi.homelab.yaml",
+		State:         []byte(`{"version":3,"deployment":{"secrets":"ciphertext","marker":"` + stateMarker + `"}}`),
+	}
+}
+
+// The drill: a backup of cluster A (its first control plane dead) is
+// written encrypted, read back with the identity, and recovered into a
+// fresh cluster B, which then has A's etcd contents and one member per
+// control plane. It is the code path of `make restore` once the machines
+// are up (Recover), on the project's Talos fake.
+func TestBackupThenRecoverIntoFreshNodes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	a := talosapitest.Start(t, talosapitest.Topology(3, 1, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	a.SetEtcdKeys(etcdKeys)
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	store, dir := fileStore(t)
+	var log bytes.Buffer
+
+	start := time.Now()
+	res, err := backup.Take(ctx, source(a), client(t, a), store, backup.Options{
+		Recipients: []age.Recipient{id.Recipient()}, Keep: backupstore.Policy{Last: 7}, Log: &log,
+	})
+	tookBackup := time.Since(start)
+	require.NoError(t, err, log.String())
+	assert.Contains(t, log.String(), "no snapshot from dead")
+	assert.Equal(t, "10.5.0.11", res.Manifest.SourceNode, "the first live control plane")
+	assert.True(t, strings.HasPrefix(res.Name, "homelab/") && strings.HasSuffix(res.Name, ".tar.age"), res.Name)
+
+	// Nothing of etcd, the state or the stack file is at the target in clear.
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path) //nolint:gosec // the test's own directory
+		require.NoError(t, err)
+		for _, m := range []string{etcdMarker, stateMarker, stackMarker, "db-password"} {
+			assert.NotContains(t, string(b), m, "%s holds %s in clear", path, m)
+		}
+		return nil
+	}))
+	listed, err := backup.List(ctx, store, "homelab")
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	assert.Equal(t, "10.5.0.11", listed[0].Meta["source-node"])
+
+	x, err := backup.Extract(ctx, store, res.Name, []age.Identity{id}, t.TempDir())
+	require.NoError(t, err)
+	assert.Equal(t, res.Manifest, x.Manifest)
+	assert.Contains(t, string(x.State), stateMarker)
+	assert.Contains(t, string(x.StackFile), stackMarker)
+
+	b := talosapitest.StartFresh(t, talosapitest.Topology(3, 1, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	start = time.Now()
+	got, err := backup.Recover(ctx, client(t, b), x, backup.Target{
+		Cluster: "lab", TalosVersion: "v1.12.4", ControlPlanes: b.IPs(talosapitest.ControlPlane),
+	}, &log, time.Second)
+	tookRecover := time.Since(start)
+	require.NoError(t, err, log.String())
+	assert.Equal(t, etcdKeys, b.EtcdKeys(), "B holds A's etcd contents")
+	assert.Len(t, got.Members, 3, "one member per control plane")
+	assert.Equal(t, talosapitest.DefaultVersion, got.TalosVersion)
+	t.Logf("3 control planes on the fakes: backup %s (%d bytes encrypted, snapshot %d bytes), recovery %s; members %v, %d keys",
+		tookBackup.Round(time.Millisecond), res.Size, res.Manifest.Snapshot.Size, tookRecover.Round(time.Millisecond), got.Members, len(b.EtcdKeys()))
+}
+
+// A backup without a recipient is refused before a snapshot is taken.
+func TestABackupNeedsARecipient(t *testing.T) {
+	t.Parallel()
+	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	store, _ := fileStore(t)
+	_, err := backup.Take(t.Context(), source(a), client(t, a), store, backup.Options{})
+	require.ErrorContains(t, err, "no recipients")
+	assert.Empty(t, a.Events("EtcdSnapshot"))
+	listed, err := store.List(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, listed)
+}
+
+// A snapshot that fails etcd's hash on every control plane writes nothing.
+func TestACorruptSnapshotWritesNoBackup(t *testing.T) {
+	t.Parallel()
+	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	a.SetEtcdKeys(etcdKeys)
+	a.SetSnapshotStream(talosapitest.SnapshotStream{Corrupt: true})
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	store, _ := fileStore(t)
+	_, err = backup.Take(t.Context(), source(a), client(t, a), store, backup.Options{Recipients: []age.Recipient{id.Recipient()}})
+	require.ErrorIs(t, err, talosapi.ErrSnapshotCorrupt)
+	listed, err := store.List(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, listed)
+}
+
+// The retention runs after each backup: the newest Last stay.
+func TestTheRetentionKeepsTheNewest(t *testing.T) {
+	t.Parallel()
+	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	a.SetEtcdKeys(map[string]string{"/k": "v"})
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	store, _ := fileStore(t)
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Hour); return now }
+	var names []string
+	for range 4 {
+		res, err := backup.Take(t.Context(), source(a), client(t, a), store, backup.Options{
+			Recipients: []age.Recipient{id.Recipient()}, Keep: backupstore.Policy{Last: 2}, Now: clock,
+		})
+		require.NoError(t, err)
+		names = append(names, res.Name)
+	}
+	listed, err := backup.List(t.Context(), store, "homelab")
+	require.NoError(t, err)
+	var kept []string
+	for _, o := range listed {
+		kept = append(kept, o.Name)
+	}
+	assert.Equal(t, []string{names[3], names[2]}, kept)
+}
+
+// A backup of another cluster, or of another Talos minor release, is
+// refused before anything is sent to the new nodes.
+func TestARecoveryRefusesABackupThatDoesNotFit(t *testing.T) {
+	t.Parallel()
+	m := backup.Manifest{Cluster: "lab", TalosVersion: "v1.12.4", Created: time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)}
+	require.NoError(t, backup.CheckFits(m, backup.Target{Cluster: "lab", TalosVersion: "v1.12.9"}))
+	err := backup.CheckFits(m, backup.Target{Cluster: "prod", TalosVersion: "v1.13.0"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `it is of cluster "lab", the stack's is "prod"`)
+	assert.Contains(t, err.Error(), "restore with cluster.talosVersion of the backup's minor release (v1.12)")
+
+	b := talosapitest.StartFresh(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	_, err = backup.Recover(t.Context(), client(t, b), backup.Extracted{Manifest: m}, backup.Target{
+		Cluster: "prod", TalosVersion: "v1.12.4", ControlPlanes: b.IPs(talosapitest.ControlPlane),
+	}, &bytes.Buffer{}, time.Second)
+	require.Error(t, err)
+	assert.Empty(t, b.Events("EtcdRecover", "Bootstrap"), "nothing was sent")
+}

@@ -1,0 +1,134 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fluodata/talos-pulumi/internal/progress"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/fluodata/talos-pulumi/internal/talosversion"
+)
+
+// A recovery asks every pollInterval whether the control planes joined, for
+// at most joinTimeout: each has to boot and find the bootstrapped one.
+const (
+	pollInterval = 500 * time.Millisecond
+	joinTimeout  = 30 * time.Minute
+)
+
+// Recoverer is what a recovery does through the Talos API:
+// *talosapi.Client.
+type Recoverer interface {
+	EtcdRecover(ctx context.Context, node string, snapshot io.Reader) error
+	Bootstrap(ctx context.Context, node string, recoverEtcd bool) error
+	EtcdMemberList(ctx context.Context, node string) ([]talosapi.EtcdMember, error)
+	Version(ctx context.Context, node string) (string, error)
+}
+
+// Target is the cluster a backup is recovered into.
+type Target struct {
+	// Cluster and TalosVersion are the stack's: a backup of another
+	// cluster, or of another Talos minor release, is refused.
+	Cluster, TalosVersion string
+	// ControlPlanes are the new control planes' addresses; the first is
+	// bootstrapped from the snapshot, the others join it.
+	ControlPlanes []string
+}
+
+// Recovered is what a recovery found once etcd runs again.
+type Recovered struct {
+	Members      []string
+	TalosVersion string
+	Took         time.Duration
+}
+
+// CheckFits refuses a backup that does not fit the target: another
+// cluster's (its etcd would hold another cluster's identity and
+// certificates), or one of another Talos minor release (etcd and the
+// Kubernetes it holds are of that release's versions).
+func CheckFits(m Manifest, t Target) error {
+	var problems []string
+	if m.Cluster != t.Cluster {
+		problems = append(problems, fmt.Sprintf("it is of cluster %q, the stack's is %q", m.Cluster, t.Cluster))
+	}
+	bm, okB := talosversion.Minor(m.TalosVersion)
+	tm, okT := talosversion.Minor(t.TalosVersion)
+	switch {
+	case !okB || !okT:
+		problems = append(problems, fmt.Sprintf("its Talos version %q or the stack's %q is unknown", m.TalosVersion, t.TalosVersion))
+	case bm != tm:
+		problems = append(problems, fmt.Sprintf("it was taken on Talos %s, the stack runs %s: restore with cluster.talosVersion of the backup's minor release (v1.%d), then upgrade", m.TalosVersion, t.TalosVersion, bm))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the backup of %s does not fit this stack: %s", m.Created.Format(time.RFC3339), strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Recover brings etcd back from the extracted backup x on the target's
+// fresh control planes: the snapshot is uploaded to the first, which is
+// bootstrapped with recover_etcd, and the recovery waits until every
+// control plane is a member again, reporting what it waits for every
+// progressEvery. It refuses a backup that does not fit (CheckFits) before
+// anything is sent.
+func Recover(ctx context.Context, api Recoverer, x Extracted, t Target, logw io.Writer, progressEvery time.Duration) (Recovered, error) {
+	start := time.Now()
+	if len(t.ControlPlanes) == 0 {
+		return Recovered{}, errors.New("unable to recover etcd: the stack has no control plane")
+	}
+	if err := CheckFits(x.Manifest, t); err != nil {
+		return Recovered{}, fmt.Errorf("unable to recover etcd: %w", err)
+	}
+	first := t.ControlPlanes[0]
+	f, err := os.Open(x.SnapshotPath)
+	if err != nil {
+		return Recovered{}, fmt.Errorf("unable to read the snapshot: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	_, _ = fmt.Fprintf(logw, "uploading the etcd snapshot (%d bytes, taken %s from %s) to %s\n",
+		x.Manifest.Snapshot.Size, x.Manifest.Created.Format(time.RFC3339), x.Manifest.SourceNode, first)
+	if err := api.EtcdRecover(ctx, first, f); err != nil {
+		return Recovered{}, err
+	}
+	_, _ = fmt.Fprintf(logw, "bootstrapping etcd on %s from the snapshot\n", first)
+	if err := api.Bootstrap(ctx, first, true); err != nil {
+		return Recovered{}, err
+	}
+	want := slices.Clone(t.ControlPlanes)
+	slices.Sort(want)
+	var members []string
+	wait := progress.Poll{
+		What:     fmt.Sprintf("every control plane (%s) to be an etcd member again", strings.Join(want, ", ")),
+		Interval: pollInterval, Timeout: joinTimeout,
+		Report:   func(msg string) { _, _ = fmt.Fprintln(logw, msg) }, Every: progressEvery,
+	}
+	err = wait.Until(ctx, func(ctx context.Context) (bool, error) {
+		list, err := api.EtcdMemberList(ctx, first)
+		if err != nil {
+			return false, err
+		}
+		members = members[:0]
+		for _, m := range list {
+			members = append(members, m.Hostname)
+		}
+		if len(list) >= len(want) {
+			return true, nil
+		}
+		return false, fmt.Errorf("%d of %d members: %s", len(list), len(want), strings.Join(members, ", "))
+	})
+	if err != nil {
+		return Recovered{Members: members}, fmt.Errorf("unable to recover etcd: %w", err)
+	}
+	version, err := api.Version(ctx, first)
+	if err != nil {
+		return Recovered{Members: members}, fmt.Errorf("unable to read the Talos version of %s: %w", first, err)
+	}
+	slices.Sort(members)
+	return Recovered{Members: members, TalosVersion: version, Took: time.Since(start)}, nil
+}

@@ -168,7 +168,7 @@ bench: ## Run the Go benchmarks (program evaluation per node count, ...).
 # cancellation). The rest of the tree is sequential code under Pulumi's mocks, and the whole tree
 # takes about twice as long (2 cores, warm cache: 65 s for these, 115 s for ./..., mostly linking
 # race-instrumented test binaries). RACE_PACKAGES=./... runs everything.
-RACE_PACKAGES ?= ./internal/pveapi/... ./internal/talosapi/... ./internal/kubeapi/... \
+RACE_PACKAGES ?= ./internal/pveapi/... ./internal/talosapi/... ./internal/kubeapi/... ./internal/backupstore/... \
 	./components/talos/... ./components/proxmox/... ./components/vps/... ./cmd/stackctl/...
 
 .PHONY: race
@@ -302,6 +302,18 @@ secret: require-stack ## Set a secret config value: make secret STACK=... KEY=pr
 .PHONY: doctor
 doctor: require-stack $(STACKCTL) ## Check from this machine what `up` needs: Proxmox API and token, datastores, VM ids, SSH, route to the VMs; a VPS node's rescue SSH and host key, or its Talos API.
 	$(STACKCTL) doctor --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
+
+.PHONY: backup
+backup: require-stack $(STACKCTL) ## Take an encrypted backup (etcd snapshot, state, stack file) to backup.target, then apply backup.keep (docs/backup.md).
+	$(STACKCTL) backup --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
+
+.PHONY: backups
+backups: require-stack $(STACKCTL) ## List the stack's backups at backup.target: time, size, Talos and Kubernetes versions, source node.
+	$(STACKCTL) backups --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
+
+.PHONY: restore-drill
+restore-drill: ## Back up a cluster of the Talos fake and recover it into fresh fake nodes: the recovery's code path, on this machine (also part of make test).
+	$(GO) test -count=1 -run 'TestBackupThenRecoverIntoFreshNodes' -v ./cmd/stackctl/internal/backup
 
 .PHONY: proxy
 proxy: require-stack $(STACKCTL) ## Serve the ssh-proxy helper until Ctrl-C and print the export line (for talosctl/kubectl by hand).

@@ -153,6 +153,11 @@ type readStackOutputsArgs struct {
 	Name string `pulumi:"name"`
 }
 
+// PreviousFromOutputs is the cluster as a stack's outputs (their plain
+// values) describe it: its name, versions and control planes; nil for
+// outputs without the nodes map (no up yet). stackctl backup reads it.
+func PreviousFromOutputs(outputs map[string]any) *talos.Previous { return previousFrom(outputs) }
+
 // previousFrom reads the previous cluster from the stack's outputs: the
 // kubernetesVersion the API servers ran and the control planes of the
 // nodes map. Outputs without the nodes map give nil.

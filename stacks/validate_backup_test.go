@@ -31,7 +31,7 @@ func backupInvalidCases() []invalidCase {
 		{"backup to a private key", withBackup(func(b obj) { b["recipients"] = []any{exampleRecipient, "AGE-SECRET-KEY-1XYZ"} }),
 			"backup.recipients[1]", "is an age identity, a private key"},
 		{"backup credentials with a file target", withBackup(func(b obj) { b["target"] = "file:///var/backups/talos" }), "backup.s3", "only used with an s3:// target"},
-		{"backup credentials without the key id", withBackup(func(b obj) { delete(at(obj(b), "s3"), "accessKeyId") }), "backup.s3.accessKeyId", "is required"},
+		{"backup credentials without the key id", withBackup(func(b obj) { delete(at(b, "s3"), "accessKeyId") }), "backup.s3.accessKeyId", "is required"},
 		{"backup keeps none", withBackup(func(b obj) { b["keep"] = obj{"last": 0} }), "backup.keep.last", "leave the key out for the default (7)"},
 		{"backup keeps negative days", withBackup(func(b obj) { b["keep"] = obj{"daily": -1} }), "backup.keep.daily", "-1 is out of range 0-3660"},
 	}

@@ -295,3 +295,15 @@ func (s *Session) Close() error {
 	<-s.done
 	return err
 }
+
+// DialContext opens a TCP connection to addr (host:port in the VM network)
+// through the session's SSH connection, as the proxy does for a CONNECT: a
+// process's own clients (stackctl backup's Talos API client) use it where
+// they cannot take the proxy from the environment.
+func (s *Session) DialContext(ctx context.Context, _, addr string) (net.Conn, error) {
+	to, err := s.proxy.Check(addr)
+	if err != nil {
+		return nil, err
+	}
+	return s.proxy.dial(ctx, to)
+}

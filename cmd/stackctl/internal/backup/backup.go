@@ -206,7 +206,7 @@ func snapshotFromAny(ctx context.Context, nodes []string, snap Snapshotter, path
 }
 
 func snapshotTo(ctx context.Context, node string, snap Snapshotter, path string, logw io.Writer, every time.Duration) (talosapi.Snapshot, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600) //nolint:gosec // our own private temporary directory
 	if err != nil {
 		return talosapi.Snapshot{}, fmt.Errorf("unable to create the snapshot file: %w", err)
 	}

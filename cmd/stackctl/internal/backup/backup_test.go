@@ -68,7 +68,7 @@ func source(c *talosapitest.Cluster) backup.Source {
 		Stack: "homelab", Cluster: "lab", TalosVersion: talosapitest.DefaultVersion, KubernetesVersion: "1.35.0",
 		ControlPlanes: append([]string{"dead"}, c.IPs(talosapitest.ControlPlane)...),
 		StackFile:     []byte("config:\n  talos-cluster:cluster:\n    name: lab # " + stackMarker + "\n"), StackFileName: "Pulumi.homelab.yaml",
-		State:         []byte(`{"version":3,"deployment":{"secrets":"ciphertext","marker":"` + stateMarker + `"}}`),
+		State: []byte(`{"version":3,"deployment":{"secrets":"ciphertext","marker":"` + stateMarker + `"}}`),
 	}
 }
 

@@ -106,7 +106,7 @@ func Recover(ctx context.Context, api Recoverer, x Extracted, t Target, logw io.
 	wait := progress.Poll{
 		What:     fmt.Sprintf("every control plane (%s) to be an etcd member again", strings.Join(want, ", ")),
 		Interval: pollInterval, Timeout: joinTimeout,
-		Report:   func(msg string) { _, _ = fmt.Fprintln(logw, msg) }, Every: progressEvery,
+		Report: func(msg string) { _, _ = fmt.Fprintln(logw, msg) }, Every: progressEvery,
 	}
 	err = wait.Until(ctx, func(ctx context.Context) (bool, error) {
 		list, err := api.EtcdMemberList(ctx, first)

@@ -28,6 +28,7 @@ import (
 const usage = `usage:
   stackctl doctor  --stack NAME [--config-json FILE|-]
   stackctl preview|up|refresh|destroy|outputs --stack NAME [flags]   (stackctl up -h lists the flags)
+  stackctl backup|backups --stack NAME [flags]                      (an encrypted backup to backup.target; the list of them)
   stackctl proxy   --stack NAME [--listen 127.0.0.1:PORT]            (the ssh-proxy helper, until Ctrl-C)
   stackctl exec    --stack NAME -- COMMAND [ARGS...]                 (COMMAND with the helper when the stack uses it)
   stackctl adopt   --stack NAME --secrets FILE [flags]               (import a running cluster's secrets.yaml; -h lists the flags)`
@@ -108,6 +109,7 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 		Access: func(ctx context.Context, src stacks.Source) (map[string]string, func(), error) {
 			return driverAccess(ctx, src, getenv, stderr, access.Start)
 		},
+		Backup: backupOf(stdout, stderr, getenv),
 		Stdout: stdout, Stderr: stderr, Getenv: getenv, Now: time.Now,
 	})
 }

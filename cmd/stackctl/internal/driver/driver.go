@@ -39,10 +39,14 @@ const (
 	OpRefresh = "refresh"
 	OpDestroy = "destroy"
 	OpOutputs = "outputs"
+	// OpBackup takes a backup of the stack (Env.Backup); OpBackups lists
+	// them.
+	OpBackup  = "backup"
+	OpBackups = "backups"
 )
 
 // Ops lists the operations in the order the usage text shows them.
-var Ops = []string{OpPreview, OpUp, OpRefresh, OpDestroy, OpOutputs}
+var Ops = []string{OpPreview, OpUp, OpRefresh, OpDestroy, OpOutputs, OpBackup, OpBackups}
 
 // Options select what to run.
 type Options struct {
@@ -87,6 +91,9 @@ type Env struct {
 	// ssh-proxy helper): the environment pulumi and its providers get, and
 	// what to call when the operation is over. nil: nothing to prepare.
 	Access func(ctx context.Context, src stacks.Source) (env map[string]string, stop func(), err error)
+	// Backup runs OpBackup and OpBackups with the stack opened and its
+	// config validated (nil: they are refused).
+	Backup func(ctx context.Context, req BackupRequest) error
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
@@ -230,6 +237,18 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 			return fail(exitcode.BadConfig, err, "%v", err)
 		}
 	}
+	if o.Op == OpBackup || o.Op == OpBackups {
+		if env.Backup == nil {
+			return fail(exitcode.Usage, nil, "%s is not available in this program", o.Op)
+		}
+		if err := env.Backup(ctx, BackupRequest{Op: o.Op, Stack: &stack, Source: src, WorkDir: workDir, Name: o.Stack}); err != nil {
+			if ctx.Err() != nil {
+				return fail(exitcode.Cancelled, err, "cancelled: %v (a backup is one object, written whole or not at all: the target holds no part of this one)", err)
+			}
+			return classify(ctx, o, err)
+		}
+		return nil
+	}
 	runFn = env.Program(ctx, src, o.Op)
 	if env.Access != nil {
 		vars, stop, err := env.Access(ctx, src)
@@ -246,6 +265,23 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 		}
 	}
 	return operate(ctx, o, stack, env, sum)
+}
+
+// BackupRequest is an OpBackup or OpBackups of an opened stack whose config
+// is valid.
+type BackupRequest struct {
+	Op      string
+	Stack   StackState
+	Source  stacks.Source
+	WorkDir string
+	// Name is the stack's name.
+	Name string
+}
+
+// StackState is what a backup reads of a stack: auto.Stack.
+type StackState interface {
+	Outputs(ctx context.Context) (auto.OutputMap, error)
+	Export(ctx context.Context) (apitype.UntypedDeployment, error)
 }
 
 // openStack selects the stack, or creates it when told to.

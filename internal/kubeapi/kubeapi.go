@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluodata/talos-pulumi/internal/certs"
 	"gopkg.in/yaml.v3"
 )
 
@@ -263,3 +264,13 @@ func parseKubeconfig(text []byte) (kubeconfig, error) {
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+// ClientCertExpiry is when the client certificate of kubeconfig's current
+// context expires: after it, the kubeconfig is refused.
+func ClientCertExpiry(kubeconfig []byte) (time.Time, error) {
+	kc, err := parseKubeconfig(kubeconfig)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("unable to parse kubeconfig: %w", err)
+	}
+	return certs.Expiry(kc.cert)
+}

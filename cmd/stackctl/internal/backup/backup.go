@@ -14,14 +14,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"filippo.io/age"
 
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
+	"github.com/fluodata/talos-pulumi/internal/certs"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 )
 
@@ -151,6 +154,11 @@ func Take(ctx context.Context, src Source, snap Snapshotter, store Store, o Opti
 		TalosVersion: src.TalosVersion, KubernetesVersion: src.KubernetesVersion, SourceNode: taken.Node,
 		Snapshot:      SnapshotInfo{Size: taken.Size, SHA256: taken.SHA256},
 		StackFileName: src.StackFileName, StateSize: int64(len(src.State)), Certificates: src.Certificates,
+	}
+	for _, n := range slices.Sorted(maps.Keys(src.Certificates)) {
+		if w := certs.Warning(n, src.Certificates[n], now()); w != "" {
+			_, _ = fmt.Fprintf(logw, "warning: %s\n", w)
+		}
 	}
 	name := ObjectName(src.Stack, created)
 	_, _ = fmt.Fprintf(logw, "writing %s (etcd snapshot of %s, %d bytes; state %d bytes), encrypted to %d recipient(s)\n",

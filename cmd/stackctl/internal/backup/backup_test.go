@@ -135,6 +135,28 @@ func TestBackupThenRecoverIntoFreshNodes(t *testing.T) {
 		tookBackup.Round(time.Millisecond), res.Size, res.Manifest.Snapshot.Size, tookRecover.Round(time.Millisecond), got.Members, len(b.EtcdKeys()))
 }
 
+// A client certificate that expires within 30 days is named, with what to
+// do, and its expiry recorded.
+func TestABackupWarnsOfExpiringCertificates(t *testing.T) {
+	t.Parallel()
+	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	a.SetEtcdKeys(map[string]string{"/k": "v"})
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	store, _ := fileStore(t)
+	now := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	src := source(a)
+	src.Certificates = map[string]time.Time{"talosconfig": now.AddDate(0, 0, 10), "kubeconfig": now.AddDate(1, 0, 0)}
+	var log bytes.Buffer
+	res, err := backup.Take(t.Context(), src, client(t, a), store, backup.Options{
+		Recipients: []age.Recipient{id.Recipient()}, Now: func() time.Time { return now }, Log: &log,
+	})
+	require.NoError(t, err)
+	assert.Contains(t, log.String(), "warning: the talosconfig client certificate expires on 2026-12-06 (in 10 days): run `make up` to renew it")
+	assert.NotContains(t, log.String(), "kubeconfig client certificate")
+	assert.Equal(t, src.Certificates, res.Manifest.Certificates)
+}
+
 // A backup without a recipient is refused before a snapshot is taken.
 func TestABackupNeedsARecipient(t *testing.T) {
 	t.Parallel()

@@ -95,6 +95,7 @@ func TestStackctlBackupAndBackups(t *testing.T) {
 	x, err := backup.Extract(ctx, store, name, []age.Identity{id}, t.TempDir())
 	require.NoError(t, err)
 	assert.Equal(t, "lab", x.Manifest.Cluster)
+	assert.True(t, x.Manifest.Certificates["talosconfig"].After(time.Now()), "the talosconfig's certificate expiry is recorded: %v", x.Manifest.Certificates)
 	assert.Contains(t, string(x.State), "STATE-MARKER")
 	assert.Contains(t, string(x.StackFile), "STACK-FILE")
 }

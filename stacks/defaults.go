@@ -25,10 +25,8 @@ const (
 )
 
 // DefaultProxmoxExtensions are the system extensions of the Proxmox image:
-// the guest agent (clean VM status and shutdown), and the tools Longhorn needs.
-func DefaultProxmoxExtensions() []string {
-	return []string{"siderolabs/qemu-guest-agent", "siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}
-}
+// the ProxmoxCluster's default.
+func DefaultProxmoxExtensions() []string { return proxmox.DefaultExtensions() }
 
 // DefaultVPSNameservers are public resolvers; a VPS has no local DNS server.
 func DefaultVPSNameservers() []string { return vps.DefaultNameservers() }
@@ -55,16 +53,6 @@ func applyDefaults(cfg *Config) {
 
 	switch cfg.Platform {
 	case PlatformProxmox:
-		// The default extensions and nameserver are the file's own: the
-		// ProxmoxCluster never had them, and taking them there would roll
-		// a new image or DNS servers out to clusters built with the
-		// package.
-		if c.Schematic.ID == "" && c.Schematic.Extensions == nil {
-			c.Schematic.Extensions = DefaultProxmoxExtensions()
-		}
-		if c.Network.Nameservers == nil && c.Network.Gateway != "" {
-			c.Network.Nameservers = []string{c.Network.Gateway}
-		}
 		p := &cfg.Proxmox
 		setString(&p.Node, DefaultProxmoxNode)
 		setString(&p.Addressing, AddressingDHCPReservation)

@@ -672,11 +672,13 @@ func TestDefaultsPerPlatform(t *testing.T) {
 	t.Parallel()
 	cfg, d := stacks.Load(proxmoxSource(proxmoxKeys()))
 	require.NoError(t, d.Err())
-	assert.Equal(t, stacks.DefaultProxmoxExtensions(), cfg.Cluster.Schematic.Extensions)
-	// The gateway is the file's default nameserver; the /24 is the
-	// ProxmoxCluster's default.
-	assert.Equal(t, []string{"10.10.0.1"}, cfg.Cluster.Network.Nameservers)
+	// The extensions, the nameserver (the gateway) and the /24 are the
+	// ProxmoxCluster's defaults: the file leaves them out of the Args.
+	assert.Nil(t, cfg.Cluster.Schematic.Extensions)
+	assert.Nil(t, cfg.Cluster.Network.Nameservers)
 	pxArgs := program.ProxmoxArgs(cfg).WithDefaults()
+	assert.Equal(t, stacks.DefaultProxmoxExtensions(), pxArgs.Schematic.Extensions)
+	assert.Equal(t, []string{"10.10.0.1"}, pxArgs.Cluster.Nameservers)
 	assert.Equal(t, 24, pxArgs.Proxmox.PrefixLength)
 	assert.Equal(t, "192.168.122.70", cfg.Proxmox.SSH.Host, "SSH host defaults to the API host")
 	assert.Equal(t, stacks.AccessDirect, cfg.Proxmox.Access)
@@ -703,7 +705,7 @@ func TestDefaultsPerPlatform(t *testing.T) {
 	at(k, "cluster")["schematic"] = obj{"extensions": []any{}}
 	cfg, d = stacks.Load(proxmoxSource(k))
 	require.NoError(t, d.Err())
-	assert.Empty(t, cfg.Cluster.Schematic.Extensions)
+	assert.Empty(t, program.ProxmoxArgs(cfg).WithDefaults().Schematic.Extensions)
 }
 
 func TestPatchesArriveAsYAML(t *testing.T) {

@@ -31,7 +31,9 @@ type ClusterArgs struct {
 	// Cluster holds the cluster-wide Talos and Kubernetes settings.
 	Cluster talos.ClusterSettings `pulumi:"cluster"`
 	// Schematic selects the Image Factory schematic (an id, or extensions
-	// to register one from).
+	// to register one from); with neither, the extensions the VMs need:
+	// siderolabs/qemu-guest-agent (clean VM status and shutdown), and
+	// iscsi-tools and util-linux-tools for Longhorn.
 	Schematic image.Schematic `pulumi:"schematic"`
 	// Proxmox is the API, host and VM settings shared by every VM.
 	Proxmox HostSettings `pulumi:"proxmox"`
@@ -78,7 +80,8 @@ type HostSettings struct {
 	// PrefixLength is the node network's (8-30; default 24), which static
 	// addressing configures and where the node IPs and the VIP must sit.
 	PrefixLength int `pulumi:"prefixLength,optional"`
-	// Gateway is the nodes' IPv4 gateway, required for static addressing.
+	// Gateway is the nodes' IPv4 gateway, required for static addressing;
+	// given, it is the default nameserver (cluster.nameservers).
 	Gateway string `pulumi:"gateway,optional"`
 	// DNSMasq writes the DHCP reservations on the host (nil: none).
 	DNSMasq *DNSMasqSettings `pulumi:"dnsmasq,optional"`

@@ -1,6 +1,7 @@
 package proxmox_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -133,4 +135,18 @@ func TestProxmoxDefaults(t *testing.T) {
 	assert.Empty(t, a.Proxmox.Bridge, "the caller's arguments are not changed")
 	assert.Empty(t, a.Proxmox.DNSMasq.ConfigDir)
 	assert.Zero(t, a.Nodes[0].Cores)
+	assert.Equal(t, 24, px.PrefixLength)
+	assert.Equal(t, proxmox.DefaultExtensions(), d.Schematic.Extensions, "neither an id nor extensions")
+	assert.Nil(t, d.Cluster.Nameservers, "no gateway, no default nameserver: DHCP's")
+
+	a.Proxmox.Gateway = "10.10.0.1"
+	a.Schematic.Extensions = []string{}
+	d = a.WithDefaults()
+	assert.Equal(t, []string{"10.10.0.1"}, d.Cluster.Nameservers, "the gateway")
+	assert.Empty(t, d.Schematic.Extensions, "an empty list: a plain image")
+	a.Cluster.Nameservers = []string{"1.1.1.1"}
+	a.Schematic = image.Schematic{ID: strings.Repeat("a", 64)}
+	d = a.WithDefaults()
+	assert.Equal(t, []string{"1.1.1.1"}, d.Cluster.Nameservers, "given ones stay")
+	assert.Nil(t, d.Schematic.Extensions, "a given schematic id")
 }

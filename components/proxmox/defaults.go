@@ -27,6 +27,13 @@ const (
 	DefaultWorkerMemory       = 8192
 )
 
+// DefaultExtensions are the system extensions of the image when the
+// schematic gives neither an id nor extensions: the guest agent (clean VM
+// status and shutdown), and the tools Longhorn needs.
+func DefaultExtensions() []string {
+	return []string{"siderolabs/qemu-guest-agent", "siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}
+}
+
 // WithDefaults returns the arguments with every optional input that is
 // empty set to its default. The nodes and settings are copied; nothing in a
 // is changed.
@@ -40,6 +47,13 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	setString(&px.Addressing, DefaultAddressing)
 	if px.PrefixLength == 0 {
 		px.PrefixLength = DefaultPrefixLength
+	}
+	if a.Schematic.ID == "" && a.Schematic.Extensions == nil {
+		a.Schematic.Extensions = DefaultExtensions()
+	}
+	if a.Cluster.Nameservers == nil && px.Gateway != "" {
+		// A home or office network's router is its DNS server too.
+		a.Cluster.Nameservers = []string{px.Gateway}
 	}
 	if px.DNSMasq != nil {
 		dm := *px.DNSMasq

@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/internal/certs"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/shell"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
@@ -86,6 +89,12 @@ type Env struct {
 	// PulumiVersion is what the pulumi CLI the operations run says of its
 	// version (`pulumi version`); nil: not checked.
 	PulumiVersion func(ctx context.Context) (string, error)
+	// StackOutputs are the stack's outputs, secrets shown (`pulumi stack
+	// output --json --show-secrets`); nil: the access files' certificates
+	// are not checked.
+	StackOutputs func(ctx context.Context, stack string) (map[string]any, error)
+	// Now is the clock of the certificates' check (time.Now when nil).
+	Now func() time.Time
 	// Timeout bounds each network check.
 	Timeout time.Duration
 }
@@ -114,6 +123,20 @@ func (env Env) WithPulumi(path string) Env {
 		out, err := exec.CommandContext(ctx, path, "version").Output() //nolint:gosec // the operator's own CLI
 		return string(out), err
 	}
+	env.StackOutputs = func(ctx context.Context, stack string) (map[string]any, error) {
+		cmd := exec.CommandContext(ctx, path, "stack", "output", "--json", "--show-secrets", "--stack", stack) //nolint:gosec // the operator's own CLI
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		raw, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("unable to read the stack's outputs: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		var outs map[string]any
+		if err := json.Unmarshal(raw, &outs); err != nil {
+			return nil, fmt.Errorf("unable to read the stack's outputs: %w", err)
+		}
+		return outs, nil
+	}
 	return env
 }
 
@@ -132,6 +155,9 @@ func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result
 	out = append(out, Result{OK, "config", fmt.Sprintf("stack %s is a valid %s stack with %d nodes", stack, cfg.Platform, len(cfg.Nodes.All()))})
 	if env.PulumiVersion != nil {
 		out = append(out, checkPulumiCLI(ctx, env))
+	}
+	if env.StackOutputs != nil {
+		out = append(out, checkCertificates(ctx, env, stack)...)
 	}
 	if cfg.Platform == stacks.PlatformVPS {
 		return append(out, checkVPS(ctx, env, cfg)...)
@@ -481,4 +507,48 @@ func sortedKeys[V any](m map[string]V) []string {
 // stack's, with the component's defaults for what the stack leaves out.
 func proxmoxHost(cfg *stacks.Config) proxmox.HostSettings {
 	return program.ProxmoxArgs(cfg).WithDefaults().Proxmox
+}
+
+// checkCertificates says until when the client certificates of the
+// stack's talosconfig and kubeconfig are valid, and warns of one that
+// expires within certs.RenewWithin: the Talos provider renews them only on
+// an `up` in that window, so a cluster left alone longer locks its
+// operator out.
+func checkCertificates(ctx context.Context, env Env, stack string) []Result {
+	outs, err := env.StackOutputs(ctx, stack)
+	if err != nil {
+		return []Result{{Warn, "certs", fmt.Sprintf("%v; the client certificates' expiry is not checked", err)}}
+	}
+	now := time.Now
+	if env.Now != nil {
+		now = env.Now
+	}
+	read := map[string]func(string) (time.Time, error){
+		"talosconfig": func(s string) (time.Time, error) {
+			creds, err := talosapi.CredentialsFromTalosconfig(s)
+			if err != nil {
+				return time.Time{}, err
+			}
+			return certs.Expiry(creds.Cert)
+		},
+		"kubeconfig": func(s string) (time.Time, error) { return kubeapi.ClientCertExpiry([]byte(s)) },
+	}
+	var out []Result
+	for _, name := range []string{"talosconfig", "kubeconfig"} {
+		text, _ := outs[name].(string)
+		if text == "" {
+			out = append(out, Result{OK, "certs", fmt.Sprintf("stack %s has no %s output yet (no up): nothing to check", stack, name)})
+			continue
+		}
+		notAfter, err := read[name](text)
+		switch {
+		case err != nil:
+			out = append(out, Result{Warn, "certs", fmt.Sprintf("the %s output: %v", name, err)})
+		case certs.Warning(name, notAfter, now()) != "":
+			out = append(out, Result{Warn, "certs", certs.Warning(name, notAfter, now())})
+		default:
+			out = append(out, Result{OK, "certs", fmt.Sprintf("the %s client certificate is valid until %s", name, notAfter.UTC().Format(time.DateOnly))})
+		}
+	}
+	return out
 }

@@ -232,3 +232,35 @@ func TestARecoveryRefusesABackupThatDoesNotFit(t *testing.T) {
 	require.Error(t, err)
 	assert.Empty(t, b.Events("EtcdRecover", "Bootstrap"), "nothing was sent")
 }
+
+// A backup that is not what was written (bytes appended, or cut short at
+// the target) is refused whole: age's authentication fails, and nothing is
+// taken for a backup.
+func TestATruncatedBackupIsRefused(t *testing.T) {
+	t.Parallel()
+	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	a.SetEtcdKeys(etcdKeys)
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	store, dir := fileStore(t)
+	res, err := backup.Take(t.Context(), source(a), client(t, a), store, backup.Options{Recipients: []age.Recipient{id.Recipient()}})
+	require.NoError(t, err)
+	path := filepath.Join(dir, filepath.FromSlash(res.Name))
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	// Bytes after age's last chunk: the archive inside reads whole, but
+	// the object is not what was written.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0) //nolint:gosec // the test's own file
+	require.NoError(t, err)
+	_, err = f.WriteString("trailing")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, err = backup.Extract(t.Context(), store, res.Name, []age.Identity{id}, t.TempDir())
+	require.Error(t, err)
+
+	for _, cut := range []int64{17 + 8, 64 << 10, info.Size() / 2} {
+		require.NoError(t, os.Truncate(path, info.Size()+8-cut))
+		_, err = backup.Extract(t.Context(), store, res.Name, []age.Identity{id}, t.TempDir())
+		require.Error(t, err, "cut by %d bytes", cut)
+	}
+}

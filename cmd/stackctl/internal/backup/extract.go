@@ -40,6 +40,13 @@ func Extract(ctx context.Context, store Store, name string, ids []age.Identity, 
 	go func() { pw.CloseWithError(store.Get(ctx, name, ids, pw)) }()
 	defer func() { _ = pr.Close() }()
 	x, err := readArchive(pr, dir)
+	if err == nil {
+		// Read to the end of the decryption: the archive's end says
+		// nothing of what follows it, and age's last check is there.
+		if _, err = io.Copy(io.Discard, pr); err != nil {
+			err = fmt.Errorf("the backup does not decrypt to its end: %w", err)
+		}
+	}
 	if err != nil {
 		return Extracted{}, fmt.Errorf("unable to read backup %s: %w", name, err)
 	}

@@ -119,5 +119,6 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	// outputs: a rename or a move to another platform replaces everything.
 	outputs[ClusterNameOutput] = pulumi.String(cfg.Cluster.Name)
 	outputs[PlatformOutput] = pulumi.String(string(cfg.Platform))
+	outputs[CertificateExpiryOutput] = certificateExpiry(outputs["talosconfig"], outputs["kubeconfig"])
 	return outputs, nil
 }

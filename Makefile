@@ -311,6 +311,10 @@ backup: require-stack $(STACKCTL) ## Take an encrypted backup (etcd snapshot, st
 backups: require-stack $(STACKCTL) ## List the stack's backups at backup.target: time, size, Talos and Kubernetes versions, source node.
 	$(STACKCTL) backups --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
 
+.PHONY: backup-get
+backup-get: $(STACKCTL) ## A backup's files, decrypted and checked, into OUT (new, 0700), without the stack: TARGET=url STACK=name IDENTITY=file OUT=dir [NAME=latest].
+	$(STACKCTL) backup-get --target $(call quote,$(TARGET)) --stack $(call quote,$(STACK)) --identity $(call quote,$(IDENTITY)) --out $(call quote,$(OUT)) --name $(call quote,$(or $(NAME),latest))
+
 .PHONY: restore-drill
 restore-drill: ## Back up a cluster of the Talos fake and recover it into fresh fake nodes: the recovery's code path, on this machine (also part of make test).
 	$(GO) test -count=1 -run 'TestBackupThenRecoverIntoFreshNodes' -v ./cmd/stackctl/internal/backup

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/agekeys"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/certs"
@@ -183,4 +185,85 @@ func backupOf(stdout, stderr io.Writer, getenv func(string) string) func(context
 			NewTalos: talosapi.NewFromTalosconfig,
 		})
 	}
+}
+
+// backupGetCmd is `stackctl backup-get`: it downloads one backup of a stack
+// from a target, decrypts it with the identity and checks it whole
+// (backup.Extract), into a new directory of the operator's: the state
+// export, the stack file, the etcd snapshot and the manifest. It needs
+// neither the stack nor its state, which a disaster may have taken: the
+// target and the identity are enough. The S3 credentials come from the
+// usual AWS environment.
+func backupGetCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("backup-get", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	target := fs.String("target", "", "the stack's backup.target (file:///... or s3://...)")
+	stack := fs.String("stack", os.Getenv("STACK"), "stack name: backups are under <stack>/ (default: $STACK)")
+	name := fs.String("name", "latest", "the backup's name as `stackctl backups` lists it, or latest")
+	identity := fs.String("identity", "", "age identity file or SSH private key of one of backup.recipients")
+	out := fs.String("out", "", "new directory to write the backup's files to (made 0700; must not exist)")
+	if err := fs.Parse(args); err != nil {
+		return exitcode.Usage
+	}
+	if *target == "" || *stack == "" || *identity == "" || *out == "" || fs.NArg() > 0 {
+		_, _ = fmt.Fprintln(stderr, "stackctl backup-get: --target, --stack, --identity and --out are required")
+		return exitcode.Usage
+	}
+	if err := backupGet(ctx, *target, *stack, *name, *identity, *out, stdout); err != nil {
+		_, _ = fmt.Fprintf(stderr, "stackctl backup-get: %v\n", err)
+		return exitcode.Failed
+	}
+	return exitcode.OK
+}
+
+func backupGet(ctx context.Context, target, stack, name, identityFile, out string, stdout io.Writer) error {
+	f, err := os.Open(identityFile) //nolint:gosec // the operator's own key file
+	if err != nil {
+		return fmt.Errorf("unable to read the identity: %w", err)
+	}
+	ids, err := agekeys.ParseIdentities(f)
+	_ = f.Close()
+	if err != nil {
+		return err
+	}
+	store, err := backupstore.Open(ctx, target, backupstore.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = store.Close() }()
+	if name == "latest" {
+		objs, err := backup.List(ctx, store, stack)
+		if err != nil {
+			return err
+		}
+		if len(objs) == 0 {
+			return fmt.Errorf("no backups of stack %s at the target", stack)
+		}
+		name = objs[0].Name
+	}
+	if err := os.Mkdir(out, 0o700); err != nil {
+		return fmt.Errorf("unable to make the output directory (it must not exist): %w", err)
+	}
+	x, err := backup.Extract(ctx, store, name, ids, out)
+	if err != nil {
+		_ = os.RemoveAll(out) // nothing of a backup that fails its checks is kept
+		return err
+	}
+	manifest, err := json.MarshalIndent(x.Manifest, "", "  ")
+	if err != nil {
+		return fmt.Errorf("unable to encode the manifest: %w", err)
+	}
+	for file, data := range map[string][]byte{
+		backup.ManifestFile: manifest, backup.StateFile: x.State, x.Manifest.StackFileName: x.StackFile,
+	} {
+		if err := os.WriteFile(filepath.Join(out, filepath.Base(file)), data, 0o600); err != nil {
+			return fmt.Errorf("unable to write %s: %w", file, err)
+		}
+	}
+	_, _ = fmt.Fprintf(stdout, "backup %s of cluster %s (Talos %s, taken %s from %s) checked and written to %s:\n"+
+		"  %s  the etcd snapshot (talosctl bootstrap --recover-from, or the recovery of docs/backup.md)\n"+
+		"  %s  the Pulumi state export (pulumi stack import --file)\n  %s  the stack file\n",
+		name, x.Manifest.Cluster, x.Manifest.TalosVersion, x.Manifest.Created.Format(time.RFC3339), x.Manifest.SourceNode, out,
+		backup.SnapshotFile, backup.StateFile, filepath.Base(x.Manifest.StackFileName))
+	return nil
 }

@@ -109,3 +109,56 @@ func TestStackctlBackupWithoutASection(t *testing.T) {
 	}, backupEnv{Stdout: &stdout, Stderr: &stderr})
 	require.ErrorContains(t, err, "has no backup section: set backup.target and backup.recipients")
 }
+
+// `stackctl backup-get` brings a backup's files back without the stack:
+// the latest by default, checked whole, into a new private directory; a
+// wrong identity leaves nothing behind.
+func TestStackctlBackupGet(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	c.SetEtcdKeys(map[string]string{"/k": "v"})
+	crt, key := c.AdminCert()
+	cl, err := talosapi.New(talosapi.Credentials{CA: c.CA(), Cert: crt, Key: key}, talosapi.WithAddress(c.Address))
+	require.NoError(t, err)
+	defer func() { _ = cl.Close() }()
+	dir := t.TempDir()
+	target := "file://" + filepath.Join(dir, "backups")
+	store, err := backupstore.Open(ctx, target, backupstore.Options{})
+	require.NoError(t, err)
+	defer func() { _ = store.Close() }()
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	res, err := backup.Take(ctx, backup.Source{
+		Stack: "homelab", Cluster: "lab", TalosVersion: talosapitest.DefaultVersion, ControlPlanes: c.IPs(talosapitest.ControlPlane),
+		StackFile: []byte("config: {}\n"), StackFileName: "Pulumi.homelab.yaml", State: []byte(`{"deployment":{}}`),
+	}, cl, store, backup.Options{Recipients: []age.Recipient{id.Recipient()}})
+	require.NoError(t, err)
+	keyFile := filepath.Join(dir, "key.txt")
+	require.NoError(t, os.WriteFile(keyFile, []byte(id.String()+"\n"), 0o600))
+
+	out := filepath.Join(dir, "restored")
+	var stdout, stderr bytes.Buffer
+	code := Main(ctx, []string{"backup-get", "--target", target, "--stack", "homelab", "--identity", keyFile, "--out", out}, nil, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Contains(t, stdout.String(), res.Name)
+	for _, f := range []string{"manifest.json", "etcd.snapshot", "state.json", "Pulumi.homelab.yaml"} {
+		info, err := os.Stat(filepath.Join(out, f))
+		require.NoError(t, err, f)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), f)
+	}
+	info, err := os.Stat(out)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm())
+
+	other, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyFile, []byte(other.String()+"\n"), 0o600))
+	out2 := filepath.Join(dir, "wrong")
+	stderr.Reset()
+	code = Main(ctx, []string{"backup-get", "--target", target, "--stack", "homelab", "--identity", keyFile, "--out", out2}, nil, &stdout, &stderr)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, stderr.String(), "none of the given identities is a recipient")
+	assert.NoDirExists(t, out2, "nothing of a backup that fails its checks is kept")
+}

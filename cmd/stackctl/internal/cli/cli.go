@@ -29,6 +29,8 @@ const usage = `usage:
   stackctl doctor  --stack NAME [--config-json FILE|-]
   stackctl preview|up|refresh|destroy|outputs --stack NAME [flags]   (stackctl up -h lists the flags)
   stackctl backup|backups --stack NAME [flags]                      (an encrypted backup to backup.target; the list of them)
+  stackctl backup-get --target URL --stack NAME --identity FILE --out DIR [--name NAME|latest]
+                                                                     (a backup's files, decrypted and checked, without the stack)
   stackctl proxy   --stack NAME [--listen 127.0.0.1:PORT]            (the ssh-proxy helper, until Ctrl-C)
   stackctl exec    --stack NAME -- COMMAND [ARGS...]                 (COMMAND with the helper when the stack uses it)
   stackctl adopt   --stack NAME --secrets FILE [flags]               (import a running cluster's secrets.yaml; -h lists the flags)`
@@ -50,6 +52,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		defer stop()
 		e.Signals = sigs
 		return execCmd(ctx, args[1:], e)
+	case op == "backup-get":
+		return backupGetCmd(ctx, args[1:], stdout, stderr)
 	case op == "adopt":
 		e := defaultAccessEnv(stdin, stdout, stderr)
 		e.ReadConfig = nil // --pulumi decides

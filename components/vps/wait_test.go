@@ -122,7 +122,10 @@ func TestWaitDoesNotTakeAnyListenerForTalos(t *testing.T) {
 	require.NoError(t, err)
 	p, err := strconv.Atoi(port)
 	require.NoError(t, err)
-	err = vps.RunWait(t.Context(), &said{}, waitEnv(p, "1"), fast)
+	// 5 s, not 1: under -race on a loaded CI machine the first probe's
+	// dial alone has outlasted a 1 s wait (seen once), leaving no answer
+	// to report.
+	err = vps.RunWait(t.Context(), &said{}, waitEnv(p, "5"), fast)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "took the connection, then")
 }

@@ -17,22 +17,33 @@ import (
 // operator out. The dates are no secret: the output is in clear.
 const CertificateExpiryOutput = "certificateExpiry"
 
+// AccessFiles are the stack outputs whose client certificates expire.
+var AccessFiles = []string{"talosconfig", "kubeconfig"}
+
+// AccessFileExpiry is when the client certificate of the access file name
+// (an output of AccessFiles, its text) expires.
+func AccessFileExpiry(name, text string) (time.Time, error) {
+	if name == "kubeconfig" {
+		return kubeapi.ClientCertExpiry([]byte(text))
+	}
+	creds, err := talosapi.CredentialsFromTalosconfig(text)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return certs.Expiry(creds.Cert)
+}
+
 // certificateExpiry reads the expiry of the access files' client
 // certificates; one that cannot be read (unknown in a preview) is left
 // out.
 func certificateExpiry(talosconfig, kubeconfig pulumi.Input) pulumi.StringMapOutput {
 	expiry := pulumi.All(talosconfig, kubeconfig).ApplyT(func(v []any) map[string]string {
 		out := map[string]string{}
-		if s, ok := v[0].(string); ok {
-			if creds, err := talosapi.CredentialsFromTalosconfig(s); err == nil {
-				if t, err := certs.Expiry(creds.Cert); err == nil {
-					out["talosconfig"] = t.UTC().Format(time.RFC3339)
+		for i, name := range AccessFiles {
+			if s, ok := v[i].(string); ok {
+				if t, err := AccessFileExpiry(name, s); err == nil {
+					out[name] = t.UTC().Format(time.RFC3339)
 				}
-			}
-		}
-		if s, ok := v[1].(string); ok {
-			if t, err := kubeapi.ClientCertExpiry([]byte(s)); err == nil {
-				out["kubeconfig"] = t.UTC().Format(time.RFC3339)
 			}
 		}
 		return out

@@ -2,13 +2,10 @@ package stacks
 
 import (
 	"fmt"
-	"net"
-	"net/url"
-	"path"
-	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/internal/agekeys"
+	"github.com/fluodata/talos-pulumi/internal/backuptarget"
 )
 
 // Limits of the retention: beyond them a number is a typo, and a listing
@@ -18,10 +15,6 @@ const (
 	maxBackupKeepDaily  = 3660
 	maxBackupKeepWeekly = 520
 )
-
-// backupQueryKeys are what an s3:// target may say beside the bucket and
-// prefix (gocloud.dev's s3blob reads them).
-var backupQueryKeys = []string{"endpoint", "region", "use_path_style"}
 
 // validateBackup checks the backup section when the stack has one: a target
 // it can write to, at least one recipient (a backup is never written in
@@ -66,90 +59,18 @@ func validateBackup(d *Diagnostics, cfg *Config) {
 	}
 }
 
-// validateBackupTarget checks the target URL and returns its scheme ("" when
-// it is refused).
+// validateBackupTarget checks the target URL (backuptarget.Parse, the
+// object store's own rule) and returns its scheme ("" when it is refused).
 func validateBackupTarget(d *Diagnostics, target string) string {
 	const key = "backup.target"
 	if target == "" {
 		d.errorf(key, "is required: 'file:///path/to/backups' or 's3://bucket/prefix?endpoint=https://...'")
 		return ""
 	}
-	u, err := url.Parse(target)
+	t, err := backuptarget.Parse(target)
 	if err != nil {
-		// The URL may hold a credential: name the problem, not the value.
-		d.errorf(key, "is not a URL")
+		d.errorf(key, "%v", err)
 		return ""
 	}
-	if u.User != nil {
-		d.errorf(key, "must not carry credentials; use backup.s3.accessKeyId and backup.s3.secretAccessKey, or the AWS environment")
-		return ""
-	}
-	switch u.Scheme {
-	case "file":
-		switch {
-		case u.Host != "" && u.Host != "localhost":
-			d.errorf(key, "a file:// URL names a local directory: file:///abs/path (three slashes), not host %q", u.Host)
-		case !path.IsAbs(u.Path) || path.Clean(u.Path) != strings.TrimSuffix(u.Path, "/") && u.Path != "/":
-			d.errorf(key, "%q is not a clean absolute directory, e.g. file:///var/backups/talos", u.Path)
-		case u.RawQuery != "":
-			d.errorf(key, "a file:// URL takes no query")
-		}
-	case "s3":
-		if u.Host == "" {
-			d.errorf(key, "names no bucket: s3://bucket/prefix")
-		}
-		q := u.Query()
-		for k := range q {
-			if !containsString(backupQueryKeys, k) {
-				d.errorf(key, "unknown query parameter %q (known: %s)", k, strings.Join(backupQueryKeys, ", "))
-			}
-		}
-		if e := q.Get("endpoint"); e != "" {
-			if msg := endpointProblem(e); msg != "" {
-				d.errorf(key, "endpoint %s", msg)
-			}
-		}
-		if v := q.Get("use_path_style"); v != "" && v != "true" && v != "false" {
-			d.errorf(key, "use_path_style is %q, not true or false", v)
-		}
-	default:
-		d.errorf(key, "scheme %q is not file or s3", u.Scheme)
-		return ""
-	}
-	return u.Scheme
-}
-
-// endpointProblem says what is wrong with an S3 endpoint URL, or "": the
-// credentials and the encrypted objects travel over it, so plain http is
-// only for a store on this machine.
-func endpointProblem(e string) string {
-	u, err := url.Parse(e)
-	switch {
-	case err != nil || u.Host == "":
-		return fmt.Sprintf("%q is not a URL like https://s3.example.com", e)
-	case u.Scheme == "https":
-		return ""
-	case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
-		return ""
-	case u.Scheme == "http":
-		return fmt.Sprintf("%q uses plain http, which sends the credentials in clear; use https (http only for a store on this machine)", e)
-	}
-	return fmt.Sprintf("%q is not http(s)", e)
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	return t.Scheme
 }

@@ -26,7 +26,7 @@ func backupInvalidCases() []invalidCase {
 		{"backup to a bucket over plain http", withBackup(func(b obj) { b["target"] = "s3://backups/lab?endpoint=http://minio.lan:9000" }),
 			"backup.target", "plain http, which sends the credentials in clear"},
 		{"backup query misspelt", withBackup(func(b obj) { b["target"] = "s3://backups/lab?endpiont=https://s3.example.com" }),
-			"backup.target", `unknown query parameter "endpiont"`},
+			"backup.target", `unknown parameter "endpiont"`},
 		{"backup without recipients", withBackup(func(b obj) { delete(b, "recipients") }), "backup.recipients", "a backup is never written unencrypted"},
 		{"backup to a private key", withBackup(func(b obj) { b["recipients"] = []any{exampleRecipient, "AGE-SECRET-KEY-1XYZ"} }),
 			"backup.recipients[1]", "is an age identity, a private key"},

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/fluodata/talos-pulumi/internal/agekeys"
+	"github.com/fluodata/talos-pulumi/internal/backuptarget"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/s3blob"
@@ -125,50 +124,32 @@ type Object struct {
 // Credentials never come from the URL (it is refused if it has some): see
 // Options. For S3, Open checks that the bucket can be reached.
 func Open(ctx context.Context, target string, opts Options) (*Store, error) {
-	u, err := url.Parse(target)
+	t, err := backuptarget.Parse(target)
 	if err != nil {
-		// url.Error repeats the whole URL, which may hold a secret the
-		// operator pasted by mistake: keep only the reason.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
+		if t.Redacted == "" {
+			return nil, err // the URL does not parse: nothing to name
 		}
-		return nil, fmt.Errorf("unable to parse backup target: %w", err)
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("unable to open backup target %s: credentials do not belong in the URL; give them in the options or the AWS environment", u.Redacted())
+		return nil, fmt.Errorf("unable to open backup target %s: %w", t.Redacted, err)
 	}
 	partSize := cmp.Or(opts.PartSize, defaultPartSize)
 	if partSize < minPartSize {
-		return nil, fmt.Errorf("unable to open backup target %s: the part size %d is below S3's minimum of %d bytes", u.Redacted(), partSize, minPartSize)
+		return nil, fmt.Errorf("unable to open backup target %s: the part size %d is below S3's minimum of %d bytes", t.Redacted, partSize, minPartSize)
 	}
 	var b *blob.Bucket
-	switch u.Scheme {
-	case "file":
-		b, err = openFile(u)
-	case "s3":
-		b, err = openS3(ctx, u, opts)
-	default:
-		err = errors.New("the scheme must be file:// or s3://")
+	if t.Scheme == "file" {
+		b, err = openFile(t)
+	} else {
+		b, err = openS3(ctx, t, opts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("unable to open backup target %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("unable to open backup target %s: %w", t.Redacted, err)
 	}
 	return &Store{bucket: b, partSize: partSize}, nil
 }
 
 // openFile opens a file:///abs/path target.
-func openFile(u *url.URL) (*blob.Bucket, error) {
-	if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") {
-		return nil, errors.New("a file target is file:///absolute/path")
-	}
-	if len(u.RawQuery) > 0 {
-		return nil, errors.New("a file target takes no parameters")
-	}
-	dir := filepath.Clean(filepath.FromSlash(u.Path))
-	if !filepath.IsAbs(dir) {
-		return nil, errors.New("a file target is file:///absolute/path")
-	}
+func openFile(t backuptarget.Target) (*blob.Bucket, error) {
+	dir := filepath.FromSlash(t.Dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("unable to create directory %s: %w", dir, err)
 	}
@@ -183,44 +164,15 @@ func openFile(u *url.URL) (*blob.Bucket, error) {
 }
 
 // openS3 opens an s3://bucket/prefix target.
-func openS3(ctx context.Context, u *url.URL, opts Options) (*blob.Bucket, error) {
-	name := u.Host
-	if name == "" {
-		return nil, errors.New("an S3 target is s3://bucket/prefix")
-	}
-	prefix := strings.Trim(u.Path, "/")
+func openS3(ctx context.Context, t backuptarget.Target, opts Options) (*blob.Bucket, error) {
+	name, prefix := t.Bucket, t.Prefix
 	if prefix != "" {
 		if err := checkPath(prefix); err != nil {
 			return nil, fmt.Errorf("unable to use prefix %q: %w", prefix, err)
 		}
 		prefix += "/"
 	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		// u.Query would drop a malformed pair, and with it maybe the
-		// endpoint: backups would go to AWS instead of the intended server.
-		return nil, fmt.Errorf("unable to parse the parameters: %w", err)
-	}
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		switch k {
-		case "endpoint", "region", "use_path_style":
-		default:
-			return nil, fmt.Errorf("unknown parameter %q (known: endpoint, region, use_path_style)", k)
-		}
-	}
-	endpoint := cmp.Or(opts.Endpoint, q.Get("endpoint"))
-	if endpoint != "" {
-		e, err := url.Parse(endpoint)
-		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-			return nil, fmt.Errorf("the endpoint %q is not an http:// or https:// URL", endpoint)
-		}
-	}
-	pathStyle := false
-	if v := q.Get("use_path_style"); v != "" {
-		if pathStyle, err = strconv.ParseBool(v); err != nil {
-			return nil, fmt.Errorf("unable to parse use_path_style: %w", err)
-		}
-	}
+	endpoint := cmp.Or(opts.Endpoint, t.Endpoint)
 
 	load := []func(*config.LoadOptions) error{
 		// The SDK's default since 2025 adds CRC32 trailers in aws-chunked
@@ -230,8 +182,8 @@ func openS3(ctx context.Context, u *url.URL, opts Options) (*blob.Bucket, error)
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
 	}
-	if r := q.Get("region"); r != "" {
-		load = append(load, config.WithRegion(r))
+	if t.Region != "" {
+		load = append(load, config.WithRegion(t.Region))
 	}
 	if opts.AccessKeyID != "" || opts.SecretAccessKey != "" {
 		if opts.AccessKeyID == "" || opts.SecretAccessKey == "" {
@@ -251,7 +203,7 @@ func openS3(ctx context.Context, u *url.URL, opts Options) (*blob.Bucket, error)
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 		}
-		o.UsePathStyle = pathStyle
+		o.UsePathStyle = t.PathStyle
 		o.APIOptions = append(o.APIOptions, abortOutlivesCancel)
 	})
 	b, err := s3blob.OpenBucket(ctx, client, name, &s3blob.Options{

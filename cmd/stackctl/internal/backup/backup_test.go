@@ -63,6 +63,18 @@ func fileStore(t *testing.T) (*backupstore.Store, string) {
 	return s, dir
 }
 
+// oneControlPlane is a cluster of one control plane holding keys, an
+// identity and a file target.
+func oneControlPlane(t *testing.T, keys map[string]string) (*talosapitest.Cluster, *age.X25519Identity, *backupstore.Store, string) {
+	t.Helper()
+	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	a.SetEtcdKeys(keys)
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	store, dir := fileStore(t)
+	return a, id, store, dir
+}
+
 func source(c *talosapitest.Cluster) backup.Source {
 	return backup.Source{
 		Stack: "homelab", Cluster: "lab", TalosVersion: talosapitest.DefaultVersion, KubernetesVersion: "1.35.0",
@@ -139,11 +151,7 @@ func TestBackupThenRecoverIntoFreshNodes(t *testing.T) {
 // do, and its expiry recorded.
 func TestABackupWarnsOfExpiringCertificates(t *testing.T) {
 	t.Parallel()
-	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
-	a.SetEtcdKeys(map[string]string{"/k": "v"})
-	id, err := age.GenerateX25519Identity()
-	require.NoError(t, err)
-	store, _ := fileStore(t)
+	a, id, store, _ := oneControlPlane(t, map[string]string{"/k": "v"})
 	now := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
 	src := source(a)
 	src.Certificates = map[string]time.Time{"talosconfig": now.AddDate(0, 0, 10), "kubeconfig": now.AddDate(1, 0, 0)}
@@ -173,13 +181,9 @@ func TestABackupNeedsARecipient(t *testing.T) {
 // A snapshot that fails etcd's hash on every control plane writes nothing.
 func TestACorruptSnapshotWritesNoBackup(t *testing.T) {
 	t.Parallel()
-	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
-	a.SetEtcdKeys(etcdKeys)
+	a, id, store, _ := oneControlPlane(t, etcdKeys)
 	a.SetSnapshotStream(talosapitest.SnapshotStream{Corrupt: true})
-	id, err := age.GenerateX25519Identity()
-	require.NoError(t, err)
-	store, _ := fileStore(t)
-	_, err = backup.Take(t.Context(), source(a), client(t, a), store, backup.Options{Recipients: []age.Recipient{id.Recipient()}})
+	_, err := backup.Take(t.Context(), source(a), client(t, a), store, backup.Options{Recipients: []age.Recipient{id.Recipient()}})
 	require.ErrorIs(t, err, talosapi.ErrSnapshotCorrupt)
 	listed, err := store.List(t.Context())
 	require.NoError(t, err)
@@ -189,11 +193,7 @@ func TestACorruptSnapshotWritesNoBackup(t *testing.T) {
 // The retention runs after each backup: the newest Last stay.
 func TestTheRetentionKeepsTheNewest(t *testing.T) {
 	t.Parallel()
-	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
-	a.SetEtcdKeys(map[string]string{"/k": "v"})
-	id, err := age.GenerateX25519Identity()
-	require.NoError(t, err)
-	store, _ := fileStore(t)
+	a, id, store, _ := oneControlPlane(t, map[string]string{"/k": "v"})
 	var mu sync.Mutex
 	now := time.Date(2026, 11, 1, 3, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Hour); return now }
@@ -238,11 +238,7 @@ func TestARecoveryRefusesABackupThatDoesNotFit(t *testing.T) {
 // taken for a backup.
 func TestATruncatedBackupIsRefused(t *testing.T) {
 	t.Parallel()
-	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
-	a.SetEtcdKeys(etcdKeys)
-	id, err := age.GenerateX25519Identity()
-	require.NoError(t, err)
-	store, dir := fileStore(t)
+	a, id, store, dir := oneControlPlane(t, etcdKeys)
 	res, err := backup.Take(t.Context(), source(a), client(t, a), store, backup.Options{Recipients: []age.Recipient{id.Recipient()}})
 	require.NoError(t, err)
 	path := filepath.Join(dir, filepath.FromSlash(res.Name))

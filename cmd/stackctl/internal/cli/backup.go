@@ -20,8 +20,6 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/agekeys"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
-	"github.com/fluodata/talos-pulumi/internal/certs"
-	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/program"
 )
@@ -134,22 +132,19 @@ func backupSource(ctx context.Context, req driver.BackupRequest) (backup.Source,
 	return backup.Source{
 		Stack: req.Name, Cluster: prev.ClusterName, TalosVersion: prev.TalosVersion, KubernetesVersion: prev.KubernetesVersion,
 		ControlPlanes: prev.ControlPlaneIPs, StackFile: stackFile, StackFileName: name, State: state,
-		Certificates: certificates(talosconfig, values["kubeconfig"]),
+		Certificates: certificates(values),
 	}, talosconfig, nil
 }
 
 // certificates are the client certificates' expiry of the access files,
 // those that can be read.
-func certificates(talosconfig string, kubeconfig any) map[string]time.Time {
+func certificates(values map[string]any) map[string]time.Time {
 	out := map[string]time.Time{}
-	if creds, err := talosapi.CredentialsFromTalosconfig(talosconfig); err == nil {
-		if t, err := certs.Expiry(creds.Cert); err == nil {
-			out["talosconfig"] = t
-		}
-	}
-	if kc, ok := kubeconfig.(string); ok {
-		if t, err := kubeapi.ClientCertExpiry([]byte(kc)); err == nil {
-			out["kubeconfig"] = t
+	for _, name := range program.AccessFiles {
+		if text, ok := values[name].(string); ok {
+			if t, err := program.AccessFileExpiry(name, text); err == nil {
+				out[name] = t
+			}
 		}
 	}
 	return out

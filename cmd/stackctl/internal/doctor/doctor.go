@@ -31,7 +31,6 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/internal/certs"
-	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/shell"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
@@ -523,24 +522,14 @@ func checkCertificates(ctx context.Context, env Env, stack string) []Result {
 	if env.Now != nil {
 		now = env.Now
 	}
-	read := map[string]func(string) (time.Time, error){
-		"talosconfig": func(s string) (time.Time, error) {
-			creds, err := talosapi.CredentialsFromTalosconfig(s)
-			if err != nil {
-				return time.Time{}, err
-			}
-			return certs.Expiry(creds.Cert)
-		},
-		"kubeconfig": func(s string) (time.Time, error) { return kubeapi.ClientCertExpiry([]byte(s)) },
-	}
 	var out []Result
-	for _, name := range []string{"talosconfig", "kubeconfig"} {
+	for _, name := range program.AccessFiles {
 		text, _ := outs[name].(string)
 		if text == "" {
 			out = append(out, Result{OK, "certs", fmt.Sprintf("stack %s has no %s output yet (no up): nothing to check", stack, name)})
 			continue
 		}
-		notAfter, err := read[name](text)
+		notAfter, err := program.AccessFileExpiry(name, text)
 		switch {
 		case err != nil:
 			out = append(out, Result{Warn, "certs", fmt.Sprintf("the %s output: %v", name, err)})

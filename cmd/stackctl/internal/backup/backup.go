@@ -10,7 +10,10 @@ package backup
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +75,9 @@ type Source struct {
 	// Certificates are the client certificates' expiry, by name
 	// (talosconfig, kubeconfig), recorded for the operator.
 	Certificates map[string]time.Time
+	// TalosCA is the sha256 of the cluster's Talos CA certificate
+	// (TalosCAFingerprint): a restore refuses a stack with other secrets.
+	TalosCA string
 }
 
 // Manifest describes a backup; it is the archive's first member.
@@ -87,6 +93,7 @@ type Manifest struct {
 	StackFileName     string               `json:"stackFileName"`
 	StateSize         int64                `json:"stateSize"`
 	Certificates      map[string]time.Time `json:"certificates,omitempty"`
+	TalosCA           string               `json:"talosCA,omitempty"`
 }
 
 // SnapshotInfo is the etcd snapshot's size and sha256 (of the whole file,
@@ -154,6 +161,7 @@ func Take(ctx context.Context, src Source, snap Snapshotter, store Store, o Opti
 		TalosVersion: src.TalosVersion, KubernetesVersion: src.KubernetesVersion, SourceNode: taken.Node,
 		Snapshot:      SnapshotInfo{Size: taken.Size, SHA256: taken.SHA256},
 		StackFileName: src.StackFileName, StateSize: int64(len(src.State)), Certificates: src.Certificates,
+		TalosCA: src.TalosCA,
 	}
 	for _, n := range slices.Sorted(maps.Keys(src.Certificates)) {
 		if w := certs.Warning(n, src.Certificates[n], now()); w != "" {
@@ -321,4 +329,20 @@ func retain(ctx context.Context, store Store, stack string, p backupstore.Policy
 		deleted = append(deleted, o.Name)
 	}
 	return deleted, nil
+}
+
+// TalosCAFingerprint is the sha256 (hex) of the Talos CA certificate of a
+// talosconfig's current context: the cluster's identity, which its secrets
+// make and a backup records.
+func TalosCAFingerprint(talosconfig string) (string, error) {
+	creds, err := talosapi.CredentialsFromTalosconfig(talosconfig)
+	if err != nil {
+		return "", err
+	}
+	block, _ := pem.Decode(creds.CA)
+	if block == nil {
+		return "", errors.New("unable to read the talosconfig's CA: not PEM")
+	}
+	sum := sha256.Sum256(block.Bytes)
+	return hex.EncodeToString(sum[:]), nil
 }

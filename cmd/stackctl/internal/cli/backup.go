@@ -129,8 +129,12 @@ func backupSource(ctx context.Context, req driver.BackupRequest) (backup.Source,
 	if err != nil {
 		return backup.Source{}, "", fmt.Errorf("unable to read the stack file: %w", err)
 	}
+	ca, err := backup.TalosCAFingerprint(talosconfig)
+	if err != nil {
+		return backup.Source{}, "", fmt.Errorf("unable to read the stack's talosconfig output: %w", err)
+	}
 	return backup.Source{
-		Stack: req.Name, Cluster: prev.ClusterName, TalosVersion: prev.TalosVersion, KubernetesVersion: prev.KubernetesVersion,
+		Stack: req.Name, TalosCA: ca, Cluster: prev.ClusterName, TalosVersion: prev.TalosVersion, KubernetesVersion: prev.KubernetesVersion,
 		ControlPlanes: prev.ControlPlaneIPs, StackFile: stackFile, StackFileName: name, State: state,
 		Certificates: certificates(values),
 	}, talosconfig, nil

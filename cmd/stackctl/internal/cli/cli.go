@@ -29,6 +29,8 @@ const usage = `usage:
   stackctl doctor  --stack NAME [--config-json FILE|-]
   stackctl preview|up|refresh|destroy|outputs --stack NAME [flags]   (stackctl up -h lists the flags)
   stackctl backup|backups --stack NAME [flags]                      (an encrypted backup to backup.target; the list of them)
+  stackctl restore --stack NAME [--identity FILE] [--name NAME|latest] [--create]
+                                                                     (bring the cluster back from a backup: docs/backup.md)
   stackctl backup-get --target URL --stack NAME --identity FILE --out DIR [--name NAME|latest]
                                                                      (a backup's files, decrypted and checked, without the stack)
   stackctl proxy   --stack NAME [--listen 127.0.0.1:PORT]            (the ssh-proxy helper, until Ctrl-C)
@@ -82,6 +84,8 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 	fs.BoolVar(&o.Create, "create", false, "create the stack if it does not exist")
 	fs.StringVar(&o.SummaryFile, "summary", "", "write a JSON summary of the run to this file")
 	fs.StringVar(&o.OutDir, "out", "", "outputs: directory for kubeconfig and talosconfig (default: <dir>/.access/<stack>)")
+	fs.StringVar(&o.BackupName, "name", "latest", "restore: the backup's name as `stackctl backups` lists it, or latest")
+	fs.StringVar(&o.Identity, "identity", "", "restore: age identity file or SSH private key of one of backup.recipients (default: the key's text in $"+IdentityEnv+")")
 	fs.BoolVar(&o.ExitOnChanges, "exit-code-on-changes", false, fmt.Sprintf("preview: exit with %d when changes are pending", exitcode.ChangesPending))
 	pulumiPath := fs.String("pulumi", "", "path of the pulumi CLI (default: from PATH)")
 	grace := fs.Duration("grace", driver.DefaultGrace, "after Ctrl-C/SIGTERM, how long pulumi may finish and save its state before it is killed")
@@ -113,8 +117,9 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 		Access: func(ctx context.Context, src stacks.Source) (map[string]string, func(), error) {
 			return driverAccess(ctx, src, getenv, stderr, access.Start)
 		},
-		Backup: backupOf(stdout, stderr, getenv),
-		Stdout: stdout, Stderr: stderr, Getenv: getenv, Now: time.Now,
+		Backup:  backupOf(stdout, stderr, getenv),
+		Restore: restoreOf(stdout, stderr, getenv),
+		Stdout:  stdout, Stderr: stderr, Getenv: getenv, Now: time.Now,
 	})
 }
 

@@ -43,10 +43,13 @@ const (
 	// them.
 	OpBackup  = "backup"
 	OpBackups = "backups"
+	// OpRestore brings the stack's cluster back from a backup
+	// (Env.Restore).
+	OpRestore = "restore"
 )
 
 // Ops lists the operations in the order the usage text shows them.
-var Ops = []string{OpPreview, OpUp, OpRefresh, OpDestroy, OpOutputs, OpBackup, OpBackups}
+var Ops = []string{OpPreview, OpUp, OpRefresh, OpDestroy, OpOutputs, OpBackup, OpBackups, OpRestore}
 
 // Options select what to run.
 type Options struct {
@@ -69,6 +72,9 @@ type Options struct {
 	// ExitOnChanges makes a preview with pending changes exit with
 	// exitcode.ChangesPending (for pull-request checks).
 	ExitOnChanges bool
+	// Restore: the backup's name ("" or "latest": the newest) and the age
+	// identity file ("": from the environment, see Env.Restore).
+	BackupName, Identity string
 }
 
 // ProgramFunc builds the Pulumi program for a stack's config and the
@@ -94,10 +100,13 @@ type Env struct {
 	// Backup runs OpBackup and OpBackups with the stack opened and its
 	// config validated (nil: they are refused).
 	Backup func(ctx context.Context, req BackupRequest) error
-	Stdout io.Writer
-	Stderr io.Writer
-	Getenv func(string) string
-	Now    func() time.Time
+	// Restore runs OpRestore with the stack opened (created when told to)
+	// and its config validated (nil: it is refused).
+	Restore func(ctx context.Context, req RestoreRequest) error
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Getenv  func(string) string
+	Now     func() time.Time
 }
 
 // Summary is the machine-readable record of one run.
@@ -249,6 +258,25 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 		}
 		return nil
 	}
+	if o.Op == OpRestore {
+		if env.Restore == nil {
+			return fail(exitcode.Usage, nil, "%s is not available in this program", o.Op)
+		}
+		runFn = env.Program(ctx, src, OpUp)
+		req := RestoreRequest{
+			Stack: &stack, Source: src, WorkDir: workDir, Name: o.Stack, BackupName: o.BackupName, Identity: o.Identity,
+			Up: func(ctx context.Context, exclude []string, vars map[string]string) error {
+				return restoreUp(ctx, ws, stack, env, sum, exclude, vars)
+			},
+		}
+		if err := env.Restore(ctx, req); err != nil {
+			if ctx.Err() != nil {
+				return fail(exitcode.Cancelled, err, "cancelled: %v; run restore again to go on (it does not seed the state twice, and never recovers over a running etcd)", err)
+			}
+			return classify(ctx, o, err)
+		}
+		return nil
+	}
 	runFn = env.Program(ctx, src, o.Op)
 	if env.Access != nil {
 		vars, stop, err := env.Access(ctx, src)
@@ -276,6 +304,44 @@ type BackupRequest struct {
 	WorkDir string
 	// Name is the stack's name.
 	Name string
+}
+
+// RestoreRequest is an OpRestore of an opened stack whose config is valid.
+type RestoreRequest struct {
+	Stack   RestoreStack
+	Source  stacks.Source
+	WorkDir string
+	// Name is the stack's name; BackupName and Identity are Options'.
+	Name, BackupName, Identity string
+	// Up runs the program's `up` with the proxy variables vars (nil: none);
+	// the resources of exclude and their dependents stay as the state has
+	// them.
+	Up func(ctx context.Context, exclude []string, vars map[string]string) error
+}
+
+// RestoreStack is what a restore does with a stack: auto.Stack.
+type RestoreStack interface {
+	StackState
+	Import(ctx context.Context, state apitype.UntypedDeployment) error
+}
+
+// restoreUp is one `up` of a restore, counted in the summary.
+func restoreUp(ctx context.Context, ws auto.Workspace, stack auto.Stack, env Env, sum *Summary, exclude []string, vars map[string]string) error {
+	if len(vars) > 0 {
+		if err := ws.SetEnvVars(vars); err != nil {
+			return err
+		}
+	}
+	opts := []optup.Option{optup.ProgressStreams(env.Stdout), optup.ErrorProgressStreams(env.Stderr)}
+	if len(exclude) > 0 {
+		opts = append(opts, optup.Exclude(exclude), optup.ExcludeDependents())
+	}
+	res, err := stack.Up(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	record(sum, res.Summary, res.Outputs)
+	return nil
 }
 
 // StackState is what a backup reads of a stack: auto.Stack.
@@ -361,9 +427,10 @@ func operate(ctx context.Context, o Options, stack auto.Stack, env Env, sum *Sum
 func record(sum *Summary, s auto.UpdateSummary, outputs auto.OutputMap) {
 	if s.ResourceChanges != nil {
 		for op, n := range *s.ResourceChanges {
-			sum.Changes[op] = n
+			sum.Changes[op] += n // a restore runs two
 		}
 	}
+	sum.Outputs = sum.Outputs[:0]
 	for name := range outputs {
 		sum.Outputs = append(sum.Outputs, name)
 	}

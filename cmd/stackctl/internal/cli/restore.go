@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"filippo.io/age"
+	"google.golang.org/grpc"
+
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/restore"
+	"github.com/fluodata/talos-pulumi/internal/agekeys"
+	"github.com/fluodata/talos-pulumi/internal/backupstore"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/fluodata/talos-pulumi/program"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// IdentityEnv holds an age identity (or SSH private key) as text, for a
+// restore in CI: the identity file is the operator's way.
+const IdentityEnv = "BACKUP_IDENTITY"
+
+// progressEvery is how often a restore's waits say what they wait for.
+const progressEvery = 30 * time.Second
+
+// runRestore is driver.Env.Restore: it takes the backup (the newest, or
+// the one named) from backup.target, decrypts and checks it whole into a
+// private directory, and restores the stack's cluster from it
+// (restore.Run).
+func runRestore(ctx context.Context, req driver.RestoreRequest, env backupEnv) error {
+	cfg, diags := program.Load(req.Source)
+	if err := diags.Err(); err != nil {
+		return err
+	}
+	if cfg.Backup.Target == "" {
+		return fmt.Errorf("stack %s has no backup section: set backup.target to where its backups are (docs/backup.md)", req.Name)
+	}
+	ids, err := restoreIdentities(req.Identity, env.Getenv)
+	if err != nil {
+		return err
+	}
+	target, err := restoreTarget(cfg)
+	if err != nil {
+		return err
+	}
+	store, err := backupstore.Open(ctx, cfg.Backup.Target, backupstore.Options{
+		AccessKeyID: cfg.Backup.S3.AccessKeyID, SecretAccessKey: cfg.Backup.S3.SecretAccessKey.Reveal(),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = store.Close() }()
+	name := req.BackupName
+	if name == "" || name == "latest" {
+		objs, err := backup.List(ctx, store, req.Name)
+		if err != nil {
+			return err
+		}
+		if len(objs) == 0 {
+			return fmt.Errorf("no backups of stack %s at %s", req.Name, cfg.Backup.Target)
+		}
+		name = objs[0].Name
+	}
+	dir, err := os.MkdirTemp("", "stackctl-restore-*") // 0700
+	if err != nil {
+		return fmt.Errorf("unable to make a private directory for the backup: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	_, _ = fmt.Fprintf(env.Stderr, "reading backup %s\n", name)
+	x, err := backup.Extract(ctx, store, name, ids, dir)
+	if err != nil {
+		return err
+	}
+
+	var vars map[string]string
+	var dial []talosapi.Option
+	if access.Enabled(cfg) {
+		s, err := env.StartAccess(ctx, cfg, access.Options{Getenv: env.Getenv})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = s.Close() }()
+		vars = s.Env()
+		dial = append(dial, talosapi.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return s.DialContext(ctx, "tcp", addr)
+		})))
+	}
+	start := env.Now()
+	res, err := restore.Run(ctx, restore.Request{Stack: req.Name, Target: target, Backup: x}, restore.Env{
+		Stack: req.Stack,
+		Up: func(ctx context.Context, exclude []string) error {
+			return req.Up(ctx, exclude, vars)
+		},
+		Talos: func(talosconfig string) (backup.Recoverer, func(), error) {
+			c, err := env.NewTalos(talosconfig, dial...)
+			if err != nil {
+				return nil, nil, err
+			}
+			return c, func() { _ = c.Close() }, nil
+		},
+		Log: env.Stderr, ProgressEvery: progressEvery,
+	})
+	if err != nil {
+		return err
+	}
+	members := res.Recovered.Members
+	if len(res.Running) > 0 {
+		members = res.Running
+	}
+	_, _ = fmt.Fprintf(env.Stdout, "restored stack %s from %s (taken %s of Talos %s): etcd members %s, in %s\n",
+		req.Name, name, x.Manifest.Created.Format(time.RFC3339), x.Manifest.TalosVersion,
+		strings.Join(members, ", "), env.Now().Sub(start).Round(time.Millisecond))
+	return nil
+}
+
+// restoreTarget is the cluster the stack file describes: its control
+// planes in the program's order (the first is the one bootstrapped).
+func restoreTarget(cfg *stacks.Config) (backup.Target, error) {
+	t := backup.Target{Cluster: cfg.Cluster.Name, TalosVersion: cfg.Cluster.TalosVersion}
+	for _, ref := range cfg.Nodes.Refs() {
+		if ref.Role != stacks.RoleControlPlane {
+			continue
+		}
+		if ref.IP == "" {
+			return t, fmt.Errorf("%s has no ip: a restore reaches each control plane at its address", ref.Path)
+		}
+		t.ControlPlanes = append(t.ControlPlanes, ref.IP)
+	}
+	return t, nil
+}
+
+// restoreIdentities reads the age identities from the file, or else from
+// the environment (IdentityEnv).
+func restoreIdentities(file string, getenv func(string) string) ([]age.Identity, error) {
+	var r io.Reader
+	switch {
+	case file != "":
+		f, err := os.Open(file) //nolint:gosec // the operator's own key file
+		if err != nil {
+			return nil, fmt.Errorf("unable to read the identity: %w", err)
+		}
+		defer func() { _ = f.Close() }()
+		r = f
+	case getenv(IdentityEnv) != "":
+		r = strings.NewReader(getenv(IdentityEnv))
+	default:
+		return nil, errors.New("a restore needs the age identity of one of backup.recipients: IDENTITY=<file> (--identity), or its text in " + IdentityEnv)
+	}
+	return agekeys.ParseIdentities(r)
+}
+
+// restoreOf is driver.Env.Restore for the real program.
+func restoreOf(stdout, stderr io.Writer, getenv func(string) string) func(context.Context, driver.RestoreRequest) error {
+	return func(ctx context.Context, req driver.RestoreRequest) error {
+		return runRestore(ctx, req, backupEnv{
+			Stdout: stdout, Stderr: stderr, StartAccess: access.Start, Getenv: getenv, Now: time.Now,
+			NewTalos: talosapi.NewFromTalosconfig,
+		})
+	}
+}

@@ -1,0 +1,280 @@
+// Package restore brings a stack's cluster back from a backup (issue 26):
+// the state it starts from (Seed), then the machines as `up` makes them,
+// then etcd from the backup's snapshot instead of a fresh bootstrap, then
+// the rest of `up` (Run).
+package restore
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/adopt"
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+// rootType is the type of a stack's root resource.
+const rootType = "pulumi:pulumi:Stack"
+
+// providerPrefix starts the type of every provider resource.
+const providerPrefix = "pulumi:providers:"
+
+// waitSuffixes name the program's waits among the bootstrap's dependents:
+// they stand for nothing in etcd, so they are left out of the seed and run
+// again once etcd is back (the Kubernetes provider waits for the API).
+var waitSuffixes = []string{talos.APIReadySuffix, talos.NodesReadySuffix}
+
+// Seeded is the state a restore starts from.
+type Seeded struct {
+	// State is the deployment for `pulumi stack import`.
+	State []byte
+	// Bootstrap is the bootstrap's URN: the first `up` of a restore leaves
+	// it and its dependents out (they need etcd).
+	Bootstrap string
+	// Kept are the URNs taken from the backup, in its order; Dropped counts
+	// the backup's resources that the restore makes again.
+	Kept    []string
+	Dropped int
+}
+
+// resource is what Seed reads of a resource of a state export; the rest
+// of it is written back as it was.
+type resource struct {
+	raw                  map[string]json.RawMessage
+	URN                  string              `json:"urn"`
+	Type                 string              `json:"type"`
+	Custom               bool                `json:"custom"`
+	Parent               string              `json:"parent"`
+	Provider             string              `json:"provider"`
+	Dependencies         []string            `json:"dependencies"`
+	PropertyDependencies map[string][]string `json:"propertyDependencies"`
+	DeletedWith          string              `json:"deletedWith"`
+}
+
+// references are the URNs a resource depends on: its dependencies, property
+// dependencies and provider (the URN part of "urn::id").
+func (r *resource) references() []string {
+	refs := slices.Clone(r.Dependencies)
+	for _, deps := range r.PropertyDependencies {
+		refs = append(refs, deps...)
+	}
+	if r.Provider != "" {
+		refs = append(refs, providerURN(r.Provider))
+	}
+	return refs
+}
+
+func providerURN(ref string) string {
+	if i := strings.LastIndex(ref, "::"); i > 0 {
+		return ref[:i]
+	}
+	return ref
+}
+
+// export is a `pulumi stack export` document split where Seed edits it.
+type export struct {
+	top        map[string]json.RawMessage
+	deployment map[string]json.RawMessage
+	resources  []*resource
+}
+
+func parseExport(data []byte, what string) (*export, error) {
+	e := &export{}
+	if err := json.Unmarshal(data, &e.top); err != nil {
+		return nil, fmt.Errorf("unable to read %s: %w", what, err)
+	}
+	var version int
+	if err := json.Unmarshal(e.top["version"], &version); err != nil || version != 3 {
+		return nil, fmt.Errorf("unable to read %s: deployment version %s, expected 3", what, e.top["version"])
+	}
+	if err := json.Unmarshal(e.top["deployment"], &e.deployment); err != nil {
+		return nil, fmt.Errorf("unable to read %s: %w", what, err)
+	}
+	var raws []map[string]json.RawMessage
+	if r, ok := e.deployment["resources"]; ok && string(r) != "null" {
+		if err := json.Unmarshal(r, &raws); err != nil {
+			return nil, fmt.Errorf("unable to read the resources of %s: %w", what, err)
+		}
+	}
+	for _, raw := range raws {
+		b, _ := json.Marshal(raw)
+		r := &resource{raw: raw}
+		if err := json.Unmarshal(b, r); err != nil {
+			return nil, fmt.Errorf("unable to read the resources of %s: %w", what, err)
+		}
+		e.resources = append(e.resources, r)
+	}
+	return e, nil
+}
+
+func (e *export) ofType(t string) []*resource {
+	var out []*resource
+	for _, r := range e.resources {
+		if r.Type == t {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Started reports whether a stack's state (its export) holds a bootstrap:
+// a restore that was interrupted after its state was seeded, or a live
+// cluster. Its URN is returned.
+func Started(current []byte) (string, error) {
+	cur, err := parseExport(current, "the stack's state")
+	if err != nil {
+		return "", err
+	}
+	if b := cur.ofType(adopt.BootstrapType); len(b) > 0 {
+		return b[0].URN, nil
+	}
+	return "", nil
+}
+
+// Seed returns the state a restore of stack starts from, made of the
+// backup's state export: the resources whose real counterpart is in the
+// etcd snapshot or nowhere but the state, with their dependencies on the
+// rest cut. These are
+//   - the root stack, without its outputs: the first `up` of a restore is
+//     a new cluster's, with no last run to compare with;
+//   - the components;
+//   - the cluster's secrets (the snapshot is encrypted with them, its
+//     Kubernetes secrets too: new ones would lock the cluster out of it);
+//   - the bootstrap, which the restore does as a recovery;
+//   - what depends on the bootstrap (the kubeconfig, the Kubernetes
+//     provider, the Helm releases, whose records are in etcd), but the
+//     waits, which run again;
+//   - the providers these use.
+//
+// Everything else (machines, images, config applies, memberships) is made
+// again by `up`. The stack must hold nothing yet but providers and its root
+// (after a destroy, or new): a restore never overwrites a live state.
+func Seed(current, backupState []byte, stack string) (Seeded, error) {
+	cur, err := parseExport(current, "the stack's state")
+	if err != nil {
+		return Seeded{}, err
+	}
+	var live []string
+	for _, r := range cur.resources {
+		if r.Type != rootType && !strings.HasPrefix(r.Type, providerPrefix) {
+			live = append(live, r.URN)
+		}
+	}
+	if len(live) > 0 {
+		return Seeded{}, fmt.Errorf("stack %s still has %d resources (%s, ...): a restore starts from a stack without a cluster; "+
+			"run make destroy STACK=%s first (the backup holds the secrets the restore needs)", stack, len(live), live[0], stack)
+	}
+	b, err := parseExport(backupState, "the backup's state")
+	if err != nil {
+		return Seeded{}, err
+	}
+	boots, secrets := b.ofType(adopt.BootstrapType), b.ofType(adopt.SecretsType)
+	if len(boots) != 1 || len(secrets) != 1 {
+		return Seeded{}, fmt.Errorf("the backup's state has %d bootstraps and %d secrets, expected one of each: it was not taken of a cluster this program made", len(boots), len(secrets))
+	}
+	for _, r := range b.resources {
+		if r.Type == rootType {
+			if got := stackOf(r.URN); got != stack {
+				return Seeded{}, fmt.Errorf("the backup's state is of stack %q: restore it into a stack of that name", got)
+			}
+		}
+	}
+
+	// The bootstrap and its dependents, in the state's order (dependencies
+	// come first in it).
+	needsEtcd := map[string]bool{boots[0].URN: true}
+	for _, r := range b.resources {
+		for _, ref := range r.references() {
+			if needsEtcd[ref] {
+				needsEtcd[r.URN] = true
+			}
+		}
+	}
+	keep := map[string]bool{secrets[0].URN: true}
+	for _, r := range b.resources {
+		switch {
+		case r.Type == rootType, !r.Custom:
+			keep[r.URN] = true
+		case needsEtcd[r.URN] && !isWait(r.URN):
+			keep[r.URN] = true
+		}
+	}
+	for _, r := range b.resources {
+		if keep[r.URN] && r.Provider != "" {
+			keep[providerURN(r.Provider)] = true
+		}
+	}
+
+	seed := Seeded{Bootstrap: boots[0].URN}
+	var out []map[string]json.RawMessage
+	for _, r := range b.resources {
+		if !keep[r.URN] {
+			seed.Dropped++
+			continue
+		}
+		if r.Parent != "" && !keep[r.Parent] {
+			return Seeded{}, fmt.Errorf("the backup's %s has a parent the restore makes again (%s)", r.URN, r.Parent)
+		}
+		if err := r.cut(keep); err != nil {
+			return Seeded{}, err
+		}
+		seed.Kept = append(seed.Kept, r.URN)
+		out = append(out, r.raw)
+	}
+	res, err := json.Marshal(out)
+	if err != nil {
+		return Seeded{}, err
+	}
+	b.deployment["resources"] = res
+	// An operation the backup's state had in flight is not this one's.
+	delete(b.deployment, "pending_operations")
+	if b.top["deployment"], err = json.Marshal(b.deployment); err != nil {
+		return Seeded{}, err
+	}
+	if seed.State, err = json.MarshalIndent(b.top, "", "  "); err != nil {
+		return Seeded{}, err
+	}
+	return seed, nil
+}
+
+// cut drops the references to what is not kept, and the root's outputs.
+func (r *resource) cut(keep map[string]bool) error {
+	if r.Type == rootType {
+		r.raw["outputs"] = json.RawMessage("{}")
+	}
+	deps := slices.DeleteFunc(slices.Clone(r.Dependencies), func(u string) bool { return !keep[u] })
+	props := map[string][]string{}
+	for k, us := range r.PropertyDependencies {
+		props[k] = slices.DeleteFunc(slices.Clone(us), func(u string) bool { return !keep[u] })
+	}
+	var err error
+	set := func(key string, v any, present bool) {
+		if err != nil || !present {
+			return
+		}
+		r.raw[key], err = json.Marshal(v)
+	}
+	set("dependencies", deps, r.Dependencies != nil)
+	set("propertyDependencies", props, r.PropertyDependencies != nil)
+	if r.DeletedWith != "" && !keep[r.DeletedWith] {
+		delete(r.raw, "deletedWith")
+	}
+	return err
+}
+
+func isWait(urn string) bool {
+	for _, s := range waitSuffixes {
+		if strings.HasSuffix(urn, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// stackOf is the stack part of a URN (urn:pulumi:<stack>::<project>::...).
+func stackOf(urn string) string {
+	s, _ := strings.CutPrefix(urn, "urn:pulumi:")
+	stack, _, _ := strings.Cut(s, "::")
+	return stack
+}

@@ -315,6 +315,10 @@ backups: require-stack $(STACKCTL) ## List the stack's backups at backup.target:
 backup-get: $(STACKCTL) ## A backup's files, decrypted and checked, into OUT (new, 0700), without the stack: TARGET=url STACK=name IDENTITY=file OUT=dir [NAME=latest].
 	$(STACKCTL) backup-get --target $(call quote,$(TARGET)) --stack $(call quote,$(STACK)) --identity $(call quote,$(IDENTITY)) --out $(call quote,$(OUT)) --name $(call quote,$(or $(NAME),latest))
 
+.PHONY: restore
+restore: require-stack $(STACKCTL) ## Bring STACK's cluster back from a backup into new machines: IDENTITY=file (or the key's text in BACKUP_IDENTITY) [NAME=latest]; the stack is made if its state is gone (docs/backup.md).
+	$(STACKCTL) restore --stack $(call quote,$(STACK)) --create --secrets-provider $(call quote,$(SECRETS_PROVIDER)) --pulumi $(call quote,$(PULUMI)) $(if $(IDENTITY),--identity $(call quote,$(IDENTITY))) --name $(call quote,$(or $(NAME),latest))
+
 .PHONY: restore-drill
 restore-drill: ## Back up a cluster of the Talos fake and recover it into fresh fake nodes: the recovery's code path, on this machine (also part of make test).
 	$(GO) test -count=1 -run 'TestBackupThenRecoverIntoFreshNodes' -v ./cmd/stackctl/internal/backup

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"os"
 	"os/exec"
@@ -86,6 +87,7 @@ func TestIntegrationBackupDestroyRestore(t *testing.T) {
 	nodes.SetEtcdKeys(keys)
 
 	var out, errOut bytes.Buffer
+	talosDown := false // the nodes' Talos API does not answer
 	run := func(o driver.Options) int {
 		t.Helper()
 		out.Reset()
@@ -95,6 +97,9 @@ func TestIntegrationBackupDestroyRestore(t *testing.T) {
 		env := backupEnv{
 			Stdout: &out, Stderr: &errOut, Getenv: os.Getenv, Now: time.Now,
 			NewTalos: func(_ string, opts ...talosapi.Option) (*talosapi.Client, error) {
+				if talosDown {
+					return nil, errors.New("the Talos API does not answer")
+				}
 				crt, key := nodes.AdminCert()
 				return talosapi.New(talosapi.Credentials{CA: nodes.CA(), Cert: crt, Key: key},
 					append(opts, talosapi.WithAddress(nodes.Address), talosapi.WithTimeouts(time.Second, 2*time.Second))...)
@@ -127,9 +132,19 @@ func TestIntegrationBackupDestroyRestore(t *testing.T) {
 	pcli("stack", "rm", "it", "--yes", "--force", "--preserve-config")
 	nodes = talosapitest.StartFresh(t, specs...)
 
-	require.Equal(t, exitcode.OK, run(driver.Options{Op: driver.OpRestore, Create: true, Identity: identityFile}), log())
-	t.Logf("restore: %s", out.String())
+	// A restore that stops after the machines came up (here the Talos API
+	// does not answer; an interrupt there is the same), then run again: it
+	// goes on without seeding the state twice.
+	talosDown = true
+	require.Equal(t, exitcode.Failed, run(driver.Options{Op: driver.OpRestore, Create: true, Identity: identityFile}), log())
 	require.Contains(t, errOut.String(), "seeded the state from the backup")
+	require.Contains(t, errOut.String(), "the Talos API does not answer")
+	require.False(t, nodes.Bootstrapped())
+	talosDown = false
+	require.Equal(t, exitcode.OK, run(driver.Options{Op: driver.OpRestore, Identity: identityFile}), log())
+	t.Logf("restore: %s", out.String())
+	require.Contains(t, errOut.String(), "its state is not seeded again")
+	require.NotContains(t, errOut.String(), "seeded the state from the backup")
 
 	require.Equal(t, keys, nodes.EtcdKeys(), "the backup's etcd contents")
 	require.Equal(t, cfg.Nodes.ControlPlanes[0].Name, strings.Join(nodes.Members(), ","))

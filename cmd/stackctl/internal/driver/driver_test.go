@@ -357,3 +357,71 @@ func TestAccessHelperRunsAroundTheOperation(t *testing.T) {
 	_, ran := h.fake.Find(driver.OpUp)
 	assert.False(t, ran, "no update without the way to the nodes")
 }
+
+// A restore (driver.Env.Restore) runs its two ups as the program's `up`:
+// the first with --exclude <bootstrap> --exclude-dependents and the proxy
+// variables the restore gives, the second whole; the summary counts both.
+// Cancelled, it says that a new run goes on where this one stopped.
+func TestRestoreRunsItsUpsWithTheExcludes(t *testing.T) {
+	h := newHarness(t, driver.OpRestore)
+	h.opts.Identity, h.opts.BackupName = "/keys/age.txt", "prod/20261126T101010Z.tar.age"
+	const boot = "urn:pulumi:prod::talos-cluster::talos:machine/bootstrap:Bootstrap::prod-bootstrap"
+	var req driver.RestoreRequest
+	restore := func(ctx context.Context, r driver.RestoreRequest) error {
+		req = r
+		if err := r.Up(ctx, []string{boot}, map[string]string{"HTTPS_PROXY": "http://127.0.0.1:3128"}); err != nil {
+			return err
+		}
+		return r.Up(ctx, nil, nil)
+	}
+	code := driver.Run(t.Context(), h.opts, driver.Env{
+		Pulumi: h.fake,
+		Program: func(_ context.Context, _ stacks.Source, op string) pulumi.RunFunc {
+			h.programOp = op
+			return func(*pulumi.Context) error { return nil }
+		},
+		Restore: restore,
+		Stdout:  &h.stdout, Stderr: &h.stderr, Getenv: func(k string) string { return h.env[k] }, Now: time.Now,
+	})
+	require.Equal(t, exitcode.OK, code, h.stderr.String())
+	assert.Equal(t, driver.OpUp, h.programOp, "the program runs as for up")
+	assert.Equal(t, "prod", req.Name)
+	assert.Equal(t, "/keys/age.txt", req.Identity)
+	assert.Equal(t, "prod/20261126T101010Z.tar.age", req.BackupName)
+
+	var ups []drivertest.Call
+	for _, c := range h.fake.Calls() {
+		if c.Args[0] == "up" {
+			ups = append(ups, c)
+		}
+	}
+	require.Len(t, ups, 2)
+	assert.Contains(t, ups[0].Args, "--exclude="+boot)
+	assert.Contains(t, ups[0].Args, "--exclude-dependents")
+	assert.Contains(t, ups[0].Env, "HTTPS_PROXY=http://127.0.0.1:3128")
+	assert.NotContains(t, strings.Join(ups[1].Args, " "), "--exclude")
+	var sum driver.Summary
+	raw, err := os.ReadFile(h.opts.SummaryFile)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &sum))
+	assert.Equal(t, map[string]int{"create": 6, "same": 4}, sum.Changes, "both ups counted")
+
+	// Without the hook, the operation is refused.
+	h = newHarness(t, driver.OpRestore)
+	assert.Equal(t, exitcode.Usage, h.run(t.Context()))
+	assert.Contains(t, h.stderr.String(), "restore is not available")
+
+	// Cancelled during its first up.
+	h = newHarness(t, driver.OpRestore)
+	h.fake.Block, h.fake.Started = "up", make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-h.fake.Started; cancel() }()
+	code = driver.Run(ctx, h.opts, driver.Env{
+		Pulumi:  h.fake,
+		Program: func(context.Context, stacks.Source, string) pulumi.RunFunc { return func(*pulumi.Context) error { return nil } },
+		Restore: restore,
+		Stdout:  &h.stdout, Stderr: &h.stderr, Getenv: func(k string) string { return h.env[k] }, Now: time.Now,
+	})
+	assert.Equal(t, exitcode.Cancelled, code)
+	assert.Contains(t, h.stderr.String(), "run restore again to go on")
+}

@@ -320,8 +320,8 @@ restore: require-stack $(STACKCTL) ## Bring STACK's cluster back from a backup i
 	$(STACKCTL) restore --stack $(call quote,$(STACK)) --create --secrets-provider $(call quote,$(SECRETS_PROVIDER)) --pulumi $(call quote,$(PULUMI)) $(if $(IDENTITY),--identity $(call quote,$(IDENTITY))) --name $(call quote,$(or $(NAME),latest))
 
 .PHONY: restore-drill
-restore-drill: ## Back up a cluster of the Talos fake and recover it into fresh fake nodes: the recovery's code path, on this machine (also part of make test).
-	$(GO) test -count=1 -run 'TestBackupThenRecoverIntoFreshNodes' -v ./cmd/stackctl/internal/backup
+restore-drill: ## Back up a cluster of the Talos fake and restore it into fresh fake nodes: the restore's code path, on this machine (also part of make test).
+	$(GO) test -count=1 -run 'TestBackupThenRecoverIntoFreshNodes|TestRunRestoresTheClusterFromTheBackup' -v ./cmd/stackctl/internal/backup ./cmd/stackctl/internal/restore
 
 .PHONY: proxy
 proxy: require-stack $(STACKCTL) ## Serve the ssh-proxy helper until Ctrl-C and print the export line (for talosctl/kubectl by hand).

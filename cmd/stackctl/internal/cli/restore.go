@@ -99,7 +99,7 @@ func runRestore(ctx context.Context, req driver.RestoreRequest, env backupEnv) e
 		Up: func(ctx context.Context, exclude []string) error {
 			return req.Up(ctx, exclude, vars)
 		},
-		Talos: func(talosconfig string) (backup.Recoverer, func(), error) {
+		Talos: func(talosconfig string) (restore.API, func(), error) {
 			c, err := env.NewTalos(talosconfig, dial...)
 			if err != nil {
 				return nil, nil, err
@@ -111,13 +111,13 @@ func runRestore(ctx context.Context, req driver.RestoreRequest, env backupEnv) e
 	if err != nil {
 		return err
 	}
-	members := res.Recovered.Members
+	etcd := "etcd members " + strings.Join(res.Recovered.Members, ", ")
 	if len(res.Running) > 0 {
-		members = res.Running
+		etcd = "etcd ran already on " + strings.Join(res.Running, ", ") + ", nothing recovered"
 	}
-	_, _ = fmt.Fprintf(env.Stdout, "restored stack %s from %s (taken %s of Talos %s): etcd members %s, in %s\n",
+	_, _ = fmt.Fprintf(env.Stdout, "restored stack %s from %s (taken %s of Talos %s): %s, in %s\n",
 		req.Name, name, x.Manifest.Created.Format(time.RFC3339), x.Manifest.TalosVersion,
-		strings.Join(members, ", "), env.Now().Sub(start).Round(time.Millisecond))
+		etcd, env.Now().Sub(start).Round(time.Millisecond))
 	return nil
 }
 

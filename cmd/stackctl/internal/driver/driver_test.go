@@ -417,8 +417,10 @@ func TestRestoreRunsItsUpsWithTheExcludes(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-h.fake.Started; cancel() }()
 	code = driver.Run(ctx, h.opts, driver.Env{
-		Pulumi:  h.fake,
-		Program: func(context.Context, stacks.Source, string) pulumi.RunFunc { return func(*pulumi.Context) error { return nil } },
+		Pulumi: h.fake,
+		Program: func(context.Context, stacks.Source, string) pulumi.RunFunc {
+			return func(*pulumi.Context) error { return nil }
+		},
 		Restore: restore,
 		Stdout:  &h.stdout, Stderr: &h.stderr, Getenv: func(k string) string { return h.env[k] }, Now: time.Now,
 	})

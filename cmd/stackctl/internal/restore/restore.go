@@ -13,6 +13,23 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
+	"github.com/fluodata/talos-pulumi/internal/progress"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+)
+
+// API is what a restore asks the nodes through the Talos API:
+// *talosapi.Client.
+type API interface {
+	backup.Recoverer
+	ServiceList(ctx context.Context, node string) ([]talosapi.Service, error)
+}
+
+// How long a restore waits for every control plane to say whether its etcd
+// runs (the machines may still be installing and rebooting), asking every
+// pollInterval.
+const (
+	pollInterval = time.Second
+	etcdTimeout  = 20 * time.Minute
 )
 
 // Stack is what a restore does with the stack: auto.Stack.
@@ -42,7 +59,7 @@ type Env struct {
 	Up func(ctx context.Context, exclude []string) error
 	// Talos opens the Talos API with the stack's talosconfig; close ends
 	// it.
-	Talos func(talosconfig string) (api backup.Recoverer, closeAPI func(), err error)
+	Talos func(talosconfig string) (api API, closeAPI func(), err error)
 	// Log says what is done, and what a wait waits for every ProgressEvery.
 	Log           io.Writer
 	ProgressEvery time.Duration
@@ -53,8 +70,8 @@ type Result struct {
 	// Seeded is the state the restore started from; nil when the stack had
 	// it already (a restore run again after an interruption).
 	Seeded *Seeded
-	// Recovered is etcd once the control planes joined; Running says that
-	// etcd ran already, so nothing was recovered.
+	// Recovered is etcd once the control planes joined; Running are the
+	// control planes whose etcd ran already, so nothing was recovered.
 	Recovered backup.Recovered
 	Running   []string
 }
@@ -129,12 +146,13 @@ func Run(ctx context.Context, req Request, env Env) (Result, error) {
 	}
 	defer closeAPI()
 
-	first := req.Target.ControlPlanes[0]
-	if members, err := api.EtcdMemberList(ctx, first); err == nil && len(members) > 0 {
-		for _, mb := range members {
-			res.Running = append(res.Running, mb.Hostname)
-		}
-		logf("etcd runs on %s already (members %s): nothing is recovered, a restore never writes over a running etcd", first, strings.Join(res.Running, ", "))
+	running, err := etcdRuns(ctx, api, req.Target.ControlPlanes, env)
+	if err != nil {
+		return res, err
+	}
+	if len(running) > 0 {
+		res.Running = running
+		logf("etcd runs on %s already: nothing is recovered, a restore never writes over a running etcd", strings.Join(running, ", "))
 	} else {
 		rec, err := backup.Recover(ctx, api, req.Backup, req.Target, env.Log, env.ProgressEvery)
 		if err != nil {
@@ -179,4 +197,55 @@ func sameCA(m backup.Manifest, talosconfig string) error {
 		return fmt.Errorf("the stack's Talos CA (sha256 %s) is not the backup's (%s): its secrets are another cluster's; nothing was sent to a node", got, m.TalosCA)
 	}
 	return nil
+}
+
+// etcdRuns waits until every control plane answers and says whether its
+// etcd service runs, and returns those where it does (or is stopping): a
+// recovery is only safe where none does. A control plane that does not
+// answer, or whose etcd is starting, is waited for, saying so every
+// ProgressEvery: a recovery beside a live etcd member would start a second
+// cluster.
+func etcdRuns(ctx context.Context, api API, controlPlanes []string, env Env) ([]string, error) {
+	var running []string
+	wait := progress.Poll{
+		What:     fmt.Sprintf("every control plane (%s) to say whether its etcd runs", strings.Join(controlPlanes, ", ")),
+		Interval: pollInterval, Timeout: etcdTimeout,
+		Report: func(msg string) { _, _ = fmt.Fprintln(env.Log, msg) }, Every: env.ProgressEvery,
+	}
+	err := wait.Until(ctx, func(ctx context.Context) (bool, error) {
+		running = running[:0]
+		var undecided []string
+		for _, cp := range controlPlanes {
+			services, err := api.ServiceList(ctx, cp)
+			if err != nil {
+				undecided = append(undecided, fmt.Sprintf("%s: %v", cp, err))
+				continue
+			}
+			switch state := etcdState(services); state {
+			case "Running", "Stopping":
+				running = append(running, cp)
+			case "Starting":
+				undecided = append(undecided, cp+": etcd is starting")
+			}
+		}
+		if len(undecided) > 0 {
+			return false, errors.New(strings.Join(undecided, "; "))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unable to tell whether etcd runs, nothing was recovered: %w", err)
+	}
+	return running, nil
+}
+
+// etcdState is the state of the etcd service among a node's services ("":
+// none, as before its first start).
+func etcdState(services []talosapi.Service) string {
+	for _, s := range services {
+		if s.ID == "etcd" {
+			return s.State
+		}
+	}
+	return ""
 }

@@ -115,6 +115,7 @@ require (
 	github.com/pulumi/pulumi-kubernetes/sdk/v4 v4.32.0 // indirect
 	github.com/pulumiverse/pulumi-talos/sdk v0.7.1 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/rogpeppe/go-internal v1.14.1 // indirect
 	github.com/ryanuber/go-glob v1.0.0 // indirect
 	github.com/sabhiram/go-gitignore v0.0.0-20210923224102-525f6e181f06 // indirect

@@ -130,6 +130,9 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	if c.VIP != "" {
 		p.MachineIPv4(at("vip"), c.VIP)
 	}
+	if c.EtcdBackup != nil {
+		c.EtcdBackup.check(p, at("etcdBackup."))
+	}
 	if c.Rollout != nil && c.Rollout.WorkerParallelism < 0 {
 		p.Add(at("rollout.workerParallelism"), "%d is not a number of workers: 1 or more (0 for the default, 1)", c.Rollout.WorkerParallelism)
 	}
@@ -196,6 +199,7 @@ func (a *ClusterArgs) PatchSpec() PatchSpec {
 		Nameservers:              c.Nameservers,
 		VIP:                      c.VIP,
 		SchedulableControlPlanes: workers == 0,
+		TalosAPIAccess:           c.EtcdBackup != nil,
 		AllPatches:               patches.All,
 		ControlPlanePatches:      patches.ControlPlane,
 		WorkerPatches:            patches.Worker,

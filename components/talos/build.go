@@ -278,6 +278,20 @@ func (b *build) addons() error {
 		return err
 	}
 
+	if args.Cluster.EtcdBackup != nil {
+		// After Cilium (its pods need the network) and every control
+		// plane's apply (they define the Talos service account's kind).
+		after := []pulumi.Resource{c.Cilium}
+		for _, n := range args.Nodes {
+			if n.Role == RoleControlPlane {
+				after = append(after, c.Applies[n.Name])
+			}
+		}
+		if err := b.etcdBackup(k8s, after); err != nil {
+			return err
+		}
+	}
+
 	// Ready nodes: the kubelet and Cilium run on every node. Re-run only
 	// when the cluster gains or loses nodes (a renewed kubeconfig is no
 	// reason to wait again).

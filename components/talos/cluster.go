@@ -97,6 +97,9 @@ type ClusterSettings struct {
 	CertApprover *ChartSettings `pulumi:"certApprover,optional"`
 	// Rollout shapes how a change reaches running nodes.
 	Rollout *RolloutSettings `pulumi:"rollout,optional"`
+	// EtcdBackup schedules etcd snapshots taken inside the cluster (a
+	// CronJob of talos-backup) to an S3-compatible store; none when unset.
+	EtcdBackup *EtcdBackupSettings `pulumi:"etcdBackup,optional"`
 }
 
 // RolloutSettings shape how upgrades and config changes reach running

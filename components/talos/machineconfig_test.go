@@ -314,6 +314,18 @@ func TestEdgeCasesValidate(t *testing.T) {
 			func(t *testing.T, d map[string]map[string]any) {
 				assert.Equal(t, map[string]any{"a.b": "2", "c.d": "3"}, get(d["v1alpha1"], "machine.sysctls"))
 			}},
+		{"etcd backup schedule: a control plane lets kube-system reach the Talos API as os:etcd:backup", talos.PatchSpec{TalosVersion: "v1.12.4", TalosAPIAccess: true},
+			cp("cp-0", "10.0.0.10"), metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Equal(t, true, get(d["v1alpha1"], "machine.features.kubernetesTalosAPIAccess.enabled"))
+				assert.Equal(t, []any{"os:etcd:backup"}, get(d["v1alpha1"], "machine.features.kubernetesTalosAPIAccess.allowedRoles"))
+				assert.Equal(t, []any{"kube-system"}, get(d["v1alpha1"], "machine.features.kubernetesTalosAPIAccess.allowedKubernetesNamespaces"))
+			}},
+		{"etcd backup schedule: a worker does not get the access (Talos refuses it there)", talos.PatchSpec{TalosVersion: "v1.12.4", TalosAPIAccess: true},
+			talos.NodeSpec{Name: "w-0", IP: "10.0.0.20", Role: talos.RoleWorker, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}}, metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Nil(t, get(d["v1alpha1"], "machine.features.kubernetesTalosAPIAccess"))
+			}},
 		{"Talos 1.11 contract: hostname in v1alpha1", talos.PatchSpec{TalosVersion: "v1.11.5"},
 			func() talos.NodeSpec { n := cp("cp-0", "10.0.0.10"); n.Hostname = "cp-0"; return n }(), metal,
 			func(t *testing.T, d map[string]map[string]any) {
@@ -353,6 +365,10 @@ func TestBrokenPatchesFail(t *testing.T) {
 		"install removed in metal mode":            {extra: []string{"machine:\n  install:\n    $patch: delete\n"}, mode: metal, want: "install instructions are required"},
 		"VIP that is not an IP": {node: func(n talos.NodeSpec) talos.NodeSpec { return n }, extra: []string{
 			"machine:\n  network:\n    interfaces:\n      - deviceSelector: {physical: true}\n        vip: {ip: not-an-ip}\n"}, mode: metal, want: "vip"},
+		"Talos API access on a worker": {node: func(n talos.NodeSpec) talos.NodeSpec {
+			n.Role = talos.RoleWorker
+			return n
+		}, extra: []string{talos.TalosAPIAccessPatch()}, mode: metal, want: "can only be enabled on control plane machines"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

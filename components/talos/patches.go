@@ -93,6 +93,9 @@ type PatchSpec struct {
 	// SchedulableControlPlanes lets workloads run on control planes, which a
 	// cluster without workers needs.
 	SchedulableControlPlanes bool
+	// TalosAPIAccess lets the etcd backup's pods reach the Talos API
+	// (TalosAPIAccessPatch, on control planes).
+	TalosAPIAccess bool
 	// User patches from the stack config, after the generated ones.
 	AllPatches, ControlPlanePatches, WorkerPatches []string
 }
@@ -137,7 +140,13 @@ type (
 		IP string `yaml:"ip"`
 	}
 	featuresPatch struct {
-		KubePrism *kubePrismPatch `yaml:"kubePrism,omitempty"`
+		KubePrism                *kubePrismPatch      `yaml:"kubePrism,omitempty"`
+		KubernetesTalosAPIAccess *talosAPIAccessPatch `yaml:"kubernetesTalosAPIAccess,omitempty"`
+	}
+	talosAPIAccessPatch struct {
+		Enabled                     bool     `yaml:"enabled"`
+		AllowedRoles                []string `yaml:"allowedRoles"`
+		AllowedKubernetesNamespaces []string `yaml:"allowedKubernetesNamespaces"`
 	}
 	kubePrismPatch struct {
 		Enabled bool `yaml:"enabled"`
@@ -250,6 +259,9 @@ func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
 	}
 	if n.Hostname != "" {
 		patches = append(patches, HostnamePatch(n.Hostname, spec.TalosVersion))
+	}
+	if spec.TalosAPIAccess && n.Role == RoleControlPlane {
+		patches = append(patches, TalosAPIAccessPatch())
 	}
 	patches = append(patches, n.PlatformPatches...)
 	patches = append(patches, spec.AllPatches...)

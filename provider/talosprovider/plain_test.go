@@ -144,6 +144,9 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 		componentstest.ProxmoxCluster + ".proxmox.apiTokenSecret",
 		componentstest.ProxmoxCluster + ".proxmox.dnsmasq.ssh.privateKey",
 		componentstest.VpsCluster + ".nodes[].rescue.password",
+		componentstest.TalosCluster + ".cluster.etcdBackup.secretAccessKey",
+		componentstest.ProxmoxCluster + ".cluster.etcdBackup.secretAccessKey",
+		componentstest.VpsCluster + ".cluster.etcdBackup.secretAccessKey",
 	}, inputs, "the inputs that stay inputs")
 }
 

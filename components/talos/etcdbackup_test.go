@@ -1,0 +1,153 @@
+package talos_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+const (
+	tSecret    = "kubernetes:core/v1:Secret"
+	tCronJob   = "kubernetes:batch/v1:CronJob"
+	tTalosAcct = "kubernetes:talos.dev/v1alpha1:ServiceAccount"
+	ageKey     = "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"
+)
+
+// runWithBackup registers a cluster of ns with the etcd backup settings e
+// (none when nil).
+func runWithBackup(t *testing.T, ns []talos.NodeSpec, e *talos.EtcdBackupSettings) *componentstest.Engine {
+	t.Helper()
+	m := &componentstest.Engine{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := talos.NewClusterWithDeps(ctx, "lab", &talos.ClusterArgs{
+			Cluster: talos.ClusterSettings{
+				Name: "lab", TalosVersion: "v1.12.4", VIP: "10.0.0.5", EtcdBackup: e,
+			},
+			InstallerImage: pulumi.String("factory.talos.dev/metal-installer/abc:v1.12.4"),
+			Nodes:          ns,
+		}, talos.Deps{Hooks: &componentstest.Hooks{}})
+		return err
+	}, pulumi.WithMocks("talos-cluster", "test", m))
+	require.NoError(t, err)
+	return m
+}
+
+func envOf(c componentstest.Registered) map[string]string {
+	out := map[string]string{}
+	containers := c.Inputs["spec"].ObjectValue()["jobTemplate"].ObjectValue()["spec"].ObjectValue()["template"].ObjectValue()["spec"].ObjectValue()["containers"].ArrayValue()
+	for _, e := range containers[0].ObjectValue()["env"].ArrayValue() {
+		out[e.ObjectValue()["name"].StringValue()] = e.ObjectValue()["value"].StringValue()
+	}
+	return out
+}
+
+// With cluster.etcdBackup, the cluster gets the schedule: the control
+// planes (not the workers) let kube-system reach the Talos API as
+// os:etcd:backup; the S3 credentials are a Secret whose key stays secret;
+// the Talos service account comes after every control plane's apply (Talos
+// defines its kind once the access is on); the CronJob of talos-backup
+// comes after Cilium, the account and the credentials, with the store, the
+// prefix and the one age key. Without it, none of these exist.
+func TestEtcdBackupSchedule(t *testing.T) {
+	t.Parallel()
+	m := runWithBackup(t, nodes(3, 2), &talos.EtcdBackupSettings{
+		Schedule: "0 */6 * * *", Bucket: "backups", Prefix: "/homelab/prod-snapshots/", Endpoint: "https://minio.lan:9000",
+		Recipient: ageKey, AccessKeyID: "AKIAEXAMPLE", SecretAccessKey: pulumi.String("s3cr3t-key"),
+	})
+	for _, a := range m.ByType(componentstest.Apply) {
+		patches := a.Inputs["configPatches"].String()
+		if strings.Contains(a.Name, "-cp-") {
+			assert.Contains(t, patches, "kubernetesTalosAPIAccess", a.Name)
+			assert.Contains(t, patches, "os:etcd:backup", a.Name)
+		} else {
+			assert.NotContains(t, patches, "kubernetesTalosAPIAccess", a.Name)
+		}
+	}
+	secret := m.One(t, tSecret)
+	data := secret.Inputs["stringData"]
+	assert.True(t, data.ContainsSecrets(), "the secret key stays secret")
+	assert.Equal(t, "kube-system", secret.Inputs["metadata"].ObjectValue()["namespace"].StringValue())
+
+	account := m.One(t, tTalosAcct)
+	assert.Equal(t, "talos-etcd-backup", account.Inputs["metadata"].ObjectValue()["name"].StringValue())
+	assert.Equal(t, []resource.PropertyValue{resource.NewStringProperty("os:etcd:backup")}, account.Inputs["spec"].ObjectValue()["roles"].ArrayValue())
+	for _, a := range m.ByType(componentstest.Apply) {
+		if strings.Contains(a.Name, "-cp-") {
+			assert.True(t, m.After(account, a), "the account after %s", a.Name)
+		}
+	}
+
+	cron := m.One(t, tCronJob)
+	cilium := m.ByType(componentstest.Release)[0]
+	for _, before := range []componentstest.Registered{cilium, account, secret} {
+		assert.True(t, m.After(cron, before), "the CronJob after %s", before.Name)
+	}
+	spec := cron.Inputs["spec"].ObjectValue()
+	assert.Equal(t, "0 */6 * * *", spec["schedule"].StringValue())
+	assert.Equal(t, "Forbid", spec["concurrencyPolicy"].StringValue())
+	env := envOf(cron)
+	assert.Equal(t, map[string]string{
+		"BUCKET": "backups", "S3_PREFIX": "homelab/prod-snapshots", "AWS_REGION": "us-east-1", "CUSTOM_S3_ENDPOINT": "https://minio.lan:9000",
+		"CLUSTER_NAME": "lab", "AGE_X25519_PUBLIC_KEY": ageKey, "ENABLE_COMPRESSION": "false", "DISABLE_ENCRYPTION": "false",
+	}, env)
+	assert.NotContains(t, fmt.Sprint(cron.Inputs), "s3cr3t-key", "the key only in the Secret")
+	container := spec["jobTemplate"].ObjectValue()["spec"].ObjectValue()["template"].ObjectValue()["spec"].ObjectValue()["containers"].ArrayValue()[0].ObjectValue()
+	assert.Equal(t, talos.DefaultEtcdBackupImage, container["image"].StringValue())
+
+	// Without the schedule, nothing of it.
+	m = runWithBackup(t, nodes(1, 1), nil)
+	assert.Empty(t, m.ByType(tSecret))
+	assert.Empty(t, m.ByType(tCronJob))
+	assert.Empty(t, m.ByType(tTalosAcct))
+	for _, a := range m.ByType(componentstest.Apply) {
+		assert.NotContains(t, a.Inputs["configPatches"].String(), "kubernetesTalosAPIAccess")
+	}
+
+	// Without credentials (the node's IAM role): no Secret.
+	m = runWithBackup(t, nodes(1, 0), &talos.EtcdBackupSettings{Schedule: "@daily", Bucket: "backups", Recipient: ageKey})
+	assert.Empty(t, m.ByType(tSecret))
+	assert.Equal(t, "lab", envOf(m.One(t, tCronJob))["S3_PREFIX"], "the prefix defaults to the cluster's name")
+}
+
+// Each setting of the schedule is checked, by its path, before anything is
+// registered.
+func TestEtcdBackupSettingsAreChecked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		edit func(*talos.EtcdBackupSettings)
+		path string
+		want string
+	}{
+		{func(e *talos.EtcdBackupSettings) { e.Schedule = "every day" }, "schedule", "is not a cron schedule"},
+		{func(e *talos.EtcdBackupSettings) { e.Schedule = "0 0 * * * *" }, "schedule", "is not a cron schedule"},
+		{func(e *talos.EtcdBackupSettings) { e.Schedule = "TZ=Europe/Paris 0 3 * * *" }, "schedule", "time zone"},
+		{func(e *talos.EtcdBackupSettings) { e.Schedule = "" }, "schedule", "required"},
+		{func(e *talos.EtcdBackupSettings) { e.Bucket = "My_Bucket" }, "bucket", "is not an S3 bucket name"},
+		{func(e *talos.EtcdBackupSettings) { e.Endpoint = "http://minio.lan:9000" }, "endpoint", "is not an https URL"},
+		{func(e *talos.EtcdBackupSettings) { e.Recipient = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk you@laptop" }, "recipient", "age X25519"},
+		{func(e *talos.EtcdBackupSettings) { e.AccessKeyID = "AKIA" }, "accessKeyId", "go together"},
+		{func(e *talos.EtcdBackupSettings) { e.SecretAccessKey = pulumi.String("x") }, "accessKeyId", "go together"},
+	} {
+		e := talos.EtcdBackupSettings{Schedule: "0 3 * * *", Bucket: "backups", Recipient: ageKey}
+		tc.edit(&e)
+		args := talos.ClusterArgs{
+			Cluster:        talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4", EtcdBackup: &e},
+			InstallerImage: pulumi.String("x"), Nodes: nodes(1, 0),
+		}
+		var p inputs.Problems
+		args.Cluster.Check(&p, "cluster.")
+		err := p.Err(talos.ComponentName, "lab")
+		require.Error(t, err, tc.path)
+		assert.Contains(t, err.Error(), "cluster.etcdBackup."+tc.path)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}

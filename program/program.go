@@ -83,8 +83,10 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	inputName := func(path string) string { return overrides.StackPath(cfg.Nodes.Refs(), path) }
 	if pxArgs != nil {
 		pxArgs.InputName = inputName
+		pxArgs.Cluster.EtcdBackup = EtcdBackupSettings(cfg, ctx.Stack())
 	} else {
 		vpsArgs.InputName = inputName
+		vpsArgs.Cluster.EtcdBackup = EtcdBackupSettings(cfg, ctx.Stack())
 	}
 	if err := overrides.CheckOverrides(cfg, args.talos(cfg)).Err(); err != nil {
 		return nil, err

@@ -1,7 +1,10 @@
 package program
 
 import (
+	"path"
+
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/backuptarget"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -24,7 +27,36 @@ func ClusterSettings(cfg *stacks.Config) talos.ClusterSettings {
 		Cilium:       &talos.ChartSettings{Version: c.Cilium.Version, Values: c.Cilium.Values},
 		CertApprover: &talos.ChartSettings{Version: c.CertApprover.Version, Values: c.CertApprover.Values},
 		Rollout:      &talos.RolloutSettings{WorkerParallelism: c.Rollout.WorkerParallelism},
+		EtcdBackup:   EtcdBackupSettings(cfg, ""),
 	}
+}
+
+// InClusterDir is where, under a stack's backups (<target>/<stack>/), the
+// in-cluster schedule puts its snapshots.
+const InClusterDir = "in-cluster"
+
+// EtcdBackupSettings are backup.schedule's settings of the TalosCluster
+// (nil without a schedule): the target's bucket, endpoint and region, the
+// one recipient, the credentials; the snapshots go beside the stack's
+// backups, under <target prefix>/<stack>/in-cluster ("" stack: not known
+// yet, for the checks).
+func EtcdBackupSettings(cfg *stacks.Config, stack string) *talos.EtcdBackupSettings {
+	b := cfg.Backup
+	if b.Schedule == "" {
+		return nil
+	}
+	t, _ := backuptarget.Parse(b.Target) // Load reports a bad target
+	e := &talos.EtcdBackupSettings{
+		Schedule: b.Schedule, Bucket: t.Bucket, Prefix: path.Join(t.Prefix, stack, InClusterDir),
+		Endpoint: t.Endpoint, Region: t.Region, AccessKeyID: b.S3.AccessKeyID,
+	}
+	if len(b.Recipients) > 0 {
+		e.Recipient = b.Recipients[0]
+	}
+	if b.S3.SecretAccessKey.IsSet() {
+		e.SecretAccessKey = b.S3.SecretAccessKey.Output()
+	}
+	return e
 }
 
 // PatchTexts returns the YAML of config patches.

@@ -74,3 +74,28 @@ func TestValidateNamesTheComponentsProblemsByStackKeyOnce(t *testing.T) {
 	assert.Equal(t, "data disks are for workers only", got["nodes.controlPlanes[0].dataDiskSize"])
 	assert.Contains(t, got["proxmox.bios"], `"uefi" is not seabios or ovmf`)
 }
+
+// backup.schedule's cron syntax is the TalosCluster's rule (every language
+// of the package gets it); the stack file's check names it by its stack
+// key, with the rules the file keeps of the rest of the section.
+func TestValidateNamesTheScheduleByItsStackKey(t *testing.T) {
+	t.Parallel()
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "backup", func(b map[string]any) {
+		b["target"] = "s3://backups/lab?endpoint=https://minio.lan:9000"
+		b["recipients"] = []any{"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}
+		b["schedule"] = "every six hours"
+	})
+	_, d := program.Validate(src)
+	require.Len(t, d.Errors, 1, "%v", d.Err())
+	assert.Equal(t, "backup.schedule", d.Errors[0].Path)
+	assert.Contains(t, d.Errors[0].Message, "is not a cron schedule")
+
+	src = stackstest.EditSection(t, src, "backup", func(b map[string]any) { b["schedule"] = "30 2 * * *" })
+	cfg, d := program.Validate(src)
+	require.NoError(t, d.Err())
+	e := program.EtcdBackupSettings(cfg, "homelab-prod")
+	require.NotNil(t, e)
+	assert.Equal(t, "backups", e.Bucket)
+	assert.Equal(t, "lab/homelab-prod/in-cluster", e.Prefix, "beside the stack's backups")
+	assert.Equal(t, "https://minio.lan:9000", e.Endpoint)
+}

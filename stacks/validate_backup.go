@@ -2,6 +2,7 @@ package stacks
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/internal/agekeys"
@@ -25,6 +26,9 @@ func validateBackup(d *Diagnostics, cfg *Config) {
 		return // no backups
 	}
 	scheme := validateBackupTarget(d, b.Target)
+	if b.Schedule != "" {
+		validateBackupSchedule(d, b, scheme)
+	}
 	if len(b.Recipients) == 0 {
 		d.errorf("backup.recipients", "at least one recipient is required: a backup is never written unencrypted; add your age public key ('age-keygen -y key.txt') or an SSH ed25519 public key line")
 	}
@@ -73,4 +77,26 @@ func validateBackupTarget(d *Diagnostics, target string) string {
 		return ""
 	}
 	return t.Scheme
+}
+
+// validateBackupSchedule checks what the in-cluster schedule needs of the
+// rest of the section (its cron syntax is the TalosCluster's rule): the
+// cluster writes to S3 itself, over https, and talos-backup encrypts to one
+// age X25519 key, which must be every recipient there is, as every backup
+// is encrypted to all of them.
+func validateBackupSchedule(d *Diagnostics, b *BackupConfig, scheme string) {
+	const key = "backup.schedule"
+	switch scheme {
+	case "":
+		// The target's own problem is reported.
+	case "s3":
+		if t, err := backuptarget.Parse(b.Target); err == nil && strings.HasPrefix(t.Endpoint, "http://") {
+			d.errorf(key, "needs an https endpoint in backup.target: the cluster's CronJob sends the snapshots to it over the network, not from this machine")
+		}
+	default:
+		d.errorf(key, "needs an s3:// backup.target: the cluster's CronJob cannot write to a %s:// target on this machine", scheme)
+	}
+	if len(b.Recipients) > 1 || len(b.Recipients) == 1 && !agekeys.IsX25519(b.Recipients[0]) {
+		d.errorf(key, "needs exactly one recipient in backup.recipients, an age1... key: the in-cluster snapshots are encrypted by Sidero's talos-backup, which takes one age X25519 key (no SSH key, no second recipient); leave backup.schedule out to keep these recipients")
+	}
 }

@@ -33,6 +33,17 @@ func backupInvalidCases() []invalidCase {
 		{"backup credentials with a file target", withBackup(func(b obj) { b["target"] = "file:///var/backups/talos" }), "backup.s3", "only used with an s3:// target"},
 		{"backup credentials without the key id", withBackup(func(b obj) { delete(at(b, "s3"), "accessKeyId") }), "backup.s3.accessKeyId", "is required"},
 		{"backup keeps none", withBackup(func(b obj) { b["keep"] = obj{"last": 0} }), "backup.keep.last", "leave the key out for the default (7)"},
+		{"backup schedule to a file target", withBackup(func(b obj) { b["schedule"], b["target"], b["s3"] = "@daily", "file:///var/backups/talos", nil }),
+			"backup.schedule", "needs an s3:// backup.target: the cluster's CronJob cannot write to a file:// target"},
+		{"backup schedule over plain http on this machine", withBackup(func(b obj) {
+			b["schedule"], b["target"] = "@daily", "s3://backups/lab?endpoint=http://127.0.0.1:9000"
+		}), "backup.schedule", "needs an https endpoint"},
+		{"backup schedule with two recipients", withBackup(func(b obj) {
+			b["schedule"], b["recipients"] = "@daily", []any{exampleRecipient, "age1lggyhqrw2nlhcxprm67z43rta597azn8gknawjehu9d9dl0jq3yqqvfafg"}
+		}), "backup.schedule", "needs exactly one recipient"},
+		{"backup schedule with an SSH recipient", withBackup(func(b obj) {
+			b["schedule"], b["recipients"] = "@daily", []any{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl op@laptop"}
+		}), "backup.schedule", "an age1... key"},
 		{"backup keeps negative days", withBackup(func(b obj) { b["keep"] = obj{"daily": -1} }), "backup.keep.daily", "-1 is out of range 0-3660"},
 	}
 }
@@ -54,6 +65,10 @@ func TestBackupSection(t *testing.T) {
 
 	_, d = stacks.Load(withBackup(func(b obj) { b["keep"] = obj{"daily": 0, "weekly": 0} })())
 	require.NoError(t, d.Err(), "0 days and weeks: only the newest ones")
+
+	cfg, d = stacks.Load(withBackup(func(b obj) { b["schedule"] = "0 */6 * * *" })())
+	require.NoError(t, d.Err(), "a schedule with an s3 target over https and one age key")
+	assert.Equal(t, "0 */6 * * *", cfg.Backup.Schedule)
 }
 
 // A private key pasted as a recipient is refused without being echoed.

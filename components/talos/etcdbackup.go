@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 
-	"filippo.io/age"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	batchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
@@ -16,6 +15,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/internal/agekeys"
 )
 
 // The in-cluster etcd snapshots run Sidero's talos-backup (v0.1.0-beta.2,
@@ -101,7 +101,7 @@ func (e *EtcdBackupSettings) check(p *inputs.Problems, prefix string) {
 		}
 	}
 	if p.Required(at("recipient"), e.Recipient) {
-		if _, err := age.ParseX25519Recipient(e.Recipient); err != nil {
+		if !agekeys.IsX25519(e.Recipient) {
 			p.Add(at("recipient"), "is not an age X25519 public key (age1...): talos-backup encrypts to one such key")
 		}
 	}

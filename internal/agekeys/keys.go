@@ -188,3 +188,10 @@ func parseSSHIdentity(pemBytes []byte) ([]age.Identity, error) {
 	}
 	return []age.Identity{id}, nil
 }
+
+// IsX25519 reports whether key is an age X25519 public key (age1...): the
+// one kind of recipient Sidero's talos-backup encrypts to.
+func IsX25519(key string) bool {
+	_, err := age.ParseX25519Recipient(strings.TrimSpace(key))
+	return err == nil
+}

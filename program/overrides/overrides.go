@@ -72,4 +72,10 @@ var renamed = []struct{ input, key string }{
 	{"vps.prefixLength", "cluster.network.prefixLength"},
 	{"cluster.nameservers", "cluster.network.nameservers"},
 	{"schematic", "cluster.schematic"},
+	{"cluster.etcdBackup.schedule", "backup.schedule"},
+	{"cluster.etcdBackup.recipient", "backup.recipients[0]"},
+	{"cluster.etcdBackup.accessKeyId", "backup.s3"},
+	{"cluster.etcdBackup.bucket", "backup.target"},
+	{"cluster.etcdBackup.prefix", "backup.target"},
+	{"cluster.etcdBackup.endpoint", "backup.target"},
 }

@@ -1,0 +1,69 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/program"
+	"github.com/fluodata/talos-pulumi/program/programtest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// The Proxmox example with backup.schedule, as `up` registers it: the
+// talos-backup CronJob puts the snapshots under <target prefix>/<stack>/
+// in-cluster with the one age key; backup.s3's secret key, set with
+// `pulumi config set --secret`, is secret in the Secret that carries it and
+// appears in clear in no registered input.
+func TestTheBackupScheduleOfAStack(t *testing.T) {
+	t.Parallel()
+	const key = "s3-Sch3dule-s3cr3t"
+	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), stackstest.ProxmoxExample))
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "Pulumi.homelab.yaml.example")
+	require.NoError(t, os.WriteFile(file, append(raw, []byte(`
+  talos-cluster:backup:
+    target: s3://backups/talos?endpoint=https://minio.lan:9000
+    recipients: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]
+    schedule: "0 */6 * * *"
+    s3:
+      accessKeyId: AKIAEXAMPLE
+`)...), 0o600))
+	secrets := map[string]string{"backup.s3.secretAccessKey": key}
+	for k, v := range stackstest.ExampleSecrets[stackstest.ProxmoxExample] {
+		secrets[k] = v
+	}
+	src := stackstest.StackSource(t, file, secrets)
+	e, _, _, err := programtest.Run(t, src, "homelab", program.Options{})
+	require.NoError(t, err)
+
+	cron := e.One(t, "kubernetes:batch/v1:CronJob")
+	assert.Equal(t, "0 */6 * * *", cron.Inputs["spec"].ObjectValue()["schedule"].StringValue())
+	env := fmt.Sprint(cron.Inputs["spec"])
+	for _, want := range []string{"talos/homelab/in-cluster", "https://minio.lan:9000", "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"} {
+		assert.Contains(t, env, want)
+	}
+	secret := e.One(t, "kubernetes:core/v1:Secret")
+	assert.True(t, secret.Inputs["stringData"].ContainsSecrets())
+	e.One(t, "kubernetes:talos.dev/v1alpha1:ServiceAccount")
+	for _, r := range e.All() {
+		for name, v := range r.Inputs {
+			if !v.ContainsSecrets() {
+				assert.False(t, strings.Contains(fmt.Sprint(v), key), "%s input %s holds the S3 secret key in clear", r.Name, name)
+			}
+		}
+	}
+	var cps int
+	for _, a := range e.ByType(componentstest.Apply) {
+		if strings.Contains(fmt.Sprint(a.Inputs["configPatches"]), "kubernetesTalosAPIAccess") {
+			cps++
+		}
+	}
+	assert.Equal(t, 1, cps, "the example's one control plane lets the CronJob reach the Talos API")
+}

@@ -128,9 +128,9 @@ func (e EtcdBackupSettings) withDefaults(cluster string) EtcdBackupSettings {
 	return e
 }
 
-// TalosAPIAccessPatch lets pods of EtcdBackupNamespace reach the Talos API
+// APIAccessPatch lets pods of EtcdBackupNamespace reach the Talos API
 // with the etcd backup role: a control-plane-only feature.
-func TalosAPIAccessPatch() string {
+func APIAccessPatch() string {
 	return render(patchDoc{Machine: &machinePatch{Features: &featuresPatch{
 		KubernetesTalosAPIAccess: &talosAPIAccessPatch{
 			Enabled: true, AllowedRoles: []string{EtcdBackupRole}, AllowedKubernetesNamespaces: []string{EtcdBackupNamespace},

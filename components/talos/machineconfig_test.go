@@ -368,7 +368,7 @@ func TestBrokenPatchesFail(t *testing.T) {
 		"Talos API access on a worker": {node: func(n talos.NodeSpec) talos.NodeSpec {
 			n.Role = talos.RoleWorker
 			return n
-		}, extra: []string{talos.TalosAPIAccessPatch()}, mode: metal, want: "can only be enabled on control plane machines"},
+		}, extra: []string{talos.APIAccessPatch()}, mode: metal, want: "can only be enabled on control plane machines"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

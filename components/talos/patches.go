@@ -94,7 +94,7 @@ type PatchSpec struct {
 	// cluster without workers needs.
 	SchedulableControlPlanes bool
 	// TalosAPIAccess lets the etcd backup's pods reach the Talos API
-	// (TalosAPIAccessPatch, on control planes).
+	// (APIAccessPatch, on control planes).
 	TalosAPIAccess bool
 	// User patches from the stack config, after the generated ones.
 	AllPatches, ControlPlanePatches, WorkerPatches []string
@@ -261,7 +261,7 @@ func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
 		patches = append(patches, HostnamePatch(n.Hostname, spec.TalosVersion))
 	}
 	if spec.TalosAPIAccess && n.Role == RoleControlPlane {
-		patches = append(patches, TalosAPIAccessPatch())
+		patches = append(patches, APIAccessPatch())
 	}
 	patches = append(patches, n.PlatformPatches...)
 	patches = append(patches, spec.AllPatches...)

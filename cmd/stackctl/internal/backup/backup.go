@@ -298,28 +298,62 @@ func meta(m Manifest) map[string]string {
 	}
 }
 
-// List returns the stack's backups, newest first.
+// InClusterDir is where, under a stack's backups, the in-cluster schedule
+// (backup.schedule, Sidero's talos-backup) puts its snapshots: age-encrypted
+// etcd snapshots alone, "<cluster>-<RFC 3339 time>.snap.age".
+const InClusterDir = "in-cluster"
+
+// List returns the stack's backups (`make backup`'s archives), newest
+// first.
 func List(ctx context.Context, store Store, stack string) ([]backupstore.Object, error) {
+	return listOf(ctx, store, stack+"/", func(rest string) bool { return !strings.Contains(rest, "/") })
+}
+
+// ListInCluster returns the stack's in-cluster snapshots, newest first.
+func ListInCluster(ctx context.Context, store Store, stack string) ([]backupstore.Object, error) {
+	return listOf(ctx, store, InClusterPrefix(stack), func(rest string) bool {
+		return !strings.Contains(rest, "/") && strings.HasSuffix(rest, ".snap"+backupstore.Suffix)
+	})
+}
+
+// InClusterPrefix is where a stack's in-cluster snapshots are.
+func InClusterPrefix(stack string) string { return stack + "/" + InClusterDir + "/" }
+
+// IsInCluster reports whether name is one of the stack's in-cluster
+// snapshots.
+func IsInCluster(stack, name string) bool { return strings.HasPrefix(name, InClusterPrefix(stack)) }
+
+func listOf(ctx context.Context, store Store, prefix string, keep func(rest string) bool) ([]backupstore.Object, error) {
 	all, err := store.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unable to list the backups: %w", err)
 	}
 	var out []backupstore.Object
 	for _, o := range all {
-		if strings.HasPrefix(o.Name, stack+"/") {
+		if rest, ok := strings.CutPrefix(o.Name, prefix); ok && keep(rest) {
 			out = append(out, o)
 		}
 	}
 	return out, nil
 }
 
-// retain deletes the stack's backups the policy does not keep.
+// retain deletes the stack's backups, and apart from them its in-cluster
+// snapshots, that the policy does not keep: each kind keeps its own newest
+// ones, so that frequent snapshots never push a whole backup out.
 func retain(ctx context.Context, store Store, stack string, p backupstore.Policy, logw io.Writer) ([]string, error) {
-	objs, err := List(ctx, store, stack)
+	backups, err := List(ctx, store, stack)
 	if err != nil {
 		return nil, err
 	}
-	_, drop := backupstore.Retain(objs, p)
+	snapshots, err := ListInCluster(ctx, store, stack)
+	if err != nil {
+		return nil, err
+	}
+	_, drop := backupstore.Retain(backups, p)
+	if len(snapshots) > 0 {
+		_, dropSnapshots := backupstore.Retain(snapshots, p)
+		drop = append(drop, dropSnapshots...)
+	}
 	var deleted []string
 	for _, o := range drop {
 		if err := store.Delete(ctx, o.Name); err != nil {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"filippo.io/age"
 
@@ -154,4 +155,43 @@ func writeSnapshot(tr io.Reader, dir string, want SnapshotInfo) (string, error) 
 		return "", err
 	}
 	return path, nil
+}
+
+// ExtractInCluster reads the in-cluster snapshot name (age-encrypted, as
+// talos-backup writes it) with ids into dir and checks it as etcd's
+// restore will, together with the stack's backup full (Extract), whose
+// state and stack file a restore needs and a snapshot taken in the cluster
+// cannot carry: the cluster's secrets are the same for its whole life. The
+// manifest is the backup's, with the snapshot's size, sha256 and time.
+func ExtractInCluster(ctx context.Context, store Store, full, name string, created time.Time, ids []age.Identity, dir string) (Extracted, error) {
+	x, err := Extract(ctx, store, full, ids, dir)
+	if err != nil {
+		return Extracted{}, err
+	}
+	path := filepath.Join(dir, "in-cluster.snapshot")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600) //nolint:gosec // the caller's private directory
+	if err != nil {
+		return Extracted{}, fmt.Errorf("unable to create the snapshot file: %w", err)
+	}
+	h := sha256.New()
+	err = store.Get(ctx, name, ids, io.MultiWriter(f, h))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Extracted{}, fmt.Errorf("unable to read snapshot %s: %w", name, err)
+	}
+	in, err := os.Open(path) //nolint:gosec // our own file
+	if err != nil {
+		return Extracted{}, fmt.Errorf("unable to read the snapshot file: %w", err)
+	}
+	defer func() { _ = in.Close() }()
+	size, err := talosapi.VerifySnapshot(in)
+	if err != nil {
+		return Extracted{}, fmt.Errorf("unable to read snapshot %s: %w", name, err)
+	}
+	x.SnapshotPath = path
+	x.Manifest.Snapshot = SnapshotInfo{Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}
+	x.Manifest.Created, x.Manifest.SourceNode = created.UTC(), InClusterDir
+	return x, nil
 }

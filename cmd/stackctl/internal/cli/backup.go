@@ -59,7 +59,11 @@ func runBackup(ctx context.Context, req driver.BackupRequest, env backupEnv) err
 		if err != nil {
 			return err
 		}
-		printBackups(env.Stdout, objs)
+		snapshots, err := backup.ListInCluster(ctx, store, req.Name)
+		if err != nil {
+			return err
+		}
+		printBackups(env.Stdout, objs, snapshots)
 		return nil
 	}
 
@@ -154,9 +158,11 @@ func certificates(values map[string]any) map[string]time.Time {
 	return out
 }
 
-// printBackups lists backups, newest first, with what their metadata says.
-func printBackups(w io.Writer, objs []backupstore.Object) {
-	if len(objs) == 0 {
+// printBackups lists backups, newest first, with what their metadata says,
+// then the in-cluster snapshots (etcd alone; their metadata is
+// talos-backup's, which records no versions).
+func printBackups(w io.Writer, objs, snapshots []backupstore.Object) {
+	if len(objs)+len(snapshots) == 0 {
 		_, _ = fmt.Fprintln(w, "no backups")
 		return
 	}
@@ -165,6 +171,9 @@ func printBackups(w io.Writer, objs []backupstore.Object) {
 	for _, o := range objs {
 		_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", o.Name, o.Created.UTC().Format(time.RFC3339), o.Size,
 			o.Meta["talos-version"], o.Meta["kubernetes-version"], o.Meta["source-node"])
+	}
+	for _, o := range snapshots {
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t-\t-\t%s (etcd only)\n", o.Name, o.Created.UTC().Format(time.RFC3339), o.Size, backup.InClusterDir)
 	}
 	_ = tw.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,24 +59,12 @@ func runRestore(ctx context.Context, req driver.RestoreRequest, env backupEnv) e
 		return err
 	}
 	defer func() { _ = store.Close() }()
-	name := req.BackupName
-	if name == "" || name == "latest" {
-		objs, err := backup.List(ctx, store, req.Name)
-		if err != nil {
-			return err
-		}
-		if len(objs) == 0 {
-			return fmt.Errorf("no backups of stack %s at %s", req.Name, cfg.Backup.Target)
-		}
-		name = objs[0].Name
-	}
 	dir, err := os.MkdirTemp("", "stackctl-restore-*") // 0700
 	if err != nil {
 		return fmt.Errorf("unable to make a private directory for the backup: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	_, _ = fmt.Fprintf(env.Stderr, "reading backup %s\n", name)
-	x, err := backup.Extract(ctx, store, name, ids, dir)
+	x, name, err := readRestoreBackup(ctx, store, req.Name, req.BackupName, ids, dir, env.Stderr)
 	if err != nil {
 		return err
 	}
@@ -165,4 +154,44 @@ func restoreOf(stdout, stderr io.Writer, getenv func(string) string) func(contex
 			NewTalos: talosapi.NewFromTalosconfig,
 		})
 	}
+}
+
+// readRestoreBackup reads what a restore starts from: the backup named, or
+// by "latest" (or "") the newest of the stack's backups and in-cluster
+// snapshots. An in-cluster snapshot is read with the newest backup's state
+// and stack file (backup.ExtractInCluster).
+func readRestoreBackup(ctx context.Context, store *backupstore.Store, stack, name string, ids []age.Identity, dir string, logw io.Writer) (backup.Extracted, string, error) {
+	backups, err := backup.List(ctx, store, stack)
+	if err != nil {
+		return backup.Extracted{}, "", err
+	}
+	snapshots, err := backup.ListInCluster(ctx, store, stack)
+	if err != nil {
+		return backup.Extracted{}, "", err
+	}
+	if len(backups) == 0 {
+		return backup.Extracted{}, "", fmt.Errorf("no backups of stack %s at the target (make backup writes one; an in-cluster snapshot alone lacks the state and secrets a restore needs)", stack)
+	}
+	var snapshot *backupstore.Object
+	switch {
+	case name == "" || name == "latest":
+		name = backups[0].Name
+		if len(snapshots) > 0 && snapshots[0].Created.After(backups[0].Created) {
+			snapshot = &snapshots[0]
+		}
+	case backup.IsInCluster(stack, name):
+		i := slices.IndexFunc(snapshots, func(o backupstore.Object) bool { return o.Name == name })
+		if i < 0 {
+			return backup.Extracted{}, "", fmt.Errorf("no in-cluster snapshot %s at the target (make backups lists them)", name)
+		}
+		snapshot = &snapshots[i]
+	}
+	if snapshot == nil {
+		_, _ = fmt.Fprintf(logw, "reading backup %s\n", name)
+		x, err := backup.Extract(ctx, store, name, ids, dir)
+		return x, name, err
+	}
+	_, _ = fmt.Fprintf(logw, "reading in-cluster snapshot %s, with the state and stack file of backup %s\n", snapshot.Name, backups[0].Name)
+	x, err := backup.ExtractInCluster(ctx, store, backups[0].Name, snapshot.Name, snapshot.Created, ids, dir)
+	return x, snapshot.Name, err
 }

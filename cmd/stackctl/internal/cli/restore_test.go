@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
+	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
@@ -96,4 +98,164 @@ func TestStackctlRestoreRefusesBeforeAnythingRuns(t *testing.T) {
 	require.Error(t, runRestore(ctx, req, env), "a backup that is not there")
 	assert.Zero(t, stack.imports, "the state was not touched")
 	assert.Zero(t, ups, "nothing ran")
+}
+
+// seedableStack is a stack for a whole restore without the CLI: its state
+// export (the backup's, a minimal one of the program's shape, until an
+// import), its talosconfig output once the machines' up ran.
+type seedableStack struct {
+	state       json.RawMessage
+	talosconfig string
+	imports     int
+}
+
+func (s *seedableStack) Export(context.Context) (apitype.UntypedDeployment, error) {
+	var d apitype.UntypedDeployment
+	err := json.Unmarshal(s.state, &d)
+	return d, err
+}
+
+func (s *seedableStack) Import(_ context.Context, d apitype.UntypedDeployment) error {
+	s.imports++
+	var err error
+	s.state, err = json.Marshal(d)
+	return err
+}
+
+func (s *seedableStack) Outputs(context.Context) (auto.OutputMap, error) {
+	if s.talosconfig == "" {
+		return auto.OutputMap{}, nil
+	}
+	return auto.OutputMap{"talosconfig": {Value: s.talosconfig, Secret: true}}, nil
+}
+
+// programState is a state export of stack homelab as the program leaves it
+// (components, the Talos provider, the secrets and the bootstrap).
+func programState() json.RawMessage {
+	const p = "urn:pulumi:homelab::talos-cluster::"
+	const chain = "talos-cluster:index:ProxmoxCluster$talos-cluster:index:TalosCluster$"
+	provider := p + "pulumi:providers:talos::default_0_7_1"
+	rs := []map[string]any{
+		{"urn": p + "pulumi:pulumi:Stack::talos-cluster-homelab", "type": "pulumi:pulumi:Stack", "custom": false},
+		{"urn": provider, "type": "pulumi:providers:talos", "custom": true, "id": "p1"},
+		{"urn": p + "talos-cluster:index:ProxmoxCluster::homelab", "type": "talos-cluster:index:ProxmoxCluster", "custom": false},
+		{"urn": p + "talos-cluster:index:ProxmoxCluster$talos-cluster:index:TalosCluster::homelab", "type": "talos-cluster:index:TalosCluster", "custom": false},
+		{"urn": p + chain + "talos:machine/secrets:Secrets::homelab-secrets", "type": "talos:machine/secrets:Secrets", "custom": true, "provider": provider + "::p1"},
+		{"urn": p + chain + "talos:machine/bootstrap:Bootstrap::homelab-bootstrap", "type": "talos:machine/bootstrap:Bootstrap", "custom": true, "provider": provider + "::p1",
+			"dependencies": []string{p + chain + "talos:machine/secrets:Secrets::homelab-secrets"}},
+	}
+	raw, _ := json.Marshal(map[string]any{"version": 3, "deployment": map[string]any{"resources": rs}})
+	return raw
+}
+
+// An in-cluster snapshot (age-encrypted, as talos-backup writes it under
+// <stack>/in-cluster/) newer than the stack's last backup is what `make
+// restore` takes by default: its etcd, with the backup's state. `make
+// backups` lists it apart; `make backup`'s retention keeps each kind's
+// newest ones.
+func TestStackctlRestoreFromAnInClusterSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	spec := []talosapitest.NodeSpec{{IP: "10.10.0.10", Hostname: "cp-0", Role: talosapitest.ControlPlane}}
+	live := talosapitest.Start(t, spec...)
+	live.SetEtcdKeys(map[string]string{"/registry/configmaps/default/at": "backup-time"})
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "backups")
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "backup", func(b map[string]any) {
+		b["target"], b["recipients"], b["keep"] = "file://"+dir, []any{id.Recipient().String()}, map[string]any{"last": 1, "daily": 0, "weekly": 0}
+	})
+	src = stackstest.EditSection(t, src, "proxmox", func(px map[string]any) { px["access"] = "direct" })
+	work := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(work, "Pulumi.homelab.yaml"), []byte("config: {}\n"), 0o600))
+
+	current := live
+	var stdout, stderr bytes.Buffer
+	env := backupEnv{
+		Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }, Now: time.Now,
+		NewTalos: func(_ string, opts ...talosapi.Option) (*talosapi.Client, error) {
+			return talosapi.NewFromTalosconfig(current.Talosconfig(), append(opts, talosapi.WithAddress(current.Address))...)
+		},
+	}
+	stack := &seedableStack{state: json.RawMessage(`{"version":3,"deployment":{"resources":[]}}`)} // destroyed
+	fake := fakeStack{
+		outputs: auto.OutputMap{
+			"talosconfig": {Value: live.Talosconfig(), Secret: true},
+			"nodes":       {Value: map[string]any{"cp-0": map[string]any{"role": "controlplane", "ip": "10.10.0.10"}}},
+			"clusterName": {Value: "homelab"}, "talosVersion": {Value: "v1.13.9"}, "kubernetesVersion": {Value: "1.36.3"},
+		},
+		state: programState(),
+	}
+	var d map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(fake.state, &d))
+	fake.state = d["deployment"]
+	breq := driver.BackupRequest{Op: driver.OpBackup, Stack: fake, Source: src, WorkDir: work, Name: "homelab"}
+	require.NoError(t, runBackup(ctx, breq, env), stderr.String())
+
+	// talos-backup's object, an hour later, with newer etcd contents.
+	live.SetEtcdKeys(map[string]string{"/registry/configmaps/default/at": "snapshot-time"})
+	cl, err := talosapi.NewFromTalosconfig(live.Talosconfig(), talosapi.WithAddress(live.Address))
+	require.NoError(t, err)
+	defer func() { _ = cl.Close() }()
+	var snap bytes.Buffer
+	_, err = cl.EtcdSnapshot(ctx, "10.10.0.10", &snap)
+	require.NoError(t, err)
+	writeInCluster := func(name string, at time.Time) {
+		path := filepath.Join(dir, "homelab", "in-cluster", name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+		var enc bytes.Buffer
+		w, err := age.Encrypt(&enc, id.Recipient())
+		require.NoError(t, err)
+		_, err = w.Write(snap.Bytes())
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		require.NoError(t, os.WriteFile(path, enc.Bytes(), 0o600))
+		require.NoError(t, os.Chtimes(path, at, at))
+	}
+	later := time.Now().Add(time.Hour)
+	writeInCluster("homelab-old.snap.age", later.Add(-30*time.Minute))
+	writeInCluster("homelab-new.snap.age", later)
+
+	stdout.Reset()
+	breq.Op = driver.OpBackups
+	require.NoError(t, runBackup(ctx, breq, env))
+	assert.Contains(t, stdout.String(), "homelab/in-cluster/homelab-new.snap.age")
+	assert.Contains(t, stdout.String(), "in-cluster (etcd only)")
+
+	// Another backup: keep.last 1 leaves one backup and one snapshot.
+	breq.Op = driver.OpBackup
+	require.NoError(t, runBackup(ctx, breq, env), stderr.String())
+	store, err := backupstore.Open(ctx, "file://"+dir, backupstore.Options{})
+	require.NoError(t, err)
+	defer func() { _ = store.Close() }()
+	backups, err := backup.List(ctx, store, "homelab")
+	require.NoError(t, err)
+	snapshots, err := backup.ListInCluster(ctx, store, "homelab")
+	require.NoError(t, err)
+	require.Len(t, backups, 1)
+	require.Len(t, snapshots, 1)
+	require.Equal(t, "homelab/in-cluster/homelab-new.snap.age", snapshots[0].Name)
+
+	// The cluster is gone; fresh machines come up.
+	current = talosapitest.StartFresh(t, spec...)
+	stack.talosconfig = current.Talosconfig()
+	ups := 0
+	req := driver.RestoreRequest{
+		Stack: stack, Source: src, WorkDir: work, Name: "homelab", Identity: writeKey(t, id),
+		Up: func(context.Context, []string, map[string]string) error { ups++; return nil },
+	}
+	stderr.Reset()
+	require.NoError(t, runRestore(ctx, req, env), stderr.String())
+	assert.Contains(t, stderr.String(), "reading in-cluster snapshot homelab/in-cluster/homelab-new.snap.age, with the state and stack file of backup homelab/")
+	assert.Equal(t, map[string]string{"/registry/configmaps/default/at": "snapshot-time"}, current.EtcdKeys(), "the snapshot's etcd, not the backup's")
+	assert.Equal(t, 1, stack.imports)
+	assert.Equal(t, 2, ups)
+}
+
+func writeKey(t *testing.T, id *age.X25519Identity) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "key.txt")
+	require.NoError(t, os.WriteFile(path, []byte(id.String()+"\n"), 0o600))
+	return path
 }

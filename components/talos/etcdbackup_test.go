@@ -28,12 +28,17 @@ func runWithBackup(t *testing.T, ns []talos.NodeSpec, e *talos.EtcdBackupSetting
 	t.Helper()
 	m := &componentstest.Engine{}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		var vm pulumi.ResourceState
+		if err := ctx.RegisterComponentResource("test:index:Vm", "vm-cp-0", &vm); err != nil {
+			return err
+		}
 		_, err := talos.NewClusterWithDeps(ctx, "lab", &talos.ClusterArgs{
 			Cluster: talos.ClusterSettings{
 				Name: "lab", TalosVersion: "v1.12.4", VIP: "10.0.0.5", EtcdBackup: e,
 			},
 			InstallerImage: pulumi.String("factory.talos.dev/metal-installer/abc:v1.12.4"),
 			Nodes:          ns,
+			DeletedWith:    &vm,
 		}, talos.Deps{Hooks: &componentstest.Hooks{}})
 		return err
 	}, pulumi.WithMocks("talos-cluster", "test", m))
@@ -100,6 +105,9 @@ func TestEtcdBackupSchedule(t *testing.T) {
 		"CLUSTER_NAME": "lab", "AGE_X25519_PUBLIC_KEY": ageKey, "ENABLE_COMPRESSION": "false", "DISABLE_ENCRYPTION": "false",
 	}, env)
 	assert.NotContains(t, fmt.Sprint(cron.Inputs), "s3cr3t-key", "the key only in the Secret")
+	for _, r := range []componentstest.Registered{secret, account, cron} {
+		assert.True(t, strings.HasSuffix(r.DeletedWith, "::vm-cp-0"), "%s goes with the machines: a whole-stack destroy calls no API for it", r.Name)
+	}
 	container := spec["jobTemplate"].ObjectValue()["spec"].ObjectValue()["template"].ObjectValue()["spec"].ObjectValue()["containers"].ArrayValue()[0].ObjectValue()
 	assert.Equal(t, talos.DefaultEtcdBackupImage, container["image"].StringValue())
 

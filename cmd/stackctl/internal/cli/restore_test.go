@@ -15,12 +15,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
@@ -258,4 +261,68 @@ func writeKey(t *testing.T, id *age.X25519Identity) string {
 	path := filepath.Join(t.TempDir(), "key.txt")
 	require.NoError(t, os.WriteFile(path, []byte(id.String()+"\n"), 0o600))
 	return path
+}
+
+// With proxmox.access ssh-proxy, backup and restore reach the control
+// planes through the Proxmox host's SSH connection (the test host routes
+// 10.10.0.10:50000 to the Talos fake; nothing else reaches it), as `up`
+// does: the snapshot is taken, then recovered into fresh machines behind a
+// new host.
+func TestBackupAndRestoreThroughTheSSHProxy(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	spec := []talosapitest.NodeSpec{{IP: "10.10.0.10", Hostname: "cp-0", Role: talosapitest.ControlPlane}}
+	live := talosapitest.Start(t, spec...)
+	live.SetEtcdKeys(map[string]string{"/registry/secrets/default/app": "via-ssh"})
+	_, pub, pemKey := sshtest.Key(t)
+	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
+	require.NoError(t, os.WriteFile(keyFile, pemKey, 0o600))
+	host := sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.10:50000": live.Address("10.10.0.10")}})
+
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "backup", func(b map[string]any) {
+		b["target"], b["recipients"] = "file://"+filepath.Join(t.TempDir(), "backups"), []any{id.Recipient().String()}
+	})
+	work := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(work, "Pulumi.homelab.yaml"), []byte("config: {}\n"), 0o600))
+	var stdout, stderr bytes.Buffer
+	env := backupEnv{
+		Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }, Now: time.Now,
+		StartAccess: func(ctx context.Context, cfg *stacks.Config, o access.Options) (*access.Session, error) {
+			require.Equal(t, stacks.AccessSSHProxy, cfg.Proxmox.Access)
+			cfg.Proxmox.SSH = stacks.SSHConfig{Host: host.Host, Port: host.Port, User: "root", PrivateKeyFile: keyFile}
+			return access.Start(ctx, cfg, o)
+		},
+		// No address map: the client dials 10.10.0.10:50000, which only
+		// the session's dialer reaches.
+		NewTalos: talosapi.NewFromTalosconfig,
+	}
+	fake := fakeStack{
+		outputs: auto.OutputMap{
+			"talosconfig": {Value: live.Talosconfig(), Secret: true},
+			"nodes":       {Value: map[string]any{"cp-0": map[string]any{"role": "controlplane", "ip": "10.10.0.10"}}},
+			"clusterName": {Value: "homelab"}, "talosVersion": {Value: "v1.13.9"}, "kubernetesVersion": {Value: "1.36.3"},
+		},
+	}
+	var d map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(programState(), &d))
+	fake.state = d["deployment"]
+	require.NoError(t, runBackup(ctx, driver.BackupRequest{Op: driver.OpBackup, Stack: fake, Source: src, WorkDir: work, Name: "homelab"}, env), stderr.String())
+	require.Positive(t, host.Forwarded(), "the snapshot came through the SSH connection")
+
+	fresh := talosapitest.StartFresh(t, spec...)
+	host = sshtest.New(t, sshtest.Options{AuthorizedKey: pub, Routes: map[string]string{"10.10.0.10:50000": fresh.Address("10.10.0.10")}})
+	stack := &seedableStack{state: json.RawMessage(`{"version":3,"deployment":{"resources":[]}}`), talosconfig: fresh.Talosconfig()}
+	var vars []map[string]string
+	req := driver.RestoreRequest{
+		Stack: stack, Source: src, WorkDir: work, Name: "homelab", Identity: writeKey(t, id),
+		Up: func(_ context.Context, _ []string, v map[string]string) error { vars = append(vars, v); return nil },
+	}
+	require.NoError(t, runRestore(ctx, req, env), stderr.String())
+	assert.Equal(t, map[string]string{"/registry/secrets/default/app": "via-ssh"}, fresh.EtcdKeys())
+	assert.Positive(t, host.Forwarded(), "the recovery went through the SSH connection")
+	require.Len(t, vars, 2)
+	assert.NotEmpty(t, vars[0]["HTTPS_PROXY"], "each up gets the session's proxy")
 }

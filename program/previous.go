@@ -3,6 +3,7 @@ package program
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -186,6 +187,12 @@ func previousFrom(outputs map[string]any) *talos.Previous {
 				prev.Machines = map[string]string{}
 			}
 			prev.Machines[name] = machine
+		}
+		if size, err := strconv.Atoi(fmt.Sprint(m[talos.DataDiskSizeOutput])); err == nil && size > 0 {
+			if prev.DataDisks == nil {
+				prev.DataDisks = map[string]int{}
+			}
+			prev.DataDisks[name] = size
 		}
 		if m["role"] == string(talos.RoleControlPlane) {
 			prev.ControlPlanes = append(prev.ControlPlanes, name)

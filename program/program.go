@@ -98,6 +98,19 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if err := checkPlatform(prev, cfg.Platform); err != nil {
 		return nil, err
 	}
+	// What the component refuses against the last run, named by the stack's
+	// keys like the rest (it refuses it too, by its own paths, when called
+	// from another program).
+	if pxArgs != nil {
+		pxArgs.Previous = prev.Cluster
+	} else {
+		vpsArgs.Previous = prev.Cluster
+	}
+	var changes stacks.Diagnostics
+	changes.AddErrors(componentProblems(cfg, args.problems(ctx.Stack()), nil)...)
+	if err := changes.Err(); err != nil {
+		return nil, fmt.Errorf("unable to make this change from the last run (nothing was created): %w", err)
+	}
 	var outputs pulumi.Map
 	if pxArgs != nil {
 		if err := ReadProxmoxKey(cfg, pxArgs); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
+	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
@@ -131,4 +132,42 @@ func TestAControlPlaneStillLeavingCountsAgainstTheNextRemoval(t *testing.T) {
 	_, _, _, err := programtest.RunOn(t, e, src, "proxmox-homelab", program.Options{})
 	require.ErrorContains(t, err, "nodes: removes 2 control planes in one `up` (cp-1, cp-2)")
 	assert.Empty(t, e.All())
+}
+
+// The Proxmox example's workers have data disks: the first `up` says where
+// each one's volume is mounted; the next one may grow a disk and may not
+// shrink or remove it (its data), named by the stack key, with nothing
+// registered.
+func TestADataDiskLivesThroughUps(t *testing.T) {
+	t.Parallel()
+	src := stackstest.Example(t, stackstest.ProxmoxExample)
+	_, outs, _, err := programtest.Run(t, src, "proxmox-homelab", program.Options{})
+	require.NoError(t, err)
+	nodes := outs["nodes"].Value.(map[string]map[string]string)
+	assert.Equal(t, "/var/mnt/longhorn", nodes["worker-0"]["dataVolume"])
+	assert.Equal(t, "20", nodes["worker-0"]["dataDiskSize"])
+	assert.NotContains(t, nodes["cp-0"], "dataVolume", "control planes have no data disk")
+	last := lastOutputs(outs)
+
+	edit := func(size any) stacks.Source {
+		return stackstest.EditSection(t, src, "nodes", func(n map[string]any) {
+			w := n["workers"].([]any)[0].(map[string]any)
+			if size == nil {
+				delete(w, "dataDiskSize")
+			} else {
+				w["dataDiskSize"] = size
+			}
+		})
+	}
+	_, _, _, err = programtest.RunOn(t, &componentstest.Engine{StackOutputs: last}, edit(40), "proxmox-homelab", program.Options{})
+	require.NoError(t, err, "a grown disk")
+	for size, want := range map[any]string{
+		10:  "nodes.workers[0].dataDiskSize: shrinks the data disk of worker-0 from 20 to 10 GiB",
+		nil: "nodes.workers[0].dataDiskSize: removes the 20 GiB data disk of worker-0",
+	} {
+		e := &componentstest.Engine{StackOutputs: last}
+		_, _, _, err = programtest.RunOn(t, e, edit(size), "proxmox-homelab", program.Options{})
+		require.ErrorContains(t, err, want)
+		assert.Empty(t, e.All())
+	}
 }

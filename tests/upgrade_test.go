@@ -15,6 +15,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
+	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
@@ -75,10 +76,15 @@ func TestAnExistingStackAsksForTheSameAfterTheUpgrade(t *testing.T) {
 			var want map[string]any
 			require.NoError(t, json.Unmarshal(raw, &want))
 			require.NoError(t, json.Unmarshal(encoded, &got))
+			volumes := 0
 			for urn, w := range want {
 				droppedShell(urn, w)
+				if addedDataVolume(urn, got[urn]) {
+					volumes++
+				}
 				assert.Equal(t, w, got[urn], "%s: what the stack asks of it changed", urn)
 			}
+			assert.Equal(t, dataDisks(t, src), volumes, "the nodes with a data disk, and only they, get its user volume")
 			for urn := range got {
 				_, had := want[urn]
 				// The one resource added, the cluster's roster (issue 25):
@@ -116,6 +122,45 @@ func droppedShell(urn string, want any) {
 	if ic, ok := w["ignoreChanges"].([]any); ok && len(ic) > 0 {
 		w["ignoreChanges"] = []any{"environment"}
 	}
+}
+
+// addedDataVolume takes out the one other change allowed (issue 27): a node
+// with a data disk gets its user volume (a UserVolumeConfig document) and
+// the kubelet mount Longhorn needs, in its config apply. It is a config
+// change without a reboot, rolled out as any; Talos partitions only an empty
+// disk (as the release before left it) or free space of a GPT one, and
+// never touches a disk with other contents (its block volume controller's
+// CheckDiskForProvisioning). It reports whether it took them out.
+func addedDataVolume(urn string, got any) bool {
+	if !strings.Contains(urn, "$talos:machine/configurationApply:ConfigurationApply::") || got == nil {
+		return false
+	}
+	inputs := got.(map[string]any)["inputs"].(map[string]any)
+	patches, _ := inputs["configPatches"].([]any)
+	kept := patches[:0:0]
+	for _, p := range patches {
+		text, _ := p.(string)
+		if strings.Contains(text, "kind: UserVolumeConfig\n") || strings.Contains(text, "extraMounts:") && strings.Contains(text, talos.DataVolumeMountRoot) {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	inputs["configPatches"] = kept
+	return len(kept) < len(patches)
+}
+
+// dataDisks counts the nodes of a stack with a data disk.
+func dataDisks(t *testing.T, src stacks.Source) int {
+	t.Helper()
+	cfg, d := stacks.Load(src)
+	require.NoError(t, d.Err())
+	n := 0
+	for _, ref := range cfg.Nodes.Refs() {
+		if ref.DataDiskSize > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func sorted(s []string) []string {

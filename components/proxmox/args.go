@@ -216,6 +216,8 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			Network:     talos.NodeNetwork{DHCP: !static},
 			Hostname:    n.Name,
 			Machine:     machineOf(n, a.Proxmox),
+			// The VM's second SCSI disk (vm.go) becomes the user volume.
+			DataDiskSize: n.DataDiskSize,
 		}
 		if static {
 			spec.Network.Addresses = []string{fmt.Sprintf("%s/%d", n.IP, a.Proxmox.PrefixLength)}
@@ -387,10 +389,9 @@ func (n Node) checkSize(p *inputs.Problems, at string) {
 	case n.DiskSize > MaxDiskGiB:
 		p.Add(at+"diskSize", "%d GiB is more than %d GiB (128 TiB), the largest disk Proxmox VE offers; sizes are in GiB", n.DiskSize, MaxDiskGiB)
 	}
-	// 0 is a valid data disk size: none.
+	// 0 is a valid data disk size: none; a negative one is TalosCluster's
+	// problem (checkDataVolume).
 	switch {
-	case n.DataDiskSize < 0:
-		p.Add(at+"dataDiskSize", "%d must not be negative", n.DataDiskSize)
 	case n.DataDiskSize > 0 && n.Role == talos.RoleControlPlane:
 		p.Add(at+"dataDiskSize", "data disks are for workers only")
 	case n.DataDiskSize > MaxDiskGiB:

@@ -95,6 +95,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, prefix string) {
 		p.Add(at("installerImage"), "is required")
 	}
 	a.CheckNodes(p, prefix)
+	a.checkDataVolume(p, prefix)
 }
 
 // Check records the problems of the cluster-wide settings under prefix
@@ -200,6 +201,7 @@ func (a *ClusterArgs) PatchSpec() PatchSpec {
 		VIP:                      c.VIP,
 		SchedulableControlPlanes: workers == 0,
 		TalosAPIAccess:           c.EtcdBackup != nil,
+		DataVolume:               c.dataVolume(),
 		AllPatches:               patches.All,
 		ControlPlanePatches:      patches.ControlPlane,
 		WorkerPatches:            patches.Worker,

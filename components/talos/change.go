@@ -36,6 +36,9 @@ type Previous struct {
 	// Machines are the nodes' NodeSpec.Machine by node name (those that
 	// had one).
 	Machines map[string]string
+	// DataDisks are the nodes' data disk sizes in GiB by node name (those
+	// that had one).
+	DataDisks map[string]int
 }
 
 // SkippedWithoutPrevious says what is not checked when the stack's last
@@ -49,6 +52,7 @@ func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
 		return
 	}
 	a.checkIdentity(p, prefix)
+	a.checkDataDisks(p, prefix)
 	a.checkTalosUpgrade(p, prefix)
 	next := a.Cluster.KubernetesVersion
 	if next == "" {

@@ -97,6 +97,9 @@ type ClusterSettings struct {
 	CertApprover *ChartSettings `pulumi:"certApprover,optional"`
 	// Rollout shapes how a change reaches running nodes.
 	Rollout *RolloutSettings `pulumi:"rollout,optional"`
+	// DataVolume says what the nodes' data disks (NodeSpec.DataDiskSize)
+	// become: a user volume for Longhorn (the default) or a plain one.
+	DataVolume *DataVolumeSettings `pulumi:"dataVolume,optional"`
 	// EtcdBackup schedules etcd snapshots taken inside the cluster (a
 	// CronJob of talos-backup) to an S3-compatible store; none when unset.
 	EtcdBackup *EtcdBackupSettings `pulumi:"etcdBackup,optional"`

@@ -71,6 +71,10 @@ type NodeSpec struct {
 	Hostname string `pulumi:"hostname,optional"`
 	// Network is the node's interface: DHCP or static addresses and routes.
 	Network NodeNetwork `pulumi:"network"`
+	// DataDiskSize is the size in GiB of the node's second disk, which
+	// becomes a user volume (cluster.dataVolume); 0: none. Shrinking or
+	// removing it is refused (its data would be lost).
+	DataDiskSize int `pulumi:"dataDiskSize,optional"`
 	// PlatformPatches come after the generated ones (e.g. a VPS firewall).
 	// Set by the platform components, not an input of the package.
 	PlatformPatches []string
@@ -93,6 +97,8 @@ type PatchSpec struct {
 	// SchedulableControlPlanes lets workloads run on control planes, which a
 	// cluster without workers needs.
 	SchedulableControlPlanes bool
+	// DataVolume is what a node's data disk becomes (DataVolumePatches).
+	DataVolume DataVolumeSettings
 	// TalosAPIAccess lets the etcd backup's pods reach the Talos API
 	// (APIAccessPatch, on control planes).
 	TalosAPIAccess bool
@@ -118,7 +124,8 @@ type (
 		Image string `yaml:"image"`
 	}
 	kubeletPatch struct {
-		ExtraArgs map[string]string `yaml:"extraArgs"`
+		ExtraArgs   map[string]string `yaml:"extraArgs,omitempty"`
+		ExtraMounts []extraMount      `yaml:"extraMounts,omitempty"`
 	}
 	networkPatch struct {
 		Hostname    string           `yaml:"hostname,omitempty"`
@@ -260,6 +267,7 @@ func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
 	if n.Hostname != "" {
 		patches = append(patches, HostnamePatch(n.Hostname, spec.TalosVersion))
 	}
+	patches = append(patches, DataVolumePatches(spec.DataVolume, n)...)
 	if spec.TalosAPIAccess && n.Role == RoleControlPlane {
 		patches = append(patches, APIAccessPatch())
 	}

@@ -28,6 +28,7 @@ func ClusterSettings(cfg *stacks.Config) talos.ClusterSettings {
 		CertApprover: &talos.ChartSettings{Version: c.CertApprover.Version, Values: c.CertApprover.Values},
 		Rollout:      &talos.RolloutSettings{WorkerParallelism: c.Rollout.WorkerParallelism},
 		EtcdBackup:   EtcdBackupSettings(cfg, ""),
+		DataVolume:   &talos.DataVolumeSettings{Name: c.DataVolume.Name, Layout: c.DataVolume.Layout},
 	}
 }
 

@@ -99,3 +99,19 @@ func TestValidateNamesTheScheduleByItsStackKey(t *testing.T) {
 	assert.Equal(t, "lab/homelab-prod/in-cluster", e.Prefix, "beside the stack's backups")
 	assert.Equal(t, "https://minio.lan:9000", e.Endpoint)
 }
+
+// cluster.dataVolume's rules are the TalosCluster's, named by stack key.
+func TestValidateNamesTheDataVolumeByItsStackKey(t *testing.T) {
+	t.Parallel()
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "cluster", func(c map[string]any) {
+		c["dataVolume"] = map[string]any{"name": "longhorn data", "layout": "ceph"}
+	})
+	_, d := program.Validate(src)
+	got := map[string]string{}
+	for _, p := range d.Errors {
+		got[p.Path] = p.Message
+	}
+	assert.Contains(t, got["cluster.dataVolume.name"], `"longhorn data" is not a volume name`)
+	assert.Contains(t, got["cluster.dataVolume.layout"], "ceph")
+	assert.Len(t, got, 2, "%v", d.Err())
+}

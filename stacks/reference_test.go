@@ -127,6 +127,8 @@ func componentDefaults(cfg *stacks.Config) map[string]string {
 		"cluster.certApprover.version":      c.CertApprover.Version,
 		"cluster.rollout.workerParallelism": fmt.Sprint(c.WorkerParallelism()),
 		"cluster.installDisk":               talosArgs.Nodes[0].InstallDisk,
+		"cluster.dataVolume.name":           c.DataVolume.Name,
+		"cluster.dataVolume.layout":         c.DataVolume.Layout,
 	}
 	if cfg.Platform == stacks.PlatformVPS {
 		a := program.VPSArgs(cfg).WithDefaults()

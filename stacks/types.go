@@ -45,18 +45,25 @@ type Config struct {
 
 // ClusterConfig describes the Talos cluster independently of the platform.
 type ClusterConfig struct {
-	Name              string          `json:"name" doc:"Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file names." required:"true"`
-	TalosVersion      string          `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.13.9' (v1.8 or newer)." required:"true"`
-	KubernetesVersion string          `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.36.3'; empty means the default of the Talos release."`
-	Schematic         SchematicConfig `json:"schematic" doc:"Image Factory schematic: a given id, or one built from a list of system extensions."`
-	InstallDisk       string          `json:"installDisk" doc:"Disk Talos installs itself to." default:"/dev/sda"`
-	Network           NetworkConfig   `json:"network" doc:"Node network shared by all nodes."`
-	VIP               string          `json:"vip" doc:"Shared layer-2 virtual IP of the control planes (Proxmox); the Kubernetes endpoint when 'endpoint' is empty."`
-	Endpoint          string          `json:"endpoint" doc:"Host name or IP in the Kubernetes API URL 'https://<endpoint>:6443'; default: the VIP (Proxmox) or the first control plane's IP."`
-	Cilium            CiliumConfig    `json:"cilium" doc:"Cilium CNI Helm chart (https://helm.cilium.io)."`
-	CertApprover      ApproverConfig  `json:"certApprover" doc:"Kubelet serving-certificate approver Helm chart (postfinance/kubelet-csr-approver)."`
-	Patches           PatchesConfig   `json:"patches" doc:"Extra Talos machine-config patches (strategic merge), applied after the generated ones."`
-	Rollout           RolloutConfig   `json:"rollout" doc:"How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at a time."`
+	Name              string           `json:"name" doc:"Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file names." required:"true"`
+	TalosVersion      string           `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.13.9' (v1.8 or newer)." required:"true"`
+	KubernetesVersion string           `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.36.3'; empty means the default of the Talos release."`
+	Schematic         SchematicConfig  `json:"schematic" doc:"Image Factory schematic: a given id, or one built from a list of system extensions."`
+	InstallDisk       string           `json:"installDisk" doc:"Disk Talos installs itself to." default:"/dev/sda"`
+	Network           NetworkConfig    `json:"network" doc:"Node network shared by all nodes."`
+	VIP               string           `json:"vip" doc:"Shared layer-2 virtual IP of the control planes (Proxmox); the Kubernetes endpoint when 'endpoint' is empty."`
+	Endpoint          string           `json:"endpoint" doc:"Host name or IP in the Kubernetes API URL 'https://<endpoint>:6443'; default: the VIP (Proxmox) or the first control plane's IP."`
+	Cilium            CiliumConfig     `json:"cilium" doc:"Cilium CNI Helm chart (https://helm.cilium.io)."`
+	CertApprover      ApproverConfig   `json:"certApprover" doc:"Kubelet serving-certificate approver Helm chart (postfinance/kubelet-csr-approver)."`
+	Patches           PatchesConfig    `json:"patches" doc:"Extra Talos machine-config patches (strategic merge), applied after the generated ones."`
+	Rollout           RolloutConfig    `json:"rollout" doc:"How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at a time."`
+	DataVolume        DataVolumeConfig `json:"dataVolume" doc:"What a worker's data disk (nodes.workers[].dataDiskSize) becomes: a Talos user volume at /var/mnt/<name> (docs/storage.md)."`
+}
+
+// DataVolumeConfig is what the workers' data disks become.
+type DataVolumeConfig struct {
+	Name   string `json:"name" doc:"The volume's name: it is mounted at /var/mnt/<name>; letters, digits and '-', at most 34 characters." default:"longhorn"`
+	Layout string `json:"layout" doc:"'longhorn': the volume and the kubelet's rshared mount of it that Longhorn needs (set Longhorn's default data path to /var/mnt/<name>); 'plain': the volume alone." default:"longhorn" enum:"longhorn,plain"`
 }
 
 // RolloutConfig shapes the rollout of a change to running nodes.

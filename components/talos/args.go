@@ -41,6 +41,8 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	if c.Endpoint == "" {
 		c.Endpoint = DefaultEndpoint(c.VIP, a.Nodes)
 	}
+	dv := c.dataVolume()
+	c.DataVolume = &dv
 	nodes := make([]NodeSpec, len(a.Nodes))
 	for i, n := range a.Nodes {
 		if n.InstallDisk == "" {
@@ -95,7 +97,6 @@ func (a *ClusterArgs) check(p *inputs.Problems, prefix string) {
 		p.Add(at("installerImage"), "is required")
 	}
 	a.CheckNodes(p, prefix)
-	a.checkDataVolume(p, prefix)
 }
 
 // Check records the problems of the cluster-wide settings under prefix
@@ -134,6 +135,9 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	if c.EtcdBackup != nil {
 		c.EtcdBackup.check(p, at("etcdBackup."))
 	}
+	if c.DataVolume != nil {
+		c.DataVolume.check(p, at("dataVolume."))
+	}
 	if c.Rollout != nil && c.Rollout.WorkerParallelism < 0 {
 		p.Add(at("rollout.workerParallelism"), "%d is not a number of workers: 1 or more (0 for the default, 1)", c.Rollout.WorkerParallelism)
 	}
@@ -143,6 +147,7 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 	at := func(path string) string { return prefix + path }
 	a.checkChange(p, prefix)
+	a.checkDataDiskSizes(p, prefix)
 	if len(a.Nodes) == 0 {
 		p.Add(at("nodes"), "at least one node (a control plane) is required")
 	} else if a.Nodes[0].Role != RoleControlPlane {

@@ -73,25 +73,27 @@ func (c ClusterSettings) DataMount(n NodeSpec) string {
 	return DataVolumeMountRoot + c.dataVolume().Name
 }
 
-// checkDataVolume records the problems of the data volume settings and of
-// the nodes' data disks.
-func (a *ClusterArgs) checkDataVolume(p *inputs.Problems, prefix string) {
-	at := func(path string) string { return prefix + path }
-	if v := a.Cluster.DataVolume; v != nil {
-		if v.Name != "" && !isVolumeName(v.Name) {
-			p.Add(at("cluster.dataVolume.name"), "%q is not a volume name: letters, digits and '-', at most %d characters", v.Name, maxDataVolumeName)
-		}
-		if v.Layout != "" && v.Layout != LayoutLonghorn && v.Layout != LayoutPlain {
-			p.Add(at("cluster.dataVolume.layout"), "%q is not %s or %s", v.Layout, LayoutLonghorn, LayoutPlain)
-		}
+// check records the problems of the data volume settings under prefix
+// (e.g. "cluster.dataVolume.").
+func (v *DataVolumeSettings) check(p *inputs.Problems, prefix string) {
+	if v.Name != "" && !isVolumeName(v.Name) {
+		p.Add(prefix+"name", "%q is not a volume name: letters, digits and '-', at most %d characters", v.Name, maxDataVolumeName)
 	}
+	if v.Layout != "" && v.Layout != LayoutLonghorn && v.Layout != LayoutPlain {
+		p.Add(prefix+"layout", "%q is not %s or %s", v.Layout, LayoutLonghorn, LayoutPlain)
+	}
+}
+
+// checkDataDiskSizes records the problems of the nodes' data disks.
+func (a *ClusterArgs) checkDataDiskSizes(p *inputs.Problems, prefix string) {
 	minor, known := talosversion.Minor(a.Cluster.TalosVersion)
 	for i, n := range a.Nodes {
+		at := fmt.Sprintf("%snodes[%d].dataDiskSize", prefix, i)
 		switch {
 		case n.DataDiskSize < 0:
-			p.Add(at(fmt.Sprintf("nodes[%d].dataDiskSize", i)), "%d must not be negative", n.DataDiskSize)
+			p.Add(at, "%d must not be negative", n.DataDiskSize)
 		case n.DataDiskSize > 0 && known && minor < minUserVolumeMinor:
-			p.Add(at(fmt.Sprintf("nodes[%d].dataDiskSize", i)), "a data disk is a Talos user volume, which needs Talos v1.%d or newer (cluster.talosVersion is %s): upgrade first, then add the disk", minUserVolumeMinor, a.Cluster.TalosVersion)
+			p.Add(at, "a data disk is a Talos user volume, which needs Talos v1.%d or newer (cluster.talosVersion is %s): upgrade first, then add the disk", minUserVolumeMinor, a.Cluster.TalosVersion)
 		}
 	}
 }

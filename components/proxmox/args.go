@@ -3,6 +3,8 @@ package proxmox
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -397,4 +399,32 @@ func (n Node) checkSize(p *inputs.Problems, at string) {
 	case n.DataDiskSize > MaxDiskGiB:
 		p.Add(at+"dataDiskSize", "%d GiB is more than %d GiB (128 TiB), the largest disk Proxmox VE offers; sizes are in GiB", n.DataDiskSize, MaxDiskGiB)
 	}
+}
+
+// Warnings are what the inputs allow but probably do not mean, by input
+// path in the caller's terms: Longhorn data volumes on an image without the
+// extensions Longhorn needs.
+func (a *ClusterArgs) Warnings() []string {
+	name := a.InputName
+	if name == nil {
+		name = func(path string) string { return path }
+	}
+	if !a.TalosArgs(nil).LonghornNodes() {
+		return nil
+	}
+	if a.Schematic.ID != "" {
+		return []string{fmt.Sprintf("%s: the workers' data disks are Longhorn volumes; make sure schematic %s carries %s, which Longhorn needs",
+			name("schematic.id"), a.Schematic.ID, strings.Join(talos.LonghornExtensions, " and "))}
+	}
+	var missing []string
+	for _, ext := range talos.LonghornExtensions {
+		if !slices.Contains(a.Schematic.Extensions, ext) {
+			missing = append(missing, ext)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: the workers' data disks are Longhorn volumes, and Longhorn needs %s: add it to the extensions, or set cluster.dataVolume.layout to plain",
+		name("schematic.extensions"), strings.Join(missing, " and "))}
 }

@@ -150,3 +150,34 @@ func TestProxmoxDefaults(t *testing.T) {
 	assert.Equal(t, []string{"1.1.1.1"}, d.Cluster.Nameservers, "given ones stay")
 	assert.Nil(t, d.Schematic.Extensions, "a given schematic id")
 }
+
+// Longhorn data volumes on an image without the extensions Longhorn needs
+// are a warning naming what is missing; the default extensions have them,
+// the plain layout needs none, and a schematic id cannot be checked here.
+func TestLonghornVolumesWarnOfMissingExtensions(t *testing.T) {
+	t.Parallel()
+	a := proxmox.ClusterArgs{
+		Cluster: talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4"},
+		Nodes:   []proxmox.Node{{Name: "cp-0", Role: talos.RoleControlPlane}, {Name: "w-0", Role: talos.RoleWorker, DataDiskSize: 20}},
+	}
+	warn := func() []string { d := a.WithDefaults(); return d.Warnings() }
+	assert.Empty(t, warn(), "the default extensions")
+
+	a.Schematic.Extensions = []string{"siderolabs/qemu-guest-agent", "siderolabs/iscsi-tools"}
+	w := warn()
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], "schematic.extensions: the workers' data disks are Longhorn volumes, and Longhorn needs siderolabs/util-linux-tools")
+	assert.NotContains(t, w[0], "iscsi-tools and", "what is there is not named")
+
+	a.Cluster.DataVolume = &talos.DataVolumeSettings{Layout: talos.LayoutPlain}
+	assert.Empty(t, warn(), "a plain volume")
+
+	a.Cluster.DataVolume = nil
+	a.Schematic = image.Schematic{ID: strings.Repeat("a", 64)}
+	w = warn()
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], "schematic.id: the workers' data disks are Longhorn volumes; make sure schematic")
+
+	a.Nodes[1].DataDiskSize = 0
+	assert.Empty(t, warn(), "no data disk")
+}

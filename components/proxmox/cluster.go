@@ -74,6 +74,11 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	if err != nil {
 		return nil, err
 	}
+	for _, w := range args.Warnings() {
+		if err := ctx.Log.Warn(w, nil); err != nil {
+			return nil, fmt.Errorf("unable to log a warning: %w", err)
+		}
+	}
 	px := args.Proxmox
 
 	// The hooks are registered before anything of the cluster, as nothing

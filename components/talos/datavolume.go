@@ -51,6 +51,24 @@ type DataVolumeSettings struct {
 	Layout string `pulumi:"layout,optional"`
 }
 
+// LonghornExtensions are the system extensions Longhorn needs on a node
+// (its iSCSI initiator and the util-linux tools it calls).
+var LonghornExtensions = []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}
+
+// LonghornNodes reports whether a node has a data volume of the Longhorn
+// layout: then the image must carry LonghornExtensions.
+func (a *ClusterArgs) LonghornNodes() bool {
+	if a.Cluster.dataVolume().Layout != LayoutLonghorn {
+		return false
+	}
+	for _, n := range a.Nodes {
+		if n.DataDiskSize > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // dataVolume is the settings with their defaults.
 func (c ClusterSettings) dataVolume() DataVolumeSettings {
 	d := DataVolumeSettings{Name: DefaultDataVolumeName, Layout: LayoutLonghorn}

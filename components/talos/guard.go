@@ -136,6 +136,8 @@ const (
 	sPrismPort                // KubePrism's port
 	sRotate                   // kubelet extraArgs rotate-server-certificates
 	sSchedCP                  // cluster.allowSchedulingOnControlPlanes "on"/"off"
+	sVolumes                  // the user volumes' names, "\n"-joined
+	sMounts                   // the kubelet's rshared extra mounts' destinations, "\n"-joined
 	nSettings
 )
 
@@ -166,6 +168,16 @@ func read(c config.Provider) snapshot {
 		s[sRotate] = v[len(v)-1]
 	}
 	s[sSchedCP] = onOff(cl.ScheduleOnControlPlanes())
+	var volumes, mounts []string
+	for _, v := range c.UserVolumeConfigs() {
+		volumes = append(volumes, v.Name())
+	}
+	for _, mt := range m.Kubelet().ExtraMounts() {
+		if slices.Contains(mt.Options, "rshared") {
+			mounts = append(mounts, mt.Destination)
+		}
+	}
+	s[sVolumes], s[sMounts] = strings.Join(volumes, "\n"), strings.Join(mounts, "\n")
 	return s
 }
 
@@ -262,7 +274,7 @@ func (g *guard) patches() []prismUse {
 	judged := map[string]bool{}
 	var prisms []prismUse
 	for i, n := range g.nodes {
-		key := string(n.Role) + "\x00" + strings.Join(n.PlatformPatches, "\x00")
+		key := string(n.Role) + "\x00" + strings.Join(n.PlatformPatches, "\x00") + "\x00" + strings.Join(DataVolumePatches(spec.DataVolume, n), "\x00")
 		st, done := roleStates[key]
 		if !done {
 			st = g.roleState(bases, n, spec, all, byRole[n.Role])
@@ -281,6 +293,7 @@ func (g *guard) patches() []prismUse {
 		} else {
 			judged[key] = true
 		}
+		g.judgeDataVolume(st, n)
 		if p, ok := g.judge(st, n.Role); ok {
 			prisms = append(prisms, p)
 		}
@@ -305,7 +318,7 @@ func (g *guard) roleState(bases map[Role]*chainState, n NodeSpec, spec PatchSpec
 	if base == nil {
 		return nil
 	}
-	ours, err := ourSteps(append([]string{ClusterPatch(spec)}, n.PlatformPatches...)...)
+	ours, err := ourSteps(slices.Concat([]string{ClusterPatch(spec)}, DataVolumePatches(spec.DataVolume, n), n.PlatformPatches)...)
 	if err != nil {
 		g.errorf("cluster", "a generated patch does not load: %v", err)
 		return nil
@@ -748,5 +761,24 @@ func show(v any) string {
 		return fmt.Sprintf("a list of %d items", len(x))
 	default:
 		return fmt.Sprint(x)
+	}
+}
+
+// judgeDataVolume refuses user patches that take away a node's data volume
+// or, in the Longhorn layout, the kubelet's rshared mount of it: Longhorn
+// would then write to the system disk, or its volumes would not reach the
+// pods.
+func (g *guard) judgeDataVolume(st *chainState, n NodeSpec) {
+	if n.DataDiskSize <= 0 {
+		return
+	}
+	s, by := st.got, st.by
+	v := g.spec.DataVolume
+	if by[sVolumes] != "" && !slices.Contains(strings.Split(s[sVolumes], "\n"), v.Name) {
+		g.patchError(by[sVolumes], n.Role, "removes the user volume %q of the data disk "+scopeMark+": the disk would stay unused and the workloads would write to the system disk; change cluster.dataVolume instead", v.Name)
+	}
+	mount := DataVolumeMountRoot + v.Name
+	if v.Layout == LayoutLonghorn && by[sMounts] != "" && !slices.Contains(strings.Split(s[sMounts], "\n"), mount) {
+		g.patchError(by[sMounts], n.Role, "removes the kubelet's rshared mount of %s "+scopeMark+", which Longhorn needs to reach its volumes; set cluster.dataVolume.layout to plain if this is not for Longhorn", mount)
 	}
 }

@@ -26,6 +26,12 @@ func guardedArgs(clusterPatches *talos.ClusterPatches, nodePatches ...string) *t
 	}
 }
 
+// withDataDisk gives the second worker a 20 GiB data disk.
+func withDataDisk(a *talos.ClusterArgs) *talos.ClusterArgs {
+	a.Nodes[2].DataDiskSize = 20
+	return a
+}
+
 // The guard is the TalosCluster's own check: a program in any language
 // that gives it a patch undoing what the cluster needs gets an error naming
 // the input, and nothing is registered.
@@ -43,6 +49,14 @@ func TestTheTalosClusterRefusesPatchesThatBreakIt(t *testing.T) {
 		"KubePrism off on one worker": {
 			guardedArgs(nil, "machine:\n  features:\n    kubePrism:\n      enabled: false\n"),
 			"nodes[2].patches[0]", "disables KubePrism on this worker",
+		},
+		"the data volume deleted on one worker": {
+			withDataDisk(guardedArgs(nil, "apiVersion: v1alpha1\nkind: UserVolumeConfig\nname: longhorn\n$patch: delete\n")),
+			"nodes[2].patches[0]", `removes the user volume "longhorn" of the data disk on this worker`,
+		},
+		"the kubelet section deleted for the workers": {
+			withDataDisk(guardedArgs(&talos.ClusterPatches{Worker: []string{"machine:\n  kubelet:\n    $patch: delete\n"}})),
+			"cluster.patches.worker[0]", "removes the kubelet's rshared mount of /var/mnt/longhorn on workers",
 		},
 		"a patch Talos cannot load": {
 			guardedArgs(nil, "machine: [unclosed\n"),

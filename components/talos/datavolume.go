@@ -121,7 +121,9 @@ func isVolumeName(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-':
+		default:
 			return false
 		}
 	}
@@ -132,7 +134,7 @@ func isVolumeName(s string) bool {
 // sizeGiB: never the system disk, a CD-ROM or a read-only disk, and at
 // least the data disk's size.
 func DataDiskSelector(sizeGiB int) string {
-	return "!system_disk && !disk.cdrom && !disk.readonly && disk.size >= " + strconv.FormatUint(uint64(sizeGiB)<<30, 10) + "u"
+	return "!system_disk && !disk.cdrom && !disk.readonly && disk.size >= " + strconv.FormatInt(int64(sizeGiB)<<30, 10) + "u"
 }
 
 type (

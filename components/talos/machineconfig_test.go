@@ -30,6 +30,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -559,6 +561,59 @@ func TestBrokenFirewallRulesFail(t *testing.T) {
 				err = validateFor(t, final, metal)
 			}
 			assert.Error(t, err)
+		})
+	}
+}
+
+// The Proxmox example's workers with a data disk, applied to nodes of the
+// project's Talos fake whose disks are a VM's (the install disk, the data
+// disk, the ISO's CD-ROM), mount the data disk where Longhorn expects it,
+// whichever disk comes first and whatever their sizes; the control plane,
+// without a data disk, mounts nothing. The fake provisions user volumes as
+// Talos does as far as this goes: each selector evaluated by Talos's CEL
+// environment against the node's disks.
+func TestTheDataDiskIsMountedOnTheNode(t *testing.T) {
+	t.Parallel()
+	cfg := loadExample(t, stackstest.ProxmoxExample)
+	spec := program.TalosArgs(cfg).PatchSpec()
+	for name, disks := range map[string]func(data int) []talosapitest.Disk{
+		"install disk first": func(data int) []talosapitest.Disk {
+			return []talosapitest.Disk{{DevPath: "/dev/sda", SizeGiB: 20, System: true}, {DevPath: "/dev/sdb", SizeGiB: data}, {DevPath: "/dev/sr0", SizeGiB: 1, CDROM: true}}
+		},
+		"data disk first, the install disk larger": func(data int) []talosapitest.Disk {
+			return []talosapitest.Disk{{DevPath: "/dev/sr0", SizeGiB: 1, CDROM: true}, {DevPath: "/dev/sdb", SizeGiB: data}, {DevPath: "/dev/sda", SizeGiB: 500, System: true}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var specs []talosapitest.NodeSpec
+			for _, n := range nodesOf(cfg) {
+				role := talosapitest.Worker
+				if n.Role == talos.RoleControlPlane {
+					role = talosapitest.ControlPlane
+				}
+				specs = append(specs, talosapitest.NodeSpec{IP: n.IP, Hostname: n.Name, Role: role, Disks: disks(max(n.DataDiskSize, 1))})
+			}
+			c := talosapitest.Start(t, specs...)
+			client, err := talosapi.NewFromTalosconfig(c.Talosconfig(), talosapi.WithAddress(c.Address))
+			require.NoError(t, err)
+			defer func() { _ = client.Close() }()
+			withDisk := 0
+			for _, n := range nodesOf(cfg) {
+				final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, talos.NodePatches(spec, n, installer))
+				require.NoError(t, err)
+				raw, err := final.Bytes()
+				require.NoError(t, err)
+				require.NoError(t, client.ApplyConfiguration(t.Context(), n.IP, raw))
+				mounts := c.Node(n.IP).Mounts()
+				if n.DataDiskSize > 0 {
+					withDisk++
+					assert.Equal(t, map[string]string{"/var/mnt/longhorn": "/dev/sdb"}, mounts, n.Name)
+				} else {
+					assert.Empty(t, mounts, n.Name)
+				}
+			}
+			assert.Equal(t, 2, withDisk, "the example's two workers")
 		})
 	}
 }

@@ -117,6 +117,9 @@ type NodeSpec struct {
 	EtcdUnhealthy bool
 	// Services are its Talos services; default: those of its role.
 	Services []string
+	// Disks are the machine's disks, for the user volumes an applied
+	// config asks for (see Node.Mounts); none: no volume is ever mounted.
+	Disks []Disk
 }
 
 // Topology returns specs for a cluster of control planes (10.5.0.11,

@@ -60,6 +60,9 @@ type Node struct {
 	// recovery is the snapshot EtcdRecover stored, until a Bootstrap
 	// restores it.
 	recovery []byte
+	// mounts are the user volumes of the last applied config, by mount
+	// path: the disk each is on, "" while none matches.
+	mounts map[string]string
 }
 
 // IP returns the node's address in the cluster.
@@ -557,6 +560,13 @@ func (s *server) ApplyConfiguration(_ context.Context, in *machine.ApplyConfigur
 		s.n.c.Record(n.spec.IP, "dry-run", mode.String())
 		return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{Metadata: s.meta(), Mode: mode}}}, nil
 	}
+	// The tests' stand-in configs are not all whole machine configs: a
+	// config that does not load mounts nothing.
+	mounts, _ := provisionVolumes(in.GetData(), n.spec.Disks)
+	func() {
+		defer s.lock()()
+		n.mounts = mounts
+	}()
 	if onApply != nil {
 		onApply(n.spec.IP, in.GetData())
 	}

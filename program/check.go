@@ -29,7 +29,7 @@ var delegated = []string{
 	"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand",
 	"cluster.network.gateway", "cluster.network.prefixLength", "cluster.network.nameservers",
 	"cluster.name", "cluster.vip", "cluster.schematic", "cluster.rollout.workerParallelism", "cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
-	"backup.schedule", "cluster.dataVolume.name", "cluster.dataVolume.layout",
+	"backup.schedule", "cluster.dataVolume.name", "cluster.dataVolume.layout", "storage.proxmoxCsi",
 	"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
 	// Keys of every node ("nodes[]." stands for nodes.<group>[<i>].).
 	"nodes[].name", "nodes[].ip", "nodes[].gateway", "nodes[].prefixLength", "nodes[].rescue.host", "nodes[].rescue.port", "nodes[].rescue.user",

@@ -68,6 +68,15 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 			Patches:      PatchTexts(ref.Patches),
 		})
 	}
+	if csi := cfg.Storage.ProxmoxCSI; csi.Enabled() {
+		args.CSI = &proxmox.CSISettings{
+			Datastore: csi.Datastore, StorageClass: csi.StorageClass, Region: csi.Region, FsType: csi.FsType,
+			TokenID: csi.TokenID, ChartVersion: csi.ChartVersion,
+		}
+		if csi.TokenSecret.IsSet() {
+			args.CSI.TokenSecret = csi.TokenSecret.Output()
+		}
+	}
 	return args
 }
 

@@ -65,6 +65,14 @@ func proxmoxKeysWithBackup() keys {
 	return k
 }
 
+// proxmoxKeysWithCSI installs the Proxmox CSI plugin with a token of the
+// user's.
+func proxmoxKeysWithCSI() keys {
+	k := proxmoxKeys()
+	k["storage"] = obj{"proxmoxCsi": obj{"datastore": "local-zfs", "tokenId": "csi@pve!csi", "tokenSecret": "csi-S3cr3t-token"}}
+	return k
+}
+
 func setOrDelete(m obj, key string, v any) {
 	if v == nil {
 		delete(m, key)
@@ -89,6 +97,11 @@ func secretLocations() []secretLocation {
 			path: "backup.s3.secretAccessKey", typePath: "backup.s3.secretAccessKey", required: true, top: "backup", // with accessKeyId
 			base: proxmoxKeysWithBackup, source: func(k keys) stacks.Source { return k.source("proxmox", "backup") },
 			set: func(k keys, v any) { setOrDelete(at(k, "backup", "s3"), "secretAccessKey", v) },
+		},
+		{
+			path: "storage.proxmoxCsi.tokenSecret", typePath: "storage.proxmoxCsi.tokenSecret", top: "storage", // the component pairs it with tokenId
+			base: proxmoxKeysWithCSI, source: func(k keys) stacks.Source { return k.source("proxmox", "storage") },
+			set: func(k keys, v any) { setOrDelete(at(k, "storage", "proxmoxCsi"), "tokenSecret", v) },
 		},
 		{
 			path: "nodes.controlPlanes[0].rescue.password", typePath: "nodes.controlPlanes[].rescue.password", required: true, top: "nodes",

@@ -41,6 +41,28 @@ type Config struct {
 	Proxmox  ProxmoxConfig `json:"proxmox" doc:"The Proxmox VE host(s); only for platform 'proxmox'."`
 	VPS      VPSConfig     `json:"vps" doc:"Settings of the rescue-mode install; only for platform 'vps'."`
 	Backup   BackupConfig  `json:"backup" doc:"Encrypted backups of etcd, the stack's state and this file (docs/backup.md); none when left out."`
+	Storage  StorageConfig `json:"storage" doc:"Storage for the workloads besides the workers' data disks (docs/storage.md)."`
+}
+
+// StorageConfig is the cluster's storage plugins.
+type StorageConfig struct {
+	ProxmoxCSI ProxmoxCSIConfig `json:"proxmoxCsi" doc:"The Proxmox CSI plugin (sergelogvinov/proxmox-csi-plugin): volumes as disks of a Proxmox datastore, a StorageClass whose volumes are kept (Retain); platform 'proxmox' only; none when left out."`
+}
+
+// ProxmoxCSIConfig installs the Proxmox CSI plugin.
+type ProxmoxCSIConfig struct {
+	Datastore    string `json:"datastore" doc:"The Proxmox storage the volumes are disks of, e.g. 'local-zfs'; required with the section."`
+	StorageClass string `json:"storageClass" doc:"The StorageClass's name; default 'proxmox'."`
+	Region       string `json:"region" doc:"The nodes' topology.kubernetes.io/region, the Proxmox cluster's name; default 'proxmox'. Their zone is their proxmoxNode."`
+	FsType       string `json:"fsType" doc:"The volumes' filesystem, 'ext4' (default) or 'xfs'."`
+	TokenID      string `json:"tokenId" doc:"A Proxmox API token of yours for the plugin (user@realm!name), with tokenSecret; without, the program makes a role with the plugin's five privileges, a user, ACLs on the datastore and the cluster's VMs only, and a token."`
+	TokenSecret  Secret `json:"tokenSecret" doc:"The secret of tokenId (secret): 'pulumi config set --secret --path storage.proxmoxCsi.tokenSecret'." secret:"true"`
+	ChartVersion string `json:"chartVersion" doc:"The plugin's Helm chart version; default 0.3.5."`
+}
+
+// Enabled reports whether the section says anything.
+func (c ProxmoxCSIConfig) Enabled() bool {
+	return c.Datastore != "" || c.StorageClass != "" || c.Region != "" || c.FsType != "" || c.TokenID != "" || c.TokenSecret.IsSet() || c.ChartVersion != ""
 }
 
 // ClusterConfig describes the Talos cluster independently of the platform.

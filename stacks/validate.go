@@ -53,6 +53,9 @@ func validate(d *Diagnostics, cfg *Config) {
 		if !reflect.ValueOf(cfg.Proxmox).IsZero() || d.zeroUnder("proxmox") {
 			d.errorf("proxmox", "is only valid for platform proxmox (this stack's platform is vps)")
 		}
+		if cfg.Storage.ProxmoxCSI.Enabled() {
+			d.errorf("storage.proxmoxCsi", "is only valid for platform proxmox (this stack's platform is vps): the plugin makes disks of Proxmox VMs")
+		}
 	}
 	validateBackup(d, cfg)
 	validateExplicitZeros(d, cfg)

@@ -41,6 +41,9 @@ type ClusterArgs struct {
 	Proxmox HostSettings `pulumi:"proxmox"`
 	// Nodes are the VMs, control planes first; the first is bootstrapped.
 	Nodes []Node `pulumi:"nodes"`
+	// CSI installs the Proxmox CSI plugin and a StorageClass on one
+	// datastore; none when unset.
+	CSI *CSISettings `pulumi:"csi,optional"`
 
 	// Previous is the cluster as the last `up` left it (Go only, read by
 	// the program from the stack's outputs): TalosCluster refuses changes
@@ -221,6 +224,9 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			// The VM's second SCSI disk (vm.go) becomes the user volume.
 			DataDiskSize: n.DataDiskSize,
 		}
+		if a.CSI != nil {
+			spec.PlatformPatches = append(spec.PlatformPatches, CSINodePatch(a.CSI.withDefaults().Region, n))
+		}
 		if static {
 			spec.Network.Addresses = []string{fmt.Sprintf("%s/%d", n.IP, a.Proxmox.PrefixLength)}
 			spec.Network.Routes = []talos.Route{{Network: "0.0.0.0/0", Gateway: a.Proxmox.Gateway}}
@@ -281,6 +287,9 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 	}
 	cluster.Check(p, "cluster.")
 	a.Schematic.Check(p, "schematic")
+	if a.CSI != nil {
+		a.CSI.check(p, "csi.")
+	}
 	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous}).CheckNodes(p, "")
 	px := a.Proxmox
 	if msg := EndpointProblem(px.Endpoint); msg != "" {
@@ -299,9 +308,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		p.Add("proxmox.bridge", "%q is not a bridge name like vmbr0", px.Bridge)
 	}
 	for path, store := range map[string]string{"proxmox.diskDatastore": px.DiskDatastore, "proxmox.isoDatastore": px.ISODatastore} {
-		if p.Required(path, store) && !IsDatastoreName(store) {
-			p.Add(path, "%q is not a datastore name", store)
-		}
+		checkDatastore(p, path, store)
 	}
 	if msg := CPUTypeProblem(px.CPUType); msg != "" {
 		p.Add("proxmox.cpuType", "%s", msg)
@@ -427,4 +434,11 @@ func (a *ClusterArgs) Warnings() []string {
 	}
 	return []string{fmt.Sprintf("%s: the workers' data disks are Longhorn volumes, and Longhorn needs %s: add it to the extensions, or set cluster.dataVolume.layout to plain",
 		name("schematic.extensions"), strings.Join(missing, " and "))}
+}
+
+// checkDatastore records a missing or malformed datastore name at path.
+func checkDatastore(p *inputs.Problems, path, store string) {
+	if p.Required(path, store) && !IsDatastoreName(store) {
+		p.Add(path, "%q is not a datastore name", store)
+	}
 }

@@ -196,6 +196,20 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	if err := c.ejectISOs(ctx, name, args, hooks, api, deps.Talos, parent); err != nil {
 		return nil, err
 	}
+	if args.CSI != nil {
+		s := args.CSI.withDefaults()
+		id, secret, err := args.csiToken(ctx, name, s, pve)
+		if err != nil {
+			return nil, err
+		}
+		// After Cilium (its pods need the network); with the machines on
+		// a whole-stack destroy, as the other releases: no call to the
+		// dying cluster.
+		k8sOpts := []pulumi.ResourceOption{parent, pulumi.DependsOn([]pulumi.Resource{c.Talos.Cilium}), pulumi.DeletedWith(targs.DeletedWith)}
+		if err := args.csiPlugin(ctx, name, s, id, secret, c.Talos.KubeProvider, k8sOpts); err != nil {
+			return nil, err
+		}
+	}
 
 	c.Kubeconfig = c.Talos.Kubeconfig
 	c.Talosconfig = c.Talos.Talosconfig

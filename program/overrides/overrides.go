@@ -72,6 +72,7 @@ var renamed = []struct{ input, key string }{
 	{"vps.prefixLength", "cluster.network.prefixLength"},
 	{"cluster.nameservers", "cluster.network.nameservers"},
 	{"schematic", "cluster.schematic"},
+	{"csi", "storage.proxmoxCsi"},
 	{"cluster.etcdBackup.schedule", "backup.schedule"},
 	{"cluster.etcdBackup.recipient", "backup.recipients[0]"},
 	{"cluster.etcdBackup.accessKeyId", "backup.s3"},

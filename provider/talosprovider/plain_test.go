@@ -147,6 +147,7 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 		componentstest.TalosCluster + ".cluster.etcdBackup.secretAccessKey",
 		componentstest.ProxmoxCluster + ".cluster.etcdBackup.secretAccessKey",
 		componentstest.VpsCluster + ".cluster.etcdBackup.secretAccessKey",
+		componentstest.ProxmoxCluster + ".csi.tokenSecret",
 	}, inputs, "the inputs that stay inputs")
 }
 

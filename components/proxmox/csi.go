@@ -1,0 +1,249 @@
+package proxmox
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/permission"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/user"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"gopkg.in/yaml.v3"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
+)
+
+// The Proxmox CSI plugin (github.com/sergelogvinov/proxmox-csi-plugin):
+// Kubernetes volumes as disks of a Proxmox datastore, attached to the VM of
+// the node a pod runs on. Its documented set-up is a role with five
+// privileges on "/", a user and a token; here the role's ACLs are only on
+// the datastore and on the cluster's own VMs.
+const (
+	// CSIChartRepo and CSIChart are the plugin's Helm chart.
+	CSIChartRepo = "oci://ghcr.io/sergelogvinov/charts"
+	CSIChart     = "proxmox-csi-plugin"
+	// DefaultCSIChartVersion is the chart this package was written against.
+	DefaultCSIChartVersion = "0.3.5"
+	// CSINamespace holds the plugin; its node plugin is privileged.
+	CSINamespace = "csi-proxmox"
+	// DefaultCSIRegion is the topology region of the nodes (the Proxmox
+	// cluster) when none is given.
+	DefaultCSIRegion = "proxmox"
+	// DefaultStorageClass names the StorageClass.
+	DefaultStorageClass = "proxmox"
+	// CSITokenName is the token's name under the plugin's user.
+	CSITokenName = "csi"
+)
+
+// CSIPrivileges are the privileges the plugin documents.
+var CSIPrivileges = []string{"VM.Audit", "VM.Config.Disk", "Datastore.Allocate", "Datastore.AllocateSpace", "Datastore.Audit"}
+
+// Name suffixes of the plugin's resources.
+const (
+	CSIRoleSuffix      = "-csi-role"
+	CSIUserSuffix      = "-csi-user"
+	CSITokenSuffix     = "-csi-token"
+	CSIACLSuffix       = "-csi-acl-"
+	CSINamespaceSuffix = "-csi-namespace"
+	CSIReleaseSuffix   = "-csi"
+)
+
+// CSISettings install the Proxmox CSI plugin with a StorageClass on one
+// datastore.
+type CSISettings struct {
+	// Datastore is the Proxmox storage the volumes are disks of, e.g.
+	// local-zfs.
+	Datastore string `pulumi:"datastore"`
+	// StorageClass names the StorageClass (default proxmox); its volumes
+	// are kept when their claim goes (reclaimPolicy Retain).
+	StorageClass string `pulumi:"storageClass,optional"`
+	// Region is the nodes' topology.kubernetes.io/region: the Proxmox
+	// cluster's name (default proxmox). Their zone is their Proxmox node.
+	Region string `pulumi:"region,optional"`
+	// FsType is the volumes' filesystem: ext4 (default) or xfs.
+	FsType string `pulumi:"fsType,optional"`
+	// TokenID is a token of the user's for the plugin (user@realm!name),
+	// with TokenSecret; without, a role, user, ACLs and token are made.
+	TokenID string `pulumi:"tokenId,optional"`
+	// TokenSecret is the secret of TokenID.
+	TokenSecret pulumi.StringInput `pulumi:"tokenSecret,optional" provider:"secret"`
+	// ChartVersion is the plugin chart's version (default
+	// DefaultCSIChartVersion).
+	ChartVersion string `pulumi:"chartVersion,optional"`
+}
+
+// check records the settings' problems under prefix ("csi.").
+func (s *CSISettings) check(p *inputs.Problems, prefix string) {
+	checkDatastore(p, prefix+"datastore", s.Datastore)
+	if s.StorageClass != "" && !inputs.IsDNSLabel(s.StorageClass) {
+		p.Add(prefix+"storageClass", "%q is not a Kubernetes name (lowercase letters, digits and '-')", s.StorageClass)
+	}
+	if s.Region != "" && !inputs.IsDNSLabel(s.Region) {
+		p.Add(prefix+"region", "%q is not a topology label value (lowercase letters, digits and '-')", s.Region)
+	}
+	if s.FsType != "" && s.FsType != "ext4" && s.FsType != "xfs" {
+		p.Add(prefix+"fsType", "%q is not ext4 or xfs", s.FsType)
+	}
+	if (s.TokenID == "") != (s.TokenSecret == nil) {
+		p.Add(prefix+"tokenId", "and tokenSecret go together: give both (a token of yours), or neither (one is made with the plugin's privileges)")
+	}
+}
+
+func (s CSISettings) withDefaults() CSISettings {
+	if s.StorageClass == "" {
+		s.StorageClass = DefaultStorageClass
+	}
+	if s.Region == "" {
+		s.Region = DefaultCSIRegion
+	}
+	if s.FsType == "" {
+		s.FsType = "ext4"
+	}
+	if s.ChartVersion == "" {
+		s.ChartVersion = DefaultCSIChartVersion
+	}
+	return s
+}
+
+// CSINodePatch is what the plugin needs of a node: the topology labels it
+// places volumes by (region: the Proxmox cluster, zone: the node's Proxmox
+// node) and the provider id it finds the node's VM by
+// (proxmox://<region>/<vmId>). The kubelet sets the provider id when it
+// registers the node, so a node that ran before the plugin was added keeps
+// none until it registers again.
+func CSINodePatch(region string, n Node) string {
+	doc := map[string]any{"machine": map[string]any{
+		"nodeLabels": map[string]string{
+			"topology.kubernetes.io/region": region,
+			"topology.kubernetes.io/zone":   n.ProxmoxNode,
+		},
+		"kubelet": map[string]any{"extraArgs": map[string]string{
+			"provider-id": fmt.Sprintf("proxmox://%s/%d", region, n.VMID),
+		}},
+	}}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		panic(err) // plain maps of strings always encode
+	}
+	return string(out)
+}
+
+// csiToken makes the plugin's role, user, ACLs (the datastore and each of
+// the cluster's VMs) and token, and returns the token's id and secret.
+func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, pve []pulumi.ResourceOption) (pulumi.StringOutput, pulumi.StringOutput, error) {
+	if s.TokenSecret != nil {
+		return pulumi.String(s.TokenID).ToStringOutput(), pulumi.ToSecret(s.TokenSecret.ToStringOutput()).(pulumi.StringOutput), nil
+	}
+	cluster := a.Cluster.Name
+	role, err := permission.NewRole(ctx, name+CSIRoleSuffix, &permission.RoleArgs{
+		RoleId: pulumi.String(cluster + "-csi"), Privileges: pulumi.ToStringArray(CSIPrivileges),
+	}, pve...)
+	if err != nil {
+		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's role: %w", err)
+	}
+	u, err := permission.NewUser(ctx, name+CSIUserSuffix, &permission.UserArgs{
+		UserId:  pulumi.String(cluster + "-csi@pve"),
+		Comment: pulumi.String("Proxmox CSI plugin of Talos cluster " + cluster),
+	}, pve...)
+	if err != nil {
+		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's user: %w", err)
+	}
+	paths := []string{"/storage/" + s.Datastore}
+	for _, n := range a.Nodes {
+		paths = append(paths, "/vms/"+strconv.Itoa(n.VMID))
+	}
+	var acls []pulumi.Resource
+	for _, path := range paths {
+		acl, err := proxmoxve.NewAcl(ctx, name+CSIACLSuffix+aclName(path), &proxmoxve.AclArgs{
+			Path: pulumi.String(path), RoleId: role.RoleId, UserId: u.UserId, Propagate: pulumi.Bool(false),
+		}, pve...)
+		if err != nil {
+			return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to grant the CSI plugin %s: %w", path, err)
+		}
+		acls = append(acls, acl)
+	}
+	token, err := user.NewToken(ctx, name+CSITokenSuffix, &user.TokenArgs{
+		UserId: u.UserId, TokenName: pulumi.String(CSITokenName), PrivilegesSeparation: pulumi.Bool(false),
+		Comment: pulumi.String("Proxmox CSI plugin"),
+	}, append(pve, pulumi.DependsOn(acls))...)
+	if err != nil {
+		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's token: %w", err)
+	}
+	id := pulumi.Sprintf("%s!%s", u.UserId, CSITokenName)
+	// The provider's value is "<token id>=<secret>".
+	secret := pulumi.ToSecret(token.Value.ApplyT(func(v string) string {
+		for i := len(v) - 1; i >= 0; i-- {
+			if v[i] == '=' {
+				return v[i+1:]
+			}
+		}
+		return v
+	})).(pulumi.StringOutput)
+	return id, secret, nil
+}
+
+// aclName is an ACL path as a resource name part: /vms/110 is vms-110.
+func aclName(path string) string {
+	out := []byte(path[1:])
+	for i, c := range out {
+		if c == '/' {
+			out[i] = '-'
+		}
+	}
+	return string(out)
+}
+
+// csiPlugin installs the plugin: its privileged namespace and the chart,
+// with the token and one StorageClass.
+func (a *ClusterArgs) csiPlugin(ctx *pulumi.Context, name string, s CSISettings, id, secret pulumi.StringOutput, k8s *kubernetes.Provider, opts []pulumi.ResourceOption) error {
+	ns, err := corev1.NewNamespace(ctx, name+CSINamespaceSuffix, &corev1.NamespaceArgs{
+		Metadata: &metav1.ObjectMetaArgs{
+			Name: pulumi.String(CSINamespace),
+			// The node plugin mounts host paths and runs privileged.
+			Labels: pulumi.StringMap{
+				"pod-security.kubernetes.io/enforce": pulumi.String("privileged"),
+				"pod-security.kubernetes.io/audit":   pulumi.String("privileged"),
+				"pod-security.kubernetes.io/warn":    pulumi.String("privileged"),
+			},
+		},
+	}, append(opts, pulumi.Provider(k8s))...)
+	if err != nil {
+		return fmt.Errorf("unable to create the CSI plugin's namespace: %w", err)
+	}
+	values := pulumi.Map{
+		"config": pulumi.Map{"clusters": pulumi.Array{pulumi.Map{
+			"url": pulumi.String(apiURL(a.Proxmox.Endpoint)), "insecure": pulumi.Bool(a.Proxmox.Insecure),
+			"token_id": id, "token_secret": secret, "region": pulumi.String(s.Region),
+		}}},
+		"storageClass": pulumi.Array{pulumi.Map{
+			"name": pulumi.String(s.StorageClass), "storage": pulumi.String(s.Datastore),
+			"reclaimPolicy": pulumi.String("Retain"), "fstype": pulumi.String(s.FsType),
+		}},
+		// The controller on control planes, the node plugin everywhere.
+		"nodeSelector": pulumi.Map{"node-role.kubernetes.io/control-plane": pulumi.String("")},
+		"tolerations": pulumi.Array{pulumi.Map{
+			"key": pulumi.String("node-role.kubernetes.io/control-plane"), "effect": pulumi.String("NoSchedule"),
+		}},
+		"node": pulumi.Map{"tolerations": pulumi.Array{pulumi.Map{"operator": pulumi.String("Exists")}}},
+	}
+	_, err = helmv3.NewRelease(ctx, name+CSIReleaseSuffix, &helmv3.ReleaseArgs{
+		Name: pulumi.String(CSIChart), Chart: pulumi.String(CSIChartRepo + "/" + CSIChart), Version: pulumi.String(s.ChartVersion),
+		Namespace: pulumi.String(CSINamespace), Values: values,
+	}, append(opts, pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{ns}))...)
+	if err != nil {
+		return fmt.Errorf("unable to install the CSI plugin: %w", err)
+	}
+	return nil
+}
+
+// apiURL is the plugin's form of the API endpoint: .../api2/json.
+func apiURL(endpoint string) string {
+	for len(endpoint) > 0 && endpoint[len(endpoint)-1] == '/' {
+		endpoint = endpoint[:len(endpoint)-1]
+	}
+	return endpoint + "/api2/json"
+}

@@ -182,17 +182,7 @@ func TestStackctlRestoreFromAnInClusterSnapshot(t *testing.T) {
 		},
 	}
 	stack := &seedableStack{state: json.RawMessage(`{"version":3,"deployment":{"resources":[]}}`)} // destroyed
-	fake := fakeStack{
-		outputs: auto.OutputMap{
-			"talosconfig": {Value: live.Talosconfig(), Secret: true},
-			"nodes":       {Value: map[string]any{"cp-0": map[string]any{"role": "controlplane", "ip": "10.10.0.10"}}},
-			"clusterName": {Value: "homelab"}, "talosVersion": {Value: "v1.13.9"}, "kubernetesVersion": {Value: "1.36.3"},
-		},
-		state: programState(),
-	}
-	var d map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(fake.state, &d))
-	fake.state = d["deployment"]
+	fake := homelabStack(t, live)
 	breq := driver.BackupRequest{Op: driver.OpBackup, Stack: fake, Source: src, WorkDir: work, Name: "homelab"}
 	require.NoError(t, runBackup(ctx, breq, env), stderr.String())
 
@@ -256,6 +246,22 @@ func TestStackctlRestoreFromAnInClusterSnapshot(t *testing.T) {
 	assert.Equal(t, 2, ups)
 }
 
+// homelabStack is the Proxmox example's stack as backup reads it, its one
+// control plane cp-0 (10.10.0.10) on the fake cluster live.
+func homelabStack(t *testing.T, live *talosapitest.Cluster) fakeStack {
+	t.Helper()
+	var d map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(programState(), &d))
+	return fakeStack{
+		outputs: auto.OutputMap{
+			"talosconfig": {Value: live.Talosconfig(), Secret: true},
+			"nodes":       {Value: map[string]any{"cp-0": map[string]any{"role": "controlplane", "ip": "10.10.0.10"}}},
+			"clusterName": {Value: "homelab"}, "talosVersion": {Value: "v1.13.9"}, "kubernetesVersion": {Value: "1.36.3"},
+		},
+		state: d["deployment"],
+	}
+}
+
 func writeKey(t *testing.T, id *age.X25519Identity) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "key.txt")
@@ -299,16 +305,7 @@ func TestBackupAndRestoreThroughTheSSHProxy(t *testing.T) {
 		// the session's dialer reaches.
 		NewTalos: talosapi.NewFromTalosconfig,
 	}
-	fake := fakeStack{
-		outputs: auto.OutputMap{
-			"talosconfig": {Value: live.Talosconfig(), Secret: true},
-			"nodes":       {Value: map[string]any{"cp-0": map[string]any{"role": "controlplane", "ip": "10.10.0.10"}}},
-			"clusterName": {Value: "homelab"}, "talosVersion": {Value: "v1.13.9"}, "kubernetesVersion": {Value: "1.36.3"},
-		},
-	}
-	var d map[string]json.RawMessage
-	require.NoError(t, json.Unmarshal(programState(), &d))
-	fake.state = d["deployment"]
+	fake := homelabStack(t, live)
 	require.NoError(t, runBackup(ctx, driver.BackupRequest{Op: driver.OpBackup, Stack: fake, Source: src, WorkDir: work, Name: "homelab"}, env), stderr.String())
 	require.Positive(t, host.Forwarded(), "the snapshot came through the SSH connection")
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -66,8 +67,15 @@ func TestTheProxmoxCSIPlugin(t *testing.T) {
 	assert.Equal(t, "homelab-csi@pve", e.One(t, tUser).Inputs["userId"].StringValue())
 	var paths []string
 	for _, a := range e.ByType(tACL) {
-		paths = append(paths, a.Inputs["path"].StringValue())
+		path := a.Inputs["path"].StringValue()
+		paths = append(paths, path)
 		assert.False(t, a.Inputs["propagate"].BoolValue(), "no ACL reaches further than its path")
+		if strings.HasPrefix(path, "/vms/") {
+			// Proxmox drops a VM's ACLs with the VM.
+			assert.Contains(t, a.DeletedWith, "VirtualMachine::homelab-vm-", "%s goes with its VM", path)
+			require.Len(t, a.ReplaceWith, 1, "%s is made again for a new VM", path)
+			assert.Equal(t, a.DeletedWith, a.ReplaceWith[0])
+		}
 	}
 	want := []string{"/storage/local-zfs"}
 	for _, ref := range cfg.Nodes.Refs() {

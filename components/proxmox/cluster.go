@@ -198,7 +198,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	}
 	if args.CSI != nil {
 		s := args.CSI.withDefaults()
-		id, secret, err := args.csiToken(ctx, name, s, pve)
+		id, secret, err := args.csiToken(ctx, name, s, c.VMs, pve)
 		if err != nil {
 			return nil, err
 		}

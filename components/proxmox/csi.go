@@ -2,11 +2,13 @@ package proxmox
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/permission"
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/user"
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
@@ -134,7 +136,7 @@ func CSINodePatch(region string, n Node) string {
 
 // csiToken makes the plugin's role, user, ACLs (the datastore and each of
 // the cluster's VMs) and token, and returns the token's id and secret.
-func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, pve []pulumi.ResourceOption) (pulumi.StringOutput, pulumi.StringOutput, error) {
+func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, vms map[string]*vm.VirtualMachine, pve []pulumi.ResourceOption) (pulumi.StringOutput, pulumi.StringOutput, error) {
 	if s.TokenSecret != nil {
 		return pulumi.String(s.TokenID).ToStringOutput(), pulumi.ToSecret(s.TokenSecret.ToStringOutput()).(pulumi.StringOutput), nil
 	}
@@ -152,17 +154,29 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 	if err != nil {
 		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's user: %w", err)
 	}
-	paths := []string{"/storage/" + s.Datastore}
-	for _, n := range a.Nodes {
-		paths = append(paths, "/vms/"+strconv.Itoa(n.VMID))
-	}
-	var acls []pulumi.Resource
-	for _, path := range paths {
+	grant := func(path string, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
 		acl, err := proxmoxve.NewAcl(ctx, name+CSIACLSuffix+aclName(path), &proxmoxve.AclArgs{
 			Path: pulumi.String(path), RoleId: role.RoleId, UserId: u.UserId, Propagate: pulumi.Bool(false),
-		}, pve...)
+		}, append(slices.Clone(pve), opts...)...)
 		if err != nil {
-			return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to grant the CSI plugin %s: %w", path, err)
+			return nil, fmt.Errorf("unable to grant the CSI plugin %s: %w", path, err)
+		}
+		return acl, nil
+	}
+	storage, err := grant("/storage/" + s.Datastore)
+	if err != nil {
+		return pulumi.StringOutput{}, pulumi.StringOutput{}, err
+	}
+	acls := []pulumi.Resource{storage}
+	for _, n := range a.Nodes {
+		// Proxmox drops a VM's ACLs when it destroys the VM: the grant
+		// goes with its VM (no call for it on a destroy) and is made
+		// again for a new one.
+		machine := vms[n.Name]
+		acl, err := grant("/vms/"+strconv.Itoa(n.VMID),
+			pulumi.DependsOn([]pulumi.Resource{machine}), pulumi.DeletedWith(machine), pulumi.ReplaceWith([]pulumi.Resource{machine}))
+		if err != nil {
+			return pulumi.StringOutput{}, pulumi.StringOutput{}, err
 		}
 		acls = append(acls, acl)
 	}

@@ -319,6 +319,11 @@ backup-get: $(STACKCTL) ## A backup's files, decrypted and checked, into OUT (ne
 restore: require-stack $(STACKCTL) ## Bring STACK's cluster back from a backup into new machines: IDENTITY=file (or the key's text in BACKUP_IDENTITY) [NAME=latest]; the stack is made if its state is gone (docs/backup.md).
 	$(STACKCTL) restore --stack $(call quote,$(STACK)) --create --secrets-provider $(call quote,$(SECRETS_PROVIDER)) --pulumi $(call quote,$(PULUMI)) $(if $(IDENTITY),--identity $(call quote,$(IDENTITY))) --name $(call quote,$(or $(NAME),latest))
 
+.PHONY: csi-volume-rm
+csi-volume-rm: require-stack $(STACKCTL) ## Delete one volume the Proxmox CSI plugin left on storage.proxmoxCsi.datastore, attached to no VM of the cluster: VOLUME=<datastore>:vm-9999-pvc-... (make doctor lists them; docs/storage.md).
+	@if [ -z $(call quote,$(VOLUME)) ]; then echo "VOLUME is required: one that make doctor lists as attached to no VM" >&2; exit 2; fi
+	$(STACKCTL) csi-volume-rm --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI)) --volume $(call quote,$(VOLUME))
+
 .PHONY: restore-drill
 restore-drill: ## Back up a cluster of the Talos fake and restore it into fresh fake nodes: the restore's code path, on this machine (also part of make test).
 	$(GO) test -count=1 -run 'TestBackupThenRecoverIntoFreshNodes|TestRunRestoresTheClusterFromTheBackup' -v ./cmd/stackctl/internal/backup ./cmd/stackctl/internal/restore

@@ -39,6 +39,10 @@ const (
 	DefaultStorageClass = "proxmox"
 	// CSITokenName is the token's name under the plugin's user.
 	CSITokenName = "csi"
+	// CSIVolumePrefix starts the name of every volume the plugin makes: it
+	// makes them for the placeholder VM 9999, which owns no VM's disks,
+	// so that destroying a VM never destroys them.
+	CSIVolumePrefix = "vm-9999-pvc-"
 )
 
 // CSIPrivileges are the privileges the plugin documents.

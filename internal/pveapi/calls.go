@@ -208,3 +208,49 @@ func (c *Client) EjectCDROM(ctx context.Context, node string, vmid int, iface st
 func vmPath(node string, vmid int) string {
 	return fmt.Sprintf("/nodes/%s/qemu/%d", url.PathEscape(node), vmid)
 }
+
+// Volume is a volume of a datastore's content.
+type Volume struct {
+	VolID   string `json:"volid"`
+	Content string `json:"content"`
+	Size    int64  `json:"size"`
+	// VMID is the VM the volume's name says it belongs to (0: none).
+	VMID int `json:"vmid"`
+}
+
+// StorageContent lists a datastore's volumes of one content type
+// ("images", "iso") on a node.
+func (c *Client) StorageContent(ctx context.Context, node, storage, content string) ([]Volume, error) {
+	var out []Volume
+	q := url.Values{"content": {content}}.Encode()
+	if err := c.call(ctx, "GET", "/nodes/"+url.PathEscape(node)+"/storage/"+url.PathEscape(storage)+"/content?"+q, nil, &out); err != nil {
+		return nil, fmt.Errorf("unable to list the %s of datastore %s on %s: %w", content, storage, node, err)
+	}
+	return out, nil
+}
+
+// VMConfig is a VM's configuration (its drives: "scsi1": "local-zfs:vm-110-disk-1,size=20G").
+func (c *Client) VMConfig(ctx context.Context, node string, vmid int) (map[string]any, error) {
+	var out map[string]any
+	if err := c.call(ctx, "GET", vmPath(node, vmid)+"/config", nil, &out); err != nil {
+		return nil, fmt.Errorf("unable to read the configuration of VM %d: %w", vmid, err)
+	}
+	return out, nil
+}
+
+// DeleteVolume deletes a volume ("local-zfs:vm-9999-pvc-..."), and waits
+// for the deletion's task.
+func (c *Client) DeleteVolume(ctx context.Context, node, volid string, poll time.Duration) error {
+	storage, _, ok := strings.Cut(volid, ":")
+	if !ok {
+		return fmt.Errorf("unable to delete volume %q: not storage:name", volid)
+	}
+	var upid string
+	if err := c.call(ctx, "DELETE", "/nodes/"+url.PathEscape(node)+"/storage/"+url.PathEscape(storage)+"/content/"+url.PathEscape(volid), nil, &upid); err != nil {
+		return fmt.Errorf("unable to delete volume %s: %w", volid, err)
+	}
+	if err := c.WaitTask(ctx, node, upid, poll); err != nil {
+		return fmt.Errorf("unable to delete volume %s: %w", volid, err)
+	}
+	return nil
+}

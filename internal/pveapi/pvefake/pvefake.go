@@ -217,6 +217,16 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		s.setConfig(w, r, m[1], m[2])
 		return
 	}
+	if m := configRe.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
+		vmid, _ := strconv.Atoi(m[2])
+		vm, ok := s.vms[vmid]
+		if !ok || vm.Node != m[1] {
+			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", m[1], vmid))
+			return
+		}
+		writeData(w, vm.Config)
+		return
+	}
 	if m := taskRe.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
 		t, ok := s.tasks[m[2]]
 		if !ok {

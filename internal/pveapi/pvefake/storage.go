@@ -7,6 +7,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,6 +34,14 @@ func newStorage() storage {
 		remote:     map[string]int64{},
 		downloads:  map[string]int{},
 	}
+}
+
+// AddDatastore adds a datastore to every node, e.g. a ZFS pool that holds
+// "images" (VM disks, named vm-<vmid>-<name>).
+func (s *Server) AddDatastore(name string, ds Datastore) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.datastores[name] = ds
 }
 
 // Serve makes a URL downloadable by the nodes, with its size.
@@ -89,6 +98,9 @@ var (
 	isoExtRe = regexp.MustCompile(`(?i)^[^/]+\.(?:iso|img)$`)
 	// isoVolnameRe is how the directory plugin parses an ISO's volume name.
 	isoVolnameRe = regexp.MustCompile(`(?i)^iso/([^/]+\.(?:iso|img))$`)
+	// imageVolnameRe is a VM disk's name on a pool datastore (the ZFS and
+	// LVM plugins): vm-<owner vmid>-<name>.
+	imageVolnameRe = regexp.MustCompile(`^vm-(\d+)-[A-Za-z0-9_.-]+$`)
 	// volidRe is pve-storage's parse_volume_id.
 	volidRe = regexp.MustCompile(`^([a-z][a-z0-9\-_.]*[a-z0-9]):(.+)$`)
 	// unsafeRe is what normalize_content_filename replaces with '_'.
@@ -230,10 +242,18 @@ func (s *Server) listContent(w http.ResponseWriter, r *http.Request, node, store
 	for volid, size := range s.files[node] {
 		sid, volname, _ := strings.Cut(volid, ":")
 		ct, _, _ := strings.Cut(volname, "/")
+		entry := map[string]any{"volid": volid, "content": ct, "format": ct, "size": size}
+		if m := imageVolnameRe.FindStringSubmatch(volname); m != nil {
+			// A VM disk of a pool datastore (ZFS, LVM): its name says its
+			// owner.
+			ct = "images"
+			vmid, _ := strconv.Atoi(m[1])
+			entry = map[string]any{"volid": volid, "content": ct, "format": "raw", "size": size, "vmid": vmid}
+		}
 		if sid != store || (want != "" && ct != want) {
 			continue
 		}
-		out = append(out, map[string]any{"volid": volid, "content": ct, "format": ct, "size": size})
+		out = append(out, entry)
 	}
 	writeData(w, out)
 }
@@ -263,7 +283,7 @@ func (s *Server) deleteVolume(w http.ResponseWriter, node, store, volume string)
 		return
 	}
 	_, volname, _ := strings.Cut(volid, ":")
-	if !isoVolnameRe.MatchString(volname) {
+	if !isoVolnameRe.MatchString(volname) && !imageVolnameRe.MatchString(volname) {
 		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("unable to parse directory volume name '%s'", volname))
 		return
 	}

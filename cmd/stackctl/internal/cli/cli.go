@@ -21,6 +21,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -33,6 +34,8 @@ const usage = `usage:
                                                                      (bring the cluster back from a backup: docs/backup.md)
   stackctl backup-get --target URL --stack NAME --identity FILE --out DIR [--name NAME|latest]
                                                                      (a backup's files, decrypted and checked, without the stack)
+  stackctl csi-volume-rm --stack NAME --volume DATASTORE:vm-9999-pvc-...
+                                                                     (delete a volume the Proxmox CSI plugin left, not attached)
   stackctl proxy   --stack NAME [--listen 127.0.0.1:PORT]            (the ssh-proxy helper, until Ctrl-C)
   stackctl exec    --stack NAME -- COMMAND [ARGS...]                 (COMMAND with the helper when the stack uses it)
   stackctl adopt   --stack NAME --secrets FILE [flags]               (import a running cluster's secrets.yaml; -h lists the flags)`
@@ -56,6 +59,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return execCmd(ctx, args[1:], e)
 	case op == "backup-get":
 		return backupGetCmd(ctx, args[1:], stdout, stderr)
+	case op == "csi-volume-rm":
+		return csiVolumeRmCmd(ctx, args[1:], stdout, stderr, func(cfg *stacks.Config) (csiAPI, error) {
+			px := cfg.Proxmox
+			return pveapi.New(px.Endpoint, px.APITokenID, px.APITokenSecret.Reveal(), pveapi.Options{Insecure: px.Insecure})
+		})
 	case op == "adopt":
 		e := defaultAccessEnv(stdin, stdout, stderr)
 		e.ReadConfig = nil // --pulumi decides

@@ -59,6 +59,14 @@ func (okAPI) Permissions(context.Context, string) (map[string]bool, error) {
 	return all, nil
 }
 
+func (okAPI) StorageContent(context.Context, string, string, string) ([]pveapi.Volume, error) {
+	return nil, nil
+}
+
+func (okAPI) VMConfig(context.Context, string, int) (map[string]any, error) {
+	return nil, pveapi.ErrNotFound
+}
+
 func (okAPI) QueryURLMetadata(context.Context, string, string) (pveapi.URLMetadata, error) {
 	return pveapi.URLMetadata{}, nil
 }

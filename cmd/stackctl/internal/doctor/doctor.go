@@ -63,6 +63,8 @@ type API interface {
 	VMs(ctx context.Context) ([]pveapi.ClusterVM, error)
 	Permissions(ctx context.Context, path string) (map[string]bool, error)
 	QueryURLMetadata(ctx context.Context, node, rawURL string) (pveapi.URLMetadata, error)
+	StorageContent(ctx context.Context, node, storage, content string) ([]pveapi.Volume, error)
+	VMConfig(ctx context.Context, node string, vmid int) (map[string]any, error)
 }
 
 // The real Proxmox client is the doctor's API, checked at compile time.
@@ -248,9 +250,14 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []
 		}
 	}
 	if len(clashes) > 0 {
-		return append(out, Result{Fail, "vmids", strings.Join(clashes, "; ")})
+		out = append(out, Result{Fail, "vmids", strings.Join(clashes, "; ")})
+	} else {
+		out = append(out, Result{OK, "vmids", "every VM id is free or already this stack's"})
 	}
-	return append(out, Result{OK, "vmids", "every VM id is free or already this stack's"})
+	if cfg.Storage.ProxmoxCSI.Enabled() {
+		out = append(out, checkCSI(ctx, api, cfg, stack)...)
+	}
+	return out
 }
 
 func checkStorage(ctx context.Context, api API, node, name, content, key string) Result {

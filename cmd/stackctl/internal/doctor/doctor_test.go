@@ -36,6 +36,27 @@ type fakeAPI struct {
 	// permErr fails /access/permissions; fetchErr the node's URL fetch.
 	permErr, fetchErr error
 	fetched           []string
+	// volumes are every datastore's images; configs the VMs' configs.
+	volumes []pveapi.Volume
+	configs map[int]map[string]any
+}
+
+func (f *fakeAPI) StorageContent(_ context.Context, _, storage, _ string) ([]pveapi.Volume, error) {
+	var out []pveapi.Volume
+	for _, v := range f.volumes {
+		if strings.HasPrefix(v.VolID, storage+":") {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeAPI) VMConfig(_ context.Context, _ string, vmid int) (map[string]any, error) {
+	c, ok := f.configs[vmid]
+	if !ok {
+		return nil, pveapi.ErrNotFound
+	}
+	return c, nil
 }
 
 func healthyAPI() *fakeAPI {

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
+	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// `stackctl csi-volume-rm` deletes, through the Proxmox API, one volume the
+// CSI plugin left on the stack's datastore, and nothing else: another
+// datastore's or a VM's own disk is refused by its name, a volume one of
+// the cluster's VMs has attached is refused, and an unknown one is an
+// error; each refusal leaves every volume where it was.
+func TestCSIVolumeRm(t *testing.T) {
+	t.Parallel()
+	vms := map[int]*pvefake.VM{120: {Node: "pve", Name: "worker-0", Config: map[string]string{"scsi2": "local-zfs:vm-9999-pvc-used,size=8G"}}}
+	s := pvefake.New(t, vms)
+	s.AddDatastore("local-zfs", pvefake.Datastore{Content: []string{"images"}})
+	for _, v := range []string{"local-zfs:vm-9999-pvc-used", "local-zfs:vm-9999-pvc-left", "local-zfs:vm-120-disk-1"} {
+		s.PutFile("pve", v, 1<<30)
+	}
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "storage", func(m map[string]any) {
+		m["proxmoxCsi"] = map[string]any{"datastore": "local-zfs"}
+	})
+	configFile := filepath.Join(t.TempDir(), "config.json")
+	require.NoError(t, os.WriteFile(configFile, stackstest.ConfigJSON(t, src), 0o600))
+	newAPI := func(*stacks.Config) (csiAPI, error) {
+		return pveapi.New(s.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: s.Client()})
+	}
+	run := func(volume string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := csiVolumeRmCmd(context.Background(), []string{"--stack", "homelab", "--config-json", configFile, "--volume", volume}, &out, &errOut, newAPI)
+		return code, out.String() + errOut.String()
+	}
+	all := []string{"local-zfs:vm-120-disk-1", "local-zfs:vm-9999-pvc-left", "local-zfs:vm-9999-pvc-used"}
+
+	for volume, want := range map[string]string{
+		"local-zfs:vm-120-disk-1":    "is not a volume of the CSI plugin on local-zfs",
+		"local-lvm:vm-9999-pvc-left": "is not a volume of the CSI plugin on local-zfs",
+		"local-zfs:vm-9999-pvc-used": "is attached to worker-0",
+		"local-zfs:vm-9999-pvc-none": "no volume local-zfs:vm-9999-pvc-none",
+	} {
+		code, log := run(volume)
+		assert.NotEqual(t, exitcode.OK, code, volume)
+		assert.Contains(t, log, want, volume)
+		assert.Equal(t, all, s.Volumes("pve"), "%s: nothing deleted", volume)
+	}
+
+	code, log := run("local-zfs:vm-9999-pvc-left")
+	require.Equal(t, exitcode.OK, code, log)
+	assert.Contains(t, log, "deleted local-zfs:vm-9999-pvc-left on pve")
+	assert.Equal(t, []string{"local-zfs:vm-120-disk-1", "local-zfs:vm-9999-pvc-used"}, s.Volumes("pve"))
+}

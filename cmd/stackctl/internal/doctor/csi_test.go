@@ -1,0 +1,105 @@
+package doctor_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
+	"github.com/fluodata/talos-pulumi/internal/pveapi"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// withCSI is the direct example with the Proxmox CSI plugin on local-zfs.
+func withCSI(t *testing.T) stacks.Source {
+	t.Helper()
+	return stackstest.EditSection(t, direct(t), "storage", func(s map[string]any) {
+		s["proxmoxCsi"] = map[string]any{"datastore": "local-zfs"}
+	})
+}
+
+// With storage.proxmoxCsi, the doctor checks the datastore holds images on
+// each Proxmox node, and lists the plugin's volumes that no VM of the
+// cluster has attached (kept after their claim or the cluster went), with
+// the command that removes one; it removes nothing itself.
+func TestTheDoctorListsTheCSIPluginsVolumes(t *testing.T) {
+	t.Parallel()
+	api := healthyAPI()
+	api.storages = append(api.storages, pveapi.Storage{Storage: "local-zfs", Content: "images,rootdir"})
+	api.volumes = []pveapi.Volume{
+		{VolID: "local-zfs:vm-9999-pvc-aaa", Size: 8 << 30},
+		{VolID: "local-zfs:vm-9999-pvc-bbb", Size: 1 << 30},
+		{VolID: "local-zfs:vm-120-disk-1", Size: 20 << 30},
+	}
+	api.configs = map[int]map[string]any{120: {"scsi0": "local-lvm:vm-120-disk-0,size=20G", "scsi2": "local-zfs:vm-9999-pvc-aaa,size=8G"}}
+	rs := doctor.Run(context.Background(), env(api), withCSI(t), "proxmox-homelab")
+	var csi []doctor.Result
+	for _, r := range rs {
+		if r.Check == "csi" {
+			csi = append(csi, r)
+		}
+	}
+	require.Len(t, csi, 1, "%v", rs)
+	assert.Equal(t, doctor.Warn, csi[0].Level)
+	assert.Contains(t, csi[0].Message, "1 volumes of the CSI plugin on local-zfs are attached to no VM of this cluster")
+	assert.Contains(t, csi[0].Message, "local-zfs:vm-9999-pvc-bbb on pve (1 GiB)")
+	assert.NotContains(t, csi[0].Message, "pvc-aaa on", "attached to worker-0")
+	assert.NotContains(t, csi[0].Message, "vm-120-disk-1", "a VM's own disk is not the plugin's")
+	assert.Contains(t, csi[0].Message, "make csi-volume-rm STACK=proxmox-homelab VOLUME=<volid>")
+
+	api.volumes = api.volumes[:1]
+	rs = doctor.Run(context.Background(), env(api), withCSI(t), "proxmox-homelab")
+	for _, r := range rs {
+		if r.Check == "csi" {
+			assert.Equal(t, doctor.OK, r.Level, r.Message)
+			assert.Contains(t, r.Message, "local-zfs:vm-9999-pvc-aaa (attached to worker-0)")
+		}
+	}
+
+	api.storages = api.storages[:2]
+	rs = doctor.Run(context.Background(), env(api), withCSI(t), "proxmox-homelab")
+	var failed bool
+	for _, r := range rs {
+		if r.Level == doctor.Fail && strings.Contains(r.Message, `storage.proxmoxCsi.datastore: datastore "local-zfs" does not exist on pve`) {
+			failed = true
+		}
+	}
+	assert.True(t, failed, "%v", rs)
+}
+
+// doctor.CSIVolumes with the real client against the Proxmox API fake: the
+// plugin's volumes of the datastore (a ZFS pool's images, named
+// vm-9999-pvc-*), which VM has each attached, and a VM that is gone.
+func TestCSIVolumesThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	vms := map[int]*pvefake.VM{
+		120: {Node: "pve", Name: "worker-0", Config: map[string]string{"scsi2": "local-zfs:vm-9999-pvc-aaa,size=8G"}},
+	}
+	s := pvefake.New(t, vms)
+	s.AddDatastore("local-zfs", pvefake.Datastore{Content: []string{"images"}})
+	s.PutFile("pve", "local-zfs:vm-9999-pvc-aaa", 8<<30)
+	s.PutFile("pve", "local-zfs:vm-9999-pvc-bbb", 1<<30)
+	s.PutFile("pve", "local-zfs:vm-120-disk-1", 20<<30)
+	s.PutFile("pve", "local:iso/talos.iso", 1<<20)
+	api, err := pveapi.New(s.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: s.Client()})
+	require.NoError(t, err)
+	cfg, d := stacks.Load(withCSI(t))
+	require.NoError(t, d.Err())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	vols, err := doctor.CSIVolumes(ctx, api, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []doctor.CSIVolume{
+		{VolID: "local-zfs:vm-9999-pvc-aaa", ProxmoxNode: "pve", AttachedTo: "worker-0", Size: 8 << 30},
+		{VolID: "local-zfs:vm-9999-pvc-bbb", ProxmoxNode: "pve", Size: 1 << 30},
+	}, vols)
+
+	require.NoError(t, api.DeleteVolume(ctx, "pve", "local-zfs:vm-9999-pvc-bbb", 10*time.Millisecond))
+	assert.NotContains(t, s.Volumes("pve"), "local-zfs:vm-9999-pvc-bbb")
+}

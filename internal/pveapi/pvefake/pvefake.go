@@ -360,6 +360,8 @@ var AllPrivileges = []string{
 	"VM.Allocate", "VM.Audit", "VM.Config.CDROM", "VM.Config.CPU", "VM.Config.Cloudinit", "VM.Config.Disk",
 	"VM.Config.HWType", "VM.Config.Memory", "VM.Config.Network", "VM.Config.Options", "VM.GuestAgent.Audit",
 	"VM.PowerMgmt",
+	// Making the Proxmox CSI plugin's role, user, ACLs and token.
+	"Permissions.Modify", "Realm.AllocateUser", "User.Modify",
 }
 
 // newTask registers a task and returns its UPID.

@@ -79,6 +79,9 @@ func checkCSI(ctx context.Context, api API, cfg *stacks.Config, stack string) []
 			return out
 		}
 	}
+	if cfg.Storage.ProxmoxCSI.TokenID == "" {
+		out = append(out, checkCSIAccess(ctx, api, cfg))
+	}
 	vols, err := CSIVolumes(ctx, api, cfg)
 	if err != nil {
 		return append(out, Result{Fail, "csi", "listing the CSI plugin's volumes: " + err.Error()})
@@ -103,4 +106,53 @@ func listed(items []string) string {
 		return ""
 	}
 	return ": " + strings.Join(items, ", ")
+}
+
+// csiAccessNeeds are what making the CSI plugin's access takes of the
+// operator's token, as read from Proxmox VE's access API (pve-access-
+// control: role create Sys.Modify on /access; user create
+// Realm.AllocateUser on its realm; a token for another user User.Modify;
+// an ACL Permissions.Modify on its path). Not tested against a real
+// Proxmox VE from here: a missing one is a warning, not a failure.
+func csiAccessNeeds(cfg *stacks.Config) []need {
+	csi := cfg.Storage.ProxmoxCSI
+	if csi.TokenID != "" {
+		return nil // the operator's own token for the plugin
+	}
+	out := []need{
+		{"/access", []string{"Sys.Modify"}, "creates the CSI plugin's role"},
+		{"/access/realm/pve", []string{"Realm.AllocateUser"}, "creates the CSI plugin's user"},
+		{"/access/groups", []string{"User.Modify"}, "gives the CSI plugin's user its token"},
+		{"/storage/" + csi.Datastore, []string{"Permissions.Modify"}, "grants the CSI plugin its role on the datastore"},
+	}
+	for _, ref := range cfg.Nodes.Refs() {
+		out = append(out, need{fmt.Sprintf("/vms/%d", ref.VMID), []string{"Permissions.Modify"}, "grants the CSI plugin its role on " + ref.Path + "'s VM"})
+	}
+	return out
+}
+
+// checkCSIAccess warns of what the operator's token lacks to make the
+// plugin's role, user, ACLs and token.
+func checkCSIAccess(ctx context.Context, api API, cfg *stacks.Config) Result {
+	var missing []string
+	for _, n := range csiAccessNeeds(cfg) {
+		have, err := api.Permissions(ctx, n.path)
+		if err != nil {
+			return Result{Warn, "csi-perms", fmt.Sprintf("%v; the privileges for the CSI plugin's access were not checked", err)}
+		}
+		var lacks []string
+		for _, p := range n.privs {
+			if !have[p] {
+				lacks = append(lacks, p)
+			}
+		}
+		if len(lacks) > 0 {
+			missing = append(missing, fmt.Sprintf("%s on %s (%s)", strings.Join(lacks, ", "), n.path, n.why))
+		}
+	}
+	if len(missing) > 0 {
+		return Result{Warn, "csi-perms", fmt.Sprintf("token %s seems to lack %s; grant them, or make the plugin's token yourself and give it as storage.proxmoxCsi.tokenId and tokenSecret",
+			cfg.Proxmox.APITokenID, strings.Join(missing, "; "))}
+	}
+	return Result{OK, "csi-perms", fmt.Sprintf("token %s can make the CSI plugin's role, user, ACLs and token", cfg.Proxmox.APITokenID)}
 }

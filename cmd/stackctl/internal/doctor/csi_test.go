@@ -53,6 +53,26 @@ func TestTheDoctorListsTheCSIPluginsVolumes(t *testing.T) {
 	assert.NotContains(t, csi[0].Message, "vm-120-disk-1", "a VM's own disk is not the plugin's")
 	assert.Contains(t, csi[0].Message, "make csi-volume-rm STACK=proxmox-homelab VOLUME=<volid>")
 
+	for _, r := range rs {
+		if r.Check == "csi-perms" {
+			assert.Equal(t, doctor.OK, r.Level, r.Message)
+		}
+	}
+
+	api.lacks = map[string][]string{"/access": {"Sys.Modify"}, "/vms/120": {"Permissions.Modify"}}
+	rs = doctor.Run(context.Background(), env(api), withCSI(t), "proxmox-homelab")
+	var perms []doctor.Result
+	for _, r := range rs {
+		if r.Check == "csi-perms" {
+			perms = append(perms, r)
+		}
+	}
+	require.Len(t, perms, 1)
+	assert.Equal(t, doctor.Warn, perms[0].Level, "read from Proxmox VE's access API, not tested against one: a warning")
+	assert.Contains(t, perms[0].Message, "Sys.Modify on /access (creates the CSI plugin's role)")
+	assert.Contains(t, perms[0].Message, "Permissions.Modify on /vms/120 (grants the CSI plugin its role on nodes.workers[0]'s VM)")
+	api.lacks = nil
+
 	api.volumes = api.volumes[:1]
 	rs = doctor.Run(context.Background(), env(api), withCSI(t), "proxmox-homelab")
 	for _, r := range rs {

@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
@@ -327,6 +328,19 @@ func TestEdgeCasesValidate(t *testing.T) {
 			talos.NodeSpec{Name: "w-0", IP: "10.0.0.20", Role: talos.RoleWorker, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}}, metal,
 			func(t *testing.T, d map[string]map[string]any) {
 				assert.Nil(t, get(d["v1alpha1"], "machine.features.kubernetesTalosAPIAccess"))
+			}},
+		{"Proxmox CSI: topology labels and the provider id on a worker", talos.PatchSpec{TalosVersion: "v1.12.4"},
+			func() talos.NodeSpec {
+				n := talos.NodeSpec{Name: "w-0", IP: "10.0.0.20", Role: talos.RoleWorker, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}}
+				n.PlatformPatches = []string{proxmox.CSINodePatch("lab", proxmox.Node{Name: "w-0", ProxmoxNode: "pve2", VMID: 120})}
+				return n
+			}(), metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				labels, _ := get(d["v1alpha1"], "machine.nodeLabels").(map[string]any)
+				assert.Equal(t, "pve2", labels["topology.kubernetes.io/zone"])
+				assert.Equal(t, "lab", labels["topology.kubernetes.io/region"])
+				assert.Equal(t, "proxmox://lab/120", get(d["v1alpha1"], "machine.kubelet.extraArgs.provider-id"))
+				assert.Equal(t, "true", get(d["v1alpha1"], "machine.kubelet.extraArgs.rotate-server-certificates"), "merged with ours")
 			}},
 		{"Talos 1.11 contract: hostname in v1alpha1", talos.PatchSpec{TalosVersion: "v1.11.5"},
 			func() talos.NodeSpec { n := cp("cp-0", "10.0.0.10"); n.Hostname = "cp-0"; return n }(), metal,

@@ -85,6 +85,7 @@ type Server struct {
 	configs   map[int][]url.Values
 	seq       int
 	storage
+	access
 }
 
 // task is a Proxmox worker: it runs until done, then either fails with
@@ -254,7 +255,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		writeData(w, nil)
 		return
 	}
-	if s.handleStorage(w, r) {
+	if s.handleStorage(w, r) || s.handleAccess(w, r) {
 		return
 	}
 	writeErr(w, http.StatusNotImplemented, "Method '"+r.Method+" "+r.URL.Path+"' not implemented")

@@ -134,21 +134,9 @@ func csiAccessNeeds(cfg *stacks.Config) []need {
 // checkCSIAccess warns of what the operator's token lacks to make the
 // plugin's role, user, ACLs and token.
 func checkCSIAccess(ctx context.Context, api API, cfg *stacks.Config) Result {
-	var missing []string
-	for _, n := range csiAccessNeeds(cfg) {
-		have, err := api.Permissions(ctx, n.path)
-		if err != nil {
-			return Result{Warn, "csi-perms", fmt.Sprintf("%v; the privileges for the CSI plugin's access were not checked", err)}
-		}
-		var lacks []string
-		for _, p := range n.privs {
-			if !have[p] {
-				lacks = append(lacks, p)
-			}
-		}
-		if len(lacks) > 0 {
-			missing = append(missing, fmt.Sprintf("%s on %s (%s)", strings.Join(lacks, ", "), n.path, n.why))
-		}
+	missing, err := missingPrivileges(ctx, api, csiAccessNeeds(cfg))
+	if err != nil {
+		return Result{Warn, "csi-perms", fmt.Sprintf("%v; the privileges for the CSI plugin's access were not checked", err)}
 	}
 	if len(missing) > 0 {
 		return Result{Warn, "csi-perms", fmt.Sprintf("token %s seems to lack %s; grant them, or make the plugin's token yourself and give it as storage.proxmoxCsi.tokenId and tokenSecret",

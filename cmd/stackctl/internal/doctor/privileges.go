@@ -72,11 +72,25 @@ func neededPrivileges(cfg *stacks.Config, major int) []need {
 // it is needed, before a run fails half-way on a 403.
 func checkPrivileges(ctx context.Context, api API, cfg *stacks.Config, version string) Result {
 	major, _ := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
+	missing, err := missingPrivileges(ctx, api, neededPrivileges(cfg, major))
+	if err != nil {
+		return Result{Warn, "perms", fmt.Sprintf("%v; the token's privileges were not checked", err)}
+	}
+	if len(missing) > 0 {
+		return Result{Fail, "perms", fmt.Sprintf("token %s lacks %s; grant them to the token (Datacenter > Permissions), or to its user with privilege separation off",
+			cfg.Proxmox.APITokenID, strings.Join(missing, "; "))}
+	}
+	return Result{OK, "perms", fmt.Sprintf("token %s holds every privilege the stack's runs take (Proxmox VE %d)", cfg.Proxmox.APITokenID, major)}
+}
+
+// missingPrivileges reads the token's privileges on each need's path and
+// names the ones it lacks, with why they are needed.
+func missingPrivileges(ctx context.Context, api API, needs []need) ([]string, error) {
 	var missing []string
-	for _, n := range neededPrivileges(cfg, major) {
+	for _, n := range needs {
 		have, err := api.Permissions(ctx, n.path)
 		if err != nil {
-			return Result{Warn, "perms", fmt.Sprintf("%v; the token's privileges were not checked", err)}
+			return nil, err
 		}
 		var lacks []string
 		for _, p := range n.privs {
@@ -88,11 +102,7 @@ func checkPrivileges(ctx context.Context, api API, cfg *stacks.Config, version s
 			missing = append(missing, fmt.Sprintf("%s on %s (%s)", strings.Join(lacks, ", "), n.path, n.why))
 		}
 	}
-	if len(missing) > 0 {
-		return Result{Fail, "perms", fmt.Sprintf("token %s lacks %s; grant them to the token (Datacenter > Permissions), or to its user with privilege separation off",
-			cfg.Proxmox.APITokenID, strings.Join(missing, "; "))}
-	}
-	return Result{OK, "perms", fmt.Sprintf("token %s holds every privilege the stack's runs take (Proxmox VE %d)", cfg.Proxmox.APITokenID, major)}
+	return missing, nil
 }
 
 // FactoryProbeURL is what each Proxmox node is asked to fetch to show that

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +14,23 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
+	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
+
+// proxmoxExampleWith is the Proxmox example's stack file with more config
+// appended (YAML under its config:), and secrets set as `pulumi config set
+// --secret --path` sets them, besides the example's own.
+func proxmoxExampleWith(t *testing.T, more string, secrets map[string]string) stacks.Source {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), stackstest.ProxmoxExample))
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "Pulumi.homelab.yaml.example")
+	require.NoError(t, os.WriteFile(file, append(raw, []byte(more)...), 0o600))
+	all := maps.Clone(secrets)
+	maps.Copy(all, stackstest.ExampleSecrets[stackstest.ProxmoxExample])
+	return stackstest.StackSource(t, file, all)
+}
 
 // The Proxmox example with backup.schedule, as `up` registers it: the
 // talos-backup CronJob puts the snapshots under <target prefix>/<stack>/
@@ -24,22 +40,14 @@ import (
 func TestTheBackupScheduleOfAStack(t *testing.T) {
 	t.Parallel()
 	const key = "s3-Sch3dule-s3cr3t"
-	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), stackstest.ProxmoxExample))
-	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "Pulumi.homelab.yaml.example")
-	require.NoError(t, os.WriteFile(file, append(raw, []byte(`
+	src := proxmoxExampleWith(t, `
   talos-cluster:backup:
     target: s3://backups/talos?endpoint=https://minio.lan:9000
     recipients: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]
     schedule: "0 */6 * * *"
     s3:
       accessKeyId: AKIAEXAMPLE
-`)...), 0o600))
-	secrets := map[string]string{"backup.s3.secretAccessKey": key}
-	for k, v := range stackstest.ExampleSecrets[stackstest.ProxmoxExample] {
-		secrets[k] = v
-	}
-	src := stackstest.StackSource(t, file, secrets)
+`, map[string]string{"backup.s3.secretAccessKey": key})
 	e, _, _, err := programtest.Run(t, src, "homelab", program.Options{})
 	require.NoError(t, err)
 

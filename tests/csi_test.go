@@ -2,8 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -111,20 +109,12 @@ func TestTheProxmoxCSIPlugin(t *testing.T) {
 // by key before anything is registered.
 func TestTheProxmoxCSIPluginsVariants(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), stackstest.ProxmoxExample))
-	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "Pulumi.homelab.yaml.example")
-	require.NoError(t, os.WriteFile(file, append(raw, []byte(`
+	src := proxmoxExampleWith(t, `
   talos-cluster:storage:
     proxmoxCsi:
       datastore: local-zfs
       tokenId: ops@pve!csi
-`)...), 0o600))
-	secrets := map[string]string{"storage.proxmoxCsi.tokenSecret": "csi-t0ken-s3cret"}
-	for k, v := range stackstest.ExampleSecrets[stackstest.ProxmoxExample] {
-		secrets[k] = v
-	}
-	src := stackstest.StackSource(t, file, secrets)
+`, map[string]string{"storage.proxmoxCsi.tokenSecret": "csi-t0ken-s3cret"})
 	e, _, _, err := programtest.Run(t, src, "proxmox-homelab", program.Options{})
 	require.NoError(t, err)
 	for _, typ := range []string{tRole, tUser, tToken, tACL} {

@@ -306,14 +306,36 @@ const InClusterDir = "in-cluster"
 // List returns the stack's backups (`make backup`'s archives), newest
 // first.
 func List(ctx context.Context, store Store, stack string) ([]backupstore.Object, error) {
-	return listOf(ctx, store, stack+"/", func(rest string) bool { return !strings.Contains(rest, "/") })
+	backups, _, err := ListAll(ctx, store, stack)
+	return backups, err
 }
 
 // ListInCluster returns the stack's in-cluster snapshots, newest first.
 func ListInCluster(ctx context.Context, store Store, stack string) ([]backupstore.Object, error) {
-	return listOf(ctx, store, InClusterPrefix(stack), func(rest string) bool {
-		return !strings.Contains(rest, "/") && strings.HasSuffix(rest, ".snap"+backupstore.Suffix)
-	})
+	_, snapshots, err := ListAll(ctx, store, stack)
+	return snapshots, err
+}
+
+// ListAll returns the stack's backups and, apart, its in-cluster
+// snapshots, newest first, from one listing of the target (a listing
+// reads every object's attributes).
+func ListAll(ctx context.Context, store Store, stack string) (backups, snapshots []backupstore.Object, err error) {
+	all, err := store.List(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("unable to list the backups: %w", err)
+	}
+	for _, o := range all {
+		rest, ok := strings.CutPrefix(o.Name, stack+"/")
+		if !ok {
+			continue
+		}
+		if !strings.Contains(rest, "/") {
+			backups = append(backups, o)
+		} else if snap, ok := strings.CutPrefix(rest, InClusterDir+"/"); ok && !strings.Contains(snap, "/") && strings.HasSuffix(snap, ".snap"+backupstore.Suffix) {
+			snapshots = append(snapshots, o)
+		}
+	}
+	return backups, snapshots, nil
 }
 
 // InClusterPrefix is where a stack's in-cluster snapshots are.
@@ -323,29 +345,11 @@ func InClusterPrefix(stack string) string { return stack + "/" + InClusterDir + 
 // snapshots.
 func IsInCluster(stack, name string) bool { return strings.HasPrefix(name, InClusterPrefix(stack)) }
 
-func listOf(ctx context.Context, store Store, prefix string, keep func(rest string) bool) ([]backupstore.Object, error) {
-	all, err := store.List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("unable to list the backups: %w", err)
-	}
-	var out []backupstore.Object
-	for _, o := range all {
-		if rest, ok := strings.CutPrefix(o.Name, prefix); ok && keep(rest) {
-			out = append(out, o)
-		}
-	}
-	return out, nil
-}
-
 // retain deletes the stack's backups, and apart from them its in-cluster
 // snapshots, that the policy does not keep: each kind keeps its own newest
 // ones, so that frequent snapshots never push a whole backup out.
 func retain(ctx context.Context, store Store, stack string, p backupstore.Policy, logw io.Writer) ([]string, error) {
-	backups, err := List(ctx, store, stack)
-	if err != nil {
-		return nil, err
-	}
-	snapshots, err := ListInCluster(ctx, store, stack)
+	backups, snapshots, err := ListAll(ctx, store, stack)
 	if err != nil {
 		return nil, err
 	}

@@ -56,19 +56,9 @@ func TestIntegrationAdoptWithTheRealCLI(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the adopt integration test did not run")
 	}
-	example, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), stackstest.ProxmoxExample))
-	require.NoError(t, err)
-	// Reached directly (no ssh-proxy to a Proxmox host): the program's
-	// preview below needs no host.
-	example = []byte(strings.Replace(string(example), "access: ssh-proxy", "access: direct", 1))
-	require.Contains(t, string(example), "access: direct")
+	example := directExample(t)
 	dir, pulumi := realCLIProject(t, pulumiPath)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.it.yaml"), example, 0o600))
-
-	pulumi("stack", "init", "it", "--secrets-provider", "passphrase")
-	for k, v := range stackstest.ExampleSecrets[stackstest.ProxmoxExample] {
-		pulumi("config", "set", "--secret", "--path", "--stack", "it", k, v)
-	}
+	initExampleStack(t, dir, pulumi, "it", example)
 
 	b := pkitest.TalosBundle(t)
 	env := filepath.Join(dir, "environments", "it")
@@ -175,11 +165,7 @@ func TestIntegrationAdoptWithTheRealCLI(t *testing.T) {
 
 	// The shape `up` gives a bootstrap it creates (the stand-in answers the
 	// Bootstrap call), on a stack of its own: the recorded one has the same.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.created.yaml"), example, 0o600))
-	pulumi("stack", "init", "created", "--secrets-provider", "passphrase")
-	for k, v := range stackstest.ExampleSecrets[stackstest.ProxmoxExample] {
-		pulumi("config", "set", "--secret", "--path", "--stack", "created", k, v)
-	}
+	initExampleStack(t, dir, pulumi, "created", example)
 	c, err := auto.SelectStackInlineSource(ctx, "created", src.Project, adoptedChain(cfg, node, talosAPI.addr), auto.WorkDir(dir))
 	require.NoError(t, err)
 	_, err = c.Up(ctx)
@@ -206,6 +192,29 @@ func TestIntegrationAdoptWithTheRealCLI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "update", ops()[string(urns["bootstrap"])], "%v", ops())
 	require.EqualValues(t, 1, talosAPI.boots.Load(), "only the created stack's bootstrap called the stand-in")
+}
+
+// directExample is the Proxmox example's stack file reached directly (no
+// ssh-proxy to a Proxmox host: the programs run here need no host). Read
+// it before realCLIProject changes the working directory.
+func directExample(t *testing.T) []byte {
+	t.Helper()
+	example, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), stackstest.ProxmoxExample))
+	require.NoError(t, err)
+	example = []byte(strings.Replace(string(example), "access: ssh-proxy", "access: direct", 1))
+	require.Contains(t, string(example), "access: direct")
+	return example
+}
+
+// initExampleStack makes stack name in the project dir with the stack file
+// example and the example's secrets set.
+func initExampleStack(t *testing.T, dir string, pulumi func(args ...string) string, name string, example []byte) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi."+name+".yaml"), example, 0o600))
+	pulumi("stack", "init", name, "--secrets-provider", "passphrase")
+	for k, v := range stackstest.ExampleSecrets[stackstest.ProxmoxExample] {
+		pulumi("config", "set", "--secret", "--path", "--stack", name, k, v)
+	}
 }
 
 // stateResource is a resource of `pulumi stack export`.

@@ -55,11 +55,7 @@ func runBackup(ctx context.Context, req driver.BackupRequest, env backupEnv) err
 	}
 	defer func() { _ = store.Close() }()
 	if req.Op == driver.OpBackups {
-		objs, err := backup.List(ctx, store, req.Name)
-		if err != nil {
-			return err
-		}
-		snapshots, err := backup.ListInCluster(ctx, store, req.Name)
+		objs, snapshots, err := backup.ListAll(ctx, store, req.Name)
 		if err != nil {
 			return err
 		}

@@ -161,11 +161,7 @@ func restoreOf(stdout, stderr io.Writer, getenv func(string) string) func(contex
 // snapshots. An in-cluster snapshot is read with the newest backup's state
 // and stack file (backup.ExtractInCluster).
 func readRestoreBackup(ctx context.Context, store *backupstore.Store, stack, name string, ids []age.Identity, dir string, logw io.Writer) (backup.Extracted, string, error) {
-	backups, err := backup.List(ctx, store, stack)
-	if err != nil {
-		return backup.Extracted{}, "", err
-	}
-	snapshots, err := backup.ListInCluster(ctx, store, stack)
+	backups, snapshots, err := backup.ListAll(ctx, store, stack)
 	if err != nil {
 		return backup.Extracted{}, "", err
 	}

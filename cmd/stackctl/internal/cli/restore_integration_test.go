@@ -30,7 +30,6 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/stacks"
-	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // TestIntegrationBackupDestroyRestore is issue 26's sequence with the real
@@ -52,15 +51,9 @@ func TestIntegrationBackupDestroyRestore(t *testing.T) {
 	if err != nil {
 		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the restore integration test did not run")
 	}
-	example, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), stackstest.ProxmoxExample))
-	require.NoError(t, err)
-	example = []byte(strings.Replace(string(example), "access: ssh-proxy", "access: direct", 1))
+	example := directExample(t)
 	dir, pcli := realCLIProject(t, pulumiPath)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.it.yaml"), example, 0o600))
-	pcli("stack", "init", "it", "--secrets-provider", "passphrase")
-	for k, v := range stackstest.ExampleSecrets[stackstest.ProxmoxExample] {
-		pcli("config", "set", "--secret", "--path", "--stack", "it", k, v)
-	}
+	initExampleStack(t, dir, pcli, "it", example)
 	id, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
 	identityFile := filepath.Join(dir, "backup-key.txt")

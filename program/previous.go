@@ -79,11 +79,20 @@ func ReadLast(ctx *pulumi.Context) (Last, error) {
 // readStack calls one of the engine's functions that read a stack and
 // returns its outputs; a failed call is the warning unreadable says (its
 // %v the error), and nil outputs.
+//
+// Every real stack's outputs and state hold secrets (the kubeconfig, the
+// talosconfig, the machine secrets), and the SDK's plain Invoke refuses a
+// result with a secret in it ("unexpected secret result returned to invoke
+// call"): InvokePackageRaw returns it and reports the secret bit instead.
+// The values come unwrapped; the callers read only the plain facts they
+// compare with (names, roles, addresses, versions) and keep nothing else,
+// so no secret leaves this function in a form that could be exported or
+// logged.
 func readStack(ctx *pulumi.Context, token string, args any, unreadable string) (map[string]any, error) {
 	var res struct {
 		Outputs map[string]any `pulumi:"outputs"`
 	}
-	if err := ctx.Invoke(token, args, &res); err != nil {
+	if _, err := ctx.InvokePackageRaw(token, args, &res, ""); err != nil {
 		if werr := ctx.Log.Warn(fmt.Sprintf(unreadable, err), nil); werr != nil {
 			return nil, fmt.Errorf("unable to log a warning: %w", werr)
 		}

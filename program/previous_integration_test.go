@@ -55,6 +55,10 @@ func TestIntegrationReadPreviousWithTheRealCLI(t *testing.T) {
 		}
 		ctx.Export("kubernetesVersion", pulumi.String(version))
 		ctx.Export("nodes", pulumi.Map{"cp-0": pulumi.StringMap{"role": pulumi.String("controlplane"), "ip": pulumi.String("10.0.0.10")}})
+		// Secret outputs, as every real stack has (issue 35, item 0.1): the
+		// SDK's plain invoke refused the whole read for them.
+		ctx.Export("kubeconfig", pulumi.ToSecret(pulumi.String("apiVersion: v1\nkind: Config\n")))
+		ctx.Export("talosconfig", pulumi.ToSecret(pulumi.String("context: it\n")))
 		return nil
 	}
 	s, err := auto.UpsertStackInlineSource(ctx, "it", "previous-it", prog)
@@ -79,7 +83,17 @@ func TestIntegrationReadPreviousWithTheRealCLI(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1.34.1 cp-0", seen, "an up reads the last up's outputs, not its own")
 
-	_, err = s.Up(ctx)
+	log.Reset()
+	_, err = s.Up(ctx, optup.ProgressStreams(&log))
 	require.NoError(t, err)
 	assert.Equal(t, "1.35.0 cp-0", seen)
+	assert.NotContains(t, log.String(), "unable to read the stack's last outputs", "the secret outputs are read")
+	// The secrets stay secret in the state: the read unwraps nothing that
+	// the program exports again.
+	out, err := s.Outputs(ctx)
+	require.NoError(t, err)
+	assert.True(t, out["kubeconfig"].Secret, "kubeconfig is still a secret output")
+	exported, err := s.Export(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, string(exported.Deployment), "kind: Config", "no secret in clear in the state")
 }

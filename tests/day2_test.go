@@ -51,6 +51,18 @@ func TestTheProgramRefusesUnsafeChangesFromItsLastOutputs(t *testing.T) {
 			},
 			want: "nodes: removes 2 control planes in one `up` (cp-1, cp-2)",
 		},
+		// Every real stack's outputs hold secrets (issue 35, item 0.1): the
+		// Go SDK's plain invoke refuses a secret result, and the refusals
+		// were skipped with a warning on every real stack.
+		"two control planes removed, from outputs that hold secrets": {
+			outputs: resource.PropertyMap{
+				"kubernetesVersion": resource.NewStringProperty("1.36.3"),
+				"nodes":             nodesOutput([]string{"cp-0", "cp-1", "cp-2"}, []string{"worker-0", "worker-1"}),
+				"kubeconfig":        resource.MakeSecret(resource.NewStringProperty("apiVersion: v1\nkind: Config\n")),
+				"talosconfig":       resource.MakeSecret(resource.NewStringProperty("context: homelab\n")),
+			},
+			want: "nodes: removes 2 control planes in one `up` (cp-1, cp-2)",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -16,6 +16,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -58,6 +59,15 @@ type Registered struct {
 	// ReplaceWith: URNs whose replacement replaces this resource too.
 	ReplaceWith         []string
 	DeleteBeforeReplace bool
+	// Custom is false for a component; Dependencies and
+	// PropertyDependencies are the registration's own (Deps merges them
+	// with the provider); Hooks are the names of the bound resource hooks
+	// by hook type (before-create, ...): what the engine writes to the
+	// state for the resource.
+	Custom               bool
+	Dependencies         []string
+	PropertyDependencies map[string][]string
+	Hooks                map[resource.HookType][]string
 }
 
 // Engine answers registrations and invokes and records them.
@@ -136,12 +146,18 @@ type ClientConfiguration struct {
 
 // NewResource implements pulumi.MockResourceMonitor.
 func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
-	r := Registered{Type: args.TypeToken, Name: args.Name, Inputs: args.Inputs}
+	r := Registered{Type: args.TypeToken, Name: args.Name, Inputs: args.Inputs, Custom: args.Custom}
 	if rpc := args.RegisterRPC; rpc != nil {
 		r.Deps = append(r.Deps, rpc.GetDependencies()...)
-		for _, pd := range rpc.GetPropertyDependencies() {
+		r.Dependencies = slices.Clone(rpc.GetDependencies())
+		for key, pd := range rpc.GetPropertyDependencies() {
 			r.Deps = append(r.Deps, pd.GetUrns()...)
+			if r.PropertyDependencies == nil {
+				r.PropertyDependencies = map[string][]string{}
+			}
+			r.PropertyDependencies[key] = slices.Clone(pd.GetUrns())
 		}
+		r.Hooks = hookNames(rpc.GetHooks())
 		if p := rpc.GetProvider(); p != "" {
 			r.Provider = p[:strings.LastIndex(p, "::")] // a provider reference is URN::ID
 			r.Deps = append(r.Deps, r.Provider)
@@ -209,6 +225,29 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 		out["stderr"] = resource.NewStringProperty("")
 	}
 	return id, out, nil
+}
+
+// hookNames are the hooks a registration binds, by the hook types the
+// engine writes to the state (resource.HookType).
+func hookNames(b *pulumirpc.RegisterResourceRequest_ResourceHooksBinding) map[resource.HookType][]string {
+	if b == nil {
+		return nil
+	}
+	out := map[resource.HookType][]string{}
+	for typ, names := range map[resource.HookType][]string{
+		resource.BeforeCreate: b.GetBeforeCreate(), resource.AfterCreate: b.GetAfterCreate(),
+		resource.BeforeUpdate: b.GetBeforeUpdate(), resource.AfterUpdate: b.GetAfterUpdate(),
+		resource.BeforeDelete: b.GetBeforeDelete(), resource.AfterDelete: b.GetAfterDelete(),
+		resource.OnError: b.GetOnError(),
+	} {
+		if len(names) > 0 {
+			out[typ] = slices.Clone(names)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func str(m resource.PropertyMap, key resource.PropertyKey) string {

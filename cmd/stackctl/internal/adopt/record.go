@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optimport"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -54,6 +55,21 @@ func BootstrapNode(cfg *stacks.Config) (string, error) {
 // upgrade the state from version 0, which has no clientConfiguration.
 const bootstrapMeta = `{"schema_version":"1"}`
 
+// CheckDeploymentVersion accepts the deployment versions the pinned CLI
+// writes and reads: 3, and 4 when the state uses a feature that needs it
+// (every real stack of this program: resource hooks and replaceWith, with
+// "features" beside the version). The fields this project edits are the
+// same in both (apitype.DeploymentV3); the features are kept as they are.
+func CheckDeploymentVersion(top map[string]json.RawMessage, what string) error {
+	var version int
+	if err := json.Unmarshal(top["version"], &version); err != nil ||
+		version < apitype.DeploymentSchemaVersionCurrent || version > apitype.DeploymentSchemaVersionLatest {
+		return fmt.Errorf("unable to read %s: deployment version %s, expected %d or %d",
+			what, top["version"], apitype.DeploymentSchemaVersionCurrent, apitype.DeploymentSchemaVersionLatest)
+	}
+	return nil
+}
+
 // StackState is what RecordBootstrap and Present read of a stack's
 // exported state (`pulumi stack export`).
 type StackState struct {
@@ -69,9 +85,8 @@ func ParseStackState(data []byte) (*StackState, error) {
 	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, fmt.Errorf("unable to read the stack's state: %w", err)
 	}
-	var version int
-	if err := json.Unmarshal(top["version"], &version); err != nil || version != 3 {
-		return nil, fmt.Errorf("unable to read the stack's state: deployment version %s, expected 3", top["version"])
+	if err := CheckDeploymentVersion(top, "the stack's state"); err != nil {
+		return nil, err
 	}
 	var dep map[string]json.RawMessage
 	if err := json.Unmarshal(top["deployment"], &dep); err != nil {

@@ -149,8 +149,27 @@ func TestRecordBootstrapRefuses(t *testing.T) {
 	_, err = RecordBootstrap(s, "s", "talos-cluster", Import(rs), "10.10.0.10")
 	require.ErrorContains(t, err, "no bootstrap")
 
-	for _, bad := range []string{`{`, `{"version":2,"deployment":{}}`, `{"version":3,"deployment":{"resources":{}}}`} {
+	for _, bad := range []string{`{`, `{"version":2,"deployment":{}}`, `{"version":5,"deployment":{}}`, `{"version":3,"deployment":{"resources":{}}}`} {
 		_, err := ParseStackState([]byte(bad))
 		require.Error(t, err, bad)
 	}
+}
+
+// The CLI writes version 4, with the features it needs, for a state with
+// resource hooks or replaceWith: every stack of this program (issue 35,
+// item 0.2). It is read, and written back with its features.
+func TestAVersion4StateIsReadAndKeepsItsFeatures(t *testing.T) {
+	t.Parallel()
+	s, err := ParseStackState([]byte(`{"version":4,"features":["hooks","replaceWith"],"deployment":{"manifest":{},"resources":[{"urn":"urn:pulumi:s::p::pulumi:pulumi:Stack::p-s","type":"pulumi:pulumi:Stack"}]}}`))
+	require.NoError(t, err)
+	require.True(t, s.Has("urn:pulumi:s::p::pulumi:pulumi:Stack::p-s"))
+	out, err := s.Marshal()
+	require.NoError(t, err)
+	var top struct {
+		Version  int      `json:"version"`
+		Features []string `json:"features"`
+	}
+	require.NoError(t, json.Unmarshal(out, &top))
+	require.Equal(t, 4, top.Version)
+	require.Equal(t, []string{"hooks", "replaceWith"}, top.Features)
 }

@@ -50,6 +50,8 @@ type resource struct {
 	Dependencies         []string            `json:"dependencies"`
 	PropertyDependencies map[string][]string `json:"propertyDependencies"`
 	DeletedWith          string              `json:"deletedWith"`
+	ReplaceWith          []string            `json:"replaceWith"`
+	ViewOf               string              `json:"viewOf"`
 }
 
 // references are the URNs a resource depends on: its dependencies, property
@@ -84,9 +86,8 @@ func parseExport(data []byte, what string) (*export, error) {
 	if err := json.Unmarshal(data, &e.top); err != nil {
 		return nil, fmt.Errorf("unable to read %s: %w", what, err)
 	}
-	var version int
-	if err := json.Unmarshal(e.top["version"], &version); err != nil || version != 3 {
-		return nil, fmt.Errorf("unable to read %s: deployment version %s, expected 3", what, e.top["version"])
+	if err := adopt.CheckDeploymentVersion(e.top, what); err != nil {
+		return nil, err
 	}
 	if err := json.Unmarshal(e.top["deployment"], &e.deployment); err != nil {
 		return nil, fmt.Errorf("unable to read %s: %w", what, err)
@@ -200,6 +201,18 @@ func Seed(current, backupState []byte, stack string) (Seeded, error) {
 			keep[r.URN] = true
 		}
 	}
+	// A resource replaced with one the seed drops is that one's (the ISO
+	// eject of a VM): made again with it, so that it runs again for the
+	// new instance. Kept, it would name a missing resource, and `pulumi
+	// stack import` refuses such a file.
+	for changed := true; changed; {
+		changed = false
+		for _, r := range b.resources {
+			if keep[r.URN] && r.Type != rootType && slices.ContainsFunc(r.ReplaceWith, func(u string) bool { return !keep[u] }) {
+				keep[r.URN], changed = false, true
+			}
+		}
+	}
 	for _, r := range b.resources {
 		if keep[r.URN] && r.Provider != "" {
 			keep[providerURN(r.Provider)] = true
@@ -238,7 +251,10 @@ func Seed(current, backupState []byte, stack string) (Seeded, error) {
 	return seed, nil
 }
 
-// cut drops the references to what is not kept, and the root's outputs.
+// cut drops the references to what is not kept (every URN-valued field of
+// a resource's state: dependencies, property dependencies, deletedWith,
+// replaceWith, viewOf; the parent and provider are kept with it), and the
+// root's outputs.
 func (r *resource) cut(keep map[string]bool) error {
 	if r.Type == rootType {
 		r.raw["outputs"] = json.RawMessage("{}")
@@ -257,8 +273,12 @@ func (r *resource) cut(keep map[string]bool) error {
 	}
 	set("dependencies", deps, r.Dependencies != nil)
 	set("propertyDependencies", props, r.PropertyDependencies != nil)
+	set("replaceWith", slices.DeleteFunc(slices.Clone(r.ReplaceWith), func(u string) bool { return !keep[u] }), r.ReplaceWith != nil)
 	if r.DeletedWith != "" && !keep[r.DeletedWith] {
 		delete(r.raw, "deletedWith")
+	}
+	if r.ViewOf != "" && !keep[r.ViewOf] {
+		delete(r.raw, "viewOf")
 	}
 	return err
 }

@@ -230,7 +230,7 @@ func TestSeedNeedsOneBootstrapAndOneSecrets(t *testing.T) {
 	require.ErrorContains(t, err, "1 bootstraps and 0 secrets")
 
 	_, err = restore.Seed(emptyExport(t), []byte(`{"version":2,"deployment":{}}`), testStack)
-	require.ErrorContains(t, err, "expected 3")
+	require.ErrorContains(t, err, "deployment version 2, expected 3 or 4")
 }
 
 // Started finds the bootstrap of a seeded (or live) state, so that a

@@ -42,7 +42,7 @@ func TestTheBackupScheduleOfAStack(t *testing.T) {
 	const key = "s3-Sch3dule-s3cr3t"
 	src := proxmoxExampleWith(t, `
   talos-cluster:backup:
-    target: s3://backups/talos?endpoint=https://minio.lan:9000
+    target: s3://backups/talos?endpoint=https://minio.lan:9000&use_path_style=true
     recipients: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]
     schedule: "0 */6 * * *"
     s3:
@@ -57,6 +57,10 @@ func TestTheBackupScheduleOfAStack(t *testing.T) {
 	for _, want := range []string{"talos/homelab/in-cluster", "https://minio.lan:9000", "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"} {
 		assert.Contains(t, env, want)
 	}
+	// The target's use_path_style=true, as talos-backup beta.2 reads it
+	// (inverted: "false" turns path-style on; issue 35, item B.6).
+	assert.Contains(t, env, "USE_PATH_STYLE")
+	assert.Regexp(t, `name:\{USE_PATH_STYLE\} value:\{false\}`, env)
 	secret := e.One(t, "kubernetes:core/v1:Secret")
 	assert.True(t, secret.Inputs["stringData"].ContainsSecrets())
 	e.One(t, "kubernetes:talos.dev/v1alpha1:ServiceAccount")

@@ -62,6 +62,10 @@ type EtcdBackupSettings struct {
 	Endpoint string `pulumi:"endpoint,optional"`
 	// Region is the store's region (default us-east-1).
 	Region string `pulumi:"region,optional"`
+	// UsePathStyle addresses the bucket as <endpoint>/<bucket> instead of
+	// <bucket>.<endpoint> (MinIO and most self-hosted stores need it); only
+	// with an endpoint.
+	UsePathStyle bool `pulumi:"usePathStyle,optional"`
 	// Recipient is the age X25519 public key (age1...) every snapshot is
 	// encrypted to.
 	Recipient string `pulumi:"recipient"`
@@ -138,6 +142,26 @@ func APIAccessPatch() string {
 	}}})
 }
 
+// usePathStyleEnv is the USE_PATH_STYLE value that gives the image the
+// addressing e asks for, as talos-backup v0.1.0-beta.2 (and beta.3) reads
+// it: pkg/config/service.go sets UsePathStyle to os.Getenv("USE_PATH_STYLE")
+// == "false", inverted, and pkg/s3/s3.go applies it only with a
+// CUSTOM_S3_ENDPOINT. Unset, path-style was off, and a MinIO target got
+// https://<bucket>.<endpoint>. Set both ways, so that the addressing never
+// rests on the image's default; empty (unset) without an endpoint. An
+// image that reads the variable the right way round needs the opposite:
+// docs/backup.md says so beside `image`.
+func usePathStyleEnv(e EtcdBackupSettings) string {
+	switch {
+	case e.Endpoint == "":
+		return ""
+	case e.UsePathStyle:
+		return "false"
+	default:
+		return "true"
+	}
+}
+
 // etcdBackup registers the schedule: the S3 credentials as a Secret, the
 // Talos service account (a custom resource Talos defines once the control
 // planes allow the access, so it comes after their applies) and the
@@ -185,6 +209,7 @@ func (b *build) etcdBackup(k8s *kubernetes.Provider, after []pulumi.Resource) er
 	env := corev1.EnvVarArray{}
 	for _, kv := range [][2]string{
 		{"BUCKET", e.Bucket}, {"S3_PREFIX", e.Prefix}, {"AWS_REGION", e.Region}, {"CUSTOM_S3_ENDPOINT", e.Endpoint},
+		{"USE_PATH_STYLE", usePathStyleEnv(e)},
 		{"CLUSTER_NAME", args.Cluster.Name}, {"AGE_X25519_PUBLIC_KEY", e.Recipient},
 		{"ENABLE_COMPRESSION", "false"}, {"DISABLE_ENCRYPTION", "false"},
 	} {

@@ -101,7 +101,7 @@ func TestEtcdBackupSchedule(t *testing.T) {
 	assert.Equal(t, "Forbid", spec["concurrencyPolicy"].StringValue())
 	env := envOf(cron)
 	assert.Equal(t, map[string]string{
-		"BUCKET": "backups", "S3_PREFIX": "homelab/prod-snapshots", "AWS_REGION": "us-east-1", "CUSTOM_S3_ENDPOINT": "https://minio.lan:9000",
+		"BUCKET": "backups", "S3_PREFIX": "homelab/prod-snapshots", "AWS_REGION": "us-east-1", "CUSTOM_S3_ENDPOINT": "https://minio.lan:9000", "USE_PATH_STYLE": "true",
 		"CLUSTER_NAME": "lab", "AGE_X25519_PUBLIC_KEY": ageKey, "ENABLE_COMPRESSION": "false", "DISABLE_ENCRYPTION": "false",
 	}, env)
 	assert.NotContains(t, fmt.Sprint(cron.Inputs), "s3cr3t-key", "the key only in the Secret")
@@ -157,5 +157,37 @@ func TestEtcdBackupSettingsAreChecked(t *testing.T) {
 		require.Error(t, err, tc.path)
 		assert.Contains(t, err.Error(), "cluster.etcdBackup."+tc.path)
 		assert.Contains(t, err.Error(), tc.want)
+	}
+}
+
+// talosBackupPathStyle is how talos-backup v0.1.0-beta.2 (the pinned
+// image; beta.3 reads it the same) decides the bucket's addressing from its
+// environment: pkg/config/service.go, UsePathStyle: os.Getenv(
+// "USE_PATH_STYLE") == "false"; pkg/s3/s3.go applies it only when
+// CUSTOM_S3_ENDPOINT is set. (The module proxy does not serve talos-backup,
+// so this is its two lines, not an import of them.)
+func talosBackupPathStyle(env map[string]string) bool {
+	return env["CUSTOM_S3_ENDPOINT"] != "" && env["USE_PATH_STYLE"] == "false"
+}
+
+// The image gets the bucket addressing the settings ask for (issue 35, item
+// B.6): the docs' MinIO target has use_path_style=true, and with no
+// USE_PATH_STYLE the image addressed https://<bucket>.<endpoint>. AWS (no
+// endpoint) gets no variable.
+func TestEtcdBackupPathStyleAsTheImageReadsIt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		endpoint  string
+		pathStyle bool
+	}{{"https://minio.lan:9000", true}, {"https://minio.lan:9000", false}, {"", false}} {
+		m := runWithBackup(t, nodes(1, 0), &talos.EtcdBackupSettings{
+			Schedule: "@daily", Bucket: "backups", Endpoint: tc.endpoint, UsePathStyle: tc.pathStyle,
+			Recipient: ageKey, AccessKeyID: "AKIAEXAMPLE", SecretAccessKey: pulumi.String("k"),
+		})
+		env := envOf(m.One(t, tCronJob))
+		assert.Equal(t, tc.pathStyle, talosBackupPathStyle(env), "endpoint %q, path style %v: %v", tc.endpoint, tc.pathStyle, env)
+		if tc.endpoint == "" {
+			assert.NotContains(t, env, "USE_PATH_STYLE")
+		}
 	}
 }

@@ -49,7 +49,7 @@ func EtcdBackupSettings(cfg *stacks.Config, stack string) *talos.EtcdBackupSetti
 	t, _ := backuptarget.Parse(b.Target) // Load reports a bad target
 	e := &talos.EtcdBackupSettings{
 		Schedule: b.Schedule, Bucket: t.Bucket, Prefix: path.Join(t.Prefix, stack, InClusterDir),
-		Endpoint: t.Endpoint, Region: t.Region, UsePathStyle: t.PathStyle, AccessKeyID: b.S3.AccessKeyID,
+		Endpoint: t.Endpoint, Region: t.SigningRegion(), UsePathStyle: t.PathStyle, AccessKeyID: b.S3.AccessKeyID,
 	}
 	if len(b.Recipients) > 0 {
 		e.Recipient = b.Recipients[0]

@@ -84,7 +84,10 @@ func TestValidateNamesTheScheduleByItsStackKey(t *testing.T) {
 		b["target"] = "s3://backups/lab?endpoint=https://minio.lan:9000"
 		b["recipients"] = []any{"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}
 		b["schedule"] = "every six hours"
+		b["s3"] = map[string]any{"accessKeyId": "AKIAEXAMPLE", "secretAccessKey": "s3-key"}
 	})
+	// backup holds a secret: the engine marks the whole top-level key.
+	src.SecretKeys = append(src.SecretKeys, src.Project+":backup")
 	_, d := program.Validate(src)
 	require.Len(t, d.Errors, 1, "%v", d.Err())
 	assert.Equal(t, "backup.schedule", d.Errors[0].Path)
@@ -98,6 +101,15 @@ func TestValidateNamesTheScheduleByItsStackKey(t *testing.T) {
 	assert.Equal(t, "backups", e.Bucket)
 	assert.Equal(t, "lab/homelab-prod/in-cluster", e.Prefix, "beside the stack's backups")
 	assert.Equal(t, "https://minio.lan:9000", e.Endpoint)
+	assert.Equal(t, "us-east-1", e.Region, "a store's region, as make backup signs for it")
+
+	// The nodes have no instance role: the schedule needs the keys
+	// (issue 35, item B.7), named by the stack key.
+	src = stackstest.EditSection(t, src, "backup", func(b map[string]any) { delete(b, "s3") })
+	_, d = program.Validate(src)
+	require.Len(t, d.Errors, 1, "%v", d.Err())
+	assert.Equal(t, "backup.s3", d.Errors[0].Path)
+	assert.Contains(t, d.Errors[0].Message, "no cloud instance role")
 }
 
 // cluster.dataVolume's rules are the TalosCluster's, named by stack key.

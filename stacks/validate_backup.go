@@ -90,8 +90,14 @@ func validateBackupSchedule(d *Diagnostics, b *BackupConfig, scheme string) {
 	case "":
 		// The target's own problem is reported.
 	case "s3":
-		if t, err := backuptarget.Parse(b.Target); err == nil && strings.HasPrefix(t.Endpoint, "http://") {
+		t, err := backuptarget.Parse(b.Target)
+		switch {
+		case err != nil:
+			// The target's own problem is reported.
+		case strings.HasPrefix(t.Endpoint, "http://"):
 			d.errorf(key, "needs an https endpoint in backup.target: the cluster's CronJob sends the snapshots to it over the network, not from this machine")
+		case t.SigningRegion() == "":
+			d.errorf("backup.target", "needs the bucket's region with backup.schedule (s3://%s/...?region=eu-west-1): the cluster's CronJob signs for it and has no AWS environment to find it in (make backup would take AWS_REGION from yours)", t.Bucket)
 		}
 	default:
 		d.errorf(key, "needs an s3:// backup.target: the cluster's CronJob cannot write to a %s:// target on this machine", scheme)

@@ -44,6 +44,11 @@ func backupInvalidCases() []invalidCase {
 		{"backup schedule with an SSH recipient", withBackup(func(b obj) {
 			b["schedule"], b["recipients"] = "@daily", []any{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl op@laptop"}
 		}), "backup.schedule", "an age1... key"},
+		// One region rule for make backup and the CronJob (issue 35, item
+		// B.7): an AWS target names its region when the cluster signs too.
+		{"backup schedule to AWS without a region", withBackup(func(b obj) {
+			b["schedule"], b["target"] = "@daily", "s3://backups/lab"
+		}), "backup.target", "needs the bucket's region with backup.schedule"},
 		{"backup keeps negative days", withBackup(func(b obj) { b["keep"] = obj{"daily": -1} }), "backup.keep.daily", "-1 is out of range 0-3660"},
 	}
 }

@@ -69,8 +69,8 @@ type EtcdBackupSettings struct {
 	// Recipient is the age X25519 public key (age1...) every snapshot is
 	// encrypted to.
 	Recipient string `pulumi:"recipient"`
-	// AccessKeyID is the store's access key id; with SecretAccessKey, or
-	// neither (the node's IAM role).
+	// AccessKeyID is the store's access key id, with SecretAccessKey: the
+	// nodes have no instance role to fall back on.
 	AccessKeyID string `pulumi:"accessKeyId,optional"`
 	// SecretAccessKey is the store's secret key.
 	SecretAccessKey pulumi.StringInput `pulumi:"secretAccessKey,optional" provider:"secret"`
@@ -109,8 +109,11 @@ func (e *EtcdBackupSettings) check(p *inputs.Problems, prefix string) {
 			p.Add(at("recipient"), "is not an age X25519 public key (age1...): talos-backup encrypts to one such key")
 		}
 	}
-	if (e.AccessKeyID == "") != (e.SecretAccessKey == nil) {
-		p.Add(at("accessKeyId"), "and secretAccessKey go together: give both, or neither (the node's IAM role)")
+	// Neither Proxmox VMs nor rented servers have a cloud instance role
+	// that the AWS SDK of the image could fall back on: without both keys
+	// every Job would fail, unseen, at its first request.
+	if e.AccessKeyID == "" || e.SecretAccessKey == nil {
+		p.Add(at("accessKeyId"), "and secretAccessKey are required: the cluster's nodes have no cloud instance role to sign the snapshots' uploads with")
 	}
 	if strings.ContainsAny(e.Prefix, " \t\n") || strings.Contains(e.Prefix, "//") {
 		p.Add(at("prefix"), "%q is not a key prefix like backups/homelab", e.Prefix)

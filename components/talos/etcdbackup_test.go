@@ -120,9 +120,7 @@ func TestEtcdBackupSchedule(t *testing.T) {
 		assert.NotContains(t, a.Inputs["configPatches"].String(), "kubernetesTalosAPIAccess")
 	}
 
-	// Without credentials (the node's IAM role): no Secret.
-	m = runWithBackup(t, nodes(1, 0), &talos.EtcdBackupSettings{Schedule: "@daily", Bucket: "backups", Recipient: ageKey})
-	assert.Empty(t, m.ByType(tSecret))
+	m = runWithBackup(t, nodes(1, 0), &talos.EtcdBackupSettings{Schedule: "@daily", Bucket: "backups", Recipient: ageKey, AccessKeyID: "AKIA", SecretAccessKey: pulumi.String("x")})
 	assert.Equal(t, "lab", envOf(m.One(t, tCronJob))["S3_PREFIX"], "the prefix defaults to the cluster's name")
 }
 
@@ -142,10 +140,11 @@ func TestEtcdBackupSettingsAreChecked(t *testing.T) {
 		{func(e *talos.EtcdBackupSettings) { e.Bucket = "My_Bucket" }, "bucket", "is not an S3 bucket name"},
 		{func(e *talos.EtcdBackupSettings) { e.Endpoint = "http://minio.lan:9000" }, "endpoint", "is not an https URL"},
 		{func(e *talos.EtcdBackupSettings) { e.Recipient = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk you@laptop" }, "recipient", "age X25519"},
-		{func(e *talos.EtcdBackupSettings) { e.AccessKeyID = "AKIA" }, "accessKeyId", "go together"},
-		{func(e *talos.EtcdBackupSettings) { e.SecretAccessKey = pulumi.String("x") }, "accessKeyId", "go together"},
+		{func(e *talos.EtcdBackupSettings) { e.SecretAccessKey = nil }, "accessKeyId", "are required"},
+		{func(e *talos.EtcdBackupSettings) { e.AccessKeyID = "" }, "accessKeyId", "are required"},
+		{func(e *talos.EtcdBackupSettings) { e.AccessKeyID, e.SecretAccessKey = "", nil }, "accessKeyId", "no cloud instance role"},
 	} {
-		e := talos.EtcdBackupSettings{Schedule: "0 3 * * *", Bucket: "backups", Recipient: ageKey}
+		e := talos.EtcdBackupSettings{Schedule: "0 3 * * *", Bucket: "backups", Recipient: ageKey, AccessKeyID: "AKIA", SecretAccessKey: pulumi.String("x")}
 		tc.edit(&e)
 		args := talos.ClusterArgs{
 			Cluster:        talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4", EtcdBackup: &e},

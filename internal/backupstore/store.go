@@ -182,8 +182,8 @@ func openS3(ctx context.Context, t backuptarget.Target, opts Options) (*blob.Buc
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
 	}
-	if t.Region != "" {
-		load = append(load, config.WithRegion(t.Region))
+	if r := t.SigningRegion(); r != "" {
+		load = append(load, config.WithRegion(r))
 	}
 	if opts.AccessKeyID != "" || opts.SecretAccessKey != "" {
 		if opts.AccessKeyID == "" || opts.SecretAccessKey == "" {

@@ -35,6 +35,27 @@ type Target struct {
 	Redacted string
 }
 
+// DefaultRegion is what requests to an S3-compatible store (a target with
+// an endpoint) are signed for when the target names no region: the
+// default region of MinIO and Ceph's RGW, which most such stores accept.
+const DefaultRegion = "us-east-1"
+
+// SigningRegion is the region requests to an s3 target are signed for: the
+// one rule of `make backup` and the in-cluster schedule, so that both sign
+// alike. The target's region; DefaultRegion for a store with an endpoint
+// (not the operator's AWS_REGION, which the cluster does not have); "" for
+// AWS without one: `make backup` takes the AWS environment's, and a
+// schedule is refused (the cluster has no AWS environment).
+func (t Target) SigningRegion() string {
+	switch {
+	case t.Region != "":
+		return t.Region
+	case t.Endpoint != "":
+		return DefaultRegion
+	}
+	return ""
+}
+
 // Parse reads a target: file:///abs/path (no host but localhost, no
 // query), or s3://bucket/prefix?endpoint=https://...&region=...&use_path_style=true.
 // An endpoint is https, or plain http on this machine only: the

@@ -90,6 +90,56 @@ func (m *accessModel) delete(r componentstest.Registered) {
 	}
 }
 
+// aclEntries are a user resource's acls input: {path, propagate, roleId}.
+func aclEntries(r componentstest.Registered) [][3]string {
+	var out [][3]string
+	if v, ok := r.Inputs["acls"]; ok {
+		for _, e := range v.ArrayValue() {
+			o := e.ObjectValue()
+			out = append(out, [3]string{o["path"].StringValue(), fmt.Sprint(o["propagate"].BoolValue()), o["roleId"].StringValue()})
+		}
+	}
+	return out
+}
+
+// updateUser is bpg v0.95's userUpdate (proxmoxtf/resource/user.go): PUT
+// the user's fields, then every ACL entry of the old acl set deleted and
+// every one of the new set added, whatever changed.
+func (m *accessModel) updateUser(old, r componentstest.Registered) {
+	m.call(http.MethodPut, "/access/users/"+url.PathEscape(str(r, "userId")), url.Values{"comment": {str(r, "comment")}})
+	for _, e := range aclEntries(old) {
+		m.call(http.MethodPut, "/access/acl", url.Values{"path": {e[0]}, "roles": {e[2]}, "users": {str(r, "userId")}, "delete": {"1"}})
+	}
+	for _, e := range aclEntries(r) {
+		m.call(http.MethodPut, "/access/acl", url.Values{"path": {e[0]}, "roles": {e[2]}, "users": {str(r, "userId")}})
+	}
+}
+
+// refresh is `pulumi refresh` of the user: bpg v0.95's userRead sets its
+// acl attribute to every ACL entry of the user that Proxmox lists (the Acl
+// resources' too), and the bridge's refresh writes it to the state's
+// inputs (bpg issue 2866, fixed in v0.107).
+func (m *accessModel) refresh() {
+	_, _, _, acls := m.pve.Access()
+	for urn, r := range m.state {
+		if r.Type != tUser {
+			continue
+		}
+		var entries []resource.PropertyValue
+		for _, a := range acls {
+			if a.User == str(r, "userId") {
+				entries = append(entries, resource.NewObjectProperty(resource.PropertyMap{
+					"path": resource.NewStringProperty(a.Path), "propagate": resource.NewBoolProperty(a.Propagate),
+					"roleId": resource.NewStringProperty(a.Role),
+				}))
+			}
+		}
+		r.Inputs = r.Inputs.Copy()
+		r.Inputs["acls"] = resource.NewArrayProperty(entries)
+		m.state[urn] = r
+	}
+}
+
 // up registers the program for src and makes the model's calls; it
 // returns how many calls it made.
 func (m *accessModel) up(src stacks.Source) int {
@@ -103,10 +153,27 @@ func (m *accessModel) up(src stacks.Source) int {
 			continue
 		}
 		seen[r.URN] = true
-		if old, ok := m.state[r.URN]; ok && fmt.Sprint(old.Inputs) == fmt.Sprint(r.Inputs) {
-			continue
+		old, exists := m.state[r.URN]
+		if exists {
+			// The engine's ignoreChanges: the ignored inputs are the
+			// state's, not the program's.
+			r.Inputs = r.Inputs.Copy()
+			for _, p := range r.IgnoreChanges {
+				if v, ok := old.Inputs[resource.PropertyKey(p)]; ok {
+					r.Inputs[resource.PropertyKey(p)] = v
+				} else {
+					delete(r.Inputs, resource.PropertyKey(p))
+				}
+			}
 		}
-		m.create(r)
+		switch {
+		case exists && fmt.Sprint(old.Inputs) == fmt.Sprint(r.Inputs):
+			continue
+		case exists && r.Type == tUser:
+			m.updateUser(old, r)
+		default:
+			m.create(r)
+		}
 		if _, ok := m.state[r.URN]; !ok {
 			m.order = append(m.order, r.URN)
 		}
@@ -164,6 +231,15 @@ func TestTheCSIPluginsAccessThroughAStacksLife(t *testing.T) {
 	assert.Equal(t, []string{"/storage/local-zfs", "/vms/110", "/vms/120", "/vms/121"}, paths)
 
 	assert.Zero(t, m.up(src), "a second up changes nothing")
+
+	// make refresh, then up (issue 35, item C.9): bpg v0.95 reads the
+	// user's ACL entries into its acl attribute, and the next up's update
+	// of the user deleted them all (the program gives none); the Acl
+	// resources then flip-flopped. The user ignores changes to them.
+	m.refresh()
+	assert.Zero(t, m.up(src), "an up after a refresh changes nothing")
+	_, _, _, acls = m.pve.Access()
+	assert.Len(t, acls, 4, "the CSI user keeps its grants after a refresh and an up")
 
 	added := stackstest.EditSection(t, src, "nodes", func(n map[string]any) {
 		n["workers"] = append(n["workers"].([]any), map[string]any{"name": "worker-2", "ip": "10.10.0.22", "vmId": 122})

@@ -138,6 +138,9 @@ func CSINodePatch(region string, n Node) string {
 	return string(out)
 }
 
+// csiUserACLs is the proxmoxve user resource's input of its ACL entries.
+const csiUserACLs = "acls"
+
 // csiToken makes the plugin's role, user, ACLs (the datastore and each of
 // the cluster's VMs) and token, and returns the token's id and secret.
 func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, vms map[string]*vm.VirtualMachine, pve []pulumi.ResourceOption) (pulumi.StringOutput, pulumi.StringOutput, error) {
@@ -151,10 +154,17 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 	if err != nil {
 		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's role: %w", err)
 	}
+	// bpg v0.95's user resource reads every ACL entry of the user into its
+	// acl attribute (the Acl resources' below too), and its update deletes
+	// the old set and adds the new one (proxmoxtf/resource/user.go; bpg
+	// issue 2866, fixed in v0.107, which the registry does not serve).
+	// After a refresh, the next up would revoke every grant the program
+	// gives none of here. The grants are the Acl resources' alone: the
+	// user ignores its own view of them.
 	u, err := permission.NewUser(ctx, name+CSIUserSuffix, &permission.UserArgs{
 		UserId:  pulumi.String(cluster + "-csi@pve"),
 		Comment: pulumi.String("Proxmox CSI plugin of Talos cluster " + cluster),
-	}, pve...)
+	}, append(slices.Clone(pve), pulumi.IgnoreChanges([]string{csiUserACLs}))...)
 	if err != nil {
 		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's user: %w", err)
 	}

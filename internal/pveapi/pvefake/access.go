@@ -102,6 +102,14 @@ func (s *Server) user(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		s.users[id] = true
 		writeData(w, nil)
+	case r.Method == http.MethodPut && id != "":
+		// PUT /access/users/{userid} (comment, email, enable, ...): the
+		// fake keeps none of these fields, only that the user exists.
+		if !s.users[id] {
+			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("update user failed: user '%s' does not exist", id))
+			return
+		}
+		writeData(w, nil)
 	case r.Method == http.MethodDelete && id != "":
 		if !s.users[id] {
 			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("delete user failed: user '%s' does not exist", id))

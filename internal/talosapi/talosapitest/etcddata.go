@@ -219,6 +219,9 @@ func (s *server) EtcdRecover(stream grpc.ClientStreamingServer[common.Data, mach
 	if err := s.onControlPlane("etcd recover"); err != nil {
 		return err
 	}
+	if func() bool { defer s.lock()(); return s.n.notReadyForRecovery() }() {
+		return status.Error(codes.FailedPrecondition, "etcd service is not ready for recovery yet")
+	}
 	var buf bytes.Buffer
 	for {
 		d, err := stream.Recv()
@@ -262,6 +265,8 @@ func (s *server) Bootstrap(_ context.Context, req *machine.BootstrapRequest) (*m
 		return nil, status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
 	case n.state != stateUp:
 		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
+	case n.notReadyForRecovery():
+		return nil, status.Error(codes.FailedPrecondition, "the node is not ready for a bootstrap yet")
 	case c.bootstrapped || c.memberOf(n) != nil:
 		return nil, status.Error(codes.AlreadyExists, "etcd data directory is not empty")
 	}

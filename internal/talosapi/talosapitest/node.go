@@ -60,6 +60,13 @@ type Node struct {
 	// recovery is the snapshot EtcdRecover stored, until a Bootstrap
 	// restores it.
 	recovery []byte
+	// etcdState, when set, is the etcd service's state ServiceList gives
+	// ("-" for no etcd service at all), whatever the node's etcd does.
+	etcdState string
+	// notReady counts the EtcdRecover and Bootstrap calls still answered
+	// FailedPrecondition, as Talos answers them until EPHEMERAL is mounted
+	// and the CRI is up.
+	notReady int
 	// mounts are the user volumes of the last applied config, by mount
 	// path: the disk each is on, "" while none matches.
 	mounts map[string]string
@@ -67,6 +74,35 @@ type Node struct {
 
 // IP returns the node's address in the cluster.
 func (n *Node) IP() string { return n.spec.IP }
+
+// SetEtcdServiceState makes ServiceList give the etcd service in state
+// (Talos's "Waiting", "Failed", ...; "-": no etcd service, as before
+// Talos registers it); "" gives the state of what the node's etcd does.
+func (n *Node) SetEtcdServiceState(state string) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	n.etcdState = state
+}
+
+// NotReadyForRecovery makes the next calls EtcdRecover and Bootstrap
+// calls of the node answer FailedPrecondition, as Talos answers them
+// before its EPHEMERAL partition is mounted ("etcd service is not ready for
+// recovery yet", machined's EtcdRecover) and its CRI is up.
+func (n *Node) NotReadyForRecovery(calls int) {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	n.notReady = calls
+}
+
+// notReadyForRecovery counts down NotReadyForRecovery; c.mu held.
+func (n *Node) notReadyForRecovery() bool {
+	if n.notReady > 0 {
+		n.notReady--
+		n.c.record(n.spec.IP, "recovery-not-ready", "")
+		return true
+	}
+	return false
+}
 
 // Hostname returns the node's hostname (its etcd member's name).
 func (n *Node) Hostname() string { return n.spec.Hostname }
@@ -579,6 +615,9 @@ func (s *server) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceL
 	booting := time.Now().Before(n.healthyAt)
 	var out []*machine.ServiceInfo
 	for _, id := range n.spec.Services {
+		if id == "etcd" && n.etcdState == "-" {
+			continue
+		}
 		info := &machine.ServiceInfo{Id: id, State: "Running", Health: &machine.ServiceHealth{Healthy: true}}
 		switch {
 		case withoutHealthCheck[id]:
@@ -587,6 +626,12 @@ func (s *server) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceL
 			info.State, info.Health = "Stopping", &machine.ServiceHealth{Unknown: true}
 		case booting && id != "apid":
 			info.State, info.Health = "Starting", &machine.ServiceHealth{Unknown: true}
+		case id == "etcd" && n.etcdState != "":
+			info.State, info.Health = n.etcdState, &machine.ServiceHealth{Unknown: true}
+		case id == "etcd" && !n.etcdRunning && n.spec.Role == ControlPlane && !n.c.bootstrapped:
+			// Talos's etcd service waits in its pre-state for a bootstrap
+			// (or a recovery) on a control plane of a cluster without one.
+			info.State, info.Health = "Preparing", &machine.ServiceHealth{Unknown: true}
 		case id == "etcd" && !n.etcdRunning:
 			info.State, info.Health = "Finished", &machine.ServiceHealth{Unknown: true}
 		case id == "etcd" && !n.c.healthy(n.c.memberOf(n)):

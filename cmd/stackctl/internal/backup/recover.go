@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/fluodata/talos-pulumi/internal/progress"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosversion"
@@ -71,13 +74,55 @@ func CheckFits(m Manifest, t Target) error {
 	return nil
 }
 
+// RecoverOptions are a recovery's hooks around its point of no return.
+type RecoverOptions struct {
+	// Started, when set, is called once the snapshot is on the first
+	// control plane and before its bootstrap from it: from then on Talos
+	// may be restoring from the uploaded file, and a run again must not
+	// upload over it (the caller records that it started).
+	Started func(node string) error
+	// Resume skips the upload and the bootstrap: a recovery started by an
+	// earlier run is waited for, not started again.
+	Resume bool
+}
+
+// retryNotReady calls fn until it stops answering FailedPrecondition, which
+// Talos answers to EtcdRecover and Bootstrap until the node's EPHEMERAL
+// partition is mounted and its CRI is up (machined's EtcdRecover: "etcd
+// service is not ready for recovery yet"), saying what it waits for every
+// progressEvery; any other error ends it.
+func retryNotReady(ctx context.Context, what string, logw io.Writer, progressEvery time.Duration, fn func(context.Context) error) error {
+	var last error
+	wait := progress.Poll{
+		What: what, Interval: pollInterval, Timeout: joinTimeout,
+		Report: func(msg string) { _, _ = fmt.Fprintln(logw, msg) }, Every: progressEvery,
+	}
+	err := wait.Until(ctx, func(ctx context.Context) (bool, error) {
+		last = fn(ctx)
+		if status.Code(last) == codes.FailedPrecondition {
+			return false, last
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return last
+}
+
 // Recover brings etcd back from the extracted backup x on the target's
 // fresh control planes: the snapshot is uploaded to the first, which is
 // bootstrapped with recover_etcd, and the recovery waits until every
 // control plane is a member again, reporting what it waits for every
 // progressEvery. It refuses a backup that does not fit (CheckFits) before
-// anything is sent.
+// anything is sent. The upload and the bootstrap are retried while the
+// node is not ready for them (retryNotReady).
 func Recover(ctx context.Context, api Recoverer, x Extracted, t Target, logw io.Writer, progressEvery time.Duration) (Recovered, error) {
+	return RecoverWith(ctx, api, x, t, logw, progressEvery, RecoverOptions{})
+}
+
+// RecoverWith is Recover with its options.
+func RecoverWith(ctx context.Context, api Recoverer, x Extracted, t Target, logw io.Writer, progressEvery time.Duration, o RecoverOptions) (Recovered, error) {
 	start := time.Now()
 	if len(t.ControlPlanes) == 0 {
 		return Recovered{}, errors.New("unable to recover etcd: the stack has no control plane")
@@ -86,23 +131,15 @@ func Recover(ctx context.Context, api Recoverer, x Extracted, t Target, logw io.
 		return Recovered{}, fmt.Errorf("unable to recover etcd: %w", err)
 	}
 	first := t.ControlPlanes[0]
-	f, err := os.Open(x.SnapshotPath)
-	if err != nil {
-		return Recovered{}, fmt.Errorf("unable to read the snapshot: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	_, _ = fmt.Fprintf(logw, "uploading the etcd snapshot (%d bytes, taken %s from %s) to %s\n",
-		x.Manifest.Snapshot.Size, x.Manifest.Created.Format(time.RFC3339), x.Manifest.SourceNode, first)
-	if err := api.EtcdRecover(ctx, first, f); err != nil {
-		return Recovered{}, err
-	}
-	_, _ = fmt.Fprintf(logw, "bootstrapping etcd on %s from the snapshot\n", first)
-	if err := api.Bootstrap(ctx, first, true); err != nil {
+	if o.Resume {
+		_, _ = fmt.Fprintf(logw, "a recovery of %s was started by an earlier run: the snapshot is not uploaded again, the recovery is waited for\n", first)
+	} else if err := startRecovery(ctx, api, x, first, logw, progressEvery, o); err != nil {
 		return Recovered{}, err
 	}
 	want := slices.Clone(t.ControlPlanes)
 	slices.Sort(want)
 	var members []string
+	var err error
 	wait := progress.Poll{
 		What:     fmt.Sprintf("every control plane (%s) to be an etcd member again", strings.Join(want, ", ")),
 		Interval: pollInterval, Timeout: joinTimeout,
@@ -131,4 +168,35 @@ func Recover(ctx context.Context, api Recoverer, x Extracted, t Target, logw io.
 	}
 	slices.Sort(members)
 	return Recovered{Members: members, TalosVersion: version, Took: time.Since(start)}, nil
+}
+
+// startRecovery uploads the snapshot to first (from its start at each
+// attempt) and bootstraps it from the snapshot, each retried while the
+// node is not ready; o.Started is called between the two.
+func startRecovery(ctx context.Context, api Recoverer, x Extracted, first string, logw io.Writer, progressEvery time.Duration, o RecoverOptions) error {
+	f, err := os.Open(x.SnapshotPath)
+	if err != nil {
+		return fmt.Errorf("unable to read the snapshot: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	_, _ = fmt.Fprintf(logw, "uploading the etcd snapshot (%d bytes, taken %s from %s) to %s\n",
+		x.Manifest.Snapshot.Size, x.Manifest.Created.Format(time.RFC3339), x.Manifest.SourceNode, first)
+	err = retryNotReady(ctx, fmt.Sprintf("%s to take the etcd snapshot (its EPHEMERAL partition mounted)", first), logw, progressEvery,
+		func(ctx context.Context) error {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("unable to read the snapshot: %w", err)
+			}
+			return api.EtcdRecover(ctx, first, f)
+		})
+	if err != nil {
+		return err
+	}
+	if o.Started != nil {
+		if err := o.Started(first); err != nil {
+			return err
+		}
+	}
+	_, _ = fmt.Fprintf(logw, "bootstrapping etcd on %s from the snapshot\n", first)
+	return retryNotReady(ctx, fmt.Sprintf("%s to accept the bootstrap from the snapshot", first), logw, progressEvery,
+		func(ctx context.Context) error { return api.Bootstrap(ctx, first, true) })
 }

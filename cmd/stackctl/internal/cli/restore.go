@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -96,6 +97,9 @@ func runRestore(ctx context.Context, req driver.RestoreRequest, env backupEnv) e
 			return c, func() { _ = c.Close() }, nil
 		},
 		Log: env.Stderr, ProgressEvery: progressEvery,
+		// Beside the stack's access files (git-ignored, private): a run
+		// again in this checkout finds the recovery this one started.
+		Journal: filepath.Join(req.WorkDir, ".access", req.Name, "restore-recovery.json"),
 	})
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -63,6 +65,77 @@ type Env struct {
 	// Log says what is done, and what a wait waits for every ProgressEvery.
 	Log           io.Writer
 	ProgressEvery time.Duration
+	// Journal is the file where a restore records that it started a
+	// recovery (the snapshot uploaded, the bootstrap from it asked for),
+	// so that a run again waits for that recovery instead of uploading
+	// over the file Talos may be restoring from; none when empty.
+	Journal string
+}
+
+// journal is what Env.Journal holds.
+type journal struct {
+	Stack    string    `json:"stack"`
+	Node     string    `json:"node"`
+	Backup   time.Time `json:"backup"`
+	Snapshot string    `json:"snapshotSha256"`
+	Started  time.Time `json:"started"`
+}
+
+// readJournal reads the journal of a started recovery; nil when there is
+// none.
+func readJournal(path string) (*journal, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unable to read the restore's journal: %w", err)
+	}
+	var j journal
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("unable to read the restore's journal %s: %w", path, err)
+	}
+	return &j, nil
+}
+
+// writeJournal records j in path (0600, in a 0700 directory), atomically.
+func writeJournal(path string, j journal) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("unable to write the restore's journal: %w", err)
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("unable to write the restore's journal: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("unable to write the restore's journal: %w", err)
+	}
+	return nil
+}
+
+// resumes tells whether the journal j is of a recovery from this backup
+// into this stack's first control plane; a journal of another recovery is
+// refused: its snapshot may be what Talos restores from now.
+func (j *journal) resumes(m backup.Manifest, stack, first, path string) (bool, error) {
+	if j == nil {
+		return false, nil
+	}
+	if j.Stack == stack && j.Node == first && j.Backup.Equal(m.Created) && j.Snapshot == m.Snapshot.SHA256 {
+		return true, nil
+	}
+	return false, fmt.Errorf("a recovery of %s from the backup of %s was started at %s (journal %s), and etcd runs on no control plane yet: "+
+		"this backup (of %s) is not uploaded over it; wait for that recovery, or, once `talosctl -n %s service etcd` says it failed, remove the journal and run make restore again",
+		j.Node, j.Backup.Format(time.RFC3339), j.Started.Format(time.RFC3339), path, m.Created.Format(time.RFC3339), j.Node)
 }
 
 // Result is what a restore did.
@@ -150,16 +223,35 @@ func Run(ctx context.Context, req Request, env Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	first := req.Target.ControlPlanes[0]
 	if len(running) > 0 {
 		res.Running = running
 		logf("etcd runs on %s already: nothing is recovered, a restore never writes over a running etcd", strings.Join(running, ", "))
 	} else {
-		rec, err := backup.Recover(ctx, api, req.Backup, req.Target, env.Log, env.ProgressEvery)
+		j, err := readJournal(env.Journal)
+		if err != nil {
+			return res, err
+		}
+		resume, err := j.resumes(m, req.Stack, first, env.Journal)
+		if err != nil {
+			return res, err
+		}
+		rec, err := backup.RecoverWith(ctx, api, req.Backup, req.Target, env.Log, env.ProgressEvery, backup.RecoverOptions{
+			Resume: resume,
+			Started: func(node string) error {
+				return writeJournal(env.Journal, journal{Stack: req.Stack, Node: node, Backup: m.Created, Snapshot: m.Snapshot.SHA256, Started: time.Now().UTC()})
+			},
+		})
 		if err != nil {
 			return res, err
 		}
 		res.Recovered = rec
 		logf("etcd recovered in %s: members %s", rec.Took.Round(time.Millisecond), strings.Join(rec.Members, ", "))
+	}
+	if env.Journal != "" {
+		if err := os.Remove(env.Journal); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return res, fmt.Errorf("unable to remove the restore's journal: %w", err)
+		}
 	}
 
 	logf("up: the rest of the cluster (the waits, the releases as etcd holds them)")
@@ -201,10 +293,12 @@ func sameCA(m backup.Manifest, talosconfig string) error {
 
 // etcdRuns waits until every control plane answers and says whether its
 // etcd service runs, and returns those where it does (or is stopping): a
-// recovery is only safe where none does. A control plane that does not
-// answer, or whose etcd is starting, is waited for, saying so every
-// ProgressEvery: a recovery beside a live etcd member would start a second
-// cluster.
+// recovery is only safe where none does, and only once every one waits for
+// a bootstrap (etcd Preparing, as Talos's disaster recovery requires). A
+// control plane that does not answer, has no etcd service yet, or whose
+// etcd is in any other state (Starting, Waiting, Failed, Finished) is
+// waited for, saying so every ProgressEvery: a recovery beside a live etcd
+// member would start a second cluster.
 func etcdRuns(ctx context.Context, api API, controlPlanes []string, env Env) ([]string, error) {
 	var running []string
 	wait := progress.Poll{
@@ -224,8 +318,15 @@ func etcdRuns(ctx context.Context, api API, controlPlanes []string, env Env) ([]
 			switch state := etcdState(services); state {
 			case "Running", "Stopping":
 				running = append(running, cp)
+			case "Preparing":
+				// Waiting for a bootstrap: what Talos's disaster
+				// recovery asks of every control plane.
 			case "Starting":
 				undecided = append(undecided, cp+": etcd is starting")
+			case "":
+				undecided = append(undecided, cp+": no etcd service yet (a recovery needs it Preparing)")
+			default:
+				undecided = append(undecided, fmt.Sprintf("%s: etcd is %s (a recovery needs it Preparing, waiting for a bootstrap)", cp, state))
 			}
 		}
 		if len(undecided) > 0 {

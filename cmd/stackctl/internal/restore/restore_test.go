@@ -471,3 +471,92 @@ func TestRunCancelledDuringTheFirstUpRecoversNothing(t *testing.T) {
 		})
 	}
 }
+
+// Talos's disaster recovery needs every control plane's etcd waiting for a
+// bootstrap, "Preparing" (issue 35, item A.4): a control plane with no etcd
+// service yet, or one Waiting (EPHEMERAL not mounted) or Failed, is waited
+// for, saying so, and nothing is sent; once every one prepares, the
+// recovery goes on.
+func TestRunRecoversOnlyWhenEveryControlPlanePrepares(t *testing.T) {
+	t.Parallel()
+	for _, state := range []string{"-", "Waiting", "Failed"} {
+		t.Run(state, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			cps := w.fresh.IPs(talosapitest.ControlPlane)
+			w.fresh.Node(cps[2]).SetEtcdServiceState(state)
+			short, stop := context.WithTimeout(t.Context(), 2*time.Second)
+			defer stop()
+			_, err := restore.Run(short, w.req, w.env())
+			require.ErrorContains(t, err, "unable to tell whether etcd runs, nothing was recovered")
+			require.Contains(t, w.log.String(), "a recovery needs it Preparing")
+			w.nothingRecovered(t)
+
+			w.fresh.Node(cps[2]).SetEtcdServiceState("")
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			_, err = restore.Run(ctx, w.req, w.env())
+			require.NoError(t, err, w.log.String())
+			require.Equal(t, etcdKeys, w.fresh.EtcdKeys())
+		})
+	}
+}
+
+// Talos answers EtcdRecover and Bootstrap with FailedPrecondition until the
+// node's EPHEMERAL is mounted and its CRI is up (issue 35, item A.4): the
+// restore retries them, saying what it waits for, and recovers.
+func TestRunRetriesARecoveryTheNodeIsNotReadyFor(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	cps := w.fresh.IPs(talosapitest.ControlPlane)
+	w.fresh.Node(cps[0]).NotReadyForRecovery(3)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err := restore.Run(ctx, w.req, w.env())
+	require.NoError(t, err, w.log.String())
+	require.Len(t, w.fresh.Events("recovery-not-ready"), 3, "refused three times, then accepted")
+	require.Equal(t, etcdKeys, w.fresh.EtcdKeys())
+	require.Contains(t, w.log.String(), "to take the etcd snapshot")
+}
+
+// A run again after a run that uploaded the snapshot and asked for the
+// bootstrap from it (its journal says so), while no etcd runs yet, never
+// uploads again (Talos may be restoring from that file): it waits for the
+// recovery that was started (issue 35, item A.4). A journal of another
+// backup is refused, naming it. A restore that ends leaves no journal.
+func TestRunAgainAfterARecoveryStartedUploadsNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	env := w.env()
+	env.Journal = filepath.Join(t.TempDir(), ".access", testStack, "restore-recovery.json")
+	first := w.fresh.IPs(talosapitest.ControlPlane)[0]
+	write := func(backupTime time.Time) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(env.Journal), 0o700))
+		b, err := json.Marshal(map[string]any{
+			"stack": testStack, "node": first, "backup": backupTime, "snapshotSha256": w.x.Manifest.Snapshot.SHA256, "started": time.Now().UTC(),
+		})
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(env.Journal, b, 0o600))
+	}
+
+	write(w.x.Manifest.Created.Add(-time.Hour))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err := restore.Run(ctx, w.req, env)
+	require.ErrorContains(t, err, "is not uploaded over it")
+	w.nothingRecovered(t)
+
+	write(w.x.Manifest.Created)
+	short, stop := context.WithTimeout(t.Context(), 2*time.Second)
+	defer stop()
+	_, err = restore.Run(short, w.req, env)
+	require.ErrorContains(t, err, "unable to recover etcd")
+	require.Contains(t, w.log.String(), "was started by an earlier run: the snapshot is not uploaded again")
+	w.nothingRecovered(t)
+
+	require.NoError(t, os.Remove(env.Journal))
+	_, err = restore.Run(ctx, w.req, env)
+	require.NoError(t, err, w.log.String())
+	require.Equal(t, etcdKeys, w.fresh.EtcdKeys())
+	require.NoFileExists(t, env.Journal, "a restore that ends leaves no journal")
+}

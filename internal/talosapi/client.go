@@ -612,7 +612,10 @@ func (c *Client) EtcdStatus(ctx context.Context, node string) (EtcdMemberStatus,
 		}
 		for _, m := range resp.GetMessages() {
 			if s := m.GetMemberStatus(); s != nil {
-				out = EtcdMemberStatus{MemberID: s.GetMemberId(), Leader: s.GetLeader(), Learner: s.GetIsLearner(), Errors: s.GetErrors()}
+				out = EtcdMemberStatus{
+					MemberID: s.GetMemberId(), Leader: s.GetLeader(), Learner: s.GetIsLearner(), Errors: s.GetErrors(),
+					RaftIndex: s.GetRaftIndex(), RaftAppliedIndex: s.GetRaftAppliedIndex(),
+				}
 				return nil
 			}
 		}

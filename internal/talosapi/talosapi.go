@@ -139,6 +139,9 @@ type EtcdMemberStatus struct {
 	// Errors are the member's alarms and errors ("etcdserver: no leader",
 	// "NOSPACE").
 	Errors []string
+	// RaftIndex is the member's last raft log index; RaftAppliedIndex the
+	// last one it applied: how far it has caught up.
+	RaftIndex, RaftAppliedIndex uint64
 }
 
 var (

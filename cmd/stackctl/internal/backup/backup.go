@@ -41,9 +41,89 @@ const (
 	FormatVersion = 1
 )
 
-// Snapshotter takes etcd snapshots: *talosapi.Client.
+// Snapshotter takes etcd snapshots, from a member it asked first whether
+// it is caught up: *talosapi.Client.
 type Snapshotter interface {
 	EtcdSnapshot(ctx context.Context, node string, w io.Writer, opts ...talosapi.WaitOption) (talosapi.Snapshot, error)
+	EtcdStatus(ctx context.Context, node string) (talosapi.EtcdMemberStatus, error)
+}
+
+// maxSnapshotLag is how many raft entries a follower's applied index may
+// be behind the newest index any member reports for its snapshot to count
+// as current: a follower applies what the leader commits within a few
+// entries.
+const maxSnapshotLag = 100
+
+// SourceMember is the etcd member a backup's snapshot was taken from, as
+// its status said just before.
+type SourceMember struct {
+	ID               uint64 `json:"id"`
+	Leader           bool   `json:"leader"`
+	RaftIndex        uint64 `json:"raftIndex"`
+	RaftAppliedIndex uint64 `json:"raftAppliedIndex"`
+}
+
+// candidate is a control plane whose member may give the snapshot.
+type candidate struct {
+	node   string
+	member SourceMember
+}
+
+// snapshotSources are the control planes whose etcd member may give a
+// current snapshot, the leader first: etcd's Snapshot has no quorum check,
+// so a member cut off from the others streams a valid, old one. A member
+// counts when its status names a leader, has no errors, is a voter, and
+// has applied within maxSnapshotLag of the newest raft index any member
+// reports. The others are named in the error when none counts.
+func snapshotSources(ctx context.Context, nodes []string, snap Snapshotter, logw io.Writer) ([]candidate, error) {
+	type answer struct {
+		node string
+		st   talosapi.EtcdMemberStatus
+		err  error
+	}
+	var answers []answer
+	var newest uint64
+	for _, node := range nodes {
+		st, err := snap.EtcdStatus(ctx, node)
+		answers = append(answers, answer{node, st, err})
+		if err == nil && st.RaftIndex > newest {
+			newest = st.RaftIndex
+		}
+	}
+	var out []candidate
+	var skipped []string
+	for _, a := range answers {
+		st := a.st
+		var why string
+		switch {
+		case a.err != nil:
+			why = a.err.Error()
+		case st.Leader == 0:
+			why = "its etcd member has no leader (cut off from the quorum)"
+		case len(st.Errors) > 0:
+			why = "its etcd member reports " + strings.Join(st.Errors, ", ")
+		case st.Learner:
+			why = "its etcd member is a learner"
+		case st.RaftAppliedIndex+maxSnapshotLag < newest:
+			why = fmt.Sprintf("its etcd member applied raft index %d of %d", st.RaftAppliedIndex, newest)
+		}
+		if why != "" {
+			skipped = append(skipped, a.node+": "+why)
+			_, _ = fmt.Fprintf(logw, "not taking the snapshot from %s: %s\n", a.node, why)
+			continue
+		}
+		c := candidate{node: a.node, member: SourceMember{ID: st.MemberID, Leader: st.Leader == st.MemberID, RaftIndex: st.RaftIndex, RaftAppliedIndex: st.RaftAppliedIndex}}
+		if c.member.Leader {
+			out = append([]candidate{c}, out...)
+		} else {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("unable to take an etcd snapshot: no control plane's etcd member has a leader and is caught up, so a snapshot now could be an old one (%s); bring etcd's quorum back first",
+			strings.Join(skipped, "; "))
+	}
+	return out, nil
 }
 
 // Store is where backups go: *backupstore.Store.
@@ -82,18 +162,21 @@ type Source struct {
 
 // Manifest describes a backup; it is the archive's first member.
 type Manifest struct {
-	FormatVersion     int                  `json:"formatVersion"`
-	Stack             string               `json:"stack"`
-	Cluster           string               `json:"cluster"`
-	Created           time.Time            `json:"created"`
-	TalosVersion      string               `json:"talosVersion"`
-	KubernetesVersion string               `json:"kubernetesVersion"`
-	SourceNode        string               `json:"sourceNode"`
-	Snapshot          SnapshotInfo         `json:"snapshot"`
-	StackFileName     string               `json:"stackFileName"`
-	StateSize         int64                `json:"stateSize"`
-	Certificates      map[string]time.Time `json:"certificates,omitempty"`
-	TalosCA           string               `json:"talosCA,omitempty"`
+	FormatVersion     int       `json:"formatVersion"`
+	Stack             string    `json:"stack"`
+	Cluster           string    `json:"cluster"`
+	Created           time.Time `json:"created"`
+	TalosVersion      string    `json:"talosVersion"`
+	KubernetesVersion string    `json:"kubernetesVersion"`
+	SourceNode        string    `json:"sourceNode"`
+	// SourceMember is the etcd member of SourceNode as it stood when the
+	// snapshot was taken (none in backups from before it was recorded).
+	SourceMember  *SourceMember        `json:"sourceMember,omitempty"`
+	Snapshot      SnapshotInfo         `json:"snapshot"`
+	StackFileName string               `json:"stackFileName"`
+	StateSize     int64                `json:"stateSize"`
+	Certificates  map[string]time.Time `json:"certificates,omitempty"`
+	TalosCA       string               `json:"talosCA,omitempty"`
 }
 
 // SnapshotInfo is the etcd snapshot's size and sha256 (of the whole file,
@@ -151,14 +234,21 @@ func Take(ctx context.Context, src Source, snap Snapshotter, store Store, o Opti
 	defer func() { _ = os.RemoveAll(dir) }()
 
 	snapPath := filepath.Join(dir, SnapshotFile)
-	taken, err := snapshotFromAny(ctx, src.ControlPlanes, snap, snapPath, logw, o.ProgressEvery)
+	if len(src.ControlPlanes) == 0 {
+		return Result{}, errors.New("unable to take an etcd snapshot: the stack names no control plane (run up first)")
+	}
+	sources, err := snapshotSources(ctx, src.ControlPlanes, snap, logw)
+	if err != nil {
+		return Result{}, err
+	}
+	taken, member, err := snapshotFromAny(ctx, sources, snap, snapPath, logw, o.ProgressEvery)
 	if err != nil {
 		return Result{}, err
 	}
 	created := now().UTC().Truncate(time.Second)
 	m := Manifest{
 		FormatVersion: FormatVersion, Stack: src.Stack, Cluster: src.Cluster, Created: created,
-		TalosVersion: src.TalosVersion, KubernetesVersion: src.KubernetesVersion, SourceNode: taken.Node,
+		TalosVersion: src.TalosVersion, KubernetesVersion: src.KubernetesVersion, SourceNode: taken.Node, SourceMember: &member,
 		Snapshot:      SnapshotInfo{Size: taken.Size, SHA256: taken.SHA256},
 		StackFileName: src.StackFileName, StateSize: int64(len(src.State)), Certificates: src.Certificates,
 		TalosCA: src.TalosCA,
@@ -195,30 +285,32 @@ func ObjectName(stack string, created time.Time) string {
 	return stack + "/" + created.UTC().Format("20060102T150405Z") + ".tar" + backupstore.Suffix
 }
 
-// snapshotFromAny takes the snapshot from the first control plane that
-// gives a whole one, into path (0600).
-func snapshotFromAny(ctx context.Context, nodes []string, snap Snapshotter, path string, logw io.Writer, every time.Duration) (talosapi.Snapshot, error) {
-	if len(nodes) == 0 {
-		return talosapi.Snapshot{}, errors.New("unable to take an etcd snapshot: the stack names no control plane (run up first)")
-	}
+// snapshotFromAny takes the snapshot from the first source that gives a
+// whole one, into path (0600), and says which member it was.
+func snapshotFromAny(ctx context.Context, sources []candidate, snap Snapshotter, path string, logw io.Writer, every time.Duration) (talosapi.Snapshot, SourceMember, error) {
 	var errs []error
-	for _, node := range nodes {
+	for _, c := range sources {
+		node := c.node
 		if err := ctx.Err(); err != nil {
-			return talosapi.Snapshot{}, fmt.Errorf("unable to take an etcd snapshot: %w", err)
+			return talosapi.Snapshot{}, SourceMember{}, fmt.Errorf("unable to take an etcd snapshot: %w", err)
 		}
-		_, _ = fmt.Fprintf(logw, "taking the etcd snapshot of %s\n", node)
+		role := "a follower"
+		if c.member.Leader {
+			role = "the leader"
+		}
+		_, _ = fmt.Fprintf(logw, "taking the etcd snapshot of %s (%s, raft index %d applied)\n", node, role, c.member.RaftAppliedIndex)
 		s, err := snapshotTo(ctx, node, snap, path, logw, every)
 		if err == nil {
 			_, _ = fmt.Fprintf(logw, "etcd snapshot of %s: %d bytes in %s, etcd's hash checks\n", node, s.Size, s.Took.Round(time.Millisecond))
-			return s, nil
+			return s, c.member, nil
 		}
 		if ctx.Err() != nil {
-			return talosapi.Snapshot{}, err
+			return talosapi.Snapshot{}, SourceMember{}, err
 		}
 		_, _ = fmt.Fprintf(logw, "no snapshot from %s: %v; trying the next control plane\n", node, err)
 		errs = append(errs, err)
 	}
-	return talosapi.Snapshot{}, fmt.Errorf("unable to take an etcd snapshot from any control plane: %w", errors.Join(errs...))
+	return talosapi.Snapshot{}, SourceMember{}, fmt.Errorf("unable to take an etcd snapshot from any control plane: %w", errors.Join(errs...))
 }
 
 func snapshotTo(ctx context.Context, node string, snap Snapshotter, path string, logw io.Writer, every time.Duration) (talosapi.Snapshot, error) {

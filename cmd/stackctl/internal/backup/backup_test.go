@@ -106,8 +106,10 @@ func TestBackupThenRecoverIntoFreshNodes(t *testing.T) {
 	})
 	tookBackup := time.Since(start)
 	require.NoError(t, err, log.String())
-	assert.Contains(t, log.String(), "no snapshot from dead")
+	assert.Contains(t, log.String(), "not taking the snapshot from dead")
 	assert.Equal(t, "10.5.0.11", res.Manifest.SourceNode, "the first live control plane")
+	require.NotNil(t, res.Manifest.SourceMember)
+	assert.True(t, res.Manifest.SourceMember.Leader, "the leader gives the snapshot")
 	assert.True(t, strings.HasPrefix(res.Name, "homelab/") && strings.HasSuffix(res.Name, ".tar.age"), res.Name)
 
 	// Nothing of etcd, the state or the stack file is at the target in clear.
@@ -259,4 +261,39 @@ func TestATruncatedBackupIsRefused(t *testing.T) {
 		_, err = backup.Extract(t.Context(), store, res.Name, []age.Identity{id}, t.TempDir())
 		require.Error(t, err, "cut by %d bytes", cut)
 	}
+}
+
+// etcd's Snapshot has no quorum check: a member cut off from the others
+// streams a valid, old snapshot (issue 35, item A.5). The backup asks each
+// control plane's member first and takes the snapshot from one that has a
+// leader (the leader first), recording which in the manifest; with no
+// member that has a leader, it takes none and says why.
+func TestABackupTakesNoSnapshotFromAMemberWithoutALeader(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	a := talosapitest.Start(t, talosapitest.Topology(3, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	a.SetEtcdKeys(etcdKeys)
+	cps := a.IPs(talosapitest.ControlPlane)
+	a.Node(cps[0]).SetEtcdHealthy(false) // cut off: no leader in its status
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	store, _ := fileStore(t)
+	var log bytes.Buffer
+	src := source(a)
+	src.ControlPlanes = cps
+	res, err := backup.Take(ctx, src, client(t, a), store, backup.Options{Recipients: []age.Recipient{id.Recipient()}, Log: &log})
+	require.NoError(t, err, log.String())
+	assert.NotEqual(t, cps[0], res.Manifest.SourceNode, "not the member cut off from the quorum")
+	assert.Contains(t, log.String(), "not taking the snapshot from "+cps[0]+": its etcd member has no leader")
+	require.NotNil(t, res.Manifest.SourceMember)
+	assert.NotZero(t, res.Manifest.SourceMember.ID)
+	for _, e := range a.Events("EtcdSnapshot") {
+		assert.NotEqual(t, cps[0], e.Node, "no snapshot asked of it")
+	}
+
+	// Quorum lost: no member has a leader.
+	a.Node(cps[1]).SetEtcdHealthy(false)
+	_, err = backup.Take(ctx, src, client(t, a), store, backup.Options{Recipients: []age.Recipient{id.Recipient()}, Log: &log})
+	require.ErrorContains(t, err, "no control plane's etcd member has a leader and is caught up")
 }

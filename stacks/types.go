@@ -248,7 +248,7 @@ type BackupConfig struct {
 	Recipients []string         `json:"recipients" doc:"Public keys every backup is encrypted to (age): 'age1...' keys or SSH public key lines ('ssh-ed25519 AAAA...'); at least one. The matching private key (identity) is never in the stack: 'make restore' reads it from a file."`
 	Keep       BackupKeepConfig `json:"keep" doc:"Which backups 'make backup' keeps at the target; the newest is never deleted."`
 	S3         BackupS3Config   `json:"s3" doc:"Credentials of an s3:// target; default: the usual AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and files."`
-	Schedule   string           `json:"schedule" doc:"Also take etcd snapshots inside the cluster on this cron schedule (UTC, e.g. '0 */6 * * *' or '@daily'): a CronJob of Sidero's talos-backup puts them under <target>/<stack>/in-cluster/. It needs an s3:// target with an https endpoint (or AWS, with its region), backup.s3 credentials (the nodes have no instance role) and exactly one age1... recipient; none when empty."`
+	Schedule   string           `json:"schedule" doc:"Also take etcd snapshots inside the cluster on this cron schedule (UTC, e.g. '0 */6 * * *' or '@daily'): a CronJob of Sidero's talos-backup puts them under <target>/<stack>/in-cluster/<instance>/ (the cluster instance, named by its Talos CA). It needs an s3:// target with an https endpoint (or AWS, with its region), backup.s3 credentials (the nodes have no instance role) and exactly one age1... recipient; none when empty."`
 }
 
 // BackupKeepConfig is the retention of backups.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/internal/agekeys"
+	"github.com/fluodata/talos-pulumi/internal/certs"
 )
 
 // The in-cluster etcd snapshots run Sidero's talos-backup (v0.1.0-beta.2,
@@ -209,9 +210,22 @@ func (b *build) etcdBackup(k8s *kubernetes.Provider, after []pulumi.Resource) er
 	}
 	deps = append(deps, account)
 
-	env := corev1.EnvVarArray{}
+	// The snapshots of this cluster instance go under <prefix>/<instance>,
+	// the instance named by its Talos CA (certs.InstanceID): a stack
+	// destroyed and made again under the same name is another instance,
+	// with another CA and secretbox key, and a restore pairs a snapshot
+	// only with a backup of its own instance (the manifest's talosCA).
+	// The CA is public: the name is no secret.
+	prefix := pulumi.Unsecret(b.secrets.ClientConfiguration.CaCertificate().ApplyT(func(ca string) (string, error) {
+		fp, err := certs.Fingerprint(ca)
+		if err != nil {
+			return "", fmt.Errorf("unable to name the cluster instance of the etcd snapshots: %w", err)
+		}
+		return e.Prefix + "/" + certs.InstanceID(fp), nil
+	})).(pulumi.StringOutput)
+	env := corev1.EnvVarArray{corev1.EnvVarArgs{Name: pulumi.String("S3_PREFIX"), Value: prefix}}
 	for _, kv := range [][2]string{
-		{"BUCKET", e.Bucket}, {"S3_PREFIX", e.Prefix}, {"AWS_REGION", e.Region}, {"CUSTOM_S3_ENDPOINT", e.Endpoint},
+		{"BUCKET", e.Bucket}, {"AWS_REGION", e.Region}, {"CUSTOM_S3_ENDPOINT", e.Endpoint},
 		{"USE_PATH_STYLE", usePathStyleEnv(e)},
 		{"CLUSTER_NAME", args.Cluster.Name}, {"AGE_X25519_PUBLIC_KEY", e.Recipient},
 		{"ENABLE_COMPRESSION", "false"}, {"DISABLE_ENCRYPTION", "false"},

@@ -1,6 +1,7 @@
 package talos_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/certs"
+	"github.com/fluodata/talos-pulumi/internal/pkitest"
 )
 
 const (
@@ -26,7 +29,12 @@ const (
 // (none when nil).
 func runWithBackup(t *testing.T, ns []talos.NodeSpec, e *talos.EtcdBackupSettings) *componentstest.Engine {
 	t.Helper()
-	m := &componentstest.Engine{}
+	return runWithBackupOn(t, &componentstest.Engine{}, ns, e)
+}
+
+// runWithBackupOn is runWithBackup on the engine m.
+func runWithBackupOn(t *testing.T, m *componentstest.Engine, ns []talos.NodeSpec, e *talos.EtcdBackupSettings) *componentstest.Engine {
+	t.Helper()
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 		var vm pulumi.ResourceState
 		if err := ctx.RegisterComponentResource("test:index:Vm", "vm-cp-0", &vm); err != nil {
@@ -100,8 +108,9 @@ func TestEtcdBackupSchedule(t *testing.T) {
 	assert.Equal(t, "0 */6 * * *", spec["schedule"].StringValue())
 	assert.Equal(t, "Forbid", spec["concurrencyPolicy"].StringValue())
 	env := envOf(cron)
+	assert.Regexp(t, `^homelab/prod-snapshots/[0-9a-f]{16}$`, env["S3_PREFIX"], "under the prefix, by the cluster instance")
 	assert.Equal(t, map[string]string{
-		"BUCKET": "backups", "S3_PREFIX": "homelab/prod-snapshots", "AWS_REGION": "us-east-1", "CUSTOM_S3_ENDPOINT": "https://minio.lan:9000", "USE_PATH_STYLE": "true",
+		"BUCKET": "backups", "S3_PREFIX": env["S3_PREFIX"], "AWS_REGION": "us-east-1", "CUSTOM_S3_ENDPOINT": "https://minio.lan:9000", "USE_PATH_STYLE": "true",
 		"CLUSTER_NAME": "lab", "AGE_X25519_PUBLIC_KEY": ageKey, "ENABLE_COMPRESSION": "false", "DISABLE_ENCRYPTION": "false",
 	}, env)
 	assert.NotContains(t, fmt.Sprint(cron.Inputs), "s3cr3t-key", "the key only in the Secret")
@@ -121,7 +130,7 @@ func TestEtcdBackupSchedule(t *testing.T) {
 	}
 
 	m = runWithBackup(t, nodes(1, 0), &talos.EtcdBackupSettings{Schedule: "@daily", Bucket: "backups", Recipient: ageKey, AccessKeyID: "AKIA", SecretAccessKey: pulumi.String("x")})
-	assert.Equal(t, "lab", envOf(m.One(t, tCronJob))["S3_PREFIX"], "the prefix defaults to the cluster's name")
+	assert.Regexp(t, `^lab/[0-9a-f]{16}$`, envOf(m.One(t, tCronJob))["S3_PREFIX"], "the prefix defaults to the cluster's name")
 }
 
 // Each setting of the schedule is checked, by its path, before anything is
@@ -189,4 +198,24 @@ func TestEtcdBackupPathStyleAsTheImageReadsIt(t *testing.T) {
 			assert.NotContains(t, env, "USE_PATH_STYLE")
 		}
 	}
+}
+
+// The in-cluster snapshots go under a directory of the cluster instance,
+// named by its Talos CA as a backup's manifest records it (issue 35, item
+// A.3): a stack destroyed and made again is a new instance (new CA, new
+// secretbox key), and a restore pairs a snapshot only with a backup of its
+// own instance. The CA as the provider gives it (base64 of PEM).
+func TestEtcdBackupSnapshotsGoUnderTheClusterInstance(t *testing.T) {
+	t.Parallel()
+	pki := pkitest.New(t, "127.0.0.1")
+	b64 := base64.StdEncoding.EncodeToString(pki.CA)
+	settings := &talos.EtcdBackupSettings{Schedule: "@daily", Bucket: "backups", Recipient: ageKey, AccessKeyID: "AKIA", SecretAccessKey: pulumi.String("k")}
+	m := runWithBackupOn(t, &componentstest.Engine{ClientConfiguration: &componentstest.ClientConfiguration{CA: b64, Cert: "crt", Key: "key"}}, nodes(1, 0), settings)
+	fp, err := certs.Fingerprint(string(pki.CA))
+	require.NoError(t, err)
+	env := envOf(m.One(t, tCronJob))
+	assert.Equal(t, "lab/"+certs.InstanceID(fp), env["S3_PREFIX"])
+
+	other := runWithBackup(t, nodes(1, 0), settings)
+	assert.NotEqual(t, env["S3_PREFIX"], envOf(other.One(t, tCronJob))["S3_PREFIX"], "another instance, another directory")
 }

@@ -10,10 +10,7 @@ package backup
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -386,8 +383,30 @@ func meta(m Manifest) map[string]string {
 	return map[string]string{
 		"created": m.Created.Format(time.RFC3339), "cluster": m.Cluster, "source-node": m.SourceNode,
 		"talos-version": m.TalosVersion, "kubernetes-version": m.KubernetesVersion,
-		"snapshot-size": fmt.Sprint(m.Snapshot.Size),
+		"snapshot-size": fmt.Sprint(m.Snapshot.Size), InstanceMeta: certs.InstanceID(m.TalosCA),
 	}
+}
+
+// InstanceMeta is the metadata key of a backup's cluster instance (the
+// certs.InstanceID of its Talos CA; a fingerprint of a public certificate,
+// stored in clear): what pairs it with the in-cluster snapshots of the same
+// instance without reading the archive. The archive's manifest, which is
+// encrypted, is checked again before a pairing is used.
+const InstanceMeta = "talos-instance"
+
+// InClusterInstance is the cluster instance an in-cluster snapshot of
+// stack belongs to, from its name (<stack>/in-cluster/<instance>/...); ""
+// for one written before the snapshots were put under their instance.
+func InClusterInstance(stack, name string) string {
+	rest, ok := strings.CutPrefix(name, InClusterPrefix(stack))
+	if !ok {
+		return ""
+	}
+	instance, _, found := strings.Cut(rest, "/")
+	if !found {
+		return ""
+	}
+	return instance
 }
 
 // InClusterDir is where, under a stack's backups, the in-cluster schedule
@@ -423,7 +442,8 @@ func ListAll(ctx context.Context, store Store, stack string) (backups, snapshots
 		}
 		if !strings.Contains(rest, "/") {
 			backups = append(backups, o)
-		} else if snap, ok := strings.CutPrefix(rest, InClusterDir+"/"); ok && !strings.Contains(snap, "/") && strings.HasSuffix(snap, ".snap"+backupstore.Suffix) {
+		} else if snap, ok := strings.CutPrefix(rest, InClusterDir+"/"); ok && strings.Count(snap, "/") <= 1 && strings.HasSuffix(snap, ".snap"+backupstore.Suffix) {
+			// <instance>/<file>, or <file> from before the instances.
 			snapshots = append(snapshots, o)
 		}
 	}
@@ -469,10 +489,9 @@ func TalosCAFingerprint(talosconfig string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	block, _ := pem.Decode(creds.CA)
-	if block == nil {
-		return "", errors.New("unable to read the talosconfig's CA: not PEM")
+	fp, err := certs.Fingerprint(string(creds.CA))
+	if err != nil {
+		return "", fmt.Errorf("unable to read the talosconfig's CA: %w", err)
 	}
-	sum := sha256.Sum256(block.Bytes)
-	return hex.EncodeToString(sum[:]), nil
+	return fp, nil
 }

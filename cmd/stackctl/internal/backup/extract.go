@@ -15,6 +15,7 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/fluodata/talos-pulumi/internal/certs"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 )
 
@@ -163,10 +164,26 @@ func writeSnapshot(tr io.Reader, dir string, want SnapshotInfo) (string, error) 
 // state and stack file a restore needs and a snapshot taken in the cluster
 // cannot carry: the cluster's secrets are the same for its whole life. The
 // manifest is the backup's, with the snapshot's size, sha256 and time.
+//
+// The snapshot must be of the backup's cluster instance (its directory
+// named by the instance of the Talos CA the backup's manifest records): a
+// snapshot of another instance of the stack (destroyed and made again)
+// holds Secrets encrypted with another key, which the backup's secrets
+// cannot read.
 func ExtractInCluster(ctx context.Context, store Store, full, name string, created time.Time, ids []age.Identity, dir string) (Extracted, error) {
 	x, err := Extract(ctx, store, full, ids, dir)
 	if err != nil {
 		return Extracted{}, err
+	}
+	want := certs.InstanceID(x.Manifest.TalosCA)
+	got := InClusterInstance(x.Manifest.Stack, name)
+	switch {
+	case got == "":
+		return Extracted{}, fmt.Errorf("in-cluster snapshot %s was written before the snapshots were put under their cluster instance: which cluster's secrets it needs cannot be told, so it is not paired with backup %s; restore a backup (make backups lists them)", name, full)
+	case want == "":
+		return Extracted{}, fmt.Errorf("backup %s does not record its Talos CA, so no in-cluster snapshot can be paired with it; restore the backup itself, or take a new one (make backup)", full)
+	case got != want:
+		return Extracted{}, fmt.Errorf("in-cluster snapshot %s is of cluster instance %s, backup %s of %s (another Talos CA: the stack was destroyed and made again in between): its Kubernetes secrets could not be read with the backup's; restore a backup of instance %s, or the backup itself", name, got, full, want, got)
 	}
 	path := filepath.Join(dir, "in-cluster.snapshot")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600) //nolint:gosec // the caller's private directory

@@ -173,11 +173,22 @@ func readRestoreBackup(ctx context.Context, store *backupstore.Store, stack, nam
 		return backup.Extracted{}, "", fmt.Errorf("no backups of stack %s at the target (make backup writes one; an in-cluster snapshot alone lacks the state and secrets a restore needs)", stack)
 	}
 	var snapshot *backupstore.Object
+	full := backups[0]
 	switch {
 	case name == "" || name == "latest":
-		name = backups[0].Name
-		if len(snapshots) > 0 && snapshots[0].Created.After(backups[0].Created) {
-			snapshot = &snapshots[0]
+		name = full.Name
+		// The newest snapshot after the newest backup, of its cluster
+		// instance (ExtractInCluster checks it against the manifest).
+		instance := full.Meta[backup.InstanceMeta]
+		for i, s := range snapshots {
+			if !s.Created.After(full.Created) {
+				break
+			}
+			if instance != "" && backup.InClusterInstance(stack, s.Name) == instance {
+				snapshot = &snapshots[i]
+				break
+			}
+			_, _ = fmt.Fprintf(logw, "not pairing in-cluster snapshot %s with backup %s: it is not of the backup's cluster instance\n", s.Name, full.Name)
 		}
 	case backup.IsInCluster(stack, name):
 		i := slices.IndexFunc(snapshots, func(o backupstore.Object) bool { return o.Name == name })
@@ -185,13 +196,18 @@ func readRestoreBackup(ctx context.Context, store *backupstore.Store, stack, nam
 			return backup.Extracted{}, "", fmt.Errorf("no in-cluster snapshot %s at the target (make backups lists them)", name)
 		}
 		snapshot = &snapshots[i]
+		// The newest backup of the snapshot's instance.
+		instance := backup.InClusterInstance(stack, name)
+		if j := slices.IndexFunc(backups, func(o backupstore.Object) bool { return instance != "" && o.Meta[backup.InstanceMeta] == instance }); j >= 0 {
+			full = backups[j]
+		}
 	}
 	if snapshot == nil {
 		_, _ = fmt.Fprintf(logw, "reading backup %s\n", name)
 		x, err := backup.Extract(ctx, store, name, ids, dir)
 		return x, name, err
 	}
-	_, _ = fmt.Fprintf(logw, "reading in-cluster snapshot %s, with the state and stack file of backup %s\n", snapshot.Name, backups[0].Name)
-	x, err := backup.ExtractInCluster(ctx, store, backups[0].Name, snapshot.Name, snapshot.Created, ids, dir)
+	_, _ = fmt.Fprintf(logw, "reading in-cluster snapshot %s, with the state and stack file of backup %s\n", snapshot.Name, full.Name)
+	x, err := backup.ExtractInCluster(ctx, store, full.Name, snapshot.Name, snapshot.Created, ids, dir)
 	return x, snapshot.Name, err
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/certs"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -194,6 +195,11 @@ func TestStackctlRestoreFromAnInClusterSnapshot(t *testing.T) {
 	var snap bytes.Buffer
 	_, err = cl.EtcdSnapshot(ctx, "10.10.0.10", &snap)
 	require.NoError(t, err)
+	// talos-backup writes under the prefix the program gives it, which
+	// ends in the cluster instance (issue 35, item A.3).
+	fp, err := backup.TalosCAFingerprint(live.Talosconfig())
+	require.NoError(t, err)
+	instance := certs.InstanceID(fp)
 	writeInCluster := func(name string, at time.Time) {
 		path := filepath.Join(dir, "homelab", "in-cluster", name)
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
@@ -207,13 +213,19 @@ func TestStackctlRestoreFromAnInClusterSnapshot(t *testing.T) {
 		require.NoError(t, os.Chtimes(path, at, at))
 	}
 	later := time.Now().Add(time.Hour)
-	writeInCluster("homelab-old.snap.age", later.Add(-30*time.Minute))
-	writeInCluster("homelab-new.snap.age", later)
+	writeInCluster(instance+"/homelab-old.snap.age", later.Add(-30*time.Minute))
+	writeInCluster(instance+"/homelab-new.snap.age", later)
+	newName := "homelab/in-cluster/" + instance + "/homelab-new.snap.age"
+	// Newer, of another instance of the stack (destroyed and made again
+	// with other secrets), and one from before the instances: neither is
+	// paired with this instance's backup.
+	writeInCluster("0123456789abcdef/homelab-other.snap.age", later.Add(2*time.Hour))
+	writeInCluster("homelab-untied.snap.age", later.Add(time.Hour))
 
 	stdout.Reset()
 	breq.Op = driver.OpBackups
 	require.NoError(t, runBackup(ctx, breq, env))
-	assert.Contains(t, stdout.String(), "homelab/in-cluster/homelab-new.snap.age")
+	assert.Contains(t, stdout.String(), newName)
 	assert.Contains(t, stdout.String(), "in-cluster (etcd only)")
 
 	// Another backup: keep.last 1 leaves one backup and one snapshot.
@@ -228,7 +240,9 @@ func TestStackctlRestoreFromAnInClusterSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, backups, 1)
 	require.Len(t, snapshots, 1)
-	require.Equal(t, "homelab/in-cluster/homelab-new.snap.age", snapshots[0].Name)
+	require.Equal(t, "homelab/in-cluster/0123456789abcdef/homelab-other.snap.age", snapshots[0].Name, "the newest snapshot is kept")
+	writeInCluster(instance+"/homelab-new.snap.age", later)
+	writeInCluster("homelab-untied.snap.age", later.Add(time.Hour))
 
 	// The cluster is gone; fresh machines come up.
 	current = talosapitest.StartFresh(t, spec...)
@@ -239,8 +253,20 @@ func TestStackctlRestoreFromAnInClusterSnapshot(t *testing.T) {
 		Up: func(context.Context, []string, map[string]string) error { ups++; return nil },
 	}
 	stderr.Reset()
+	// An explicit snapshot of another instance, or from before the
+	// instances, is refused before anything changes.
+	for bad, want := range map[string]string{
+		"homelab/in-cluster/0123456789abcdef/homelab-other.snap.age": "is of cluster instance 0123456789abcdef",
+		"homelab/in-cluster/homelab-untied.snap.age":                 "was written before the snapshots were put under their cluster instance",
+	} {
+		req.BackupName = bad
+		require.ErrorContains(t, runRestore(ctx, req, env), want)
+		assert.Zero(t, stack.imports, "nothing imported")
+	}
+	req.BackupName = ""
 	require.NoError(t, runRestore(ctx, req, env), stderr.String())
-	assert.Contains(t, stderr.String(), "reading in-cluster snapshot homelab/in-cluster/homelab-new.snap.age, with the state and stack file of backup homelab/")
+	assert.Contains(t, stderr.String(), "not pairing in-cluster snapshot homelab/in-cluster/0123456789abcdef/homelab-other.snap.age")
+	assert.Contains(t, stderr.String(), "reading in-cluster snapshot "+newName+", with the state and stack file of backup homelab/")
 	assert.Equal(t, map[string]string{"/registry/configmaps/default/at": "snapshot-time"}, current.EtcdKeys(), "the snapshot's etcd, not the backup's")
 	assert.Equal(t, 1, stack.imports)
 	assert.Equal(t, 2, ups)

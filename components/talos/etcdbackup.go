@@ -86,6 +86,12 @@ var bucketRe = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 // five fields and descriptors).
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// ParseEtcdBackupSchedule reads a schedule as the CronJob's controller
+// does: what the tools compare the snapshots' times with.
+func ParseEtcdBackupSchedule(schedule string) (cron.Schedule, error) {
+	return cronParser.Parse(schedule)
+}
+
 // check records the settings' problems under prefix (e.g.
 // "cluster.etcdBackup.").
 func (e *EtcdBackupSettings) check(p *inputs.Problems, prefix string) {

@@ -23,6 +23,7 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/certs"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
@@ -494,4 +495,36 @@ func TalosCAFingerprint(talosconfig string) (string, error) {
 		return "", fmt.Errorf("unable to read the talosconfig's CA: %w", err)
 	}
 	return fp, nil
+}
+
+// Freshness is how the newest in-cluster snapshot stands against the
+// schedule that takes them.
+type Freshness struct {
+	// Message says how old the newest snapshot is, or that there is none.
+	Message string
+	// Stale is true when the newest snapshot is older than two of the
+	// schedule's periods (two runs that should have written one did not:
+	// a failing Job is seen nowhere else), or when there is none.
+	Stale bool
+}
+
+// InClusterFreshness says how the newest of snapshots (newest first) stands
+// against schedule (backup.schedule) at now.
+func InClusterFreshness(schedule string, snapshots []backupstore.Object, now time.Time) (Freshness, error) {
+	sched, err := talos.ParseEtcdBackupSchedule(schedule)
+	if err != nil {
+		return Freshness{}, fmt.Errorf("unable to read backup.schedule %q: %w", schedule, err)
+	}
+	if len(snapshots) == 0 {
+		return Freshness{Stale: true, Message: fmt.Sprintf("no in-cluster snapshot at the target (schedule %q; the next run is due at %s): until one is there, check the CronJob kube-system/%s and its Jobs' logs",
+			schedule, sched.Next(now).UTC().Format(time.RFC3339), talos.EtcdBackupName)}, nil
+	}
+	newest := snapshots[0].Created.UTC()
+	due := sched.Next(sched.Next(newest))
+	age := now.Sub(newest).Round(time.Minute)
+	if now.After(due) {
+		return Freshness{Stale: true, Message: fmt.Sprintf("the newest in-cluster snapshot, %s, is %s old: two runs of schedule %q since then wrote none; check the CronJob kube-system/%s and its Jobs' logs",
+			snapshots[0].Name, age, schedule, talos.EtcdBackupName)}, nil
+	}
+	return Freshness{Message: fmt.Sprintf("the newest in-cluster snapshot, %s, is %s old (schedule %q)", snapshots[0].Name, age, schedule)}, nil
 }

@@ -297,3 +297,30 @@ func TestABackupTakesNoSnapshotFromAMemberWithoutALeader(t *testing.T) {
 	_, err = backup.Take(ctx, src, client(t, a), store, backup.Options{Recipients: []age.Recipient{id.Recipient()}, Log: &log})
 	require.ErrorContains(t, err, "no control plane's etcd member has a leader and is caught up")
 }
+
+// A failing snapshot Job is seen nowhere else (issue 35, item B.8): the
+// newest in-cluster snapshot older than two periods of the schedule, or
+// none, is stale.
+func TestInClusterFreshness(t *testing.T) {
+	t.Parallel()
+	newest := time.Date(2026, 11, 28, 0, 0, 5, 0, time.UTC)
+	snaps := []backupstore.Object{{Name: "homelab/in-cluster/0123456789abcdef/lab-1.snap.age", Created: newest}}
+	for _, tc := range []struct {
+		now   time.Time
+		snaps []backupstore.Object
+		stale bool
+		want  string
+	}{
+		{newest.Add(5 * time.Hour), snaps, false, "is 5h0m0s old"},
+		{newest.Add(11 * time.Hour), snaps, false, "is 11h0m0s old"},
+		{newest.Add(12*time.Hour + time.Minute), snaps, true, "two runs of schedule"},
+		{newest, nil, true, "no in-cluster snapshot at the target"},
+	} {
+		f, err := backup.InClusterFreshness("0 */6 * * *", tc.snaps, tc.now)
+		require.NoError(t, err)
+		assert.Equal(t, tc.stale, f.Stale, f.Message)
+		assert.Contains(t, f.Message, tc.want)
+	}
+	_, err := backup.InClusterFreshness("every day", snaps, newest)
+	require.ErrorContains(t, err, "unable to read backup.schedule")
+}

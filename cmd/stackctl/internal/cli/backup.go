@@ -60,6 +60,21 @@ func runBackup(ctx context.Context, req driver.BackupRequest, env backupEnv) err
 			return err
 		}
 		printBackups(env.Stdout, objs, snapshots)
+		if b.Schedule != "" {
+			now := time.Now
+			if env.Now != nil {
+				now = env.Now
+			}
+			f, err := backup.InClusterFreshness(b.Schedule, snapshots, now())
+			if err != nil {
+				return err
+			}
+			level := "in-cluster"
+			if f.Stale {
+				level = "warning"
+			}
+			_, _ = fmt.Fprintf(env.Stdout, "%s: %s\n", level, f.Message)
+		}
 		return nil
 	}
 

@@ -29,7 +29,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
+	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/certs"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/shell"
@@ -94,8 +96,12 @@ type Env struct {
 	// output --json --show-secrets`); nil: the access files' certificates
 	// are not checked.
 	StackOutputs func(ctx context.Context, stack string) (map[string]any, error)
-	// Now is the clock of the certificates' check (time.Now when nil).
+	// Now is the clock of the certificates' and snapshots' checks
+	// (time.Now when nil).
 	Now func() time.Time
+	// InClusterSnapshots lists the stack's in-cluster snapshots at
+	// backup.target, newest first; nil: their age is not checked.
+	InClusterSnapshots func(ctx context.Context, cfg *stacks.Config, stack string) ([]backupstore.Object, error)
 	// Timeout bounds each network check.
 	Timeout time.Duration
 }
@@ -115,7 +121,39 @@ func DefaultEnv() Env {
 		Getenv:        os.Getenv,
 		Dial:          d.DialContext,
 		Timeout:       5 * time.Second,
+		InClusterSnapshots: func(ctx context.Context, cfg *stacks.Config, stack string) ([]backupstore.Object, error) {
+			store, err := backupstore.Open(ctx, cfg.Backup.Target, backupstore.Options{
+				AccessKeyID: cfg.Backup.S3.AccessKeyID, SecretAccessKey: cfg.Backup.S3.SecretAccessKey.Reveal(),
+			})
+			if err != nil {
+				return nil, err
+			}
+			defer func() { _ = store.Close() }()
+			return backup.ListInCluster(ctx, store, stack)
+		},
 	}
+}
+
+// checkInClusterSnapshots warns when the newest in-cluster snapshot is
+// older than two periods of backup.schedule: a failing Job is seen
+// nowhere else.
+func checkInClusterSnapshots(ctx context.Context, env Env, cfg *stacks.Config, stack string) Result {
+	snapshots, err := env.InClusterSnapshots(ctx, cfg, stack)
+	if err != nil {
+		return Result{Warn, "snapshots", fmt.Sprintf("%v; the in-cluster snapshots' age is not checked", err)}
+	}
+	now := time.Now
+	if env.Now != nil {
+		now = env.Now
+	}
+	f, err := backup.InClusterFreshness(cfg.Backup.Schedule, snapshots, now())
+	if err != nil {
+		return Result{Warn, "snapshots", err.Error()}
+	}
+	if f.Stale {
+		return Result{Warn, "snapshots", f.Message}
+	}
+	return Result{OK, "snapshots", f.Message}
 }
 
 // WithPulumi is env with PulumiVersion running the CLI at path.
@@ -159,6 +197,9 @@ func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result
 	}
 	if env.StackOutputs != nil {
 		out = append(out, checkCertificates(ctx, env, stack)...)
+	}
+	if env.InClusterSnapshots != nil && cfg.Backup.Schedule != "" {
+		out = append(out, checkInClusterSnapshots(ctx, env, cfg, stack))
 	}
 	if cfg.Platform == stacks.PlatformVPS {
 		return append(out, checkVPS(ctx, env, cfg)...)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
+	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
@@ -565,4 +566,30 @@ func TestDoctorAsksForThePrivilegesOfTheVersion(t *testing.T) {
 	rs, out = run(t, env(api))
 	assert.False(t, doctor.Failed(rs), out)
 	assert.Contains(t, out, "warn  perms     unable to read the token's permissions on /vms/110")
+}
+
+// With backup.schedule, the doctor warns when the newest in-cluster
+// snapshot is older than two of the schedule's periods (issue 35, item
+// B.8): a failing Job is seen nowhere else.
+func TestDoctorWarnsOfStaleInClusterSnapshots(t *testing.T) {
+	t.Parallel()
+	src := stackstest.EditSection(t, direct(t), "backup", func(b map[string]any) {
+		b["target"] = "s3://backups/lab?endpoint=https://minio.lan:9000"
+		b["recipients"] = []any{"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}
+		b["schedule"] = "@daily"
+		b["s3"] = map[string]any{"accessKeyId": "AKIAEXAMPLE", "secretAccessKey": "s3-key"}
+	})
+	src.SecretKeys = append(src.SecretKeys, src.Project+":backup")
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for age, want := range map[time.Duration]doctor.Level{10 * time.Hour: doctor.OK, 50 * time.Hour: doctor.Warn} {
+		e := env(healthyAPI())
+		e.Now = func() time.Time { return now }
+		e.InClusterSnapshots = func(context.Context, *stacks.Config, string) ([]backupstore.Object, error) {
+			return []backupstore.Object{{Name: "proxmox-homelab/in-cluster/0123456789abcdef/homelab-x.snap.age", Created: now.Add(-age)}}, nil
+		}
+		rs := doctor.Run(context.Background(), e, src, "proxmox-homelab")
+		i := slices.IndexFunc(rs, func(r doctor.Result) bool { return r.Check == "snapshots" })
+		require.GreaterOrEqual(t, i, 0, "%v", rs)
+		assert.Equal(t, want, rs[i].Level, rs[i].Message)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -48,7 +49,12 @@ func TestTheBackupScheduleOfAStack(t *testing.T) {
     s3:
       accessKeyId: AKIAEXAMPLE
 `, map[string]string{"backup.s3.secretAccessKey": key})
-	e, _, _, err := programtest.Run(t, src, "homelab", program.Options{})
+	// Machine secrets with a real Talos CA: the snapshots' prefix ends in
+	// the cluster instance it names.
+	pki := pkitest.New(t, "127.0.0.1")
+	e, _, _, err := programtest.RunOn(t, &componentstest.Engine{ClientConfiguration: &componentstest.ClientConfiguration{
+		CA: string(pki.CA), Cert: string(pki.ClientCert), Key: string(pki.ClientKey),
+	}}, src, "homelab", program.Options{})
 	require.NoError(t, err)
 
 	cron := e.One(t, "kubernetes:batch/v1:CronJob")

@@ -5,19 +5,13 @@
 package componentstest
 
 import (
-	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
@@ -184,7 +178,7 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 	out := args.Inputs.Copy()
 	switch args.TypeToken {
 	case Secrets:
-		cc := ClientConfiguration{CA: selfSignedCA(), Cert: "crt", Key: "key"}
+		cc := ClientConfiguration{CA: "ca", Cert: "crt", Key: "key"}
 		if e.ClientConfiguration != nil {
 			cc = *e.ClientConfiguration
 		}
@@ -231,26 +225,6 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 		out["stderr"] = resource.NewStringProperty("")
 	}
 	return id, out, nil
-}
-
-// selfSignedCA is a new CA certificate, PEM, as the machine secrets' OS CA
-// is: what the cluster's instance is named by (a new one per secrets, as
-// the provider makes a new CA for each).
-func selfSignedCA() string {
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{Organization: []string{"talos"}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(10 * 365 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		panic(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 // hookNames are the hooks a registration binds, by the hook types the

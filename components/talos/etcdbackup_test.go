@@ -29,7 +29,16 @@ const (
 // (none when nil).
 func runWithBackup(t *testing.T, ns []talos.NodeSpec, e *talos.EtcdBackupSettings) *componentstest.Engine {
 	t.Helper()
-	return runWithBackupOn(t, &componentstest.Engine{}, ns, e)
+	return runWithBackupOn(t, &componentstest.Engine{ClientConfiguration: newClientConfiguration(t)}, ns, e)
+}
+
+// newClientConfiguration is machine secrets' client configuration with a
+// new Talos CA, which names the cluster's instance: the schedule's prefix
+// ends in it.
+func newClientConfiguration(t *testing.T) *componentstest.ClientConfiguration {
+	t.Helper()
+	pki := pkitest.New(t, "127.0.0.1")
+	return &componentstest.ClientConfiguration{CA: string(pki.CA), Cert: string(pki.ClientCert), Key: string(pki.ClientKey)}
 }
 
 // runWithBackupOn is runWithBackup on the engine m.

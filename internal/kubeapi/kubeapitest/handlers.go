@@ -22,6 +22,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PATCH /api/v1/nodes/{name}", s.admin(s.patchNode))
 	mux.HandleFunc("DELETE /api/v1/nodes/{name}", s.admin(s.deleteNode))
 	mux.HandleFunc("GET /api/v1/pods", s.admin(s.listPods))
+	mux.HandleFunc("GET /api/v1/persistentvolumes", s.admin(s.listPersistentVolumes))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.admin(s.getPod))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/pods/{name}/eviction", s.admin(s.evict))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -293,4 +294,20 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away
+}
+
+// listPersistentVolumes answers as the API server's PersistentVolumeList.
+func (s *Server) listPersistentVolumes(w http.ResponseWriter, _ *http.Request) {
+	items := make([]any, 0, len(s.pvs))
+	for _, pv := range s.pvs {
+		spec := map[string]any{"csi": map[string]any{"driver": pv.Driver, "volumeHandle": pv.VolumeHandle}}
+		if ns, name, ok := strings.Cut(pv.Claim, "/"); ok {
+			spec["claimRef"] = map[string]any{"kind": "PersistentVolumeClaim", "namespace": ns, "name": name}
+		}
+		items = append(items, map[string]any{
+			"apiVersion": "v1", "kind": "PersistentVolume", "metadata": map[string]any{"name": pv.Name},
+			"spec": spec, "status": map[string]any{"phase": pv.Phase},
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeList", "metadata": map[string]string{"resourceVersion": "1"}, "items": items})
 }

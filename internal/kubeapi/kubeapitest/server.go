@@ -146,6 +146,7 @@ type Server struct {
 	version string
 	nodes   map[string]*node
 	pods    map[string]*pod // by namespace/name
+	pvs     []PersistentVolume
 	events  []Event
 	uids    int
 	latency time.Duration
@@ -243,6 +244,19 @@ contexts:
       name: admin@lab
 current-context: admin@lab
 `, server, b64(ca), b64(cert), b64(key))
+}
+
+// PersistentVolume is a PersistentVolume of the fake: a CSI volume and
+// its claim ("<namespace>/<name>", "" for none).
+type PersistentVolume struct {
+	Name, Phase, Driver, VolumeHandle, Claim string
+}
+
+// SetPersistentVolumes sets the PersistentVolumes the server lists.
+func (s *Server) SetPersistentVolumes(pvs ...PersistentVolume) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pvs = slices.Clone(pvs)
 }
 
 // SetVersion sets the API server's gitVersion.

@@ -16,6 +16,7 @@ package pvefake
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -187,6 +188,24 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	s.settle()
 	if err := r.ParseForm(); err != nil {
 		writeErr(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if r.URL.Path == "/api2/json/cluster/resources" && r.Method == http.MethodGet && r.Form.Get("type") == "vm" {
+		// Proxmox's cluster resources of type vm: every guest of the
+		// cluster, on any node.
+		out := []map[string]any{}
+		for _, vmid := range slices.Sorted(maps.Keys(s.vms)) {
+			vm := s.vms[vmid]
+			status := "stopped"
+			if vm.Running {
+				status = "running"
+			}
+			out = append(out, map[string]any{
+				"id": fmt.Sprintf("qemu/%d", vmid), "type": "qemu", "vmid": vmid, "name": vm.Name,
+				"node": vm.Node, "status": status, "tags": vm.Tags,
+			})
+		}
+		writeData(w, out)
 		return
 	}
 	if m := statusRe.FindStringSubmatch(r.URL.Path); m != nil {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +36,7 @@ func csiVolumeRmCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	stack := fs.String("stack", os.Getenv("STACK"), "stack name (default: $STACK)")
 	volume := fs.String("volume", "", "the volume to delete, as make doctor lists it: <datastore>:vm-9999-pvc-...")
 	configJSON := fs.String("config-json", "", "read `pulumi config --show-secrets --json` output from this file instead of running pulumi")
+	outputsJSON := fs.String("outputs-json", "", "read `pulumi stack output --json --show-secrets` output from this file instead of running pulumi")
 	pulumiPath := fs.String("pulumi", "pulumi", "path of the pulumi CLI that reads the stack's config")
 	if err := fs.Parse(args); err != nil {
 		return exitcode.Usage
@@ -69,7 +72,27 @@ func csiVolumeRmCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return fail(exitcode.Failed, "%v", err)
 	}
-	vols, err := doctor.CSIVolumes(ctx, api, cfg)
+	env := doctor.DefaultEnv().WithPulumi(*pulumiPath)
+	if *outputsJSON != "" {
+		env.StackOutputs = func(context.Context, string) (map[string]any, error) {
+			raw, err := os.ReadFile(*outputsJSON)
+			if err != nil {
+				return nil, fmt.Errorf("unable to read the stack's outputs: %w", err)
+			}
+			var outs map[string]any
+			if err := json.Unmarshal(raw, &outs); err != nil {
+				return nil, fmt.Errorf("unable to read the stack's outputs: %w", err)
+			}
+			return outs, nil
+		}
+	}
+	// The cluster's PersistentVolumes: a bound volume whose pod is not
+	// running is attached to no VM, yet it is a claim's data.
+	claims, err := env.CSIClaims(ctx, *stack)
+	if err != nil && !errors.Is(err, doctor.ErrNoCluster) {
+		return fail(exitcode.Failed, "the cluster's PersistentVolumes could not be read (%v): a volume is deleted only when none of them names it; run this where the cluster's API answers (with proxmox.access: ssh-proxy, inside `make proxy`'s environment)", err)
+	}
+	vols, err := doctor.CSIVolumes(ctx, api, cfg, claims)
 	if err != nil {
 		return fail(exitcode.Failed, "%v", err)
 	}
@@ -79,6 +102,9 @@ func csiVolumeRmCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		if v.AttachedTo != "" {
 			return fail(exitcode.Failed, "%s is attached to %s: a pod uses it; delete its claim, or the pod, first", v.VolID, v.AttachedTo)
+		}
+		if v.ClaimedBy != "" {
+			return fail(exitcode.Failed, "%s is named by %s: its data is a claim's; delete the claim (and the PersistentVolume the Retain policy keeps) first", v.VolID, v.ClaimedBy)
 		}
 		if err := api.DeleteVolume(ctx, v.ProxmoxNode, v.VolID, time.Second); err != nil {
 			return fail(exitcode.Failed, "%v", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -47,11 +48,11 @@ func TestTheDoctorListsTheCSIPluginsVolumes(t *testing.T) {
 	}
 	require.Len(t, csi, 1, "%v", rs)
 	assert.Equal(t, doctor.Warn, csi[0].Level)
-	assert.Contains(t, csi[0].Message, "1 volumes of the CSI plugin on local-zfs are attached to no VM of this cluster")
+	assert.Contains(t, csi[0].Message, "1 volumes of the CSI plugin on local-zfs are attached to no VM on the stack's Proxmox nodes, but the cluster's PersistentVolumes could not be read")
 	assert.Contains(t, csi[0].Message, "local-zfs:vm-9999-pvc-bbb on pve (1 GiB)")
 	assert.NotContains(t, csi[0].Message, "pvc-aaa on", "attached to worker-0")
 	assert.NotContains(t, csi[0].Message, "vm-120-disk-1", "a VM's own disk is not the plugin's")
-	assert.Contains(t, csi[0].Message, "make csi-volume-rm STACK=proxmox-homelab VOLUME=<volid>")
+	assert.NotContains(t, csi[0].Message, "make csi-volume-rm", "none is offered while the claims are unknown")
 
 	for _, r := range rs {
 		if r.Check == "csi-perms" {
@@ -100,11 +101,16 @@ func TestCSIVolumesThroughTheAPI(t *testing.T) {
 	t.Parallel()
 	vms := map[int]*pvefake.VM{
 		120: {Node: "pve", Name: "worker-0", Config: map[string]string{"scsi2": "local-zfs:vm-9999-pvc-aaa,size=8G"}},
+		// Another cluster's worker on the same node and datastore (issue
+		// 35, item C.10): its plugin's volume is not free.
+		300: {Node: "pve", Name: "other-worker", Config: map[string]string{"scsi1": "local-zfs:vm-9999-pvc-ccc,size=2G"}},
 	}
 	s := pvefake.New(t, vms)
 	s.AddDatastore("local-zfs", pvefake.Datastore{Content: []string{"images"}})
 	s.PutFile("pve", "local-zfs:vm-9999-pvc-aaa", 8<<30)
 	s.PutFile("pve", "local-zfs:vm-9999-pvc-bbb", 1<<30)
+	s.PutFile("pve", "local-zfs:vm-9999-pvc-ccc", 2<<30)
+	s.PutFile("pve", "local-zfs:vm-9999-pvc-ddd", 3<<30)
 	s.PutFile("pve", "local-zfs:vm-120-disk-1", 20<<30)
 	s.PutFile("pve", "local:iso/talos.iso", 1<<20)
 	api, err := pveapi.New(s.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: s.Client()})
@@ -113,12 +119,27 @@ func TestCSIVolumesThroughTheAPI(t *testing.T) {
 	require.NoError(t, d.Err())
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	vols, err := doctor.CSIVolumes(ctx, api, cfg)
+	// A bound claim whose pod is not running: its volume is attached to no
+	// VM, and its PersistentVolume names it (the plugin's volume handle).
+	claims := doctor.CSIClaims([]kubeapi.PersistentVolume{
+		{Name: "pvc-ddd", Driver: doctor.CSIDriver, VolumeHandle: "proxmox/pve/local-zfs/vm-9999-pvc-ddd", Claim: "db/data-db-0"},
+		{Name: "pvc-nfs", Driver: "nfs.csi.k8s.io", VolumeHandle: "proxmox/pve/local-zfs/vm-9999-pvc-bbb"},
+	})
+	vols, err := doctor.CSIVolumes(ctx, api, cfg, claims)
 	require.NoError(t, err)
 	assert.Equal(t, []doctor.CSIVolume{
 		{VolID: "local-zfs:vm-9999-pvc-aaa", ProxmoxNode: "pve", AttachedTo: "worker-0", Size: 8 << 30},
 		{VolID: "local-zfs:vm-9999-pvc-bbb", ProxmoxNode: "pve", Size: 1 << 30},
+		{VolID: "local-zfs:vm-9999-pvc-ccc", ProxmoxNode: "pve", AttachedTo: "VM 300 (other-worker), not of this cluster", Size: 2 << 30},
+		{VolID: "local-zfs:vm-9999-pvc-ddd", ProxmoxNode: "pve", ClaimedBy: "PersistentVolume pvc-ddd (claim db/data-db-0)", Size: 3 << 30},
 	}, vols)
+	free := 0
+	for _, v := range vols {
+		if v.Free() {
+			free++
+		}
+	}
+	assert.Equal(t, 1, free, "only bbb is offered")
 
 	require.NoError(t, api.DeleteVolume(ctx, "pve", "local-zfs:vm-9999-pvc-bbb", 10*time.Millisecond))
 	assert.NotContains(t, s.Volumes("pve"), "local-zfs:vm-9999-pvc-bbb")

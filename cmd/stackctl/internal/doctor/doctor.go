@@ -296,7 +296,7 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []
 		out = append(out, Result{OK, "vmids", "every VM id is free or already this stack's"})
 	}
 	if cfg.Storage.ProxmoxCSI.Enabled() {
-		out = append(out, checkCSI(ctx, api, cfg, stack)...)
+		out = append(out, checkCSI(ctx, env, api, cfg, stack)...)
 	}
 	return out
 }

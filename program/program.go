@@ -81,12 +81,16 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
 	}
 	inputName := func(path string) string { return overrides.StackPath(cfg.Nodes.Refs(), path) }
+	etcdBackup := EtcdBackupSettings(cfg, ctx.Stack())
+	if err := ReadBackupCA(cfg, etcdBackup); err != nil {
+		return nil, err
+	}
 	if pxArgs != nil {
 		pxArgs.InputName = inputName
-		pxArgs.Cluster.EtcdBackup = EtcdBackupSettings(cfg, ctx.Stack())
+		pxArgs.Cluster.EtcdBackup = etcdBackup
 	} else {
 		vpsArgs.InputName = inputName
-		vpsArgs.Cluster.EtcdBackup = EtcdBackupSettings(cfg, ctx.Stack())
+		vpsArgs.Cluster.EtcdBackup = etcdBackup
 	}
 	if err := overrides.CheckOverrides(cfg, args.talos(cfg)).Err(); err != nil {
 		return nil, err

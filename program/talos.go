@@ -1,6 +1,8 @@
 package program
 
 import (
+	"fmt"
+	"os"
 	"path"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -58,6 +60,22 @@ func EtcdBackupSettings(cfg *stacks.Config, stack string) *talos.EtcdBackupSetti
 		e.SecretAccessKey = b.S3.SecretAccessKey.Output()
 	}
 	return e
+}
+
+// ReadBackupCA reads backup.s3.caFile into the schedule's settings e (nil:
+// no schedule): a file that cannot be read stops the run before anything
+// is created.
+func ReadBackupCA(cfg *stacks.Config, e *talos.EtcdBackupSettings) error {
+	path := cfg.Backup.S3.CAFilePath()
+	if e == nil || path == "" {
+		return nil
+	}
+	pemData, err := os.ReadFile(path) //nolint:gosec // the operator's own file, named in the stack file
+	if err != nil {
+		return fmt.Errorf("backup.s3.caFile: %w; nothing was created", err)
+	}
+	e.CABundle = string(pemData)
+	return nil
 }
 
 // PatchTexts returns the YAML of config patches.

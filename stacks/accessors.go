@@ -91,11 +91,17 @@ func (p *ProxmoxConfig) EndpointHost() string {
 func (p *ProxmoxConfig) DNSMasqEnabled() bool { return p.DNSMasq.Enabled != nil && *p.DNSMasq.Enabled }
 
 // KeyFilePath is privateKeyFile with a leading ~/ expanded, as a shell would.
-func (s *SSHConfig) KeyFilePath() string {
-	if rest, ok := strings.CutPrefix(s.PrivateKeyFile, "~/"); ok {
+func (s *SSHConfig) KeyFilePath() string { return homePath(s.PrivateKeyFile) }
+
+// CAFilePath is backup.s3.caFile with a leading ~/ expanded; "" when unset.
+func (c *BackupS3Config) CAFilePath() string { return homePath(c.CAFile) }
+
+// homePath expands a leading ~/ to the user's home directory.
+func homePath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
 		if home, err := os.UserHomeDir(); err == nil {
 			return filepath.Join(home, rest)
 		}
 	}
-	return s.PrivateKeyFile
+	return p
 }

@@ -262,4 +262,5 @@ type BackupKeepConfig struct {
 type BackupS3Config struct {
 	AccessKeyID     string `json:"accessKeyId" doc:"Access key id of the target's credentials."`
 	SecretAccessKey Secret `json:"secretAccessKey" doc:"Secret access key (secret): 'pulumi config set --secret --path backup.s3.secretAccessKey'." secret:"true"`
+	CAFile          string `json:"caFile" doc:"Path of a PEM file on the operator's machine with the CA that signed the endpoint's certificate (a private CA, e.g. a home lab MinIO): make backup, make restore and the in-cluster snapshots check the endpoint against it alone (the AWS SDK's custom bundle replaces the system's roots); default: the system's roots."`
 }

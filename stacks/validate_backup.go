@@ -41,6 +41,10 @@ func validateBackup(d *Diagnostics, cfg *Config) {
 	if (s3.AccessKeyID != "" || s3.SecretAccessKey.IsSet()) && scheme != "" && scheme != "s3" {
 		d.errorf("backup.s3", "credentials are only used with an s3:// target")
 	}
+	if s3.CAFile != "" && scheme != "" && scheme != "s3" {
+		d.errorf("backup.s3.caFile", "is only used with an s3:// target")
+	}
+	validateKeyFilePath(d, "backup.s3.caFile", s3.CAFile)
 	if s3.AccessKeyID != "" && !s3.SecretAccessKey.IsSet() {
 		d.errorf("backup.s3.secretAccessKey", "is required with backup.s3.accessKeyId: `pulumi config set --secret --path backup.s3.secretAccessKey <key>`")
 	}

@@ -49,6 +49,9 @@ func backupInvalidCases() []invalidCase {
 		{"backup schedule to AWS without a region", withBackup(func(b obj) {
 			b["schedule"], b["target"] = "@daily", "s3://backups/lab"
 		}), "backup.target", "needs the bucket's region with backup.schedule"},
+		{"backup CA file with a file target", withBackup(func(b obj) { b["target"], b["s3"] = "file:///var/backups/talos", obj{"caFile": "/etc/ssl/minio.pem"} }),
+			"backup.s3.caFile", "is only used with an s3:// target"},
+		{"backup CA file that is a directory", withBackup(func(b obj) { at(b, "s3")["caFile"] = "/etc/ssl/" }), "backup.s3.caFile", "names a directory"},
 		{"backup keeps negative days", withBackup(func(b obj) { b["keep"] = obj{"daily": -1} }), "backup.keep.daily", "-1 is out of range 0-3660"},
 	}
 }

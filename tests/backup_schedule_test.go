@@ -85,3 +85,36 @@ func TestTheBackupScheduleOfAStack(t *testing.T) {
 	}
 	assert.Equal(t, 1, cps, "the example's one control plane lets the CronJob reach the Talos API")
 }
+
+// backup.s3.caFile (issue 35, item B.7): the program reads the file and the
+// cluster's snapshot Job trusts it; a file that cannot be read stops the
+// run before anything is registered, naming the key.
+func TestTheBackupScheduleTrustsTheStacksCAFile(t *testing.T) {
+	t.Parallel()
+	pki := pkitest.New(t, "127.0.0.1")
+	caFile := filepath.Join(t.TempDir(), "minio-ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pki.CA, 0o600))
+	section := func(file string) string {
+		return `
+  talos-cluster:backup:
+    target: s3://backups/talos?endpoint=https://minio.lan:9000&use_path_style=true
+    recipients: [age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p]
+    schedule: "@daily"
+    s3:
+      accessKeyId: AKIAEXAMPLE
+      caFile: ` + file + "\n"
+	}
+	engine := func() *componentstest.Engine {
+		return &componentstest.Engine{ClientConfiguration: &componentstest.ClientConfiguration{CA: string(pki.CA), Cert: string(pki.ClientCert), Key: string(pki.ClientKey)}}
+	}
+	secrets := map[string]string{"backup.s3.secretAccessKey": "k3y"}
+	e, _, _, err := programtest.RunOn(t, engine(), proxmoxExampleWith(t, section(caFile), secrets), "homelab", program.Options{})
+	require.NoError(t, err)
+	cm := e.One(t, "kubernetes:core/v1:ConfigMap")
+	assert.Equal(t, string(pki.CA), cm.Inputs["data"].ObjectValue()["ca.crt"].StringValue())
+
+	missing := engine()
+	_, _, _, err = programtest.RunOn(t, missing, proxmoxExampleWith(t, section(caFile+".gone"), secrets), "homelab", program.Options{})
+	require.ErrorContains(t, err, "backup.s3.caFile")
+	assert.Empty(t, missing.All(), "nothing registered")
+}

@@ -1,6 +1,7 @@
 package talos
 
 import (
+	"encoding/pem"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -46,6 +47,7 @@ const (
 	EtcdBackupSuffix        = "-etcd-backup"
 	EtcdBackupAccountSuffix = "-etcd-backup-account"
 	EtcdBackupS3Suffix      = "-etcd-backup-s3"
+	EtcdBackupCASuffix      = "-etcd-backup-ca"
 )
 
 // EtcdBackupSettings schedule etcd snapshots taken inside the cluster, as
@@ -77,7 +79,14 @@ type EtcdBackupSettings struct {
 	SecretAccessKey pulumi.StringInput `pulumi:"secretAccessKey,optional" provider:"secret"`
 	// Image is the talos-backup image (default DefaultEtcdBackupImage).
 	Image string `pulumi:"image,optional"`
+	// CABundle is PEM of the CA that signed the endpoint's certificate (a
+	// private CA): the snapshots' uploads check the endpoint against it
+	// alone; none: the image's own roots.
+	CABundle string `pulumi:"caBundle,optional"`
 }
+
+// etcdBackupCADir is where the CronJob's pods find CABundle, as ca.crt.
+const etcdBackupCADir = "/etc/talos-backup/ca"
 
 // bucketRe is S3's bucket naming rule.
 var bucketRe = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
@@ -122,6 +131,9 @@ func (e *EtcdBackupSettings) check(p *inputs.Problems, prefix string) {
 	if e.AccessKeyID == "" || e.SecretAccessKey == nil {
 		p.Add(at("accessKeyId"), "and secretAccessKey are required: the cluster's nodes have no cloud instance role to sign the snapshots' uploads with")
 	}
+	if e.CABundle != "" && !hasCertificate(e.CABundle) {
+		p.Add(at("caBundle"), "holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+	}
 	if strings.ContainsAny(e.Prefix, " \t\n") || strings.Contains(e.Prefix, "//") {
 		p.Add(at("prefix"), "%q is not a key prefix like backups/homelab", e.Prefix)
 	}
@@ -150,6 +162,21 @@ func APIAccessPatch() string {
 			Enabled: true, AllowedRoles: []string{EtcdBackupRole}, AllowedKubernetesNamespaces: []string{EtcdBackupNamespace},
 		},
 	}}})
+}
+
+// hasCertificate reports whether text holds a PEM certificate.
+func hasCertificate(text string) bool {
+	rest := []byte(text)
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return false
+		}
+		if block.Type == "CERTIFICATE" {
+			return true
+		}
+	}
 }
 
 // usePathStyleEnv is the USE_PATH_STYLE value that gives the image the
@@ -230,6 +257,30 @@ func (b *build) etcdBackup(k8s *kubernetes.Provider, after []pulumi.Resource) er
 		return e.Prefix + "/" + certs.InstanceID(fp), nil
 	})).(pulumi.StringOutput)
 	env := corev1.EnvVarArray{corev1.EnvVarArgs{Name: pulumi.String("S3_PREFIX"), Value: prefix}}
+	mounts := corev1.VolumeMountArray{
+		corev1.VolumeMountArgs{Name: pulumi.String("tmp"), MountPath: pulumi.String("/tmp")},
+		corev1.VolumeMountArgs{Name: pulumi.String("talos"), MountPath: pulumi.String("/var/run/secrets/talos.dev"), ReadOnly: pulumi.Bool(true)},
+	}
+	volumes := corev1.VolumeArray{
+		corev1.VolumeArgs{Name: pulumi.String("tmp"), EmptyDir: &corev1.EmptyDirVolumeSourceArgs{}},
+		corev1.VolumeArgs{Name: pulumi.String("talos"), Secret: &corev1.SecretVolumeSourceArgs{SecretName: pulumi.String(EtcdBackupName)}},
+	}
+	if e.CABundle != "" {
+		// The AWS SDK of the image (talos-backup's config.LoadDefaultConfig)
+		// reads AWS_CA_BUNDLE, a PEM file (aws-sdk-go-v2 config, env
+		// AWS_CA_BUNDLE, CustomCABundle).
+		ca, err := corev1.NewConfigMap(ctx, name+EtcdBackupCASuffix, &corev1.ConfigMapArgs{
+			Metadata: meta(EtcdBackupName + "-ca"),
+			Data:     pulumi.StringMap{"ca.crt": pulumi.String(e.CABundle)},
+		}, opts()...)
+		if err != nil {
+			return fmt.Errorf("unable to create the etcd backup's CA bundle: %w", err)
+		}
+		deps = append(deps, ca)
+		env = append(env, corev1.EnvVarArgs{Name: pulumi.String("AWS_CA_BUNDLE"), Value: pulumi.String(etcdBackupCADir + "/ca.crt")})
+		mounts = append(mounts, corev1.VolumeMountArgs{Name: pulumi.String("ca"), MountPath: pulumi.String(etcdBackupCADir), ReadOnly: pulumi.Bool(true)})
+		volumes = append(volumes, corev1.VolumeArgs{Name: pulumi.String("ca"), ConfigMap: &corev1.ConfigMapVolumeSourceArgs{Name: pulumi.String(EtcdBackupName + "-ca")}})
+	}
 	for _, kv := range [][2]string{
 		{"BUCKET", e.Bucket}, {"AWS_REGION", e.Region}, {"CUSTOM_S3_ENDPOINT", e.Endpoint},
 		{"USE_PATH_STYLE", usePathStyleEnv(e)},
@@ -265,15 +316,9 @@ func (b *build) etcdBackup(k8s *kubernetes.Provider, after []pulumi.Resource) er
 							Capabilities:   &corev1.CapabilitiesArgs{Drop: pulumi.StringArray{pulumi.String("ALL")}},
 							SeccompProfile: &corev1.SeccompProfileArgs{Type: pulumi.String("RuntimeDefault")},
 						},
-						VolumeMounts: corev1.VolumeMountArray{
-							corev1.VolumeMountArgs{Name: pulumi.String("tmp"), MountPath: pulumi.String("/tmp")},
-							corev1.VolumeMountArgs{Name: pulumi.String("talos"), MountPath: pulumi.String("/var/run/secrets/talos.dev"), ReadOnly: pulumi.Bool(true)},
-						},
+						VolumeMounts: mounts,
 					}},
-					Volumes: corev1.VolumeArray{
-						corev1.VolumeArgs{Name: pulumi.String("tmp"), EmptyDir: &corev1.EmptyDirVolumeSourceArgs{}},
-						corev1.VolumeArgs{Name: pulumi.String("talos"), Secret: &corev1.SecretVolumeSourceArgs{SecretName: pulumi.String(EtcdBackupName)}},
-					},
+					Volumes: volumes,
 				}},
 			}},
 		},

@@ -228,3 +228,35 @@ func TestEtcdBackupSnapshotsGoUnderTheClusterInstance(t *testing.T) {
 	other := runWithBackup(t, nodes(1, 0), settings)
 	assert.NotEqual(t, env["S3_PREFIX"], envOf(other.One(t, tCronJob))["S3_PREFIX"], "another instance, another directory")
 }
+
+// A private CA (a home lab MinIO): the CronJob's pods get it as the AWS
+// SDK's AWS_CA_BUNDLE file, from a ConfigMap (issue 35, item B.7); text
+// that holds no certificate is refused by its path.
+func TestEtcdBackupTrustsThePrivateCA(t *testing.T) {
+	t.Parallel()
+	pki := pkitest.New(t, "127.0.0.1")
+	m := runWithBackup(t, nodes(1, 0), &talos.EtcdBackupSettings{
+		Schedule: "@daily", Bucket: "backups", Endpoint: "https://minio.lan:9000", Recipient: ageKey,
+		AccessKeyID: "AKIA", SecretAccessKey: pulumi.String("k"), CABundle: string(pki.CA),
+	})
+	cm := m.One(t, "kubernetes:core/v1:ConfigMap")
+	assert.Equal(t, string(pki.CA), cm.Inputs["data"].ObjectValue()["ca.crt"].StringValue())
+	cron := m.One(t, tCronJob)
+	assert.True(t, m.After(cron, cm), "the CronJob after its CA")
+	env := envOf(cron)
+	assert.Equal(t, "/etc/talos-backup/ca/ca.crt", env["AWS_CA_BUNDLE"])
+	pod := cron.Inputs["spec"].ObjectValue()["jobTemplate"].ObjectValue()["spec"].ObjectValue()["template"].ObjectValue()["spec"].ObjectValue()
+	assert.Contains(t, fmt.Sprint(pod["volumes"]), "talos-etcd-backup-ca")
+	assert.Contains(t, fmt.Sprint(pod["containers"]), "/etc/talos-backup/ca")
+
+	none := runWithBackup(t, nodes(1, 0), &talos.EtcdBackupSettings{
+		Schedule: "@daily", Bucket: "backups", Recipient: ageKey, AccessKeyID: "AKIA", SecretAccessKey: pulumi.String("k"), Region: "eu-west-1",
+	})
+	assert.Empty(t, none.ByType("kubernetes:core/v1:ConfigMap"))
+	assert.NotContains(t, envOf(none.One(t, tCronJob)), "AWS_CA_BUNDLE")
+
+	e := talos.EtcdBackupSettings{Schedule: "@daily", Bucket: "backups", Recipient: ageKey, AccessKeyID: "AKIA", SecretAccessKey: pulumi.String("k"), CABundle: "not a certificate"}
+	var p inputs.Problems
+	(&talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4", EtcdBackup: &e}).Check(&p, "cluster.")
+	require.ErrorContains(t, p.Err(talos.ComponentName, "lab"), "cluster.etcdBackup.caBundle: holds no PEM certificate")
+}

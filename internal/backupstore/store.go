@@ -1,6 +1,7 @@
 package backupstore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -85,6 +86,10 @@ type Options struct {
 	// PartSize is the size of an S3 multipart upload's parts (0: 16 MiB;
 	// at least 5 MiB, S3's minimum). It bounds the memory of a Put.
 	PartSize int
+	// CABundle is PEM of the CAs an https endpoint's certificate is checked
+	// against instead of the system's roots (a private CA); none: the
+	// system's roots.
+	CABundle []byte
 }
 
 // Store is an opened backup target. It holds no state besides the bucket,
@@ -181,6 +186,12 @@ func openS3(ctx context.Context, t backuptarget.Target, opts Options) (*blob.Buc
 		// S3 requires them lose nothing.
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
+	}
+	if len(opts.CABundle) > 0 {
+		// The AWS SDK's custom bundle, as AWS_CA_BUNDLE gives it to the
+		// in-cluster snapshots' image: it replaces the system's roots
+		// (config's resolveCustomCABundle starts from an empty pool).
+		load = append(load, config.WithCustomCABundle(bytes.NewReader(opts.CABundle)))
 	}
 	if r := t.SigningRegion(); r != "" {
 		load = append(load, config.WithRegion(r))

@@ -76,6 +76,7 @@ var renamed = []struct{ input, key string }{
 	{"cluster.etcdBackup.schedule", "backup.schedule"},
 	{"cluster.etcdBackup.recipient", "backup.recipients[0]"},
 	{"cluster.etcdBackup.accessKeyId", "backup.s3"},
+	{"cluster.etcdBackup.caBundle", "backup.s3.caFile"},
 	{"cluster.etcdBackup.bucket", "backup.target"},
 	{"cluster.etcdBackup.prefix", "backup.target"},
 	{"cluster.etcdBackup.endpoint", "backup.target"},

@@ -27,6 +27,7 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/certs"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // The members of a backup's archive, in this order: the manifest first, so
@@ -527,4 +528,18 @@ func InClusterFreshness(schedule string, snapshots []backupstore.Object, now tim
 			snapshots[0].Name, age, schedule, talos.EtcdBackupName)}, nil
 	}
 	return Freshness{Message: fmt.Sprintf("the newest in-cluster snapshot, %s, is %s old (schedule %q)", snapshots[0].Name, age, schedule)}, nil
+}
+
+// StoreOptions are the object store's options for the stack's backup
+// section: its S3 credentials and the CA file's contents.
+func StoreOptions(b stacks.BackupConfig) (backupstore.Options, error) {
+	o := backupstore.Options{AccessKeyID: b.S3.AccessKeyID, SecretAccessKey: b.S3.SecretAccessKey.Reveal()}
+	if path := b.S3.CAFilePath(); path != "" {
+		pemData, err := os.ReadFile(path) //nolint:gosec // the operator's own file, named in the stack file
+		if err != nil {
+			return o, fmt.Errorf("unable to read backup.s3.caFile: %w", err)
+		}
+		o.CABundle = pemData
+	}
+	return o, nil
 }

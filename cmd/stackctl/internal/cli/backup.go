@@ -47,9 +47,11 @@ func runBackup(ctx context.Context, req driver.BackupRequest, env backupEnv) err
 	if b.Target == "" {
 		return fmt.Errorf("stack %s has no backup section: set backup.target and backup.recipients (docs/backup.md)", req.Name)
 	}
-	store, err := backupstore.Open(ctx, b.Target, backupstore.Options{
-		AccessKeyID: b.S3.AccessKeyID, SecretAccessKey: b.S3.SecretAccessKey.Reveal(),
-	})
+	storeOpts, err := backup.StoreOptions(b)
+	if err != nil {
+		return err
+	}
+	store, err := backupstore.Open(ctx, b.Target, storeOpts)
 	if err != nil {
 		return err
 	}

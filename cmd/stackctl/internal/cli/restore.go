@@ -53,9 +53,11 @@ func runRestore(ctx context.Context, req driver.RestoreRequest, env backupEnv) e
 	if err != nil {
 		return err
 	}
-	store, err := backupstore.Open(ctx, cfg.Backup.Target, backupstore.Options{
-		AccessKeyID: cfg.Backup.S3.AccessKeyID, SecretAccessKey: cfg.Backup.S3.SecretAccessKey.Reveal(),
-	})
+	opts, err := backup.StoreOptions(cfg.Backup)
+	if err != nil {
+		return err
+	}
+	store, err := backupstore.Open(ctx, cfg.Backup.Target, opts)
 	if err != nil {
 		return err
 	}

@@ -122,9 +122,11 @@ func DefaultEnv() Env {
 		Dial:          d.DialContext,
 		Timeout:       5 * time.Second,
 		InClusterSnapshots: func(ctx context.Context, cfg *stacks.Config, stack string) ([]backupstore.Object, error) {
-			store, err := backupstore.Open(ctx, cfg.Backup.Target, backupstore.Options{
-				AccessKeyID: cfg.Backup.S3.AccessKeyID, SecretAccessKey: cfg.Backup.S3.SecretAccessKey.Reveal(),
-			})
+			opts, err := backup.StoreOptions(cfg.Backup)
+			if err != nil {
+				return nil, err
+			}
+			store, err := backupstore.Open(ctx, cfg.Backup.Target, opts)
 			if err != nil {
 				return nil, err
 			}

@@ -164,6 +164,10 @@ func children(e *componentstest.Engine) map[string]componentstest.Registered {
 			continue
 		}
 		r.URN, r.Parent, r.DeletedWith, r.Provider = local(r.URN), local(r.Parent), local(r.DeletedWith), local(r.Provider)
+		// Deps holds the dependencies and property dependencies merged,
+		// compared without their stack and project; the split lists carry
+		// those, and an SDK's empty list where another sends none.
+		r.Dependencies, r.PropertyDependencies = nil, nil
 		for _, list := range [][]string{r.Deps, r.ReplaceWith} {
 			for i := range list {
 				list[i] = local(list[i])

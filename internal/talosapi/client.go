@@ -538,6 +538,25 @@ func (c *Client) Reset(ctx context.Context, node string) error {
 	return nil
 }
 
+// ResetEphemeral wipes a control plane's EPHEMERAL partition (its etcd
+// data, its pods' storage) and reboots it, keeping its machine config:
+// the first step of Talos's disaster recovery of the control planes
+// (`talosctl reset --graceful=false --reboot
+// --system-labels-to-wipe=EPHEMERAL`). Not graceful: a control plane
+// without etcd quorum cannot leave etcd.
+func (c *Client) ResetEphemeral(ctx context.Context, node string) error {
+	err := c.call(ctx, node, c.changeTimeout, func(ctx context.Context, tc *client.Client) error {
+		return tc.ResetGeneric(ctx, &machine.ResetRequest{
+			Graceful: false, Reboot: true,
+			SystemPartitionsToWipe: []*machine.ResetPartitionSpec{{Label: "EPHEMERAL", Wipe: true}},
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("unable to reset the EPHEMERAL partition of node %s: %w", node, err)
+	}
+	return nil
+}
+
 // ApplyConfiguration implements API.
 func (c *Client) ApplyConfiguration(ctx context.Context, node string, config []byte) error {
 	err := c.call(ctx, node, c.changeTimeout, func(ctx context.Context, tc *client.Client) error {

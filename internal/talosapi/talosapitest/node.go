@@ -573,6 +573,22 @@ func (s *server) Reset(_ context.Context, in *machine.ResetRequest) (*machine.Re
 	}
 	n.c.record(n.spec.IP, "wipe", strings.Join(wiped, ","))
 	n.state = stateStopping
+	if len(wiped) == 1 && wiped[0] == "EPHEMERAL" && in.GetReboot() {
+		// Talos's disaster recovery of a control plane: its etcd data
+		// goes with EPHEMERAL, its machine config (STATE) stays, and it
+		// reboots into the cluster, its etcd waiting for a bootstrap once
+		// no control plane holds etcd data any more.
+		if m := n.c.memberOf(n); m != nil {
+			n.c.remove(m)
+		}
+		n.etcdRunning, n.etcdUnhealthy = false, false // its broken member's data is gone
+		if len(n.c.members) == 0 {
+			n.c.bootstrapped = false
+			n.c.etcd.keys, n.c.etcd.revision = map[string]string{}, 0
+		}
+		n.timer = time.AfterFunc(n.spec.ShutdownDelay, func() { n.goDown("reset", n.spec.RebootLatency, true) })
+		return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: s.meta(), ActorId: fmt.Sprintf("fake-%d", len(n.c.events))}}}, nil
+	}
 	// Down once the call has answered (goDown takes the lock held here).
 	n.timer = time.AfterFunc(n.spec.ShutdownDelay, func() { n.goDown("reset", 0, false) })
 	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: s.meta(), ActorId: fmt.Sprintf("fake-%d", len(n.c.events))}}}, nil

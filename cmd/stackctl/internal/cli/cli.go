@@ -93,6 +93,7 @@ func driverCmd(ctx context.Context, op string, args []string, stdout, stderr io.
 	fs.StringVar(&o.SummaryFile, "summary", "", "write a JSON summary of the run to this file")
 	fs.StringVar(&o.OutDir, "out", "", "outputs: directory for kubeconfig and talosconfig (default: <dir>/.access/<stack>)")
 	fs.StringVar(&o.BackupName, "name", "latest", "restore: the backup's name as `stackctl backups` lists it, or latest")
+	fs.BoolVar(&o.ResetControlPlanes, "reset-control-planes", false, "restore: with the stack's cluster in place and etcd's quorum lost, reset the control planes' EPHEMERAL and recover etcd from the backup; the workers and their disks stay")
 	fs.StringVar(&o.Identity, "identity", "", "restore: age identity file or SSH private key of one of backup.recipients (default: the key's text in $"+IdentityEnv+")")
 	fs.BoolVar(&o.ExitOnChanges, "exit-code-on-changes", false, fmt.Sprintf("preview: exit with %d when changes are pending", exitcode.ChangesPending))
 	pulumiPath := fs.String("pulumi", "", "path of the pulumi CLI (default: from PATH)")

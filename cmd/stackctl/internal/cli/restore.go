@@ -86,7 +86,7 @@ func runRestore(ctx context.Context, req driver.RestoreRequest, env backupEnv) e
 		})))
 	}
 	start := env.Now()
-	res, err := restore.Run(ctx, restore.Request{Stack: req.Name, Target: target, Backup: x}, restore.Env{
+	res, err := restore.Run(ctx, restore.Request{Stack: req.Name, Target: target, Backup: x, ResetControlPlanes: req.ResetControlPlanes}, restore.Env{
 		Stack: req.Stack,
 		Up: func(ctx context.Context, exclude []string) error {
 			return req.Up(ctx, exclude, vars)

@@ -75,6 +75,10 @@ type Options struct {
 	// Restore: the backup's name ("" or "latest": the newest) and the age
 	// identity file ("": from the environment, see Env.Restore).
 	BackupName, Identity string
+	// ResetControlPlanes lets a restore into a stack whose cluster runs
+	// reset its control planes' EPHEMERAL (their etcd) once etcd has lost
+	// its quorum, and recover etcd from the backup, the workers untouched.
+	ResetControlPlanes bool
 }
 
 // ProgramFunc builds the Pulumi program for a stack's config and the
@@ -265,6 +269,7 @@ func run(ctx context.Context, o Options, env Env, sum *Summary) error {
 		runFn = env.Program(ctx, src, OpUp)
 		req := RestoreRequest{
 			Stack: &stack, Source: src, WorkDir: workDir, Name: o.Stack, BackupName: o.BackupName, Identity: o.Identity,
+			ResetControlPlanes: o.ResetControlPlanes,
 			Up: func(ctx context.Context, exclude []string, vars map[string]string) error {
 				return restoreUp(ctx, ws, stack, env, sum, exclude, vars)
 			},
@@ -311,8 +316,10 @@ type RestoreRequest struct {
 	Stack   RestoreStack
 	Source  stacks.Source
 	WorkDir string
-	// Name is the stack's name; BackupName and Identity are Options'.
+	// Name is the stack's name; BackupName, Identity and
+	// ResetControlPlanes are Options'.
 	Name, BackupName, Identity string
+	ResetControlPlanes         bool
 	// Up runs the program's `up` with the proxy variables vars (nil: none);
 	// the resources of exclude and their dependents stay as the state has
 	// them.

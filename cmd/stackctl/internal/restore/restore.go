@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 type API interface {
 	backup.Recoverer
 	ServiceList(ctx context.Context, node string) ([]talosapi.Service, error)
+	EtcdStatus(ctx context.Context, node string) (talosapi.EtcdMemberStatus, error)
+	ResetEphemeral(ctx context.Context, node string) error
 }
 
 // How long a restore waits for every control plane to say whether its etcd
@@ -50,7 +53,18 @@ type Request struct {
 	Target backup.Target
 	// Backup is the backup, extracted and checked (backup.Extract).
 	Backup backup.Extracted
+	// ResetControlPlanes: when etcd runs on the stack's control planes
+	// without quorum (no member has a leader for QuorumWindow), their
+	// EPHEMERAL is reset and etcd recovered from the backup; the workers
+	// are not touched (Talos's disaster recovery). Without it, a running
+	// etcd is never recovered over.
+	ResetControlPlanes bool
 }
+
+// defaultQuorumWindow is how long no etcd member may report a leader
+// before the control planes are taken for having lost their quorum: an
+// election takes about a second, so a leaderless moment is not a loss.
+const defaultQuorumWindow = 15 * time.Second
 
 // Env is how a restore runs the program and reaches the nodes.
 type Env struct {
@@ -65,6 +79,10 @@ type Env struct {
 	// Log says what is done, and what a wait waits for every ProgressEvery.
 	Log           io.Writer
 	ProgressEvery time.Duration
+	// QuorumWindow is how long no member may have a leader before a
+	// ResetControlPlanes restore resets the control planes (default
+	// defaultQuorumWindow).
+	QuorumWindow time.Duration
 	// Journal is the file where a restore records that it started a
 	// recovery (the snapshot uploaded, the bootstrap from it asked for),
 	// so that a run again waits for that recovery instead of uploading
@@ -147,6 +165,9 @@ type Result struct {
 	// control planes whose etcd ran already, so nothing was recovered.
 	Recovered backup.Recovered
 	Running   []string
+	// Reset are the control planes whose EPHEMERAL was reset
+	// (ResetControlPlanes).
+	Reset []string
 }
 
 // Run restores the stack's cluster from the backup: the state seeded from
@@ -223,10 +244,20 @@ func Run(ctx context.Context, req Request, env Env) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if len(running) > 0 && req.ResetControlPlanes {
+		if err := resetControlPlanes(ctx, api, req.Target.ControlPlanes, env, m); err != nil {
+			return res, err
+		}
+		res.Reset = slices.Clone(req.Target.ControlPlanes)
+		if err := waitPreparing(ctx, api, req.Target.ControlPlanes, env); err != nil {
+			return res, err
+		}
+		running = nil
+	}
 	first := req.Target.ControlPlanes[0]
 	if len(running) > 0 {
 		res.Running = running
-		logf("etcd runs on %s already: nothing is recovered, a restore never writes over a running etcd", strings.Join(running, ", "))
+		logf("etcd runs on %s already: nothing is recovered, a restore never writes over a running etcd (with its quorum lost, make restore CONTROL_PLANES=1 resets the control planes and recovers them from the backup, the workers untouched)", strings.Join(running, ", "))
 	} else {
 		j, err := readJournal(env.Journal)
 		if err != nil {
@@ -349,4 +380,75 @@ func etcdState(services []talosapi.Service) string {
 		}
 	}
 	return ""
+}
+
+// resetControlPlanes is the first step of Talos's disaster recovery of the
+// control planes: once no etcd member has reported a leader for the whole
+// quorum window (asked every pollInterval), each control plane's EPHEMERAL
+// is reset and it reboots with its machine config, its etcd then waiting
+// for the recovery. A member with a leader refuses it all: the quorum
+// holds, and a recovery would roll the cluster back to the backup.
+func resetControlPlanes(ctx context.Context, api API, controlPlanes []string, env Env, m backup.Manifest) error {
+	window := env.QuorumWindow
+	if window <= 0 {
+		window = defaultQuorumWindow
+	}
+	logf := func(format string, a ...any) { _, _ = fmt.Fprintf(env.Log, format+"\n", a...) }
+	logf("checking for %s that no etcd member of %s has a leader (quorum lost) before resetting the control planes", window, strings.Join(controlPlanes, ", "))
+	deadline := time.Now().Add(window)
+	for {
+		for _, cp := range controlPlanes {
+			st, err := api.EtcdStatus(ctx, cp)
+			if err == nil && st.Leader != 0 {
+				return fmt.Errorf("etcd on %s has a leader: the quorum holds, so nothing is reset (a recovery would roll the cluster back to the backup of %s); leave CONTROL_PLANES out",
+					cp, m.Created.Format(time.RFC3339))
+			}
+		}
+		if !time.Now().Before(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped before resetting the control planes: %w", ctx.Err())
+		case <-time.After(pollInterval):
+		}
+	}
+	for _, cp := range controlPlanes {
+		logf("resetting the EPHEMERAL partition (etcd's data) of control plane %s; it reboots with its machine config", cp)
+		if err := api.ResetEphemeral(ctx, cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitPreparing waits until every reset control plane is back with its
+// etcd Preparing (waiting for the recovery), saying what it waits for.
+func waitPreparing(ctx context.Context, api API, controlPlanes []string, env Env) error {
+	wait := progress.Poll{
+		What:     fmt.Sprintf("the reset control planes (%s) to reboot with etcd waiting for the recovery (Preparing)", strings.Join(controlPlanes, ", ")),
+		Interval: pollInterval, Timeout: etcdTimeout,
+		Report: func(msg string) { _, _ = fmt.Fprintln(env.Log, msg) }, Every: env.ProgressEvery,
+	}
+	err := wait.Until(ctx, func(ctx context.Context) (bool, error) {
+		var notYet []string
+		for _, cp := range controlPlanes {
+			services, err := api.ServiceList(ctx, cp)
+			if err != nil {
+				notYet = append(notYet, fmt.Sprintf("%s: %v", cp, err))
+				continue
+			}
+			if state := etcdState(services); state != "Preparing" {
+				notYet = append(notYet, fmt.Sprintf("%s: etcd is %q", cp, state))
+			}
+		}
+		if len(notYet) > 0 {
+			return false, errors.New(strings.Join(notYet, "; "))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the control planes were reset, but etcd does not wait for the recovery on all of them (run make restore again once they answer): %w", err)
+	}
+	return nil
 }

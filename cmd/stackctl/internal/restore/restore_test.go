@@ -560,3 +560,53 @@ func TestRunAgainAfterARecoveryStartedUploadsNothing(t *testing.T) {
 	require.Equal(t, etcdKeys, w.fresh.EtcdKeys())
 	require.NoFileExists(t, env.Journal, "a restore that ends leaves no journal")
 }
+
+// The commonest disaster (issue 35, item A.2): the control planes lost
+// etcd's quorum, the stack's state and the workers are fine. A restore
+// into the stack as it is recovers nothing over the running etcd unless
+// told to reset the control planes; told so, it checks that no member has a
+// leader for the quorum window, resets every control plane's EPHEMERAL
+// (their machine configs stay), waits for their etcd to prepare and
+// recovers etcd from the backup: no state is seeded or destroyed. With the
+// quorum holding, nothing is reset.
+func TestRunResetsTheControlPlanesOnlyWhenTheQuorumIsLost(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := restore.Run(ctx, w.req, w.env())
+	require.NoError(t, err, w.log.String())
+	cps := w.fresh.IPs(talosapitest.ControlPlane)
+	w.fresh.SetEtcdKeys(map[string]string{"/registry/configmaps/default/after": "the backup"})
+	w.fresh.Node(cps[1]).SetEtcdHealthy(false)
+	w.fresh.Node(cps[2]).SetEtcdHealthy(false)
+
+	res, err := restore.Run(ctx, w.req, w.env())
+	require.NoError(t, err, w.log.String())
+	require.NotEmpty(t, res.Running)
+	require.Contains(t, w.log.String(), "CONTROL_PLANES=1")
+	require.Empty(t, w.fresh.Events("wipe"), "nothing reset unless asked")
+
+	req := w.req
+	req.ResetControlPlanes = true
+	env := w.env()
+	env.QuorumWindow = 300 * time.Millisecond
+	res, err = restore.Run(ctx, req, env)
+	require.NoError(t, err, w.log.String())
+	require.Equal(t, cps, res.Reset)
+	var wiped []string
+	for _, e := range w.fresh.Events("wipe") {
+		require.Equal(t, "EPHEMERAL", e.Args, "only EPHEMERAL: the machine config stays")
+		wiped = append(wiped, e.Node)
+	}
+	require.ElementsMatch(t, cps, wiped, "every control plane, nothing else")
+	require.Equal(t, etcdKeys, w.fresh.EtcdKeys(), "etcd as the backup holds it")
+	require.Len(t, w.fresh.Members(), 3)
+	_, imports := w.stack.counts()
+	require.Equal(t, 1, imports, "the stack's state is kept, not seeded again")
+
+	// The quorum holds now: nothing is reset.
+	_, err = restore.Run(ctx, req, env)
+	require.ErrorContains(t, err, "has a leader: the quorum holds, so nothing is reset")
+	require.Len(t, w.fresh.Events("wipe"), 3, "no second reset")
+}

@@ -130,11 +130,25 @@ func isVolumeName(s string) bool {
 	return true
 }
 
+// CSIDiskWWIDPrefix starts the wwid Linux gives every disk the Proxmox CSI
+// plugin attaches: the plugin sets each one's WWN to the hex of
+// "PVC-ID<lun>" (proxmox-csi-plugin pkg/csi, wwn=0x5056432d4944..., since
+// 2023, in every version the pinned chart can run), and its node side finds
+// the device by that wwid ("naa." and the WWN). A serial would not do:
+// Talos reads a disk's serial from /sys/block/<dev>/device/serial
+// (go-blockdevice), which SCSI disks, Proxmox's default, do not have.
+const CSIDiskWWIDPrefix = "naa.5056432d4944"
+
 // DataDiskSelector is the CEL expression that picks a node's data disk of
-// sizeGiB: never the system disk, a CD-ROM or a read-only disk, and at
-// least the data disk's size.
+// sizeGiB: never the system disk, a CD-ROM, a read-only disk or a volume
+// of the Proxmox CSI plugin (an empty disk hot-plugged into a new worker
+// before its user volume is provisioned would otherwise qualify), and at
+// least the data disk's size. Changing it never moves a provisioned
+// volume: Talos locates one by its partition label first and provisions
+// (with the selector) only what it did not find.
 func DataDiskSelector(sizeGiB int) string {
-	return "!system_disk && !disk.cdrom && !disk.readonly && disk.size >= " + strconv.FormatInt(int64(sizeGiB)<<30, 10) + "u"
+	return "!system_disk && !disk.cdrom && !disk.readonly && !disk.wwid.startsWith(\"" + CSIDiskWWIDPrefix + "\") && disk.size >= " +
+		strconv.FormatInt(int64(sizeGiB)<<30, 10) + "u"
 }
 
 type (

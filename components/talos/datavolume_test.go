@@ -41,6 +41,12 @@ func TestTheDataDiskSelectorNeverPicksTheInstallDisk(t *testing.T) {
 			if data > 1 {
 				assert.False(t, eval(sel, &block.DiskSpec{Size: uint64(data-1) * gib}, false), "a smaller disk")
 			}
+			// A volume the Proxmox CSI plugin hot-plugged (issue 35, item
+			// C.11), as large as any: its WWN is "PVC-ID<lun>" in hex.
+			csi := &block.DiskSpec{Size: uint64(data+1000) * gib, Transport: "virtio", DevPath: "/dev/sdc", Wwid: "naa.5056432d49443031"}
+			assert.False(t, eval(sel, csi, false), "install %d GiB, data %d GiB: a CSI volume", install, data)
+			dataDisk.Wwid = "t10.QEMU    QEMU HARDDISK   drive-scsi1"
+			assert.True(t, eval(sel, dataDisk, false), "the data disk with QEMU's own wwid")
 		}
 	}
 }

@@ -45,6 +45,12 @@ var hookTypes = map[talos.HookPoint]resource.HookType{
 // features (`hooks`, `replaceWith`) are the engine's choice, not ours.
 func programState(t *testing.T, example, stackName string) []byte {
 	t.Helper()
+	return programStateWith(t, example, stackName, b64.NewBase64SecretsManager())
+}
+
+// programStateWith is programState with the secrets manager sm.
+func programStateWith(t *testing.T, example, stackName string, sm secrets.Manager) []byte {
+	t.Helper()
 	src := stackstest.Example(t, example)
 	e, _, hooks, err := programtest.Run(t, src, stackName, program.Options{})
 	require.NoError(t, err)
@@ -110,7 +116,7 @@ func programState(t *testing.T, example, stackName string) []byte {
 		}
 		resources = append(resources, st.Make())
 	}
-	snap := deploy.NewSnapshot(deploy.Manifest{Magic: "", Version: "v3.259.0"}, b64.NewBase64SecretsManager(), resources, nil, deploy.SnapshotMetadata{}, nil, nil)
+	snap := deploy.NewSnapshot(deploy.Manifest{Magic: "", Version: "v3.259.0"}, sm, resources, nil, deploy.SnapshotMetadata{}, nil, nil)
 	snap.Manifest.Magic = snap.Manifest.NewMagic()
 	require.NoError(t, snap.VerifyIntegrity(), "the program's own state passes the engine's check")
 	untyped, err := stack.SerializeUntypedDeployment(context.Background(), snap, nil)

@@ -138,8 +138,8 @@ func CSINodePatch(region string, n Node) string {
 	return string(out)
 }
 
-// csiUserACLs is the proxmoxve user resource's input of its ACL entries.
-const csiUserACLs = "acls"
+// CSIUserACLs is the proxmoxve user resource's input of its ACL entries.
+const CSIUserACLs = "acls"
 
 // csiToken makes the plugin's role, user, ACLs (the datastore and each of
 // the cluster's VMs) and token, and returns the token's id and secret.
@@ -164,7 +164,7 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 	u, err := permission.NewUser(ctx, name+CSIUserSuffix, &permission.UserArgs{
 		UserId:  pulumi.String(cluster + "-csi@pve"),
 		Comment: pulumi.String("Proxmox CSI plugin of Talos cluster " + cluster),
-	}, append(slices.Clone(pve), pulumi.IgnoreChanges([]string{csiUserACLs}))...)
+	}, append(slices.Clone(pve), pulumi.IgnoreChanges([]string{CSIUserACLs}))...)
 	if err != nil {
 		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's user: %w", err)
 	}

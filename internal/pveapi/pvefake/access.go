@@ -17,10 +17,12 @@ import (
 // tokens and its ACL entries, deleting a role drops its ACL entries, and
 // destroying a VM drops the entries on its path (DeleteVM).
 type access struct {
-	roles  map[string][]string
-	users  map[string]bool
-	tokens map[string]bool // "user!name"
-	acls   map[ACL]bool
+	roles map[string][]string
+	users map[string]bool
+	// comments are the users' comments, which Proxmox keeps and returns.
+	comments map[string]string
+	tokens   map[string]bool // "user!name"
+	acls     map[ACL]bool
 }
 
 // ACL is one ACL entry.
@@ -39,12 +41,20 @@ var (
 // them.
 func (s *Server) handleAccess(w http.ResponseWriter, r *http.Request) bool {
 	if s.roles == nil {
-		s.access = access{roles: map[string][]string{}, users: map[string]bool{}, tokens: map[string]bool{}, acls: map[ACL]bool{}}
+		s.access = access{roles: map[string][]string{}, users: map[string]bool{}, comments: map[string]string{}, tokens: map[string]bool{}, acls: map[ACL]bool{}}
 	}
 	path, _ := url.PathUnescape(r.URL.Path)
 	switch {
 	case path == "/api2/json/access/acl" && r.Method == http.MethodPut:
 		s.putACL(w, r)
+	case path == "/api2/json/access/acl" && r.Method == http.MethodGet:
+		// Proxmox's ACL list (GET /access/acl): every entry, a user's
+		// with type "user" and its id as ugid.
+		out := []map[string]any{}
+		for _, a := range slices.SortedFunc(maps.Keys(s.acls), func(a, b ACL) int { return strings.Compare(a.Path+a.Role+a.User, b.Path+b.Role+b.User) }) {
+			out = append(out, map[string]any{"path": a.Path, "roleid": a.Role, "type": "user", "ugid": a.User, "propagate": map[bool]int{true: 1}[a.Propagate]})
+		}
+		writeData(w, out)
 	case tokenRe.MatchString(path):
 		m := tokenRe.FindStringSubmatch(path)
 		s.token(w, r, m[1], m[2])
@@ -101,13 +111,29 @@ func (s *Server) user(w http.ResponseWriter, r *http.Request, id string) {
 			return
 		}
 		s.users[id] = true
+		s.comments[id] = r.Form.Get("comment")
 		writeData(w, nil)
+	case r.Method == http.MethodGet && id != "":
+		// GET /access/users/{userid}: the fields Proxmox returns of a
+		// user the fake keeps (enabled, never expiring).
+		if !s.users[id] {
+			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("no such user ('%s')", id))
+			return
+		}
+		out := map[string]any{"enable": 1, "expire": 0}
+		if c := s.comments[id]; c != "" {
+			out["comment"] = c
+		}
+		writeData(w, out)
 	case r.Method == http.MethodPut && id != "":
 		// PUT /access/users/{userid} (comment, email, enable, ...): the
-		// fake keeps none of these fields, only that the user exists.
+		// fake keeps the comment.
 		if !s.users[id] {
 			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("update user failed: user '%s' does not exist", id))
 			return
+		}
+		if r.Form.Has("comment") {
+			s.comments[id] = r.Form.Get("comment")
 		}
 		writeData(w, nil)
 	case r.Method == http.MethodDelete && id != "":
@@ -116,6 +142,7 @@ func (s *Server) user(w http.ResponseWriter, r *http.Request, id string) {
 			return
 		}
 		delete(s.users, id)
+		delete(s.comments, id)
 		maps.DeleteFunc(s.tokens, func(t string, _ bool) bool { return strings.HasPrefix(t, id+"!") })
 		maps.DeleteFunc(s.acls, func(a ACL, _ bool) bool { return a.User == id })
 		writeData(w, nil)

@@ -1,7 +1,6 @@
 package talos
 
 import (
-	"encoding/pem"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -131,7 +130,7 @@ func (e *EtcdBackupSettings) check(p *inputs.Problems, prefix string) {
 	if e.AccessKeyID == "" || e.SecretAccessKey == nil {
 		p.Add(at("accessKeyId"), "and secretAccessKey are required: the cluster's nodes have no cloud instance role to sign the snapshots' uploads with")
 	}
-	if e.CABundle != "" && !hasCertificate(e.CABundle) {
+	if e.CABundle != "" && !certs.HasCertificate(e.CABundle) {
 		p.Add(at("caBundle"), "holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
 	}
 	if strings.ContainsAny(e.Prefix, " \t\n") || strings.Contains(e.Prefix, "//") {
@@ -162,21 +161,6 @@ func APIAccessPatch() string {
 			Enabled: true, AllowedRoles: []string{EtcdBackupRole}, AllowedKubernetesNamespaces: []string{EtcdBackupNamespace},
 		},
 	}}})
-}
-
-// hasCertificate reports whether text holds a PEM certificate.
-func hasCertificate(text string) bool {
-	rest := []byte(text)
-	for {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return false
-		}
-		if block.Type == "CERTIFICATE" {
-			return true
-		}
-	}
 }
 
 // usePathStyleEnv is the USE_PATH_STYLE value that gives the image the

@@ -44,3 +44,18 @@ func InstanceID(fingerprint string) string {
 	}
 	return fingerprint[:InstanceIDLength]
 }
+
+// HasCertificate reports whether text holds a PEM certificate.
+func HasCertificate(text string) bool {
+	rest := []byte(text)
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return false
+		}
+		if block.Type == "CERTIFICATE" {
+			return true
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
+	"github.com/fluodata/talos-pulumi/internal/privatefile"
 )
 
 // AccessFiles are the outputs `outputs` writes to files: credentials, so
@@ -45,32 +46,11 @@ func writeOutputs(ctx context.Context, stack auto.Stack, o Options, workDir stri
 		return fail(exitcode.Failed, err, "cannot restrict %s to its owner: %v", dir, err)
 	}
 	for _, name := range AccessFiles {
-		if err := writeFileAtomic(filepath.Join(dir, name), contents[name]); err != nil {
+		if err := privatefile.Write(filepath.Join(dir, name), []byte(contents[name])); err != nil {
 			return fail(exitcode.Failed, err, "writing %s: %v", name, err)
 		}
 	}
 	_, _ = fmt.Fprintf(env.Stdout, "export KUBECONFIG=%s TALOSCONFIG=%s\n",
 		filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "talosconfig"))
 	return nil
-}
-
-func writeFileAtomic(path, content string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() { _ = os.Remove(tmp) }() // gone after a successful rename
-	if err := f.Chmod(0o600); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if _, err := f.WriteString(content); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

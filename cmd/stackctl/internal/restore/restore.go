@@ -16,6 +16,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
+	"github.com/fluodata/talos-pulumi/internal/privatefile"
 	"github.com/fluodata/talos-pulumi/internal/progress"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 )
@@ -131,11 +132,7 @@ func writeJournal(path string, j journal) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("unable to write the restore's journal: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := privatefile.Write(path, b); err != nil {
 		return fmt.Errorf("unable to write the restore's journal: %w", err)
 	}
 	return nil
@@ -331,10 +328,37 @@ func sameCA(m backup.Manifest, talosconfig string) error {
 // waited for, saying so every ProgressEvery: a recovery beside a live etcd
 // member would start a second cluster.
 func etcdRuns(ctx context.Context, api API, controlPlanes []string, env Env) ([]string, error) {
+	running, err := pollEtcd(ctx, api, controlPlanes, env,
+		fmt.Sprintf("every control plane (%s) to say whether its etcd runs", strings.Join(controlPlanes, ", ")),
+		func(state string) (bool, string) {
+			switch state {
+			case "Running", "Stopping":
+				return true, ""
+			case "Preparing":
+				// Waiting for a bootstrap: what Talos's disaster
+				// recovery asks of every control plane.
+				return false, ""
+			case "Starting":
+				return false, "etcd is starting"
+			case "":
+				return false, "no etcd service yet (a recovery needs it Preparing)"
+			}
+			return false, "etcd is " + state + " (a recovery needs it Preparing, waiting for a bootstrap)"
+		})
+	if err != nil {
+		return nil, fmt.Errorf("unable to tell whether etcd runs, nothing was recovered: %w", err)
+	}
+	return running, nil
+}
+
+// pollEtcd asks every control plane for its etcd service's state until
+// judge decides on each (its second result, when not empty, says what is
+// still awaited there), reporting what it waits for (what) every
+// ProgressEvery; it returns those judge found running.
+func pollEtcd(ctx context.Context, api API, controlPlanes []string, env Env, what string, judge func(state string) (running bool, awaited string)) ([]string, error) {
 	var running []string
 	wait := progress.Poll{
-		What:     fmt.Sprintf("every control plane (%s) to say whether its etcd runs", strings.Join(controlPlanes, ", ")),
-		Interval: pollInterval, Timeout: etcdTimeout,
+		What: what, Interval: pollInterval, Timeout: etcdTimeout,
 		Report: func(msg string) { _, _ = fmt.Fprintln(env.Log, msg) }, Every: env.ProgressEvery,
 	}
 	err := wait.Until(ctx, func(ctx context.Context) (bool, error) {
@@ -346,18 +370,11 @@ func etcdRuns(ctx context.Context, api API, controlPlanes []string, env Env) ([]
 				undecided = append(undecided, fmt.Sprintf("%s: %v", cp, err))
 				continue
 			}
-			switch state := etcdState(services); state {
-			case "Running", "Stopping":
+			isRunning, awaited := judge(etcdState(services))
+			if awaited != "" {
+				undecided = append(undecided, cp+": "+awaited)
+			} else if isRunning {
 				running = append(running, cp)
-			case "Preparing":
-				// Waiting for a bootstrap: what Talos's disaster
-				// recovery asks of every control plane.
-			case "Starting":
-				undecided = append(undecided, cp+": etcd is starting")
-			case "":
-				undecided = append(undecided, cp+": no etcd service yet (a recovery needs it Preparing)")
-			default:
-				undecided = append(undecided, fmt.Sprintf("%s: etcd is %s (a recovery needs it Preparing, waiting for a bootstrap)", cp, state))
 			}
 		}
 		if len(undecided) > 0 {
@@ -365,10 +382,7 @@ func etcdRuns(ctx context.Context, api API, controlPlanes []string, env Env) ([]
 		}
 		return true, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("unable to tell whether etcd runs, nothing was recovered: %w", err)
-	}
-	return running, nil
+	return running, err
 }
 
 // etcdState is the state of the etcd service among a node's services ("":
@@ -425,28 +439,14 @@ func resetControlPlanes(ctx context.Context, api API, controlPlanes []string, en
 // waitPreparing waits until every reset control plane is back with its
 // etcd Preparing (waiting for the recovery), saying what it waits for.
 func waitPreparing(ctx context.Context, api API, controlPlanes []string, env Env) error {
-	wait := progress.Poll{
-		What:     fmt.Sprintf("the reset control planes (%s) to reboot with etcd waiting for the recovery (Preparing)", strings.Join(controlPlanes, ", ")),
-		Interval: pollInterval, Timeout: etcdTimeout,
-		Report: func(msg string) { _, _ = fmt.Fprintln(env.Log, msg) }, Every: env.ProgressEvery,
-	}
-	err := wait.Until(ctx, func(ctx context.Context) (bool, error) {
-		var notYet []string
-		for _, cp := range controlPlanes {
-			services, err := api.ServiceList(ctx, cp)
-			if err != nil {
-				notYet = append(notYet, fmt.Sprintf("%s: %v", cp, err))
-				continue
+	_, err := pollEtcd(ctx, api, controlPlanes, env,
+		fmt.Sprintf("the reset control planes (%s) to reboot with etcd waiting for the recovery (Preparing)", strings.Join(controlPlanes, ", ")),
+		func(state string) (bool, string) {
+			if state != "Preparing" {
+				return false, fmt.Sprintf("etcd is %q", state)
 			}
-			if state := etcdState(services); state != "Preparing" {
-				notYet = append(notYet, fmt.Sprintf("%s: etcd is %q", cp, state))
-			}
-		}
-		if len(notYet) > 0 {
-			return false, errors.New(strings.Join(notYet, "; "))
-		}
-		return true, nil
-	})
+			return false, ""
+		})
 	if err != nil {
 		return fmt.Errorf("the control planes were reset, but etcd does not wait for the recovery on all of them (run make restore again once they answer): %w", err)
 	}

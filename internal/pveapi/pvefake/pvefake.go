@@ -85,6 +85,9 @@ type Server struct {
 	stopForms map[int][]url.Values
 	configs   map[int][]url.Values
 	seq       int
+	agentIPs  map[int][]string
+	vmCalls   map[int]map[string]int
+	creating  map[int]bool
 	storage
 	access
 }
@@ -221,7 +224,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			if vm.Running {
 				status = "running"
 			}
-			writeData(w, map[string]any{"status": status, "name": vm.Name, "tags": vm.Tags, "vmid": vmid})
+			out := map[string]any{"status": status, "qmpstatus": status, "name": vm.Name, "tags": vm.Tags, "vmid": vmid}
+			if b, err := parseBool(vm.Config["agent"]); err == nil && b || strings.HasPrefix(vm.Config["agent"], "enabled=1") {
+				out["agent"] = 1
+			}
+			writeData(w, out)
 		case m[3] == "stop" && r.Method == http.MethodPost:
 			s.stop(w, r, vmid, vm)
 		default:
@@ -244,7 +251,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", m[1], vmid))
 			return
 		}
-		writeData(w, vm.Config)
+		writeData(w, configJSON(vm))
 		return
 	}
 	if m := taskRe.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
@@ -274,7 +281,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		writeData(w, nil)
 		return
 	}
-	if s.handleStorage(w, r) || s.handleAccess(w, r) {
+	if s.handleStorage(w, r) || s.handleAccess(w, r) || s.handleQemu(w, r) {
 		return
 	}
 	writeErr(w, http.StatusNotImplemented, "Method '"+r.Method+" "+r.URL.Path+"' not implemented")
@@ -337,12 +344,9 @@ func (s *Server) setConfig(w http.ResponseWriter, r *http.Request, node, id stri
 		writeErr(w, http.StatusForbidden, fmt.Sprintf("Permission check failed (/vms/%d, VM.Config.CDROM)", vmid))
 		return
 	}
-	s.configs[vmid] = append(s.configs[vmid], r.PostForm)
-	if vm.Config == nil {
-		vm.Config = map[string]string{}
-	}
-	for k, v := range r.PostForm {
-		vm.Config[k] = v[0]
+	if errs := s.updateConfig(vmid, vm, r.PostForm); len(errs) > 0 {
+		writeParamErr(w, errs)
+		return
 	}
 	writeData(w, nil)
 }

@@ -130,7 +130,42 @@ func (s *Server) handleStorage(w http.ResponseWriter, r *http.Request) bool {
 		s.deleteVolume(w, m[1], m[2], m[3])
 		return true
 	}
+	if m := match(r, http.MethodGet, volumeRe); m != nil {
+		s.volumeInfo(w, m[1], m[2], m[3])
+		return true
+	}
 	return false
+}
+
+// volumeInfo is pve-storage's content info (GET .../content/{volume}): the
+// volume's path, format and size. A VM disk of a datastore without a path
+// is an LVM volume (/dev/<vg>/<name>, raw).
+func (s *Server) volumeInfo(w http.ResponseWriter, node, store, volume string) {
+	volid := volume
+	if !strings.Contains(volume, ":") {
+		volid = store + ":" + volume
+	}
+	ds, ok := s.datastores[store]
+	if !ok {
+		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("storage '%s' does not exist", store))
+		return
+	}
+	size, ok := s.files[node][volid]
+	if !ok {
+		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("volume '%s' does not exist", volid))
+		return
+	}
+	_, volname, _ := strings.Cut(volid, ":")
+	info := map[string]any{"size": size, "used": size, "format": "raw"}
+	switch m := imageVolnameRe.FindStringSubmatch(volname); {
+	case isoVolnameRe.MatchString(volname):
+		info["format"], info["path"] = "iso", ds.Path+"/template/"+volname
+	case m != nil && ds.Path == "":
+		info["path"] = "/dev/pve/" + volname
+	case m != nil:
+		info["path"] = ds.Path + "/images/" + m[1] + "/" + volname
+	}
+	writeData(w, info)
 }
 
 func match(r *http.Request, method string, re *regexp.Regexp) []string {

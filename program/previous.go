@@ -8,6 +8,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -30,6 +31,9 @@ type Last struct {
 	// Cluster is the cluster the refusals of TalosCluster compare with;
 	// nil when unknown.
 	Cluster *talos.Previous
+	// VMs are a Proxmox cluster's VMs as the last run left them, by node
+	// name (nil on other platforms, or when the state was unreadable).
+	VMs map[string]proxmox.PreviousVM
 }
 
 // ReadPrevious reads the cluster as the last `up` left it from this stack's
@@ -73,6 +77,7 @@ func ReadLast(ctx *pulumi.Context) (Last, error) {
 		return Last{}, err
 	}
 	addLeaving(last.Cluster, resources)
+	last.VMs = previousVMs(resources)
 	return last, nil
 }
 
@@ -214,4 +219,26 @@ func previousFrom(outputs map[string]any) *talos.Previous {
 	slices.Sort(prev.ControlPlanes)
 	slices.Sort(prev.ControlPlaneIPs)
 	return prev
+}
+
+// previousVMs reads the VMs of the last run from the state's resources, by
+// node name.
+func previousVMs(resources map[string]any) map[string]proxmox.PreviousVM {
+	var vms map[string]proxmox.PreviousVM
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		if m["type"] != proxmox.VMType {
+			continue
+		}
+		out, _ := m["outputs"].(map[string]any)
+		name, vm, ok := proxmox.PreviousVMFrom(out)
+		if !ok {
+			continue
+		}
+		if vms == nil {
+			vms = map[string]proxmox.PreviousVM{}
+		}
+		vms[name] = vm
+	}
+	return vms
 }

@@ -106,7 +106,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	// keys like the rest (it refuses it too, by its own paths, when called
 	// from another program).
 	if pxArgs != nil {
-		pxArgs.Previous = prev.Cluster
+		pxArgs.Previous, pxArgs.PreviousVMs = prev.Cluster, prev.VMs
 	} else {
 		vpsArgs.Previous = prev.Cluster
 	}
@@ -120,7 +120,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 		if err := ReadProxmoxKey(cfg, pxArgs); err != nil {
 			return nil, err
 		}
-		pxArgs.Previous = prev.Cluster
+		pxArgs.Previous, pxArgs.PreviousVMs = prev.Cluster, prev.VMs
 		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, pxArgs, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos, FastStop: true})
 		if err != nil {
 			return nil, err

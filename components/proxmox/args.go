@@ -49,6 +49,10 @@ type ClusterArgs struct {
 	// the program from the stack's outputs): TalosCluster refuses changes
 	// a rollout cannot make safely against it.
 	Previous *talos.Previous
+	// PreviousVMs are the nodes' VMs as the last `up` left them, by node
+	// name (Go only, read by the program from the stack's state): disk
+	// changes the provider would get wrong are refused against them.
+	PreviousVMs map[string]PreviousVM
 	// InputName names an input path of the TalosCluster in the caller's
 	// terms (Go only: the program's stack keys), for the warnings it logs;
 	// see talos.ClusterArgs.InputName.
@@ -360,6 +364,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		n.checkSize(p, at)
 		macNodes = append(macNodes, NodeMAC{Name: n.Name, MAC: n.MAC})
 	}
+	a.checkResizes(p)
 	macs, clashes := NodeMACs(stack, a.Cluster.Name, macNodes)
 	for _, c := range clashes {
 		p.Add("nodes", "%s", c)

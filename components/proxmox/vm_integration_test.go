@@ -4,6 +4,7 @@ package proxmox
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
 	"testing"
 	"time"
@@ -95,6 +96,29 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 		assert.True(t, got.Running, "VM %d runs", id)
 	}
 	noChange("after the first up")
+	// The state holds what PreviousVMFrom reads (the program's refusal of
+	// risky resizes depends on it).
+	dep, err := s.Export(ctx)
+	require.NoError(t, err)
+	var state struct {
+		Resources []struct {
+			Type    string         `json:"type"`
+			Outputs map[string]any `json:"outputs"`
+		} `json:"resources"`
+	}
+	require.NoError(t, json.Unmarshal(dep.Deployment, &state))
+	read := map[string]PreviousVM{}
+	for _, r := range state.Resources {
+		if r.Type == VMType {
+			name, vm, ok := PreviousVMFrom(r.Outputs)
+			require.True(t, ok)
+			read[name] = vm
+		}
+	}
+	assert.Equal(t, map[string]PreviousVM{
+		"cp-0":     {Disks: map[string]int{"scsi0": 20, "scsi1": 10}, Cores: 2, Memory: 4096, CPUType: "host", BIOS: "seabios", Agent: true},
+		"worker-0": {Disks: map[string]int{"scsi0": 20}, Cores: 4, Memory: 8192, CPUType: "host", BIOS: "ovmf"},
+	}, read)
 	_, err = s.Refresh(ctx, optrefresh.ExpectNoChanges())
 	require.NoError(t, err, "a refresh finds what up made")
 	noChange("after a refresh")

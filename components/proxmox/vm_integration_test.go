@@ -5,7 +5,10 @@ package proxmox
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,14 +22,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/factoryfake"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 )
 
-// TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider registers the VMs
-// as the ProxmoxCluster registers them (vmArgs, vmIgnoreChanges,
-// delete-before-replace) and runs them with the real proxmoxve plugin 7.13
-// (bpg v0.95) against the project's Proxmox API fake (issue 35, item D):
+// TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider registers the
+// image, the ISO download and the VMs as the ProxmoxCluster registers them
+// (newImage, downloadISOs, vmArgs, vmIgnoreChanges, delete-before-replace)
+// and runs them with the real talos plugin (v0.7.1) against the Image
+// Factory fake and the real proxmoxve plugin 7.13 (bpg v0.95) against the
+// project's Proxmox API fake (issue 35, item D):
 // one VM as the homelab example has it (SeaBIOS, DHCP reservation, a data
 // disk, the guest agent on) and one with OVMF and static addressing (an EFI
 // disk and a cloud-init drive). It walks what a user lives through: first
@@ -46,14 +53,23 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
 	pve := pvefake.New(t, map[int]*pvefake.VM{})
 	pve.AddDatastore("local-lvm", pvefake.Datastore{Content: []string{"images", "rootdir"}})
-	pve.PutFile("pve", "local:iso/talos.iso", 100<<20)
 	pve.AgentAddresses(110, "10.10.0.10")
+	// The Talos provider registers the schematic with the factory fake
+	// (trusted through SSL_CERT_FILE, as a private CA would be), and the
+	// Proxmox node downloads the ISO from it.
+	factory := factoryfake.New(t)
+	pve.Web = factory.Client()
+	caFile := filepath.Join(dir, "factory-ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: factory.Certificate().Raw}), 0o600))
+	t.Setenv("SSL_CERT_FILE", caFile)
 
 	base := ClusterArgs{
-		Cluster: talos.ClusterSettings{Name: "homelab", Nameservers: []string{"10.10.0.1"}},
-		Proxmox: HostSettings{Bridge: "vmbr1", DiskDatastore: "local-lvm", CPUType: "host", BIOS: "seabios",
+		Cluster:   talos.ClusterSettings{Name: "homelab", TalosVersion: "v1.13.9", Nameservers: []string{"10.10.0.1"}},
+		Schematic: image.Schematic{Extensions: []string{GuestAgentExtension}},
+		Proxmox: HostSettings{Bridge: "vmbr1", DiskDatastore: "local-lvm", ISODatastore: "local", CPUType: "host", BIOS: "seabios",
 			Addressing: AddressingDHCPReservation, PrefixLength: 24, Gateway: "10.10.0.1"},
 	}
+	base.Nodes = []Node{{Name: "cp-0", ProxmoxNode: "pve"}} // the Proxmox node that gets the ISO
 	static := base
 	static.Proxmox.BIOS, static.Proxmox.Addressing = "ovmf", AddressingStatic
 	memory, disk := 4096, 20
@@ -64,6 +80,19 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		parent := &pulumi.ResourceState{}
+		if err := ctx.RegisterComponentResource("test:index:Cluster", "homelab", parent); err != nil {
+			return err
+		}
+		img, err := newImage(ctx, "homelab", &base, pulumi.Parent(parent))
+		if err != nil {
+			return err
+		}
+		isos, err := downloadISOs(ctx, "homelab", &base, img, pulumi.Parent(parent), pulumi.Provider(prov))
+		if err != nil {
+			return err
+		}
+		iso := isos["pve"]
 		for _, v := range []struct {
 			in  ClusterArgs
 			ref Node
@@ -72,8 +101,8 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 			{base, Node{Name: "cp-0", Role: talos.RoleControlPlane, IP: "10.10.0.10", ProxmoxNode: "pve", VMID: 110, Cores: 2, Memory: memory, DiskSize: disk, DataDiskSize: 10}, "bc:24:11:00:00:10"},
 			{static, Node{Name: "worker-0", Role: talos.RoleWorker, IP: "10.10.0.20", ProxmoxNode: "pve", VMID: 120, Cores: 4, Memory: 8192, DiskSize: 20}, "bc:24:11:00:00:20"},
 		} {
-			a := vmArgs(&v.in, v.ref, vmSpec{Cluster: "homelab", Stack: ctx.Stack(), MAC: pulumi.String(v.mac), ISO: pulumi.String("local:iso/talos.iso"), Agent: v.ref.VMID == 110})
-			if _, err := vm.NewVirtualMachine(ctx, "vm-"+v.ref.Name, a, pulumi.Provider(prov), pulumi.DeleteBeforeReplace(true),
+			a := vmArgs(&v.in, v.ref, vmSpec{Cluster: "homelab", Stack: ctx.Stack(), MAC: pulumi.String(v.mac), ISO: iso.ID().ToStringOutput(), Agent: v.ref.VMID == 110})
+			if _, err := vm.NewVirtualMachine(ctx, "vm-"+v.ref.Name, a, pulumi.Parent(parent), pulumi.Provider(prov), pulumi.DeleteBeforeReplace(true), pulumi.DependsOn([]pulumi.Resource{iso}),
 				pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray))))); err != nil {
 				return err
 			}
@@ -82,6 +111,7 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 	}
 	s, err := auto.UpsertStackInlineSource(ctx, "vms", "vm-lifecycle-it", program, auto.WorkDir(dir))
 	require.NoError(t, err)
+	require.NoError(t, s.SetConfig(ctx, "talos:imageFactoryUrl", auto.ConfigValue{Value: factory.URL}))
 	noChange := func(step string) {
 		t.Helper()
 		_, err := s.Preview(ctx, optpreview.ExpectNoChanges(), optpreview.Diff())
@@ -90,6 +120,10 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 
 	_, err = s.Up(ctx, optup.Diff())
 	require.NoError(t, err, "first up")
+	require.Len(t, factory.Schematics(), 1, "the schematic is registered")
+	isoVolume := "local:iso/" + ISOFileName(ISOFile{Stack: "vms", Cluster: "homelab", TalosVersion: "v1.13.9", SchematicID: factory.Schematics()[0], Platform: imagePlatform(AddressingDHCPReservation)})
+	assert.Contains(t, pve.Volumes("pve"), isoVolume, "the ISO is in storage")
+	assert.Equal(t, isoVolume+",media=cdrom", pve.VM(110).Config["ide2"], "and in the VM's CD-ROM")
 	for _, id := range []int{110, 120} {
 		got := pve.VM(id)
 		require.NotNil(t, got, "VM %d exists", id)
@@ -169,5 +203,5 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 	_, err = s.Destroy(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, pve.VMIDs(), "destroy removes the VMs")
-	assert.Empty(t, pve.Volumes("pve")[1:], "and their disks: only the ISO is left")
+	assert.Empty(t, pve.Volumes("pve"), "their disks and the ISO")
 }

@@ -73,6 +73,9 @@ type Server struct {
 	// (query-url-metadata answers as Proxmox does when the connection
 	// fails).
 	Unreachable []string
+	// Web is how the nodes reach URLs not registered with Serve (e.g. a
+	// client of an Image Factory fake); nil: only those exist.
+	Web *http.Client
 	// OldPVE makes the fake a Proxmox VE before 8.2 (qemu-server before
 	// 8.1.2), whose stop has no overrule-shutdown parameter: like every
 	// method whose schema forbids additional properties, it refuses it.

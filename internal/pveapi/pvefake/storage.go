@@ -1,6 +1,7 @@
 package pvefake
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -183,12 +184,35 @@ func (s *Server) urlMetadata(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Can't connect to %s:443 (Connection timed out)", parsed.Hostname()))
 		return
 	}
-	size, ok := s.remote[u]
+	size, ok := s.remoteSize(u)
 	if !ok {
 		writeErr(w, http.StatusInternalServerError, "invalid server response: '404 Not Found'")
 		return
 	}
 	writeData(w, map[string]any{"filename": path.Base(u), "mimetype": "application/x-iso9660-image", "size": size})
+}
+
+// remoteSize is the size of a URL the nodes can fetch: one registered with
+// Serve, or, with Web set, one that answers a HEAD request with 200.
+func (s *Server) remoteSize(u string) (int64, bool) {
+	if size, ok := s.remote[u]; ok {
+		return size, true
+	}
+	if s.Web == nil {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
+	if err != nil {
+		return 0, false
+	}
+	resp, err := s.Web.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	_ = resp.Body.Close()
+	return resp.ContentLength, resp.StatusCode == http.StatusOK
 }
 
 // downloadURL is pve-storage's download_url (src/PVE/API2/Storage/Status.pm):
@@ -244,7 +268,7 @@ func (s *Server) downloadURL(w http.ResponseWriter, r *http.Request, node, store
 	dest := ds.Path + "/template/iso/" + name
 	volid := store + ":iso/" + name
 	t := &task{done: time.Now().Add(s.TaskLatency)}
-	size, served := s.remote[form.Get("url")]
+	size, served := s.remoteSize(form.Get("url"))
 	switch _, exists := s.files[node][volid]; {
 	case exists:
 		t.failMsg = fmt.Sprintf("refusing to override existing file '%s'", dest)

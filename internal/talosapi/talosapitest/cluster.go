@@ -28,7 +28,11 @@
 // take one for a recovery (EtcdRecover) and bootstrap etcd (Bootstrap,
 // from that snapshot with RecoverEtcd) on a cluster started with
 // StartFresh, whose control planes are not etcd members until then; see
-// etcddata.go.
+// etcddata.go. Those contents are the fake's own model, a small made-up
+// snapshot, unless a real etcd holds them (StartWithEtcd and
+// StartFreshWithEtcd, package realetcd): then the snapshot is etcd's own
+// and a recovery restores it with etcdutl, as Talos does; see
+// etcdbackend.go.
 //
 // Every call and every state change is recorded in an ordered event log
 // (Events) that tests assert on, e.g. with MaxDown.
@@ -183,6 +187,12 @@ type Cluster struct {
 	bootstrapped bool
 	etcd         etcdData
 	snapStream   SnapshotStream
+	// realEtcd, when set, holds etcd's contents in place of the fake's
+	// model (etcd); fixed at the start, read without the lock.
+	realEtcd EtcdBackend
+	// bootstrapMu makes the bootstraps of a real etcd one at a time: one
+	// restores and starts etcd without c.mu held.
+	bootstrapMu sync.Mutex
 }
 
 type member struct {
@@ -195,7 +205,7 @@ type member struct {
 // Control planes are etcd members from the start.
 func Start(t testing.TB, specs ...NodeSpec) *Cluster {
 	t.Helper()
-	return start(t, true, specs)
+	return start(t, true, specs, nil)
 }
 
 // StartFresh starts a cluster whose etcd is not bootstrapped yet: its
@@ -205,10 +215,10 @@ func Start(t testing.TB, specs ...NodeSpec) *Cluster {
 // (at once if up, else when they come up).
 func StartFresh(t testing.TB, specs ...NodeSpec) *Cluster {
 	t.Helper()
-	return start(t, false, specs)
+	return start(t, false, specs, nil)
 }
 
-func start(t testing.TB, bootstrapped bool, specs []NodeSpec) *Cluster {
+func start(t testing.TB, bootstrapped bool, specs []NodeSpec, realEtcd EtcdBackend) *Cluster {
 	t.Helper()
 	b := Bundle(t)
 	ca, err := sx509.NewCertificateAuthorityFromCertificateAndKey(b.Certs.OS)
@@ -221,7 +231,7 @@ func start(t testing.TB, bootstrapped bool, specs []NodeSpec) *Cluster {
 	}
 	c := &Cluster{
 		t: t, bundle: b, ca: ca, admin: admin, byIP: map[string]*Node{}, kubeconfig: []byte(DefaultKubeconfig),
-		bootstrapped: bootstrapped, etcd: newEtcdData(),
+		bootstrapped: bootstrapped, etcd: newEtcdData(), realEtcd: realEtcd,
 	}
 	t.Cleanup(c.stop)
 	for _, s := range specs {

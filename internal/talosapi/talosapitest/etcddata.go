@@ -60,8 +60,16 @@ func (c *Cluster) SetSnapshotStream(s SnapshotStream) {
 
 // SetEtcdKeys sets etcd's keys (a copy of keys), as one write: the
 // revision grows by one. A Bootstrap replaces them: with none, or with
-// those of the snapshot it restores.
+// those of the snapshot it restores. With a real etcd, they are written to
+// it in one transaction (no revision when nothing changes), which fails
+// the test while no etcd runs (a cluster of StartFreshWithEtcd before its
+// bootstrap).
 func (c *Cluster) SetEtcdKeys(keys map[string]string) {
+	c.t.Helper()
+	if c.realEtcd != nil {
+		c.setRealKeys(keys)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.etcd.keys = maps.Clone(keys)
@@ -71,8 +79,13 @@ func (c *Cluster) SetEtcdKeys(keys map[string]string) {
 	c.etcd.revision++
 }
 
-// EtcdKeys returns a copy of etcd's keys.
+// EtcdKeys returns a copy of etcd's keys; with a real etcd, those it
+// serves now (none while none runs).
 func (c *Cluster) EtcdKeys() map[string]string {
+	c.t.Helper()
+	if c.realEtcd != nil {
+		return c.realKeys()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.etcd.keys)
@@ -87,7 +100,10 @@ func (c *Cluster) Identity() string {
 }
 
 // RestoredFrom returns the identity of the cluster whose snapshot a
-// Bootstrap with RecoverEtcd restored, or "".
+// Bootstrap with RecoverEtcd restored, or "". A real etcd's snapshot
+// carries no identity of the fake's: with one, it stays "" (the
+// "etcd-bootstrap" event gives what etcdutl found in the snapshot
+// instead).
 func (c *Cluster) RestoredFrom() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -170,7 +186,8 @@ func readSnapshot(data []byte, skipHash bool) (snapshotContents, error) {
 
 // EtcdSnapshot streams the snapshot of the node's etcd member, in chunks,
 // as Talos does (its own etcd client's Snapshot, which ends with etcd's
-// sha256 trailer). A worker refuses it, as Talos does.
+// sha256 trailer): the fake's own, or the real etcd's maintenance
+// snapshot. A worker refuses it, as Talos does.
 func (s *server) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, stream grpc.ServerStreamingServer[common.Data]) error {
 	if err := s.onControlPlane("etcd snapshot"); err != nil {
 		return err
@@ -181,8 +198,18 @@ func (s *server) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, stream grpc.Server
 		n.c.mu.Unlock()
 		return fmt.Errorf("failed reading etcd snapshot: %w", errEtcdNotRunning)
 	}
-	data, knobs := n.c.snapshot(), n.c.snapStream
+	knobs := n.c.snapStream
+	var data []byte
+	if n.c.realEtcd == nil {
+		data = n.c.snapshot()
+	}
 	n.c.mu.Unlock()
+	if n.c.realEtcd != nil {
+		var err error
+		if data, err = n.c.realEtcd.Snapshot(stream.Context()); err != nil {
+			return fmt.Errorf("failed reading etcd snapshot: %w", err)
+		}
+	}
 
 	if knobs.Corrupt {
 		data[(len(data)-sha256.Size)/2] ^= 0xff
@@ -212,9 +239,11 @@ const maxRecovery = 64 << 20
 
 // EtcdRecover stores an uploaded snapshot on the node for a Bootstrap with
 // RecoverEtcd. Talos writes the upload to a file as it comes and checks
-// it only at the bootstrap (etcd's restore); the fake checks it here too,
-// and refuses a snapshot that fails etcd's integrity check: nothing is
-// stored then, as Talos removes a file whose upload failed.
+// it only at the bootstrap (etcd's restore); the fake's own etcd checks it
+// here too, and refuses a snapshot that fails etcd's integrity check:
+// nothing is stored then, as Talos removes a file whose upload failed. A
+// real etcd's cluster stores whatever comes, as Talos does: the restore
+// checks it.
 func (s *server) EtcdRecover(stream grpc.ClientStreamingServer[common.Data, machine.EtcdRecoverResponse]) error {
 	if err := s.onControlPlane("etcd recover"); err != nil {
 		return err
@@ -236,8 +265,10 @@ func (s *server) EtcdRecover(stream grpc.ClientStreamingServer[common.Data, mach
 		}
 		buf.Write(d.GetBytes())
 	}
-	if _, err := readSnapshot(buf.Bytes(), false); err != nil {
-		return status.Errorf(codes.InvalidArgument, "error verifying snapshot: %v", err)
+	if s.n.c.realEtcd == nil {
+		if _, err := readSnapshot(buf.Bytes(), false); err != nil {
+			return status.Errorf(codes.InvalidArgument, "error verifying snapshot: %v", err)
+		}
 	}
 	n := s.n
 	n.c.mu.Lock()
@@ -255,20 +286,17 @@ func (s *server) EtcdRecover(stream grpc.ClientStreamingServer[common.Data, mach
 // refuses a second bootstrap on any node of the cluster as well (Talos
 // would let a control plane that has not joined yet start a second
 // cluster), and a recovery without an upload with FailedPrecondition
-// (Talos accepts it, and its etcd then fails to start).
+// (Talos accepts it, and its etcd then fails to start). With a real etcd,
+// see bootstrapRealEtcd.
 func (s *server) Bootstrap(_ context.Context, req *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+	if s.n.c.realEtcd != nil {
+		return s.bootstrapRealEtcd(req)
+	}
 	defer s.lock()()
 	n := s.n
 	c := n.c
-	switch {
-	case n.spec.Role != ControlPlane:
-		return nil, status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
-	case n.state != stateUp:
-		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
-	case n.notReadyForRecovery():
-		return nil, status.Error(codes.FailedPrecondition, "the node is not ready for a bootstrap yet")
-	case c.bootstrapped || c.memberOf(n) != nil:
-		return nil, status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	if err := n.refuseBootstrap(); err != nil {
+		return nil, err
 	}
 	data := snapshotContents{Keys: map[string]string{}, Revision: 1}
 	if req.GetRecoverEtcd() {
@@ -283,12 +311,37 @@ func (s *server) Bootstrap(_ context.Context, req *machine.BootstrapRequest) (*m
 		c.etcd.restoredFrom = data.Cluster
 	}
 	c.etcd.keys, c.etcd.revision = data.Keys, data.Revision
-	c.bootstrapped = true
-	c.join(n)
 	args := fmt.Sprintf("keys=%d revision=%d", len(data.Keys), data.Revision)
 	if data.Cluster != "" {
 		args += " from=" + data.Cluster
 	}
+	n.bootstrapped(args)
+	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: s.meta()}}}, nil
+}
+
+// refuseBootstrap is Talos's refusal of a bootstrap on the node (c.mu
+// held); see Bootstrap.
+func (n *Node) refuseBootstrap() error {
+	c := n.c
+	switch {
+	case n.spec.Role != ControlPlane:
+		return status.Error(codes.FailedPrecondition, "bootstrap can only be performed on a control plane node")
+	case n.state != stateUp:
+		return status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
+	case n.notReadyForRecovery():
+		return status.Error(codes.FailedPrecondition, "the node is not ready for a bootstrap yet")
+	case c.bootstrapped || c.memberOf(n) != nil || n.etcdDataLeft:
+		return status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	}
+	return nil
+}
+
+// bootstrapped makes n the first member of the bootstrapped etcd, and the
+// other control planes that are up join it (c.mu held).
+func (n *Node) bootstrapped(args string) {
+	c := n.c
+	c.bootstrapped = true
+	c.join(n)
 	c.record(n.spec.IP, "etcd-bootstrap", args)
 	for _, o := range c.nodes {
 		if o.spec.Role == ControlPlane && o.state == stateUp && c.memberOf(o) == nil {
@@ -296,5 +349,61 @@ func (s *server) Bootstrap(_ context.Context, req *machine.BootstrapRequest) (*m
 			c.record(o.spec.IP, "etcd-join", "bootstrapped by "+n.spec.IP)
 		}
 	}
+}
+
+// bootstrapRealEtcd is Bootstrap with a real etcd: Talos's refusals, then
+// etcd starts empty or, with RecoverEtcd, from the uploaded snapshot,
+// restored with etcdutl as Talos's etcd service does (EtcdBackend.Recover).
+// As in Talos, the call succeeds whatever the restore does: Talos answers
+// once its etcd service starts, before the service restores the snapshot
+// in its pre stage; a restore that fails (no upload, a corrupt snapshot)
+// leaves the service Failed with the restore's error, the snapshot kept,
+// no member, and, when etcdutl wrote into the data directory before it
+// failed, a data directory that refuses the next bootstrap until the
+// node's EPHEMERAL is wiped. Unlike Talos, the fake answers after the
+// restore and etcd's start, so that a test sees their outcome at once.
+func (s *server) bootstrapRealEtcd(req *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+	n := s.n
+	c := n.c
+	c.bootstrapMu.Lock()
+	defer c.bootstrapMu.Unlock()
+	c.mu.Lock()
+	if err := n.refuseBootstrap(); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	upload := n.recovery
+	c.mu.Unlock()
+
+	// etcd restores and starts without c.mu held: the other nodes keep
+	// answering meanwhile; bootstrapMu keeps a second bootstrap out.
+	var restored EtcdRestore
+	var err error
+	if req.GetRecoverEtcd() {
+		restored, err = c.realEtcd.Recover(n.spec.Hostname, etcdPeerURL(n.spec.IP), upload, req.GetRecoverSkipHashCheck())
+	} else {
+		err = c.realEtcd.Bootstrap(n.spec.Hostname, etcdPeerURL(n.spec.IP))
+	}
+	var keys map[string]string
+	if err == nil {
+		keys = c.realKeys()
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		n.etcdFailure = "Failed to run pre stage: " + err.Error()
+		n.etcdDataLeft = restored.DataLeft
+		c.record(n.spec.IP, "etcd-failed", n.etcdFailure)
+		return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: s.meta()}}}, nil
+	}
+	n.etcdFailure = ""
+	args := fmt.Sprintf("keys=%d", len(keys))
+	if req.GetRecoverEtcd() {
+		n.recovery = nil // Talos deletes it once restored
+		args += fmt.Sprintf(" revision=%d hash=%08x total-keys=%d total-size=%d",
+			restored.Revision, restored.Hash, restored.TotalKeys, restored.TotalSize)
+	}
+	n.bootstrapped(args)
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: s.meta()}}}, nil
 }

@@ -60,6 +60,12 @@ type Node struct {
 	// recovery is the snapshot EtcdRecover stored, until a Bootstrap
 	// restores it.
 	recovery []byte
+	// etcdFailure is the message of a real etcd's recovery that failed
+	// (the etcd service is Failed with it), until a bootstrap succeeds or
+	// EPHEMERAL is wiped; etcdDataLeft: that restore left files in the
+	// data directory, which refuse a bootstrap until then.
+	etcdFailure  string
+	etcdDataLeft bool
 	// etcdState, when set, is the etcd service's state ServiceList gives
 	// ("-" for no etcd service at all), whatever the node's etcd does.
 	etcdState string
@@ -582,9 +588,15 @@ func (s *server) Reset(_ context.Context, in *machine.ResetRequest) (*machine.Re
 			n.c.remove(m)
 		}
 		n.etcdRunning, n.etcdUnhealthy = false, false // its broken member's data is gone
+		// So are an uploaded snapshot (/var/lib/etcd.snapshot) and what a
+		// failed recovery left: both on EPHEMERAL.
+		n.recovery, n.etcdFailure, n.etcdDataLeft = nil, "", false
 		if len(n.c.members) == 0 {
 			n.c.bootstrapped = false
 			n.c.etcd.keys, n.c.etcd.revision = map[string]string{}, 0
+			if n.c.realEtcd != nil {
+				n.c.realEtcd.Stop()
+			}
 		}
 		n.timer = time.AfterFunc(n.spec.ShutdownDelay, func() { n.goDown("reset", n.spec.RebootLatency, true) })
 		return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: s.meta(), ActorId: fmt.Sprintf("fake-%d", len(n.c.events))}}}, nil
@@ -644,6 +656,11 @@ func (s *server) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceL
 			info.State, info.Health = "Starting", &machine.ServiceHealth{Unknown: true}
 		case id == "etcd" && n.etcdState != "":
 			info.State, info.Health = n.etcdState, &machine.ServiceHealth{Unknown: true}
+		case id == "etcd" && n.etcdFailure != "":
+			// A recovery whose restore failed: Talos's service runner
+			// leaves the service Failed with the pre stage's error.
+			info.State, info.Health = "Failed", &machine.ServiceHealth{Unknown: true}
+			info.Events = &machine.ServiceEvents{Events: []*machine.ServiceEvent{{Msg: n.etcdFailure, State: "Failed"}}}
 		case id == "etcd" && !n.etcdRunning && n.spec.Role == ControlPlane && !n.c.bootstrapped:
 			// Talos's etcd service waits in its pre-state for a bootstrap
 			// (or a recovery) on a control plane of a cluster without one.

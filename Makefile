@@ -325,7 +325,7 @@ csi-volume-rm: require-stack $(STACKCTL) ## Delete one volume the Proxmox CSI pl
 	$(STACKCTL) csi-volume-rm --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI)) --volume $(call quote,$(VOLUME))
 
 .PHONY: restore-drill
-restore-drill: ## Back up a cluster of the Talos fake and restore it into fresh fake nodes: the restore's code path, on this machine (also part of make test).
+restore-drill: ## Back up a cluster of the Talos fake running a real etcd and restore it into fresh fake nodes (etcdutl's restore): the restore's code path, on this machine (also part of make test).
 	$(GO) test -count=1 -run 'TestBackupThenRecoverIntoFreshNodes|TestRunRestoresTheClusterFromTheBackup' -v ./cmd/stackctl/internal/backup ./cmd/stackctl/internal/restore
 
 .PHONY: proxy

@@ -3,6 +3,7 @@ package backup_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest/realetcd"
 )
 
 // Markers that must never reach a target in clear: etcd contents, the
@@ -88,13 +90,18 @@ func source(c *talosapitest.Cluster) backup.Source {
 // written encrypted, read back with the identity, and recovered into a
 // fresh cluster B, which then has A's etcd contents and one member per
 // control plane. It is the code path of `make restore` once the machines
-// are up (Recover), on the project's Talos fake.
+// are up (Recover), on the project's Talos fake with a real etcd
+// (realetcd): the backup holds etcd's own snapshot, which etcdutl reads
+// (its status gives A's revision and keys), and B's recovery restores it
+// with etcdutl into a new etcd, which etcd's own client reads A's keys
+// from at A's revision.
 func TestBackupThenRecoverIntoFreshNodes(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	a := talosapitest.Start(t, talosapitest.Topology(3, 1, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	a := realetcd.Start(t, talosapitest.Topology(3, 1, talosapitest.DefaultVersion, 40*time.Millisecond)...)
 	a.SetEtcdKeys(etcdKeys)
+	_, revision := realetcd.Read(t, a.EtcdEndpoint())
 	id, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
 	store, dir := fileStore(t)
@@ -134,19 +141,29 @@ func TestBackupThenRecoverIntoFreshNodes(t *testing.T) {
 	assert.Equal(t, res.Manifest, x.Manifest)
 	assert.Contains(t, string(x.State), stateMarker)
 	assert.Contains(t, string(x.StackFile), stackMarker)
+	st := realetcd.SnapshotStatus(t, x.SnapshotPath)
+	assert.Equal(t, revision, st.Revision, "the backup holds A's etcd snapshot")
+	assert.Equal(t, len(etcdKeys), st.TotalKey)
 
-	b := talosapitest.StartFresh(t, talosapitest.Topology(3, 1, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	b := realetcd.StartFresh(t, talosapitest.Topology(3, 1, talosapitest.DefaultVersion, 40*time.Millisecond)...)
 	start = time.Now()
 	got, err := backup.Recover(ctx, client(t, b), x, backup.Target{
 		Cluster: "lab", TalosVersion: "v1.12.4", ControlPlanes: b.IPs(talosapitest.ControlPlane),
 	}, &log, time.Second)
 	tookRecover := time.Since(start)
 	require.NoError(t, err, log.String())
-	assert.Equal(t, etcdKeys, b.EtcdKeys(), "B holds A's etcd contents")
+	restored, restoredRevision := realetcd.Read(t, b.EtcdEndpoint())
+	assert.Equal(t, etcdKeys, restored, "B's etcd serves A's etcd contents")
+	assert.Equal(t, revision, restoredRevision, "at A's revision")
+	assert.Equal(t, etcdKeys, b.EtcdKeys())
+	boot := b.Events("etcd-bootstrap")
+	require.Len(t, boot, 1)
+	assert.Contains(t, boot[0].Args, fmt.Sprintf("revision=%d hash=%08x total-keys=%d", st.Revision, st.Hash, st.TotalKey),
+		"B restored the backup's snapshot with etcdutl")
 	assert.Len(t, got.Members, 3, "one member per control plane")
 	assert.Equal(t, talosapitest.DefaultVersion, got.TalosVersion)
-	t.Logf("3 control planes on the fakes: backup %s (%d bytes encrypted, snapshot %d bytes), recovery %s; members %v, %d keys",
-		tookBackup.Round(time.Millisecond), res.Size, res.Manifest.Snapshot.Size, tookRecover.Round(time.Millisecond), got.Members, len(b.EtcdKeys()))
+	t.Logf("3 control planes on the fakes with a real etcd: backup %s (%d bytes encrypted, snapshot %d bytes), recovery %s; members %v, %d keys at revision %d",
+		tookBackup.Round(time.Millisecond), res.Size, res.Manifest.Snapshot.Size, tookRecover.Round(time.Millisecond), got.Members, len(restored), restoredRevision)
 }
 
 // A client certificate that expires within 30 days is named, with what to

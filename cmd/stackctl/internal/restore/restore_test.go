@@ -25,6 +25,7 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest/realetcd"
 )
 
 // etcdKeys are cluster A's etcd contents, which the backup carries.
@@ -186,9 +187,20 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldOn(t, talosapitest.Start, talosapitest.StartFresh)
+}
+
+// startCluster starts a cluster of the Talos fake: talosapitest's Start or
+// StartFresh, or realetcd's, with a real etcd.
+type startCluster func(testing.TB, ...talosapitest.NodeSpec) *talosapitest.Cluster
+
+// newWorldOn is newWorld with clusters A and the fresh one started by
+// start and startFresh.
+func newWorldOn(t *testing.T, start, startFresh startCluster) *world {
+	t.Helper()
 	ctx := t.Context()
 	w := &world{f: newFixture(testStack), log: &syncBuffer{}}
-	w.a = talosapitest.Start(t, talosapitest.Topology(3, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	w.a = start(t, talosapitest.Topology(3, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
 	w.a.SetEtcdKeys(etcdKeys)
 	ca, err := backup.TalosCAFingerprint(w.a.Talosconfig())
 	require.NoError(t, err)
@@ -213,7 +225,7 @@ func newWorld(t *testing.T) *world {
 	w.x, err = backup.Extract(ctx, store, taken.Name, []age.Identity{id}, t.TempDir())
 	require.NoError(t, err)
 
-	w.fresh = talosapitest.StartFresh(t, talosapitest.Topology(3, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
+	w.fresh = startFresh(t, talosapitest.Topology(3, 0, talosapitest.DefaultVersion, 40*time.Millisecond)...)
 	w.req = restore.Request{
 		Stack: testStack, Backup: w.x,
 		Target: backup.Target{Cluster: testCluster, TalosVersion: talosapitest.DefaultVersion, ControlPlanes: w.fresh.IPs(talosapitest.ControlPlane)},
@@ -272,17 +284,24 @@ func (w *world) nothingRecovered(t *testing.T) {
 // backup's, the first `up` leaves the bootstrap (and what needs etcd) out
 // and runs before etcd exists, etcd is recovered from the snapshot on the
 // fresh control planes, and the second, whole `up` runs once etcd holds
-// A's contents with a member per control plane.
+// A's contents with a member per control plane. The clusters run a real
+// etcd (realetcd): the backup holds A's etcd snapshot, as etcdutl reads
+// it, and the fresh cluster's etcd, restored from it by etcdutl, serves
+// A's keys at A's revision to etcd's own client.
 func TestRunRestoresTheClusterFromTheBackup(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	w := newWorldOn(t, realetcd.Start, realetcd.StartFresh)
+	_, revision := realetcd.Read(t, w.a.EtcdEndpoint())
+	st := realetcd.SnapshotStatus(t, w.x.SnapshotPath)
+	require.Equal(t, revision, st.Revision, "the backup holds A's etcd snapshot")
+	require.Equal(t, len(etcdKeys), st.TotalKey)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
 	start := time.Now()
 	res, err := restore.Run(ctx, w.req, w.env())
 	require.NoError(t, err, w.log.String())
-	t.Logf("restore on the fakes in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("restore on the fakes with a real etcd in %s", time.Since(start).Round(time.Millisecond))
 
 	_, imports := w.stack.counts()
 	require.Equal(t, 1, imports, "the state is seeded once")
@@ -297,8 +316,14 @@ func TestRunRestoresTheClusterFromTheBackup(t *testing.T) {
 	require.Equal(t, [][]string{{w.f.Bootstrap}, nil}, calls, "an up without the bootstrap, then a whole one")
 	require.Equal(t, []bool{false, true}, bootstrapped, "etcd is recovered between the two ups")
 
-	require.Equal(t, etcdKeys, w.fresh.EtcdKeys(), "the fresh cluster holds A's etcd")
-	require.Equal(t, w.a.Identity(), w.fresh.RestoredFrom())
+	restored, restoredRevision := realetcd.Read(t, w.fresh.EtcdEndpoint())
+	require.Equal(t, etcdKeys, restored, "the fresh cluster's etcd serves A's")
+	require.Equal(t, revision, restoredRevision, "at A's revision")
+	require.Equal(t, etcdKeys, w.fresh.EtcdKeys())
+	boot := w.fresh.Events("etcd-bootstrap")
+	require.Len(t, boot, 1)
+	require.Contains(t, boot[0].Args, fmt.Sprintf("revision=%d hash=%08x total-keys=%d", st.Revision, st.Hash, st.TotalKey),
+		"restored from the backup's snapshot by etcdutl")
 	require.Len(t, w.fresh.Members(), 3)
 	require.Equal(t, []string{"cp-1", "cp-2", "cp-3"}, res.Recovered.Members)
 	require.Empty(t, res.Running)

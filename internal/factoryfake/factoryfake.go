@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,7 +70,7 @@ func SchematicID(doc []byte) (string, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(doc))
 	dec.KnownFields(true)
 	var s schematic
-	if err := dec.Decode(&s); err != nil && err != io.EOF {
+	if err := dec.Decode(&s); err != nil && !errors.Is(err, io.EOF) {
 		return "", fmt.Errorf("unable to parse schematic: %w", err)
 	}
 	canonical, err := yaml.Marshal(&s)

@@ -482,7 +482,7 @@ func (s *Server) resizeVM(w http.ResponseWriter, r *http.Request, vmid int, vm *
 	}
 	m := sizeRe.FindStringSubmatch(r.PostForm.Get("size"))
 	if m == nil {
-		writeParamErr(w, map[string]string{"size": fmt.Sprintf("value does not match the regex pattern")})
+		writeParamErr(w, map[string]string{"size": "value does not match the regex pattern"})
 		return
 	}
 	volid, _, _ := strings.Cut(drive, ",")
@@ -580,7 +580,7 @@ func configJSON(vm *VM) map[string]any {
 	h := sha1.New() //nolint:gosec // Proxmox's digest
 	for _, k := range slices.Sorted(maps.Keys(vm.Config)) {
 		out[k] = configValue(k, vm.Config[k])
-		fmt.Fprintf(h, "%s: %s\n", k, vm.Config[k])
+		_, _ = fmt.Fprintf(h, "%s: %s\n", k, vm.Config[k])
 	}
 	out["digest"] = hex.EncodeToString(h.Sum(nil))
 	return out

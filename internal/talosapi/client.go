@@ -580,11 +580,15 @@ func (c *Client) ServiceList(ctx context.Context, node string) ([]Service, error
 		out = nil
 		for _, m := range resp.GetMessages() {
 			for _, s := range m.GetServices() {
-				out = append(out, Service{
+				svc := Service{
 					ID: s.GetId(), State: s.GetState(),
 					Healthy: s.GetHealth().GetHealthy(), HealthUnknown: s.GetHealth() == nil || s.GetHealth().GetUnknown(),
 					HealthMessage: s.GetHealth().GetLastMessage(),
-				})
+				}
+				if events := s.GetEvents().GetEvents(); len(events) > 0 {
+					svc.LastEvent = events[len(events)-1].GetMsg()
+				}
+				out = append(out, svc)
 			}
 		}
 		return nil

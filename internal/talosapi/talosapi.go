@@ -111,6 +111,9 @@ type Service struct {
 	HealthUnknown bool
 	// HealthMessage is the last message of the health check.
 	HealthMessage string
+	// LastEvent is the message of the service's last event: why it
+	// failed, for a Failed one ("Failed to run pre stage: ...").
+	LastEvent string
 }
 
 // EtcdMember is one member of the etcd cluster.

@@ -3,7 +3,9 @@ package backup_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -340,4 +342,53 @@ func TestInClusterFreshness(t *testing.T) {
 	}
 	_, err := backup.InClusterFreshness("every day", snaps, newest)
 	require.ErrorContains(t, err, "unable to read backup.schedule")
+}
+
+// failingRestore is a control plane on which Talos took the snapshot and
+// the bootstrap, then failed to restore it: as machined does, it answered
+// the bootstrap at once, and its etcd service is Failed with the pre
+// stage's error; no etcd answers.
+type failingRestore struct{ bootstraps int }
+
+func (f *failingRestore) EtcdRecover(context.Context, string, io.Reader) error { return nil }
+func (f *failingRestore) Bootstrap(context.Context, string, bool) error {
+	f.bootstraps++
+	return nil
+}
+
+func (f *failingRestore) EtcdMemberList(context.Context, string) ([]talosapi.EtcdMember, error) {
+	return nil, errors.New("rpc error: code = Unavailable desc = etcd is not running")
+}
+
+func (f *failingRestore) ServiceList(context.Context, string) ([]talosapi.Service, error) {
+	return []talosapi.Service{{ID: "apid", State: "Running", Healthy: true}, {ID: "etcd", State: "Failed", HealthUnknown: true,
+		LastEvent: "Failed to run pre stage: error recovering from the snapshot: expected sha256 [1 2 3], got [4 5 6]"}}, nil
+}
+func (f *failingRestore) Version(context.Context, string) (string, error) { return "v1.12.4", nil }
+
+// A snapshot Talos cannot restore fails the recovery at once, with Talos's
+// reason and what to do, instead of waiting 30 minutes for members that
+// never come.
+func TestARecoveryStopsWhenEtcdFailsToRestore(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	a := talosapitest.Start(t, talosapitest.Topology(1, 0, talosapitest.DefaultVersion, 0)...)
+	a.SetEtcdKeys(etcdKeys)
+	id, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	store, _ := fileStore(t)
+	res, err := backup.Take(ctx, source(a), client(t, a), store, backup.Options{Recipients: []age.Recipient{id.Recipient()}, Keep: backupstore.Policy{Last: 7}, Log: io.Discard})
+	require.NoError(t, err)
+	x, err := backup.Extract(ctx, store, res.Name, []age.Identity{id}, t.TempDir())
+	require.NoError(t, err)
+
+	api := &failingRestore{}
+	start := time.Now()
+	_, err = backup.Recover(ctx, api, x, backup.Target{Cluster: "lab", TalosVersion: "v1.12.4", ControlPlanes: []string{"10.5.0.10"}}, io.Discard, time.Second)
+	require.ErrorIs(t, err, backup.ErrEtcdFailed)
+	assert.Contains(t, err.Error(), "expected sha256", "Talos's reason")
+	assert.Contains(t, err.Error(), "reset --system-labels-to-wipe EPHEMERAL", "what to do")
+	assert.Less(t, time.Since(start), 5*time.Second, "at once, not after the join timeout")
+	assert.Equal(t, 1, api.bootstraps)
 }

@@ -31,8 +31,15 @@ type Recoverer interface {
 	EtcdRecover(ctx context.Context, node string, snapshot io.Reader) error
 	Bootstrap(ctx context.Context, node string, recoverEtcd bool) error
 	EtcdMemberList(ctx context.Context, node string) ([]talosapi.EtcdMember, error)
+	ServiceList(ctx context.Context, node string) ([]talosapi.Service, error)
 	Version(ctx context.Context, node string) (string, error)
 }
+
+// ErrEtcdFailed means etcd did not start from the uploaded snapshot: Talos
+// answers the bootstrap at once and restores the snapshot later, in the
+// etcd service's pre stage (machined's etcd service, recoverFromSnapshot),
+// so a snapshot it cannot restore shows only as the service Failed.
+var ErrEtcdFailed = errors.New("etcd failed to start from the snapshot")
 
 // Target is the cluster a backup is recovered into.
 type Target struct {
@@ -145,9 +152,15 @@ func RecoverWith(ctx context.Context, api Recoverer, x Extracted, t Target, logw
 		Interval: pollInterval, Timeout: joinTimeout,
 		Report: func(msg string) { _, _ = fmt.Fprintln(logw, msg) }, Every: progressEvery,
 	}
+	var failed error
 	err = wait.Until(ctx, func(ctx context.Context) (bool, error) {
 		list, err := api.EtcdMemberList(ctx, first)
 		if err != nil {
+			// No etcd answers yet: still restoring, or failed for good.
+			if f := etcdFailure(ctx, api, first); f != nil {
+				failed = f
+				return true, nil
+			}
 			return false, err
 		}
 		members = members[:0]
@@ -159,6 +172,9 @@ func RecoverWith(ctx context.Context, api Recoverer, x Extracted, t Target, logw
 		}
 		return false, fmt.Errorf("%d of %d members: %s", len(list), len(want), strings.Join(members, ", "))
 	})
+	if err == nil {
+		err = failed
+	}
 	if err != nil {
 		return Recovered{Members: members}, fmt.Errorf("unable to recover etcd: %w", err)
 	}
@@ -168,6 +184,30 @@ func RecoverWith(ctx context.Context, api Recoverer, x Extracted, t Target, logw
 	}
 	slices.Sort(members)
 	return Recovered{Members: members, TalosVersion: version, Took: time.Since(start)}, nil
+}
+
+// etcdFailure is the failure of the etcd service of node, nil while it is
+// not Failed (or unknown).
+func etcdFailure(ctx context.Context, api Recoverer, node string) error {
+	svcs, err := api.ServiceList(ctx, node)
+	if err != nil {
+		return nil
+	}
+	for _, s := range svcs {
+		if s.ID == "etcd" && s.State == "Failed" {
+			return EtcdFailed(node, s.LastEvent)
+		}
+	}
+	return nil
+}
+
+// EtcdFailed is the error of a node whose etcd service is Failed, with the
+// service's last event. A failed service stays so until the node reboots,
+// and Talos keeps what a failed restore wrote, refusing the next bootstrap
+// until the node's EPHEMERAL is wiped: the error says how.
+func EtcdFailed(node, lastEvent string) error {
+	return fmt.Errorf("%w on %s (%s): Talos keeps what the restore wrote; wipe its EPHEMERAL partition (talosctl -n %s reset --system-labels-to-wipe EPHEMERAL --reboot --graceful=false), then run make restore again",
+		ErrEtcdFailed, node, lastEvent, node)
 }
 
 // startRecovery uploads the snapshot to first (from its start at each

@@ -239,7 +239,7 @@ func Run(ctx context.Context, req Request, env Env) (Result, error) {
 
 	running, err := etcdRuns(ctx, api, req.Target.ControlPlanes, env)
 	if err != nil {
-		return res, err
+		return res, endJournal(env, err)
 	}
 	if len(running) > 0 && req.ResetControlPlanes {
 		if err := resetControlPlanes(ctx, api, req.Target.ControlPlanes, env, m); err != nil {
@@ -271,7 +271,7 @@ func Run(ctx context.Context, req Request, env Env) (Result, error) {
 			},
 		})
 		if err != nil {
-			return res, err
+			return res, endJournal(env, err)
 		}
 		res.Recovered = rec
 		logf("etcd recovered in %s: members %s", rec.Took.Round(time.Millisecond), strings.Join(rec.Members, ", "))
@@ -319,14 +319,27 @@ func sameCA(m backup.Manifest, talosconfig string) error {
 	return nil
 }
 
+// endJournal removes the journal when err says etcd Failed: the recovery
+// the journal records is over, and the next run, once the node is wiped,
+// uploads the snapshot again instead of waiting for it.
+func endJournal(env Env, err error) error {
+	if !errors.Is(err, backup.ErrEtcdFailed) || env.Journal == "" {
+		return err
+	}
+	if rerr := os.Remove(env.Journal); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		return errors.Join(err, fmt.Errorf("unable to remove the restore's journal: %w", rerr))
+	}
+	return err
+}
+
 // etcdRuns waits until every control plane answers and says whether its
 // etcd service runs, and returns those where it does (or is stopping): a
 // recovery is only safe where none does, and only once every one waits for
 // a bootstrap (etcd Preparing, as Talos's disaster recovery requires). A
 // control plane that does not answer, has no etcd service yet, or whose
-// etcd is in any other state (Starting, Waiting, Failed, Finished) is
-// waited for, saying so every ProgressEvery: a recovery beside a live etcd
-// member would start a second cluster.
+// etcd is in any other state (Starting, Waiting, Finished) is waited for,
+// saying so every ProgressEvery: a recovery beside a live etcd member would
+// start a second cluster. A Failed etcd ends the wait (pollEtcd).
 func etcdRuns(ctx context.Context, api API, controlPlanes []string, env Env) ([]string, error) {
 	running, err := pollEtcd(ctx, api, controlPlanes, env,
 		fmt.Sprintf("every control plane (%s) to say whether its etcd runs", strings.Join(controlPlanes, ", ")),
@@ -357,6 +370,7 @@ func etcdRuns(ctx context.Context, api API, controlPlanes []string, env Env) ([]
 // ProgressEvery; it returns those judge found running.
 func pollEtcd(ctx context.Context, api API, controlPlanes []string, env Env, what string, judge func(state string) (running bool, awaited string)) ([]string, error) {
 	var running []string
+	var failed error
 	wait := progress.Poll{
 		What: what, Interval: pollInterval, Timeout: etcdTimeout,
 		Report: func(msg string) { _, _ = fmt.Fprintln(env.Log, msg) }, Every: env.ProgressEvery,
@@ -370,7 +384,14 @@ func pollEtcd(ctx context.Context, api API, controlPlanes []string, env Env, wha
 				undecided = append(undecided, fmt.Sprintf("%s: %v", cp, err))
 				continue
 			}
-			isRunning, awaited := judge(etcdState(services))
+			if svc := etcdService(services); svc.State == "Failed" {
+				// Talos does not restart an etcd whose pre stage
+				// failed (a restore that did not take) before the
+				// node reboots: waiting would wait for nothing.
+				failed = backup.EtcdFailed(cp, svc.LastEvent)
+				return true, nil
+			}
+			isRunning, awaited := judge(etcdService(services).State)
 			if awaited != "" {
 				undecided = append(undecided, cp+": "+awaited)
 			} else if isRunning {
@@ -382,18 +403,21 @@ func pollEtcd(ctx context.Context, api API, controlPlanes []string, env Env, wha
 		}
 		return true, nil
 	})
+	if err == nil {
+		err = failed
+	}
 	return running, err
 }
 
-// etcdState is the state of the etcd service among a node's services ("":
-// none, as before its first start).
-func etcdState(services []talosapi.Service) string {
+// etcdService is the etcd service among a node's services (its State ""
+// when there is none, as before its first start).
+func etcdService(services []talosapi.Service) talosapi.Service {
 	for _, s := range services {
 		if s.ID == "etcd" {
-			return s.State
+			return s
 		}
 	}
-	return ""
+	return talosapi.Service{}
 }
 
 // resetControlPlanes is the first step of Talos's disaster recovery of the

@@ -499,9 +499,12 @@ func TestRunCancelledDuringTheFirstUpRecoversNothing(t *testing.T) {
 
 // Talos's disaster recovery needs every control plane's etcd waiting for a
 // bootstrap, "Preparing" (issue 35, item A.4): a control plane with no etcd
-// service yet, or one Waiting (EPHEMERAL not mounted) or Failed, is waited
-// for, saying so, and nothing is sent; once every one prepares, the
-// recovery goes on.
+// service yet, or one Waiting (EPHEMERAL not mounted), is waited for,
+// saying so, and nothing is sent; once every one prepares, the recovery
+// goes on. A Failed etcd ends the run at once, saying how to wipe the
+// node: machined (talos v1.13.9, system.go and service_runner.go) leaves
+// a service whose pre stage failed Failed until the node reboots, so
+// waiting would wait for nothing.
 func TestRunRecoversOnlyWhenEveryControlPlanePrepares(t *testing.T) {
 	t.Parallel()
 	for _, state := range []string{"-", "Waiting", "Failed"} {
@@ -513,8 +516,14 @@ func TestRunRecoversOnlyWhenEveryControlPlanePrepares(t *testing.T) {
 			short, stop := context.WithTimeout(t.Context(), 2*time.Second)
 			defer stop()
 			_, err := restore.Run(short, w.req, w.env())
-			require.ErrorContains(t, err, "unable to tell whether etcd runs, nothing was recovered")
-			require.Contains(t, w.log.String(), "a recovery needs it Preparing")
+			if state == "Failed" {
+				require.ErrorIs(t, err, backup.ErrEtcdFailed)
+				require.ErrorContains(t, err, "reset --system-labels-to-wipe EPHEMERAL")
+				require.NoError(t, short.Err(), "at once")
+			} else {
+				require.ErrorContains(t, err, "unable to tell whether etcd runs, nothing was recovered")
+				require.Contains(t, w.log.String(), "a recovery needs it Preparing")
+			}
 			w.nothingRecovered(t)
 
 			w.fresh.Node(cps[2]).SetEtcdServiceState("")
@@ -634,4 +643,31 @@ func TestRunResetsTheControlPlanesOnlyWhenTheQuorumIsLost(t *testing.T) {
 	_, err = restore.Run(ctx, req, env)
 	require.ErrorContains(t, err, "has a leader: the quorum holds, so nothing is reset")
 	require.Len(t, w.fresh.Events("wipe"), 3, "no second reset")
+}
+
+// A recovery Talos took and then failed (its etcd service Failed after the
+// bootstrap, as machined leaves it when the snapshot does not restore):
+// the run stops at once with the reason and removes the journal, so that
+// the next run, once the node is wiped, uploads the snapshot again instead
+// of waiting for a recovery that is over.
+func TestARecoveryTalosFailedEndsItsJournal(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	env := w.env()
+	env.Journal = filepath.Join(t.TempDir(), ".access", testStack, "restore-recovery.json")
+	first := w.fresh.IPs(talosapitest.ControlPlane)[0]
+	require.NoError(t, os.MkdirAll(filepath.Dir(env.Journal), 0o700))
+	b, err := json.Marshal(map[string]any{
+		"stack": testStack, "node": first, "backup": w.x.Manifest.Created, "snapshotSha256": w.x.Manifest.Snapshot.SHA256, "started": time.Now().UTC(),
+	})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(env.Journal, b, 0o600))
+	w.fresh.Node(first).SetEtcdServiceState("Failed")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err = restore.Run(ctx, w.req, env)
+	require.ErrorIs(t, err, backup.ErrEtcdFailed, w.log.String())
+	require.NoFileExists(t, env.Journal, "that recovery is over")
+	w.nothingRecovered(t)
 }

@@ -39,8 +39,6 @@
 package talosapitest
 
 import (
-	"crypto/tls"
-	stdx509 "crypto/x509"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -54,6 +52,7 @@ import (
 
 	sx509 "github.com/siderolabs/crypto/x509"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	"go.yaml.in/yaml/v4"
@@ -124,6 +123,14 @@ type NodeSpec struct {
 	// Disks are the machine's disks, for the user volumes an applied
 	// config asks for (see Node.Mounts); none: no volume is ever mounted.
 	Disks []Disk
+	// Listen is the address its API listens on (default: a loopback
+	// port of the kernel's choice), e.g. "127.0.77.11:50000" for a
+	// client that dials the node's own address, as the Talos provider
+	// does.
+	Listen string
+	// Maintenance starts it as a machine booted from the ISO, before its
+	// config (see maintenance.go).
+	Maintenance bool
 }
 
 // Topology returns specs for a cluster of control planes (10.5.0.11,
@@ -193,6 +200,15 @@ type Cluster struct {
 	// bootstrapMu makes the bootstraps of a real etcd one at a time: one
 	// restores and starts etcd without c.mu held.
 	bootstrapMu sync.Mutex
+	// adopted is the OS CA certificate taken from the first control plane
+	// config a node in maintenance mode got (ca is then its CA); nil
+	// until then.
+	adopted []byte
+	// kubeCluster is the cluster section of that config: the Kubeconfig
+	// call generates an admin kubeconfig from it, as Talos does, unless
+	// a test set one (kubeconfigSet).
+	kubeCluster   config.ClusterConfig
+	kubeconfigSet bool
 }
 
 type member struct {
@@ -260,31 +276,21 @@ func (c *Cluster) add(s NodeSpec) {
 	if s.Services == nil {
 		s.Services = defaultServices(s.Role)
 	}
-	kp, err := sx509.NewKeyPair(c.ca,
-		sx509.CommonName(s.Hostname),
-		sx509.IPAddresses([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(s.IP)}),
-		sx509.DNSNames([]string{s.Hostname}),
-		sx509.NotBefore(time.Now().Add(-time.Hour)),
-		sx509.NotAfter(time.Now().Add(24*time.Hour)),
-		sx509.KeyUsage(stdx509.KeyUsageDigitalSignature),
-		sx509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}),
-	)
-	if err != nil {
-		c.t.Fatalf("talosapitest: server certificate of %s: %v", s.IP, err)
-	}
-	pool := stdx509.NewCertPool()
-	pool.AppendCertsFromPEM(c.bundle.Certs.OS.Crt)
 	n := &Node{
-		c: c, spec: s,
-		tlsConfig: &tls.Config{
-			Certificates: []tls.Certificate{*kp.Certificate},
-			ClientCAs:    pool, ClientAuth: tls.RequireAndVerifyClientCert,
-			MinVersion: tls.VersionTLS13,
-		},
+		c: c, spec: s, addr: s.Listen, maintenance: s.Maintenance,
 		state: stateUp, version: s.Version, pending: s.Version,
 		bootTime:      time.Now().Add(-time.Hour).Truncate(time.Second),
 		etcdUnhealthy: s.EtcdUnhealthy, neverReturns: s.NeverReturns,
 		svcProblem: map[string]string{},
+	}
+	var err error
+	if s.Maintenance {
+		n.tlsConfig, err = maintenanceTLS(s.IP)
+	} else {
+		n.tlsConfig, err = c.serverTLS(s)
+	}
+	if err != nil {
+		c.t.Fatalf("talosapitest: server certificate of %s: %v", s.IP, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -293,7 +299,7 @@ func (c *Cluster) add(s NodeSpec) {
 	}
 	c.nodes = append(c.nodes, n)
 	c.byIP[s.IP] = n
-	if s.Role == ControlPlane && c.bootstrapped {
+	if s.Role == ControlPlane && c.bootstrapped && !s.Maintenance {
 		c.join(n)
 	}
 }
@@ -441,6 +447,7 @@ func (c *Cluster) SetKubeconfig(data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.kubeconfig = slices.Clone(data)
+	c.kubeconfigSet = true
 }
 
 // Node returns the node with that IP, or nil.

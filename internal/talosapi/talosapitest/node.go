@@ -16,6 +16,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/api/storage"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -69,6 +70,10 @@ type Node struct {
 	// etcdState, when set, is the etcd service's state ServiceList gives
 	// ("-" for no etcd service at all), whatever the node's etcd does.
 	etcdState string
+	// maintenance: booted from the ISO, waiting for its config;
+	// installed: it took one in maintenance mode (its certificate is then
+	// made at each boot, from the cluster's OS CA).
+	maintenance, installed bool
 	// notReady counts the EtcdRecover and Bootstrap calls still answered
 	// FailedPrecondition, as Talos answers them until EPHEMERAL is mounted
 	// and the CRI is up.
@@ -202,6 +207,7 @@ func (n *Node) listen() error {
 	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(n.tlsConfig)),
 		grpc.UnaryInterceptor(n.intercept), grpc.StreamInterceptor(n.interceptStream))
 	machine.RegisterMachineServiceServer(srv, &server{n: n})
+	storage.RegisterStorageServiceServer(srv, &storageServer{n: n})
 	n.srv, n.lis = srv, l
 	go func() { _ = srv.Serve(l) }()
 	return nil
@@ -330,6 +336,20 @@ func (n *Node) comeUp(gen int) {
 		return
 	}
 	n.closeHole()
+	if n.installed {
+		if n.c.adopted == nil {
+			// A worker's certificate comes from a control plane: none
+			// has its config yet.
+			n.timer = time.AfterFunc(50*time.Millisecond, func() { n.comeUp(gen) })
+			return
+		}
+		cfg, err := n.c.serverTLS(n.spec)
+		if err != nil {
+			n.c.record(n.spec.IP, "error", "certificate: "+err.Error())
+			return
+		}
+		n.tlsConfig = cfg
+	}
 	if err := n.listen(); err != nil {
 		n.c.record(n.spec.IP, "error", "listen: "+err.Error())
 		return
@@ -411,10 +431,16 @@ func (n *Node) interceptStream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 func (n *Node) admit(ctx context.Context, call, args string) (int, error) {
 	n.c.mu.Lock()
 	idx := n.c.record(n.spec.IP, call, args)
-	down := n.state == stateDown
+	down, maintenance := n.state == stateDown, n.maintenance
 	n.c.mu.Unlock()
 	if down {
 		return idx, status.Error(codes.Unavailable, "node is rebooting")
+	}
+	if maintenance {
+		if !maintenanceCalls[call] {
+			return idx, status.Errorf(codes.Unimplemented, "%s is not implemented in maintenance mode", call)
+		}
+		return idx, nil
 	}
 	return idx, authorize(ctx, call)
 }
@@ -613,8 +639,18 @@ func (s *server) ApplyConfiguration(_ context.Context, in *machine.ApplyConfigur
 		unlock()
 		return nil, status.Error(codes.FailedPrecondition, errRebootInProgress.Error())
 	}
-	onApply, needsReboot := n.c.onApply, n.c.needsReboot
+	onApply, needsReboot, maintenance := n.c.onApply, n.c.needsReboot, n.maintenance
 	unlock()
+	if maintenance && !in.GetDryRun() {
+		if _, err := s.applyInMaintenance(in.GetData()); err != nil {
+			return nil, err
+		}
+		if onApply != nil {
+			onApply(n.spec.IP, in.GetData())
+		}
+		return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{Metadata: s.meta(), Mode: machine.ApplyConfigurationRequest_REBOOT,
+			ModeDetails: "Applied configuration with a reboot"}}}, nil
+	}
 	if in.GetDryRun() {
 		// What Talos answers in mode auto: the mode it would apply in.
 		mode := machine.ApplyConfigurationRequest_NO_REBOOT
@@ -801,7 +837,17 @@ func (s *server) Kubeconfig(_ *emptypb.Empty, stream grpc.ServerStreamingServer[
 	}
 	s.n.c.mu.Lock()
 	data := bytes.Clone(s.n.c.kubeconfig)
+	cl := s.n.c.kubeCluster
+	if s.n.c.kubeconfigSet {
+		cl = nil
+	}
 	s.n.c.mu.Unlock()
+	if cl != nil {
+		var err error
+		if data, err = adminKubeconfig(cl); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+	}
 
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)

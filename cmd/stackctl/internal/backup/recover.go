@@ -156,10 +156,10 @@ func RecoverWith(ctx context.Context, api Recoverer, x Extracted, t Target, logw
 	err = wait.Until(ctx, func(ctx context.Context) (bool, error) {
 		list, err := api.EtcdMemberList(ctx, first)
 		if err != nil {
-			// No etcd answers yet: still restoring, or failed for good.
-			if f := etcdFailure(ctx, api, first); f != nil {
-				failed = f
-				return true, nil
+			// No etcd answers yet: still restoring, or failed for good
+			// (the wait ends, its outcome in failed).
+			if failed = etcdFailure(ctx, api, first); failed != nil {
+				return true, nil //nolint:nilerr // the failure is in failed
 			}
 			return false, err
 		}
@@ -191,7 +191,7 @@ func RecoverWith(ctx context.Context, api Recoverer, x Extracted, t Target, logw
 func etcdFailure(ctx context.Context, api Recoverer, node string) error {
 	svcs, err := api.ServiceList(ctx, node)
 	if err != nil {
-		return nil
+		return nil //nolint:nilerr // unknown: the wait goes on, as for a node that does not answer
 	}
 	for _, s := range svcs {
 		if s.ID == "etcd" && s.State == "Failed" {

@@ -1,0 +1,188 @@
+package talosapitest
+
+import (
+	"context"
+	"crypto/tls"
+	stdx509 "crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"time"
+
+	sx509 "github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/api/storage"
+	"github.com/siderolabs/talos/pkg/machinery/config/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// A node started with NodeSpec.Maintenance is a machine booted from the
+// Talos ISO before its config: as Talos's maintenance service serves it
+// (machined's maintenance mode, talos v1.13.9), apid answers over TLS with
+// a self-signed certificate and asks for no client certificate, and only
+// what a machine without a config can do: ApplyConfiguration, Version and
+// the storage service's Disks (which the Talos provider calls to tell
+// maintenance mode from a configured node). The first applied config is
+// the machine's: the node installs and reboots (RebootLatency), and comes
+// back configured, its API then served with a certificate of the config's
+// OS CA and verifying clients against it, as apid does.
+//
+// The cluster adopts the OS CA of the first control plane config applied
+// (its certificate and key: a worker's config has no key, its certificate
+// comes from a control plane's trustd), so a worker comes back only once a
+// control plane's config is in; a config of another CA is refused.
+
+// maintenanceCalls are what the fake answers in maintenance mode.
+var maintenanceCalls = map[string]bool{"ApplyConfiguration": true, "Version": true, "Disks": true}
+
+// maintenanceTLS is the self-signed, no-client-certificate TLS of a node
+// in maintenance mode.
+func maintenanceTLS(ip string) (*tls.Config, error) {
+	ca, err := sx509.NewSelfSignedCertificateAuthority(sx509.ECDSA(true))
+	if err != nil {
+		return nil, err
+	}
+	kp, err := sx509.NewKeyPair(ca,
+		sx509.IPAddresses([]net.IP{net.ParseIP(ip), net.ParseIP("127.0.0.1")}),
+		sx509.NotAfter(time.Now().Add(24*time.Hour)),
+		sx509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{*kp.Certificate}, ClientAuth: tls.NoClientCert, MinVersion: tls.VersionTLS13}, nil
+}
+
+// serverTLS is the TLS of a configured node: a certificate of the
+// cluster's OS CA, clients verified against it (c.mu held).
+func (c *Cluster) serverTLS(s NodeSpec) (*tls.Config, error) {
+	kp, err := sx509.NewKeyPair(c.ca,
+		sx509.CommonName(s.Hostname),
+		sx509.IPAddresses([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(s.IP)}),
+		sx509.DNSNames([]string{s.Hostname}),
+		sx509.NotBefore(time.Now().Add(-time.Hour)),
+		sx509.NotAfter(time.Now().Add(24*time.Hour)),
+		sx509.KeyUsage(stdx509.KeyUsageDigitalSignature),
+		sx509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}),
+	)
+	if err != nil {
+		return nil, err
+	}
+	pool := stdx509.NewCertPool()
+	pool.AddCert(c.ca.Crt)
+	return &tls.Config{
+		Certificates: []tls.Certificate{*kp.Certificate},
+		ClientCAs:    pool, ClientAuth: tls.RequireAndVerifyClientCert,
+		MinVersion: tls.VersionTLS13,
+	}, nil
+}
+
+// InMaintenance reports whether the node still waits for its config.
+func (n *Node) InMaintenance() bool {
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	return n.maintenance
+}
+
+// applyInMaintenance takes a node's first config: the OS CA is checked
+// (or adopted, from a control plane's), and the node installs and reboots
+// into it.
+func (s *server) applyInMaintenance(data []byte) (*emptypb.Empty, error) {
+	cfg, err := configloader.NewFromBytes(data)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "failed to parse config: %v", err)
+	}
+	osCA := cfg.Machine().Security().IssuingCA()
+	if osCA == nil || len(osCA.Crt) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "config has no machine.ca")
+	}
+	n := s.n
+	n.c.mu.Lock()
+	defer n.c.mu.Unlock()
+	if n.c.adopted == nil && len(osCA.Key) > 0 {
+		ca, err := sx509.NewCertificateAuthorityFromCertificateAndKey(osCA)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "machine.ca: %v", err)
+		}
+		n.c.adopted, n.c.ca = osCA.Crt, ca
+		if cfg.Cluster().IssuingCA() != nil {
+			n.c.kubeCluster = cfg.Cluster()
+		}
+	}
+	if n.c.adopted != nil && string(n.c.adopted) != string(osCA.Crt) {
+		return nil, status.Error(codes.InvalidArgument, "machine.ca is not the cluster's")
+	}
+	n.maintenance = false
+	n.installed = true
+	// Talos installs to disk, then reboots into the config.
+	n.scheduleReboot("install", n.version, n.spec.RebootLatency)
+	return &emptypb.Empty{}, nil
+}
+
+// storageServer answers the storage service's Disks: one virtio disk.
+type storageServer struct {
+	storage.UnimplementedStorageServiceServer
+	n *Node
+}
+
+func (s *storageServer) Disks(context.Context, *emptypb.Empty) (*storage.DisksResponse, error) {
+	return &storage.DisksResponse{Messages: []*storage.Disks{{Disks: []*storage.Disk{
+		{DeviceName: "/dev/sda", Model: "QEMU HARDDISK", Size: 20 << 30, Type: storage.Disk_HDD, BusPath: "/pci0000:00/0000:00:05.0/virtio2/host2/target2:0:0/2:0:0:0/"},
+	}}}}, nil
+}
+
+// adminKubeconfig is the admin kubeconfig Talos's Kubeconfig call gives
+// (talos v1.13.9, pkg/kubeconfig GenerateAdmin): a fresh client
+// certificate of the cluster's Kubernetes CA with the admin kubeconfig's
+// name, organization and lifetime, for the cluster endpoint, trusting the
+// accepted CAs and the issuing one; laid out as client-go's clientcmd
+// writes it.
+func adminKubeconfig(cl config.ClusterConfig) ([]byte, error) {
+	ca, err := sx509.NewCertificateAuthorityFromCertificateAndKey(cl.IssuingCA())
+	if err != nil {
+		return nil, fmt.Errorf("unable to load the Kubernetes CA: %w", err)
+	}
+	admin := cl.AdminKubeconfig()
+	kp, err := sx509.NewKeyPair(ca,
+		sx509.CommonName(admin.CommonName()),
+		sx509.Organization(admin.CertOrganization()),
+		sx509.NotBefore(time.Now().Add(-10*time.Second)),
+		sx509.NotAfter(time.Now().Add(admin.CertLifetime())),
+		sx509.KeyUsage(stdx509.KeyUsageDigitalSignature|stdx509.KeyUsageKeyEncipherment),
+		sx509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("unable to issue the admin certificate: %w", err)
+	}
+	pem := sx509.NewCertificateAndKeyFromKeyPair(kp)
+	var cas []byte
+	for _, a := range cl.AcceptedCAs() {
+		cas = append(cas, a.Crt...)
+	}
+	cas = append(cas, cl.IssuingCA().Crt...)
+	b64 := base64.StdEncoding.EncodeToString
+	name := cl.Name()
+	return fmt.Appendf(nil, `apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority-data: %s
+    server: %s
+  name: %s
+contexts:
+- context:
+    cluster: %s
+    namespace: default
+    user: admin@%s
+  name: admin@%s
+current-context: admin@%s
+kind: Config
+preferences: {}
+users:
+- name: admin@%s
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+`, b64(cas), cl.Endpoint().String(), name, name, name, name, name, name, b64(pem.Crt), b64(pem.Key)), nil
+}

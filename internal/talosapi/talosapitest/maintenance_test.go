@@ -1,0 +1,78 @@
+package talosapitest_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"regexp"
+	"testing"
+	"time"
+
+	sx509 "github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	mtype "github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+)
+
+// A node booted from the ISO answers without a client certificate, and
+// only what a machine without a config can do; its first config installs
+// it, after which it serves with the config's OS CA and refuses a client
+// without a certificate, and its Kubeconfig is an admin kubeconfig of the
+// config's Kubernetes CA for the config's endpoint.
+func TestAMachineInMaintenanceTakesItsConfig(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.StartFresh(t, talosapitest.NodeSpec{IP: "10.5.0.11", Hostname: "cp-1", Role: talosapitest.ControlPlane, Maintenance: true, RebootLatency: reboot})
+	ctx := ctxT(t)
+	insecure, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), //nolint:gosec // maintenance mode, as the Talos provider connects
+		client.WithEndpoints(c.Address("10.5.0.11")))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = insecure.Close() })
+	_, err = insecure.Disks(ctx)
+	require.NoError(t, err, "Disks answers in maintenance mode")
+	_, err = insecure.ServiceList(ctx)
+	assert.Equal(t, codes.Unimplemented, status.Code(err), "nothing a configured node does")
+
+	b := talosapitest.Bundle(t)
+	in, err := generate.NewInput("lab", "https://10.5.0.10:6443", "1.34.1", generate.WithSecretsBundle(b))
+	require.NoError(t, err)
+	cfg, err := in.Config(mtype.TypeControlPlane)
+	require.NoError(t, err)
+	data, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	require.NoError(t, err)
+	_, err = insecure.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data, Mode: machine.ApplyConfigurationRequest_AUTO})
+	require.NoError(t, err)
+
+	n := c.Node("10.5.0.11")
+	assert.False(t, n.InMaintenance())
+	require.Eventually(t, func() bool { return n.Up() && n.Boots() == 1 }, 5*time.Second, 10*time.Millisecond, "installed and rebooted")
+	_, err = insecure.Disks(ctx)
+	require.Error(t, err, "no client certificate, no answer")
+
+	api := connect(t, c) // the bundle's admin certificate: the config's OS CA
+	_, err = api.ServiceList(ctx, "10.5.0.11")
+	require.NoError(t, err)
+	kc, err := api.Kubeconfig(ctx, "10.5.0.11")
+	require.NoError(t, err)
+	assert.Contains(t, string(kc), "server: https://10.5.0.10:6443")
+	m := regexp.MustCompile(`client-certificate-data: (\S+)`).FindSubmatch(kc)
+	require.NotNil(t, m)
+	der, err := base64.StdEncoding.DecodeString(string(m[1]))
+	require.NoError(t, err)
+	block, _ := pem.Decode(der)
+	require.NotNil(t, block)
+	crt, err := x509.ParseCertificate(block.Bytes)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"system:masters"}, crt.Subject.Organization)
+	kubeCA, err := sx509.NewCertificateAuthorityFromCertificateAndKey(b.Certs.K8s)
+	require.NoError(t, err)
+	require.NoError(t, crt.CheckSignatureFrom(kubeCA.Crt), "issued by the config's Kubernetes CA")
+}

@@ -1,6 +1,7 @@
 package kubeapitest
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,14 +18,15 @@ const mastersGroup = "system:masters"
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /version", s.getVersion)
-	mux.HandleFunc("GET /api/v1/nodes", s.admin(s.listNodes))
-	mux.HandleFunc("GET /api/v1/nodes/{name}", s.admin(s.getNode))
-	mux.HandleFunc("PATCH /api/v1/nodes/{name}", s.admin(s.patchNode))
-	mux.HandleFunc("DELETE /api/v1/nodes/{name}", s.admin(s.deleteNode))
-	mux.HandleFunc("GET /api/v1/pods", s.admin(s.listPods))
-	mux.HandleFunc("GET /api/v1/persistentvolumes", s.admin(s.listPersistentVolumes))
-	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.admin(s.getPod))
-	mux.HandleFunc("POST /api/v1/namespaces/{ns}/pods/{name}/eviction", s.admin(s.evict))
+	mux.HandleFunc("GET /readyz", s.getReadyz)
+	mux.HandleFunc("GET /api/v1/nodes", s.admin(access{"list", "nodes", ""}, s.listNodes))
+	mux.HandleFunc("GET /api/v1/nodes/{name}", s.admin(access{"get", "nodes", ""}, s.getNode))
+	mux.HandleFunc("PATCH /api/v1/nodes/{name}", s.admin(access{"patch", "nodes", ""}, s.patchNode))
+	mux.HandleFunc("DELETE /api/v1/nodes/{name}", s.admin(access{"delete", "nodes", ""}, s.deleteNode))
+	mux.HandleFunc("GET /api/v1/pods", s.admin(access{"list", "pods", ""}, s.listPods))
+	mux.HandleFunc("GET /api/v1/persistentvolumes", s.admin(access{"list", "persistentvolumes", ""}, s.listPersistentVolumes))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.admin(access{"get", "pods", ""}, s.getPod))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/pods/{name}/eviction", s.admin(access{"create", "pods", "eviction"}, s.evict))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("the server could not find the requested resource (%s %s)", r.Method, r.URL.Path), nil)
 	})
@@ -39,22 +41,47 @@ func (s *Server) routes() http.Handler {
 			case <-time.After(latency):
 			}
 		}
+		// Authentication comes before everything, whatever the path, as
+		// the API server's filter chain has it.
+		if !s.authenticated(r) {
+			writeStatus(w, http.StatusUnauthorized, "Unauthorized", "Unauthorized", nil)
+			return
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
 
+// authenticated says whether the request carries a client certificate of
+// the CA for client authentication, as k8s.io/apiserver's x509
+// authenticator checks it. The API server of a Talos cluster takes no
+// anonymous request (--anonymous-auth=false): without one, it answers 401.
+func (s *Server) authenticated(r *http.Request) bool {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return false
+	}
+	intermediates := x509.NewCertPool()
+	for _, c := range r.TLS.PeerCertificates[1:] {
+		intermediates.AddCert(c)
+	}
+	_, err := r.TLS.PeerCertificates[0].Verify(x509.VerifyOptions{
+		Roots: s.clientCAs, Intermediates: intermediates, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	return err == nil
+}
+
+// access is what RBAC is asked about a request (k8s.io/apiserver's
+// authorizer.Attributes), besides the namespace and name of the path.
+type access struct {
+	verb, resource, subresource string
+}
+
 // admin lets only a client certificate of group system:masters through,
 // answering others as RBAC does.
-func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) admin(a access, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-			writeStatus(w, http.StatusUnauthorized, "Unauthorized", "Unauthorized", nil)
-			return
-		}
-		subject := r.TLS.PeerCertificates[0].Subject
+		subject := r.TLS.PeerCertificates[0].Subject // authenticated by routes
 		if !slices.Contains(subject.Organization, mastersGroup) {
-			writeStatus(w, http.StatusForbidden, "Forbidden",
-				fmt.Sprintf("User %q cannot %s %s", subject.CommonName, strings.ToLower(r.Method), r.URL.Path), nil)
+			forbidden(w, subject.CommonName, a, r.PathValue("ns"), r.PathValue("name"))
 			return
 		}
 		s.mu.Lock()
@@ -62,6 +89,38 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 		s.settle(time.Now())
 		h(w, r)
 	}
+}
+
+// forbidden answers as the API server refuses a request its authorizers do
+// not allow: the message of handlers/responsewriters's forbiddenMessage
+// inside apierrors.NewForbidden's, e.g. `nodes "worker-1" is forbidden:
+// User "viewer" cannot patch resource "nodes" in API group "" at the
+// cluster scope`.
+func forbidden(w http.ResponseWriter, user string, a access, namespace, name string) {
+	resource := a.resource
+	if a.subresource != "" {
+		resource += "/" + a.subresource
+	}
+	why := fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", user, a.verb, resource, "")
+	if namespace != "" {
+		why = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", user, a.verb, resource, "", namespace)
+	}
+	msg := fmt.Sprintf("%s is forbidden: %s", a.resource, why)
+	if name != "" {
+		msg = fmt.Sprintf("%s %q is forbidden: %s", a.resource, name, why)
+	}
+	writeJSON(w, http.StatusForbidden, map[string]any{
+		"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
+		"status": "Failure", "message": msg, "reason": "Forbidden", "code": http.StatusForbidden,
+		"details": map[string]any{"name": name, "kind": a.resource},
+	})
+}
+
+// getReadyz answers as a ready API server: every check passes.
+func (s *Server) getReadyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = io.WriteString(w, "ok") //nolint:errcheck // the client went away
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, _ *http.Request) {
@@ -204,9 +263,14 @@ func (s *Server) evict(w http.ResponseWriter, r *http.Request) {
 		notFound(w, "pods", name)
 		return
 	}
-	// The API evicts a terminating pod without asking its budget.
+	// The API evicts a pod that is terminating or not Running without
+	// asking its budget (eviction.go's canIgnorePDB), and one that is not
+	// Ready while the budget is met (its default
+	// unhealthyPodEvictionPolicy, IfHealthyBudget): the fake's budget
+	// always reports 1 healthy pod of 1 desired.
 	if p.deletedAt.IsZero() {
-		if p.blocks == Forever || p.blocks > 0 {
+		guarded := p.spec.Phase == "Running" && !p.spec.NotReady
+		if guarded && (p.blocks == Forever || p.blocks > 0) {
 			if p.blocks > 0 {
 				p.blocks--
 			}

@@ -1,27 +1,47 @@
 // Package kubeapitest is a fake Kubernetes API server for tests: HTTPS on
-// loopback that requires a client certificate from its own CA (made at
+// loopback that authenticates client certificates of its own CA (made at
 // start, ECDSA P-256), authorizes only the group system:masters (as RBAC
 // binds cluster-admin), and serves the calls of package kubeapi from an
-// in-memory set of nodes and pods:
+// in-memory set of nodes, pods and persistent volumes:
 //
 //	GET    /version
+//	GET    /readyz
 //	GET    /api/v1/nodes
 //	GET    /api/v1/nodes/{name}
 //	PATCH  /api/v1/nodes/{name}              (merge patch of spec.unschedulable)
 //	DELETE /api/v1/nodes/{name}
 //	GET    /api/v1/pods?fieldSelector=spec.nodeName=...
+//	GET    /api/v1/persistentvolumes
 //	GET    /api/v1/namespaces/{ns}/pods/{name}
 //	POST   /api/v1/namespaces/{ns}/pods/{name}/eviction
 //
+// It is written from kube-apiserver v1.35's source, set up as Talos sets up
+// a control plane's (--anonymous-auth=false, --authorization-mode=Node,RBAC):
+// a request without a client certificate of the CA is answered 401
+// (k8s.io/apiserver's x509 authenticator), one of a user outside
+// system:masters 403 with RBAC's message (handlers/responsewriters's
+// forbiddenMessage) but for /version and /readyz, which RBAC's
+// system:public-info-viewer role lets every user read; lists are in the
+// order of their etcd keys (by namespace and name); evictions follow
+// pkg/registry/core/pod/storage/eviction.go. The agreement test
+// (internal/kubeapi/agreement_e2e_test.go, `make e2e-kube`) holds it to the
+// real kube-apiserver (kubeapitest/realapiserver) for every call of package
+// kubeapi.
+//
 // Errors are Kubernetes Status objects. An eviction is refused with 429, as
-// a PodDisruptionBudget refuses it, as often as the pod's spec says; an
-// evicted pod lingers (terminating) for its TerminationDelay, measured on
-// the clock when it is next looked at: nothing runs in the background. A
-// pod on a NotReady node stays terminating for as long as its node is
-// NotReady, as it does when the node's kubelet is gone: only the kubelet
-// confirms that a pod's containers have stopped. Deleting a Node deletes
-// the pods bound to it, as the pod garbage collector does with the pods of
-// a Node that is gone.
+// a PodDisruptionBudget refuses it, as often as the pod's spec says, but
+// for a pod that is not Running (Pending, Succeeded, Failed) or already
+// terminating, which the API evicts without asking its budget, and a pod
+// that is not Ready, which its budget (1 healthy pod of 1 desired: met)
+// lets go, as the API does by default (unhealthyPodEvictionPolicy
+// IfHealthyBudget); an evicted pod lingers (terminating) for its
+// TerminationDelay, measured on the clock when it is next looked at:
+// nothing runs in the background. A pod on a NotReady node stays
+// terminating for as long as its node is NotReady, as it does when the
+// node's kubelet is gone: only the kubelet confirms that a pod's
+// containers have stopped. Deleting a Node deletes the pods bound to it,
+// as the pod garbage collector of kube-controller-manager does with the
+// pods of a Node that is gone (the real API server alone keeps them).
 //
 // Cordons, evictions and node deletions are recorded in an ordered event
 // log (Events) that tests assert on.
@@ -44,6 +64,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,6 +160,8 @@ type Server struct {
 	ca    *x509.Certificate
 	caKey *ecdsa.PrivateKey
 	caPEM []byte
+	// clientCAs verifies the client certificates (authenticate).
+	clientCAs *x509.CertPool
 
 	adminCert, adminKey []byte
 
@@ -170,14 +193,16 @@ func Start(t testing.TB) *Server {
 	s.adminCert, s.adminKey = s.IssueClientCert("admin", "system:masters")
 	cert, err := tls.X509KeyPair(serverCert, serverKey)
 	s.must(err)
-	pool := x509.NewCertPool()
-	pool.AddCert(s.ca)
+	s.clientCAs = x509.NewCertPool()
+	s.clientCAs.AddCert(s.ca)
 
 	s.srv = httptest.NewUnstartedServer(s.routes())
+	// As kube-apiserver (k8s.io/apiserver's secure serving): the handshake
+	// asks for a client certificate and takes any; the request is refused
+	// (401) when it has none the CA signed.
 	s.srv.TLS = &tls.Config{
 		Certificates: []tls.Certificate{cert},
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientAuth:   tls.RequestClientCert,
 		MinVersion:   tls.VersionTLS12,
 	}
 	// Handshakes refused on purpose are not worth a line on stderr.
@@ -214,7 +239,7 @@ func (s *Server) Kubeconfig() []byte {
 
 // KubeconfigFor returns a kubeconfig with a new client certificate of the
 // CA for user in groups. Only system:masters may do anything but read
-// /version.
+// /version and /readyz.
 func (s *Server) KubeconfigFor(user string, groups ...string) []byte {
 	cert, key := s.IssueClientCert(user, groups...)
 	return Kubeconfig(s.URL(), s.caPEM, cert, key)
@@ -247,16 +272,25 @@ current-context: admin@lab
 }
 
 // PersistentVolume is a PersistentVolume of the fake: a CSI volume and
-// its claim ("<namespace>/<name>", "" for none).
+// its claim ("<namespace>/<name>", "" for none). Phase defaults to
+// Pending, what the API server writes on create (the persistentvolume
+// strategy's PrepareForCreate) until the volume controller writes another.
 type PersistentVolume struct {
 	Name, Phase, Driver, VolumeHandle, Claim string
 }
 
-// SetPersistentVolumes sets the PersistentVolumes the server lists.
+// SetPersistentVolumes sets the PersistentVolumes the server lists (by
+// name, as the API server lists them whatever their order here).
 func (s *Server) SetPersistentVolumes(pvs ...PersistentVolume) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pvs = slices.Clone(pvs)
+	for i := range s.pvs {
+		if s.pvs[i].Phase == "" {
+			s.pvs[i].Phase = "Pending"
+		}
+	}
+	slices.SortFunc(s.pvs, func(a, b PersistentVolume) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // SetVersion sets the API server's gitVersion.

@@ -1,0 +1,228 @@
+package realapiserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
+)
+
+// The objects of a test, described as kubeapitest describes them to its
+// fake (NodeSpec, PodSpec, PersistentVolume), made in the real API server
+// through its REST API as an admin: the same scene in both, so that a test
+// can hold the fake's answers to the real one's. What only a controller or
+// a kubelet would do (set a pod's phase, a budget's status, a volume's
+// phase) is written to the objects' status subresources, as they would.
+
+// AddNode creates the Node as the fake shows it: its Ready and
+// MemoryPressure conditions, its InternalIP (first) and Hostname addresses,
+// its kubelet version (kubeapitest.DefaultVersion unless set), cordoned
+// when Unschedulable.
+func (s *Server) AddNode(spec kubeapitest.NodeSpec) {
+	s.t.Helper()
+	if spec.KubeletVersion == "" {
+		spec.KubeletVersion = kubeapitest.DefaultVersion
+	}
+	addresses := []map[string]string{{"type": "Hostname", "address": spec.Name}}
+	if spec.InternalIP != "" {
+		addresses = append([]map[string]string{{"type": "InternalIP", "address": spec.InternalIP}}, addresses...)
+	}
+	// A Node keeps the status it is created with (the node strategy clears
+	// nothing), as the kubelet registers it.
+	s.mustCall(http.MethodPost, "/api/v1/nodes", "", map[string]any{
+		"apiVersion": "v1", "kind": "Node",
+		"metadata": map[string]any{"name": spec.Name, "labels": map[string]string{"kubernetes.io/hostname": spec.Name}},
+		"spec":     map[string]any{"unschedulable": spec.Unschedulable},
+		"status": map[string]any{
+			"conditions": nodeConditions(!spec.NotReady),
+			"addresses":  addresses,
+			"nodeInfo":   map[string]string{"kubeletVersion": spec.KubeletVersion, "osImage": "Talos (v1.12.0)"},
+		},
+	}, http.StatusCreated)
+}
+
+// SetNodeReady sets the node's Ready condition, as its kubelet (true) or
+// the node lifecycle controller (false) would.
+func (s *Server) SetNodeReady(name string, ready bool) {
+	s.t.Helper()
+	s.mustCall(http.MethodPatch, "/api/v1/nodes/"+url.PathEscape(name)+"/status", "application/merge-patch+json",
+		map[string]any{"status": map[string]any{"conditions": nodeConditions(ready)}}, http.StatusOK)
+}
+
+func nodeConditions(ready bool) []map[string]string {
+	return []map[string]string{
+		{"type": "MemoryPressure", "status": "False"},
+		{"type": "Ready", "status": condition(ready)},
+	}
+}
+
+func condition(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}
+
+// AddPod creates the pod as the fake shows it (label app=<name>, an owner
+// reference of OwnerKind, the mirror annotation, one container "main" of
+// Image, bound to Node), then writes its status as its kubelet would: Phase
+// (default Running) and the Ready condition. PDBBlocks Forever makes a
+// PodDisruptionBudget <name>-pdb of it whose status (written as the
+// disruption controller would) allows no disruption while the pod counts
+// as healthy: 1 healthy of 1 desired. A real budget refuses every eviction
+// or none, so a count of refusals cannot be had, nor Recreate (no
+// StatefulSet controller runs). TerminationDelay means nothing here: a pod
+// deleted on a node stays terminating until its kubelet confirms it, and
+// no kubelet runs.
+func (s *Server) AddPod(spec kubeapitest.PodSpec) {
+	s.t.Helper()
+	if spec.Namespace == "" {
+		spec.Namespace = "default"
+	}
+	if spec.Phase == "" {
+		spec.Phase = "Running"
+	}
+	if spec.Image == "" {
+		spec.Image = "registry.k8s.io/pause:3.10"
+	}
+	if spec.PDBBlocks > 0 || spec.Recreate {
+		s.t.Fatalf("realapiserver: pod %s/%s: PDBBlocks %d and Recreate are the fake's alone: a real budget refuses all evictions or none, and no StatefulSet controller runs",
+			spec.Namespace, spec.Name, spec.PDBBlocks)
+	}
+	s.ensureNamespace(spec.Namespace)
+	ns := "/api/v1/namespaces/" + url.PathEscape(spec.Namespace)
+	meta := map[string]any{"name": spec.Name, "namespace": spec.Namespace, "labels": map[string]string{"app": spec.Name}}
+	if spec.OwnerKind != "" {
+		meta["ownerReferences"] = []map[string]any{{
+			"apiVersion": "apps/v1", "kind": spec.OwnerKind, "name": spec.Name + "-owner", "uid": newUID(), "controller": true,
+		}}
+	}
+	if spec.Mirror {
+		meta["annotations"] = map[string]string{"kubernetes.io/config.mirror": "0123456789abcdef"}
+	}
+	podSpec := map[string]any{"containers": []map[string]string{{"name": "main", "image": spec.Image}}}
+	if spec.Node != "" {
+		podSpec["nodeName"] = spec.Node
+	}
+	s.mustCall(http.MethodPost, ns+"/pods", "", map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": podSpec}, http.StatusCreated)
+	s.mustCall(http.MethodPatch, ns+"/pods/"+url.PathEscape(spec.Name)+"/status", "application/merge-patch+json", map[string]any{
+		"status": map[string]any{"phase": spec.Phase, "conditions": []map[string]string{{"type": "Ready", "status": condition(!spec.NotReady)}}},
+	}, http.StatusOK)
+	if spec.PDBBlocks == kubeapitest.Forever {
+		s.addBudget(spec.Namespace, spec.Name)
+	}
+}
+
+// addBudget makes the PodDisruptionBudget <pod>-pdb (minAvailable 1) of
+// the pod, with the status the disruption controller would write for one
+// healthy pod of one desired: no disruption allowed.
+func (s *Server) addBudget(namespace, pod string) {
+	s.t.Helper()
+	path := "/apis/policy/v1/namespaces/" + url.PathEscape(namespace) + "/poddisruptionbudgets"
+	name := pod + "-pdb"
+	var created struct {
+		Metadata struct {
+			Generation int64 `json:"generation"`
+		} `json:"metadata"`
+	}
+	body := s.mustCall(http.MethodPost, path, "", map[string]any{
+		"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"spec":     map[string]any{"minAvailable": 1, "selector": map[string]any{"matchLabels": map[string]string{"app": pod}}},
+	}, http.StatusCreated)
+	if err := json.Unmarshal(body, &created); err != nil {
+		s.t.Fatalf("realapiserver: unable to decode PodDisruptionBudget %s/%s: %v", namespace, name, err)
+	}
+	// The eviction API answers "still being processed" (429 too, another
+	// message) while observedGeneration is behind the budget's generation.
+	s.mustCall(http.MethodPatch, path+"/"+url.PathEscape(name)+"/status", "application/merge-patch+json", map[string]any{
+		"status": map[string]any{
+			"observedGeneration": created.Metadata.Generation, "disruptionsAllowed": 0,
+			"currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
+		},
+	}, http.StatusOK)
+}
+
+// SetPersistentVolumes creates the PersistentVolumes (once per server: a
+// real one is not deleted while the pv-protection finalizer holds it, and
+// no controller removes that): a CSI volume of Driver and VolumeHandle
+// (a hostPath one when Driver is empty: CSI needs a driver), bound to Claim
+// when set, its status phase written as the volume controller would (left
+// at Pending, as created, when Phase is empty).
+func (s *Server) SetPersistentVolumes(pvs ...kubeapitest.PersistentVolume) {
+	s.t.Helper()
+	if s.pvsSet {
+		s.t.Fatal("realapiserver: SetPersistentVolumes is called once per server")
+	}
+	s.pvsSet = true
+	for _, pv := range pvs {
+		spec := map[string]any{
+			"capacity": map[string]string{"storage": "1Gi"}, "accessModes": []string{"ReadWriteOnce"},
+			"persistentVolumeReclaimPolicy": "Retain",
+		}
+		if pv.Driver != "" {
+			spec["csi"] = map[string]string{"driver": pv.Driver, "volumeHandle": pv.VolumeHandle}
+		} else {
+			spec["hostPath"] = map[string]string{"path": "/var/mnt/" + pv.Name}
+		}
+		if namespace, name, ok := strings.Cut(pv.Claim, "/"); ok {
+			spec["claimRef"] = map[string]string{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace, "name": name}
+		}
+		s.mustCall(http.MethodPost, "/api/v1/persistentvolumes", "", map[string]any{
+			"apiVersion": "v1", "kind": "PersistentVolume", "metadata": map[string]any{"name": pv.Name}, "spec": spec,
+		}, http.StatusCreated)
+		if pv.Phase != "" {
+			s.mustCall(http.MethodPatch, "/api/v1/persistentvolumes/"+url.PathEscape(pv.Name)+"/status", "application/merge-patch+json",
+				map[string]any{"status": map[string]any{"phase": pv.Phase}}, http.StatusOK)
+		}
+	}
+}
+
+// ensureNamespace makes the namespace and its default ServiceAccount, which
+// the ServiceAccount admission plugin wants for every pod and which only
+// kube-controller-manager would make.
+func (s *Server) ensureNamespace(namespace string) {
+	s.t.Helper()
+	if s.namespaces[namespace] {
+		return
+	}
+	s.mustCall(http.MethodPost, "/api/v1/namespaces", "", map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]string{"name": namespace},
+	}, http.StatusCreated, http.StatusConflict)
+	s.mustCall(http.MethodPost, "/api/v1/namespaces/"+url.PathEscape(namespace)+"/serviceaccounts", "", map[string]any{
+		"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]string{"name": "default"},
+	}, http.StatusCreated, http.StatusConflict)
+	s.namespaces[namespace] = true
+}
+
+// mustCall makes the call and fails the test unless it answers one of the
+// codes; it returns the answer.
+func (s *Server) mustCall(method, path, contentType string, body any, codes ...int) []byte {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.t.Context(), 30*time.Second)
+	defer cancel()
+	code, answer, err := s.call(ctx, method, path, contentType, body)
+	if err != nil {
+		s.t.Fatalf("realapiserver: %v", err)
+	}
+	if !slices.Contains(codes, code) {
+		s.t.Fatalf("realapiserver: %s %s answered %d: %s", method, path, code, answer)
+	}
+	return answer
+}
+
+// newUID is a random UUID (version 4), as the API server makes them.
+func newUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

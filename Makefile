@@ -116,12 +116,12 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora, each b
 	@# is the same with or without a pulumi CLI on PATH. `make integration` runs them.
 	$(GO) vet -tags integration $(INTEGRATION_PACKAGES)
 	@# The same for the tests against the real kube-apiserver (build tag `e2e`): `make e2e-kube` runs them.
-	$(GO) vet -tags e2e $(E2E_KUBE_PACKAGES)
+	$(GO) vet -tags e2e $(E2E_KUBE_PACKAGES) $(E2E_PACKAGES)
 	@# The component provider, a module of its own (see docs/component-package.md).
 	cd $(PROVIDER_DIR) && $(GO) vet ./... && $(GO) vet -tags integration ./talosprovider && $(GO) test -count=1 ./...
 
 # The packages with integration tests (files *_integration_test.go, build tag `integration`).
-INTEGRATION_PACKAGES ?= ./components/proxmox ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./cmd/stackctl/internal/restore ./program
+INTEGRATION_PACKAGES ?= ./components/proxmox ./internal/talosapi/talosapitest ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./cmd/stackctl/internal/restore ./program
 
 .PHONY: integration
 integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, preview's exit code, adopt, the read of the last outputs, the TypeScript and YAML examples, the Go and Python SDKs; needs pulumi and the plugins the program uses).
@@ -164,6 +164,19 @@ E2E_KUBE_PACKAGES ?= ./internal/kubeapi ./internal/kubeapi/kubeapitest/...
 .PHONY: e2e-kube
 e2e-kube: $(KUBE_APISERVER) ## Hold the Kubernetes fake to the real kube-apiserver (built by make kube-apiserver, with an embedded etcd, on loopback): the kubeapi client's calls answer the same from both.
 	$(GO) test -count=1 -tags e2e -v $(E2E_KUBE_PACKAGES)
+
+# The packages whose e2e tests run the program's parts with the real CLI and plugins
+# (../shared/harness) against the real kube-apiserver, real charts and the project's fakes.
+E2E_PACKAGES ?= ./components/talos
+# The Cilium chart the tests install: the chart directory of the github.com/cilium/cilium module
+# at the default version (components/talos DefaultCiliumVersion), from the Go module proxy.
+E2E_CILIUM ?= $(shell sed -n 's/.*DefaultCiliumVersion *= *"\(.*\)"/\1/p' components/talos/args.go)
+
+.PHONY: e2e
+e2e: $(KUBE_APISERVER) ## Run the program's parts with the real pulumi CLI and plugins against the real kube-apiserver and the real charts (the Helm releases today; docs/make-targets.md): needs ../shared/harness and make kube-apiserver.
+	@command -v pulumi >/dev/null || { echo "make e2e: the pulumi CLI is not on PATH (see CONTRIBUTING.md, Integration tests)"; exit 1; }
+	$(GO) mod download github.com/cilium/cilium@v$(E2E_CILIUM)
+	$(GO) test -count=1 -tags e2e -run E2E -v -timeout 20m $(E2E_PACKAGES)
 
 # The dependencies whose versions decide what the clusters run and how the providers behave.
 DEPS_PINNED ?= github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 \

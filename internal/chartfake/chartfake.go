@@ -26,9 +26,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +55,16 @@ type Server struct {
 }
 
 var versionRe = regexp.MustCompile(`(?m)^version:.*$`)
+
+// metadataFields are the fields of Helm's chart.Metadata (helm v3.20,
+// pkg/chart/metadata.go): what `helm repo index` copies from Chart.yaml
+// into an index entry. Helm reads an index strictly: another field of a
+// Chart.yaml (Cilium's displayName) refuses the whole repository.
+var metadataFields = map[string]bool{
+	"name": true, "home": true, "sources": true, "version": true, "description": true, "keywords": true,
+	"maintainers": true, "icon": true, "apiVersion": true, "condition": true, "tags": true, "appVersion": true,
+	"deprecated": true, "annotations": true, "kubeVersion": true, "dependencies": true, "type": true,
+}
 
 // New packages the charts and serves them over TLS on loopback, with a
 // certificate for 127.0.0.1 and the hosts given (a public repository's
@@ -89,7 +99,9 @@ func New(t testing.TB, hosts []string, charts ...Chart) *Server {
 		sum := sha256.Sum256(archive)
 		entry := map[string]any{"urls": []string{file}, "digest": hex.EncodeToString(sum[:]), "created": time.Now().UTC().Format(time.RFC3339)}
 		for k, v := range meta {
-			entry[k] = v
+			if metadataFields[k] {
+				entry[k] = v
+			}
 		}
 		entries[name] = append(entries[name], entry)
 	}
@@ -102,7 +114,9 @@ func New(t testing.TB, hosts []string, charts ...Chart) *Server {
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
-	name := strings.TrimPrefix(r.URL.Path, "/")
+	// A repository may sit under a path (https://<owner>.github.io/<repo>):
+	// the index and the archives are found by their names.
+	name := path.Base(r.URL.Path)
 	switch archive, ok := s.archives[name]; {
 	case name == "index.yaml":
 		w.Header().Set("Content-Type", "application/x-yaml")

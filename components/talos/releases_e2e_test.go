@@ -1,0 +1,164 @@
+//go:build e2e
+
+package talos
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/chartfake"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
+)
+
+// approverMirror is where the harness's fetch puts the kubelet-csr-approver
+// repository (its chart is not in any Go module the proxy serves).
+const approverMirror = "/work/.mirror/postfinance+kubelet-csr-approver/repo"
+
+// TestE2ETheReleasesInstallWithTheRealPluginAndAPIServer registers the
+// Cilium and kubelet-csr-approver releases as TalosCluster registers them
+// (newRelease, CiliumValues, ApproverValues, their versions and timeouts,
+// Helm's --wait) and runs them with the real kubernetes plugin (v4.32,
+// Helm v3.20) against a real kube-apiserver, with kubesim playing the
+// kubelets and controllers. The charts are the real ones: Cilium 1.18.4
+// from the github.com/cilium/cilium module (its values.schema.json checks
+// our values), the approver's from its repository at the release tag,
+// served under their public repositories' names through an HTTPS proxy.
+// It walks: first up (both releases ready, the nodes Ready once Cilium
+// is), a preview with no change, a values change (an upgrade), destroy.
+func TestE2ETheReleasesInstallWithTheRealPluginAndAPIServer(t *testing.T) {
+	if _, err := exec.LookPath("pulumi"); err != nil {
+		t.Skip("SKIPPED: the pulumi CLI is not on PATH (../shared/harness), so the releases were not installed")
+	}
+	ciliumDir := filepath.Join(goModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "install/kubernetes/cilium")
+	if _, err := os.Stat(filepath.Join(ciliumDir, "Chart.yaml")); err != nil {
+		t.Skipf("SKIPPED: no Cilium chart at %s (make e2e-kube downloads the module: go mod download github.com/cilium/cilium@v%s)", ciliumDir, DefaultCiliumVersion)
+	}
+	approverDir := filepath.Join(t.TempDir(), "approver")
+	if out, err := exec.Command("sh", "-c", "mkdir -p "+approverDir+" && git --git-dir="+approverMirror+" archive v"+DefaultApproverVersion+" charts/kubelet-csr-approver | tar -x -C "+approverDir).CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED: the kubelet-csr-approver chart (fetch github:postfinance/kubelet-csr-approver into %s): %v: %s", approverMirror, err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	kubeCA := realapiserver.NewCA(t)
+	api := realapiserver.Start(ctx, t, kubeCA)
+
+	ciliumRepo := chartfake.New(t, []string{"helm.cilium.io"}, chartfake.Chart{Dir: ciliumDir})
+	approverRepo := chartfake.New(t, []string{"postfinance.github.io"},
+		chartfake.Chart{Dir: filepath.Join(approverDir, "charts/kubelet-csr-approver"), Version: DefaultApproverVersion})
+	proxy := chartfake.Proxy(t, map[string]string{
+		"helm.cilium.io:443":        ciliumRepo.Listener.Addr().String(),
+		"postfinance.github.io:443": approverRepo.Listener.Addr().String(),
+	})
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "repos-ca.pem")
+	require.NoError(t, os.WriteFile(caFile, append(append([]byte{}, ciliumRepo.CA...), approverRepo.CA...), 0o600))
+	t.Setenv("SSL_CERT_FILE", caFile)
+	t.Setenv("HTTPS_PROXY", proxy)
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")
+	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
+
+	sim := kubesim.New(api.URL(), simClient(t, api, kubeCA))
+	sim.CNI = SystemNamespace + "/" + CiliumRelease
+	nodes := []NodeSpec{{Name: "cp-0", IP: "10.10.0.10", Role: RoleControlPlane}, {Name: "worker-0", IP: "10.10.0.20", Role: RoleWorker}}
+	for _, n := range nodes {
+		sim.Join(kubesim.Node{Name: n.Name, IP: n.IP, ControlPlane: n.Role == RoleControlPlane, KubeletVersion: "v1.34.1"})
+	}
+	simCtx, stopSim := context.WithCancel(ctx)
+	defer stopSim()
+	go sim.Run(simCtx)
+
+	operatorReplicas := 1
+	program := func(ctx *pulumi.Context) error {
+		k8s, err := kubernetes.NewProvider(ctx, "k8s", &kubernetes.ProviderArgs{Kubeconfig: pulumi.String(string(api.Kubeconfig()))})
+		if err != nil {
+			return err
+		}
+		user := map[string]any{"operator": map[string]any{"replicas": operatorReplicas}}
+		cilium, err := newRelease(ctx, "lab-cilium", release{
+			name: CiliumRelease, chart: CiliumChart, repo: CiliumRepo, version: DefaultCiliumVersion,
+			values: CiliumValues(len(nodes), user), timeoutSeconds: ciliumTimeoutSeconds,
+		}, pulumi.Provider(k8s))
+		if err != nil {
+			return err
+		}
+		_, err = newRelease(ctx, "lab-cert-approver", release{
+			name: ApproverRelease, chart: ApproverChart, repo: ApproverRepo, version: DefaultApproverVersion,
+			values: ApproverValues(nodes, []string{"10.10.0.5"}, nil), timeoutSeconds: approverTimeoutSecs,
+		}, pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{cilium}))
+		return err
+	}
+	s, err := auto.UpsertStackInlineSource(ctx, "releases", "releases-e2e", program, auto.WorkDir(dir))
+	require.NoError(t, err)
+
+	start := time.Now()
+	_, err = s.Up(ctx)
+	require.NoError(t, err, "first up; kubesim: %v", sim.Errors())
+	t.Logf("first up: %s", time.Since(start).Round(time.Second))
+	code, body, err := api.Call(ctx, http.MethodGet, "/apis/apps/v1/namespaces/kube-system/daemonsets/cilium", "", nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "the real chart's agent DaemonSet: %s", body)
+	assert.True(t, strings.Contains(string(body), `{"name":"KUBERNETES_SERVICE_PORT","value":"7445"}`), "rendered with our values: the API through KubePrism")
+	code, _, err = api.Call(ctx, http.MethodGet, "/apis/apps/v1/namespaces/kube-system/deployments/kubelet-csr-approver", "", nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "the approver's Deployment")
+	code, body, err = api.Call(ctx, http.MethodGet, "/api/v1/nodes/worker-0", "", nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	assert.True(t, strings.Contains(string(body), `"type":"Ready","status":"True"`), "Ready once Cilium is")
+
+	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
+	require.NoError(t, err, "a second preview shows no change")
+	t.Logf("second preview: no change")
+
+	operatorReplicas = 2
+	start = time.Now()
+	_, err = s.Up(ctx)
+	require.NoError(t, err, "a values change upgrades the release; kubesim: %v", sim.Errors())
+	t.Logf("upgrade: %s", time.Since(start).Round(time.Second))
+	code, body, err = api.Call(ctx, http.MethodGet, "/apis/apps/v1/namespaces/kube-system/deployments/cilium-operator", "", nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	assert.True(t, strings.Contains(string(body), `"replicas":2`), "two operators")
+
+	start = time.Now()
+	_, err = s.Destroy(ctx)
+	t.Logf("destroy: %s", time.Since(start).Round(time.Second))
+	require.NoError(t, err)
+	code, _, err = api.Call(ctx, http.MethodGet, "/apis/apps/v1/namespaces/kube-system/daemonsets/cilium", "", nil)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusNotFound, code, "destroy uninstalls the release")
+}
+
+// simClient is an admin client of the API server for kubesim.
+func simClient(t *testing.T, api *realapiserver.Server, ca realapiserver.CA) *http.Client {
+	t.Helper()
+	cert, key := ca.ClientCert(t, "kubesim", "system:masters")
+	pair, err := tls.X509KeyPair(cert, key)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(api.CA()))
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}
+
+func goModCache(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}

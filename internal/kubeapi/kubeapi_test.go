@@ -177,6 +177,21 @@ func TestWrongClientCertificate(t *testing.T) {
 	require.ErrorIs(t, c.Cordon(ctxT(t), "worker-1"), kubeapi.ErrUnauthorized)
 	_, err = c.ServerVersion(ctxT(t))
 	require.ErrorIs(t, err, kubeapi.ErrUnauthorized, "not even /version without a certificate of the CA")
+	// Waiting would not change it: both waits stop at once, saying why.
+	for name, wait := range map[string]func() error{
+		"ready": func() error {
+			return c.WaitReady(ctxT(t), 1, kubeapi.Wait{Interval: 10 * time.Millisecond, Timeout: time.Minute})
+		},
+		"nodes": func() error {
+			return c.WaitNodesReady(ctxT(t), 1, kubeapi.Wait{Interval: 10 * time.Millisecond, Timeout: time.Minute})
+		},
+	} {
+		start := time.Now()
+		err := wait()
+		require.ErrorIs(t, err, kubeapi.ErrUnauthorized, name)
+		assert.Contains(t, err.Error(), "does not take the kubeconfig's client certificate", name)
+		assert.Less(t, time.Since(start), 3*time.Second, name)
+	}
 	n, _ := s.Node("worker-1")
 	assert.False(t, n.Unschedulable)
 

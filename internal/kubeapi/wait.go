@@ -54,8 +54,12 @@ func (c *Client) WaitReady(ctx context.Context, streak int, w Wait) error {
 	streak = max(streak, 1)
 	run := 0
 	what := fmt.Sprintf("the Kubernetes API at %s to answer /readyz", c.server)
+	var refused error
 	err := w.poll(what).Until(ctx, func(ctx context.Context) (bool, error) {
 		if err := c.Readyz(ctx); err != nil {
+			if refused = c.refusal(err); refused != nil {
+				return true, nil //nolint:nilerr // the refusal is in refused
+			}
 			run = 0
 			return false, err
 		}
@@ -65,19 +69,38 @@ func (c *Client) WaitReady(ctx context.Context, streak int, w Wait) error {
 		}
 		return false, fmt.Errorf("/readyz answered ok %d of %d times in a row", run, streak)
 	})
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return fmt.Errorf("unable to wait for %s: %w", what, err)
 	}
 	return nil
 }
 
+// refusal is err when it says the API server refuses the kubeconfig's
+// credentials (401, 403), nil otherwise. A real kube-apiserver takes the
+// TLS handshake of any client certificate and answers 401 for one its
+// client CA did not issue (the project's agreement test with the real
+// one shows it): that never changes by waiting, so a wait stops at once.
+func (c *Client) refusal(err error) error {
+	if !errors.Is(err, ErrUnauthorized) {
+		return nil
+	}
+	return fmt.Errorf("%w; the API server at %s does not take the kubeconfig's client certificate: it is not of this cluster's Kubernetes CA (the stack's machine secrets are another cluster's, or another cluster answers at this address)", err, c.server)
+}
+
 // WaitNodesReady waits until at least count Nodes have their Ready
 // condition True. Its last answer names the nodes that are not Ready yet.
 func (c *Client) WaitNodesReady(ctx context.Context, count int, w Wait) error {
 	what := fmt.Sprintf("%d nodes to be Ready (%s)", count, c.server)
+	var refused error
 	err := w.poll(what).Until(ctx, func(ctx context.Context) (bool, error) {
 		nodes, err := c.Nodes(ctx)
 		if err != nil {
+			if refused = c.refusal(err); refused != nil {
+				return true, nil //nolint:nilerr // the refusal is in refused
+			}
 			return false, err
 		}
 		var notReady []string
@@ -100,6 +123,9 @@ func (c *Client) WaitNodesReady(ctx context.Context, count int, w Wait) error {
 		}
 		return false, errors.New(msg)
 	})
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return fmt.Errorf("unable to wait for %s: %w", what, err)
 	}

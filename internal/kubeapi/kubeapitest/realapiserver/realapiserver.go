@@ -229,6 +229,8 @@ type Server struct {
 	// namespaces holds the namespaces made ready for pods (ensureNamespace).
 	namespaces map[string]bool
 	pvsSet     bool
+	// host is the address it listens on.
+	host string
 }
 
 // Start starts etcd and the API server with a serving certificate of ca for
@@ -239,6 +241,30 @@ type Server struct {
 // when there is no kube-apiserver binary (see Binary).
 func Start(ctx context.Context, t testing.TB, ca CA) *Server {
 	t.Helper()
+	return start(ctx, t, ca, "127.0.0.1", 0)
+}
+
+// StartAt is Start on a given address (host:port), as a cluster endpoint
+// the program's kubeconfig names (https://10.10.0.5:6443): the serving
+// certificate is for that host too. The port is taken as it is: a start
+// on a taken port fails the test.
+func StartAt(ctx context.Context, t testing.TB, ca CA, addr string) *Server {
+	t.Helper()
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil || net.ParseIP(host) == nil {
+		t.Fatalf("realapiserver: %q is not an IP address and port", addr)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port <= 0 {
+		t.Fatalf("realapiserver: %q has no port", addr)
+	}
+	return start(ctx, t, ca, host, port)
+}
+
+// start starts etcd and the API server on host, on port (0: one the
+// kernel picks, tried again when someone took it in between).
+func start(ctx context.Context, t testing.TB, ca CA, host string, fixedPort int) *Server {
+	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Skipf("realapiserver: %v", err)
@@ -248,9 +274,9 @@ func Start(ctx context.Context, t testing.TB, ca CA) *Server {
 	}
 	dir := t.TempDir()
 	etcdURL := startEtcd(ctx, t, filepath.Join(dir, "etcd"))
-	files := writePKI(t, ca, dir)
+	files := writePKI(t, ca, dir, net.ParseIP(host))
 	adminCert, adminKey := ca.ClientCert(t, "admin", "system:masters")
-	s := &Server{t: t, ca: ca, namespaces: map[string]bool{}}
+	s := &Server{t: t, ca: ca, namespaces: map[string]bool{}, host: host}
 	s.http = httpClient(t, ca.Cert, adminCert, adminKey)
 	t.Cleanup(s.http.CloseIdleConnections)
 
@@ -260,14 +286,17 @@ func Start(ctx context.Context, t testing.TB, ca CA) *Server {
 	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		port := freePort(t)
-		s.url = "https://127.0.0.1:" + strconv.Itoa(port)
+		port := fixedPort
+		if port == 0 {
+			port = freePort(t, host)
+		}
+		s.url = "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 		s.logFile = filepath.Join(dir, fmt.Sprintf("kube-apiserver-%d.log", attempt))
 		err := s.run(ctx, bin, port, etcdURL, files)
 		if err == nil {
 			break
 		}
-		if attempt < 3 && errors.Is(err, errPortTaken) {
+		if attempt < 3 && fixedPort == 0 && errors.Is(err, errPortTaken) {
 			t.Logf("realapiserver: port %d was taken, trying another", port)
 			continue
 		}
@@ -289,11 +318,11 @@ type pki struct {
 // writePKI writes the CA's certificate, a serving certificate of the CA
 // (for the addresses a client inside or outside a cluster would use) and
 // the service-account signing key pair.
-func writePKI(t testing.TB, ca CA, dir string) pki {
+func writePKI(t testing.TB, ca CA, dir string, host net.IP) pki {
 	t.Helper()
 	serverCert, serverKey, err := ca.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1), host},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
@@ -351,8 +380,8 @@ func (s *Server) run(ctx context.Context, bin string, port int, etcdURL string, 
 	t := s.t
 	args := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + s.host,
+		"--advertise-address=" + s.host,
 		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + files.serverCert,
 		"--tls-private-key-file=" + files.serverKey,
@@ -460,9 +489,9 @@ func (s *Server) run(ctx context.Context, bin string, port int, etcdURL string, 
 var errExited = errors.New("kube-apiserver exited")
 
 // freePort is a loopback port the kernel picked, closed again.
-func freePort(t testing.TB) int {
+func freePort(t testing.TB, host string) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	must(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	must(t, ln.Close())

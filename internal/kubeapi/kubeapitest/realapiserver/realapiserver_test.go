@@ -3,6 +3,7 @@ package realapiserver
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,7 +66,7 @@ func TestCAIssuesCertificatesThatVerify(t *testing.T) {
 		_, err = cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		require.NoError(t, err, name)
 
-		files := writePKI(t, ca, t.TempDir())
+		files := writePKI(t, ca, t.TempDir(), net.IPv4(127, 0, 0, 1))
 		serverPEM, err := os.ReadFile(files.serverCert)
 		require.NoError(t, err, name)
 		block, _ = pem.Decode(serverPEM)

@@ -59,7 +59,7 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	const endpoint, cpIP, workerIP = "10.77.0.10:6443", "10.77.0.11", "10.77.0.21"
+	const endpoint, cpIP, workerIP = "10.77.0.11:6443", "10.77.0.11", "10.77.0.21" // one control plane: its API server is the endpoint
 
 	var (
 		mu  sync.Mutex
@@ -87,8 +87,8 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 		api = realapiserver.StartAt(ctx, t, realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}, endpoint)
 		sim = kubesim.New(api.URL(), simClient(t, api, realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}))
 		sim.CNI = SystemNamespace + "/" + CiliumRelease
-		sim.Join(kubesim.Node{Name: "cp-0", IP: cpIP, ControlPlane: true, KubeletVersion: "v1.35.0"})
-		sim.Join(kubesim.Node{Name: "worker-0", IP: workerIP, KubeletVersion: "v1.35.0"})
+		sim.Join(kubesim.Node{Name: "cp-0", IP: cpIP, ControlPlane: true, KubeletVersion: "v1.35.4"})
+		sim.Join(kubesim.Node{Name: "worker-0", IP: workerIP, KubeletVersion: "v1.35.4"})
 		go sim.Run(simCtx)
 	})
 
@@ -110,12 +110,13 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")
 	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
 
+	talosVersion := "v1.13.9" // an upgrade step raises it (next: kubesim playing the control planes' static pods, which the rollout waits for)
 	program := func(ctx *pulumi.Context) error {
 		c, err := NewCluster(ctx, "lab", &ClusterArgs{
 			Cluster: ClusterSettings{
-				Name: "lab", Endpoint: "https://" + endpoint, TalosVersion: "v1.13.9", KubernetesVersion: "1.35.0",
+				Name: "lab", Endpoint: "https://" + endpoint, TalosVersion: talosVersion, KubernetesVersion: "1.35.4", // what bin/kube-apiserver runs
 			},
-			InstallerImage: pulumi.String("factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"),
+			InstallerImage: pulumi.String("factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:" + talosVersion),
 			Nodes: []NodeSpec{
 				{Name: "cp-0", IP: cpIP, Role: RoleControlPlane},
 				{Name: "worker-0", IP: workerIP, Role: RoleWorker},

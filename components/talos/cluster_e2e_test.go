@@ -110,7 +110,7 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")
 	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
 
-	talosVersion := "v1.13.9" // an upgrade step raises it (next: kubesim playing the control planes' static pods, which the rollout waits for)
+	talosVersion := "v1.13.9"
 	program := func(ctx *pulumi.Context) error {
 		c, err := NewCluster(ctx, "lab", &ClusterArgs{
 			Cluster: ClusterSettings{
@@ -152,6 +152,23 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 
 	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
 	require.NoError(t, err, "a second preview shows no change")
+
+	// A Talos upgrade rolls through the nodes, one at a time, control
+	// plane first, each waited for as the rollout waits for it.
+	talosVersion = "v1.13.10"
+	out.Reset()
+	start = time.Now()
+	_, err = s.Up(ctx, optup.ProgressStreams(&out))
+	require.NoError(t, err, "the upgrade:\n%s", out.String())
+	t.Logf("upgrade: %s", time.Since(start).Round(time.Second))
+	for _, ip := range []string{cpIP, workerIP} {
+		assert.Equal(t, "v1.13.10", nodes.Node(ip).Version(), "%s upgraded", ip)
+	}
+	ups := nodes.Events("Upgrade")
+	require.Len(t, ups, 2, "one upgrade per node")
+	assert.Equal(t, cpIP, ups[0].Node, "the control plane first")
+	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
+	require.NoError(t, err, "a preview after the upgrade shows no change")
 
 	// A whole-stack destroy, as make destroy runs it (the program knows it
 	// is one: no node leaves the cluster one by one).

@@ -1,6 +1,6 @@
 // Package kubesim plays, against a real kube-apiserver, the parts of a
 // cluster that are not the API server: the kubelets (Nodes that register
-// and report Ready) and the controllers whose results Helm's --wait and the
+// and report Ready, a control plane's mirror pods) and the controllers whose results Helm's --wait and the
 // program's waits read (a Deployment's ReplicaSet and both their statuses,
 // a DaemonSet's status, a deleted namespace finalized). No Pod ever runs: the statuses say what the
 // controllers would say once the Pods were ready.
@@ -180,6 +180,11 @@ func (s *Sim) node(ctx context.Context, n Node, ready bool) error {
 		status, reason = "True", "KubeletReady"
 	}
 	now := time.Now().UTC().Format(time.RFC3339)
+	if n.ControlPlane {
+		if err := s.staticPods(ctx, n); err != nil {
+			return err
+		}
+	}
 	return s.call(ctx, http.MethodPatch, "/api/v1/nodes/"+n.Name+"/status", "application/merge-patch+json", map[string]any{"status": map[string]any{
 		"conditions": []any{map[string]any{"type": "Ready", "status": status, "reason": reason, "lastHeartbeatTime": now, "lastTransitionTime": now}},
 		"addresses":  []any{map[string]any{"type": "InternalIP", "address": n.IP}, map[string]any{"type": "Hostname", "address": n.Name}},
@@ -187,6 +192,32 @@ func (s *Sim) node(ctx context.Context, n Node, ready bool) error {
 			"osImage": "Talos", "containerRuntimeVersion": "containerd://2.1.0", "kernelVersion": "6.12.0-talos",
 			"machineID": "", "systemUUID": "", "bootID": ""},
 	}}, nil)
+}
+
+// staticPods are a control plane's mirror pods, as its kubelet posts them
+// for the static pods Talos writes: the API server, controller manager and
+// scheduler of the node's Kubernetes version, Ready.
+func (s *Sim) staticPods(ctx context.Context, n Node) error {
+	for _, component := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		name := component + "-" + n.Name
+		err := s.call(ctx, http.MethodPost, "/api/v1/namespaces/kube-system/pods", "application/json", map[string]any{
+			"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": name, "namespace": "kube-system",
+				"annotations": map[string]any{"kubernetes.io/config.mirror": name, "kubernetes.io/config.source": "file"},
+				"labels":      map[string]any{"k8s-app": component, "tier": "control-plane"}},
+			"spec": map[string]any{"nodeName": n.Name, "containers": []any{map[string]any{
+				"name": component, "image": "registry.k8s.io/" + component + ":" + n.KubeletVersion}}},
+		}, nil)
+		if err != nil && !errors.Is(err, errConflict) {
+			return err
+		}
+		if err := s.call(ctx, http.MethodPatch, "/api/v1/namespaces/kube-system/pods/"+name+"/status", "application/merge-patch+json", map[string]any{"status": map[string]any{
+			"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}},
+		}}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // daemonSets reports every DaemonSet scheduled, updated and ready on every

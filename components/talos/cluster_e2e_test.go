@@ -6,9 +6,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +19,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/chartfake"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
@@ -41,22 +37,15 @@ import (
 // the nodes sit on 10.77.0.0/24, local only inside the network namespace
 // make e2e runs the test in (skipped, saying so, elsewhere).
 func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
-	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH (../shared/harness)")
-	}
 	if l, err := net.Listen("tcp", "10.77.0.11:0"); err != nil {
 		t.Skipf("SKIPPED: 10.77.0.0/24 is not local here (%v): make e2e runs this test in a network namespace where it is", err)
 	} else {
 		_ = l.Close()
 	}
-	ciliumDir := filepath.Join(goModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "install/kubernetes/cilium")
-	if _, err := os.Stat(filepath.Join(ciliumDir, "Chart.yaml")); err != nil {
-		t.Skipf("SKIPPED: no Cilium chart at %s (make e2e downloads it)", ciliumDir)
-	}
-	approverDir := filepath.Join(t.TempDir(), "approver")
-	if out, err := exec.Command("sh", "-c", "mkdir -p "+approverDir+" && git --git-dir="+approverMirror+" archive v"+DefaultApproverVersion+" charts/kubelet-csr-approver | tar -x -C "+approverDir).CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: the kubelet-csr-approver chart: %v: %s", err, out)
-	}
+	dir := chartsWorld(t)
+	// gRPC honours HTTPS_PROXY too: the Talos provider and the program's
+	// hooks reach the nodes and the API directly.
+	t.Setenv("NO_PROXY", "10.77.0.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	const endpoint, cpIP, workerIP = "10.77.0.11:6443", "10.77.0.11", "10.77.0.21" // one control plane: its API server is the endpoint
@@ -91,24 +80,6 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 		sim.Join(kubesim.Node{Name: "worker-0", IP: workerIP, KubeletVersion: "v1.35.4"})
 		go sim.Run(simCtx)
 	})
-
-	ciliumRepo := chartfake.New(t, []string{"helm.cilium.io"}, chartfake.Chart{Dir: ciliumDir})
-	approverRepo := chartfake.New(t, []string{"postfinance.github.io"},
-		chartfake.Chart{Dir: filepath.Join(approverDir, "charts/kubelet-csr-approver"), Version: DefaultApproverVersion})
-	proxy := chartfake.Proxy(t, map[string]string{
-		"helm.cilium.io:443":        ciliumRepo.Listener.Addr().String(),
-		"postfinance.github.io:443": approverRepo.Listener.Addr().String(),
-	})
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "repos-ca.pem")
-	require.NoError(t, os.WriteFile(caFile, append(append([]byte{}, ciliumRepo.CA...), approverRepo.CA...), 0o600))
-	t.Setenv("SSL_CERT_FILE", caFile)
-	t.Setenv("HTTPS_PROXY", proxy)
-	// gRPC honours HTTPS_PROXY too: the Talos provider and the program's
-	// hooks reach the nodes and the API directly.
-	t.Setenv("NO_PROXY", "10.77.0.0/24")
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
 
 	talosVersion := "v1.13.9"
 	program := func(ctx *pulumi.Context) error {

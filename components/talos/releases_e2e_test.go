@@ -42,36 +42,11 @@ const approverMirror = "/work/.mirror/postfinance+kubelet-csr-approver/repo"
 // It walks: first up (both releases ready, the nodes Ready once Cilium
 // is), a preview with no change, a values change (an upgrade), destroy.
 func TestE2ETheReleasesInstallWithTheRealPluginAndAPIServer(t *testing.T) {
-	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH (../shared/harness), so the releases were not installed")
-	}
-	ciliumDir := filepath.Join(goModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "install/kubernetes/cilium")
-	if _, err := os.Stat(filepath.Join(ciliumDir, "Chart.yaml")); err != nil {
-		t.Skipf("SKIPPED: no Cilium chart at %s (make e2e-kube downloads the module: go mod download github.com/cilium/cilium@v%s)", ciliumDir, DefaultCiliumVersion)
-	}
-	approverDir := filepath.Join(t.TempDir(), "approver")
-	if out, err := exec.Command("sh", "-c", "mkdir -p "+approverDir+" && git --git-dir="+approverMirror+" archive v"+DefaultApproverVersion+" charts/kubelet-csr-approver | tar -x -C "+approverDir).CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: the kubelet-csr-approver chart (fetch github:postfinance/kubelet-csr-approver into %s): %v: %s", approverMirror, err, out)
-	}
+	dir := chartsWorld(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	kubeCA := realapiserver.NewCA(t)
 	api := realapiserver.Start(ctx, t, kubeCA)
-
-	ciliumRepo := chartfake.New(t, []string{"helm.cilium.io"}, chartfake.Chart{Dir: ciliumDir})
-	approverRepo := chartfake.New(t, []string{"postfinance.github.io"},
-		chartfake.Chart{Dir: filepath.Join(approverDir, "charts/kubelet-csr-approver"), Version: DefaultApproverVersion})
-	proxy := chartfake.Proxy(t, map[string]string{
-		"helm.cilium.io:443":        ciliumRepo.Listener.Addr().String(),
-		"postfinance.github.io:443": approverRepo.Listener.Addr().String(),
-	})
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "repos-ca.pem")
-	require.NoError(t, os.WriteFile(caFile, append(append([]byte{}, ciliumRepo.CA...), approverRepo.CA...), 0o600))
-	t.Setenv("SSL_CERT_FILE", caFile)
-	t.Setenv("HTTPS_PROXY", proxy)
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
 
 	sim := kubesim.New(api.URL(), simClient(t, api, kubeCA))
 	sim.CNI = SystemNamespace + "/" + CiliumRelease
@@ -143,6 +118,40 @@ func TestE2ETheReleasesInstallWithTheRealPluginAndAPIServer(t *testing.T) {
 	code, _, err = api.Call(ctx, http.MethodGet, "/apis/apps/v1/namespaces/kube-system/daemonsets/cilium", "", nil)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNotFound, code, "destroy uninstalls the release")
+}
+
+// chartsWorld is what the e2e tests share, or their skip when it is
+// missing: the pulumi CLI, the real charts served by chartfake under their
+// public repositories' names through an HTTPS proxy (trusted through
+// SSL_CERT_FILE), and a local backend in the work directory it returns.
+func chartsWorld(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("pulumi"); err != nil {
+		t.Skip("SKIPPED: the pulumi CLI is not on PATH (../shared/harness)")
+	}
+	ciliumDir := filepath.Join(goModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "install/kubernetes/cilium")
+	if _, err := os.Stat(filepath.Join(ciliumDir, "Chart.yaml")); err != nil {
+		t.Skipf("SKIPPED: no Cilium chart at %s (make e2e downloads the module: go mod download github.com/cilium/cilium@v%s)", ciliumDir, DefaultCiliumVersion)
+	}
+	approverDir := filepath.Join(t.TempDir(), "approver")
+	if out, err := exec.Command("sh", "-c", "mkdir -p "+approverDir+" && git --git-dir="+approverMirror+" archive v"+DefaultApproverVersion+" charts/kubelet-csr-approver | tar -x -C "+approverDir).CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED: the kubelet-csr-approver chart (fetch github:postfinance/kubelet-csr-approver into %s): %v: %s", approverMirror, err, out)
+	}
+	ciliumRepo := chartfake.New(t, []string{"helm.cilium.io"}, chartfake.Chart{Dir: ciliumDir})
+	approverRepo := chartfake.New(t, []string{"postfinance.github.io"},
+		chartfake.Chart{Dir: filepath.Join(approverDir, "charts/kubelet-csr-approver"), Version: DefaultApproverVersion})
+	proxy := chartfake.Proxy(t, map[string]string{
+		"helm.cilium.io:443":        ciliumRepo.Listener.Addr().String(),
+		"postfinance.github.io:443": approverRepo.Listener.Addr().String(),
+	})
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "repos-ca.pem")
+	require.NoError(t, os.WriteFile(caFile, append(append([]byte{}, ciliumRepo.CA...), approverRepo.CA...), 0o600))
+	t.Setenv("SSL_CERT_FILE", caFile)
+	t.Setenv("HTTPS_PROXY", proxy)
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")
+	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
+	return dir
 }
 
 // simClient is an admin client of the API server for kubesim.

@@ -216,9 +216,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if m := statusRe.FindStringSubmatch(r.URL.Path); m != nil {
 		vmid, _ := strconv.Atoi(m[2])
-		vm, ok := s.vms[vmid]
-		if !ok || vm.Node != m[1] {
-			writeErr(w, http.StatusNotFound, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", m[1], vmid))
+		vm, ok := s.vmOn(w, m[1], vmid, http.StatusNotFound)
+		if !ok {
 			return
 		}
 		switch {
@@ -249,9 +248,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if m := configRe.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
 		vmid, _ := strconv.Atoi(m[2])
-		vm, ok := s.vms[vmid]
-		if !ok || vm.Node != m[1] {
-			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", m[1], vmid))
+		vm, ok := s.vmOn(w, m[1], vmid, http.StatusInternalServerError)
+		if !ok {
 			return
 		}
 		writeData(w, configJSON(vm))
@@ -333,14 +331,25 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request, vmid int, vm *VM) 
 	writeData(w, upid)
 }
 
+// vmOn returns the VM when it is on node; otherwise it answers as
+// qemu-server does for a config file that is not there (with code: 404 for
+// the status calls, 500 for the others).
+func (s *Server) vmOn(w http.ResponseWriter, node string, vmid, code int) (*VM, bool) {
+	vm, ok := s.vms[vmid]
+	if !ok || vm.Node != node {
+		writeErr(w, code, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid))
+		return nil, false
+	}
+	return vm, true
+}
+
 // setConfig is qemu-server's update_vm (PUT, synchronous): the VM must be on
 // the node, the token needs VM.Config.CDROM for a CD-ROM drive; each
 // parameter replaces the key of the VM's configuration.
 func (s *Server) setConfig(w http.ResponseWriter, r *http.Request, node, id string) {
 	vmid, _ := strconv.Atoi(id)
-	vm, ok := s.vms[vmid]
-	if !ok || vm.Node != node {
-		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid))
+	vm, ok := s.vmOn(w, node, vmid, http.StatusInternalServerError)
+	if !ok {
 		return
 	}
 	if s.Forbidden {

@@ -132,9 +132,8 @@ func (s *Server) handleQemu(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if m := qemuActionRe.FindStringSubmatch(r.URL.Path); m != nil {
 		vmid, _ := strconv.Atoi(m[2])
-		vm, ok := s.vms[vmid]
-		if !ok || vm.Node != m[1] {
-			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", m[1], vmid))
+		vm, ok := s.vmOn(w, m[1], vmid, http.StatusInternalServerError)
+		if !ok {
 			return true
 		}
 		switch {
@@ -169,9 +168,8 @@ func (s *Server) handleQemu(w http.ResponseWriter, r *http.Request) bool {
 	if m := match(r, http.MethodPost, configRe); m != nil {
 		// The asynchronous config update: the same change, as a task.
 		vmid, _ := strconv.Atoi(m[2])
-		vm, ok := s.vms[vmid]
-		if !ok || vm.Node != m[1] {
-			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", m[1], vmid))
+		vm, ok := s.vmOn(w, m[1], vmid, http.StatusInternalServerError)
+		if !ok {
 			return true
 		}
 		if errs := s.updateConfig(vmid, vm, r.PostForm); len(errs) > 0 {
@@ -438,9 +436,8 @@ func (s *Server) startVM(w http.ResponseWriter, vmid int, vm *VM) {
 // destroy-unreferenced-disks, every volume named for it) are freed.
 func (s *Server) destroyVM(w http.ResponseWriter, r *http.Request, node, id string) {
 	vmid, _ := strconv.Atoi(id)
-	vm, ok := s.vms[vmid]
-	if !ok || vm.Node != node {
-		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid))
+	vm, ok := s.vmOn(w, node, vmid, http.StatusInternalServerError)
+	if !ok {
 		return
 	}
 	if vm.Running {

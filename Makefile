@@ -116,7 +116,7 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora, each b
 	@# is the same with or without a pulumi CLI on PATH. `make integration` runs them.
 	$(GO) vet -tags integration $(INTEGRATION_PACKAGES)
 	@# The same for the tests against the real kube-apiserver (build tag `e2e`): `make e2e-kube` runs them.
-	$(GO) vet -tags e2e $(E2E_KUBE_PACKAGES) ./components/talos
+	$(GO) vet -tags e2e $(E2E_KUBE_PACKAGES) ./components/talos ./tests/e2e
 	@# The component provider, a module of its own (see docs/component-package.md).
 	cd $(PROVIDER_DIR) && $(GO) vet ./... && $(GO) vet -tags integration ./talosprovider && $(GO) test -count=1 ./...
 
@@ -170,15 +170,18 @@ e2e-kube: $(KUBE_APISERVER) ## Hold the Kubernetes fake to the real kube-apiserv
 # loopback node addresses, so they run in a network namespace of their own where 10.77.0.0/24 is
 # local (unshare: as root, or in a user namespace otherwise).
 E2E_CILIUM ?= $(shell sed -n 's/.*DefaultCiliumVersion *= *"\(.*\)"/\1/p' components/talos/args.go)
+E2E_RUN ?= E2E
 E2E_NETNS ?= $(if $(filter 0,$(shell id -u)),unshare -n,unshare -rn)
 
 .PHONY: e2e
-e2e: $(KUBE_APISERVER) ## Run TalosCluster's whole first up, preview and destroy, and its Helm releases' life, with the real pulumi CLI and plugins against the Talos fake, the real kube-apiserver and the real charts, in a network namespace: needs ../shared/harness.
+e2e: $(KUBE_APISERVER) build ## Run the Proxmox example's program through make (first up, ...) and TalosCluster's and its Helm releases' life, with the real pulumi CLI and plugins against the Proxmox, Image Factory and Talos fakes, the real kube-apiserver and the real charts, in a network namespace: needs ../shared/harness. E2E_RUN=<regexp> picks tests.
 	@command -v pulumi >/dev/null || { echo "make e2e: the pulumi CLI is not on PATH (see CONTRIBUTING.md, Integration tests)"; exit 1; }
 	@command -v unshare >/dev/null && command -v ip >/dev/null || { echo "make e2e: needs unshare (util-linux) and ip (iproute2)"; exit 1; }
 	$(GO) mod download github.com/cilium/cilium@v$(E2E_CILIUM)
 	$(GO) test -c -tags e2e -o bin/e2e/talos.test ./components/talos
-	cd components/talos && $(E2E_NETNS) sh -c 'ip link set lo up && ip addr add 10.77.0.1/24 dev lo && exec ../../bin/e2e/talos.test -test.run E2E -test.v -test.timeout 20m'
+	$(GO) test -c -tags e2e -o bin/e2e/e2e.test ./tests/e2e
+	cd components/talos && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && ip addr add 10.77.0.1/24 dev lo && exec ../../bin/e2e/talos.test -test.run "$$E2E_RUN" -test.v -test.timeout 20m'
+	cd tests/e2e && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && ip addr add 10.77.0.1/24 dev lo && exec ../../bin/e2e/e2e.test -test.run "$$E2E_RUN" -test.v -test.timeout 40m'
 
 # The dependencies whose versions decide what the clusters run and how the providers behave.
 DEPS_PINNED ?= github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 \

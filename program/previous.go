@@ -208,6 +208,17 @@ func previousFrom(outputs map[string]any) *talos.Previous {
 			}
 			prev.DataDisks[name] = size
 		}
+		for _, key := range []string{talos.TalosVersionOutput, talos.KubeletVersionOutput} {
+			if v, ok := m[key].(string); ok && v != "" && v != talos.Unknown {
+				if prev.Reported == nil {
+					prev.Reported = map[string]map[string]string{}
+				}
+				if prev.Reported[name] == nil {
+					prev.Reported[name] = map[string]string{}
+				}
+				prev.Reported[name][key] = v
+			}
+		}
 		if m["role"] == string(talos.RoleControlPlane) {
 			prev.ControlPlanes = append(prev.ControlPlanes, name)
 			if ip, ok := m["ip"].(string); ok && ip != "" {

@@ -19,13 +19,14 @@ func TestPreviousFromTheStackOutputs(t *testing.T) {
 		"clusterName":       "homelab",
 		"nodes": map[string]any{
 			"cp-0":     map[string]any{"role": "controlplane", "ip": "10.0.0.10", "machine": "proxmox node pve, vmId 110"},
-			"worker-0": map[string]any{"role": "worker", "ip": "10.0.0.20"},
+			"worker-0": map[string]any{"role": "worker", "ip": "10.0.0.20", "talosVersion": "v1.13.9", "kubeletVersion": talos.Unknown},
 		},
 	})
 	assert.Equal(t, &talos.Previous{
 		KubernetesVersion: "1.34.1", ControlPlanes: []string{"cp-0"}, ControlPlaneIPs: []string{"10.0.0.10"}, ClusterName: "homelab",
 		Roles:    map[string]talos.Role{"cp-0": talos.RoleControlPlane, "worker-0": talos.RoleWorker},
 		Machines: map[string]string{"cp-0": "proxmox node pve, vmId 110"},
+		Reported: map[string]map[string]string{"worker-0": {"talosVersion": "v1.13.9"}}, // an unknown version is no version
 	}, prev)
 
 	prev = previousFrom(map[string]any{"kubernetesVersion": talos.Unknown, "nodes": map[string]any{}})

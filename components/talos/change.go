@@ -39,6 +39,10 @@ type Previous struct {
 	// DataDisks are the nodes' data disk sizes in GiB by node name (those
 	// that had one).
 	DataDisks map[string]int
+	// Reported are the versions each node reported in the last run
+	// (talosVersion, kubeletVersion), by node name: a preview, which
+	// reads no node, shows them again instead of "unknown".
+	Reported map[string]map[string]string
 }
 
 // SkippedWithoutPrevious says what is not checked when the stack's last

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
@@ -42,7 +43,7 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	} else {
 		_ = l.Close()
 	}
-	dir := chartsWorld(t)
+	dir := e2eworld.Charts(t, DefaultCiliumVersion, DefaultApproverVersion).Dir
 	// gRPC honours HTTPS_PROXY too: the Talos provider and the program's
 	// hooks reach the nodes and the API directly.
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
@@ -74,7 +75,7 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 		}
 		k8sCA := cfg.Cluster().IssuingCA()
 		api = realapiserver.StartAt(ctx, t, realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}, endpoint)
-		sim = kubesim.New(api.URL(), simClient(t, api, realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}))
+		sim = kubesim.New(api.URL(), e2eworld.SimClient(t, api, realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}))
 		sim.CNI = SystemNamespace + "/" + CiliumRelease
 		sim.Join(kubesim.Node{Name: "cp-0", IP: cpIP, ControlPlane: true, KubeletVersion: "v1.35.4"})
 		sim.Join(kubesim.Node{Name: "worker-0", IP: workerIP, KubeletVersion: "v1.35.4"})

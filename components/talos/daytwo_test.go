@@ -1216,6 +1216,16 @@ func TestAPreviewReadsNothingFromTheNodes(t *testing.T) {
 	assert.Empty(t, l.talos.Events()[before:], "no call to any node")
 	assert.Equal(t, talos.Unknown, p.nodes["cp-1"]["talosVersion"])
 	assert.Equal(t, oldTalos, p.talosVersion, "the version asked for")
+
+	// With the last run's outputs, it shows what the nodes reported then:
+	// a preview of an unchanged stack shows no output change either (seen
+	// on the real CLI: every node's versions went to "unknown").
+	args := clusterArgs(oldTalos, l.nodes())
+	args.Previous = &talos.Previous{Reported: map[string]map[string]string{"cp-1": {"talosVersion": oldTalos, "kubeletVersion": "v1.34.1"}}}
+	p = l.run(args)
+	assert.Empty(t, l.talos.Events()[before:], "no call to any node")
+	assert.Equal(t, map[string]string{"ip": p.nodes["cp-1"]["ip"], "role": "controlplane", "talosVersion": oldTalos, "kubeletVersion": "v1.34.1"}, p.nodes["cp-1"])
+	assert.Equal(t, talos.Unknown, p.nodes["worker-1"]["talosVersion"], "a node the last run did not report")
 }
 
 // Several workers removed in one `up` leave the cluster

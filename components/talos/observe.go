@@ -11,6 +11,12 @@ import (
 // Unknown is what the outputs say of a version no node reported.
 const Unknown = "unknown"
 
+// The keys of a node's versions in the nodes output.
+const (
+	TalosVersionOutput   = "talosVersion"
+	KubeletVersionOutput = "kubeletVersion"
+)
+
 // observation is what the nodes run, read from them.
 type observation struct {
 	// talos is the oldest Talos version a node reported; kubernetes the
@@ -29,14 +35,22 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 	defer cancel()
 	obs := observation{talos: d.talos, kubernetes: d.kubernetes, nodes: map[string]map[string]string{}}
 	for _, n := range nodes {
-		obs.nodes[n.Name] = map[string]string{"ip": n.IP, "role": string(n.Role), "talosVersion": Unknown, "kubeletVersion": Unknown}
+		obs.nodes[n.Name] = map[string]string{"ip": n.IP, "role": string(n.Role), TalosVersionOutput: Unknown, KubeletVersionOutput: Unknown}
 		if n.Machine != "" {
 			obs.nodes[n.Name]["machine"] = n.Machine
 		}
 	}
 	// A preview changes nothing and a destroy leaves nothing to report:
-	// neither waits for nodes that may not answer.
+	// neither waits for nodes that may not answer. A preview shows what
+	// the nodes reported last, so that it shows no change of its own.
 	if d.ctx.DryRun() || d.deps.Destroy {
+		if d.ctx.DryRun() && d.previous != nil {
+			for _, n := range nodes {
+				for key, v := range d.previous.Reported[n.Name] {
+					obs.nodes[n.Name][key] = v
+				}
+			}
+		}
 		return obs
 	}
 	var talosVersions, apiVersions []string
@@ -51,7 +65,7 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				obs.nodes[n.Name]["talosVersion"] = v
+				obs.nodes[n.Name][TalosVersionOutput] = v
 				talosVersions = append(talosVersions, v)
 			})
 		}
@@ -89,7 +103,7 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 			for _, n := range nodes {
 				for _, k := range knodes {
 					if k.InternalIP == n.IP {
-						obs.nodes[n.Name]["kubeletVersion"] = k.KubeletVersion
+						obs.nodes[n.Name][KubeletVersionOutput] = k.KubeletVersion
 					}
 				}
 			}

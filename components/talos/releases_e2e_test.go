@@ -4,12 +4,7 @@ package talos
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,14 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/chartfake"
+	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 )
-
-// approverMirror is where the harness's fetch puts the kubelet-csr-approver
-// repository (its chart is not in any Go module the proxy serves).
-const approverMirror = "/work/.mirror/postfinance+kubelet-csr-approver/repo"
 
 // TestE2ETheReleasesInstallWithTheRealPluginAndAPIServer registers the
 // Cilium and kubelet-csr-approver releases as TalosCluster registers them
@@ -42,13 +33,13 @@ const approverMirror = "/work/.mirror/postfinance+kubelet-csr-approver/repo"
 // It walks: first up (both releases ready, the nodes Ready once Cilium
 // is), a preview with no change, a values change (an upgrade), destroy.
 func TestE2ETheReleasesInstallWithTheRealPluginAndAPIServer(t *testing.T) {
-	dir := chartsWorld(t)
+	dir := e2eworld.Charts(t, DefaultCiliumVersion, DefaultApproverVersion).Dir
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	kubeCA := realapiserver.NewCA(t)
 	api := realapiserver.Start(ctx, t, kubeCA)
 
-	sim := kubesim.New(api.URL(), simClient(t, api, kubeCA))
+	sim := kubesim.New(api.URL(), e2eworld.SimClient(t, api, kubeCA))
 	sim.CNI = SystemNamespace + "/" + CiliumRelease
 	nodes := []NodeSpec{{Name: "cp-0", IP: "10.10.0.10", Role: RoleControlPlane}, {Name: "worker-0", IP: "10.10.0.20", Role: RoleWorker}}
 	for _, n := range nodes {
@@ -118,56 +109,4 @@ func TestE2ETheReleasesInstallWithTheRealPluginAndAPIServer(t *testing.T) {
 	code, _, err = api.Call(ctx, http.MethodGet, "/apis/apps/v1/namespaces/kube-system/daemonsets/cilium", "", nil)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusNotFound, code, "destroy uninstalls the release")
-}
-
-// chartsWorld is what the e2e tests share, or their skip when it is
-// missing: the pulumi CLI, the real charts served by chartfake under their
-// public repositories' names through an HTTPS proxy (trusted through
-// SSL_CERT_FILE), and a local backend in the work directory it returns.
-func chartsWorld(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH (../shared/harness)")
-	}
-	ciliumDir := filepath.Join(goModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "install/kubernetes/cilium")
-	if _, err := os.Stat(filepath.Join(ciliumDir, "Chart.yaml")); err != nil {
-		t.Skipf("SKIPPED: no Cilium chart at %s (make e2e downloads the module: go mod download github.com/cilium/cilium@v%s)", ciliumDir, DefaultCiliumVersion)
-	}
-	approverDir := filepath.Join(t.TempDir(), "approver")
-	if out, err := exec.Command("sh", "-c", "mkdir -p "+approverDir+" && git --git-dir="+approverMirror+" archive v"+DefaultApproverVersion+" charts/kubelet-csr-approver | tar -x -C "+approverDir).CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: the kubelet-csr-approver chart (fetch github:postfinance/kubelet-csr-approver into %s): %v: %s", approverMirror, err, out)
-	}
-	ciliumRepo := chartfake.New(t, []string{"helm.cilium.io"}, chartfake.Chart{Dir: ciliumDir})
-	approverRepo := chartfake.New(t, []string{"postfinance.github.io"},
-		chartfake.Chart{Dir: filepath.Join(approverDir, "charts/kubelet-csr-approver"), Version: DefaultApproverVersion})
-	proxy := chartfake.Proxy(t, map[string]string{
-		"helm.cilium.io:443":        ciliumRepo.Listener.Addr().String(),
-		"postfinance.github.io:443": approverRepo.Listener.Addr().String(),
-	})
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "repos-ca.pem")
-	require.NoError(t, os.WriteFile(caFile, append(append([]byte{}, ciliumRepo.CA...), approverRepo.CA...), 0o600))
-	t.Setenv("SSL_CERT_FILE", caFile)
-	t.Setenv("HTTPS_PROXY", proxy)
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
-	return dir
-}
-
-// simClient is an admin client of the API server for kubesim.
-func simClient(t *testing.T, api *realapiserver.Server, ca realapiserver.CA) *http.Client {
-	t.Helper()
-	cert, key := ca.ClientCert(t, "kubesim", "system:masters")
-	pair, err := tls.X509KeyPair(cert, key)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(api.CA()))
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-}
-
-func goModCache(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	require.NoError(t, err)
-	return strings.TrimSpace(string(out))
 }

@@ -14,9 +14,17 @@
 package pvefake
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -109,11 +117,65 @@ type task struct {
 // directory allowing ISOs, like a fresh Proxmox install) on every node.
 func New(t testing.TB, vms map[int]*VM) *Server {
 	t.Helper()
+	return start(t, vms, nil, nil)
+}
+
+// NewAt is New on a given address (host:port), as a stack file's
+// proxmox.endpoint names the host (https://10.77.0.2:8006/), with a
+// self-signed certificate for that host (Certificate), which a client
+// that trusts it verifies, as a host with a private CA's certificate.
+func NewAt(t testing.TB, vms map[int]*VM, addr string) *Server {
+	t.Helper()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || net.ParseIP(host) == nil {
+		t.Fatalf("pvefake: %q is not an IP address and port", addr)
+	}
+	cert, err := selfSigned(net.ParseIP(host))
+	if err != nil {
+		t.Fatalf("pvefake: unable to make a certificate for %s: %v", host, err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("pvefake: unable to listen on %s: %v", addr, err)
+	}
+	return start(t, vms, l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+}
+
+// selfSigned is a self-signed serving certificate for ip.
+func selfSigned(ip net.IP) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "pvefake " + ip.String()},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{ip}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// start starts the fake on l with tlsConfig, or on a loopback port with
+// httptest's certificate when l is nil.
+func start(t testing.TB, vms map[int]*VM, l net.Listener, tlsConfig *tls.Config) *Server {
+	t.Helper()
 	s := &Server{
 		vms: vms, tasks: map[string]*task{}, stopCalls: map[int]int{}, stopForms: map[int][]url.Values{},
 		configs: map[int][]url.Values{}, storage: newStorage(),
 	}
-	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.handle))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.handle))
+	if l != nil {
+		_ = s.Server.Listener.Close()
+		s.Server.Listener = l
+		s.Server.TLS = tlsConfig
+	}
+	s.Server.StartTLS()
 	t.Cleanup(s.Close)
 	return s
 }

@@ -1,6 +1,8 @@
 package pvefake
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -114,4 +116,19 @@ func TestDownloadRefusesExistingFileAndDeleteRemovesIt(t *testing.T) {
 	assert.Equal(t, "WARNINGS: 1", exitStatus(t, s, a.Data), "a missing file is a warning")
 	a = call(t, s, http.MethodDelete, "/nodes/pve/storage/local/content/"+url.PathEscape("other:iso/a_b.iso"), nil)
 	assert.Equal(t, "storage ID mismatch (other != local)", a.Errors["volume"])
+}
+
+// A fake at a given address has a certificate for it, which a client that
+// trusts it (and nothing else) verifies.
+func TestNewAtServesACertificateForItsAddress(t *testing.T) {
+	s := NewAt(t, map[int]*VM{}, "127.0.0.2:0")
+	assert.True(t, strings.HasPrefix(s.URL, "https://127.0.0.2:"), s.URL)
+	pool := x509.NewCertPool()
+	pool.AddCert(s.Certificate())
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := client.Get(s.URL + "/api2/json/version")
+	require.NoError(t, err, "verified against its own certificate")
+	_ = resp.Body.Close()
+	_, err = http.Get(s.URL + "/api2/json/version")
+	require.Error(t, err, "not trusted by default")
 }

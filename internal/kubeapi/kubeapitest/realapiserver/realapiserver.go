@@ -229,8 +229,9 @@ type Server struct {
 	// namespaces holds the namespaces made ready for pods (ensureNamespace).
 	namespaces map[string]bool
 	pvsSet     bool
-	// host is the address it listens on.
-	host string
+	// host is the address it advertises and its URL names; bind the one
+	// it listens on (0.0.0.0 when it answers on more).
+	host, bind string
 }
 
 // Start starts etcd and the API server with a serving certificate of ca for
@@ -247,8 +248,11 @@ func Start(ctx context.Context, t testing.TB, ca CA) *Server {
 // StartAt is Start on a given address (host:port), as a cluster endpoint
 // the program's kubeconfig names (https://10.10.0.5:6443): the serving
 // certificate is for that host too. The port is taken as it is: a start
-// on a taken port fails the test.
-func StartAt(ctx context.Context, t testing.TB, ca CA, addr string) *Server {
+// on a taken port fails the test. With more hosts, it answers on every
+// local address (as each control plane's API server answers on its own
+// address besides the VIP), its URL and advertised address are addr's,
+// and its certificate is for the more hosts too.
+func StartAt(ctx context.Context, t testing.TB, ca CA, addr string, more ...string) *Server {
 	t.Helper()
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil || net.ParseIP(host) == nil {
@@ -258,12 +262,21 @@ func StartAt(ctx context.Context, t testing.TB, ca CA, addr string) *Server {
 	if err != nil || port <= 0 {
 		t.Fatalf("realapiserver: %q has no port", addr)
 	}
-	return start(ctx, t, ca, host, port)
+	also := make([]net.IP, 0, len(more))
+	for _, h := range more {
+		ip := net.ParseIP(h)
+		if ip == nil {
+			t.Fatalf("realapiserver: %q is not an IP address", h)
+		}
+		also = append(also, ip)
+	}
+	return start(ctx, t, ca, host, port, also...)
 }
 
 // start starts etcd and the API server on host, on port (0: one the
-// kernel picks, tried again when someone took it in between).
-func start(ctx context.Context, t testing.TB, ca CA, host string, fixedPort int) *Server {
+// kernel picks, tried again when someone took it in between); with also,
+// on every local address, its certificate for them too.
+func start(ctx context.Context, t testing.TB, ca CA, host string, fixedPort int, also ...net.IP) *Server {
 	t.Helper()
 	bin, err := Binary()
 	if err != nil {
@@ -274,9 +287,12 @@ func start(ctx context.Context, t testing.TB, ca CA, host string, fixedPort int)
 	}
 	dir := t.TempDir()
 	etcdURL := startEtcd(ctx, t, filepath.Join(dir, "etcd"))
-	files := writePKI(t, ca, dir, net.ParseIP(host))
+	files := writePKI(t, ca, dir, append([]net.IP{net.ParseIP(host)}, also...)...)
 	adminCert, adminKey := ca.ClientCert(t, "admin", "system:masters")
-	s := &Server{t: t, ca: ca, namespaces: map[string]bool{}, host: host}
+	s := &Server{t: t, ca: ca, namespaces: map[string]bool{}, host: host, bind: host}
+	if len(also) > 0 {
+		s.bind = "0.0.0.0"
+	}
 	s.http = httpClient(t, ca.Cert, adminCert, adminKey)
 	t.Cleanup(s.http.CloseIdleConnections)
 
@@ -318,11 +334,11 @@ type pki struct {
 // writePKI writes the CA's certificate, a serving certificate of the CA
 // (for the addresses a client inside or outside a cluster would use) and
 // the service-account signing key pair.
-func writePKI(t testing.TB, ca CA, dir string, host net.IP) pki {
+func writePKI(t testing.TB, ca CA, dir string, hosts ...net.IP) pki {
 	t.Helper()
 	serverCert, serverKey, err := ca.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1), host},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1)}, hosts...),
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
@@ -380,7 +396,7 @@ func (s *Server) run(ctx context.Context, bin string, port int, etcdURL string, 
 	t := s.t
 	args := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=" + s.host,
+		"--bind-address=" + s.bind,
 		"--advertise-address=" + s.host,
 		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + files.serverCert,

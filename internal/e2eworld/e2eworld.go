@@ -1,0 +1,99 @@
+// Package e2eworld sets up what the e2e tests (build tag e2e, run by make
+// e2e in a network namespace) share around the real Pulumi CLI and
+// plugins: the real Helm charts behind an HTTPS proxy under their public
+// repositories' names, the CAs the plugins trust, a local backend.
+package e2eworld
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/chartfake"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
+)
+
+// ApproverMirror is where the harness's fetch puts the kubelet-csr-approver
+// repository (its chart is not in any Go module the proxy serves).
+const ApproverMirror = "/work/.mirror/postfinance+kubelet-csr-approver/repo"
+
+// World is what Charts set up.
+type World struct {
+	// Dir is the test's folder: the backend and the CA file live in it.
+	Dir string
+	// CAFile is the bundle SSL_CERT_FILE names; Trust adds to it.
+	CAFile string
+}
+
+// Charts skips the test, saying why, without the pulumi CLI or the charts;
+// otherwise it serves the real Cilium chart (of ciliumVersion, from the
+// github.com/cilium/cilium module) and the approver's chart (of
+// approverVersion, from its repository at the release tag) under
+// helm.cilium.io and postfinance.github.io through an HTTPS proxy
+// (HTTPS_PROXY), trusted through SSL_CERT_FILE, and points the CLI at a
+// local backend in the test's folder.
+func Charts(t *testing.T, ciliumVersion, approverVersion string) *World {
+	t.Helper()
+	if _, err := exec.LookPath("pulumi"); err != nil {
+		t.Skip("SKIPPED: the pulumi CLI is not on PATH (../shared/harness)")
+	}
+	ciliumDir := filepath.Join(GoModCache(t), "github.com/cilium/cilium@v"+ciliumVersion, "install/kubernetes/cilium")
+	if _, err := os.Stat(filepath.Join(ciliumDir, "Chart.yaml")); err != nil {
+		t.Skipf("SKIPPED: no Cilium chart at %s (make e2e downloads the module: go mod download github.com/cilium/cilium@v%s)", ciliumDir, ciliumVersion)
+	}
+	approverDir := filepath.Join(t.TempDir(), "approver")
+	if out, err := exec.Command("sh", "-c", "mkdir -p "+approverDir+" && git --git-dir="+ApproverMirror+" archive v"+approverVersion+" charts/kubelet-csr-approver | tar -x -C "+approverDir).CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED: the kubelet-csr-approver chart (fetch github:postfinance/kubelet-csr-approver into %s): %v: %s", ApproverMirror, err, out)
+	}
+	ciliumRepo := chartfake.New(t, []string{"helm.cilium.io"}, chartfake.Chart{Dir: ciliumDir})
+	approverRepo := chartfake.New(t, []string{"postfinance.github.io"},
+		chartfake.Chart{Dir: filepath.Join(approverDir, "charts/kubelet-csr-approver"), Version: approverVersion})
+	proxy := chartfake.Proxy(t, map[string]string{
+		"helm.cilium.io:443":        ciliumRepo.Listener.Addr().String(),
+		"postfinance.github.io:443": approverRepo.Listener.Addr().String(),
+	})
+	w := &World{Dir: t.TempDir()}
+	w.CAFile = filepath.Join(w.Dir, "repos-ca.pem")
+	require.NoError(t, os.WriteFile(w.CAFile, append(append([]byte{}, ciliumRepo.CA...), approverRepo.CA...), 0o600))
+	t.Setenv("SSL_CERT_FILE", w.CAFile)
+	t.Setenv("HTTPS_PROXY", proxy)
+	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")
+	t.Setenv("PULUMI_BACKEND_URL", "file://"+w.Dir)
+	return w
+}
+
+// Trust adds a CA certificate (PEM) to the bundle the plugins trust.
+func (w *World) Trust(t *testing.T, caPEM []byte) {
+	t.Helper()
+	f, err := os.OpenFile(w.CAFile, os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.Write(caPEM)
+	require.NoError(t, err)
+}
+
+// GoModCache is the Go module cache's folder.
+func GoModCache(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// SimClient is an admin client of the API server for kubesim.
+func SimClient(t *testing.T, api *realapiserver.Server, ca realapiserver.CA) *http.Client {
+	t.Helper()
+	cert, key := ca.ClientCert(t, "kubesim", "system:masters")
+	pair, err := tls.X509KeyPair(cert, key)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(api.CA()))
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}

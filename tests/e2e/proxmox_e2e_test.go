@@ -1,0 +1,303 @@
+//go:build e2e
+
+// Package e2e runs the project's Pulumi program as a user runs it: make's
+// stack targets in a copy of this repository, the real pulumi CLI and
+// plugins (../shared/harness), against the project's fakes of what is not
+// here (Proxmox VE, the Image Factory, Talos machines) and the real
+// kube-apiserver and charts. make e2e runs it in a network namespace.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/e2eworld"
+	"github.com/fluodata/talos-pulumi/internal/factoryfake"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+)
+
+// stack is the e2e stack's name; its file is testdata/Pulumi.e2e.yaml.
+const stack = "e2e"
+
+// The addresses of testdata/Pulumi.e2e.yaml.
+const (
+	pveAddr = "10.77.0.2:8006"
+	vip     = "10.77.0.5"
+)
+
+// machine is one node of the e2e stack: its VM and its Talos machine.
+type machine struct {
+	name string
+	ip   string
+	vmID int
+	cp   bool
+}
+
+var machines = []machine{
+	{"cp-0", "10.77.0.10", 110, true}, {"cp-1", "10.77.0.11", 111, true}, {"cp-2", "10.77.0.12", 112, true},
+	{"worker-0", "10.77.0.20", 120, false}, {"worker-1", "10.77.0.21", 121, false},
+}
+
+// world is what the stack runs against.
+type world struct {
+	t     *testing.T
+	ctx   context.Context
+	repo  string // the copy of this repository make runs in
+	pve   *pvefake.Server
+	nodes *talosapitest.Cluster
+
+	mu  sync.Mutex
+	api *realapiserver.Server
+	sim *kubesim.Sim
+}
+
+// TestE2EProxmoxExampleLivesItsLife runs the Proxmox example's program
+// through make, as docs/getting-started.md has a user run it, with the
+// real CLI and plugins: the proxmoxve plugin (bpg v0.95) against the
+// Proxmox API fake at the stack's endpoint, the talos plugin against the
+// Image Factory fake and the Talos fake's machines at the VMs' addresses
+// (booted from the ISO: maintenance mode), the kubernetes plugin and Helm
+// against a real kube-apiserver at the VIP (and each control plane's
+// address) with the real Cilium and approver charts, kubesim playing the
+// kubelets and controllers. It walks: first up; a preview with no change
+// and no warning; a Talos upgrade; a lower version (refused); two control
+// planes removed (refused); a worker removed; each followed by a preview
+// with no change.
+func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
+	w := newWorld(t)
+
+	start := time.Now()
+	out := w.make("up", "YES=1")
+	t.Logf("first up: %s", time.Since(start).Round(time.Second))
+	assert.NotContains(t, out, "unable to read the stack's last outputs", "the refusals that compare with the last run are not skipped")
+	assert.True(t, w.nodes.Bootstrapped(), "the first control plane is bootstrapped")
+	for _, m := range machines {
+		vm := w.pve.VM(m.vmID)
+		require.NotNil(t, vm, "VM %d exists", m.vmID)
+		assert.True(t, vm.Running, "VM %d runs", m.vmID)
+		assert.False(t, w.nodes.Node(m.ip).InMaintenance(), "%s installed", m.name)
+		assert.NotContains(t, vm.Config["ide2"], "iso/", "%s: the ISO ejected", m.name)
+	}
+	w.noChange("after the first up")
+
+	// A Talos upgrade rolls through the nodes one at a time, the control
+	// planes first.
+	w.edit("v1.13.9 # e2e: talosVersion", "v1.13.10 # e2e: talosVersion")
+	start = time.Now()
+	w.make("up", "YES=1")
+	t.Logf("Talos upgrade: %s", time.Since(start).Round(time.Second))
+	for _, m := range machines {
+		assert.Equal(t, "v1.13.10", w.nodes.Node(m.ip).Version(), "%s upgraded", m.name)
+	}
+	ups := w.nodes.Events("Upgrade")
+	require.Len(t, ups, len(machines), "one upgrade per node")
+	for i, m := range machines[:3] {
+		assert.Equal(t, m.ip, ups[i].Node, "the control planes first, in order")
+	}
+	w.noChange("after the Talos upgrade")
+
+	// A lower version is refused before anything runs.
+	w.edit("v1.13.10 # e2e: talosVersion", "v1.13.9 # e2e: talosVersion")
+	out = w.makeFails("up", "YES=1")
+	assert.Contains(t, out, "cluster.talosVersion", "the refusal names the key")
+	assert.Len(t, w.nodes.Events("Upgrade"), len(machines), "no node touched")
+	w.edit("v1.13.9 # e2e: talosVersion", "v1.13.10 # e2e: talosVersion")
+
+	// Two control planes removed in one up: refused.
+	w.edit("\n      - {name: cp-1,", "\n      # - {name: cp-1,")
+	w.edit("\n      - {name: cp-2,", "\n      # - {name: cp-2,")
+	out = w.makeFails("up", "YES=1")
+	assert.Contains(t, out, "removes 2 control planes in one `up` (cp-1, cp-2)")
+	for _, m := range machines {
+		assert.NotNil(t, w.pve.VM(m.vmID), "VM %d kept", m.vmID)
+	}
+	w.edit("\n      # - {name: cp-1,", "\n      - {name: cp-1,")
+	w.edit("\n      # - {name: cp-2,", "\n      - {name: cp-2,")
+	w.noChange("after the refusals")
+
+	// A worker removed: it leaves the cluster, its VM goes.
+	w.edit("\n      - {name: worker-1,", "\n      # - {name: worker-1,")
+	start = time.Now()
+	w.make("up", "YES=1")
+	t.Logf("worker removed: %s", time.Since(start).Round(time.Second))
+	assert.Nil(t, w.pve.VM(121), "worker-1's VM is gone")
+	assert.NotNil(t, w.pve.VM(120), "worker-0's VM is kept")
+	w.noChange("after the worker left")
+}
+
+// edit replaces old by new in the stack file; old must be there.
+func (w *world) edit(old, new string) {
+	w.t.Helper()
+	path := filepath.Join(w.repo, "Pulumi."+stack+".yaml")
+	data, err := os.ReadFile(path)
+	require.NoError(w.t, err)
+	require.Contains(w.t, string(data), old, "the stack file has the line to change")
+	require.NoError(w.t, os.WriteFile(path, []byte(strings.Replace(string(data), old, new, 1)), 0o600))
+}
+
+// makeFails is make that must fail; it returns the output.
+func (w *world) makeFails(target string, vars ...string) string {
+	w.t.Helper()
+	out, err := w.run("make", append([]string{"-C", w.repo, target, "STACK=" + stack}, vars...)...)
+	require.Error(w.t, err, "make %s must fail", target)
+	return out
+}
+
+// newWorld starts the fakes, copies the repository and makes the stack.
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	if l, err := net.Listen("tcp", pveAddr); err != nil {
+		t.Skipf("SKIPPED: 10.77.0.0/24 is not local here (%v): make e2e runs this test in a network namespace where it is", err)
+	} else {
+		_ = l.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	t.Cleanup(cancel)
+	charts := e2eworld.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion)
+	// gRPC honours HTTPS_PROXY too: the plugins and the program's hooks
+	// reach the machines, the API server and Proxmox directly.
+	t.Setenv("NO_PROXY", "10.77.0.0/24")
+	w := &world{t: t, ctx: ctx}
+
+	factory := factoryfake.New(t)
+	charts.Trust(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: factory.Certificate().Raw}))
+	w.pve = pvefake.NewAt(t, map[int]*pvefake.VM{}, pveAddr)
+	charts.Trust(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: w.pve.Certificate().Raw}))
+	w.pve.AddDatastore("local-lvm", pvefake.Datastore{Content: []string{"images", "rootdir"}})
+	w.pve.Web = factory.Client()
+
+	var specs []talosapitest.NodeSpec
+	var cpIPs []string
+	for _, m := range machines {
+		// The guest agent (the schematic's qemu-guest-agent extension)
+		// reports the VM's address once Talos runs, which bpg waits for.
+		w.pve.AgentAddresses(m.vmID, m.ip)
+		role := talosapitest.Worker
+		if m.cp {
+			role = talosapitest.ControlPlane
+			cpIPs = append(cpIPs, m.ip)
+		}
+		specs = append(specs, talosapitest.NodeSpec{IP: m.ip, Hostname: m.name, Role: role, Listen: m.ip + ":50000", Maintenance: true,
+			RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"})
+	}
+	w.nodes = talosapitest.StartFresh(t, specs...)
+	w.nodes.OnApply(func(node string, config []byte) { w.startAPIServer(node, config, cpIPs) })
+
+	w.repo = copyRepo(t)
+	stackFile, err := os.ReadFile("testdata/Pulumi.e2e.yaml")
+	require.NoError(t, err)
+	stackFile = bytes.ReplaceAll(stackFile, []byte("FACTORY_URL"), []byte(factory.URL))
+	stackFile = bytes.ReplaceAll(stackFile, []byte("TOKEN_ID"), []byte(pvefake.TokenID))
+	require.NoError(t, os.WriteFile(filepath.Join(w.repo, "Pulumi."+stack+".yaml"), stackFile, 0o600))
+	w.make("init")
+	w.pulumi("config", "set", "--secret", "--path", "proxmox.apiTokenSecret", pvefake.TokenSecret)
+	return w
+}
+
+// startAPIServer starts the real kube-apiserver when the first control
+// plane's config is applied, with that config's Kubernetes CA, as Talos's
+// bootstrap does: at the VIP, and on each control plane's address (its own
+// API server, which the rollout's waits read), one etcd behind them all;
+// kubesim joins the nodes to it.
+func (w *world) startAPIServer(node string, config []byte, cpIPs []string) {
+	t := w.t
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if node != cpIPs[0] || w.api != nil {
+		return
+	}
+	cfg, err := configloader.NewFromBytes(config)
+	if err != nil {
+		t.Errorf("the control plane's config: %v", err)
+		return
+	}
+	k8sCA := cfg.Cluster().IssuingCA()
+	ca := realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}
+	w.api = realapiserver.StartAt(w.ctx, t, ca, vip+":6443", cpIPs...)
+	w.sim = kubesim.New(w.api.URL(), e2eworld.SimClient(t, w.api, ca))
+	w.sim.CNI = talos.SystemNamespace + "/" + talos.CiliumRelease
+	for _, m := range machines {
+		w.sim.Join(kubesim.Node{Name: m.name, IP: m.ip, ControlPlane: m.cp, KubeletVersion: "v1.35.4"})
+	}
+	go w.sim.Run(w.ctx)
+}
+
+// make runs a make target of the stack in the copy, as a user runs it,
+// and returns its output; it fails the test when make fails.
+func (w *world) make(target string, vars ...string) string {
+	w.t.Helper()
+	out, err := w.run("make", append([]string{"-C", w.repo, target, "STACK=" + stack}, vars...)...)
+	require.NoError(w.t, err, "make %s:\n%s", target, out)
+	return out
+}
+
+// pulumi runs the CLI on the stack, in the project folder make uses.
+func (w *world) pulumi(args ...string) string {
+	w.t.Helper()
+	out, err := w.run("pulumi", append(args, "--stack", stack, "--cwd", w.repo)...)
+	require.NoError(w.t, err, "pulumi %s:\n%s", strings.Join(args, " "), out)
+	return out
+}
+
+// run runs a command in the copy and logs its output.
+func (w *world) run(name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(w.ctx, name, args...)
+	cmd.Dir = w.repo
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	w.t.Logf("%s %s (%s):\n%s", name, strings.Join(args, " "), time.Since(start).Round(time.Second), out.String())
+	return out.String(), err
+}
+
+// noChange runs make preview and fails the test when it shows a change or
+// prints a warning.
+func (w *world) noChange(step string) {
+	w.t.Helper()
+	out := w.make("preview")
+	for _, change := range []string{" to create", " to update", " to delete", " to replace", "warning:"} {
+		assert.NotContains(w.t, out, change, "%s: a preview shows no change and no warning", step)
+	}
+}
+
+// copyRepo copies the repository's tracked files as they are in the work
+// tree, and the binaries make e2e built, into a folder of the test: make's
+// stack targets then run there, on their own stack file, backend and
+// access files, and find the program and stackctl up to date.
+func copyRepo(t *testing.T) string {
+	t.Helper()
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	require.NoError(t, err)
+	src := strings.TrimSpace(string(top))
+	dst := filepath.Join(t.TempDir(), "repo")
+	require.NoError(t, os.MkdirAll(dst, 0o700))
+	script := fmt.Sprintf("git -C %q ls-files -z | tar -C %q --null -T - -cf - | tar -C %q -xf -", src, src, dst)
+	out, err := exec.Command("sh", "-c", script).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	// Copied after the sources, the binaries are newer than them.
+	require.NoError(t, os.MkdirAll(filepath.Join(dst, "bin"), 0o700))
+	for _, bin := range []string{"talos-cluster", "stackctl"} {
+		out, err := exec.Command("cp", filepath.Join(src, "bin", bin), filepath.Join(dst, "bin", bin)).CombinedOutput()
+		require.NoError(t, err, "make e2e builds bin/%s first: %s", bin, out)
+	}
+	return dst
+}

@@ -367,11 +367,11 @@ backups: require-stack $(STACKCTL) ## List the stack's backups at backup.target:
 
 .PHONY: backup-get
 backup-get: $(STACKCTL) ## A backup's files, decrypted and checked, into OUT (new, 0700), without the stack: TARGET=url STACK=name IDENTITY=file OUT=dir [NAME=latest].
-	$(STACKCTL) backup-get --target $(call quote,$(TARGET)) --stack $(call quote,$(STACK)) --identity $(call quote,$(IDENTITY)) --out $(call quote,$(OUT)) --name $(call quote,$(or $(NAME),latest))$(if $(filter 1 y yes true,$(CONTROL_PLANES)), --reset-control-planes)
+	$(STACKCTL) backup-get --target $(call quote,$(TARGET)) --stack $(call quote,$(STACK)) --identity $(call quote,$(IDENTITY)) --out $(call quote,$(OUT)) --name $(call quote,$(or $(NAME),latest))
 
 .PHONY: restore
 restore: require-stack $(STACKCTL) ## Bring STACK's cluster back from a backup into new machines: IDENTITY=file (or the key's text in BACKUP_IDENTITY) [NAME=latest]; the stack is made if its state is gone; CONTROL_PLANES=1: the cluster is in place and etcd lost its quorum, only the control planes are reset and recovered (docs/backup.md).
-	$(STACKCTL) restore --stack $(call quote,$(STACK)) --create --secrets-provider $(call quote,$(SECRETS_PROVIDER)) --pulumi $(call quote,$(PULUMI)) $(if $(IDENTITY),--identity $(call quote,$(IDENTITY))) --name $(call quote,$(or $(NAME),latest))
+	$(STACKCTL) restore --stack $(call quote,$(STACK)) --create --secrets-provider $(call quote,$(SECRETS_PROVIDER)) --pulumi $(call quote,$(PULUMI)) $(if $(IDENTITY),--identity $(call quote,$(IDENTITY))) --name $(call quote,$(or $(NAME),latest))$(if $(filter 1 y yes true,$(CONTROL_PLANES)), --reset-control-planes)
 
 .PHONY: csi-volume-rm
 csi-volume-rm: require-stack $(STACKCTL) ## Delete one volume the Proxmox CSI plugin left on storage.proxmoxCsi.datastore, attached to no VM of the cluster: VOLUME=<datastore>:vm-9999-pvc-... (make doctor lists them; docs/storage.md).

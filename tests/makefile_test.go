@@ -625,3 +625,20 @@ func TestMakeDepsCheckShowsDrift(t *testing.T) {
 	assert.Regexp(t, `^github.com/pulumiverse/pulumi-talos/sdk\s+v0.7.1\s+not listed by the proxy$`, lines[3])
 	assert.Regexp(t, `^github.com/pulumi/pulumi-go-provider \(provider/\)\s+v1.5.0\s+v1.5.0$`, lines[4])
 }
+
+// CONTROL_PLANES=1 reaches the restore (it was on backup-get's line, and
+// make restore CONTROL_PLANES=1 seeded a whole new cluster instead).
+func TestMakeRestoreControlPlanesResetsOnlyThem(t *testing.T) {
+	t.Parallel()
+	run := func(args ...string) string {
+		cmd := exec.Command("make", append([]string{"-n", "-o", "bin/stackctl"}, args...)...)
+		cmd.Dir = ".."
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	assert.Contains(t, run("restore", "STACK=test", "IDENTITY=key.txt", "CONTROL_PLANES=1"), "--name 'latest' --reset-control-planes")
+	assert.NotContains(t, run("restore", "STACK=test", "IDENTITY=key.txt"), "--reset-control-planes")
+	assert.NotContains(t, run("backup-get", "STACK=test", "TARGET=file:///b", "IDENTITY=key.txt", "OUT=o", "CONTROL_PLANES=1"), "--reset-control-planes")
+}

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,6 +33,7 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest/realetcd"
 )
 
 // stack is the e2e stack's name; its file is testdata/Pulumi.e2e.yaml.
@@ -58,11 +60,13 @@ var machines = []machine{
 
 // world is what the stack runs against.
 type world struct {
-	t     *testing.T
-	ctx   context.Context
-	repo  string // the copy of this repository make runs in
-	pve   *pvefake.Server
-	nodes *talosapitest.Cluster
+	t    *testing.T
+	ctx  context.Context
+	repo string // the copy of this repository make runs in
+	// identityFile is the age identity the backups are encrypted to.
+	identityFile string
+	pve          *pvefake.Server
+	nodes        *talosapitest.Cluster
 
 	mu  sync.Mutex
 	api *realapiserver.Server
@@ -77,10 +81,13 @@ type world struct {
 // (booted from the ISO: maintenance mode), the kubernetes plugin and Helm
 // against a real kube-apiserver at the VIP (and each control plane's
 // address) with the real Cilium and approver charts, kubesim playing the
-// kubelets and controllers. It walks: first up; a preview with no change
+// kubelets and controllers, a real etcd (package realetcd) holding what
+// the Talos machines' etcd holds. It walks: first up; a preview with no change
 // and no warning; a Talos upgrade; a lower version (refused); two control
-// planes removed (refused); a worker removed; each followed by a preview
-// with no change.
+// planes removed (refused); a worker removed; a backup; etcd's quorum lost
+// and the control planes recovered from the backup (make restore
+// CONTROL_PLANES=1); everything destroyed and restored from the backup
+// into new VMs; each followed by a preview with no change; destroy.
 func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	w := newWorld(t)
 
@@ -141,6 +148,50 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	assert.Nil(t, w.pve.VM(121), "worker-1's VM is gone")
 	assert.NotNil(t, w.pve.VM(120), "worker-0's VM is kept")
 	w.noChange("after the worker left")
+
+	// A backup, of a cluster with data in its etcd.
+	w.nodes.SetEtcdKeys(map[string]string{"/registry/configmaps/default/e2e": "kept"})
+	out = w.make("backup")
+	assert.Contains(t, w.make("backups"), "v1.13.10", "the backup is listed with its Talos version")
+
+	// etcd's quorum lost (two of three members down): the control planes
+	// alone are reset and recovered from the backup, the workers and the
+	// state kept.
+	w.nodes.SetEtcdKeys(map[string]string{"/registry/configmaps/default/e2e": "changed after the backup"})
+	for _, ip := range []string{"10.77.0.11", "10.77.0.12"} {
+		w.nodes.Node(ip).SetEtcdHealthy(false)
+	}
+	workerBoots := w.nodes.Node("10.77.0.20").Boots()
+	start = time.Now()
+	w.make("restore", "IDENTITY="+w.identityFile, "CONTROL_PLANES=1")
+	t.Logf("control planes recovered: %s", time.Since(start).Round(time.Second))
+	assert.Equal(t, "kept", w.nodes.EtcdKeys()["/registry/configmaps/default/e2e"], "etcd recovered from the backup's snapshot")
+	assert.Len(t, w.nodes.Members(), 3, "every control plane back in etcd")
+	assert.Equal(t, workerBoots, w.nodes.Node("10.77.0.20").Boots(), "the worker untouched")
+	for _, m := range machines[:4] {
+		assert.NotNil(t, w.pve.VM(m.vmID), "VM %d kept", m.vmID)
+	}
+	w.noChange("after the control planes' recovery")
+
+	// Everything lost: destroyed, then restored from the backup into new
+	// VMs (new machines, booted from the ISO).
+	w.make("destroy", "YES=1")
+	assert.Empty(t, w.pve.VMIDs(), "every VM gone")
+	assert.Empty(t, w.nodes.EtcdKeys(), "etcd gone with the control planes' disks")
+	start = time.Now()
+	w.make("restore", "IDENTITY="+w.identityFile)
+	t.Logf("whole-stack restore: %s", time.Since(start).Round(time.Second))
+	assert.Equal(t, "kept", w.nodes.EtcdKeys()["/registry/configmaps/default/e2e"], "etcd as the backup had it")
+	for _, m := range machines[:4] {
+		assert.NotNil(t, w.pve.VM(m.vmID), "VM %d made again", m.vmID)
+		assert.False(t, w.nodes.Node(m.ip).InMaintenance(), "%s installed", m.name)
+	}
+	w.noChange("after the whole-stack restore")
+
+	start = time.Now()
+	w.make("destroy", "YES=1")
+	t.Logf("destroy: %s", time.Since(start).Round(time.Second))
+	assert.Empty(t, w.pve.VMIDs(), "every VM gone")
 }
 
 // edit replaces old by new in the stack file; old must be there.
@@ -198,14 +249,31 @@ func newWorld(t *testing.T) *world {
 		specs = append(specs, talosapitest.NodeSpec{IP: m.ip, Hostname: m.name, Role: role, Listen: m.ip + ":50000", Maintenance: true,
 			RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"})
 	}
-	w.nodes = talosapitest.StartFresh(t, specs...)
+	// A real etcd holds the cluster's contents: a backup holds its real
+	// snapshot, a recovery restores it with etcdutl as Talos does.
+	w.nodes = realetcd.StartFresh(t, specs...)
 	w.nodes.OnApply(func(node string, config []byte) { w.startAPIServer(node, config, cpIPs) })
+	// A VM destroyed takes its disks: a VM made again boots a new machine
+	// from the ISO.
+	w.pve.OnDestroy = func(vmid int) {
+		for _, m := range machines {
+			if m.vmID == vmid {
+				w.nodes.NewMachine(m.ip)
+			}
+		}
+	}
+	key, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	w.identityFile = filepath.Join(t.TempDir(), "backup-key.txt")
+	require.NoError(t, os.WriteFile(w.identityFile, []byte(key.String()+"\n"), 0o600))
 
 	w.repo = copyRepo(t)
 	stackFile, err := os.ReadFile("testdata/Pulumi.e2e.yaml")
 	require.NoError(t, err)
 	stackFile = bytes.ReplaceAll(stackFile, []byte("FACTORY_URL"), []byte(factory.URL))
 	stackFile = bytes.ReplaceAll(stackFile, []byte("TOKEN_ID"), []byte(pvefake.TokenID))
+	stackFile = bytes.ReplaceAll(stackFile, []byte("BACKUP_TARGET"), []byte("file://"+t.TempDir()))
+	stackFile = bytes.ReplaceAll(stackFile, []byte("BACKUP_RECIPIENT"), []byte(key.Recipient().String()))
 	require.NoError(t, os.WriteFile(filepath.Join(w.repo, "Pulumi."+stack+".yaml"), stackFile, 0o600))
 	w.make("init")
 	w.pulumi("config", "set", "--secret", "--path", "proxmox.apiTokenSecret", pvefake.TokenSecret)

@@ -88,6 +88,10 @@ type Server struct {
 	// 8.1.2), whose stop has no overrule-shutdown parameter: like every
 	// method whose schema forbids additional properties, it refuses it.
 	OldPVE bool
+	// OnDestroy is called with a VM's id once its destroy task has run
+	// (its disks freed), without the fake's lock: a test's machine behind
+	// the VM goes with it.
+	OnDestroy func(vmid int)
 
 	mu        sync.Mutex
 	vms       map[int]*VM
@@ -97,8 +101,10 @@ type Server struct {
 	configs   map[int][]url.Values
 	seq       int
 	agentIPs  map[int][]string
-	vmCalls   map[int]map[string]int
-	creating  map[int]bool
+	// afterUnlock are the calls settled tasks left for after the lock.
+	afterUnlock []func()
+	vmCalls     map[int]map[string]int
+	creating    map[int]bool
 	storage
 	access
 }
@@ -216,9 +222,7 @@ func (s *Server) ConfigValue(vmid int, key string) string {
 
 // Running reports whether a VM runs (a finished stop task stops it).
 func (s *Server) Running(vmid int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settle()
+	defer s.lockSettled()()
 	return s.vms[vmid] != nil && s.vms[vmid].Running
 }
 
@@ -246,14 +250,12 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockSettled()()
 	if s.Fail500 > 0 {
 		s.Fail500--
 		writeErr(w, http.StatusInternalServerError, "temporary failure: got timeout")
 		return
 	}
-	s.settle()
 	if err := r.ParseForm(); err != nil {
 		writeErr(w, http.StatusBadRequest, err.Error())
 		return
@@ -468,6 +470,22 @@ func (s *Server) newTask(node, kind, id string, t *task) string {
 	upid := fmt.Sprintf("UPID:%s:%08X:0000:%08X:%s:%s:%s:", node, s.seq, time.Now().Unix(), kind, id, TokenID)
 	s.tasks[upid] = t
 	return upid
+}
+
+// lockSettled takes the lock and settles the tasks; the function it
+// returns releases the lock and then runs what the tasks left for after
+// it (OnDestroy).
+func (s *Server) lockSettled() (unlock func()) {
+	s.mu.Lock()
+	s.settle()
+	return func() {
+		after := s.afterUnlock
+		s.afterUnlock = nil
+		s.mu.Unlock()
+		for _, f := range after {
+			f()
+		}
+	}
 }
 
 // settle applies the effect of every task that finished without failing.

@@ -66,9 +66,7 @@ func (s *Server) AgentAddresses(vmid int, ips ...string) {
 
 // VM returns a copy of a VM of the fake, or nil.
 func (s *Server) VM(vmid int) *VM {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settle()
+	defer s.lockSettled()()
 	vm, ok := s.vms[vmid]
 	if !ok {
 		return nil
@@ -80,9 +78,7 @@ func (s *Server) VM(vmid int) *VM {
 
 // VMIDs lists the VMs of the fake, sorted.
 func (s *Server) VMIDs() []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settle()
+	defer s.lockSettled()()
 	return slices.Sorted(maps.Keys(s.vms))
 }
 
@@ -454,6 +450,11 @@ func (s *Server) destroyVM(w http.ResponseWriter, r *http.Request, node, id stri
 			}
 		}
 		delete(s.vms, vmid)
+		if s.OnDestroy != nil {
+			// Called under the lock the task runs with, released first.
+			onDestroy := s.OnDestroy
+			s.afterUnlock = append(s.afterUnlock, func() { onDestroy(vmid) })
+		}
 	}}
 	writeData(w, s.newTask(node, "qmdestroy", id, t))
 }

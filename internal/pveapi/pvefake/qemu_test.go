@@ -55,6 +55,11 @@ func TestCreateVMAllocatesAndPrintsAsProxmox(t *testing.T) {
 func TestResizeAndDestroyAsProxmox(t *testing.T) {
 	t.Parallel()
 	s := New(t, map[int]*VM{})
+	var destroyed []int
+	s.OnDestroy = func(vmid int) {
+		_ = s.VMIDs() // called without the fake's lock
+		destroyed = append(destroyed, vmid)
+	}
 	s.AddDatastore("local-lvm", Datastore{Content: []string{"images"}})
 	a := call(t, s, http.MethodPost, "/nodes/pve/qemu", url.Values{"vmid": {"110"}, "scsi0": {"local-lvm:20,ssd=1"}, "start": {"1"}})
 	assert.Equal(t, "OK", exitStatus(t, s, a.Data))
@@ -68,10 +73,12 @@ func TestResizeAndDestroyAsProxmox(t *testing.T) {
 
 	a = call(t, s, http.MethodDelete, "/nodes/pve/qemu/110", nil)
 	assert.Equal(t, "VM 110 is running - destroy failed\n", a.Message)
+	assert.Empty(t, destroyed)
 	a = call(t, s, http.MethodPost, "/nodes/pve/qemu/110/status/stop", url.Values{})
 	assert.Equal(t, "OK", exitStatus(t, s, a.Data))
 	a = call(t, s, http.MethodDelete, "/nodes/pve/qemu/110/?destroy-unreferenced-disks=1&purge=1", nil)
 	assert.Equal(t, "OK", exitStatus(t, s, a.Data))
 	assert.Nil(t, s.VM(110))
 	assert.Empty(t, s.Volumes("pve"))
+	assert.Equal(t, []int{110}, destroyed, "its machine goes with it")
 }

@@ -69,9 +69,7 @@ func (s *Server) put(node, volid string, size int64) {
 
 // Volumes lists the volume ids in a node's datastores, sorted.
 func (s *Server) Volumes(node string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settle()
+	defer s.lockSettled()()
 	var out []string
 	for v := range s.files[node] {
 		out = append(out, v)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	sx509 "github.com/siderolabs/crypto/x509"
@@ -119,6 +120,51 @@ func (s *server) applyInMaintenance(data []byte) (*emptypb.Empty, error) {
 	// Talos installs to disk, then reboots into the config.
 	n.scheduleReboot("install", n.version, n.spec.RebootLatency)
 	return &emptypb.Empty{}, nil
+}
+
+// NewMachine replaces the machine at ip by a new one booted from the ISO,
+// as when its VM is destroyed and made again: what its disks held (its
+// config, its etcd member and data, an uploaded snapshot) is gone, and it
+// waits in maintenance mode for its config, on the Talos version it ran.
+// Once no control plane holds etcd data, the cluster is as before its
+// bootstrap; once every machine is new, the next control plane config
+// brings the OS CA.
+func (c *Cluster) NewMachine(ip string) {
+	n := c.Node(ip)
+	if n == nil {
+		c.t.Errorf("talosapitest: no node %s", ip)
+		return
+	}
+	n.goDown("new machine", 0, false)
+	tlsConfig, err := maintenanceTLS(ip)
+	if err != nil {
+		c.t.Errorf("talosapitest: maintenance certificate of %s: %v", ip, err)
+		return
+	}
+	c.mu.Lock()
+	if n.timer != nil {
+		n.timer.Stop()
+	}
+	if m := c.memberOf(n); m != nil {
+		c.remove(m)
+	}
+	n.etcdRunning, n.etcdUnhealthy = false, false
+	n.recovery, n.etcdFailure, n.etcdDataLeft = nil, "", false
+	n.maintenance, n.installed, n.tlsConfig = true, false, tlsConfig
+	n.pending = n.version
+	if len(c.members) == 0 && c.bootstrapped {
+		c.bootstrapped = false
+		c.etcd.keys, c.etcd.revision = map[string]string{}, 0
+		if c.realEtcd != nil {
+			c.realEtcd.Stop()
+		}
+	}
+	if !slices.ContainsFunc(c.nodes, func(o *Node) bool { return o.installed }) {
+		c.adopted = nil
+	}
+	gen := n.gen
+	c.mu.Unlock()
+	n.comeUp(gen)
 }
 
 // storageServer answers the storage service's Disks: one virtio disk.

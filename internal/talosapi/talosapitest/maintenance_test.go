@@ -76,3 +76,44 @@ func TestAMachineInMaintenanceTakesItsConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, crt.CheckSignatureFrom(kubeCA.Crt), "issued by the config's Kubernetes CA")
 }
+
+// A new machine in place of an installed, bootstrapped one (its VM
+// destroyed and made again) is in maintenance mode again: it answers
+// without a client certificate, runs no etcd, and takes a config; the
+// cluster, its only control plane gone, is as before its bootstrap.
+func TestANewMachineWaitsForItsConfigAgain(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.StartFresh(t, talosapitest.NodeSpec{IP: "10.5.0.11", Hostname: "cp-1", Role: talosapitest.ControlPlane, Maintenance: true, RebootLatency: reboot})
+	ctx := ctxT(t)
+	insecure, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), //nolint:gosec // maintenance mode, as the Talos provider connects
+		client.WithEndpoints(c.Address("10.5.0.11")))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = insecure.Close() })
+	in, err := generate.NewInput("lab", "https://10.5.0.10:6443", "1.34.1", generate.WithSecretsBundle(talosapitest.Bundle(t)))
+	require.NoError(t, err)
+	cfg, err := in.Config(mtype.TypeControlPlane)
+	require.NoError(t, err)
+	data, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	require.NoError(t, err)
+	apply := func() {
+		t.Helper()
+		_, err := insecure.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data, Mode: machine.ApplyConfigurationRequest_AUTO})
+		require.NoError(t, err)
+	}
+	apply()
+	n := c.Node("10.5.0.11")
+	require.Eventually(t, func() bool { return n.Up() && n.Boots() == 1 }, 5*time.Second, 10*time.Millisecond, "installed and rebooted")
+	require.NoError(t, connect(t, c).Bootstrap(ctx, "10.5.0.11", false))
+	require.True(t, c.Bootstrapped())
+
+	c.NewMachine("10.5.0.11")
+	assert.True(t, n.InMaintenance())
+	assert.False(t, c.Bootstrapped(), "its etcd went with its disk")
+	assert.Empty(t, c.Members())
+	_, err = insecure.Disks(ctx)
+	require.NoError(t, err, "answers without a client certificate again")
+	booted := n.Boots()
+	apply()
+	require.Eventually(t, func() bool { return n.Up() && n.Boots() == booted+1 }, 5*time.Second, 10*time.Millisecond, "installed again")
+	assert.False(t, n.InMaintenance())
+}

@@ -363,6 +363,11 @@ func (n *Node) comeUp(gen int) {
 	}
 	n.bootTime = bt
 	n.healthyAt = time.Now().Add(n.spec.ServiceDelay)
+	if n.maintenance {
+		// A machine booted from the ISO runs no etcd until its config.
+		n.c.record(n.spec.IP, "up", n.version)
+		return
+	}
 	if n.spec.Role == ControlPlane && n.c.bootstrapped && n.c.memberOf(n) == nil {
 		n.c.join(n)
 	}

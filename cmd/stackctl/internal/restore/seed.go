@@ -21,8 +21,15 @@ const rootType = "pulumi:pulumi:Stack"
 const providerPrefix = "pulumi:providers:"
 
 // waitSuffixes name the program's waits among the bootstrap's dependents:
-// they stand for nothing in etcd, so they are left out of the seed and run
-// again once etcd is back (the Kubernetes provider waits for the API).
+// they stand for nothing in etcd and must run again once etcd is back, yet
+// they stay in the seed, tainted, so that the next whole `up` replaces
+// them, which runs them again. Left out, they broke the first `up` of every
+// restore: the engine registers every provider even in an `up` with
+// --exclude (pulumi/pulumi#13557; pkg/v3 step_generator.go,
+// isImplicitlyTargetedResource), so the Kubernetes provider was written
+// with its dependency on the API wait, which the excluded run neither
+// made nor found in the state, and the engine refused its own snapshot
+// ("refers to missing dependency ...-api-ready").
 var waitSuffixes = []string{talos.APIReadySuffix, talos.NodesReadySuffix}
 
 // Seeded is the state a restore starts from.
@@ -144,8 +151,8 @@ func Started(current []byte) (string, error) {
 //     Kubernetes secrets too: new ones would lock the cluster out of it);
 //   - the bootstrap, which the restore does as a recovery;
 //   - what depends on the bootstrap (the kubeconfig, the Kubernetes
-//     provider, the Helm releases, whose records are in etcd), but the
-//     waits, which run again;
+//     provider, the Helm releases, whose records are in etcd), the waits
+//     tainted (see waitSuffixes);
 //   - the providers these use.
 //
 // Everything else (machines, images, config applies, memberships) is made
@@ -197,7 +204,7 @@ func Seed(current, backupState []byte, stack string) (Seeded, error) {
 		switch {
 		case r.Type == rootType, !r.Custom:
 			keep[r.URN] = true
-		case needsEtcd[r.URN] && !isWait(r.URN):
+		case needsEtcd[r.URN]:
 			keep[r.URN] = true
 		}
 	}
@@ -231,6 +238,9 @@ func Seed(current, backupState []byte, stack string) (Seeded, error) {
 		}
 		if err := r.cut(keep); err != nil {
 			return Seeded{}, err
+		}
+		if isWait(r.URN) {
+			r.raw["taint"] = json.RawMessage("true")
 		}
 		seed.Kept = append(seed.Kept, r.URN)
 		out = append(out, r.raw)

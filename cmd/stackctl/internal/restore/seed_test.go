@@ -18,13 +18,13 @@ import (
 // secrets, and what etcd holds (bootstrap, kubeconfig, Kubernetes
 // provider, release).
 func (f *fixture) kept() []string {
-	return []string{f.Root, f.Platform, f.Cluster, f.TalosProvider, f.Secrets, f.Bootstrap, f.Kubeconfig, f.K8sProvider, f.Cilium}
+	return []string{f.Root, f.Platform, f.Cluster, f.TalosProvider, f.CommandProvider, f.Secrets, f.Bootstrap, f.Kubeconfig, f.APIReady, f.K8sProvider, f.Cilium, f.NodesReady}
 }
 
 // dropped are those `up` makes again: the machines, their configs and
-// memberships, the waits, and the providers only they use.
+// memberships, and the providers only they use.
 func (f *fixture) dropped() []string {
-	return []string{f.ProxmoxProvider, f.CommandProvider, f.VM, f.Apply, f.Member, f.APIReady, f.NodesReady}
+	return []string{f.ProxmoxProvider, f.VM, f.Apply, f.Member}
 }
 
 func compact(t *testing.T, raw []byte) string {
@@ -36,9 +36,9 @@ func compact(t *testing.T, raw []byte) string {
 
 // A seed of the program's backup into a new stack keeps, in the backup's
 // order, the root, the components, the secrets, the bootstrap and what
-// depends on it but the waits (kubeconfig, Kubernetes provider, release),
-// and the providers these use; it drops the machines, their configs and
-// memberships, the waits and the providers only they use.
+// depends on it (kubeconfig, Kubernetes provider, release, the waits), and
+// the providers these use; it drops the machines, their configs and
+// memberships and the providers only they use.
 func TestSeedKeepsWhatEtcdHoldsAndDropsWhatUpMakesAgain(t *testing.T) {
 	t.Parallel()
 	f := newFixture(testStack)
@@ -66,8 +66,10 @@ func TestSeedKeepsWhatEtcdHoldsAndDropsWhatUpMakesAgain(t *testing.T) {
 // The seeded state references nothing the seed dropped (dependencies,
 // property dependencies, deletedWith, parent, provider), so that `pulumi
 // stack import` takes it; the bootstrap keeps its dependency on the
-// secrets but not on the config apply, the Kubernetes provider no longer
-// waits for the API wait; the root has no outputs, the operation in
+// secrets but not on the config apply, the Kubernetes provider still
+// depends on the API wait, which is kept tainted (the engine registers the
+// provider in the restore's first up, which excludes the wait: seen with
+// the real CLI in make e2e); the root has no outputs, the operation in
 // flight is gone, and everything else of the kept resources (their
 // encrypted secrets) and of the deployment (its secrets provider) is as
 // the backup has it.
@@ -120,8 +122,11 @@ func TestSeededStateReferencesOnlyWhatItKeeps(t *testing.T) {
 	require.Equal(t, []any{f.Secrets}, boot["dependencies"], "the bootstrap depends on the secrets, no longer on the apply")
 	require.Equal(t, map[string]any{"clientConfiguration": []any{f.Secrets}}, boot["propertyDependencies"])
 	k8s := got.ByURN[f.K8sProvider]
-	require.Equal(t, []any{f.Kubeconfig}, k8s["dependencies"], "the Kubernetes provider no longer waits for the API wait")
-	require.Equal(t, map[string]any{"kubeconfig": []any{f.Kubeconfig}, "waitFor": []any{}}, k8s["propertyDependencies"])
+	require.Equal(t, []any{f.Kubeconfig, f.APIReady}, k8s["dependencies"], "the Kubernetes provider still waits for the API wait")
+	require.Equal(t, map[string]any{"kubeconfig": []any{f.Kubeconfig}, "waitFor": []any{f.APIReady}}, k8s["propertyDependencies"])
+	for _, u := range []string{f.APIReady, f.NodesReady} {
+		require.Equal(t, true, got.ByURN[u]["taint"], "%s: tainted, the next whole up runs it again", u)
+	}
 	require.Equal(t, f.K8sProviderRef, got.ByURN[f.Cilium]["provider"])
 	require.Equal(t, f.TalosProviderRef, got.ByURN[f.Bootstrap]["provider"])
 
@@ -134,6 +139,7 @@ func TestSeededStateReferencesOnlyWhatItKeeps(t *testing.T) {
 	// Every other field of a kept resource is the backup's, secrets as
 	// ciphertext.
 	cut := map[string]bool{"dependencies": true, "propertyDependencies": true}
+	tainted := map[string]bool{f.APIReady: true, f.NodesReady: true}
 	for _, u := range f.kept() {
 		o, g := orig.Raw[u], got.Raw[u]
 		for k, v := range o {
@@ -144,6 +150,10 @@ func TestSeededStateReferencesOnlyWhatItKeeps(t *testing.T) {
 				require.Contains(t, g, k, "%s lost its %s", u, k)
 				require.Equal(t, compact(t, v), compact(t, g[k]), "%s's %s", u, k)
 			}
+		}
+		if tainted[u] {
+			require.Len(t, g, len(o)+1, "%s has fields the backup's has not, but its taint", u)
+			continue
 		}
 		require.Len(t, g, len(o), "%s has fields the backup's has not", u)
 	}

@@ -38,6 +38,7 @@ require (
 	go.uber.org/zap v1.28.0
 	gocloud.dev v0.46.1-0.20260629181806-a12ddce30739
 	golang.org/x/mod v0.38.0
+	oras.land/oras-go/v2 v2.6.0
 )
 
 require (
@@ -155,6 +156,8 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/natefinch/atomic v1.0.1 // indirect
 	github.com/nxadm/tail v1.4.11 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/opencontainers/runtime-spec v1.3.0 // indirect
 	github.com/opentracing/basictracer-go v1.1.0 // indirect
 	github.com/opentracing/opentracing-go v1.2.0 // indirect

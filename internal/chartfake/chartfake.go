@@ -8,7 +8,8 @@
 // name, with the version Chart.yaml gives or the one the test sets (a chart
 // repository's release workflow sets it from the tag). The index follows
 // Helm's repo.IndexFile (apiVersion v1, entries by name, each version with
-// its URL and sha256 digest).
+// its URL and sha256 digest). It is an OCI registry of the same charts too
+// (see oci.go).
 package chartfake
 
 import (
@@ -52,6 +53,8 @@ type Server struct {
 	CA       []byte
 	archives map[string][]byte // file name -> .tgz
 	index    []byte
+	images   map[string]ociImage // "name:version" and "name@digest"
+	blobs    map[string][]byte   // by digest
 }
 
 var versionRe = regexp.MustCompile(`(?m)^version:.*$`)
@@ -71,7 +74,7 @@ var metadataFields = map[string]bool{
 // name, reached through Proxy), issued by CA.
 func New(t testing.TB, hosts []string, charts ...Chart) *Server {
 	t.Helper()
-	s := &Server{archives: map[string][]byte{}}
+	s := &Server{archives: map[string][]byte{}, images: map[string]ociImage{}, blobs: map[string][]byte{}}
 	ca, err := sx509.NewSelfSignedCertificateAuthority(sx509.ECDSA(true))
 	if err != nil {
 		t.Fatalf("chartfake: CA: %v", err)
@@ -96,6 +99,9 @@ func New(t testing.TB, hosts []string, charts ...Chart) *Server {
 		version, _ := meta["version"].(string)
 		file := fmt.Sprintf("%s-%s.tgz", name, version)
 		s.archives[file] = archive
+		if err := s.addOCI(name, version, meta, archive); err != nil {
+			t.Fatalf("chartfake: %v", err)
+		}
 		sum := sha256.Sum256(archive)
 		entry := map[string]any{"urls": []string{file}, "digest": hex.EncodeToString(sum[:]), "created": time.Now().UTC().Format(time.RFC3339)}
 		for k, v := range meta {
@@ -114,6 +120,9 @@ func New(t testing.TB, hosts []string, charts ...Chart) *Server {
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	if s.handleOCI(w, r) {
+		return
+	}
 	// A repository may sit under a path (https://<owner>.github.io/<repo>):
 	// the index and the archives are found by their names.
 	name := path.Base(r.URL.Path)

@@ -32,14 +32,22 @@ type World struct {
 	CAFile string
 }
 
+// Repo is one more chart served under a public host's name (its Helm
+// repository and OCI registry at once).
+type Repo struct {
+	Host  string
+	Chart chartfake.Chart
+}
+
 // Charts skips the test, saying why, without the pulumi CLI or the charts;
 // otherwise it serves the real Cilium chart (of ciliumVersion, from the
 // github.com/cilium/cilium module) and the approver's chart (of
 // approverVersion, from its repository at the release tag) under
 // helm.cilium.io and postfinance.github.io through an HTTPS proxy
 // (HTTPS_PROXY), trusted through SSL_CERT_FILE, and points the CLI at a
-// local backend in the test's folder.
-func Charts(t *testing.T, ciliumVersion, approverVersion string) *World {
+// local backend in the test's folder. More repositories are served the same
+// way.
+func Charts(t *testing.T, ciliumVersion, approverVersion string, more ...Repo) *World {
 	t.Helper()
 	if _, err := exec.LookPath("pulumi"); err != nil {
 		t.Skip("SKIPPED: the pulumi CLI is not on PATH (../shared/harness)")
@@ -55,13 +63,20 @@ func Charts(t *testing.T, ciliumVersion, approverVersion string) *World {
 	ciliumRepo := chartfake.New(t, []string{"helm.cilium.io"}, chartfake.Chart{Dir: ciliumDir})
 	approverRepo := chartfake.New(t, []string{"postfinance.github.io"},
 		chartfake.Chart{Dir: filepath.Join(approverDir, "charts/kubelet-csr-approver"), Version: approverVersion})
-	proxy := chartfake.Proxy(t, map[string]string{
+	routes := map[string]string{
 		"helm.cilium.io:443":        ciliumRepo.Listener.Addr().String(),
 		"postfinance.github.io:443": approverRepo.Listener.Addr().String(),
-	})
+	}
+	cas := append(append([]byte{}, ciliumRepo.CA...), approverRepo.CA...)
+	for _, r := range more {
+		repo := chartfake.New(t, []string{r.Host}, r.Chart)
+		routes[r.Host+":443"] = repo.Listener.Addr().String()
+		cas = append(cas, repo.CA...)
+	}
+	proxy := chartfake.Proxy(t, routes)
 	w := &World{Dir: t.TempDir()}
 	w.CAFile = filepath.Join(w.Dir, "repos-ca.pem")
-	require.NoError(t, os.WriteFile(w.CAFile, append(append([]byte{}, ciliumRepo.CA...), approverRepo.CA...), 0o600))
+	require.NoError(t, os.WriteFile(w.CAFile, cas, 0o600))
 	t.Setenv("SSL_CERT_FILE", w.CAFile)
 	t.Setenv("HTTPS_PROXY", proxy)
 	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")

@@ -26,7 +26,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/chartfake"
 	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/factoryfake"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
@@ -81,7 +83,8 @@ type world struct {
 // (booted from the ISO: maintenance mode), the kubernetes plugin and Helm
 // against a real kube-apiserver at the VIP (and each control plane's
 // address) with the real Cilium and approver charts, kubesim playing the
-// kubelets and controllers, a real etcd (package realetcd) holding what
+// kubelets and controllers (the Proxmox CSI plugin's chart too, from the
+// OCI registry side of the chart fake), a real etcd (package realetcd) holding what
 // the Talos machines' etcd holds. It walks: first up; a preview with no change
 // and no warning; a Talos upgrade; a lower version (refused); two control
 // planes removed (refused); a worker removed; a backup; etcd's quorum lost
@@ -103,6 +106,11 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 		assert.False(t, w.nodes.Node(m.ip).InMaintenance(), "%s installed", m.name)
 		assert.NotContains(t, vm.Config["ide2"], "iso/", "%s: the ISO ejected", m.name)
 	}
+	roles, users, tokens, acls := w.pve.Access()
+	t.Logf("Proxmox access after the first up: roles %v, users %v, tokens %v, ACLs %v", roles, users, tokens, acls)
+	assert.Len(t, users, 1, "the CSI plugin's user")
+	assert.Len(t, tokens, 1, "and its token")
+	assert.NotEmpty(t, acls, "its ACLs")
 	w.noChange("after the first up")
 
 	// A Talos upgrade rolls through the nodes one at a time, the control
@@ -147,6 +155,9 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	t.Logf("worker removed: %s", time.Since(start).Round(time.Second))
 	assert.Nil(t, w.pve.VM(121), "worker-1's VM is gone")
 	assert.NotNil(t, w.pve.VM(120), "worker-0's VM is kept")
+	_, _, _, acls = w.pve.Access()
+	assert.NotContains(t, acls, pvefake.ACL{Path: "/vms/121", Role: "homelab-csi", User: "homelab-csi@pve"}, "the CSI user's grant on its VM goes with it")
+	assert.Contains(t, acls, pvefake.ACL{Path: "/vms/120", Role: "homelab-csi", User: "homelab-csi@pve"})
 	w.noChange("after the worker left")
 
 	// A backup, of a cluster with data in its etcd.
@@ -192,6 +203,11 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	w.make("destroy", "YES=1")
 	t.Logf("destroy: %s", time.Since(start).Round(time.Second))
 	assert.Empty(t, w.pve.VMIDs(), "every VM gone")
+	roles, users, tokens, acls = w.pve.Access()
+	assert.Empty(t, roles, "the CSI role gone")
+	assert.Empty(t, users, "its user gone")
+	assert.Empty(t, tokens, "its token gone")
+	assert.Empty(t, acls, "its ACLs gone")
 }
 
 // edit replaces old by new in the stack file; old must be there.
@@ -222,7 +238,8 @@ func newWorld(t *testing.T) *world {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	t.Cleanup(cancel)
-	charts := e2eworld.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion)
+	charts := e2eworld.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion,
+		e2eworld.Repo{Host: "ghcr.io", Chart: chartfake.Chart{Dir: csiChart(t), Version: proxmox.DefaultCSIChartVersion}})
 	// gRPC honours HTTPS_PROXY too: the plugins and the program's hooks
 	// reach the machines, the API server and Proxmox directly.
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
@@ -345,6 +362,26 @@ func (w *world) noChange(step string) {
 	for _, change := range []string{" to create", " to update", " to delete", " to replace", "warning:"} {
 		assert.NotContains(w.t, out, change, "%s: a preview shows no change and no warning", step)
 	}
+}
+
+// csiChartCommit is the last commit of the Proxmox CSI plugin's repository
+// whose chart is version 0.3.5 (proxmox.DefaultCSIChartVersion): the one
+// before 1f10218 ("version: 0.3.6").
+const csiChartCommit = "1f10218dce4c78191d390b5fa839c6cd2516e33e^"
+
+// csiChartMirror is where the harness's fetch puts the plugin's repository.
+const csiChartMirror = "/work/.mirror/sergelogvinov+proxmox-csi-plugin/repo"
+
+// csiChart extracts the plugin's chart (published at
+// oci://ghcr.io/sergelogvinov/charts) from its repository.
+func csiChart(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := fmt.Sprintf("git --git-dir=%q archive %q charts/proxmox-csi-plugin | tar -x -C %q", csiChartMirror, csiChartCommit, dir)
+	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+		t.Skipf("SKIPPED: the Proxmox CSI plugin's chart (fetch github:sergelogvinov/proxmox-csi-plugin into %s): %v: %s", csiChartMirror, err, out)
+	}
+	return filepath.Join(dir, "charts/proxmox-csi-plugin")
 }
 
 // copyRepo copies the repository's tracked files as they are in the work

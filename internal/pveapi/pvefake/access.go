@@ -207,8 +207,8 @@ func splitList(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' })
 }
 
-// DeleteVM destroys a VM as Proxmox does: with it go the ACL entries on
-// its path.
+// DeleteVM destroys a VM as Proxmox does, without a task (see destroyVM):
+// with it go the ACL entries on its path.
 func (s *Server) DeleteVM(vmid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

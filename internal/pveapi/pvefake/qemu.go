@@ -427,9 +427,12 @@ func (s *Server) startVM(w http.ResponseWriter, vmid int, vm *VM) {
 	writeData(w, s.newTask(vm.Node, "qmstart", strconv.Itoa(vmid), t))
 }
 
-// destroyVM is destroy_vm: refused while the VM runs; with purge the VM
-// also leaves ACLs, backup jobs and HA; its disks (and, with
-// destroy-unreferenced-disks, every volume named for it) are freed.
+// destroyVM is destroy_vm: refused while the VM runs; its disks (and,
+// with destroy-unreferenced-disks, every volume named for it) are freed
+// and the ACL entries on its path removed, always
+// (PVE::AccessControl::remove_vm_access in qemu-server's
+// API2/Qemu.pm destroy_vm; purge also takes it out of replication, backup
+// jobs and HA, which the fake does not model).
 func (s *Server) destroyVM(w http.ResponseWriter, r *http.Request, node, id string) {
 	vmid, _ := strconv.Atoi(id)
 	vm, ok := s.vmOn(w, node, vmid, http.StatusInternalServerError)
@@ -450,6 +453,8 @@ func (s *Server) destroyVM(w http.ResponseWriter, r *http.Request, node, id stri
 			}
 		}
 		delete(s.vms, vmid)
+		vmPath := "/vms/" + id
+		maps.DeleteFunc(s.acls, func(a ACL, _ bool) bool { return a.Path == vmPath })
 		if s.OnDestroy != nil {
 			// Called under the lock the task runs with, released first.
 			onDestroy := s.OnDestroy

@@ -71,6 +71,17 @@ func TestResizeAndDestroyAsProxmox(t *testing.T) {
 	assert.Equal(t, "OK", exitStatus(t, s, a.Data))
 	assert.Equal(t, "local-lvm:vm-110-disk-0,size=30G,ssd=1", s.VM(110).Config["scsi0"])
 
+	for _, c := range []struct {
+		method, path string
+		form         url.Values
+	}{
+		{http.MethodPost, "/access/roles", url.Values{"roleid": {"csi"}, "privs": {"VM.Audit"}}},
+		{http.MethodPost, "/access/users", url.Values{"userid": {"csi@pve"}}},
+		{http.MethodPut, "/access/acl", url.Values{"path": {"/vms/110"}, "roles": {"csi"}, "users": {"csi@pve"}}},
+		{http.MethodPut, "/access/acl", url.Values{"path": {"/vms/111"}, "roles": {"csi"}, "users": {"csi@pve"}}},
+	} {
+		require.Equal(t, http.StatusOK, call(t, s, c.method, c.path, c.form).Status, c.path)
+	}
 	a = call(t, s, http.MethodDelete, "/nodes/pve/qemu/110", nil)
 	assert.Equal(t, "VM 110 is running - destroy failed\n", a.Message)
 	assert.Empty(t, destroyed)
@@ -81,4 +92,6 @@ func TestResizeAndDestroyAsProxmox(t *testing.T) {
 	assert.Nil(t, s.VM(110))
 	assert.Empty(t, s.Volumes("pve"))
 	assert.Equal(t, []int{110}, destroyed, "its machine goes with it")
+	_, _, _, acls := s.Access()
+	assert.Equal(t, []ACL{{Path: "/vms/111", Role: "csi", User: "csi@pve", Propagate: true}}, acls, "the ACL entries on its path go with it (remove_vm_access)")
 }

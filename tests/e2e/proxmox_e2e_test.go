@@ -86,7 +86,7 @@ type world struct {
 // kubelets and controllers (the Proxmox CSI plugin's chart too, from the
 // OCI registry side of the chart fake), a real etcd (package realetcd) holding what
 // the Talos machines' etcd holds. It walks: first up; a preview with no change
-// and no warning; a Talos upgrade; a lower version (refused); two control
+// and no warning; a refresh (the grants kept); a Talos upgrade; a lower version (refused); two control
 // planes removed (refused); a worker removed; a backup; etcd's quorum lost
 // and the control planes recovered from the backup (make restore
 // CONTROL_PLANES=1); everything destroyed and restored from the backup
@@ -112,6 +112,14 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	assert.Len(t, tokens, 1, "and its token")
 	assert.NotEmpty(t, acls, "its ACLs")
 	w.noChange("after the first up")
+
+	// A refresh reads every resource back from the real providers: it
+	// finds what up made, and the next up changes nothing (bpg v0.95's
+	// user reads its ACLs back, which must not revoke them).
+	w.make("refresh", "YES=1")
+	w.noChange("after a refresh")
+	_, _, _, again := w.pve.Access()
+	assert.Equal(t, acls, again, "the grants survive the refresh")
 
 	// A Talos upgrade rolls through the nodes one at a time, the control
 	// planes first.

@@ -22,7 +22,10 @@ type access struct {
 	// comments are the users' comments, which Proxmox keeps and returns.
 	comments map[string]string
 	tokens   map[string]bool // "user!name"
-	acls     map[ACL]bool
+	// tokenInfo is what Proxmox keeps of each token and its read
+	// returns: comment, expire (0: never), privsep.
+	tokenInfo map[string]map[string]any
+	acls      map[ACL]bool
 }
 
 // ACL is one ACL entry.
@@ -41,7 +44,7 @@ var (
 // them.
 func (s *Server) handleAccess(w http.ResponseWriter, r *http.Request) bool {
 	if s.roles == nil {
-		s.access = access{roles: map[string][]string{}, users: map[string]bool{}, comments: map[string]string{}, tokens: map[string]bool{}, acls: map[ACL]bool{}}
+		s.access = access{roles: map[string][]string{}, users: map[string]bool{}, comments: map[string]string{}, tokens: map[string]bool{}, tokenInfo: map[string]map[string]any{}, acls: map[ACL]bool{}}
 	}
 	path, _ := url.PathUnescape(r.URL.Path)
 	switch {
@@ -144,6 +147,7 @@ func (s *Server) user(w http.ResponseWriter, r *http.Request, id string) {
 		delete(s.users, id)
 		delete(s.comments, id)
 		maps.DeleteFunc(s.tokens, func(t string, _ bool) bool { return strings.HasPrefix(t, id+"!") })
+		maps.DeleteFunc(s.tokenInfo, func(t string, _ map[string]any) bool { return strings.HasPrefix(t, id+"!") })
 		maps.DeleteFunc(s.acls, func(a ACL, _ bool) bool { return a.User == id })
 		writeData(w, nil)
 	default:
@@ -164,16 +168,46 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request, user, name string
 			return
 		}
 		s.tokens[full] = true
-		writeData(w, map[string]any{"full-tokenid": full, "value": "5e4b3c2a-1f0e-4d9c-8b7a-" + strconv.Itoa(len(s.tokens)), "info": map[string]any{"privsep": r.Form.Get("privsep")}})
+		// As pve-access-control's generate_token: privsep defaults to
+		// 1, expire to 0 (never); a comment is kept when given.
+		info := map[string]any{"privsep": 1, "expire": 0}
+		s.setTokenInfo(info, r.Form)
+		s.tokenInfo[full] = info
+		writeData(w, map[string]any{"full-tokenid": full, "value": "5e4b3c2a-1f0e-4d9c-8b7a-" + strconv.Itoa(len(s.tokens)), "info": info})
+	case http.MethodGet, http.MethodPut:
+		// read_token returns what the token keeps; update_token_info
+		// changes what it is given and returns the result.
+		if !s.tokens[full] {
+			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("no such token '%s' for user '%s'", name, user))
+			return
+		}
+		if r.Method == http.MethodPut {
+			s.setTokenInfo(s.tokenInfo[full], r.Form)
+		}
+		writeData(w, s.tokenInfo[full])
 	case http.MethodDelete:
 		if !s.tokens[full] {
 			writeErr(w, http.StatusInternalServerError, "no such token")
 			return
 		}
 		delete(s.tokens, full)
+		delete(s.tokenInfo, full)
 		writeData(w, nil)
 	default:
 		writeErr(w, http.StatusNotImplemented, "Method '"+r.Method+" "+r.URL.Path+"' not implemented")
+	}
+}
+
+// setTokenInfo sets a token's comment, expire and privsep from a request's
+// form, those it has.
+func (s *Server) setTokenInfo(info map[string]any, form url.Values) {
+	if form.Has("comment") {
+		info["comment"] = form.Get("comment")
+	}
+	for _, key := range []string{"privsep", "expire"} {
+		if n, err := strconv.Atoi(form.Get(key)); err == nil {
+			info[key] = n
+		}
 	}
 }
 

@@ -132,3 +132,24 @@ func TestNewAtServesACertificateForItsAddress(t *testing.T) {
 	_, err = http.Get(s.URL + "/api2/json/version")
 	require.Error(t, err, "not trusted by default")
 }
+
+// A token keeps what it was made with, as pve-access-control keeps it
+// (privsep 1 and expire 0 unless given), and its read returns that: the
+// bpg provider's refresh of a token reads it.
+func TestATokenIsReadAsItWasMade(t *testing.T) {
+	t.Parallel()
+	s := New(t, map[int]*VM{})
+	require.Equal(t, http.StatusOK, call(t, s, http.MethodPost, "/access/users", url.Values{"userid": {"csi@pve"}}).Status)
+	a := call(t, s, http.MethodPost, "/access/users/csi@pve/token/csi", url.Values{"privsep": {"0"}, "comment": {"Proxmox CSI plugin"}})
+	require.Equal(t, http.StatusOK, a.Status)
+	a = call(t, s, http.MethodGet, "/access/users/csi@pve/token/csi", nil)
+	require.Equal(t, http.StatusOK, a.Status)
+	assert.JSONEq(t, `{"comment":"Proxmox CSI plugin","expire":0,"privsep":0}`, string(a.Data))
+
+	require.Equal(t, http.StatusOK, call(t, s, http.MethodPost, "/access/users/csi@pve/token/other", url.Values{}).Status)
+	assert.JSONEq(t, `{"expire":0,"privsep":1}`, string(call(t, s, http.MethodGet, "/access/users/csi@pve/token/other", nil).Data))
+
+	require.Equal(t, http.StatusOK, call(t, s, http.MethodDelete, "/access/users/csi@pve", nil).Status)
+	a = call(t, s, http.MethodGet, "/access/users/csi@pve/token/csi", nil)
+	assert.Equal(t, "no such token 'csi' for user 'csi@pve'\n", a.Message, "the user's tokens go with it")
+}

@@ -57,7 +57,7 @@ func Charts(t *testing.T, ciliumVersion, approverVersion string, more ...Repo) *
 		t.Skipf("SKIPPED: no Cilium chart at %s (make e2e downloads the module: go mod download github.com/cilium/cilium@v%s)", ciliumDir, ciliumVersion)
 	}
 	approverDir := filepath.Join(t.TempDir(), "approver")
-	if out, err := exec.Command("sh", "-c", "mkdir -p "+approverDir+" && git --git-dir="+ApproverMirror+" archive v"+approverVersion+" charts/kubelet-csr-approver | tar -x -C "+approverDir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("sh", "-c", "mkdir -p "+approverDir+" && git --git-dir="+ApproverMirror+" archive v"+approverVersion+" charts/kubelet-csr-approver | tar -x -C "+approverDir).CombinedOutput(); err != nil { //nolint:gosec // the test's own folder and the pinned version
 		t.Skipf("SKIPPED: the kubelet-csr-approver chart (fetch github:postfinance/kubelet-csr-approver into %s): %v: %s", ApproverMirror, err, out)
 	}
 	ciliumRepo := chartfake.New(t, []string{"helm.cilium.io"}, chartfake.Chart{Dir: ciliumDir})
@@ -89,9 +89,9 @@ func (w *World) Trust(t *testing.T, caPEM []byte) {
 	t.Helper()
 	f, err := os.OpenFile(w.CAFile, os.O_APPEND|os.O_WRONLY, 0o600)
 	require.NoError(t, err)
-	defer f.Close()
 	_, err = f.Write(caPEM)
 	require.NoError(t, err)
+	require.NoError(t, f.Close())
 }
 
 // GoModCache is the Go module cache's folder.

@@ -170,7 +170,7 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 
 	// A backup, of a cluster with data in its etcd.
 	w.nodes.SetEtcdKeys(map[string]string{"/registry/configmaps/default/e2e": "kept"})
-	out = w.make("backup")
+	assert.Contains(t, w.make("backup"), "etcd's hash checks", "a real etcd snapshot")
 	assert.Contains(t, w.make("backups"), "v1.13.10", "the backup is listed with its Talos version")
 
 	// etcd's quorum lost (two of three members down): the control planes

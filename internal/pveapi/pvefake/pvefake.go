@@ -177,11 +177,11 @@ func start(t testing.TB, vms map[int]*VM, l net.Listener, tlsConfig *tls.Config)
 	}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.handle))
 	if l != nil {
-		_ = s.Server.Listener.Close()
-		s.Server.Listener = l
-		s.Server.TLS = tlsConfig
+		_ = s.Listener.Close()
+		s.Listener = l
+		s.TLS = tlsConfig
 	}
-	s.Server.StartTLS()
+	s.StartTLS()
 	t.Cleanup(s.Close)
 	return s
 }

@@ -76,21 +76,22 @@ type world struct {
 }
 
 // TestE2EProxmoxExampleLivesItsLife runs the Proxmox example's program
-// through make, as docs/getting-started.md has a user run it, with the
-// real CLI and plugins: the proxmoxve plugin (bpg v0.95) against the
-// Proxmox API fake at the stack's endpoint, the talos plugin against the
-// Image Factory fake and the Talos fake's machines at the VMs' addresses
-// (booted from the ISO: maintenance mode), the kubernetes plugin and Helm
-// against a real kube-apiserver at the VIP (and each control plane's
-// address) with the real Cilium and approver charts, kubesim playing the
-// kubelets and controllers (the Proxmox CSI plugin's chart too, from the
-// OCI registry side of the chart fake), a real etcd (package realetcd) holding what
-// the Talos machines' etcd holds. It walks: first up; a preview with no change
-// and no warning; a refresh (the grants kept); a Talos upgrade; a lower version (refused); two control
-// planes removed (refused); a worker removed; a backup; etcd's quorum lost
-// and the control planes recovered from the backup (make restore
-// CONTROL_PLANES=1); everything destroyed and restored from the backup
-// into new VMs; each followed by a preview with no change; destroy.
+// through make, as the README has a user run it, with the real CLI and
+// plugins: the proxmoxve plugin (bpg v0.95) against the Proxmox API fake
+// at the stack's endpoint; the talos plugin against the Image Factory fake
+// and the Talos fake's machines at the VMs' addresses (booted from the ISO:
+// maintenance mode), a real etcd (package realetcd) holding what their etcd
+// holds; the kubernetes plugin and Helm against a real kube-apiserver at the
+// VIP and each control plane's address, with the real Cilium, approver and
+// Proxmox CSI charts (the last from the OCI registry side of the chart
+// fake); kubesim plays the kubelets and controllers.
+//
+// It walks: first up; a preview with no change and no warning; a refresh
+// (the CSI grants kept); a Talos upgrade; a lower version (refused); two
+// control planes removed (refused); a worker removed; a backup; etcd's
+// quorum lost and the control planes recovered from the backup (make
+// restore CONTROL_PLANES=1); everything destroyed and restored from the
+// backup into new VMs; a preview with no change after each; destroy.
 func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	w := newWorld(t)
 

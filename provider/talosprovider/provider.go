@@ -35,9 +35,10 @@ const (
 	Publisher  = "fluodata"
 	Repository = "https://github.com/fluodata/talos-pulumi"
 	Homepage   = Repository + "/blob/main/docs/component-package.md"
-	// License is npm's word for no license granted: the repository has no
-	// LICENSE file. Change it with the LICENSE file that grants one.
-	License = "UNLICENSED"
+	// License is the SPDX identifier of the repository's LICENSE file
+	// (the licence of Pulumi and pulumi-go-provider too); the SDKs'
+	// package files carry it.
+	License = "Apache-2.0"
 	// NPMPackage, PythonPackage and GoImportBase are the SDKs' names, as
 	// the CLI derives them from Namespace and Name, stated in the schema
 	// so that no generator guesses.

@@ -1,7 +1,10 @@
 package talosprovider_test
 
 import (
+	"crypto/md5"
 	"encoding/json"
+	"fmt"
+	"os"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -65,9 +68,10 @@ func TestSchemaNamesThePackageTheSameHoweverItIsAdded(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(resp.Schema), &spec))
 	assert.Equal(t, "talos-cluster", spec.Name)
 	assert.Equal(t, "fluodata", spec.Namespace, "the owner of github.com/fluodata/talos-pulumi, which a git reference would give")
-	for what, v := range map[string]string{"publisher": spec.Publisher, "homepage": spec.Homepage, "license": spec.License, "repository": spec.Repository} {
+	for what, v := range map[string]string{"publisher": spec.Publisher, "homepage": spec.Homepage, "repository": spec.Repository} {
 		assert.NotEmpty(t, v, what)
 	}
+	assert.Equal(t, "Apache-2.0", spec.License, "the licence of the repository's LICENSE")
 	assert.Equal(t, talosprovider.DevVersion, spec.Version, "the test server's version")
 	assert.Equal(t, "@"+spec.Namespace+"/"+spec.Name, spec.Language["nodejs"]["packageName"])
 	assert.Equal(t, pyPack(spec.Namespace, spec.Name), spec.Language["python"]["packageName"])
@@ -79,4 +83,15 @@ func TestSchemaNamesThePackageTheSameHoweverItIsAdded(t *testing.T) {
 // (pkg/codegen/python PyPack, pulumi 3.259).
 func pyPack(namespace, name string) string {
 	return strings.ReplaceAll(namespace, "-", "_") + "_" + strings.ReplaceAll(name, "-", "_")
+}
+
+// The repository grants the licence the schema names: LICENSE is the
+// Apache License 2.0 as apache.org publishes it (its text, unchanged).
+func TestTheLicenceFileIsApache2(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile("../../LICENSE")
+	require.NoError(t, err)
+	assert.Equal(t, "3b83ef96387f14655fc854ddc3c6bd57", fmt.Sprintf("%x", md5.Sum(text)), //nolint:gosec // a checksum of a known text, not a secret
+		"the unchanged text of https://www.apache.org/licenses/LICENSE-2.0.txt")
+	assert.True(t, strings.HasPrefix(strings.TrimSpace(string(text)), "Apache License\n                           Version 2.0, January 2004"))
 }

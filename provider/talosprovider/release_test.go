@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pulumi/pulumi/pkg/v3/resource/plugin"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,4 +116,18 @@ func untar(t *testing.T, tarball, dst string) []string {
 		require.NoError(t, err)
 		require.NoError(t, w.Close())
 	}
+}
+
+// The CLI refuses to run the plugin from source (pulumi package add of
+// this folder or a git reference) with a CLI older than the components
+// need, as its plugin loader reads PulumiPlugin.yaml (pkg/v3
+// resource/plugin: LoadPluginProject, then ValidatePulumiVersionRange).
+func TestPulumiPluginYAMLRequiresTheCLITheComponentsNeed(t *testing.T) {
+	t.Parallel()
+	proj, err := workspace.LoadPluginProject("../PulumiPlugin.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "go", proj.Runtime.Name())
+	require.NoError(t, plugin.ValidatePulumiVersionRange(proj.RequiredPulumiVersion, "3.259.0"))
+	require.NoError(t, plugin.ValidatePulumiVersionRange(proj.RequiredPulumiVersion, "3.260.1"))
+	assert.Error(t, plugin.ValidatePulumiVersionRange(proj.RequiredPulumiVersion, "3.258.0"), "an older CLI is refused")
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // One minimum Pulumi CLI everywhere (issue 24): the Go SDK's version in
-// go.mod, Pulumi.yaml's requiredPulumiVersion (the CLI refuses older),
+// go.mod, Pulumi.yaml's and the package's PulumiPlugin.yaml's
+// requiredPulumiVersion (the CLI refuses older),
 // what `make doctor` checks and what the README says.
 func TestOneMinimumPulumiCLI(t *testing.T) {
 	t.Parallel()
@@ -42,6 +43,11 @@ func TestOneMinimumPulumiCLI(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &project))
 	assert.Equal(t, ">="+sdk, project.Required, "Pulumi.yaml")
+	raw, err = os.ReadFile(filepath.Join(root, "provider", "PulumiPlugin.yaml"))
+	require.NoError(t, err)
+	project.Required = ""
+	require.NoError(t, yaml.Unmarshal(raw, &project))
+	assert.Equal(t, ">="+sdk, project.Required, "the component package's PulumiPlugin.yaml")
 
 	raw, err = os.ReadFile(filepath.Join(root, "README.md"))
 	require.NoError(t, err)

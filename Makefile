@@ -45,7 +45,7 @@ PROGRAM_INPUTS := $(filter-out %_test.go,$(wildcard *.go)) $(GO_INPUTS)
 # github.com/pulumi/pulumi/pkg, the program does not), built from the same
 # components.
 PROVIDER_DIR := provider
-PROVIDER_BIN := bin/pulumi-resource-talos-cluster
+PROVIDER_BIN := bin/pulumi-resource-talos-anywhere
 PROVIDER_INPUTS := $(call go_inputs,$(PROVIDER_DIR)/) $(GO_INPUTS)
 # The package's version: the tag of the commit (vX.Y.Z), set into the binary with -ldflags -X.
 # On an untagged commit it is empty, and the binary says 0.0.0-dev+<commit> (the commit Go
@@ -58,7 +58,7 @@ PROVIDER_LDFLAGS = -ldflags=$(call quote,-s -w$(if $(PROVIDER_VERSION), -X $(PRO
 # bin/.provider-version holds the version the binary was built with: a new tag rebuilds it.
 PROVIDER_VERSION_FILE := bin/.provider-version
 # `make release-provider`: one tarball per platform in RELEASE_DIR, as Pulumi's plugin downloads
-# name them: pulumi-resource-talos-cluster-v<version>-<os>-<arch>.tar.gz.
+# name them: pulumi-resource-talos-anywhere-v<version>-<os>-<arch>.tar.gz.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 RELEASE_DIR ?= dist
 # The release builds' environment and flags: static binaries without the builder's paths. (The
@@ -261,7 +261,7 @@ schema: ## Regenerate the component package's descriptions (from the doc comment
 	cd $(PROVIDER_DIR) && $(GO) generate ./talosprovider && $(GO) test ./talosprovider -run 'TestSchemaIsCurrent|TestDescriptionsAreCurrent' -update -count=1
 
 .PHONY: provider
-provider: $(PROVIDER_BIN) ## Build the component provider (bin/pulumi-resource-talos-cluster), as `pulumi package add` does.
+provider: $(PROVIDER_BIN) ## Build the component provider (bin/pulumi-resource-talos-anywhere), as `pulumi package add` does.
 
 $(PROVIDER_BIN): $(PROVIDER_INPUTS) $(PROVIDER_VERSION_FILE)
 	@mkdir -p $(@D)
@@ -273,7 +273,7 @@ $(PROVIDER_VERSION_FILE): FORCE
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
 
 .PHONY: release-provider
-release-provider: ## Cross-build the provider for RELEASE_PLATFORMS into RELEASE_DIR (dist/) as pulumi-resource-talos-cluster-v<version>-<os>-<arch>.tar.gz; needs a tagged commit or PROVIDER_VERSION.
+release-provider: ## Cross-build the provider for RELEASE_PLATFORMS into RELEASE_DIR (dist/) as pulumi-resource-talos-anywhere-v<version>-<os>-<arch>.tar.gz; needs a tagged commit or PROVIDER_VERSION.
 	@if [ -z $(call quote,$(PROVIDER_VERSION)) ]; then echo "make release-provider: the commit has no tag vX.Y.Z; tag it or set PROVIDER_VERSION=vX.Y.Z" >&2; exit 2; fi
 	@case $(call quote,$(PROVIDER_VERSION)) in v[0-9]*) ;; *) echo "make release-provider: PROVIDER_VERSION="$(call quote,$(PROVIDER_VERSION))" is not vX.Y.Z" >&2; exit 2;; esac
 	@set -euo pipefail; version=$(call quote,$(PROVIDER_VERSION)); out=$(call quote,$(abspath $(RELEASE_DIR))); \
@@ -282,11 +282,11 @@ release-provider: ## Cross-build the provider for RELEASE_PLATFORMS into RELEASE
 			os=$${platform%/*}; arch=$${platform#*/}; stage=$$(mktemp -d); \
 			echo "building $$os/$$arch"; \
 			(cd $(PROVIDER_DIR) && env $(RELEASE_GOENV) GOOS=$$os GOARCH=$$arch $(GO) build $(RELEASE_BUILDFLAGS) $(PROVIDER_LDFLAGS) \
-				-o "$$stage/pulumi-resource-talos-cluster" .); \
-			tar -czf "$$out/pulumi-resource-talos-cluster-$$version-$$os-$$arch.tar.gz" -C "$$stage" pulumi-resource-talos-cluster; \
+				-o "$$stage/pulumi-resource-talos-anywhere" .); \
+			tar -czf "$$out/pulumi-resource-talos-anywhere-$$version-$$os-$$arch.tar.gz" -C "$$stage" pulumi-resource-talos-anywhere; \
 			rm -rf "$$stage"; \
 		done; \
-		ls -l "$$out"/pulumi-resource-talos-cluster-"$$version"-*.tar.gz
+		ls -l "$$out"/pulumi-resource-talos-anywhere-"$$version"-*.tar.gz
 
 .PHONY: build
 build: $(STACKCTL) $(PROGRAM) ## Build bin/stackctl and the program (bin/talos-cluster); the stack targets do it when a source changed.

@@ -1,6 +1,6 @@
-// Command pulumi-resource-talos-cluster serves the project's components
+// Command pulumi-resource-talos-anywhere serves the project's components
 // (TalosCluster, ProxmoxCluster, VpsCluster) as the Pulumi package
-// talos-cluster, for programs in any language: `pulumi package add` builds
+// talos-anywhere, for programs in any language: `pulumi package add` builds
 // it from this folder (PulumiPlugin.yaml).
 package main
 

@@ -15,7 +15,7 @@ import (
 )
 
 // ClusterType is the component's type token.
-const ClusterType = "talos-cluster:index:ProxmoxCluster"
+const ClusterType = talos.ProgramPackage + ":index:ProxmoxCluster"
 
 // Cluster is the ProxmoxCluster component: the Talos image, DHCP
 // reservations, one VM per node and the TalosCluster on top.
@@ -97,7 +97,8 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	}
 
 	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}}
-	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
+	typ, aliases := talos.ComponentType(deps.Talos.Package, "ProxmoxCluster")
+	if err := ctx.RegisterComponentResource(typ, name, c, append(opts, aliases...)...); err != nil {
 		return nil, err
 	}
 	parent := pulumi.Parent(c)

@@ -11,8 +11,28 @@ import (
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 )
 
-// ClusterType is the component's type token.
-const ClusterType = "talos-cluster:index:TalosCluster"
+// ClusterType is the component's type token in the program.
+const ClusterType = ProgramPackage + ":index:TalosCluster"
+
+// ProgramPackage is the package part of the components' type tokens in
+// the program (talos-cluster:index:TalosCluster), and the component
+// package's name before it was renamed (another package of that name is
+// published): the package's types alias it.
+const ProgramPackage = "talos-cluster"
+
+// ComponentType is the type token of a component kind (TalosCluster,
+// ProxmoxCluster, VpsCluster) in the package pkg (ProgramPackage when
+// empty) and the options it registers with: in another package, the alias
+// of its ProgramPackage token, so that a stack the package made under its
+// old name sees no replacement (the engine carries the alias on to the
+// component's children).
+func ComponentType(pkg, kind string) (string, []pulumi.ResourceOption) {
+	old := ProgramPackage + ":index:" + kind
+	if pkg == "" || pkg == ProgramPackage {
+		return old, nil
+	}
+	return pkg + ":index:" + kind, []pulumi.ResourceOption{pulumi.Aliases([]pulumi.Alias{{Type: pulumi.String(old)}})}
+}
 
 // Name suffixes of the component's children (after the cluster name). They
 // are part of each child's URN, which `make adopt` imports under, so they
@@ -231,7 +251,8 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	}
 	defaulted := in.WithDefaults()
 	c := &Cluster{Applies: map[string]*machine.ConfigurationApply{}, Members: map[string]*local.Command{}}
-	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
+	typ, aliases := ComponentType(deps.Package, "TalosCluster")
+	if err := ctx.RegisterComponentResource(typ, name, c, append(opts, aliases...)...); err != nil {
 		return nil, err
 	}
 	b := &build{ctx: ctx, name: name, args: &defaulted, deps: deps.WithDefaults(ctx), c: c, parent: pulumi.Parent(c)}

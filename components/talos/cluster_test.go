@@ -334,3 +334,18 @@ func TestClusterArgsAreChecked(t *testing.T) {
 		})
 	}
 }
+
+// The program's components keep their type tokens; the package's name
+// theirs after its own and alias the program's, its old name.
+func TestComponentTypeAliasesThePackagesOldName(t *testing.T) {
+	t.Parallel()
+	typ, opts := talos.ComponentType("", "ProxmoxCluster")
+	assert.Equal(t, "talos-cluster:index:ProxmoxCluster", typ)
+	assert.Empty(t, opts)
+	typ, opts = talos.ComponentType(talos.ProgramPackage, "TalosCluster")
+	assert.Equal(t, talos.ClusterType, typ)
+	assert.Empty(t, opts)
+	typ, opts = talos.ComponentType("talos-anywhere", "VpsCluster")
+	assert.Equal(t, "talos-anywhere:index:VpsCluster", typ)
+	assert.Len(t, opts, 1, "the alias of talos-cluster:index:VpsCluster (the engine's own test: make integration, TestIntegrationPackageAddOfTheBuiltBinary)")
+}

@@ -25,6 +25,10 @@ const MemberSuffix = "-member-"
 // Deps are the component's seams: how it reaches the cluster's APIs from
 // its hooks. NewCluster uses the real ones.
 type Deps struct {
+	// Package is the package the components' type tokens name
+	// (ProgramPackage when empty; see ComponentType): the component
+	// package sets its own name.
+	Package string
 	// Hooks binds the day-2 hooks (the engine's own when nil).
 	Hooks Hooks
 	// Talos opens the cluster's Talos API (talosapi.New when nil).

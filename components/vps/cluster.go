@@ -16,7 +16,7 @@ import (
 )
 
 // ClusterType is the component's type token.
-const ClusterType = "talos-cluster:index:VpsCluster"
+const ClusterType = talos.ProgramPackage + ":index:VpsCluster"
 
 // Cluster is the VpsCluster component: per node a rescue-mode install, an
 // optional reboot command and a wait for Talos, then the TalosCluster.
@@ -101,7 +101,8 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		Reboots:  map[string]*local.Command{},
 		Waits:    map[string]*local.Command{},
 	}
-	if err := ctx.RegisterComponentResource(ClusterType, name, c, opts...); err != nil {
+	typ, aliases := talos.ComponentType(deps.Talos.Package, "VpsCluster")
+	if err := ctx.RegisterComponentResource(typ, name, c, append(opts, aliases...)...); err != nil {
 		return nil, err
 	}
 	parent := pulumi.Parent(c)

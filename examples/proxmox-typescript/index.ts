@@ -1,9 +1,9 @@
 // The cluster of ../../Pulumi.proxmox-homelab.yaml.example (one control plane,
 // two workers, dnsmasq reservations on the host) in TypeScript, with the
-// talos-cluster package's generated SDK (`pulumi install` makes it from
+// talos-anywhere package's generated SDK (`pulumi install` makes it from
 // ../../provider). Inputs: docs/component-package.md.
 import * as pulumi from "@pulumi/pulumi";
-import * as talos from "@fluodata/talos-cluster";
+import * as talos from "@fluodata/talos-anywhere";
 
 const config = new pulumi.Config();
 

@@ -67,12 +67,12 @@ func TestConstructMakesTheProgramsGraph(t *testing.T) {
 		file, typ string
 		args      func(cfg *stacks.Config) any
 	}{
-		{stackstest.ProxmoxExample, componentstest.ProxmoxCluster, func(cfg *stacks.Config) any {
+		{stackstest.ProxmoxExample, talosprovider.ProxmoxToken, func(cfg *stacks.Config) any {
 			a := program.ProxmoxArgs(cfg)
 			a.Proxmox.APITokenSecret = pulumi.String(cfg.Proxmox.APITokenSecret.Reveal())
 			return a
 		}},
-		{stackstest.VPSExample, componentstest.VpsCluster, func(cfg *stacks.Config) any {
+		{stackstest.VPSExample, talosprovider.VpsToken, func(cfg *stacks.Config) any {
 			a := program.VPSArgs(cfg)
 			for i, ref := range cfg.Nodes.Refs() {
 				a.Nodes[i].Rescue.Password = pulumi.String(ref.Rescue.Password.Reveal())
@@ -108,7 +108,7 @@ func TestConstructMakesTheProgramsGraph(t *testing.T) {
 // A TalosCluster on machines of the caller's own, from the smallest inputs.
 func TestConstructTalosCluster(t *testing.T) {
 	t.Parallel()
-	e, resp, err := construct(t, componentstest.TalosCluster, "edge", resource.PropertyMap{
+	e, resp, err := construct(t, talosprovider.TalosToken, "edge", resource.PropertyMap{
 		"cluster":        resource.NewProperty(resource.PropertyMap{"name": resource.NewProperty("edge"), "talosVersion": resource.NewProperty("v1.12.0")}),
 		"installerImage": resource.NewProperty("factory.talos.dev/metal-installer/abc:v1.12.0"),
 		"nodes": resource.NewProperty([]resource.PropertyValue{
@@ -128,7 +128,7 @@ func TestConstructTalosCluster(t *testing.T) {
 // nothing is registered.
 func TestConstructRefusesInvalidInputs(t *testing.T) {
 	t.Parallel()
-	e, _, err := construct(t, componentstest.TalosCluster, "edge", resource.PropertyMap{
+	e, _, err := construct(t, talosprovider.TalosToken, "edge", resource.PropertyMap{
 		"cluster": resource.NewProperty(resource.PropertyMap{"name": resource.NewProperty("Edge_1"), "talosVersion": resource.NewProperty("1.12")}),
 		"nodes": resource.NewProperty([]resource.PropertyValue{
 			node("w-0", "192.168.1.300", "worker"),
@@ -141,7 +141,7 @@ func TestConstructRefusesInvalidInputs(t *testing.T) {
 	}
 	assert.Contains(t, msg, `invalid arguments of TalosCluster "edge" (nothing was created)`)
 	for _, r := range e.All() {
-		assert.Equal(t, componentstest.TalosCluster, r.Type, "only the component itself may be registered, not %s", r.URN)
+		assert.Equal(t, talosprovider.TalosToken, r.Type, "only the component itself may be registered, not %s", r.URN)
 	}
 }
 
@@ -164,6 +164,7 @@ func children(e *componentstest.Engine) map[string]componentstest.Registered {
 			continue
 		}
 		r.URN, r.Parent, r.DeletedWith, r.Provider = local(r.URN), local(r.Parent), local(r.DeletedWith), local(r.Provider)
+		r.Type = packaged(r.Type)
 		// Deps holds the dependencies and property dependencies merged,
 		// compared without their stack and project; the split lists carry
 		// those, and an SDK's empty list where another sends none.
@@ -179,14 +180,21 @@ func children(e *componentstest.Engine) map[string]componentstest.Registered {
 	return out
 }
 
-// local is a URN without its stack and project.
+// local is a URN without its stack and project, the program's component
+// types (talos-cluster:index:...) named as the package names them.
 func local(urn string) string {
 	if _, rest, ok := strings.Cut(urn, "::"); ok {
 		if _, rest, ok := strings.Cut(rest, "::"); ok {
-			return rest
+			urn = rest
 		}
 	}
-	return urn
+	return packaged(urn)
+}
+
+// packaged names the program's component types (talos-cluster:index:...)
+// as the package names them.
+func packaged(s string) string {
+	return strings.ReplaceAll(s, talos.ProgramPackage+":index:", talosprovider.Name+":index:")
 }
 
 // propertyMap encodes component arguments as another language's SDK sends
@@ -285,7 +293,7 @@ func TestYAMLExampleMakesTheStackExamplesGraph(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &project))
 	res := project.Resources[cfg.Cluster.Name]
-	require.Equal(t, componentstest.ProxmoxCluster, res.Type)
+	require.Equal(t, talosprovider.ProxmoxToken, res.Type)
 	inputs := resource.NewPropertyMapFromMap(res.Properties)
 	px := inputs["proxmox"].ObjectValue()
 	require.Equal(t, "${proxmoxApiTokenSecret}", px["apiTokenSecret"].StringValue())

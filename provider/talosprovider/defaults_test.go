@@ -24,6 +24,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/program"
+	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -110,9 +111,9 @@ func baseInputs(t *testing.T) map[string]resource.PropertyMap {
 		va.Nodes[i].Rescue.Password = pulumi.String(ref.Rescue.Password.Reveal())
 	}
 	return map[string]resource.PropertyMap{
-		componentstest.ProxmoxCluster: propertyMap(t, reflect.ValueOf(pa)),
-		componentstest.VpsCluster:     propertyMap(t, reflect.ValueOf(va)),
-		componentstest.TalosCluster: {
+		talosprovider.ProxmoxToken: propertyMap(t, reflect.ValueOf(pa)),
+		talosprovider.VpsToken:     propertyMap(t, reflect.ValueOf(va)),
+		talosprovider.TalosToken: {
 			"cluster":        resource.NewProperty(resource.PropertyMap{"name": resource.NewProperty("edge"), "talosVersion": resource.NewProperty("v1.12.0")}),
 			"installerImage": resource.NewProperty("factory.talos.dev/metal-installer/abc:v1.12.0"),
 			"nodes": resource.NewProperty([]resource.PropertyValue{

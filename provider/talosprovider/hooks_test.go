@@ -172,7 +172,7 @@ func TestTwoProxmoxClustersInOneProgram(t *testing.T) {
 			for _, c := range clusters {
 				err := pulumi.RunWithContext(newCtx(), func(ctx *pulumi.Context) error {
 					// The provider's own construct, with its real seams.
-					cl, err := (&talosprovider.ProxmoxCluster{}).Construct(ctx, c.name, proxmox.ClusterType, args(c.name, c.vmidOffset), pulumi.Composite())
+					cl, err := (&talosprovider.ProxmoxCluster{}).Construct(ctx, c.name, talosprovider.ProxmoxToken, args(c.name, c.vmidOffset), pulumi.Composite())
 					if err != nil {
 						return err
 					}

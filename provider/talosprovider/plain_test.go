@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 )
 
 // boundSchema is the provider's schema as the SDK generators see it: bound
@@ -85,9 +85,9 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 	t.Parallel()
 	pkg := boundSchema(t)
 	args := map[string]reflect.Type{
-		componentstest.TalosCluster:   reflect.TypeFor[talos.ClusterArgs](),
-		componentstest.ProxmoxCluster: reflect.TypeFor[proxmox.ClusterArgs](),
-		componentstest.VpsCluster:     reflect.TypeFor[vps.ClusterArgs](),
+		talosprovider.TalosToken:   reflect.TypeFor[talos.ClusterArgs](),
+		talosprovider.ProxmoxToken: reflect.TypeFor[proxmox.ClusterArgs](),
+		talosprovider.VpsToken:     reflect.TypeFor[vps.ClusterArgs](),
 	}
 	checked, inputs := 0, []string{}
 	var walk func(where string, props []*schema.Property, goType reflect.Type)
@@ -140,14 +140,14 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 	}
 	assert.Greater(t, checked, 80, "every input and nested field checked")
 	assert.ElementsMatch(t, []string{
-		componentstest.TalosCluster + ".installerImage",
-		componentstest.ProxmoxCluster + ".proxmox.apiTokenSecret",
-		componentstest.ProxmoxCluster + ".proxmox.dnsmasq.ssh.privateKey",
-		componentstest.VpsCluster + ".nodes[].rescue.password",
-		componentstest.TalosCluster + ".cluster.etcdBackup.secretAccessKey",
-		componentstest.ProxmoxCluster + ".cluster.etcdBackup.secretAccessKey",
-		componentstest.VpsCluster + ".cluster.etcdBackup.secretAccessKey",
-		componentstest.ProxmoxCluster + ".csi.tokenSecret",
+		talosprovider.TalosToken + ".installerImage",
+		talosprovider.ProxmoxToken + ".proxmox.apiTokenSecret",
+		talosprovider.ProxmoxToken + ".proxmox.dnsmasq.ssh.privateKey",
+		talosprovider.VpsToken + ".nodes[].rescue.password",
+		talosprovider.TalosToken + ".cluster.etcdBackup.secretAccessKey",
+		talosprovider.ProxmoxToken + ".cluster.etcdBackup.secretAccessKey",
+		talosprovider.VpsToken + ".cluster.etcdBackup.secretAccessKey",
+		talosprovider.ProxmoxToken + ".csi.tokenSecret",
 	}, inputs, "the inputs that stay inputs")
 }
 

@@ -1,4 +1,4 @@
-// Package talosprovider is the talos-cluster component provider: the
+// Package talosprovider is the talos-anywhere component provider: the
 // project's three components behind pulumi-go-provider's infer layer, with
 // the descriptions of their doc comments added to the schema.
 package talosprovider
@@ -24,13 +24,19 @@ import (
 // The package's identity, the same however a program adds it (`pulumi
 // package add` of this folder, of a git reference to it, or of the built
 // binary): the CLI names the SDKs after the schema's namespace and name
-// (npm @fluodata/talos-cluster, Python fluodata_talos_cluster, the SDK
-// folder sdks/fluodata-talos-cluster). Without a namespace, a local path
-// gave @pulumi/talos-cluster (Pulumi's own npm scope) and a git reference
-// @fluodata/talos-cluster (the CLI takes the namespace from the git URL's
-// owner when the schema has none).
+// (npm @fluodata/talos-anywhere, Python fluodata_talos_anywhere, the SDK
+// folder sdks/fluodata-talos-anywhere). Without a namespace, a local path
+// gave @pulumi/<name> (Pulumi's own npm scope) and a git reference
+// @fluodata/<name> (the CLI takes the namespace from the git URL's owner
+// when the schema has none).
+//
+// The package was named talos-cluster until another package of that name
+// (github.com/spigell/pulumi-talos-cluster, with releases) was found: the
+// plugin cache and `pulumi package add <name>@<version>` resolve by name,
+// so the two would clash. Its types alias the old tokens
+// (talos.ComponentType).
 const (
-	Name       = "talos-cluster"
+	Name       = "talos-anywhere"
 	Namespace  = "fluodata"
 	Publisher  = "fluodata"
 	Repository = "https://github.com/fluodata/talos-pulumi"
@@ -43,8 +49,8 @@ const (
 	// the CLI derives them from Namespace and Name, stated in the schema
 	// so that no generator guesses.
 	NPMPackage    = "@" + Namespace + "/" + Name
-	PythonPackage = Namespace + "_talos_cluster"
-	GoImportBase  = "github.com/fluodata/talos-pulumi/sdk/go/talos-cluster"
+	PythonPackage = Namespace + "_talos_anywhere"
+	GoImportBase  = "github.com/fluodata/talos-pulumi/sdk/go/" + Name
 	// CSharpNamespace is the C# SDK's root namespace (Pulumi's own
 	// packages use "Pulumi").
 	CSharpNamespace = "Fluodata"
@@ -100,11 +106,12 @@ func devVersion(info *debug.BuildInfo) string {
 //go:embed descriptions.json
 var descriptionsJSON []byte
 
-// Component tokens, as the components register themselves.
+// Component tokens, as the components register themselves in the package
+// (talos.ComponentType).
 const (
-	talosToken   = talos.ClusterType
-	proxmoxToken = proxmox.ClusterType
-	vpsToken     = vps.ClusterType
+	talosToken   = Name + ":index:TalosCluster"
+	proxmoxToken = Name + ":index:ProxmoxCluster"
+	vpsToken     = Name + ":index:VpsCluster"
 )
 
 // resourceDocs names, per component token, the Go types whose doc comments
@@ -209,6 +216,8 @@ func NewWith(o Options) (p.Provider, error) {
 	if o.VPS.Talos.Hooks == nil {
 		o.VPS.Talos = o.Talos
 	}
+	// The components register the package's type tokens.
+	o.Talos.Package, o.Proxmox.Talos.Package, o.VPS.Talos.Package = Name, Name, Name
 	prov, err := infer.NewProviderBuilder().
 		WithDisplayName("Talos cluster").
 		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE VMs or rescue-installed VPS machines.").

@@ -64,15 +64,15 @@ func TestReleaseProviderTarball(t *testing.T) {
 
 	msg, err = make("PROVIDER_VERSION=v9.8.7-test.1")
 	require.NoError(t, err, msg)
-	want := "pulumi-resource-talos-cluster-v9.8.7-test.1-" + runtime.GOOS + "-" + runtime.GOARCH + ".tar.gz"
+	want := "pulumi-resource-talos-anywhere-v9.8.7-test.1-" + runtime.GOOS + "-" + runtime.GOARCH + ".tar.gz"
 	entries, err := os.ReadDir(out)
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "one tarball for one platform")
 	require.Equal(t, want, entries[0].Name())
 
-	bin := filepath.Join(t.TempDir(), "pulumi-resource-talos-cluster")
+	bin := filepath.Join(t.TempDir(), "pulumi-resource-talos-anywhere")
 	names := untar(t, filepath.Join(out, want), bin)
-	assert.Equal(t, []string{"pulumi-resource-talos-cluster"}, names, "the binary alone, at the top")
+	assert.Equal(t, []string{"pulumi-resource-talos-anywhere"}, names, "the binary alone, at the top")
 
 	// The binary serves the provider and says its version.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

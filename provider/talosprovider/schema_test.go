@@ -80,7 +80,7 @@ func TestSchemaDescribesEverythingAndMarksSecrets(t *testing.T) {
 		} `json:"types"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(resp.Schema), &spec))
-	require.ElementsMatch(t, []string{"talos-cluster:index:TalosCluster", "talos-cluster:index:ProxmoxCluster", "talos-cluster:index:VpsCluster"},
+	require.ElementsMatch(t, []string{"talos-anywhere:index:TalosCluster", "talos-anywhere:index:ProxmoxCluster", "talos-anywhere:index:VpsCluster"},
 		keys(spec.Resources))
 	undescribed := func(where string, props map[string]map[string]any) {
 		for name, prop := range props {
@@ -116,11 +116,11 @@ func TestSchemaDescribesEverythingAndMarksSecrets(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"talos-cluster:index:TalosCluster output kubeconfig", "talos-cluster:index:TalosCluster output talosconfig",
-		"talos-cluster:index:ProxmoxCluster output kubeconfig", "talos-cluster:index:ProxmoxCluster output talosconfig",
-		"talos-cluster:index:VpsCluster output kubeconfig", "talos-cluster:index:VpsCluster output talosconfig",
-		"talos-cluster:index:ProxmoxHostSettings apiTokenSecret", "talos-cluster:index:ProxmoxSSHSettings privateKey",
-		"talos-cluster:index:VpsRescue password",
+		"talos-anywhere:index:TalosCluster output kubeconfig", "talos-anywhere:index:TalosCluster output talosconfig",
+		"talos-anywhere:index:ProxmoxCluster output kubeconfig", "talos-anywhere:index:ProxmoxCluster output talosconfig",
+		"talos-anywhere:index:VpsCluster output kubeconfig", "talos-anywhere:index:VpsCluster output talosconfig",
+		"talos-anywhere:index:ProxmoxHostSettings apiTokenSecret", "talos-anywhere:index:ProxmoxSSHSettings privateKey",
+		"talos-anywhere:index:VpsRescue password",
 	} {
 		assert.True(t, secrets[want], "%s must be secret; secret: %v", want, secrets)
 	}

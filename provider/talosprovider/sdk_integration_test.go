@@ -5,11 +5,13 @@ package talosprovider_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +73,7 @@ func offline(t *testing.T, name string, args ...string) (string, []string) {
 
 // A program uses the binary `make provider` built, so that nothing is
 // rebuilt on a run: `pulumi package add` of the binary generates the SDK
-// (for YAML, the schema in sdks/fluodata-talos-cluster) and records the
+// (for YAML, the schema in sdks/fluodata-talos-anywhere) and records the
 // package by name and version (CLI 3.259 keeps no binary path in
 // Pulumi.yaml); the project's plugin path points the engine at the binary,
 // and `pulumi preview` of the YAML example runs offline through it, with no
@@ -85,14 +87,14 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 	env := cliEnv(t)
 	out, err := runIn(t, root, env, 20*time.Minute, "make", "--no-print-directory", "provider")
 	require.NoError(t, err, "make provider:\n%s", out)
-	bin := filepath.Join(root, "bin", "pulumi-resource-talos-cluster")
+	bin := filepath.Join(root, "bin", "pulumi-resource-talos-anywhere")
 	require.FileExists(t, bin)
 
 	dir := filepath.Join(t.TempDir(), "proxmox-yaml")
 	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join(root, "examples", "proxmox-yaml"))))
 	project, err := os.ReadFile(filepath.Join(dir, "Pulumi.yaml"))
 	require.NoError(t, err)
-	const source = "packages:\n  talos-cluster: ../../provider\n"
+	const source = "packages:\n  talos-anywhere: ../../provider\n"
 	require.Contains(t, string(project), source, "the example names the package by the provider folder")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), bytes.Replace(project, []byte(source), nil, 1), 0o600))
 
@@ -100,15 +102,15 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 	require.NoError(t, err, "pulumi package add of the binary:\n%s", out)
 	project, err = os.ReadFile(filepath.Join(dir, "Pulumi.yaml"))
 	require.NoError(t, err)
-	recorded := regexp.MustCompile(`(?m)^  talos-cluster: talos-cluster@(\S+)$`).FindStringSubmatch(string(project))
+	recorded := regexp.MustCompile(`(?m)^  talos-anywhere: talos-anywhere@(\S+)$`).FindStringSubmatch(string(project))
 	require.NotNil(t, recorded, "the package is recorded by name and version:\n%s", project)
 	t.Logf("recorded version %s", recorded[1])
 	if !strings.HasPrefix(recorded[1], talosprovider.DevVersion) {
 		assert.Regexp(t, `^\d+\.\d+\.\d+`, recorded[1], "a tag's version")
 	}
-	assert.DirExists(t, filepath.Join(dir, "sdks", "fluodata-talos-cluster"), "the SDK's folder is named after namespace and name")
+	assert.DirExists(t, filepath.Join(dir, "sdks", "fluodata-talos-anywhere"), "the SDK's folder is named after namespace and name")
 
-	plugins := fmt.Sprintf("plugins:\n  providers:\n    - name: talos-cluster\n      path: %s\n", filepath.Dir(bin))
+	plugins := fmt.Sprintf("plugins:\n  providers:\n    - name: talos-anywhere\n      path: %s\n", filepath.Dir(bin))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), append(project, plugins...), 0o600))
 	out, err = runIn(t, dir, env, 2*time.Minute, "pulumi", "stack", "init", "it")
 	require.NoError(t, err, out)
@@ -121,12 +123,14 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 	require.NoError(t, err, "pulumi preview with the built binary:\n%s", out)
 	t.Logf("pulumi preview took %s", time.Since(start).Round(100*time.Millisecond))
 	for _, want := range []string{
-		"talos-cluster:index:ProxmoxCluster homelab create", "proxmoxve:VM:VirtualMachine homelab-vm-cp-0 create",
+		"talos-anywhere:index:ProxmoxCluster homelab create", "proxmoxve:VM:VirtualMachine homelab-vm-cp-0 create",
 		"talos:machine:Secrets homelab-secrets create", "command:local:Command homelab-roster create", "+ 28 to create",
 	} {
 		assert.Contains(t, out, want, "the preview constructs the component and its children")
 	}
 	assert.NotContains(t, out, "not-a-real-token", "the token is a secret")
+
+	renamedPackageKeepsItsStack(t, dir, env, name, args)
 
 	// Another resource's output as an input (issue 25): the token from a
 	// random:RandomPassword, unknown during the preview and secret.
@@ -144,8 +148,71 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 	out, err = runIn(t, dir, env, 5*time.Minute, name, args...)
 	require.NoError(t, err, "pulumi preview with another resource's output as an input:\n%s", out)
 	assert.Contains(t, out, "random:index:RandomPassword token create")
-	assert.Contains(t, out, "talos-cluster:index:ProxmoxCluster homelab create")
+	assert.Contains(t, out, "talos-anywhere:index:ProxmoxCluster homelab create")
 	assert.Contains(t, out, "+ 29 to create", "the component's children as before, and the password")
+}
+
+// renamedPackageKeepsItsStack imports the state the package made under
+// its old name, talos-cluster (the component and its nested TalosCluster,
+// as the engine records them), and previews the same program with the
+// package under its new name: the engine finds both through their aliases
+// (the type's, and the parent's carried on to the child), so neither is
+// created anew nor its old state deleted. Without the aliases the preview
+// creates both and deletes the old ones.
+func renamedPackageKeepsItsStack(t *testing.T, dir string, env []string, name string, args []string) {
+	t.Helper()
+	// A stack of its own, the test's "it" selected again afterwards.
+	for _, cmd := range [][]string{
+		{"stack", "init", "renamed"},
+		{"config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token"},
+	} {
+		out, err := runIn(t, dir, env, time.Minute, "pulumi", cmd...)
+		require.NoError(t, err, out)
+	}
+	defer func() {
+		out, err := runIn(t, dir, env, time.Minute, "pulumi", "stack", "select", "it")
+		require.NoError(t, err, out)
+	}()
+	out, err := runIn(t, dir, env, time.Minute, "pulumi", "stack", "export")
+	require.NoError(t, err, out)
+	var exported map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &exported))
+	const prefix = "urn:pulumi:renamed::talos-proxmox-yaml::"
+	root := prefix + "pulumi:pulumi:Stack::talos-proxmox-yaml-renamed"
+	oldCluster := prefix + "talos-cluster:index:ProxmoxCluster::homelab"
+	oldTalos := prefix + "talos-cluster:index:ProxmoxCluster$talos-cluster:index:TalosCluster::homelab"
+	deployment, _ := exported["deployment"].(map[string]any)
+	require.NotNil(t, deployment, out)
+	deployment["resources"] = []map[string]any{
+		{"urn": root, "custom": false, "type": "pulumi:pulumi:Stack"},
+		{"urn": oldCluster, "custom": false, "type": "talos-cluster:index:ProxmoxCluster", "parent": root},
+		{"urn": oldTalos, "custom": false, "type": "talos-cluster:index:TalosCluster", "parent": oldCluster},
+	}
+	state, err := json.Marshal(exported)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "old-name.json")
+	require.NoError(t, os.WriteFile(file, state, 0o600))
+	out, err = runIn(t, dir, env, time.Minute, "pulumi", "stack", "import", "--file", file)
+	require.NoError(t, err, "pulumi stack import of the old name's state:\n%s", out)
+
+	out, err = runIn(t, dir, env, 5*time.Minute, name, append(slices.Clone(args), "--json", "--show-sames")...)
+	require.NoError(t, err, "pulumi preview after the rename:\n%s", out)
+	var preview struct {
+		Steps []struct {
+			Op  string `json:"op"`
+			URN string `json:"urn"`
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &preview), out)
+	ops := map[string]string{}
+	for _, s := range preview.Steps {
+		ops[s.URN] = s.Op
+	}
+	assert.Equal(t, "same", ops[prefix+"talos-anywhere:index:ProxmoxCluster::homelab"], "the component, found by its alias: %v", ops)
+	assert.Equal(t, "same", ops[prefix+"talos-anywhere:index:ProxmoxCluster$talos-anywhere:index:TalosCluster::homelab"], "its TalosCluster, by its own and its parent's alias")
+	for _, old := range []string{oldCluster, oldTalos} {
+		assert.Empty(t, ops[old], "the old state of %s is not deleted", old)
+	}
 }
 
 // genSDK generates the SDK of one language from the golden schema (the
@@ -234,7 +301,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
-	tc "github.com/fluodata/talos-pulumi/sdk/go/talos-cluster"
+	tc "github.com/fluodata/talos-pulumi/sdk/go/talos-anywhere"
 )
 
 func main() {

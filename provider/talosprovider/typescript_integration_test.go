@@ -46,9 +46,9 @@ func TestIntegrationTypeScriptExampleWithTheRealCLI(t *testing.T) {
 
 	project, err := os.ReadFile(filepath.Join(dir, "Pulumi.yaml"))
 	require.NoError(t, err)
-	const local = "talos-cluster: ../../provider"
+	const local = "talos-anywhere: ../../provider"
 	require.Contains(t, string(project), local, "the example's Pulumi.yaml names the package by the provider folder")
-	project = bytes.Replace(project, []byte(local), []byte("talos-cluster: "+providerDir), 1)
+	project = bytes.Replace(project, []byte(local), []byte("talos-anywhere: "+providerDir), 1)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), project, 0o600))
 	program, err := os.ReadFile(filepath.Join(dir, "index.ts"))
 	require.NoError(t, err)
@@ -77,8 +77,8 @@ func TestIntegrationTypeScriptExampleWithTheRealCLI(t *testing.T) {
 	out, err := run(20*time.Minute, "pulumi", "install")
 	require.NoError(t, err, "pulumi install (SDK generation and its postinstall tsc):\n%s", out)
 	t.Logf("pulumi install took %s", time.Since(start).Round(time.Second))
-	assert.FileExists(t, filepath.Join(dir, "sdks", "fluodata-talos-cluster", "bin", "index.js"), "the SDK's postinstall compiled it")
-	assert.FileExists(t, filepath.Join(dir, "sdks", "fluodata-talos-cluster", "bin", "types", "input.d.ts"))
+	assert.FileExists(t, filepath.Join(dir, "sdks", "fluodata-talos-anywhere", "bin", "index.js"), "the SDK's postinstall compiled it")
+	assert.FileExists(t, filepath.Join(dir, "sdks", "fluodata-talos-anywhere", "bin", "types", "input.d.ts"))
 
 	out, err = run(5*time.Minute, "npx", "--no-install", "tsc", "--noEmit", "--pretty", "false")
 	require.NoError(t, err, "the example does not compile against the generated SDK:\n%s", out)
@@ -101,7 +101,7 @@ func TestIntegrationTypeScriptExampleWithTheRealCLI(t *testing.T) {
 	out, err = run(10*time.Minute, "pulumi", "preview", "--non-interactive")
 	require.NoError(t, err, "pulumi preview of the example:\n%s", out)
 	for _, want := range []string{
-		"talos-cluster:index:ProxmoxCluster homelab create", "proxmoxve:VM:VirtualMachine homelab-vm-cp-0 create",
+		"talos-anywhere:index:ProxmoxCluster homelab create", "proxmoxve:VM:VirtualMachine homelab-vm-cp-0 create",
 		"talos:machine:Secrets homelab-secrets create",
 	} {
 		assert.Contains(t, out, want, "the preview constructs the component and its children")

@@ -56,7 +56,7 @@ func TestVersionOfAnUntaggedBuild(t *testing.T) {
 // pkg/codegen/python PyPack), so that an SDK generated from a local path, a
 // git reference or the binary is imported the same way. A git reference
 // to a schema without a namespace took the owner of the URL; a local path
-// gave @pulumi/talos-cluster.
+// gave @pulumi/<name>.
 func TestSchemaNamesThePackageTheSameHoweverItIsAdded(t *testing.T) {
 	t.Parallel()
 	resp, err := server(t).GetSchema(p.GetSchemaRequest{})
@@ -66,7 +66,7 @@ func TestSchemaNamesThePackageTheSameHoweverItIsAdded(t *testing.T) {
 		Language                                                           map[string]map[string]any
 	}
 	require.NoError(t, json.Unmarshal([]byte(resp.Schema), &spec))
-	assert.Equal(t, "talos-cluster", spec.Name)
+	assert.Equal(t, "talos-anywhere", spec.Name, "not talos-cluster: another package has that name")
 	assert.Equal(t, "fluodata", spec.Namespace, "the owner of github.com/fluodata/talos-pulumi, which a git reference would give")
 	for what, v := range map[string]string{"publisher": spec.Publisher, "homepage": spec.Homepage, "repository": spec.Repository} {
 		assert.NotEmpty(t, v, what)
@@ -76,7 +76,7 @@ func TestSchemaNamesThePackageTheSameHoweverItIsAdded(t *testing.T) {
 	assert.Equal(t, "@"+spec.Namespace+"/"+spec.Name, spec.Language["nodejs"]["packageName"])
 	assert.Equal(t, pyPack(spec.Namespace, spec.Name), spec.Language["python"]["packageName"])
 	assert.Equal(t, strings.TrimPrefix(spec.Repository, "https://")+"/sdk/go/"+spec.Name, spec.Language["go"]["importBasePath"])
-	assert.Equal(t, talosprovider.NPMPackage, "@fluodata/talos-cluster")
+	assert.Equal(t, "@fluodata/talos-anywhere", talosprovider.NPMPackage)
 }
 
 // pyPack is the Python package name the CLI's Python generator derives

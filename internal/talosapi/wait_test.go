@@ -181,24 +181,24 @@ func TestWaitsReportProgress(t *testing.T) {
 
 	const every, wait = 100 * time.Millisecond, time.Second
 	for name, tc := range map[string]struct {
-		run        func(opt talosapi.WaitOption) error
+		run        func(ctx context.Context, opt talosapi.WaitOption) error
 		what, last string
 	}{
 		"version": {
-			func(opt talosapi.WaitOption) error {
+			func(ctx context.Context, opt talosapi.WaitOption) error {
 				return talosapi.WaitVersion(ctx, cl, "10.5.0.21", newVersion, poll, wait, opt)
 			},
 			"waiting for node 10.5.0.21 to run Talos v1.12.1 (", "last seen: node 10.5.0.21 runs Talos v1.12.0",
 		},
 		"reboot": {
-			func(opt talosapi.WaitOption) error {
+			func(ctx context.Context, opt talosapi.WaitOption) error {
 				_, err := talosapi.WaitRebooted(ctx, cl, "10.5.0.21", booted, poll, wait, opt)
 				return err
 			},
 			"waiting for node 10.5.0.21 to reboot (", "last seen: node 10.5.0.21 has not rebooted (booted at ",
 		},
 		"services": {
-			func(opt talosapi.WaitOption) error {
+			func(ctx context.Context, opt talosapi.WaitOption) error {
 				return talosapi.WaitHealthy(ctx, cl, "10.5.0.11", []string{"etcd", "kubelet"}, poll, wait, opt)
 			},
 			"waiting for services etcd, kubelet of node 10.5.0.11 to be healthy (", "last seen: service kubelet of node 10.5.0.11 runs, unhealthy: connection refused",
@@ -207,7 +207,10 @@ func TestWaitsReportProgress(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			l := newProgressLog()
-			err := tc.run(talosapi.WithProgress(l.report, every))
+			// A deadline of its own: the parallel subtests start once the
+			// parent's body has returned, which on a loaded machine (the
+			// race detector, two cores) took the parent's whole deadline.
+			err := tc.run(ctxT(t), talosapi.WithProgress(l.report, every))
 			end := time.Since(l.start)
 			require.ErrorIs(t, err, talosapi.ErrTimeout)
 			msgs := l.messages()

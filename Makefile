@@ -47,19 +47,15 @@ PROGRAM_INPUTS := $(filter-out %_test.go,$(wildcard *.go)) $(GO_INPUTS)
 PROVIDER_DIR := provider
 PROVIDER_BIN := bin/pulumi-resource-talos-anywhere
 PROVIDER_INPUTS := $(call go_inputs,$(PROVIDER_DIR)/) $(GO_INPUTS)
-# The package's version: the tag of the commit (vX.Y.Z), set into the binary with -ldflags -X.
-# On an untagged commit it is empty, and the binary says 0.0.0-dev+<commit> (the commit Go
-# stamps into it; ".dirty" with uncommitted changes). PROVIDER_VERSION=v1.2.3 sets it by hand.
-ifeq ($(origin PROVIDER_VERSION),undefined)
-PROVIDER_VERSION := $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
-endif
-PROVIDER_VERSION_VAR := github.com/fluodata/talos-pulumi/provider/talosprovider.version
-PROVIDER_LDFLAGS = -ldflags=$(call quote,-s -w$(if $(PROVIDER_VERSION), -X $(PROVIDER_VERSION_VAR)=$(PROVIDER_VERSION)))
-# bin/.provider-version holds the version the binary was built with: a new tag rebuilds it.
-PROVIDER_VERSION_FILE := bin/.provider-version
-# `make release-provider`: one tarball per platform in RELEASE_DIR, as Pulumi's plugin downloads
-# name them: pulumi-resource-talos-anywhere-v<version>-<os>-<arch>.tar.gz.
-RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+PROVIDER_NAME := pulumi-resource-talos-anywhere
+# The package's version: provider/talosprovider/VERSION, embedded in the binary (see
+# talosprovider.Version): the release's on its tagged commit, the next one's with -dev between.
+PROVIDER_VERSION_SOURCE := $(PROVIDER_DIR)/talosprovider/VERSION
+# `make release` builds only a commit tagged v<VERSION>: RELEASE_TAG is the commit's tag.
+RELEASE_TAG ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
+# `make release`: one tarball per platform in RELEASE_DIR, named as Pulumi's plugin downloads
+# ask for them: pulumi-resource-talos-anywhere-v<version>-<os>-<arch>.tar.gz.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 RELEASE_DIR ?= dist
 # The release builds' environment and flags: static binaries without the builder's paths. (The
 # test of the target empties them, so that it reuses the build cache of the tests' own builds.)
@@ -263,30 +259,27 @@ schema: ## Regenerate the component package's descriptions (from the doc comment
 .PHONY: provider
 provider: $(PROVIDER_BIN) ## Build the component provider (bin/pulumi-resource-talos-anywhere), as `pulumi package add` does.
 
-$(PROVIDER_BIN): $(PROVIDER_INPUTS) $(PROVIDER_VERSION_FILE)
+$(PROVIDER_BIN): $(PROVIDER_INPUTS)
 	@mkdir -p $(@D)
-	cd $(PROVIDER_DIR) && $(GO) build -buildvcs=auto $(PROVIDER_LDFLAGS) -o $(call quote,$(abspath $@).tmp) . && mv -f $(call quote,$(abspath $@).tmp) $(call quote,$(abspath $@))
+	cd $(PROVIDER_DIR) && $(GO) build -buildvcs=auto -ldflags='-s -w' -o $(call quote,$(abspath $@).tmp) . && mv -f $(call quote,$(abspath $@).tmp) $(call quote,$(abspath $@))
 
-$(PROVIDER_VERSION_FILE): FORCE
-	@mkdir -p $(@D)
-	@printf '%s\n' $(call quote,$(PROVIDER_VERSION)) > $@.tmp
-	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
-
-.PHONY: release-provider
-release-provider: ## Cross-build the provider for RELEASE_PLATFORMS into RELEASE_DIR (dist/) as pulumi-resource-talos-anywhere-v<version>-<os>-<arch>.tar.gz; needs a tagged commit or PROVIDER_VERSION.
-	@if [ -z $(call quote,$(PROVIDER_VERSION)) ]; then echo "make release-provider: the commit has no tag vX.Y.Z; tag it or set PROVIDER_VERSION=vX.Y.Z" >&2; exit 2; fi
-	@case $(call quote,$(PROVIDER_VERSION)) in v[0-9]*) ;; *) echo "make release-provider: PROVIDER_VERSION="$(call quote,$(PROVIDER_VERSION))" is not vX.Y.Z" >&2; exit 2;; esac
-	@set -euo pipefail; version=$(call quote,$(PROVIDER_VERSION)); out=$(call quote,$(abspath $(RELEASE_DIR))); \
-		mkdir -p "$$out"; \
+.PHONY: release
+release: ## Build a release of the component package into RELEASE_DIR (dist/): the plugin for RELEASE_PLATFORMS (linux, darwin, windows; amd64, arm64) as the CLI downloads it, schema.json, checksums.txt; only on a commit tagged v<VERSION> (provider/talosprovider/VERSION).
+	@set -euo pipefail; version=$$(tr -d ' \n' < $(PROVIDER_VERSION_SOURCE)); \
+		case "$$version" in *-dev|"") echo "make release: VERSION is '$$version', a development version: set $(PROVIDER_VERSION_SOURCE) to the release's version (e.g. $${version%-dev}), commit, tag v$${version%-dev}, then make release" >&2; exit 2;; esac; \
+		if [ $(call quote,$(RELEASE_TAG)) != "v$$version" ]; then echo "make release: the commit's tag is '"$(call quote,$(RELEASE_TAG))"', not v$$version ($(PROVIDER_VERSION_SOURCE)): tag the commit v$$version" >&2; exit 2; fi; \
+		out=$(call quote,$(abspath $(RELEASE_DIR))); mkdir -p "$$out"; \
 		for platform in $(RELEASE_PLATFORMS); do \
-			os=$${platform%/*}; arch=$${platform#*/}; stage=$$(mktemp -d); \
+			os=$${platform%/*}; arch=$${platform#*/}; stage=$$(mktemp -d); exe=$(PROVIDER_NAME); \
+			if [ "$$os" = windows ]; then exe=$$exe.exe; fi; \
 			echo "building $$os/$$arch"; \
-			(cd $(PROVIDER_DIR) && env $(RELEASE_GOENV) GOOS=$$os GOARCH=$$arch $(GO) build $(RELEASE_BUILDFLAGS) $(PROVIDER_LDFLAGS) \
-				-o "$$stage/pulumi-resource-talos-anywhere" .); \
-			tar -czf "$$out/pulumi-resource-talos-anywhere-$$version-$$os-$$arch.tar.gz" -C "$$stage" pulumi-resource-talos-anywhere; \
+			(cd $(PROVIDER_DIR) && env $(RELEASE_GOENV) GOOS=$$os GOARCH=$$arch $(GO) build $(RELEASE_BUILDFLAGS) -ldflags='-s -w' -o "$$stage/$$exe" .); \
+			tar -czf "$$out/$(PROVIDER_NAME)-v$$version-$$os-$$arch.tar.gz" -C "$$stage" "$$exe"; \
 			rm -rf "$$stage"; \
 		done; \
-		ls -l "$$out"/pulumi-resource-talos-anywhere-"$$version"-*.tar.gz
+		(cd $(PROVIDER_DIR) && $(GO) run ./cmd/schema) > "$$out/schema.json"; \
+		(cd "$$out" && sha256sum $(PROVIDER_NAME)-v$$version-*.tar.gz schema.json > checksums.txt); \
+		ls -l "$$out"
 
 .PHONY: build
 build: $(STACKCTL) $(PROGRAM) ## Build bin/stackctl and the program (bin/talos-cluster); the stack targets do it when a source changed.

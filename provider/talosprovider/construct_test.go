@@ -48,7 +48,7 @@ func construct(t *testing.T, typ, name string, inputs resource.PropertyMap) (*co
 		Talos:   talos.Deps{Hooks: &componentstest.Hooks{}},
 	})
 	require.NoError(t, err)
-	s, err := integration.NewServer(t.Context(), talosprovider.Name, semver.MustParse(talosprovider.DevVersion),
+	s, err := integration.NewServer(t.Context(), talosprovider.Name, semver.MustParse(talosprovider.TestServerVersion),
 		integration.WithProvider(prov), integration.WithMocks(e))
 	require.NoError(t, err)
 	resp, err := s.Construct(p.ConstructRequest{

@@ -1,7 +1,14 @@
 package talosprovider
 
-// DevVersionOf is devVersion, for the tests.
-var DevVersionOf = devVersion
+// VersionOf is versionOf, for the tests.
+var VersionOf = versionOf
+
+// VersionFile is VERSION's text, for the tests.
+var VersionFile = versionFile
+
+// TestServerVersion is the version the tests' provider servers run with
+// (the golden schema's).
+const TestServerVersion = "0.0.0-dev"
 
 // The components' tokens in the package, for the tests.
 const (

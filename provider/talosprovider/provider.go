@@ -41,6 +41,11 @@ const (
 	Publisher  = "fluodata"
 	Repository = "https://github.com/fluodata/talos-pulumi"
 	Homepage   = Repository + "/blob/main/docs/component-package.md"
+	// PluginDownloadURL is where the CLI downloads the plugin of a
+	// version it does not have: the repository's GitHub releases, whose
+	// assets `make release` names as the CLI asks for them
+	// (pulumi-resource-<name>-v<version>-<os>-<arch>.tar.gz).
+	PluginDownloadURL = "github://api.github.com/fluodata/talos-pulumi"
 	// License is the SPDX identifier of the repository's LICENSE file
 	// (the licence of Pulumi and pulumi-go-provider too); the SDKs'
 	// package files carry it.
@@ -54,33 +59,38 @@ const (
 	// CSharpNamespace is the C# SDK's root namespace (Pulumi's own
 	// packages use "Pulumi").
 	CSharpNamespace = "Fluodata"
-	// DevVersion is the version of a build from an untagged commit:
-	// DevVersion+<commit> (12 hex digits, ".dirty" with uncommitted
-	// changes) when Go stamped the commit into the binary (a go build in
-	// the git checkout, as `make provider` and `pulumi package add` of this
-	// folder do), DevVersion alone otherwise.
-	DevVersion = "0.0.0-dev"
+	// DevSuffix ends VERSION between releases: the version of the next
+	// release, not yet made (0.2.0-dev after 0.1.0).
+	DevSuffix = "-dev"
 )
 
-// version is the release's version, set by the build from a git tag:
-// `make provider` passes -ldflags "-X <this package>.version=$(git describe
-// --tags --exact-match)" on a tagged commit. Empty: a development build.
-var version string
+// versionFile is VERSION: the package's one version source. `make release`
+// builds only a commit tagged v<VERSION> whose VERSION has no DevSuffix,
+// and the release bumps it to the next version's DevSuffix afterwards, so
+// every build says what it is however it is made: from a tag (the release
+// archives, `pulumi package add` of a git reference at the tag, which
+// builds with -buildvcs=false and no -ldflags) it is the release's
+// version; between releases, the next one's with DevSuffix.
+//
+//go:embed VERSION
+var versionFile string
 
-// Version is the package's version (semver, no "v"): the tag the build
-// set, else DevVersion with the commit Go stamped into the binary.
+// Version is the package's version (semver, no "v"): VERSION, and for a
+// development version the commit Go stamped into the binary, if any.
 func Version() string {
-	if v := strings.TrimPrefix(strings.TrimSpace(version), "v"); v != "" {
-		return v
-	}
 	info, _ := debug.ReadBuildInfo()
-	return devVersion(info)
+	return versionOf(versionFile, info)
 }
 
-// devVersion is DevVersion with the commit of the build info, if any.
-func devVersion(info *debug.BuildInfo) string {
-	if info == nil {
-		return DevVersion
+// versionOf is the version of a VERSION file's text: as it is for a
+// release; for a development version, with the commit of the build info
+// as build metadata (12 hex digits, ".dirty" with uncommitted changes)
+// when Go stamped one (a go build in the git checkout, as `make provider`
+// does; not the CLI's build of a source folder, with -buildvcs=false).
+func versionOf(file string, info *debug.BuildInfo) string {
+	v := strings.TrimPrefix(strings.TrimSpace(file), "v")
+	if !strings.HasSuffix(v, DevSuffix) || info == nil {
+		return v
 	}
 	var rev, modified string
 	for _, s := range info.Settings {
@@ -92,13 +102,13 @@ func devVersion(info *debug.BuildInfo) string {
 		}
 	}
 	if rev == "" {
-		return DevVersion
+		return v
 	}
 	rev = rev[:min(12, len(rev))]
 	if modified == "true" {
 		rev += ".dirty"
 	}
-	return DevVersion + "+" + rev
+	return v + "+" + rev
 }
 
 //go:generate go run ./gen
@@ -227,6 +237,7 @@ func NewWith(o Options) (p.Provider, error) {
 		WithRepository(Repository).
 		WithHomepage(Homepage).
 		WithLicense(License).
+		WithPluginDownloadURL(PluginDownloadURL).
 		WithLanguageMap(languages()).
 		WithComponents(
 			infer.Component(&TalosCluster{deps: o.Talos}),

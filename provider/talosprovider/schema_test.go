@@ -24,7 +24,7 @@ func server(t *testing.T) integration.Server {
 	t.Helper()
 	prov, err := talosprovider.New()
 	require.NoError(t, err)
-	s, err := integration.NewServer(t.Context(), talosprovider.Name, semver.MustParse(talosprovider.DevVersion),
+	s, err := integration.NewServer(t.Context(), talosprovider.Name, semver.MustParse(talosprovider.TestServerVersion),
 		integration.WithProvider(prov))
 	require.NoError(t, err)
 	return s

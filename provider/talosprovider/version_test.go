@@ -17,12 +17,12 @@ import (
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 )
 
-// A build from an untagged commit says which commit, as semver build
-// metadata; a build with no commit stamped (go test, GOFLAGS=-buildvcs=false,
-// a source tree without .git) is DevVersion. Either is a valid version for
-// the CLI and the SDKs. (A tagged build's version is the tag, set by
-// `make provider` with -ldflags -X: TestReleaseProviderTarball.)
-func TestVersionOfAnUntaggedBuild(t *testing.T) {
+// VERSION is the one version source: a release's version is its text
+// (what a build at the tag reports however it is made, the CLI's build of
+// a git reference with -buildvcs=false included); a development version
+// (DevSuffix) says which commit when Go stamped one. Each is semver, for
+// the CLI and the SDKs.
+func TestVersionComesFromVERSION(t *testing.T) {
 	t.Parallel()
 	settings := func(kv ...string) *debug.BuildInfo {
 		info := &debug.BuildInfo{}
@@ -31,23 +31,28 @@ func TestVersionOfAnUntaggedBuild(t *testing.T) {
 		}
 		return info
 	}
+	stamped := settings("vcs.revision", "938f0eefb1f6c9ea35adb564a2f9c4020fa15744", "vcs.modified", "false")
 	for _, tc := range []struct {
+		file string
 		info *debug.BuildInfo
 		want string
 	}{
-		{nil, "0.0.0-dev"},
-		{settings(), "0.0.0-dev"},
-		{settings("vcs.revision", "938f0eefb1f6c9ea35adb564a2f9c4020fa15744", "vcs.modified", "false"), "0.0.0-dev+938f0eefb1f6"},
-		{settings("vcs.revision", "938f0eefb1f6c9ea35adb564a2f9c4020fa15744", "vcs.modified", "true"), "0.0.0-dev+938f0eefb1f6.dirty"},
-		{settings("vcs.revision", "abc"), "0.0.0-dev+abc"},
+		{"0.2.0-dev\n", nil, "0.2.0-dev"},
+		{"0.2.0-dev\n", settings(), "0.2.0-dev"},
+		{"0.2.0-dev\n", stamped, "0.2.0-dev+938f0eefb1f6"},
+		{"0.2.0-dev", settings("vcs.revision", "938f0eefb1f6c9ea35adb564a2f9c4020fa15744", "vcs.modified", "true"), "0.2.0-dev+938f0eefb1f6.dirty"},
+		{"0.1.0\n", stamped, "0.1.0"},
+		{"v1.2.3-rc.1\n", stamped, "1.2.3-rc.1"},
 	} {
-		got := talosprovider.DevVersionOf(tc.info)
-		assert.Equal(t, tc.want, got)
+		got := talosprovider.VersionOf(tc.file, tc.info)
+		assert.Equal(t, tc.want, got, "%q", tc.file)
 		_, err := semver.Parse(got)
 		assert.NoError(t, err, "%s is semver", got)
 	}
-	_, err := semver.Parse(talosprovider.Version())
-	assert.NoError(t, err, "the test binary's own version %q", talosprovider.Version())
+	file := strings.TrimSpace(talosprovider.VersionFile)
+	_, err := semver.Parse(file)
+	require.NoError(t, err, "VERSION %q", file)
+	assert.True(t, strings.HasPrefix(talosprovider.Version(), file), "the test binary's own version %q is VERSION's", talosprovider.Version())
 }
 
 // The package has one name however it is added: the schema's namespace,
@@ -72,7 +77,7 @@ func TestSchemaNamesThePackageTheSameHoweverItIsAdded(t *testing.T) {
 		assert.NotEmpty(t, v, what)
 	}
 	assert.Equal(t, "Apache-2.0", spec.License, "the licence of the repository's LICENSE")
-	assert.Equal(t, talosprovider.DevVersion, spec.Version, "the test server's version")
+	assert.Equal(t, talosprovider.TestServerVersion, spec.Version, "the test server's version")
 	assert.Equal(t, "@"+spec.Namespace+"/"+spec.Name, spec.Language["nodejs"]["packageName"])
 	assert.Equal(t, pyPack(spec.Namespace, spec.Name), spec.Language["python"]["packageName"])
 	assert.Equal(t, strings.TrimPrefix(spec.Repository, "https://")+"/sdk/go/"+spec.Name, spec.Language["go"]["importBasePath"])

@@ -264,7 +264,7 @@ $(PROVIDER_BIN): $(PROVIDER_INPUTS)
 	cd $(PROVIDER_DIR) && $(GO) build -buildvcs=auto -ldflags='-s -w' -o $(call quote,$(abspath $@).tmp) . && mv -f $(call quote,$(abspath $@).tmp) $(call quote,$(abspath $@))
 
 .PHONY: release
-release: ## Build a release of the component package into RELEASE_DIR (dist/): the plugin for RELEASE_PLATFORMS (linux, darwin, windows; amd64, arm64) as the CLI downloads it, schema.json, checksums.txt; only on a commit tagged v<VERSION> (provider/talosprovider/VERSION).
+release: ## Build a release of the component package into RELEASE_DIR (dist/): the plugin for RELEASE_PLATFORMS (linux, darwin, windows; amd64, arm64) as the CLI downloads it, schema.json, the generated SDKs (nodejs, go, python), checksums.txt; only on a commit tagged v<VERSION> (provider/talosprovider/VERSION).
 	@set -euo pipefail; version=$$(tr -d ' \n' < $(PROVIDER_VERSION_SOURCE)); \
 		case "$$version" in *-dev|"") echo "make release: VERSION is '$$version', a development version: set $(PROVIDER_VERSION_SOURCE) to the release's version (e.g. $${version%-dev}), commit, tag v$${version%-dev}, then make release" >&2; exit 2;; esac; \
 		if [ $(call quote,$(RELEASE_TAG)) != "v$$version" ]; then echo "make release: the commit's tag is '"$(call quote,$(RELEASE_TAG))"', not v$$version ($(PROVIDER_VERSION_SOURCE)): tag the commit v$$version" >&2; exit 2; fi; \
@@ -278,7 +278,10 @@ release: ## Build a release of the component package into RELEASE_DIR (dist/): t
 			rm -rf "$$stage"; \
 		done; \
 		(cd $(PROVIDER_DIR) && $(GO) run ./cmd/schema) > "$$out/schema.json"; \
-		(cd "$$out" && sha256sum $(PROVIDER_NAME)-v$$version-*.tar.gz schema.json > checksums.txt); \
+		sdks=$$(mktemp -d); (cd $(PROVIDER_DIR) && $(GO) run ./cmd/sdkgen "$$out/schema.json" "$$sdks"); \
+		for language in $$(ls "$$sdks"); do tar -czf "$$out/talos-anywhere-sdk-$$language-v$$version.tar.gz" -C "$$sdks" "$$language"; done; \
+		rm -rf "$$sdks"; \
+		(cd "$$out" && sha256sum $(PROVIDER_NAME)-v$$version-*.tar.gz talos-anywhere-sdk-*-v$$version.tar.gz schema.json > checksums.txt); \
 		ls -l "$$out"
 
 .PHONY: build

@@ -37,7 +37,8 @@ const releaseVersion = "9.8.7-test.1"
 // whose VERSION is set to releaseVersion, committed and tagged: make
 // release refuses another tag, then builds for this machine's platform the
 // tarball the CLI downloads (the binary alone), schema.json of that
-// version and checksums.txt, which sha256sum -c accepts; the binary says
+// version, the generated SDKs and checksums.txt, which sha256sum -c
+// accepts; the binary says
 // its version (GetPluginInfo). The CLI installs the tarball (`pulumi
 // plugin install resource talos-anywhere <version> --file`), and the YAML
 // example, without its source packages entry, previews through the
@@ -87,7 +88,11 @@ func TestIntegrationTheReleaseInstallsAndRuns(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	assert.ElementsMatch(t, []string{tarball, "schema.json", "checksums.txt"}, names)
+	sdks := []string{}
+	for _, language := range []string{"go", "nodejs", "python"} {
+		sdks = append(sdks, "talos-anywhere-sdk-"+language+"-v"+releaseVersion+".tar.gz")
+	}
+	assert.ElementsMatch(t, append([]string{tarball, "schema.json", "checksums.txt"}, sdks...), names)
 	run(dist, env, "sha256sum", "-c", "checksums.txt")
 	schema, err := os.ReadFile(filepath.Join(dist, "schema.json"))
 	require.NoError(t, err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v4"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/common/diag"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/diag/colors"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
@@ -641,4 +643,50 @@ func TestMakeRestoreControlPlanesResetsOnlyThem(t *testing.T) {
 	assert.Contains(t, run("restore", "STACK=test", "IDENTITY=key.txt", "CONTROL_PLANES=1"), "--name 'latest' --reset-control-planes")
 	assert.NotContains(t, run("restore", "STACK=test", "IDENTITY=key.txt"), "--reset-control-planes")
 	assert.NotContains(t, run("backup-get", "STACK=test", "TARGET=file:///b", "IDENTITY=key.txt", "OUT=o", "CONTROL_PLANES=1"), "--reset-control-planes")
+}
+
+// The release workflow runs on a pushed tag v*, with the tags fetched
+// (make release checks the commit's), runs make release, and publishes
+// every file make release writes (RELEASE_DIR, dist/) to the tag's GitHub
+// release, with the permission to.
+func TestTheReleaseWorkflowPublishesMakeRelease(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("..", ".github", "workflows", "release.yml"))
+	require.NoError(t, err)
+	var wf struct {
+		On struct {
+			Push struct {
+				Tags []string `yaml:"tags"`
+			} `yaml:"push"`
+		} `yaml:"on"`
+		Permissions map[string]string `yaml:"permissions"`
+		Jobs        map[string]struct {
+			Steps []struct {
+				Uses string            `yaml:"uses"`
+				With map[string]any    `yaml:"with"`
+				Run  string            `yaml:"run"`
+				Env  map[string]string `yaml:"env"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &wf))
+	assert.Equal(t, []string{"v*"}, wf.On.Push.Tags)
+	assert.Equal(t, "write", wf.Permissions["contents"], "to create the release")
+	job, ok := wf.Jobs["release"]
+	require.True(t, ok)
+	var runs []string
+	for _, s := range job.Steps {
+		if strings.HasPrefix(s.Uses, "actions/checkout") {
+			assert.EqualValues(t, 0, s.With["fetch-depth"], "the tags")
+		}
+		if s.Run != "" {
+			runs = append(runs, s.Run)
+		}
+	}
+	require.Len(t, runs, 2)
+	assert.Equal(t, "make release", runs[0])
+	makefile, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	require.NoError(t, err)
+	assert.Contains(t, string(makefile), "RELEASE_DIR ?= dist\n", "where make release writes")
+	assert.Contains(t, runs[1], "gh release create \"$GITHUB_REF_NAME\" dist/*")
 }

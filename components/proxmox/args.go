@@ -131,7 +131,7 @@ type SSHSettings struct {
 type Node struct {
 	// Name is the VM name, hostname and Kubernetes node name: a DNS label.
 	Name string `pulumi:"name"`
-	// Role is controlplane or worker.
+	// Role is the node's machine type: controlplane or worker.
 	Role talos.Role `pulumi:"role"`
 	// IP is the node's IPv4 address.
 	IP string `pulumi:"ip"`

@@ -100,7 +100,8 @@ type ClusterSettings struct {
 	// TalosVersion is the Talos release the nodes run, e.g. v1.12.0. It
 	// fixes the machine-config contract and the secrets' format.
 	TalosVersion string `pulumi:"talosVersion"`
-	// KubernetesVersion, e.g. 1.34.1; the Talos release's default when empty.
+	// KubernetesVersion is the Kubernetes version, e.g. 1.34.1; the Talos
+	// release's default when empty.
 	KubernetesVersion string `pulumi:"kubernetesVersion,optional"`
 	// Nameservers replace the DHCP-given or default DNS servers.
 	Nameservers []string `pulumi:"nameservers,optional"`

@@ -118,7 +118,7 @@ type Settings struct {
 type Node struct {
 	// Name is the node's hostname and Kubernetes node name: a DNS label.
 	Name string `pulumi:"name"`
-	// Role is controlplane or worker.
+	// Role is the node's machine type: controlplane or worker.
 	Role talos.Role `pulumi:"role"`
 	// IP is the server's public IPv4 address.
 	IP string `pulumi:"ip"`

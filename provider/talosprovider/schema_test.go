@@ -3,8 +3,10 @@ package talosprovider_test
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -132,4 +134,37 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// Every description reads for a user of any language (the doc comments go
+// through docs' neutral): no default by its Go constant's name, no nil, no
+// Go selector of another type's field.
+func TestSchemaDescriptionsHaveNoGo(t *testing.T) {
+	t.Parallel()
+	resp, err := server(t).GetSchema(p.GetSchemaRequest{})
+	require.NoError(t, err)
+	var spec any
+	require.NoError(t, json.Unmarshal([]byte(resp.Schema), &spec))
+	goish := regexp.MustCompile(`\bDefault[A-Z]\w+|\bnil\b|\b[A-Z][a-z]+[A-Z]\w*\.[A-Z]\w*\b`)
+	var walk func(path string, v any)
+	count := 0
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if d, ok := e.(string); ok && k == "description" {
+					count++
+					assert.NotRegexp(t, goish, d, "%s", path)
+					continue
+				}
+				walk(path+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("", spec)
+	assert.Greater(t, count, 150)
 }

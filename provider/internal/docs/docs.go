@@ -16,7 +16,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
+	"unicode"
 )
 
 // Type is one struct type's documentation: its own, and each field's by the
@@ -56,8 +58,9 @@ func Collect(dirs ...string) (map[string]Type, error) {
 		if err != nil {
 			return nil, fmt.Errorf("unable to read the documentation of %s: %w", dir, err)
 		}
+		consts := constValues(pkg)
 		for _, t := range pkg.Types {
-			if td, ok := structDoc(t); ok {
+			if td, ok := structDoc(t, consts); ok {
 				out[pkg.Name+"."+t.Name] = td
 			}
 		}
@@ -65,7 +68,7 @@ func Collect(dirs ...string) (map[string]Type, error) {
 	return out, nil
 }
 
-func structDoc(t *doc.Type) (Type, bool) {
+func structDoc(t *doc.Type, consts map[string]string) (Type, bool) {
 	var st *ast.StructType
 	for _, spec := range t.Decl.Specs {
 		if ts, ok := spec.(*ast.TypeSpec); ok && ts.Name.Name == t.Name {
@@ -75,9 +78,12 @@ func structDoc(t *doc.Type) (Type, bool) {
 	if st == nil {
 		return Type{}, false
 	}
-	td := Type{Doc: clean(t.Doc), Fields: map[string]string{}}
+	td := Type{Doc: neutral(clean(t.Doc), t.Name, nil, consts), Fields: map[string]string{}}
+	// The Go names of the fields, as the schema names them: a description
+	// that mentions a sibling field names it the schema's way.
+	names := map[string]string{}
 	for _, f := range st.Fields.List {
-		if f.Tag == nil || f.Doc == nil {
+		if f.Tag == nil {
 			continue
 		}
 		tag := reflect.StructTag(strings.Trim(f.Tag.Value, "`")).Get("pulumi")
@@ -85,12 +91,145 @@ func structDoc(t *doc.Type) (Type, bool) {
 		if name == "" || name == "-" {
 			continue
 		}
-		td.Fields[name] = clean(f.Doc.Text())
+		for _, id := range f.Names {
+			names[id.Name] = name
+		}
+	}
+	for _, f := range st.Fields.List {
+		if f.Tag == nil || f.Doc == nil || len(f.Names) == 0 {
+			continue
+		}
+		name := names[f.Names[0].Name]
+		if name == "" {
+			continue
+		}
+		td.Fields[name] = neutral(clean(f.Doc.Text()), f.Names[0].Name, names, consts)
 	}
 	if len(td.Fields) == 0 {
 		return Type{}, false
 	}
 	return td, true
+}
+
+// constValues are the package's constants with a literal value (strings
+// unquoted), by name.
+func constValues(pkg *doc.Package) map[string]string {
+	out := map[string]string{}
+	add := func(values []*doc.Value) {
+		for _, v := range values {
+			for _, spec := range v.Decl.Specs {
+				vs, ok := spec.(*ast.ValueSpec)
+				if !ok {
+					continue
+				}
+				for i, id := range vs.Names {
+					if i >= len(vs.Values) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
+						out[id.Name] = strings.Trim(lit.Value, "`\"")
+					}
+				}
+			}
+		}
+	}
+	add(pkg.Consts)
+	for _, t := range pkg.Types {
+		add(t.Consts)
+	}
+	return out
+}
+
+var (
+	// selectorRe is a Go field of another type (NodeSpec.DataDiskSize).
+	selectorRe = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*\.([A-Z][A-Za-z0-9]*)\b`)
+	wordRe     = regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*\b`)
+)
+
+// determiners start a noun phrase: "X is the ..." reads "The ...".
+var determiners = map[string]bool{
+	"the": true, "a": true, "an": true, "one": true, "how": true, "what": true, "which": true, "where": true,
+	"when": true, "whether": true, "every": true, "each": true, "its": true, "their": true, "this": true, "these": true,
+}
+
+// leadVerbs are the verbs the doc comments start with after the name
+// ("DiskDatastore holds the VM disks" reads "Holds the VM disks").
+var leadVerbs = map[string]bool{
+	"holds": true, "names": true, "selects": true, "installs": true, "makes": true, "reaches": true, "writes": true,
+	"skips": true, "leaves": true, "tags": true, "resets": true, "says": true, "schedules": true, "replace": true,
+	"shapes": true, "addresses": true, "takes": true, "refuses": true, "pins": true, "sets": true,
+}
+
+// neutral is a doc comment in the words of any language's user rather than
+// Go's: without the Go name it starts with ("InstallerImage is the
+// installer" is "The installer", "DiskDatastore holds ..." is "Holds ..."),
+// or with the schema's name for it ("apiTokenId is user@realm!..."),
+// sibling fields and other types' fields by their schema names, a package
+// constant by its value, and a nil value as one left out.
+func neutral(text, goName string, fields map[string]string, consts map[string]string) string {
+	if text == "" {
+		return ""
+	}
+	text = lead(text, goName, fields[goName])
+	text = selectorRe.ReplaceAllStringFunc(text, func(s string) string {
+		return lowerFirst(selectorRe.FindStringSubmatch(s)[1])
+	})
+	text = wordRe.ReplaceAllStringFunc(text, func(w string) string {
+		if v, ok := consts[w]; ok && strings.HasPrefix(w, "Default") {
+			return v
+		}
+		// A sibling's Go name (TokenSecret), not a word that happens to be
+		// one (Proxmox, Name).
+		if name, ok := fields[w]; ok && w != goName && strings.ToLower(w[1:]) != w[1:] {
+			return name
+		}
+		return w
+	})
+	for old, repl := range map[string]string{"(nil: none)": "(none when left out)", "nil: ": "left out: ", "when nil": "when left out"} {
+		text = strings.ReplaceAll(text, old, repl)
+	}
+	return text
+}
+
+// lead rewrites the start of a doc comment that names goName (see
+// neutral); schemaName is the field's name in the schema, "" for a type.
+func lead(text, goName, schemaName string) string {
+	rest, ok := strings.CutPrefix(text, goName+" ")
+	if !ok {
+		return text
+	}
+	verb, after, _ := strings.Cut(rest, " ")
+	switch {
+	case verb == "is" || verb == "are":
+		first, _, _ := strings.Cut(after, " ")
+		if determiners[strings.ToLower(first)] {
+			return capitalize(after)
+		}
+		if schemaName != "" {
+			return schemaName + " " + rest
+		}
+	case leadVerbs[verb]:
+		return capitalize(rest)
+	}
+	return text
+}
+
+// capitalize upper-cases the first letter of a sentence that starts with a
+// plain word (not user@realm or a path).
+func capitalize(s string) string {
+	word, _, _ := strings.Cut(s, " ")
+	if word == "" || !unicode.IsLower(rune(word[0])) || strings.ContainsAny(strings.TrimRight(word, ",.:;"), "@/!=<>_.-0123456789") {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// lowerFirst is a Go field name as the schema spells it.
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
 }
 
 // clean joins a comment's lines into paragraphs, as a schema description

@@ -23,7 +23,7 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 			PublicTCPPorts: v.PublicTCPPorts,
 			ImageURL:       v.ImageURL,
 			// Load defaults it to on; off only when the file says so.
-			RequireRescue:    v.RequireRescue == nil || *v.RequireRescue,
+			RequireRescue:    v.RequireRescue,
 			RebootCommand:    v.RebootCommand,
 			TalosWaitTimeout: v.TalosWaitTimeout,
 			OnDestroy:        v.OnDestroy,

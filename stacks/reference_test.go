@@ -134,7 +134,7 @@ func componentDefaults(cfg *stacks.Config) map[string]string {
 		a := program.VPSArgs(cfg).WithDefaults()
 		out["vps.talosWaitTimeout"] = a.VPS.TalosWaitTimeout
 		out["vps.onDestroy"] = a.VPS.OnDestroy
-		out["vps.requireRescue"] = fmt.Sprint(a.VPS.RequireRescue)
+		out["vps.requireRescue"] = fmt.Sprint(a.VPS.RequireRescue == nil || *a.VPS.RequireRescue)
 		out["nodes.controlPlanes[].rescue.user"] = a.Nodes[0].Rescue.User
 		return out
 	}

@@ -37,6 +37,10 @@ const (
 	DefaultCSIRegion = "proxmox"
 	// DefaultStorageClass names the StorageClass.
 	DefaultStorageClass = "proxmox"
+	// DefaultCSIFsType is the volumes' filesystem when none is given;
+	// CSIFsTypeXFS the other one the plugin takes.
+	DefaultCSIFsType = "ext4"
+	CSIFsTypeXFS     = "xfs"
 	// CSITokenName is the token's name under the plugin's user.
 	CSITokenName = "csi"
 	// CSIVolumePrefix starts the name of every volume the plugin makes: it
@@ -91,7 +95,7 @@ func (s *CSISettings) check(p *inputs.Problems, prefix string) {
 	if s.Region != "" && !inputs.IsDNSLabel(s.Region) {
 		p.Add(prefix+"region", "%q is not a topology label value (lowercase letters, digits and '-')", s.Region)
 	}
-	if s.FsType != "" && s.FsType != "ext4" && s.FsType != "xfs" {
+	if s.FsType != "" && s.FsType != DefaultCSIFsType && s.FsType != CSIFsTypeXFS {
 		p.Add(prefix+"fsType", "%q is not ext4 or xfs", s.FsType)
 	}
 	if (s.TokenID == "") != (s.TokenSecret == nil) {
@@ -107,7 +111,7 @@ func (s CSISettings) withDefaults() CSISettings {
 		s.Region = DefaultCSIRegion
 	}
 	if s.FsType == "" {
-		s.FsType = "ext4"
+		s.FsType = DefaultCSIFsType
 	}
 	if s.ChartVersion == "" {
 		s.ChartVersion = DefaultCSIChartVersion

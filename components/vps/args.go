@@ -90,9 +90,9 @@ type Settings struct {
 	// schematic and Talos version. A query (a presigned URL) is kept.
 	ImageURL string `pulumi:"imageUrl,optional"`
 	// RequireRescue refuses to install unless the server runs from
-	// RAM/network (a rescue system) or its host name says rescue. Turn it off
-	// only for a rescue system installed on a disk.
-	RequireRescue bool `pulumi:"requireRescue"`
+	// RAM/network (a rescue system) or its host name says rescue (default
+	// true). Turn it off only for a rescue system installed on a disk.
+	RequireRescue *bool `pulumi:"requireRescue,optional"`
 	// RebootCommand is one line of shell run on the operator's machine after
 	// a node's install, to switch its boot from rescue to disk and reboot it;
 	// it gets NODE_NAME, NODE_IP and RESCUE_HOST. Empty: the operator does it
@@ -452,4 +452,16 @@ func (a *ClusterArgs) schematic() image.Schematic {
 		return image.Schematic{}
 	}
 	return *a.Schematic
+}
+
+// DefaultRequireRescue is RequireRescue's default: the install checks that
+// the server runs a rescue system.
+const DefaultRequireRescue = true
+
+// requiresRescue is RequireRescue, its default when left out.
+func (s Settings) requiresRescue() bool {
+	if s.RequireRescue == nil {
+		return DefaultRequireRescue
+	}
+	return *s.RequireRescue
 }

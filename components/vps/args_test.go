@@ -36,7 +36,7 @@ func validArgs() *vps.ClusterArgs {
 	}
 	return &vps.ClusterArgs{
 		Cluster: talos.ClusterSettings{Name: "prod", TalosVersion: "v1.12.4"},
-		VPS:     vps.Settings{AllowedCIDRs: []string{"198.51.100.0/24"}, RequireRescue: true},
+		VPS:     vps.Settings{AllowedCIDRs: []string{"198.51.100.0/24"}, RequireRescue: pulumi.BoolRef(true)},
 		Nodes: []vps.Node{
 			node("cp-0", talos.RoleControlPlane, "203.0.113.10"),
 			node("cp-1", talos.RoleControlPlane, "203.0.113.11"),

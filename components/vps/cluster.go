@@ -207,7 +207,7 @@ const talosAPIPort = 50000
 func (c *Cluster) prepareNode(ctx *pulumi.Context, deps talos.Deps, name string, settings Settings, n Node, inMaintenance bool, parent pulumi.ResourceOption) (pulumi.Resource, *remote.Command, error) {
 	r := n.Rescue
 	disk, rescueHost := n.installDisk(), n.rescueHost()
-	inst := Install{Disk: disk, RequireRescue: settings.RequireRescue}
+	inst := Install{Disk: disk, RequireRescue: settings.requiresRescue()}
 	installArgs := &remote.CommandArgs{
 		Connection: remote.ConnectionArgs{
 			Host: pulumi.String(rescueHost),

@@ -31,7 +31,7 @@ func TestExampleStackFileArgs(t *testing.T) {
 	assert.Equal(t, "https://203.0.113.10:6443", args.Cluster.Endpoint)
 	assert.Equal(t, []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}, args.Schematic.Extensions)
 	assert.Equal(t, vps.Settings{
-		AllowedCIDRs: []string{"198.51.100.0/24"}, RequireRescue: true,
+		AllowedCIDRs:     []string{"198.51.100.0/24"},
 		TalosWaitTimeout: "30m", OnDestroy: vps.OnDestroyForget,
 		Gateway: "203.0.113.254", PrefixLength: 32, // cluster.network, the nodes' defaults
 	}, args.VPS)
@@ -113,7 +113,8 @@ func TestStackFileNodesAndOverrides(t *testing.T) {
 	assert.Equal(t, "/dev/nvme0n1", w.InstallDisk)
 	require.Len(t, w.Patches, 1)
 	assert.Contains(t, w.Patches[0], "a.b")
-	assert.False(t, args.VPS.RequireRescue)
+	require.NotNil(t, args.VPS.RequireRescue)
+	assert.False(t, *args.VPS.RequireRescue)
 	assert.Equal(t, vps.OnDestroyReset, args.VPS.OnDestroy)
 	assert.Equal(t, "45m", args.VPS.TalosWaitTimeout)
 	assert.Equal(t, []int{80, 443}, args.VPS.PublicTCPPorts)

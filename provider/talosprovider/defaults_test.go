@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -110,6 +111,9 @@ func baseInputs(t *testing.T) map[string]resource.PropertyMap {
 	for i, ref := range vc.Nodes.Refs() {
 		va.Nodes[i].Rescue.Password = pulumi.String(ref.Rescue.Password.Reveal())
 	}
+	// The optional sections whose inputs have defaults are there, with
+	// what they require, so that a default can be given or left out.
+	pa.CSI = &proxmox.CSISettings{Datastore: "local-lvm"}
 	return map[string]resource.PropertyMap{
 		talosprovider.ProxmoxToken: propertyMap(t, reflect.ValueOf(pa)),
 		talosprovider.VpsToken:     propertyMap(t, reflect.ValueOf(va)),
@@ -175,7 +179,7 @@ func TestSchemaEnumsAreWhatTheComponentsAccept(t *testing.T) {
 			byEnum[in.enum] = append(byEnum[in.enum], in)
 		}
 	}
-	require.Len(t, byEnum, 4, "role, bios, addressing, onDestroy")
+	require.Len(t, byEnum, 6, "role, bios, addressing, onDestroy, the CSI fsType, the data volume's layout")
 	for enum, uses := range byEnum {
 		t.Run(enum, func(t *testing.T) {
 			t.Parallel()

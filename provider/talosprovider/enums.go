@@ -62,6 +62,22 @@ var enums = []enum{
 		},
 	},
 	{
+		name: "ProxmoxCsiFsType", description: "The filesystem of the Proxmox CSI plugin's volumes.",
+		fields: []fieldRef{field[proxmox.CSISettings]("fsType")},
+		values: []enumValue{
+			{proxmox.DefaultCSIFsType, "ext4 (the default)."},
+			{proxmox.CSIFsTypeXFS, "XFS."},
+		},
+	},
+	{
+		name: "TalosDataVolumeLayout", description: "What a node's data disk becomes.",
+		fields: []fieldRef{field[talos.DataVolumeSettings]("layout")},
+		values: []enumValue{
+			{talos.LayoutLonghorn, "A user volume and the kubelet mount Longhorn needs (the default)."},
+			{talos.LayoutPlain, "The user volume alone."},
+		},
+	},
+	{
 		name: "VpsOnDestroy", description: "What a destroy does to the servers, which are never deleted.",
 		fields: []fieldRef{field[vps.Settings]("onDestroy")},
 		values: []enumValue{
@@ -120,6 +136,13 @@ var defaults = []schemaDefault{
 	// default: a schema default on the node would override vps.prefixLength.
 	{in: reflect.TypeFor[vps.Settings](), path: []string{"prefixLength"}, value: vps.DefaultPrefixLength},
 	{in: reflect.TypeFor[vps.Rescue](), path: []string{"port"}, value: vps.DefaultRescuePort},
+	{in: reflect.TypeFor[vps.Settings](), path: []string{"requireRescue"}, value: vps.DefaultRequireRescue},
+	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"storageClass"}, value: proxmox.DefaultStorageClass},
+	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"region"}, value: proxmox.DefaultCSIRegion},
+	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"fsType"}, value: proxmox.DefaultCSIFsType},
+	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"chartVersion"}, value: proxmox.DefaultCSIChartVersion},
+	{in: reflect.TypeFor[talos.DataVolumeSettings](), path: []string{"name"}, value: talos.DefaultDataVolumeName},
+	{in: reflect.TypeFor[talos.DataVolumeSettings](), path: []string{"layout"}, value: talos.LayoutLonghorn},
 	{in: reflect.TypeFor[vps.Rescue](), path: []string{"user"}, value: vps.DefaultRescueUser},
 }
 

@@ -185,10 +185,9 @@ func neutral(text, goName string, fields map[string]string, consts map[string]st
 		}
 		return w
 	})
-	for old, repl := range map[string]string{"(nil: none)": "(none when left out)", "nil: ": "left out: ", "when nil": "when left out"} {
-		text = strings.ReplaceAll(text, old, repl)
-	}
-	return text
+	// A Replacer tries the old strings in this order at each position:
+	// the first holds the second.
+	return strings.NewReplacer("(nil: none)", "(none when left out)", "nil: ", "left out: ", "when nil", "when left out").Replace(text)
 }
 
 // lead rewrites the start of a doc comment that names goName (see

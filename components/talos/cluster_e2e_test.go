@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,12 +14,10 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/e2eworld"
-	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 )
@@ -51,35 +48,20 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	defer cancel()
 	const endpoint, cpIP, workerIP = "10.77.0.11:6443", "10.77.0.11", "10.77.0.21" // one control plane: its API server is the endpoint
 
-	var (
-		mu  sync.Mutex
-		api *realapiserver.Server
-		sim *kubesim.Sim
-	)
 	nodes := talosapitest.StartFresh(t,
 		talosapitest.NodeSpec{IP: cpIP, Hostname: "cp-0", Role: talosapitest.ControlPlane, Listen: cpIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
 		talosapitest.NodeSpec{IP: workerIP, Hostname: "worker-0", Role: talosapitest.Worker, Listen: workerIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
 	)
 	simCtx, stopSim := context.WithCancel(ctx)
 	defer stopSim()
+	kube := &e2eworld.Kube{Addr: endpoint, CNI: SystemNamespace + "/" + CiliumRelease, Nodes: []kubesim.Node{
+		{Name: "cp-0", IP: cpIP, ControlPlane: true, KubeletVersion: "v1.35.4"},
+		{Name: "worker-0", IP: workerIP, KubeletVersion: "v1.35.4"},
+	}}
 	nodes.OnApply(func(node string, config []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if node != cpIP || api != nil {
-			return
+		if node == cpIP {
+			kube.Start(simCtx, t, config)
 		}
-		cfg, err := configloader.NewFromBytes(config)
-		if err != nil {
-			t.Errorf("the control plane's config: %v", err)
-			return
-		}
-		k8sCA := cfg.Cluster().IssuingCA()
-		api = realapiserver.StartAt(ctx, t, realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}, endpoint)
-		sim = kubesim.New(api.URL(), e2eworld.SimClient(t, api, realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}))
-		sim.CNI = SystemNamespace + "/" + CiliumRelease
-		sim.Join(kubesim.Node{Name: "cp-0", IP: cpIP, ControlPlane: true, KubeletVersion: "v1.35.4"})
-		sim.Join(kubesim.Node{Name: "worker-0", IP: workerIP, KubeletVersion: "v1.35.4"})
-		go sim.Run(simCtx)
 	})
 
 	talosVersion := "v1.13.9"
@@ -117,9 +99,8 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	kc, _ := res.Outputs["kubeconfig"].Value.(string)
 	assert.Contains(t, kc, "server: https://"+endpoint, "the kubeconfig the cluster gives, for its endpoint")
 	assert.True(t, res.Outputs["kubeconfig"].Secret, "a secret output")
-	mu.Lock()
+	api, sim := kube.Started()
 	require.NotNil(t, api, "the API server started with the control plane's config")
-	mu.Unlock()
 	assert.Empty(t, sim.Errors())
 
 	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())

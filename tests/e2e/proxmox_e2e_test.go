@@ -17,12 +17,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"filippo.io/age"
-	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -31,7 +29,6 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/chartfake"
 	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/factoryfake"
-	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
@@ -69,10 +66,7 @@ type world struct {
 	identityFile string
 	pve          *pvefake.Server
 	nodes        *talosapitest.Cluster
-
-	mu  sync.Mutex
-	api *realapiserver.Server
-	sim *kubesim.Sim
+	kube         *e2eworld.Kube
 }
 
 // TestE2EProxmoxExampleLivesItsLife runs the Proxmox example's program
@@ -278,7 +272,18 @@ func newWorld(t *testing.T) *world {
 	// A real etcd holds the cluster's contents: a backup holds its real
 	// snapshot, a recovery restores it with etcdutl as Talos does.
 	w.nodes = realetcd.StartFresh(t, specs...)
-	w.nodes.OnApply(func(node string, config []byte) { w.startAPIServer(node, config, cpIPs) })
+	// As Talos's bootstrap: the API server at the VIP and on each control
+	// plane's address (its own API server, which the rollout's waits
+	// read), one etcd behind them all.
+	w.kube = &e2eworld.Kube{Addr: vip + ":6443", More: cpIPs, CNI: talos.SystemNamespace + "/" + talos.CiliumRelease}
+	for _, m := range machines {
+		w.kube.Nodes = append(w.kube.Nodes, kubesim.Node{Name: m.name, IP: m.ip, ControlPlane: m.cp, KubeletVersion: "v1.35.4"})
+	}
+	w.nodes.OnApply(func(node string, config []byte) {
+		if node == cpIPs[0] {
+			w.kube.Start(ctx, t, config)
+		}
+	})
 	// A VM destroyed takes its disks: a VM made again boots a new machine
 	// from the ISO.
 	w.pve.OnDestroy = func(vmid int) {
@@ -304,34 +309,6 @@ func newWorld(t *testing.T) *world {
 	w.make("init")
 	w.pulumi("config", "set", "--secret", "--path", "proxmox.apiTokenSecret", pvefake.TokenSecret)
 	return w
-}
-
-// startAPIServer starts the real kube-apiserver when the first control
-// plane's config is applied, with that config's Kubernetes CA, as Talos's
-// bootstrap does: at the VIP, and on each control plane's address (its own
-// API server, which the rollout's waits read), one etcd behind them all;
-// kubesim joins the nodes to it.
-func (w *world) startAPIServer(node string, config []byte, cpIPs []string) {
-	t := w.t
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if node != cpIPs[0] || w.api != nil {
-		return
-	}
-	cfg, err := configloader.NewFromBytes(config)
-	if err != nil {
-		t.Errorf("the control plane's config: %v", err)
-		return
-	}
-	k8sCA := cfg.Cluster().IssuingCA()
-	ca := realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}
-	w.api = realapiserver.StartAt(w.ctx, t, ca, vip+":6443", cpIPs...)
-	w.sim = kubesim.New(w.api.URL(), e2eworld.SimClient(t, w.api, ca))
-	w.sim.CNI = talos.SystemNamespace + "/" + talos.CiliumRelease
-	for _, m := range machines {
-		w.sim.Join(kubesim.Node{Name: m.name, IP: m.ip, ControlPlane: m.cp, KubeletVersion: "v1.35.4"})
-	}
-	go w.sim.Run(w.ctx)
 }
 
 // make runs a make target of the stack in the copy, as a user runs it,

@@ -1,6 +1,7 @@
 package talosapitest_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -14,6 +15,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	mtype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,22 +34,14 @@ func TestAMachineInMaintenanceTakesItsConfig(t *testing.T) {
 	t.Parallel()
 	c := talosapitest.StartFresh(t, talosapitest.NodeSpec{IP: "10.5.0.11", Hostname: "cp-1", Role: talosapitest.ControlPlane, Maintenance: true, RebootLatency: reboot})
 	ctx := ctxT(t)
-	insecure, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), //nolint:gosec // maintenance mode, as the Talos provider connects
-		client.WithEndpoints(c.Address("10.5.0.11")))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = insecure.Close() })
-	_, err = insecure.Disks(ctx)
+	insecure := maintenanceClient(ctx, t, c, "10.5.0.11")
+	_, err := insecure.Disks(ctx)
 	require.NoError(t, err, "Disks answers in maintenance mode")
 	_, err = insecure.ServiceList(ctx)
 	assert.Equal(t, codes.Unimplemented, status.Code(err), "nothing a configured node does")
 
 	b := talosapitest.Bundle(t)
-	in, err := generate.NewInput("lab", "https://10.5.0.10:6443", "1.34.1", generate.WithSecretsBundle(b))
-	require.NoError(t, err)
-	cfg, err := in.Config(mtype.TypeControlPlane)
-	require.NoError(t, err)
-	data, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
-	require.NoError(t, err)
+	data := controlPlaneConfig(t, b)
 	_, err = insecure.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data, Mode: machine.ApplyConfigurationRequest_AUTO})
 	require.NoError(t, err)
 
@@ -85,16 +79,8 @@ func TestANewMachineWaitsForItsConfigAgain(t *testing.T) {
 	t.Parallel()
 	c := talosapitest.StartFresh(t, talosapitest.NodeSpec{IP: "10.5.0.11", Hostname: "cp-1", Role: talosapitest.ControlPlane, Maintenance: true, RebootLatency: reboot})
 	ctx := ctxT(t)
-	insecure, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), //nolint:gosec // maintenance mode, as the Talos provider connects
-		client.WithEndpoints(c.Address("10.5.0.11")))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = insecure.Close() })
-	in, err := generate.NewInput("lab", "https://10.5.0.10:6443", "1.34.1", generate.WithSecretsBundle(talosapitest.Bundle(t)))
-	require.NoError(t, err)
-	cfg, err := in.Config(mtype.TypeControlPlane)
-	require.NoError(t, err)
-	data, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
-	require.NoError(t, err)
+	insecure := maintenanceClient(ctx, t, c, "10.5.0.11")
+	data := controlPlaneConfig(t, talosapitest.Bundle(t))
 	apply := func() {
 		t.Helper()
 		_, err := insecure.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data, Mode: machine.ApplyConfigurationRequest_AUTO})
@@ -110,10 +96,35 @@ func TestANewMachineWaitsForItsConfigAgain(t *testing.T) {
 	assert.True(t, n.InMaintenance())
 	assert.False(t, c.Bootstrapped(), "its etcd went with its disk")
 	assert.Empty(t, c.Members())
-	_, err = insecure.Disks(ctx)
+	_, err := insecure.Disks(ctx)
 	require.NoError(t, err, "answers without a client certificate again")
 	booted := n.Boots()
 	apply()
 	require.Eventually(t, func() bool { return n.Up() && n.Boots() == booted+1 }, 5*time.Second, 10*time.Millisecond, "installed again")
 	assert.False(t, n.InMaintenance())
+}
+
+// maintenanceClient is a Talos client of a node in maintenance mode, as
+// the Talos provider connects to one: no client certificate, the node's
+// self-signed one not verified.
+func maintenanceClient(ctx context.Context, t *testing.T, c *talosapitest.Cluster, ip string) *client.Client {
+	t.Helper()
+	insecure, err := client.New(ctx, client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), //nolint:gosec // maintenance mode, as the Talos provider connects
+		client.WithEndpoints(c.Address(ip)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = insecure.Close() })
+	return insecure
+}
+
+// controlPlaneConfig is a control plane's machine config of the bundle's
+// secrets, as the Talos provider sends it.
+func controlPlaneConfig(t *testing.T, b *secrets.Bundle) []byte {
+	t.Helper()
+	in, err := generate.NewInput("lab", "https://10.5.0.10:6443", "1.34.1", generate.WithSecretsBundle(b))
+	require.NoError(t, err)
+	cfg, err := in.Config(mtype.TypeControlPlane)
+	require.NoError(t, err)
+	data, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	require.NoError(t, err)
+	return data
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 
 	gogen "github.com/pulumi/pulumi/pkg/v3/codegen/go"
@@ -74,6 +73,3 @@ func Write(dir string, files map[string][]byte) error {
 	}
 	return nil
 }
-
-// Known reports whether language is one of Languages.
-func Known(language string) bool { return slices.Contains(Languages, language) }

@@ -127,3 +127,28 @@ func (p *Problems) DNSLabel(path, s string) {
 		p.Add(path, "%q must be a DNS label: lowercase letters, digits and '-', at most 63 characters", s)
 	}
 }
+
+// PackageTag is the struct tag that marks a field of a component's
+// arguments the component package takes as an input although the
+// component holds it as a plain Go value: `package:"input"`, or
+// `package:"input,secret"` for one that may be a secret (a machine-config
+// patch). A program in another language may pass another resource's
+// output there (a server's address, a StackReference's value); the
+// provider waits for it, checks it with the component's rules once known
+// and passes the plain value on. Plain fields without the tag decide which
+// resources exist or how they are named, and must be known before the up.
+const PackageTag = "package"
+
+// PackageInput tells whether a field with the struct tag tag is an input
+// of the component package (PackageTag), and whether it may be a secret.
+func PackageInput(tag string) (input, secret bool) {
+	for i, v := range strings.Split(tag, ",") {
+		switch {
+		case i == 0:
+			input = v == "input"
+		case v == "secret":
+			secret = input
+		}
+	}
+	return input, secret
+}

@@ -62,13 +62,13 @@ type ClusterArgs struct {
 // HostSettings are the Proxmox API and the settings shared by the VMs.
 type HostSettings struct {
 	// Endpoint is the API URL, e.g. https://192.168.122.70:8006/.
-	Endpoint string `pulumi:"endpoint"`
+	Endpoint string `pulumi:"endpoint" package:"input"`
 	// APITokenID is user@realm!tokenname.
-	APITokenID string `pulumi:"apiTokenId"`
+	APITokenID string `pulumi:"apiTokenId" package:"input"`
 	// APITokenSecret is the token's secret (a UUID).
 	APITokenSecret pulumi.StringInput `pulumi:"apiTokenSecret" provider:"secret"`
 	// Insecure skips TLS verification of the API.
-	Insecure bool `pulumi:"insecure,optional"`
+	Insecure bool `pulumi:"insecure,optional" package:"input"`
 	// Bridge the VM NICs attach to (default vmbr0).
 	Bridge string `pulumi:"bridge,optional"`
 	// VLANID tags the NICs (0: untagged).
@@ -144,17 +144,17 @@ type Node struct {
 	MAC string `pulumi:"mac,optional"`
 	// Cores are the virtual CPU cores (default 2 for a control plane, 4 for
 	// a worker).
-	Cores int `pulumi:"cores,optional"`
+	Cores int `pulumi:"cores,optional" package:"input"`
 	// Memory in MiB (default 4096 for a control plane, 8192 for a worker).
-	Memory int `pulumi:"memory,optional"`
+	Memory int `pulumi:"memory,optional" package:"input"`
 	// DiskSize is the boot disk's size in GiB (default 20).
-	DiskSize int `pulumi:"diskSize,optional"`
+	DiskSize int `pulumi:"diskSize,optional" package:"input"`
 	// DataDiskSize is a second disk's size in GiB (0: none).
-	DataDiskSize int `pulumi:"dataDiskSize,optional"`
+	DataDiskSize int `pulumi:"dataDiskSize,optional" package:"input"`
 	// InstallDisk is the disk Talos installs itself to (default /dev/sda).
 	InstallDisk string `pulumi:"installDisk,optional"`
 	// Patches are this node's own machine-config patches (YAML).
-	Patches []string `pulumi:"patches,optional"`
+	Patches []string `pulumi:"patches,optional" package:"input,secret"`
 }
 
 // Deps are what the component talks to besides the engine: seams for tests

@@ -135,6 +135,9 @@ func (b *build) node(n NodeSpec, previous []pulumi.Resource) (pulumi.Resource, e
 	patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
 		return NodePatches(spec, n, image)
 	}).(pulumi.StringArrayOutput)
+	if args.Cluster.SecretPatches {
+		patches = pulumi.ToSecret(patches).(pulumi.StringArrayOutput)
+	}
 	pulumi.All(b.base[n.Role], patches).ApplyT(func(xs []any) error {
 		day2.configs[n.Name].set(nodeConfig{base: xs[0].(string), patches: xs[1].([]string)}, nil)
 		return nil

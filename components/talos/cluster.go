@@ -60,11 +60,11 @@ type ChartSettings struct {
 // order) for all nodes and for each role; each node's own patches come last.
 type ClusterPatches struct {
 	// All nodes.
-	All []string `pulumi:"all,optional"`
+	All []string `pulumi:"all,optional" package:"input,secret"`
 	// Control planes only.
-	ControlPlane []string `pulumi:"controlPlane,optional"`
+	ControlPlane []string `pulumi:"controlPlane,optional" package:"input,secret"`
 	// Workers only.
-	Worker []string `pulumi:"worker,optional"`
+	Worker []string `pulumi:"worker,optional" package:"input,secret"`
 }
 
 // NodeOptions are per-node resource options a platform supplies.
@@ -96,7 +96,7 @@ type ClusterSettings struct {
 	Name string `pulumi:"name"`
 	// Endpoint is the Kubernetes API URL, https://<host>:6443; default: the
 	// VIP, or else the first control plane's IP.
-	Endpoint string `pulumi:"endpoint,optional"`
+	Endpoint string `pulumi:"endpoint,optional" package:"input"`
 	// TalosVersion is the Talos release the nodes run, e.g. v1.12.0. It
 	// fixes the machine-config contract and the secrets' format.
 	TalosVersion string `pulumi:"talosVersion"`
@@ -124,6 +124,12 @@ type ClusterSettings struct {
 	// EtcdBackup schedules etcd snapshots taken inside the cluster (a
 	// CronJob of talos-backup) to an S3-compatible store; none when unset.
 	EtcdBackup *EtcdBackupSettings `pulumi:"etcdBackup,optional"`
+
+	// SecretPatches tells that a machine-config patch (of the cluster's or
+	// a node's) holds a secret (Go only: the component package sets it
+	// when a program passed one as a secret): every node's patches are
+	// then stored as secrets, in the state and in previews.
+	SecretPatches bool
 }
 
 // RolloutSettings shape how upgrades and config changes reach running

@@ -60,7 +60,7 @@ type NodeSpec struct {
 	Name string `pulumi:"name"`
 	// IP is the node's IPv4 address: where the Talos API is reached and the
 	// address its kubelet serving certificate is approved for.
-	IP string `pulumi:"ip"`
+	IP string `pulumi:"ip" package:"input"`
 	// Role is the node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
 	// InstallDisk is the disk Talos installs itself to (default /dev/sda).
@@ -74,13 +74,13 @@ type NodeSpec struct {
 	// DataDiskSize is the size in GiB of the node's second disk, which
 	// becomes a user volume (cluster.dataVolume); 0: none. Shrinking or
 	// removing it is refused (its data would be lost).
-	DataDiskSize int `pulumi:"dataDiskSize,optional"`
+	DataDiskSize int `pulumi:"dataDiskSize,optional" package:"input"`
 	// PlatformPatches come after the generated ones (e.g. a VPS firewall).
 	// Set by the platform components, not an input of the package.
 	PlatformPatches []string
 	// UserPatches are the node's own patches (YAML machine-config patches),
 	// applied last.
-	UserPatches []string `pulumi:"patches,optional"`
+	UserPatches []string `pulumi:"patches,optional" package:"input,secret"`
 	// Machine names what of the node's machine cannot change without a new
 	// machine (e.g. a VM's id and host); a platform sets it. A change from
 	// the last run is a replacement of the machine: at most one control

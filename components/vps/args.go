@@ -121,7 +121,7 @@ type Node struct {
 	// Role is the node's machine type: controlplane or worker.
 	Role talos.Role `pulumi:"role"`
 	// IP is the server's public IPv4 address.
-	IP string `pulumi:"ip"`
+	IP string `pulumi:"ip" package:"input"`
 	// PrefixLength is the length of the node's network (8-32; default:
 	// vps.prefixLength).
 	PrefixLength int `pulumi:"prefixLength,optional"`
@@ -131,7 +131,7 @@ type Node struct {
 	InstallDisk string `pulumi:"installDisk,optional"`
 	// Patches are this node's own machine-config patches (YAML), applied
 	// last.
-	Patches []string `pulumi:"patches,optional"`
+	Patches []string `pulumi:"patches,optional" package:"input,secret"`
 	// Rescue is SSH access to the provider's rescue system, which the
 	// install runs in.
 	Rescue Rescue `pulumi:"rescue"`
@@ -140,7 +140,7 @@ type Node struct {
 // Rescue is SSH access to a server's rescue system.
 type Rescue struct {
 	// Host is the rescue system's address (default: the node's IP).
-	Host string `pulumi:"host,optional"`
+	Host string `pulumi:"host,optional" package:"input"`
 	// Port is the SSH port (default 22).
 	Port int `pulumi:"port,optional"`
 	// User is the SSH user (default root).

@@ -39,6 +39,12 @@ const stack = "stack"
 // language's SDK sends them, under a new mock engine.
 func construct(t *testing.T, typ, name string, inputs resource.PropertyMap) (*componentstest.Engine, p.ConstructResponse, error) {
 	t.Helper()
+	return constructRun(t, typ, name, inputs, false)
+}
+
+// constructRun is construct in a preview (dryRun) or an up.
+func constructRun(t *testing.T, typ, name string, inputs resource.PropertyMap, dryRun bool) (*componentstest.Engine, p.ConstructResponse, error) {
+	t.Helper()
 	e := &componentstest.Engine{}
 	prov, err := talosprovider.NewWith(talosprovider.Options{
 		// As in programtest.Run: recording hooks (the mock engine cannot
@@ -54,6 +60,7 @@ func construct(t *testing.T, typ, name string, inputs resource.PropertyMap) (*co
 	resp, err := s.Construct(p.ConstructRequest{
 		Urn:    resource.NewURN(tokens.QName(stack), "talos-cluster", "", tokens.Type(typ), name),
 		Inputs: resource.FromResourcePropertyMap(inputs),
+		DryRun: dryRun,
 	})
 	return e, resp, err
 }

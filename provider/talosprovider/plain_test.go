@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
@@ -89,7 +90,7 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 		talosprovider.ProxmoxToken: reflect.TypeFor[proxmox.ClusterArgs](),
 		talosprovider.VpsToken:     reflect.TypeFor[vps.ClusterArgs](),
 	}
-	checked, inputs := 0, []string{}
+	checked, stayInputs, packageInputs := 0, []string{}, []string{}
 	var walk func(where string, props []*schema.Property, goType reflect.Type)
 	var check func(where string, typ schema.Type, goType reflect.Type)
 	walk = func(where string, props []*schema.Property, goType reflect.Type) {
@@ -106,6 +107,12 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 			if !assert.True(t, ok, "%s.%s (Go %s.%s) is not in the schema", where, name, goType, f.Name) {
 				continue
 			}
+			if input, _ := inputs.PackageInput(f.Tag.Get(inputs.PackageTag)); input {
+				_, isInput := unwrap(prop.Type)
+				packageInputs = append(packageInputs, where+"."+name)
+				assert.True(t, isInput, "%s.%s: tagged an input of the package, it must be an Input in the schema, is %s", where, name, prop.Type)
+				continue
+			}
 			check(where+"."+name, prop.Type, f.Type)
 		}
 	}
@@ -116,7 +123,7 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 		typ, input := unwrap(typ)
 		checked++
 		if isPulumiInput(goType) {
-			inputs = append(inputs, where)
+			stayInputs = append(stayInputs, where)
 			assert.True(t, input, "%s: Go %s is a pulumi input, so an output or a secret may be passed: it must be an Input in the schema, is %s",
 				where, goType, typ)
 			return
@@ -148,7 +155,21 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 		talosprovider.ProxmoxToken + ".cluster.etcdBackup.secretAccessKey",
 		talosprovider.VpsToken + ".cluster.etcdBackup.secretAccessKey",
 		talosprovider.ProxmoxToken + ".csi.tokenSecret",
-	}, inputs, "the inputs that stay inputs")
+	}, stayInputs, "the inputs that stay inputs")
+	// The inputs of the package the component holds plain (resolveInputs
+	// waits for them): issue 36's list, in each component that has it.
+	var want []string
+	for _, token := range []string{talosprovider.TalosToken, talosprovider.ProxmoxToken, talosprovider.VpsToken} {
+		want = append(want, token+".cluster.endpoint", token+".cluster.patches.all",
+			token+".cluster.patches.controlPlane", token+".cluster.patches.worker")
+	}
+	want = append(want,
+		talosprovider.TalosToken+".nodes[].ip", talosprovider.TalosToken+".nodes[].dataDiskSize", talosprovider.TalosToken+".nodes[].patches",
+		talosprovider.ProxmoxToken+".proxmox.endpoint", talosprovider.ProxmoxToken+".proxmox.apiTokenId", talosprovider.ProxmoxToken+".proxmox.insecure",
+		talosprovider.ProxmoxToken+".nodes[].cores", talosprovider.ProxmoxToken+".nodes[].memory", talosprovider.ProxmoxToken+".nodes[].diskSize",
+		talosprovider.ProxmoxToken+".nodes[].dataDiskSize", talosprovider.ProxmoxToken+".nodes[].patches",
+		talosprovider.VpsToken+".nodes[].ip", talosprovider.VpsToken+".nodes[].patches", talosprovider.VpsToken+".nodes[].rescue.host")
+	assert.ElementsMatch(t, want, packageInputs, "the inputs of the package held plain by the components")
 }
 
 // unwrap strips the optional and input wrappers of a bound type and tells

@@ -147,6 +147,7 @@ type TalosCluster struct{ deps talos.Deps }
 
 // Construct builds the component from the caller's inputs.
 func (c *TalosCluster) Construct(ctx *pulumi.Context, name, _ string, args talos.ClusterArgs, opts pulumi.ResourceOption) (*talos.Cluster, error) {
+	args.Cluster.SecretPatches = resolvedIn(ctx).secretPatches
 	return talos.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
 }
 
@@ -164,6 +165,7 @@ type ProxmoxCluster struct{ deps proxmox.Deps }
 
 // Construct builds the component from the caller's inputs.
 func (c *ProxmoxCluster) Construct(ctx *pulumi.Context, name, _ string, args proxmox.ClusterArgs, opts pulumi.ResourceOption) (*proxmox.Cluster, error) {
+	args.Cluster.SecretPatches = resolvedIn(ctx).secretPatches
 	return proxmox.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
 }
 
@@ -180,6 +182,7 @@ type VpsCluster struct{ deps vps.Deps }
 
 // Construct builds the component from the caller's inputs.
 func (c *VpsCluster) Construct(ctx *pulumi.Context, name, _ string, args vps.ClusterArgs, opts pulumi.ResourceOption) (*vps.Cluster, error) {
+	args.Cluster.SecretPatches = resolvedIn(ctx).secretPatches
 	return vps.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
 }
 
@@ -252,6 +255,7 @@ func NewWith(o Options) (p.Provider, error) {
 	if err := json.Unmarshal(descriptionsJSON, &descs); err != nil {
 		return p.Provider{}, fmt.Errorf("unable to read descriptions.json: %w", err)
 	}
+	prov.Construct = resolving(prov.Construct)
 	getSchema := prov.GetSchema
 	prov.GetSchema = func(ctx context.Context, req p.GetSchemaRequest) (p.GetSchemaResponse, error) {
 		resp, err := getSchema(ctx, req)

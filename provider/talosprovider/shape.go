@@ -8,6 +8,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
@@ -31,7 +32,8 @@ var resourceArgs = map[string]reflect.Type{
 //     Input<...> for cluster, proxmox, nodes or vps and their fields: a
 //     program passing another resource's output compiled and failed at run
 //     time. Inputs the Go arguments hold as pulumi inputs (the secrets, the
-//     installer image) stay inputs.
+//     installer image) stay inputs, and so do the fields tagged
+//     `package:"input"` (inputs.PackageTag), which resolveInputs waits for.
 //   - Index: every object type moves into the index module, named after its
 //     Go package and type (talos-cluster:proxmox:Node becomes
 //     talos-cluster:index:ProxmoxNode). infer names a type's module after
@@ -180,6 +182,11 @@ func (w *walker) object(props any, goType reflect.Type, inherited []pathDefault)
 			if err := w.fork(prop, below); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
+		}
+		if input, _ := inputs.PackageInput(f.Tag.Get(inputs.PackageTag)); input {
+			// An input of the package (resolveInputs waits for it):
+			// neither it nor its items are plain.
+			continue
 		}
 		if err := w.value(prop, f.Type, below); err != nil {
 			return fmt.Errorf("%s: %w", name, err)

@@ -308,7 +308,7 @@ func main() {
 			Cluster:   tc.TalosClusterSettingsArgs{Name: %s, TalosVersion: "v1.13.9", Vip: pulumi.StringRef("10.10.0.5")},
 			Schematic: tc.ImageSchematicArgs{Extensions: []string{"siderolabs/qemu-guest-agent"}},
 			Proxmox: tc.ProxmoxHostSettingsArgs{
-				Endpoint: "https://192.168.122.70:8006/", ApiTokenId: "root@pam!pulumi",
+				Endpoint: pulumi.String("https://192.168.122.70:8006/"), ApiTokenId: pulumi.String("root@pam!pulumi"),
 				ApiTokenSecret: config.RequireSecret(ctx, "proxmoxApiTokenSecret"),
 				Bridge: pulumi.StringRef("vmbr1"), Bios: func() *tc.ProxmoxBios { b := tc.ProxmoxBiosOvmf; return &b }(),
 			},

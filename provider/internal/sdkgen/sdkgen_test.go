@@ -68,7 +68,9 @@ func TestTheSDKsGenerateFromTheSchema(t *testing.T) {
 
 // The Go SDK builds and vets as a module of its own, its dependencies at
 // the provider's versions (no download), with a program that makes a
-// ProxmoxCluster from a secret.
+// ProxmoxCluster from a secret, and a VpsCluster from the outputs of a
+// server made in the same program (its address, the endpoint built from
+// it, a secret patch).
 func TestTheGoSDKBuildsWithAProgram(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(generate(t, "go"), talosprovider.Name)
@@ -92,6 +94,7 @@ func TestTheGoSDKBuildsWithAProgram(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "example", "main.go"), []byte(`package main
 
 import (
+	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	ta "`+talosprovider.GoImportBase+`"
@@ -103,7 +106,7 @@ func main() {
 			Cluster:   ta.TalosClusterSettingsArgs{Name: "homelab", TalosVersion: "v1.13.9", Vip: pulumi.StringRef("10.10.0.5")},
 			Schematic: ta.ImageSchematicArgs{Extensions: []string{"siderolabs/qemu-guest-agent"}},
 			Proxmox: ta.ProxmoxHostSettingsArgs{
-				Endpoint: "https://192.168.122.70:8006/", ApiTokenId: "root@pam!pulumi",
+				Endpoint: pulumi.String("https://192.168.122.70:8006/"), ApiTokenId: pulumi.String("root@pam!pulumi"),
 				ApiTokenSecret: pulumi.ToSecret(pulumi.String("token")).(pulumi.StringOutput),
 			},
 			Nodes: []ta.ProxmoxNodeArgs{{Name: "cp-0", Role: ta.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: "pve", VmId: 110}},
@@ -112,6 +115,25 @@ func main() {
 			return err
 		}
 		ctx.Export("kubeconfig", c.Kubeconfig)
+		// A VpsCluster on a server made in the same program: its address
+		// is the server's output.
+		server, err := local.NewCommand(ctx, "server", &local.CommandArgs{Create: pulumi.String("printf 203.0.113.7")})
+		if err != nil {
+			return err
+		}
+		edge, err := ta.NewVpsCluster(ctx, "edge", &ta.VpsClusterArgs{
+			Cluster: ta.TalosClusterSettingsArgs{Name: "edge", TalosVersion: "v1.13.9", Endpoint: pulumi.Sprintf("https://%s:6443", server.Stdout)},
+			Vps:     ta.VpsSettingsArgs{Gateway: pulumi.StringRef("203.0.113.254")},
+			Nodes: []ta.VpsNodeArgs{{
+				Name: "cp-0", Role: ta.RoleControlplane, Ip: server.Stdout,
+				Patches: pulumi.ToSecret(pulumi.StringArray{pulumi.String("machine: {}")}).(pulumi.StringArrayOutput),
+				Rescue:  ta.VpsRescueArgs{Password: pulumi.ToSecret(pulumi.String("rescue")).(pulumi.StringOutput)},
+			}},
+		})
+		if err != nil {
+			return err
+		}
+		ctx.Export("edgeEndpoint", edge.Endpoint)
 		return nil
 	})
 }

@@ -132,6 +132,51 @@ func TestIntegrationTheReleaseInstallsAndRuns(t *testing.T) {
 		assert.Contains(t, out, "talos-anywhere:index:ProxmoxCluster homelab create", "the installed release's component")
 		assert.Contains(t, out, "+ 28 to create")
 	}
+	releasedTypeScript(t, root, noGo)
+}
+
+// releasedTypeScript previews the TypeScript example outside the clone
+// with the installed release and no Go: its `packages:` entry names the
+// package by name and version instead of the source folder, so `pulumi
+// install` takes the installed plugin's schema, generates the SDK and
+// compiles it (its postinstall tsc, with the npm registry), then two
+// previews run offline through the installed plugin.
+func releasedTypeScript(t *testing.T, root string, noGo []string) {
+	t.Helper()
+	for _, tool := range []string{"node", "npm", "pulumi-language-nodejs"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Logf("SKIPPED: %s is not on PATH, so the TypeScript example was not previewed through the release", tool)
+			return
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "proxmox-typescript")
+	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join(root, "examples", "proxmox-typescript"))))
+	project, err := os.ReadFile(filepath.Join(dir, "Pulumi.yaml"))
+	require.NoError(t, err)
+	const source = "talos-anywhere: ../../provider"
+	require.Contains(t, string(project), source)
+	project = []byte(strings.Replace(string(project), source, "talos-anywhere: talos-anywhere@"+releaseVersion, 1))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), project, 0o600))
+	run := func(name string, args ...string) string {
+		t.Helper()
+		out, err := runIn(t, dir, noGo, 15*time.Minute, name, args...)
+		require.NoError(t, err, "%s %s:\n%s", name, strings.Join(args, " "), out)
+		return out
+	}
+	start := time.Now()
+	run("pulumi", "install")
+	t.Logf("pulumi install of the TypeScript example from the release: %s", time.Since(start).Round(time.Second))
+	assert.FileExists(t, filepath.Join(dir, "sdks", "fluodata-talos-anywhere", "bin", "index.js"), "the SDK generated from the release and compiled")
+	run("pulumi", "stack", "init", "it")
+	run("pulumi", "config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token")
+	name, args := offline(t, "pulumi", "preview", "--non-interactive")
+	for i := 1; i <= 2; i++ {
+		start := time.Now()
+		out := run(name, args...)
+		t.Logf("TypeScript preview %d through the installed release: %s", i, time.Since(start).Round(100*time.Millisecond))
+		assert.Contains(t, out, "talos-anywhere:index:ProxmoxCluster homelab create", "the installed release's component")
+		assert.Contains(t, out, "+ 28 to create")
+	}
 }
 
 // withoutGo is env with a PATH that has no go.

@@ -86,6 +86,10 @@ type Engine struct {
 	// StackOutputs are the outputs a stack reference reads (the stack's
 	// last outputs, for a program that reads its own); none when nil.
 	StackOutputs resource.PropertyMap
+	// Existing are resources of the caller's program the construct did
+	// not register (a provider passed to a component), by URN: what the
+	// engine's getResource answers for them.
+	Existing map[string]Existing
 	// MachineConfiguration, when set, makes the base machine configs the
 	// provider's getConfiguration generates from its arguments (real ones,
 	// for tests that merge and apply them); a stub text otherwise.
@@ -99,6 +103,18 @@ type Engine struct {
 	stackReads []string
 	invokes    []Invoked
 }
+
+// Existing is a resource of the caller's program: its id and outputs.
+type Existing struct {
+	ID      string
+	Outputs resource.PropertyMap
+}
+
+// GetResource is the engine's built-in function that an SDK rehydrates a
+// resource registered elsewhere with (a provider passed to a component):
+// pkg/v3 resource/deploy/builtins.go getResource answers {urn, id,
+// provider, state} from the resource's state, and fails for an unknown URN.
+const GetResource = "pulumi:pulumi:getResource"
 
 // ReadStackOutputs is the engine's built-in function that reads a stack's
 // outputs.
@@ -264,6 +280,16 @@ func (e *Engine) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 	e.invokes = append(e.invokes, Invoked{Token: args.Token, Args: args.Args})
 	e.mu.Unlock()
 	switch args.Token {
+	case GetResource:
+		urn := str(args.Args, "urn")
+		r, ok := e.Existing[urn]
+		if !ok {
+			return nil, fmt.Errorf("unknown resource %v", urn)
+		}
+		return resource.PropertyMap{
+			"urn": resource.NewProperty(urn), "id": resource.NewProperty(r.ID),
+			"provider": resource.NewProperty(""), "state": resource.NewProperty(r.Outputs),
+		}, nil
 	case ReadStackOutputs:
 		e.mu.Lock()
 		e.stackReads = append(e.stackReads, str(args.Args, "name"))

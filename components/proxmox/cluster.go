@@ -50,7 +50,7 @@ type Cluster struct {
 	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
 
 	// Children, for tests and later steps.
-	Provider *proxmoxve.Provider
+	Provider *proxmoxve.Provider       // the caller's, or the component's own (<name>-pve)
 	ISOs     map[string]*download.File // by Proxmox node
 	DHCP     *remote.Command           // nil without dnsmasq
 	VMs      map[string]*vm.VirtualMachine
@@ -103,19 +103,10 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	}
 	parent := pulumi.Parent(c)
 
-	// An explicit provider: nothing depends on ambient proxmoxve:* config,
-	// and the token is a secret from the stack config to the provider.
-	c.Provider, err = proxmoxve.NewProvider(ctx, name+"-pve", &proxmoxve.ProviderArgs{
-		Endpoint: pulumi.String(px.Endpoint),
-		ApiToken: pulumi.ToSecret(px.APITokenSecret.ToStringOutput().ApplyT(func(s string) string {
-			return px.APITokenID + "=" + s
-		})).(pulumi.StringOutput),
-		Insecure: pulumi.Bool(px.Insecure),
-	}, parent)
+	pve, err := c.proxmoxProvider(ctx, name, px, opts, parent)
 	if err != nil {
-		return nil, fmt.Errorf("unable to create Proxmox provider: %w", err)
+		return nil, err
 	}
-	pve := []pulumi.ResourceOption{parent, pulumi.Provider(c.Provider)}
 
 	img, err := newImage(ctx, name, args, parent)
 	if err != nil {

@@ -46,6 +46,14 @@ func construct(t *testing.T, typ, name string, inputs resource.PropertyMap) (*co
 func constructRun(t *testing.T, typ, name string, inputs resource.PropertyMap, dryRun bool) (*componentstest.Engine, p.ConstructResponse, error) {
 	t.Helper()
 	e := &componentstest.Engine{}
+	resp, err := constructWith(t, e, typ, name, inputs, func(req *p.ConstructRequest) { req.DryRun = dryRun })
+	return e, resp, err
+}
+
+// constructWith runs one component through the provider under the mock
+// engine e, with the request edited by edit (options, a preview).
+func constructWith(t *testing.T, e *componentstest.Engine, typ, name string, inputs resource.PropertyMap, edit func(*p.ConstructRequest)) (p.ConstructResponse, error) {
+	t.Helper()
 	prov, err := talosprovider.NewWith(talosprovider.Options{
 		// As in programtest.Run: recording hooks (the mock engine cannot
 		// register real ones), and no node answers in maintenance mode.
@@ -57,12 +65,14 @@ func constructRun(t *testing.T, typ, name string, inputs resource.PropertyMap, d
 	s, err := integration.NewServer(t.Context(), talosprovider.Name, semver.MustParse(talosprovider.TestServerVersion),
 		integration.WithProvider(prov), integration.WithMocks(e))
 	require.NoError(t, err)
-	resp, err := s.Construct(p.ConstructRequest{
+	req := p.ConstructRequest{
 		Urn:    resource.NewURN(tokens.QName(stack), "talos-cluster", "", tokens.Type(typ), name),
 		Inputs: resource.FromResourcePropertyMap(inputs),
-		DryRun: dryRun,
-	})
-	return e, resp, err
+	}
+	if edit != nil {
+		edit(&req)
+	}
+	return s.Construct(req)
 }
 
 // The same graph, through the provider, as the Go program makes from the

@@ -129,6 +129,7 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 	assert.NotContains(t, out, "not-a-real-token", "the token is a secret")
 
 	renamedPackageKeepsItsStack(t, dir, env, name, args)
+	callersProxmoxProvider(t, dir, env, name, args)
 
 	// Another resource's output as an input (issue 25): the token from a
 	// random:RandomPassword, unknown during the preview and secret.
@@ -211,6 +212,48 @@ func renamedPackageKeepsItsStack(t *testing.T, dir string, env []string, name st
 	for _, old := range []string{oldCluster, oldTalos} {
 		assert.Empty(t, ops[old], "the old state of %s is not deleted", old)
 	}
+}
+
+// callersProxmoxProvider previews the YAML example with a proxmoxve
+// provider of the program's own passed to the cluster (`options:
+// providers`): every Proxmox resource of the preview uses it, and the
+// component makes no <name>-pve. The project file is put back after.
+func callersProxmoxProvider(t *testing.T, dir string, env []string, name string, args []string) {
+	t.Helper()
+	file := filepath.Join(dir, "Pulumi.yaml")
+	project, err := os.ReadFile(file)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, os.WriteFile(file, project, 0o600)) }()
+	const cluster = "  homelab:\n    type: talos-anywhere:index:ProxmoxCluster\n"
+	require.Contains(t, string(project), cluster)
+	withProvider := strings.Replace(string(project), cluster, "  pve:\n    type: pulumi:providers:proxmoxve\n    properties:\n"+
+		"      endpoint: https://192.168.122.70:8006/\n      apiToken: root@pam!pulumi=${proxmoxApiTokenSecret}\n"+
+		cluster+"    options:\n      providers:\n        - ${pve}\n", 1)
+	require.NoError(t, os.WriteFile(file, []byte(withProvider), 0o600))
+	out, err := runIn(t, dir, env, 5*time.Minute, name, append(slices.Clone(args), "--json")...)
+	require.NoError(t, err, "pulumi preview with the caller's proxmoxve provider:\n%s", out)
+	var preview struct {
+		Steps []struct {
+			URN      string `json:"urn"`
+			NewState struct {
+				Type     string `json:"type"`
+				Provider string `json:"provider"`
+			} `json:"newState"`
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &preview), out)
+	proxmox := 0
+	for _, s := range preview.Steps {
+		if strings.HasSuffix(s.URN, "::homelab-pve") {
+			t.Errorf("the component made its own provider: %s", s.URN)
+		}
+		if strings.HasPrefix(s.NewState.Type, "proxmoxve:") {
+			proxmox++
+			assert.Contains(t, s.NewState.Provider, "pulumi:providers:proxmoxve::pve::", "%s uses the program's provider", s.URN)
+		}
+	}
+	t.Logf("%d Proxmox resources previewed with the program's provider", proxmox)
+	assert.GreaterOrEqual(t, proxmox, 4, "the ISO and the three VMs")
 }
 
 // genSDK generates the SDK of one language from the golden schema (the

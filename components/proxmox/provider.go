@@ -1,0 +1,84 @@
+package proxmox
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+)
+
+// proxmoxProvider is the proxmoxve provider of the cluster's Proxmox
+// resources and the options they are made with: the caller's, when the
+// component's options pass one (providers, or provider in a language that
+// maps it to the package), else an explicit provider of the component's
+// own (<name>-pve) made from the proxmox inputs, so that nothing depends on
+// ambient proxmoxve:* config and the token is a secret from the stack
+// config to the provider.
+//
+// Switching between the two on a running cluster replaces nothing: the
+// engine asks the new provider's DiffConfig (pkg/v3 step_generator.go
+// providerChanged), which the bridge answers with a replacement only for a
+// ForceNew config key, and the proxmoxve provider has none.
+//
+// The component's own calls (the ISO ejects, the CSI plugin's API URL)
+// still use proxmox.endpoint and the token: the caller's provider must
+// reach the same API. Its endpoint, when it sets one, is compared with
+// proxmox.endpoint before any Proxmox resource is registered.
+func (c *Cluster) proxmoxProvider(ctx *pulumi.Context, name string, px HostSettings, opts []pulumi.ResourceOption, parent pulumi.ResourceOption) ([]pulumi.ResourceOption, error) {
+	if caller := callerProvider(opts); caller != nil {
+		c.Provider = caller
+		check := caller.Endpoint.ApplyT(func(endpoint *string) ([]pulumi.Resource, error) {
+			if endpoint != nil && *endpoint != "" && !sameEndpoint(*endpoint, px.Endpoint) {
+				return nil, fmt.Errorf("unable to use the proxmoxve provider passed to ProxmoxCluster %q: its endpoint %s is not proxmox.endpoint %s, "+
+					"which the component's own API calls use: give both the same Proxmox VE API", name, *endpoint, px.Endpoint)
+			}
+			return nil, nil
+		}).(pulumi.ResourceArrayOutput)
+		return []pulumi.ResourceOption{parent, pulumi.Provider(caller), pulumi.DependsOnInputs(check)}, nil
+	}
+	own, err := proxmoxve.NewProvider(ctx, name+"-pve", &proxmoxve.ProviderArgs{
+		Endpoint: pulumi.String(px.Endpoint),
+		ApiToken: pulumi.ToSecret(px.APITokenSecret.ToStringOutput().ApplyT(func(s string) string {
+			return px.APITokenID + "=" + s
+		})).(pulumi.StringOutput),
+		Insecure: pulumi.Bool(px.Insecure),
+	}, parent)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create Proxmox provider: %w", err)
+	}
+	c.Provider = own
+	return []pulumi.ResourceOption{parent, pulumi.Provider(own)}, nil
+}
+
+// callerProvider is the proxmoxve provider among the component's options,
+// or nil. The SDK rehydrates a provider passed to a component of the
+// package as the proxmoxve SDK's type (its package is registered).
+func callerProvider(opts []pulumi.ResourceOption) *proxmoxve.Provider {
+	o, err := pulumi.NewResourceOptions(opts...)
+	if err != nil {
+		return nil
+	}
+	if p, ok := o.Provider.(*proxmoxve.Provider); ok {
+		return p
+	}
+	for _, p := range o.Providers {
+		if p, ok := p.(*proxmoxve.Provider); ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// sameEndpoint tells whether two API URLs name the same API: scheme, host
+// and port compared without case, trailing slashes ignored.
+func sameEndpoint(a, b string) bool {
+	ua, errA := url.Parse(strings.TrimSpace(a))
+	ub, errB := url.Parse(strings.TrimSpace(b))
+	if errA != nil || errB != nil {
+		return strings.EqualFold(strings.TrimSuffix(a, "/"), strings.TrimSuffix(b, "/"))
+	}
+	return strings.EqualFold(ua.Scheme, ub.Scheme) && strings.EqualFold(ua.Host, ub.Host) &&
+		strings.TrimRight(ua.Path, "/") == strings.TrimRight(ub.Path, "/")
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-command/sdk/go/command/remote"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -40,6 +41,11 @@ type Cluster struct {
 	// Nodes is, by node name, the node's ip, role, and the talosVersion
 	// and kubeletVersion it runs ("unknown" when it did not answer).
 	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
+	// KubernetesProvider is a Kubernetes provider for the new cluster,
+	// configured with its admin kubeconfig once its API answers: a program
+	// deploys onto the cluster with it (the provider option of its
+	// Kubernetes resources) without making one from the kubeconfig.
+	KubernetesProvider *kubernetes.Provider `pulumi:"kubernetesProvider" provider:"type=kubernetes@v4.32.0:index:Provider"`
 	// VMIDs are the VM ids by node name.
 	VMIDs pulumi.IntMapOutput `pulumi:"vmIds"`
 	// MACs are the NICs' MAC addresses by node name (given or derived).
@@ -198,7 +204,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		// a whole-stack destroy, as the other releases: no call to the
 		// dying cluster.
 		k8sOpts := []pulumi.ResourceOption{parent, pulumi.DependsOn([]pulumi.Resource{c.Talos.Cilium}), pulumi.DeletedWith(targs.DeletedWith)}
-		if err := args.csiPlugin(ctx, name, s, id, secret, c.Talos.KubeProvider, k8sOpts); err != nil {
+		if err := args.csiPlugin(ctx, name, s, id, secret, c.Talos.KubernetesProvider, k8sOpts); err != nil {
 			return nil, err
 		}
 	}
@@ -210,6 +216,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	c.TalosVersion = c.Talos.TalosVersion
 	c.KubernetesVersion = c.Talos.KubernetesVersion
 	c.Nodes = c.Talos.Nodes
+	c.KubernetesProvider = c.Talos.KubernetesProvider
 	c.VMIDs = vmIDs.ToIntMapOutput()
 	c.MACs = macMap.ToStringMapOutput()
 	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {

@@ -257,7 +257,7 @@ func (b *build) addons() error {
 	if err != nil {
 		return fmt.Errorf("unable to create kubernetes provider: %w", err)
 	}
-	c.KubeProvider = k8s
+	c.KubernetesProvider = k8s
 
 	// Helm waits (no skipAwait) until Cilium's agents and operator are ready:
 	// nodes turn Ready once their agent runs, so `up` returns a usable cluster.

@@ -213,6 +213,11 @@ type Cluster struct {
 	// Nodes is, by node name, the node's ip, role, and the talosVersion
 	// and kubeletVersion it runs ("unknown" when it did not answer).
 	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
+	// KubernetesProvider is a Kubernetes provider for the new cluster,
+	// configured with its admin kubeconfig once its API answers: a program
+	// deploys onto the cluster with it (the provider option of its
+	// Kubernetes resources) without making one from the kubeconfig.
+	KubernetesProvider *kubernetes.Provider `pulumi:"kubernetesProvider" provider:"type=kubernetes@v4.32.0:index:Provider"`
 
 	// Children, for platforms that build on them.
 	Secrets *machine.Secrets
@@ -227,7 +232,6 @@ type Cluster struct {
 	// APIReady waits after the bootstrap until the Kubernetes API answers
 	// /readyz; the Kubernetes provider is configured only after it.
 	APIReady     *local.Command
-	KubeProvider *kubernetes.Provider
 	Cilium       *helmv3.Release
 	CertApprover *helmv3.Release
 	// NodesReady waits until every node is Ready (after the releases).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-command/sdk/go/command/remote"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/image"
@@ -41,6 +42,11 @@ type Cluster struct {
 	// Nodes is, by node name, the node's ip, role, and the talosVersion
 	// and kubeletVersion it runs ("unknown" when it did not answer).
 	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
+	// KubernetesProvider is a Kubernetes provider for the new cluster,
+	// configured with its admin kubeconfig once its API answers: a program
+	// deploys onto the cluster with it (the provider option of its
+	// Kubernetes resources) without making one from the kubeconfig.
+	KubernetesProvider *kubernetes.Provider `pulumi:"kubernetesProvider" provider:"type=kubernetes@v4.32.0:index:Provider"`
 	// SchematicID is the Image Factory schematic of the image.
 	SchematicID pulumi.StringOutput `pulumi:"schematicId"`
 	// InstallerImage is the installer the nodes install from.
@@ -165,6 +171,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	t := c.Talos
 	c.Kubeconfig, c.Talosconfig, c.Endpoint, c.NodeIPs = t.Kubeconfig, t.Talosconfig, t.Endpoint, t.NodeIPs
 	c.TalosVersion, c.KubernetesVersion, c.Nodes = t.TalosVersion, t.KubernetesVersion, t.Nodes
+	c.KubernetesProvider = t.KubernetesProvider
 	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
 		return nil, err
 	}

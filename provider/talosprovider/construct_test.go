@@ -118,6 +118,12 @@ func TestConstructMakesTheProgramsGraph(t *testing.T) {
 			}
 			kc := resp.State.Get("kubeconfig")
 			assert.True(t, kc.Secret(), "the kubeconfig output is a secret")
+			// The Kubernetes provider, as a reference to the cluster's
+			// own (the caller's SDK rehydrates it as a Provider).
+			kp := resp.State.Get("kubernetesProvider")
+			require.True(t, kp.IsResourceReference(), "kubernetesProvider is a resource reference: %v", kp)
+			assert.True(t, strings.HasSuffix(string(kp.AsResourceReference().URN), "pulumi:providers:kubernetes::"+cfg.Cluster.Name+talos.K8sProviderSuffix),
+				"the cluster's provider: %s", kp.AsResourceReference().URN)
 		})
 	}
 }

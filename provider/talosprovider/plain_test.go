@@ -1,14 +1,11 @@
 package talosprovider_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/blang/semver"
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi/pkg/v3/codegen/schema"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -19,6 +16,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/provider/internal/kubeschema"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 )
 
@@ -30,21 +28,12 @@ func boundSchema(t *testing.T) *schema.Package {
 	require.NoError(t, err)
 	var spec schema.PackageSpec
 	require.NoError(t, json.Unmarshal([]byte(resp.Schema), &spec))
-	pkg, diags, err := schema.BindSpec(spec, noPackages{}, schema.ValidationOptions{})
+	loader, err := kubeschema.Loader()
+	require.NoError(t, err)
+	pkg, diags, err := schema.BindSpec(spec, loader, schema.ValidationOptions{})
 	require.NoError(t, err)
 	require.False(t, diags.HasErrors(), "the schema does not bind: %v", diags)
 	return pkg
-}
-
-// noPackages loads no other package: the schema refers to none.
-type noPackages struct{}
-
-func (noPackages) LoadPackage(name string, _ *semver.Version) (*schema.Package, error) {
-	return nil, errors.New("the schema refers to package " + name)
-}
-
-func (noPackages) LoadPackageV2(_ context.Context, d *schema.PackageDescriptor) (*schema.Package, error) {
-	return nil, errors.New("the schema refers to package " + d.Name)
 }
 
 // Every type is in a module that has a resource: the SDK generators

@@ -111,6 +111,13 @@ func versionOf(file string, info *debug.BuildInfo) string {
 	return v + "+" + rev
 }
 
+// KubernetesVersion is the version of the kubernetes package whose
+// provider the components' kubernetesProvider output is: the kubernetes Go
+// SDK the components are built with. The SDKs depend on that package
+// (@pulumi/kubernetes, pulumi-kubernetes); TestOneKubernetesVersion holds
+// it to go.mod, to the outputs' type tag and to kubeschema.
+const KubernetesVersion = "4.32.0"
+
 //go:generate go run ./gen
 
 //go:embed descriptions.json
@@ -198,9 +205,13 @@ func (c *VpsCluster) Annotate(a infer.Annotator) {
 // the schema's) with the package names.
 func languages() map[string]any {
 	return map[string]any{
-		"nodejs": map[string]any{"respectSchemaVersion": true, "packageName": NPMPackage},
+		"nodejs": map[string]any{
+			"respectSchemaVersion": true, "packageName": NPMPackage,
+			"dependencies": map[string]any{"@pulumi/kubernetes": "^" + KubernetesVersion},
+		},
 		"python": map[string]any{
 			"respectSchemaVersion": true, "packageName": PythonPackage,
+			"requires":  map[string]any{"pulumi-kubernetes": ">=" + KubernetesVersion + ",<5.0.0"},
 			"pyproject": map[string]any{"enabled": true},
 		},
 		"go": map[string]any{

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -65,7 +66,36 @@ func shape(spec map[string]any) error {
 		types[token] = e
 	}
 	pruneTypes(spec, types)
+	providerRefs(spec)
 	return moveTypesToIndex(spec, types, resources)
+}
+
+// foreignProvider is how infer refers to another package's provider named
+// by a `provider:"type=<pkg>@<version>:index:Provider"` tag (the
+// components' kubernetesProvider output): as a resource of that package,
+// which it is not.
+var foreignProvider = regexp.MustCompile(`^(/([a-z0-9-]+)/v[^/]+/schema\.json)#/resources/([a-z0-9-]+):index:Provider$`)
+
+// providerRefs points every reference to another package's provider at
+// its schema's provider, `/<pkg>/<version>/schema.json#/provider`, the
+// form the schema binder resolves (as pulumi-eks's outputs do).
+func providerRefs(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if ref, ok := e.(string); ok && k == "$ref" {
+				if m := foreignProvider.FindStringSubmatch(ref); m != nil && m[2] == m[3] {
+					v[k] = m[1] + "#/provider"
+				}
+				continue
+			}
+			providerRefs(e)
+		}
+	case []any:
+		for _, e := range v {
+			providerRefs(e)
+		}
+	}
 }
 
 // pruneTypes deletes the types no resource refers to, directly or through

@@ -1,8 +1,9 @@
 // Package sdkgen generates the package's SDKs from its schema with
 // Pulumi's own code generators (pkg/v3 codegen, the ones the CLI's
 // language hosts run for `pulumi package gen-sdk`), without the CLI or any
-// plugin: the schema names no other package, so it binds with a loader
-// that loads nothing.
+// plugin: the one other package the schema names, kubernetes (the
+// components' kubernetesProvider output), is loaded from the part of its
+// schema kubeschema holds.
 package sdkgen
 
 import (
@@ -16,6 +17,8 @@ import (
 	"github.com/pulumi/pulumi/pkg/v3/codegen/nodejs"
 	"github.com/pulumi/pulumi/pkg/v3/codegen/python"
 	"github.com/pulumi/pulumi/pkg/v3/codegen/schema"
+
+	"github.com/fluodata/talos-pulumi/provider/internal/kubeschema"
 )
 
 // Languages are the SDKs Generate writes.
@@ -33,7 +36,11 @@ func Generate(schemaJSON []byte, language string) (map[string][]byte, error) {
 	}
 	// Bound anew for each language: a generator writes into the
 	// package's language settings.
-	pkg, diags, err := schema.BindSpec(spec, schema.NewNullLoader(), schema.ValidationOptions{})
+	loader, err := kubeschema.Loader()
+	if err != nil {
+		return nil, err
+	}
+	pkg, diags, err := schema.BindSpec(spec, loader, schema.ValidationOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("unable to bind the schema: %w", err)
 	}

@@ -2,6 +2,7 @@ package sdkgen_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/provider/internal/kubeschema"
 	"github.com/fluodata/talos-pulumi/provider/internal/sdkgen"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 )
@@ -157,8 +159,9 @@ func TestThePythonSDKCompiles(t *testing.T) {
 
 // The TypeScript SDK compiles with tsc, and the TypeScript example
 // compiles against it: @pulumi/pulumi, TypeScript 5 and Node's types from
-// npm, the SDK where the example imports it from
-// (node_modules/@fluodata/talos-anywhere).
+// npm, @pulumi/kubernetes of the version the components use (the
+// kubernetesProvider outputs are its Provider), the SDK where the example
+// imports it from (node_modules/@fluodata/talos-anywhere).
 func TestTheTypeScriptSDKAndExampleCompile(t *testing.T) {
 	t.Parallel()
 	npm, err := exec.LookPath("npm")
@@ -170,7 +173,7 @@ func TestTheTypeScriptSDKAndExampleCompile(t *testing.T) {
 	// TypeScript 6 refuses the example's moduleResolution "node"; the
 	// example's package.json asks for ^5.6.
 	run(t, dir, os.Environ(), npm, "install", "--no-audit", "--no-fund", "--ignore-scripts", "--save-exact",
-		"@pulumi/pulumi@^3.259.0", "typescript@^5.6.0", "@types/node@^22")
+		"@pulumi/pulumi@^3.259.0", "typescript@^5.6.0", "@types/node@^22", "@pulumi/kubernetes@"+kubernetesVersion(t))
 	tsc := filepath.Join(dir, "node_modules", ".bin", "tsc")
 
 	sdk := filepath.Join(dir, "sdk")
@@ -187,4 +190,14 @@ func TestTheTypeScriptSDKAndExampleCompile(t *testing.T) {
 	example := filepath.Join(dir, "example")
 	require.NoError(t, os.CopyFS(example, os.DirFS(filepath.Join("..", "..", "..", "examples", "proxmox-typescript"))))
 	run(t, example, os.Environ(), tsc, "-p", ".", "--noEmit")
+}
+
+// kubernetesVersion is the version of the kubernetes package the schema
+// refers to, which the SDK's package.json asks for.
+func kubernetesVersion(t *testing.T) string {
+	t.Helper()
+	var spec struct{ Version string }
+	require.NoError(t, json.Unmarshal(kubeschema.JSON(), &spec))
+	require.NotEmpty(t, spec.Version)
+	return spec.Version
 }

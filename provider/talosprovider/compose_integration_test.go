@@ -24,6 +24,8 @@ const composeProgram = `package main
 
 import (
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/config"
 
@@ -53,6 +55,13 @@ func main() {
 			return err
 		}
 		ctx.Export("endpoint", c.Endpoint)
+		// A Namespace on the new cluster, through its kubernetesProvider
+		// output: an Output of the provider, which a resource option
+		// cannot take (pulumi/pulumi#7012), so it is made in an apply.
+		c.KubernetesProvider.ApplyT(func(p *kubernetes.Provider) (string, error) {
+			_, err := corev1.NewNamespace(ctx, "apps", &corev1.NamespaceArgs{}, pulumi.Provider(p))
+			return "", err
+		})
 		return nil
 	})
 }
@@ -82,9 +91,10 @@ func TestIntegrationGoProgramComposesAVpsCluster(t *testing.T) {
 	require.NoError(t, err, "make provider:\n%s", out)
 	bin := filepath.Join(root, "bin", "pulumi-resource-talos-anywhere")
 
-	sdk := filepath.Join(genSDK(t, "go"), talosprovider.Name)
+	sdk := filepath.Join(releasedGoSDK(t), talosprovider.Name)
 	sdkVersion := goModVersion(t, "github.com/pulumi/pulumi/sdk/v3")
 	commandVersion := goModVersion(t, "github.com/pulumi/pulumi-command/sdk")
+	kubernetesVersion := goModVersion(t, "github.com/pulumi/pulumi-kubernetes/sdk/v4")
 	write := func(path, text string) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
 		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
@@ -92,8 +102,8 @@ func TestIntegrationGoProgramComposesAVpsCluster(t *testing.T) {
 	write(filepath.Join(sdk, "go.mod"), fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire github.com/pulumi/pulumi/sdk/v3 %s\n",
 		talosprovider.GoImportBase, sdkVersion))
 	prog := filepath.Join(t.TempDir(), "compose")
-	write(filepath.Join(prog, "go.mod"), fmt.Sprintf("module example.com/compose\n\ngo 1.24\n\nrequire (\n\t%s v0.0.0\n\tgithub.com/pulumi/pulumi-command/sdk %s\n\tgithub.com/pulumi/pulumi/sdk/v3 %s\n)\n\nreplace %s => %s\n",
-		talosprovider.GoImportBase, commandVersion, sdkVersion, talosprovider.GoImportBase, sdk))
+	write(filepath.Join(prog, "go.mod"), fmt.Sprintf("module example.com/compose\n\ngo 1.24\n\nrequire (\n\t%s v0.0.0\n\tgithub.com/pulumi/pulumi-command/sdk %s\n\tgithub.com/pulumi/pulumi-kubernetes/sdk/v4 %s\n\tgithub.com/pulumi/pulumi/sdk/v3 %s\n)\n\nreplace %s => %s\n",
+		talosprovider.GoImportBase, commandVersion, kubernetesVersion, sdkVersion, talosprovider.GoImportBase, sdk))
 	write(filepath.Join(prog, "main.go"), composeProgram)
 	write(filepath.Join(prog, "Pulumi.yaml"), fmt.Sprintf("name: compose\nruntime: go\nplugins:\n  providers:\n    - name: %s\n      path: %s\n",
 		talosprovider.Name, filepath.Dir(bin)))
@@ -151,7 +161,10 @@ func TestIntegrationGoProgramComposesAVpsCluster(t *testing.T) {
 	require.NoError(t, err, "the preview with the address known:\n%s", out)
 	t.Logf("the preview with the address known:\n%s", out[max(0, strings.Index(out, "Resources:")):])
 	assert.NotContains(t, out, "inputs unknown")
-	for _, want := range []string{"talos-anywhere:index:VpsCluster edge create", "talos:machine:Secrets edge-secrets create", "command:remote:Command"} {
+	for _, want := range []string{
+		"talos-anywhere:index:VpsCluster edge create", "talos:machine:Secrets edge-secrets create", "command:remote:Command",
+		"kubernetes:core/v1:Namespace apps create", // through the cluster's provider
+	} {
 		assert.Contains(t, out, want)
 	}
 }

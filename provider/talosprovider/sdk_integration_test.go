@@ -256,6 +256,24 @@ func callersProxmoxProvider(t *testing.T, dir string, env []string, name string,
 	assert.GreaterOrEqual(t, proxmox, 4, "the ISO and the three VMs")
 }
 
+// releasedGoSDK generates the Go SDK from the golden schema as `make
+// release` does (provider/cmd/sdkgen, the kubernetes package loaded from
+// kubeschema) and returns its folder. Not `pulumi package gen-sdk`: the
+// CLI loads the kubernetes package the schema refers to from the
+// kubernetes plugin, and the harness's (../shared/harness) answers
+// GetSchema with a minimal schema without the Go import path, so the
+// CLI's Go SDK imported example.com/pulumi-kubernetes/...; with the
+// published plugin the CLI's SDK imports what this one does.
+func releasedGoSDK(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "sdk")
+	schema, err := filepath.Abs(filepath.Join("testdata", "schema.json"))
+	require.NoError(t, err)
+	msg, err := runIn(t, "..", os.Environ(), 5*time.Minute, "go", "run", "./cmd/sdkgen", schema, out)
+	require.NoError(t, err, "sdkgen:\n%s", msg)
+	return filepath.Join(out, "go")
+}
+
 // genSDK generates the SDK of one language from the golden schema (the
 // provider's, TestSchemaIsCurrent) with the real CLI and returns its folder.
 func genSDK(t *testing.T, language string) string {
@@ -356,7 +374,7 @@ func main() {
 				Bridge: pulumi.StringRef("vmbr1"), Bios: func() *tc.ProxmoxBios { b := tc.ProxmoxBiosOvmf; return &b }(),
 			},
 			Nodes: []tc.ProxmoxNodeArgs{
-				{Name: "cp-0", Role: tc.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: "pve", VmId: 110, Memory: pulumi.IntRef(6144)},
+				{Name: "cp-0", Role: tc.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: "pve", VmId: 110, Memory: pulumi.Int(6144)},
 			},
 		})
 		if err != nil {
@@ -377,7 +395,7 @@ func main() {
 // the module proxy or a module cache holding the pulumi SDK.
 func TestIntegrationGoSDK(t *testing.T) {
 	requireTools(t, "needs the pulumi CLI and go", "pulumi", "go")
-	sdk := filepath.Join(genSDK(t, "go"), talosprovider.Name)
+	sdk := filepath.Join(releasedGoSDK(t), talosprovider.Name)
 	require.FileExists(t, filepath.Join(sdk, "proxmoxCluster.go"))
 	sdkVersion := goModVersion(t, "github.com/pulumi/pulumi/sdk/v3")
 

@@ -253,8 +253,8 @@ lint: ## Run golangci-lint (pinned; built with the Go module proxy on first use)
 	cd $(PROVIDER_DIR) && $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run --config ../.golangci.yml ./...
 
 .PHONY: schema
-schema: ## Regenerate the component package's descriptions (from the doc comments) and golden schema.
-	cd $(PROVIDER_DIR) && $(GO) generate ./talosprovider && $(GO) test ./talosprovider -run 'TestSchemaIsCurrent|TestDescriptionsAreCurrent' -update -count=1
+schema: ## Regenerate the component package's descriptions (from the doc comments), the part of the kubernetes schema it refers to, and the golden schema.
+	cd $(PROVIDER_DIR) && $(GO) generate ./talosprovider ./internal/kubeschema && $(GO) test ./talosprovider -run 'TestSchemaIsCurrent|TestDescriptionsAreCurrent' -update -count=1
 
 .PHONY: provider
 provider: $(PROVIDER_BIN) ## Build the component provider (bin/pulumi-resource-talos-anywhere), as `pulumi package add` does.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -90,4 +91,45 @@ func TestConstructRefusesACallersProviderForAnotherAPI(t *testing.T) {
 	for _, r := range e.All() {
 		assert.NotEqual(t, "proxmoxve", string(tokens.Type(r.Type).Package()), "no Proxmox resource: %s", r.URN)
 	}
+}
+
+// A talos or command provider passed to a component is the one of its
+// talos and command resources (the SDK hands a parent's providers to its
+// children); its Kubernetes resources keep the cluster's own provider.
+func TestConstructHandsTheCallersOtherProvidersToTheChildren(t *testing.T) {
+	t.Parallel()
+	const (
+		talosProvider   = "urn:pulumi:stack::project::pulumi:providers:talos::mine"
+		commandProvider = "urn:pulumi:stack::project::pulumi:providers:command::mine"
+		k8sProvider     = "urn:pulumi:stack::project::pulumi:providers:kubernetes::other-cluster"
+	)
+	name, in := vpsExampleInputs(t)
+	e := &componentstest.Engine{Existing: map[string]componentstest.Existing{
+		talosProvider: {ID: "1"}, commandProvider: {ID: "2"}, k8sProvider: {ID: "3"},
+	}}
+	_, err := constructWith(t, e, talosprovider.VpsToken, name, in, func(req *p.ConstructRequest) {
+		req.Providers = map[tokens.Package]p.ProviderReference{
+			"talos": {Urn: talosProvider, ID: "1"}, "command": {Urn: commandProvider, ID: "2"}, "kubernetes": {Urn: k8sProvider, ID: "3"},
+		}
+	})
+	require.NoError(t, err)
+	want := map[tokens.Package]string{"talos": talosProvider, "command": commandProvider}
+	seen := map[tokens.Package]int{}
+	for _, r := range e.All() {
+		pkg := tokens.Type(r.Type).Package()
+		if !r.Custom || pkg == "pulumi" {
+			continue
+		}
+		seen[pkg]++
+		if w, ok := want[pkg]; ok {
+			assert.Equal(t, w, r.Provider, "%s uses the caller's %s provider", r.URN, pkg)
+			continue
+		}
+		if pkg == "kubernetes" {
+			assert.Contains(t, r.Provider, "pulumi:providers:kubernetes::"+name+talos.K8sProviderSuffix, "%s keeps the cluster's provider", r.URN)
+		}
+	}
+	assert.Positive(t, seen["talos"])
+	assert.Positive(t, seen["command"])
+	assert.Positive(t, seen["kubernetes"])
 }

@@ -114,8 +114,11 @@ func versionOf(file string, info *debug.BuildInfo) string {
 // KubernetesVersion is the version of the kubernetes package whose
 // provider the components' kubernetesProvider output is: the kubernetes Go
 // SDK the components are built with. The SDKs depend on that package
-// (@pulumi/kubernetes, pulumi-kubernetes); TestOneKubernetesVersion holds
-// it to go.mod, to the outputs' type tag and to kubeschema.
+// (@pulumi/kubernetes, pulumi-kubernetes) in its patch releases only: with
+// "^4.32.0", npm took 4.34.2, whose plugin `pulumi install` then
+// downloaded, though the provider is made by 4.32.0's (offline, the
+// install failed). TestOneKubernetesVersion holds it to go.mod, to the
+// outputs' type tag and to kubeschema.
 const KubernetesVersion = "4.32.0"
 
 //go:generate go run ./gen
@@ -207,11 +210,11 @@ func languages() map[string]any {
 	return map[string]any{
 		"nodejs": map[string]any{
 			"respectSchemaVersion": true, "packageName": NPMPackage,
-			"dependencies": map[string]any{"@pulumi/kubernetes": "^" + KubernetesVersion},
+			"dependencies": map[string]any{"@pulumi/kubernetes": "~" + KubernetesVersion},
 		},
 		"python": map[string]any{
 			"respectSchemaVersion": true, "packageName": PythonPackage,
-			"requires":  map[string]any{"pulumi-kubernetes": ">=" + KubernetesVersion + ",<5.0.0"},
+			"requires":  map[string]any{"pulumi-kubernetes": "~=" + KubernetesVersion},
 			"pyproject": map[string]any{"enabled": true},
 		},
 		"go": map[string]any{

@@ -91,27 +91,9 @@ func TestIntegrationGoProgramComposesAVpsCluster(t *testing.T) {
 	require.NoError(t, err, "make provider:\n%s", out)
 	bin := filepath.Join(root, "bin", "pulumi-resource-talos-anywhere")
 
-	sdk := filepath.Join(releasedGoSDK(t), talosprovider.Name)
-	sdkVersion := goModVersion(t, "github.com/pulumi/pulumi/sdk/v3")
-	commandVersion := goModVersion(t, "github.com/pulumi/pulumi-command/sdk")
-	kubernetesVersion := goModVersion(t, "github.com/pulumi/pulumi-kubernetes/sdk/v4")
-	write := func(path, text string) {
-		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
-		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
-	}
-	write(filepath.Join(sdk, "go.mod"), fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire github.com/pulumi/pulumi/sdk/v3 %s\n",
-		talosprovider.GoImportBase, sdkVersion))
-	prog := filepath.Join(t.TempDir(), "compose")
-	write(filepath.Join(prog, "go.mod"), fmt.Sprintf("module example.com/compose\n\ngo 1.24\n\nrequire (\n\t%s v0.0.0\n\tgithub.com/pulumi/pulumi-command/sdk %s\n\tgithub.com/pulumi/pulumi-kubernetes/sdk/v4 %s\n\tgithub.com/pulumi/pulumi/sdk/v3 %s\n)\n\nreplace %s => %s\n",
-		talosprovider.GoImportBase, commandVersion, kubernetesVersion, sdkVersion, talosprovider.GoImportBase, sdk))
-	write(filepath.Join(prog, "main.go"), composeProgram)
-	write(filepath.Join(prog, "Pulumi.yaml"), fmt.Sprintf("name: compose\nruntime: go\nplugins:\n  providers:\n    - name: %s\n      path: %s\n",
-		talosprovider.Name, filepath.Dir(bin)))
-	goEnv := append(os.Environ(), "GOFLAGS=-mod=mod")
-	out, err = runIn(t, prog, goEnv, 10*time.Minute, "go", "mod", "tidy")
-	require.NoError(t, err, "go mod tidy:\n%s", out)
-	out, err = runIn(t, prog, goEnv, 15*time.Minute, "go", "build", "-o", os.DevNull, ".")
-	require.NoError(t, err, "the program builds:\n%s", out)
+	prog := goProgram(t, "compose", composeProgram, "github.com/pulumi/pulumi-command/sdk", "github.com/pulumi/pulumi-kubernetes/sdk/v4")
+	require.NoError(t, os.WriteFile(filepath.Join(prog, "Pulumi.yaml"), []byte(fmt.Sprintf("name: compose\nruntime: go\nplugins:\n  providers:\n    - name: %s\n      path: %s\n",
+		talosprovider.Name, filepath.Dir(bin))), 0o600))
 	env = append(env, "GOPROXY=off", "GOFLAGS=-mod=mod")
 
 	pulumi := func(args ...string) (string, error) {

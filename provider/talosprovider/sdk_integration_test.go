@@ -395,32 +395,49 @@ func main() {
 // the module proxy or a module cache holding the pulumi SDK.
 func TestIntegrationGoSDK(t *testing.T) {
 	requireTools(t, "needs the pulumi CLI and go", "pulumi", "go")
-	sdk := filepath.Join(releasedGoSDK(t), talosprovider.Name)
+	prog := goProgram(t, "program", fmt.Sprintf(goCheckProgram, `"homelab"`))
+	sdk := filepath.Join(filepath.Dir(prog), "sdk")
 	require.FileExists(t, filepath.Join(sdk, "proxmoxCluster.go"))
-	sdkVersion := goModVersion(t, "github.com/pulumi/pulumi/sdk/v3")
+	env := append(os.Environ(), "GOFLAGS=-mod=mod")
+	out, err := runIn(t, sdk, env, 5*time.Minute, "go", "vet", "./...")
+	assert.NoError(t, err, "go vet of the SDK:\n%s", out)
 
+	require.NoError(t, os.WriteFile(filepath.Join(prog, "main.go"), []byte(fmt.Sprintf(goCheckProgram, `pulumi.String("homelab")`)), 0o600))
+	out, err = runIn(t, prog, env, 10*time.Minute, "go", "build", "-o", os.DevNull, ".")
+	require.Error(t, err, "an Output for cluster.name, which the schema makes plain, must not compile")
+	assert.Contains(t, out, "cannot use pulumi.String(\"homelab\")", out)
+}
+
+// goProgram writes a Go program of its own module beside the Go SDK
+// `make release` ships (releasedGoSDK, a module of its own too, reached by
+// a replace), requiring the SDK, the pulumi Go SDK and the modules given,
+// each at this module's version, then tidies and builds it; it returns the
+// program's folder, whose sibling sdk is the SDK's.
+func goProgram(t *testing.T, name, main string, modules ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	sdk := filepath.Join(filepath.Dir(dir), "sdk")
+	require.NoError(t, os.Rename(filepath.Join(releasedGoSDK(t), talosprovider.Name), sdk))
 	write := func(path, text string) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
 		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
 	}
-	write(filepath.Join(sdk, "go.mod"), fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire github.com/pulumi/pulumi/sdk/v3 %s\n",
-		talosprovider.GoImportBase, sdkVersion))
-	prog := filepath.Join(t.TempDir(), "program")
-	write(filepath.Join(prog, "go.mod"), fmt.Sprintf("module example.com/program\n\ngo 1.24\n\nrequire (\n\t%s v0.0.0\n\tgithub.com/pulumi/pulumi/sdk/v3 %s\n)\n\nreplace %s => %s\n",
-		talosprovider.GoImportBase, sdkVersion, talosprovider.GoImportBase, sdk))
-	write(filepath.Join(prog, "main.go"), fmt.Sprintf(goCheckProgram, `"homelab"`))
+	const pulumiSDK = "github.com/pulumi/pulumi/sdk/v3"
+	write(filepath.Join(sdk, "go.mod"), fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire %s %s\n",
+		talosprovider.GoImportBase, pulumiSDK, goModVersion(t, pulumiSDK)))
+	requires := fmt.Sprintf("\t%s v0.0.0\n", talosprovider.GoImportBase)
+	for _, m := range append(modules, pulumiSDK) {
+		requires += fmt.Sprintf("\t%s %s\n", m, goModVersion(t, m))
+	}
+	write(filepath.Join(dir, "go.mod"), fmt.Sprintf("module example.com/%s\n\ngo 1.24\n\nrequire (\n%s)\n\nreplace %s => %s\n",
+		name, requires, talosprovider.GoImportBase, sdk))
+	write(filepath.Join(dir, "main.go"), main)
 	env := append(os.Environ(), "GOFLAGS=-mod=mod")
-	out, err := runIn(t, prog, env, 10*time.Minute, "go", "mod", "tidy")
+	out, err := runIn(t, dir, env, 10*time.Minute, "go", "mod", "tidy")
 	require.NoError(t, err, "go mod tidy:\n%s", out)
-	out, err = runIn(t, prog, env, 15*time.Minute, "go", "build", "-o", os.DevNull, ".")
-	require.NoError(t, err, "the program and the generated Go SDK compile:\n%s", out)
-	out, err = runIn(t, sdk, env, 5*time.Minute, "go", "vet", "./...")
-	assert.NoError(t, err, "go vet of the SDK:\n%s", out)
-
-	write(filepath.Join(prog, "main.go"), fmt.Sprintf(goCheckProgram, `pulumi.String("homelab")`))
-	out, err = runIn(t, prog, env, 10*time.Minute, "go", "build", "-o", os.DevNull, ".")
-	require.Error(t, err, "an Output for cluster.name, which the schema makes plain, must not compile")
-	assert.Contains(t, out, "cannot use pulumi.String(\"homelab\")", out)
+	out, err = runIn(t, dir, env, 15*time.Minute, "go", "build", "-o", os.DevNull, ".")
+	require.NoError(t, err, "the program and the Go SDK compile:\n%s", out)
+	return dir
 }
 
 // goModVersion is the version of module in this module's go.mod.

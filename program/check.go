@@ -6,9 +6,6 @@ import (
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
-	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -46,51 +43,6 @@ func isDelegated(key string) bool {
 		rest, ok := strings.CutPrefix(key, d)
 		return ok && (rest == "" || rest[0] == '[' || rest[0] == '.')
 	})
-}
-
-// platformArgs are the platform component's Args built from cfg, once per
-// run: px or vps, neither for a platform Load refuses.
-type platformArgs struct {
-	px  *proxmox.ClusterArgs
-	vps *vps.ClusterArgs
-}
-
-func newPlatformArgs(cfg *stacks.Config) platformArgs {
-	switch cfg.Platform {
-	case stacks.PlatformProxmox:
-		return platformArgs{px: ProxmoxArgs(cfg)}
-	case stacks.PlatformVPS:
-		return platformArgs{vps: VPSArgs(cfg)}
-	}
-	return platformArgs{}
-}
-
-// problems are the component's own problems with its Args. stack is the
-// stack's name, which the VMs' derived MACs hang on ("" where unknown:
-// their clashes, one in 2^24 per pair of nodes, are then left to the run).
-func (a platformArgs) problems(stack string) []inputs.Problem {
-	switch {
-	case a.px != nil:
-		return a.px.Problems(stack)
-	case a.vps != nil:
-		return a.vps.Problems()
-	}
-	return nil // Load reports the platform
-}
-
-// talos are the arguments the component hands to the TalosCluster (no
-// installer image: the Image Factory gives it at run time, and nothing
-// checked before the run reads it).
-func (a platformArgs) talos(cfg *stacks.Config) *talos.ClusterArgs {
-	switch {
-	case a.px != nil:
-		d := a.px.WithDefaults()
-		return d.TalosArgs(nil)
-	case a.vps != nil:
-		d := a.vps.WithDefaults()
-		return d.TalosArgs(nil)
-	}
-	return &talos.ClusterArgs{Cluster: ClusterSettings(cfg)}
 }
 
 // componentProblems names the problems the platform's component finds in

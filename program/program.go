@@ -75,24 +75,13 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if err := diags.Err(); err != nil {
 		return nil, err
 	}
-	pxArgs, vpsArgs := args.px, args.vps
-	if pxArgs == nil && vpsArgs == nil {
-		// Load rejects other platforms; reaching this is a bug.
-		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
-	}
 	inputName := func(path string) string { return overrides.StackPath(cfg.Nodes.Refs(), path) }
 	etcdBackup := EtcdBackupSettings(cfg, ctx.Stack())
 	if err := ReadBackupCA(cfg, etcdBackup); err != nil {
 		return nil, err
 	}
-	if pxArgs != nil {
-		pxArgs.InputName = inputName
-		pxArgs.Cluster.EtcdBackup = etcdBackup
-	} else {
-		vpsArgs.InputName = inputName
-		vpsArgs.Cluster.EtcdBackup = etcdBackup
-	}
-	if err := overrides.CheckOverrides(cfg, args.talos(cfg)).Err(); err != nil {
+	args.share(inputName, etcdBackup)
+	if err := overrides.CheckOverrides(cfg, args.talos()).Err(); err != nil {
 		return nil, err
 	}
 	prev, err := ReadLast(ctx)
@@ -105,34 +94,15 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	// What the component refuses against the last run, named by the stack's
 	// keys like the rest (it refuses it too, by its own paths, when called
 	// from another program).
-	if pxArgs != nil {
-		pxArgs.Previous, pxArgs.PreviousVMs = prev.Cluster, prev.VMs
-	} else {
-		vpsArgs.Previous = prev.Cluster
-	}
+	args.remember(prev)
 	var changes stacks.Diagnostics
 	changes.AddErrors(componentProblems(cfg, args.problems(ctx.Stack()), nil)...)
 	if err := changes.Err(); err != nil {
 		return nil, fmt.Errorf("unable to make this change from the last run (nothing was created): %w", err)
 	}
-	var outputs pulumi.Map
-	if pxArgs != nil {
-		if err := ReadProxmoxKey(cfg, pxArgs); err != nil {
-			return nil, err
-		}
-		pxArgs.Previous, pxArgs.PreviousVMs = prev.Cluster, prev.VMs
-		c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, pxArgs, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos, FastStop: true})
-		if err != nil {
-			return nil, err
-		}
-		outputs = c.Outputs()
-	} else {
-		vpsArgs.Previous = prev.Cluster
-		c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, vpsArgs, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
-		if err != nil {
-			return nil, err
-		}
-		outputs = c.Outputs()
+	outputs, err := args.deploy(ctx, cfg, o)
+	if err != nil {
+		return nil, err
 	}
 	// What the next run compares itself with, besides the cluster's own
 	// outputs: a rename or a move to another platform replaces everything.

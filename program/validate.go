@@ -18,9 +18,9 @@ func Load(src stacks.Source) (*stacks.Config, *stacks.Diagnostics) {
 
 // load is Load for the stack named stack ("" where unknown), with the
 // platform's Args it built.
-func load(src stacks.Source, stack string) (*stacks.Config, *stacks.Diagnostics, platformArgs) {
+func load(src stacks.Source, stack string) (*stacks.Config, *stacks.Diagnostics, platform) {
 	cfg, d := stacks.Load(src)
-	args := newPlatformArgs(cfg)
+	args := platformOf(cfg)
 	d.AddErrors(componentProblems(cfg, args.problems(stack), d.Errors)...)
 	return cfg, d, args
 }
@@ -38,7 +38,7 @@ func Validate(src stacks.Source) (*stacks.Config, *stacks.Diagnostics) {
 	if d.HasErrors() {
 		return cfg, d
 	}
-	o := overrides.CheckOverrides(cfg, args.talos(cfg))
+	o := overrides.CheckOverrides(cfg, args.talos())
 	d.Errors = append(d.Errors, o.Errors...)
 	d.Warnings = append(d.Warnings, o.Warnings...)
 	return cfg, d
@@ -46,4 +46,4 @@ func Validate(src stacks.Source) (*stacks.Config, *stacks.Diagnostics) {
 
 // TalosArgs are the arguments the platform's cluster component hands to
 // the TalosCluster, for a valid config.
-func TalosArgs(cfg *stacks.Config) *talos.ClusterArgs { return newPlatformArgs(cfg).talos(cfg) }
+func TalosArgs(cfg *stacks.Config) *talos.ClusterArgs { return platformOf(cfg).talos() }

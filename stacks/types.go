@@ -8,6 +8,8 @@
 // tags, and a test keeps the two in sync.
 package stacks
 
+import "strings"
+
 // Platform names the infrastructure a stack runs on.
 type Platform string
 
@@ -17,6 +19,19 @@ const (
 	// PlatformVPS installs Talos on rented servers from their rescue system.
 	PlatformVPS Platform = "vps"
 )
+
+// Platforms are the platforms a stack file may name, in the order the
+// messages list them; program's platform registry has one entry each.
+func Platforms() []Platform { return []Platform{PlatformProxmox, PlatformVPS} }
+
+// platformList is Platforms as a message lists them: `proxmox` or `vps`.
+func platformList() string {
+	var names []string
+	for _, p := range Platforms() {
+		names = append(names, "`"+string(p)+"`")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // Addressing modes for Proxmox VMs.
 const (

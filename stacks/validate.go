@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,12 +33,12 @@ const (
 )
 
 func validate(d *Diagnostics, cfg *Config) {
-	switch cfg.Platform {
-	case PlatformProxmox, PlatformVPS:
-	case "":
-		d.errorf("platform", "is required: set `proxmox` or `vps`")
+	switch {
+	case slices.Contains(Platforms(), cfg.Platform):
+	case cfg.Platform == "":
+		d.errorf("platform", "is required: set %s", platformList())
 	default:
-		d.errorf("platform", "%q is not a platform; use `proxmox` or `vps`", string(cfg.Platform))
+		d.errorf("platform", "%q is not a platform; use %s", string(cfg.Platform), platformList())
 	}
 	validateCluster(d, cfg)
 	validateNodes(d, cfg)

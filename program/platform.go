@@ -1,0 +1,121 @@
+package program
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// platform is one platform of the stack file as the program drives it:
+// its component's Args, built from the stack file once per run, and the
+// component made from them. A new platform is one implementation and one
+// entry in platforms.
+type platform interface {
+	// problems are the component's own problems with its Args. stack is
+	// the stack's name ("" where unknown).
+	problems(stack string) []inputs.Problem
+	// talos are the Args the component hands to the TalosCluster (no
+	// installer image: the Image Factory gives it at run time, and
+	// nothing checked before the run reads it).
+	talos() *talos.ClusterArgs
+	// share hands the Args what the program gives every platform: the
+	// stack's keys for the component's input paths, the etcd backup.
+	share(inputName func(string) string, etcdBackup *talos.EtcdBackupSettings)
+	// remember hands the Args the cluster as the last run left it.
+	remember(last Last)
+	// deploy registers the component and returns its outputs.
+	deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error)
+}
+
+// platforms builds each platform of the stack file from a loaded stack
+// file, by its name there.
+var platforms = map[stacks.Platform]func(cfg *stacks.Config) platform{
+	stacks.PlatformProxmox: func(cfg *stacks.Config) platform { return &proxmoxPlatform{args: ProxmoxArgs(cfg)} },
+	stacks.PlatformVPS:     func(cfg *stacks.Config) platform { return &vpsPlatform{args: VPSArgs(cfg)} },
+}
+
+// platformOf is cfg's platform; noPlatform for one stacks.Load refuses.
+func platformOf(cfg *stacks.Config) platform {
+	if build, ok := platforms[cfg.Platform]; ok {
+		return build(cfg)
+	}
+	return noPlatform{cfg: cfg}
+}
+
+// noPlatform stands for a platform stacks.Load refuses: its problems are
+// Load's, and nothing is deployed.
+type noPlatform struct{ cfg *stacks.Config }
+
+func (noPlatform) problems(string) []inputs.Problem { return nil }
+
+func (n noPlatform) talos() *talos.ClusterArgs {
+	return &talos.ClusterArgs{Cluster: ClusterSettings(n.cfg)}
+}
+
+func (noPlatform) share(func(string) string, *talos.EtcdBackupSettings) {}
+
+func (noPlatform) remember(Last) {}
+
+func (n noPlatform) deploy(*pulumi.Context, *stacks.Config, Options) (pulumi.Map, error) {
+	// Load refuses other platforms; reaching this is a bug.
+	return nil, fmt.Errorf("unable to deploy platform %q: it has no component", n.cfg.Platform)
+}
+
+// proxmoxPlatform is a ProxmoxCluster.
+type proxmoxPlatform struct{ args *proxmox.ClusterArgs }
+
+func (p *proxmoxPlatform) problems(stack string) []inputs.Problem { return p.args.Problems(stack) }
+
+func (p *proxmoxPlatform) talos() *talos.ClusterArgs {
+	d := p.args.WithDefaults()
+	return d.TalosArgs(nil)
+}
+
+func (p *proxmoxPlatform) share(inputName func(string) string, etcdBackup *talos.EtcdBackupSettings) {
+	p.args.InputName, p.args.Cluster.EtcdBackup = inputName, etcdBackup
+}
+
+func (p *proxmoxPlatform) remember(last Last) {
+	p.args.Previous, p.args.PreviousVMs = last.Cluster, last.VMs
+}
+
+func (p *proxmoxPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {
+	if err := ReadProxmoxKey(cfg, p.args); err != nil {
+		return nil, err
+	}
+	c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos, FastStop: true})
+	if err != nil {
+		return nil, err
+	}
+	return c.Outputs(), nil
+}
+
+// vpsPlatform is a VpsCluster.
+type vpsPlatform struct{ args *vps.ClusterArgs }
+
+func (p *vpsPlatform) problems(string) []inputs.Problem { return p.args.Problems() }
+
+func (p *vpsPlatform) talos() *talos.ClusterArgs {
+	d := p.args.WithDefaults()
+	return d.TalosArgs(nil)
+}
+
+func (p *vpsPlatform) share(inputName func(string) string, etcdBackup *talos.EtcdBackupSettings) {
+	p.args.InputName, p.args.Cluster.EtcdBackup = inputName, etcdBackup
+}
+
+func (p *vpsPlatform) remember(last Last) { p.args.Previous = last.Cluster }
+
+func (p *vpsPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {
+	c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
+	if err != nil {
+		return nil, err
+	}
+	return c.Outputs(), nil
+}

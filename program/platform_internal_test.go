@@ -1,0 +1,27 @@
+package program
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// The registry has one entry for each platform a stack file may name, and
+// no other; a platform Load refuses deploys nothing.
+func TestEveryPlatformIsRegisteredOnce(t *testing.T) {
+	t.Parallel()
+	var registered []stacks.Platform
+	for p := range platforms {
+		registered = append(registered, p)
+	}
+	assert.ElementsMatch(t, stacks.Platforms(), registered)
+	for _, p := range stacks.Platforms() {
+		_, none := platformOf(&stacks.Config{Platform: p}).(noPlatform)
+		assert.False(t, none, "%s has a component", p)
+	}
+	_, err := platformOf(&stacks.Config{Platform: "docker"}).deploy(nil, &stacks.Config{}, Options{})
+	require.ErrorContains(t, err, `unable to deploy platform "docker": it has no component`)
+}

@@ -31,6 +31,18 @@ type platform interface {
 	remember(last Last)
 	// deploy registers the component and returns its outputs.
 	deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error)
+	// componentType is the component's type token in the program.
+	componentType() string
+}
+
+// ComponentType is the type token of the component the program makes for
+// the platform p (`make adopt` imports under it), false for none.
+func ComponentType(p stacks.Platform) (string, bool) {
+	build, ok := platforms[p]
+	if !ok {
+		return "", false
+	}
+	return build(&stacks.Config{Platform: p}).componentType(), true
 }
 
 // platforms builds each platform of the stack file from a loaded stack
@@ -62,6 +74,8 @@ func (noPlatform) share(func(string) string, *talos.EtcdBackupSettings) {}
 
 func (noPlatform) remember(Last) {}
 
+func (noPlatform) componentType() string { return "" }
+
 func (n noPlatform) deploy(*pulumi.Context, *stacks.Config, Options) (pulumi.Map, error) {
 	// Load refuses other platforms; reaching this is a bug.
 	return nil, fmt.Errorf("unable to deploy platform %q: it has no component", n.cfg.Platform)
@@ -69,6 +83,8 @@ func (n noPlatform) deploy(*pulumi.Context, *stacks.Config, Options) (pulumi.Map
 
 // proxmoxPlatform is a ProxmoxCluster.
 type proxmoxPlatform struct{ args *proxmox.ClusterArgs }
+
+func (*proxmoxPlatform) componentType() string { return proxmox.ClusterType }
 
 func (p *proxmoxPlatform) problems(stack string) []inputs.Problem { return p.args.Problems(stack) }
 
@@ -98,6 +114,8 @@ func (p *proxmoxPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Opti
 
 // vpsPlatform is a VpsCluster.
 type vpsPlatform struct{ args *vps.ClusterArgs }
+
+func (*vpsPlatform) componentType() string { return vps.ClusterType }
 
 func (p *vpsPlatform) problems(string) []inputs.Problem { return p.args.Problems() }
 

@@ -21,7 +21,12 @@ func TestEveryPlatformIsRegisteredOnce(t *testing.T) {
 	for _, p := range stacks.Platforms() {
 		_, none := platformOf(&stacks.Config{Platform: p}).(noPlatform)
 		assert.False(t, none, "%s has a component", p)
+		typ, ok := ComponentType(p)
+		assert.True(t, ok, "%s", p)
+		assert.Regexp(t, `^talos-cluster:index:[A-Z][a-z]+Cluster$`, typ, "%s", p)
 	}
+	_, ok := ComponentType("docker")
+	assert.False(t, ok)
 	_, err := platformOf(&stacks.Config{Platform: "docker"}).deploy(nil, &stacks.Config{}, Options{})
 	require.ErrorContains(t, err, `unable to deploy platform "docker": it has no component`)
 }

@@ -9,9 +9,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 
-	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -81,13 +80,8 @@ func Plan(cfg *stacks.Config, o PlanOptions) ([]*optimport.ImportResource, error
 // components are the placeholders of the program's two components: the
 // platform's ("platform") and TalosCluster ("cluster") under it.
 func components(cfg *stacks.Config) ([]*optimport.ImportResource, error) {
-	var platformType string
-	switch cfg.Platform {
-	case stacks.PlatformProxmox:
-		platformType = proxmox.ClusterType
-	case stacks.PlatformVPS:
-		platformType = vps.ClusterType
-	default:
+	platformType, ok := program.ComponentType(cfg.Platform)
+	if !ok {
 		return nil, fmt.Errorf("platform %q has no component", cfg.Platform)
 	}
 	name := cfg.Cluster.Name

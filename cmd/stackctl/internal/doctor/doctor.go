@@ -203,10 +203,24 @@ func Run(ctx context.Context, env Env, src stacks.Source, stack string) []Result
 	if env.InClusterSnapshots != nil && cfg.Backup.Schedule != "" {
 		out = append(out, checkInClusterSnapshots(ctx, env, cfg, stack))
 	}
-	if cfg.Platform == stacks.PlatformVPS {
-		return append(out, checkVPS(ctx, env, cfg)...)
+	if check, ok := platformChecks[cfg.Platform]; ok {
+		out = append(out, check(ctx, env, cfg, stack)...)
 	}
-	out = append(out, checkAPI(ctx, env, cfg, stack)...)
+	return out
+}
+
+// platformChecks are each platform's own checks, by its stack-file name.
+var platformChecks = map[stacks.Platform]func(ctx context.Context, env Env, cfg *stacks.Config, stack string) []Result{
+	stacks.PlatformProxmox: checkProxmox,
+	stacks.PlatformVPS: func(ctx context.Context, env Env, cfg *stacks.Config, _ string) []Result {
+		return checkVPS(ctx, env, cfg)
+	},
+}
+
+// checkProxmox checks the Proxmox API, the host's key and SSH, and the
+// way to the VM network.
+func checkProxmox(ctx context.Context, env Env, cfg *stacks.Config, stack string) []Result {
+	out := checkAPI(ctx, env, cfg, stack)
 	if cfg.Proxmox.DNSMasqEnabled() || access.Enabled(cfg) {
 		out = append(out, checkHostKey(ctx, env, cfg, stack))
 	}

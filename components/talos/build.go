@@ -86,7 +86,7 @@ func (b *build) machines() error {
 	// batches. A change reaches one control plane at a time, behind the
 	// hooks' gates, and a failure stops the rollout where it is.
 	var previous []pulumi.Resource
-	for _, batch := range RolloutOrder(args.Nodes, args.Cluster.WorkerParallelism()) {
+	for _, batch := range args.Cluster.Policy().Batches(args.Nodes) {
 		var current []pulumi.Resource
 		for _, n := range batch {
 			apply, err := b.node(n, previous)

@@ -338,11 +338,32 @@ func newApply(ctx *pulumi.Context, resourceName string, args *ClusterArgs, n Nod
 	return apply, nil
 }
 
-// RolloutOrder is the order in which changes reach the nodes: each control
-// plane alone, in the order given, then the workers in batches of
-// workerBatch (at least 1).
-func RolloutOrder(nodes []NodeSpec, workerBatch int) [][]NodeSpec {
-	workerBatch = max(workerBatch, 1)
+// RolloutPolicy is how changes reach the nodes, and how nodes leave:
+// control planes one at a time, in the order given, then workers
+// WorkerParallelism at a time. The applies' batches (upgrades and config
+// changes) and the removals' turns (nodes that leave the stack) both follow
+// it, so a change to the rollout is made here once.
+type RolloutPolicy struct {
+	// WorkerParallelism is how many workers go at once (at least 1).
+	WorkerParallelism int
+}
+
+// Policy is the cluster's rollout policy.
+func (c ClusterSettings) Policy() RolloutPolicy {
+	return RolloutPolicy{WorkerParallelism: c.WorkerParallelism()}
+}
+
+// AtOnce is how many nodes of a role take a change, or leave, at once.
+func (p RolloutPolicy) AtOnce(controlPlane bool) int {
+	if controlPlane {
+		return 1
+	}
+	return max(p.WorkerParallelism, 1)
+}
+
+// Batches are the nodes in the order changes reach them: each control
+// plane alone, in the order given, then the workers AtOnce at a time.
+func (p RolloutPolicy) Batches(nodes []NodeSpec) [][]NodeSpec {
 	var out [][]NodeSpec
 	var workers []NodeSpec
 	for _, n := range nodes {
@@ -353,7 +374,7 @@ func RolloutOrder(nodes []NodeSpec, workerBatch int) [][]NodeSpec {
 		}
 	}
 	for len(workers) > 0 {
-		k := min(workerBatch, len(workers))
+		k := min(p.AtOnce(false), len(workers))
 		out = append(out, workers[:k:k])
 		workers = workers[k:]
 	}

@@ -143,9 +143,16 @@ func TestRolloutOrderBatchesWorkers(t *testing.T) {
 		return out
 	}
 	ns := append(nodes(3, 5), nodes(0, 0)...)
-	assert.Equal(t, [][]string{{"cp-0"}, {"cp-1"}, {"cp-2"}, {"w-0"}, {"w-1"}, {"w-2"}, {"w-3"}, {"w-4"}}, names(talos.RolloutOrder(ns, 0)))
-	assert.Equal(t, [][]string{{"cp-0"}, {"cp-1"}, {"cp-2"}, {"w-0", "w-1"}, {"w-2", "w-3"}, {"w-4"}}, names(talos.RolloutOrder(ns, 2)))
-	assert.Equal(t, [][]string{{"cp-0"}, {"cp-1"}, {"cp-2"}, {"w-0", "w-1", "w-2", "w-3", "w-4"}}, names(talos.RolloutOrder(ns, 9)))
+	assert.Equal(t, [][]string{{"cp-0"}, {"cp-1"}, {"cp-2"}, {"w-0"}, {"w-1"}, {"w-2"}, {"w-3"}, {"w-4"}}, names(talos.RolloutPolicy{WorkerParallelism: 0}.Batches(ns)))
+	assert.Equal(t, [][]string{{"cp-0"}, {"cp-1"}, {"cp-2"}, {"w-0", "w-1"}, {"w-2", "w-3"}, {"w-4"}}, names(talos.RolloutPolicy{WorkerParallelism: 2}.Batches(ns)))
+	assert.Equal(t, [][]string{{"cp-0"}, {"cp-1"}, {"cp-2"}, {"w-0", "w-1", "w-2", "w-3", "w-4"}}, names(talos.RolloutPolicy{WorkerParallelism: 9}.Batches(ns)))
+	// The removals' turns: as many at once as a batch holds.
+	for _, wp := range []int{0, 2, 9} {
+		p := talos.RolloutPolicy{WorkerParallelism: wp}
+		assert.Equal(t, 1, p.AtOnce(true))
+		assert.Equal(t, max(wp, 1), p.AtOnce(false))
+	}
+	assert.Equal(t, talos.RolloutPolicy{WorkerParallelism: 3}, talos.ClusterSettings{Rollout: &talos.RolloutSettings{WorkerParallelism: 3}}.Policy())
 }
 
 func TestClusterGraph(t *testing.T) {

@@ -165,9 +165,10 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		byApply:     map[string]rollout.Node{},
 		credentials: newFuture[talosapi.Credentials](),
 		booted:      map[string]time.Time{}, settled: map[string]error{}, rejoining: map[string]bool{}, departed: map[string]bool{},
-		reboots:     map[string]rollout.Reboot{},
-		configs:     map[string]*future[nodeConfig]{},
-		workerTurns: make(chan struct{}, args.Cluster.WorkerParallelism()), controlPlaneTurn: make(chan struct{}, 1),
+		reboots:          map[string]rollout.Reboot{},
+		configs:          map[string]*future[nodeConfig]{},
+		workerTurns:      make(chan struct{}, args.Cluster.Policy().AtOnce(false)),
+		controlPlaneTurn: make(chan struct{}, args.Cluster.Policy().AtOnce(true)),
 	}
 	d.previous, d.applyPrefix, d.machineChanged = args.Previous, prefix, map[string]bool{}
 	for _, n := range args.Nodes {

@@ -49,8 +49,9 @@ func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 	return d.takeOut(args.URN, n, resetsOnRemoval(args.OldInputs))
 }
 
-// removalTurn waits until n may leave the cluster: at most one control
-// plane and workerParallelism workers leave at once. release ends the turn.
+// removalTurn waits until n may leave the cluster: as many at once as the
+// rollout policy lets a change reach (RolloutPolicy.AtOnce). release ends
+// the turn.
 func (d *dayTwo) removalTurn(n rollout.Node) (release func(), err error) {
 	turns := d.workerTurns
 	if n.Role == rollout.ControlPlane {

@@ -1,6 +1,8 @@
 package program
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,11 +15,7 @@ import (
 // no other; a platform Load refuses deploys nothing.
 func TestEveryPlatformIsRegisteredOnce(t *testing.T) {
 	t.Parallel()
-	var registered []stacks.Platform
-	for p := range platforms {
-		registered = append(registered, p)
-	}
-	assert.ElementsMatch(t, stacks.Platforms(), registered)
+	assert.ElementsMatch(t, stacks.Platforms(), slices.Collect(maps.Keys(platforms)))
 	for _, p := range stacks.Platforms() {
 		_, none := platformOf(&stacks.Config{Platform: p}).(noPlatform)
 		assert.False(t, none, "%s has a component", p)

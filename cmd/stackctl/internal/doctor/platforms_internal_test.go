@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,9 +13,5 @@ import (
 // Every platform a stack file may name has checks of its own.
 func TestEveryPlatformHasChecks(t *testing.T) {
 	t.Parallel()
-	var registered []stacks.Platform
-	for p := range platformChecks {
-		registered = append(registered, p)
-	}
-	assert.ElementsMatch(t, stacks.Platforms(), registered)
+	assert.ElementsMatch(t, stacks.Platforms(), slices.Collect(maps.Keys(platformChecks)))
 }

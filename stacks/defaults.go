@@ -41,7 +41,6 @@ func DefaultVPSNameservers() []string { return vps.DefaultNameservers() }
 // are left empty for the components' defaults, which the Default*
 // constants above name (issue 25).
 func applyDefaults(cfg *Config) {
-	c := &cfg.Cluster
 	keep := &cfg.Backup.Keep
 	setInt(&keep.Last, DefaultBackupKeepLast)
 	if keep.Daily == nil {
@@ -51,28 +50,33 @@ func applyDefaults(cfg *Config) {
 		keep.Weekly = ptr(DefaultBackupKeepWeekly)
 	}
 
-	switch cfg.Platform {
-	case PlatformProxmox:
-		p := &cfg.Proxmox
-		setString(&p.Node, DefaultProxmoxNode)
-		setString(&p.Addressing, AddressingDHCPReservation)
-		setString(&p.Access, AccessDirect)
-		if p.DNSMasq.Enabled == nil {
-			on := p.Addressing == AddressingDHCPReservation
-			p.DNSMasq.Enabled = &on
-		}
-		setInt(&p.SSH.Port, DefaultSSHPort)
-		setString(&p.SSH.User, DefaultSSHUser)
-	case PlatformVPS:
-		if c.Schematic.Extensions == nil {
-			c.Schematic.Extensions = []string{}
-		}
-		// The rescue port is the front-end's too: it looks the host key
-		// up in known_hosts there. The VPS settings and the rescue user
-		// are the VpsCluster's defaults.
-		for _, n := range cfg.Nodes.All() {
-			setInt(&n.Rescue.Port, vps.DefaultRescuePort)
-		}
+	rulesOf(cfg.Platform).defaults(cfg)
+}
+
+// proxmoxDefaults are the Proxmox section's defaults of the file's own.
+func proxmoxDefaults(cfg *Config) {
+	p := &cfg.Proxmox
+	setString(&p.Node, DefaultProxmoxNode)
+	setString(&p.Addressing, AddressingDHCPReservation)
+	setString(&p.Access, AccessDirect)
+	if p.DNSMasq.Enabled == nil {
+		on := p.Addressing == AddressingDHCPReservation
+		p.DNSMasq.Enabled = &on
+	}
+	setInt(&p.SSH.Port, DefaultSSHPort)
+	setString(&p.SSH.User, DefaultSSHUser)
+}
+
+// vpsDefaults are a VPS stack's defaults of the file's own.
+func vpsDefaults(cfg *Config) {
+	if cfg.Cluster.Schematic.Extensions == nil {
+		cfg.Cluster.Schematic.Extensions = []string{}
+	}
+	// The rescue port is the front-end's too: it looks the host key
+	// up in known_hosts there. The VPS settings and the rescue user
+	// are the VpsCluster's defaults.
+	for _, n := range cfg.Nodes.All() {
+		setInt(&n.Rescue.Port, vps.DefaultRescuePort)
 	}
 }
 
@@ -81,18 +85,23 @@ func applyDefaults(cfg *Config) {
 func resolve(cfg *Config) {
 	// Talos's generator takes the Kubernetes version without the v.
 	cfg.Cluster.KubernetesVersion = strings.TrimPrefix(cfg.Cluster.KubernetesVersion, "v")
-	switch cfg.Platform {
-	case PlatformProxmox:
-		setString(&cfg.Proxmox.SSH.Host, cfg.Proxmox.EndpointHost())
-		normalizeMACs(cfg)
-		for _, n := range cfg.Nodes.All() {
-			setString(&n.ProxmoxNode, cfg.Proxmox.Node)
-		}
-	case PlatformVPS:
-		for _, n := range cfg.Nodes.All() {
-			setString(&n.InstallDisk, cfg.Cluster.InstallDisk)
-			setString(&n.Rescue.Host, n.IP)
-		}
+	rulesOf(cfg.Platform).resolve(cfg)
+}
+
+// proxmoxResolve fills the Proxmox keys that copy others.
+func proxmoxResolve(cfg *Config) {
+	setString(&cfg.Proxmox.SSH.Host, cfg.Proxmox.EndpointHost())
+	normalizeMACs(cfg)
+	for _, n := range cfg.Nodes.All() {
+		setString(&n.ProxmoxNode, cfg.Proxmox.Node)
+	}
+}
+
+// vpsResolve fills the VPS keys that copy others.
+func vpsResolve(cfg *Config) {
+	for _, n := range cfg.Nodes.All() {
+		setString(&n.InstallDisk, cfg.Cluster.InstallDisk)
+		setString(&n.Rescue.Host, n.IP)
 	}
 }
 

@@ -53,16 +53,21 @@ func rejectExplicitZero(d *Diagnostics, path, want, def string) bool {
 // its bounds in validateVMSize, a VM id in validateProxmoxNode.
 func validateExplicitZeros(d *Diagnostics, cfg *Config) {
 	rejectExplicitZero(d, "backup.keep.last", "1 or more", itoa(DefaultBackupKeepLast))
-	switch cfg.Platform {
-	case PlatformProxmox:
-		rejectExplicitZero(d, "cluster.network.prefixLength", rangeText(minNodePrefix, maxProxmoxPrefix), itoa(DefaultProxmoxPrefix))
-		rejectExplicitZero(d, "proxmox.ssh.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
-	case PlatformVPS:
-		rejectExplicitZero(d, "cluster.network.prefixLength", rangeText(minNodePrefix, 32), itoa(DefaultVPSPrefix))
-		for _, ref := range cfg.Nodes.Refs() {
-			rejectExplicitZero(d, ref.Path+".prefixLength", rangeText(minNodePrefix, 32), "cluster.network.prefixLength")
-			rejectExplicitZero(d, ref.Path+".rescue.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
-		}
+	rulesOf(cfg.Platform).explicitZeros(d, cfg)
+}
+
+// proxmoxExplicitZeros are validateExplicitZeros's Proxmox keys.
+func proxmoxExplicitZeros(d *Diagnostics, _ *Config) {
+	rejectExplicitZero(d, "cluster.network.prefixLength", rangeText(minNodePrefix, maxProxmoxPrefix), itoa(DefaultProxmoxPrefix))
+	rejectExplicitZero(d, "proxmox.ssh.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
+}
+
+// vpsExplicitZeros are validateExplicitZeros's VPS keys.
+func vpsExplicitZeros(d *Diagnostics, cfg *Config) {
+	rejectExplicitZero(d, "cluster.network.prefixLength", rangeText(minNodePrefix, 32), itoa(DefaultVPSPrefix))
+	for _, ref := range cfg.Nodes.Refs() {
+		rejectExplicitZero(d, ref.Path+".prefixLength", rangeText(minNodePrefix, 32), "cluster.network.prefixLength")
+		rejectExplicitZero(d, ref.Path+".rescue.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
 	}
 }
 

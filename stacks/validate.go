@@ -43,21 +43,7 @@ func validate(d *Diagnostics, cfg *Config) {
 	validateCluster(d, cfg)
 	validateNodes(d, cfg)
 	validateAddresses(d, cfg)
-	switch cfg.Platform {
-	case PlatformProxmox:
-		validateProxmox(d, cfg)
-		if !reflect.ValueOf(cfg.VPS).IsZero() {
-			d.errorf("vps", "is only valid for platform vps (this stack's platform is proxmox)")
-		}
-	case PlatformVPS:
-		validateVPS(d, cfg)
-		if !reflect.ValueOf(cfg.Proxmox).IsZero() || d.zeroUnder("proxmox") {
-			d.errorf("proxmox", "is only valid for platform proxmox (this stack's platform is vps)")
-		}
-		if cfg.Storage.ProxmoxCSI.Enabled() {
-			d.errorf("storage.proxmoxCsi", "is only valid for platform proxmox (this stack's platform is vps): the plugin makes disks of Proxmox VMs")
-		}
-	}
+	rulesOf(cfg.Platform).validate(d, cfg)
 	validateBackup(d, cfg)
 	validateExplicitZeros(d, cfg)
 }
@@ -154,28 +140,55 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 	}
 
 	macs := map[string]string{}
+	validateNode := rulesOf(cfg.Platform).validateNode
 	for _, ref := range cfg.Nodes.Refs() {
 		p := ref.Path
 		// A node's name and IP (required, IPv4, unique, where it sits in
 		// the network) are the components' rules (program.Validate).
 		validatePatches(d, p+".patches", ref.Patches)
 
-		switch cfg.Platform {
-		case PlatformProxmox:
-			validateProxmoxNode(d, ref, macs)
-			rejectSet(d, p, "vps", map[string]bool{
-				"gateway": ref.Gateway != "", "prefixLength": d.given(p+".prefixLength", ref.PrefixLength != 0),
-				"installDisk": ref.InstallDisk != "", "rescue": !reflect.ValueOf(ref.Rescue).IsZero() || d.zeroUnder(p+".rescue"),
-			})
-		case PlatformVPS:
-			validateVPSNode(d, ref)
-			rejectSet(d, p, "proxmox", map[string]bool{
-				"vmId": d.given(p+".vmId", ref.VMID != 0), "mac": ref.MAC != "", "cores": d.given(p+".cores", ref.Cores != 0),
-				"memory": d.given(p+".memory", ref.Memory != 0), "diskSize": d.given(p+".diskSize", ref.DiskSize != 0),
-				"dataDiskSize": d.given(p+".dataDiskSize", ref.DataDiskSize != 0), "proxmoxNode": ref.ProxmoxNode != "",
-			})
-		}
+		validateNode(d, ref, macs)
 	}
+}
+
+// validateProxmoxStack checks the Proxmox section and refuses the VPS one.
+func validateProxmoxStack(d *Diagnostics, cfg *Config) {
+	validateProxmox(d, cfg)
+	if !reflect.ValueOf(cfg.VPS).IsZero() {
+		d.errorf("vps", "is only valid for platform vps (this stack's platform is proxmox)")
+	}
+}
+
+// validateVPSStack checks the VPS section and refuses the Proxmox ones.
+func validateVPSStack(d *Diagnostics, cfg *Config) {
+	validateVPS(d, cfg)
+	if !reflect.ValueOf(cfg.Proxmox).IsZero() || d.zeroUnder("proxmox") {
+		d.errorf("proxmox", "is only valid for platform proxmox (this stack's platform is vps)")
+	}
+	if cfg.Storage.ProxmoxCSI.Enabled() {
+		d.errorf("storage.proxmoxCsi", "is only valid for platform proxmox (this stack's platform is vps): the plugin makes disks of Proxmox VMs")
+	}
+}
+
+// validateProxmoxStackNode checks a Proxmox node and refuses a VPS node's keys.
+func validateProxmoxStackNode(d *Diagnostics, ref NodeRef, macs map[string]string) {
+	p := ref.Path
+	validateProxmoxNode(d, ref, macs)
+	rejectSet(d, p, "vps", map[string]bool{
+		"gateway": ref.Gateway != "", "prefixLength": d.given(p+".prefixLength", ref.PrefixLength != 0),
+		"installDisk": ref.InstallDisk != "", "rescue": !reflect.ValueOf(ref.Rescue).IsZero() || d.zeroUnder(p+".rescue"),
+	})
+}
+
+// validateVPSStackNode checks a VPS node and refuses a Proxmox node's keys.
+func validateVPSStackNode(d *Diagnostics, ref NodeRef, _ map[string]string) {
+	p := ref.Path
+	validateVPSNode(d, ref)
+	rejectSet(d, p, "proxmox", map[string]bool{
+		"vmId": d.given(p+".vmId", ref.VMID != 0), "mac": ref.MAC != "", "cores": d.given(p+".cores", ref.Cores != 0),
+		"memory": d.given(p+".memory", ref.Memory != 0), "diskSize": d.given(p+".diskSize", ref.DiskSize != 0),
+		"dataDiskSize": d.given(p+".dataDiskSize", ref.DataDiskSize != 0), "proxmoxNode": ref.ProxmoxNode != "",
+	})
 }
 
 // rejectSet reports keys given for the other platform, in a stable order.

@@ -42,19 +42,24 @@ const localForwardHint = "; if it is the local end of an SSH port forward (ssh -
 // hosts, which may be the local end of a port forward the file declares.
 func validateAddresses(d *Diagnostics, cfg *Config) {
 	checkHost(d, "cluster.endpoint", cfg.Cluster.Endpoint, false)
-	switch cfg.Platform {
-	case PlatformProxmox:
-		px := &cfg.Proxmox
-		if u, err := url.Parse(px.Endpoint); err == nil && u.Host != "" {
-			checkHost(d, "proxmox.endpoint", u.Hostname(), px.LocalForward)
-		}
-		checkHost(d, "proxmox.ssh.host", px.SSH.Host, px.LocalForward)
-	case PlatformVPS:
-		for _, ref := range cfg.Nodes.Refs() {
-			checkHost(d, ref.Path+".rescue.host", ref.Rescue.Host, false)
-		}
-		checkImageURLHost(d, cfg.VPS.ImageURL)
+	rulesOf(cfg.Platform).addresses(d, cfg)
+}
+
+// proxmoxAddresses checks the Proxmox API and SSH hosts.
+func proxmoxAddresses(d *Diagnostics, cfg *Config) {
+	px := &cfg.Proxmox
+	if u, err := url.Parse(px.Endpoint); err == nil && u.Host != "" {
+		checkHost(d, "proxmox.endpoint", u.Hostname(), px.LocalForward)
 	}
+	checkHost(d, "proxmox.ssh.host", px.SSH.Host, px.LocalForward)
+}
+
+// vpsAddresses checks the rescue hosts and the image URL's host.
+func vpsAddresses(d *Diagnostics, cfg *Config) {
+	for _, ref := range cfg.Nodes.Refs() {
+		checkHost(d, ref.Path+".rescue.host", ref.Rescue.Host, false)
+	}
+	checkImageURLHost(d, cfg.VPS.ImageURL)
 }
 
 // checkHost refuses a special address or name in a host field (host name or

@@ -31,31 +31,32 @@ type platform interface {
 	remember(last Last)
 	// deploy registers the component and returns its outputs.
 	deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error)
-	// componentType is the component's type token in the program.
-	componentType() string
 }
 
 // ComponentType is the type token of the component the program makes for
 // the platform p (`make adopt` imports under it), false for none.
 func ComponentType(p stacks.Platform) (string, bool) {
-	build, ok := platforms[p]
-	if !ok {
-		return "", false
-	}
-	return build(&stacks.Config{Platform: p}).componentType(), true
+	r, ok := platforms[p]
+	return r.componentType, ok
 }
 
-// platforms builds each platform of the stack file from a loaded stack
-// file, by its name there.
-var platforms = map[stacks.Platform]func(cfg *stacks.Config) platform{
-	stacks.PlatformProxmox: func(cfg *stacks.Config) platform { return &proxmoxPlatform{args: ProxmoxArgs(cfg)} },
-	stacks.PlatformVPS:     func(cfg *stacks.Config) platform { return &vpsPlatform{args: VPSArgs(cfg)} },
+// registration is one platform of the registry: its component's type
+// token in the program, and the platform built from a loaded stack file.
+type registration struct {
+	componentType string
+	build         func(cfg *stacks.Config) platform
+}
+
+// platforms are the stack file's platforms by their name there.
+var platforms = map[stacks.Platform]registration{
+	stacks.PlatformProxmox: {proxmox.ClusterType, func(cfg *stacks.Config) platform { return &proxmoxPlatform{args: ProxmoxArgs(cfg)} }},
+	stacks.PlatformVPS:     {vps.ClusterType, func(cfg *stacks.Config) platform { return &vpsPlatform{args: VPSArgs(cfg)} }},
 }
 
 // platformOf is cfg's platform; noPlatform for one stacks.Load refuses.
 func platformOf(cfg *stacks.Config) platform {
-	if build, ok := platforms[cfg.Platform]; ok {
-		return build(cfg)
+	if r, ok := platforms[cfg.Platform]; ok {
+		return r.build(cfg)
 	}
 	return noPlatform{cfg: cfg}
 }
@@ -74,8 +75,6 @@ func (noPlatform) share(func(string) string, *talos.EtcdBackupSettings) {}
 
 func (noPlatform) remember(Last) {}
 
-func (noPlatform) componentType() string { return "" }
-
 func (n noPlatform) deploy(*pulumi.Context, *stacks.Config, Options) (pulumi.Map, error) {
 	// Load refuses other platforms; reaching this is a bug.
 	return nil, fmt.Errorf("unable to deploy platform %q: it has no component", n.cfg.Platform)
@@ -83,8 +82,6 @@ func (n noPlatform) deploy(*pulumi.Context, *stacks.Config, Options) (pulumi.Map
 
 // proxmoxPlatform is a ProxmoxCluster.
 type proxmoxPlatform struct{ args *proxmox.ClusterArgs }
-
-func (*proxmoxPlatform) componentType() string { return proxmox.ClusterType }
 
 func (p *proxmoxPlatform) problems(stack string) []inputs.Problem { return p.args.Problems(stack) }
 
@@ -114,8 +111,6 @@ func (p *proxmoxPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Opti
 
 // vpsPlatform is a VpsCluster.
 type vpsPlatform struct{ args *vps.ClusterArgs }
-
-func (*vpsPlatform) componentType() string { return vps.ClusterType }
 
 func (p *vpsPlatform) problems(string) []inputs.Problem { return p.args.Problems() }
 

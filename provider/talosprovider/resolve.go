@@ -20,8 +20,9 @@ import (
 // resolution is what resolveInputs found in a component's inputs.
 type resolution struct {
 	// dependencies are the resources the plain inputs came from (another
-	// resource's outputs): the component depends on them, so that they are
-	// made before its children and deleted after them.
+	// resource's outputs), repeated as often as they are used: the component
+	// depends on them (resolving adds each once), so that they are made
+	// before its children and deleted after them.
 	dependencies []resource.URN
 	// unknown are the paths of the package's inputs not known yet: a
 	// preview of an up that makes or replaces the resource they come from.
@@ -64,8 +65,8 @@ type fieldMode struct{ input, secret bool }
 func (r *resolver) object(path string, m property.Map, t reflect.Type) property.Map {
 	out := m.AsMap()
 	for _, f := range reflect.VisibleFields(t) {
-		name, _, _ := strings.Cut(f.Tag.Get("pulumi"), ",")
-		if name == "" || name == "-" || !f.IsExported() {
+		name, ok := inputName(f)
+		if !ok {
 			continue
 		}
 		v, ok := m.GetOk(name)
@@ -86,11 +87,7 @@ func (r *resolver) value(path string, v property.Value, t reflect.Type, mode fie
 		// A pulumi input: the SDK keeps its secret and dependencies.
 		return v
 	}
-	for _, dep := range v.Dependencies() {
-		if !slices.Contains(r.res.dependencies, dep) {
-			r.res.dependencies = append(r.res.dependencies, dep)
-		}
-	}
+	r.res.dependencies = append(r.res.dependencies, v.Dependencies()...)
 	v = v.WithDependencies(nil)
 	if v.Secret() {
 		switch {

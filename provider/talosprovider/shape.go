@@ -177,8 +177,8 @@ func (w *walker) object(props any, goType reflect.Type, inherited []pathDefault)
 		}
 	}
 	for _, f := range reflect.VisibleFields(goType) {
-		name, _, _ := strings.Cut(f.Tag.Get("pulumi"), ",")
-		if name == "" || name == "-" || !f.IsExported() {
+		name, ok := inputName(f)
+		if !ok {
 			continue
 		}
 		prop, _ := m[name].(map[string]any)
@@ -319,6 +319,13 @@ func deepCopy(v any, out any) error {
 		return err
 	}
 	return json.Unmarshal(b, out)
+}
+
+// inputName is the input's name of a field of a component's Go arguments
+// (its `pulumi` tag), false for a field that is no input (Go only).
+func inputName(f reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(f.Tag.Get("pulumi"), ",")
+	return name, name != "" && name != "-" && f.IsExported()
 }
 
 // isInput tells whether t is a pulumi input or output (a value the

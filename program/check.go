@@ -28,6 +28,7 @@ var delegated = []string{
 	"cluster.name", "cluster.vip", "cluster.schematic", "cluster.rollout.workerParallelism", "cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
 	"backup.schedule", "cluster.dataVolume.name", "cluster.dataVolume.layout", "storage.proxmoxCsi",
 	"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
+	"local.network", "local.image", "local.kubernetesPort", "local.talosPort", "cluster.network",
 	// Keys of every node ("nodes[]." stands for nodes.<group>[<i>].).
 	"nodes[].name", "nodes[].ip", "nodes[].gateway", "nodes[].prefixLength", "nodes[].rescue.host", "nodes[].rescue.port", "nodes[].rescue.user",
 	"nodes[].vmId", "nodes[].cores", "nodes[].memory", "nodes[].diskSize", "nodes[].dataDiskSize",

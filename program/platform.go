@@ -5,6 +5,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -51,6 +52,7 @@ type registration struct {
 var platforms = map[stacks.Platform]registration{
 	stacks.PlatformProxmox: {proxmox.ClusterType, func(cfg *stacks.Config) platform { return &proxmoxPlatform{args: ProxmoxArgs(cfg)} }},
 	stacks.PlatformVPS:     {vps.ClusterType, func(cfg *stacks.Config) platform { return &vpsPlatform{args: VPSArgs(cfg)} }},
+	stacks.PlatformLocal:   {docker.ClusterType, func(cfg *stacks.Config) platform { return &localPlatform{args: LocalArgs(cfg)} }},
 }
 
 // platformOf is cfg's platform; noPlatform for one stacks.Load refuses.
@@ -127,6 +129,30 @@ func (p *vpsPlatform) remember(last Last) { p.args.Previous = last.Cluster }
 
 func (p *vpsPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {
 	c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
+	if err != nil {
+		return nil, err
+	}
+	return c.Outputs(), nil
+}
+
+// localPlatform is a DockerCluster.
+type localPlatform struct{ args *docker.ClusterArgs }
+
+func (p *localPlatform) problems(string) []inputs.Problem { return p.args.Problems() }
+
+func (p *localPlatform) talos() *talos.ClusterArgs {
+	d := p.args.WithDefaults()
+	return d.TalosArgs()
+}
+
+func (p *localPlatform) share(inputName func(string) string, etcdBackup *talos.EtcdBackupSettings) {
+	p.args.InputName, p.args.Cluster.EtcdBackup = inputName, etcdBackup
+}
+
+func (p *localPlatform) remember(last Last) { p.args.Previous = last.Cluster }
+
+func (p *localPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {
+	c, err := docker.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, docker.Deps{Talos: o.Talos})
 	if err != nil {
 		return nil, err
 	}

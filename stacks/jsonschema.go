@@ -57,7 +57,11 @@ func fieldSchema(sf reflect.StructField) map[string]any {
 		}
 	}
 	if sf.Type == reflect.TypeFor[Platform]() {
-		s["enum"] = []string{string(PlatformProxmox), string(PlatformVPS)}
+		var names []string
+		for _, p := range Platforms() {
+			names = append(names, string(p))
+		}
+		s["enum"] = names
 	}
 	s["description"] = desc
 	return s

@@ -30,6 +30,10 @@ var byPlatform = map[Platform]platformRules{
 		defaults: vpsDefaults, resolve: vpsResolve, explicitZeros: vpsExplicitZeros,
 		addresses: vpsAddresses, validate: validateVPSStack, validateNode: validateVPSStackNode,
 	},
+	PlatformLocal: {
+		defaults: localDefaults, resolve: func(*Config) {}, explicitZeros: localExplicitZeros,
+		addresses: func(*Diagnostics, *Config) {}, validate: validateLocalStack, validateNode: validateLocalStackNode,
+	},
 }
 
 // rulesOf are p's rules; for a platform the file does not know (refused by

@@ -87,6 +87,7 @@ func TestDefaultTagsMatchTheLoader(t *testing.T) {
 	for platform, src := range map[stacks.Platform]stacks.Source{
 		stacks.PlatformProxmox: proxmoxSource(minimalProxmox()),
 		stacks.PlatformVPS:     vpsSource(minimalVPS()),
+		stacks.PlatformLocal:   localSource(localKeys()),
 	} {
 		cfg, d := stacks.Load(src)
 		require.NoError(t, d.Err(), platform)
@@ -100,6 +101,9 @@ func TestDefaultTagsMatchTheLoader(t *testing.T) {
 		platform := stacks.PlatformProxmox
 		if strings.HasPrefix(f.Doc, "vps:") || strings.HasPrefix(f.Path, "vps.") || strings.Contains(f.Path, ".rescue.") {
 			platform = stacks.PlatformVPS
+		}
+		if strings.HasPrefix(f.Path, "local.") {
+			platform = stacks.PlatformLocal
 		}
 		got, ok := lookup(reflect.ValueOf(minimal[platform]).Elem(), f.Path)
 		if fromComponent, left := componentDefaults(minimal[platform])[f.Path]; left {
@@ -129,6 +133,13 @@ func componentDefaults(cfg *stacks.Config) map[string]string {
 		"cluster.installDisk":               talosArgs.Nodes[0].InstallDisk,
 		"cluster.dataVolume.name":           c.DataVolume.Name,
 		"cluster.dataVolume.layout":         c.DataVolume.Layout,
+	}
+	if cfg.Platform == stacks.PlatformLocal {
+		a := program.LocalArgs(cfg).WithDefaults()
+		out["local.kubernetesPort"] = fmt.Sprint(a.Docker.KubernetesPort)
+		out["local.talosPort"] = fmt.Sprint(a.Docker.TalosPort)
+		out["local.privileged"] = fmt.Sprint(*a.Docker.Privileged)
+		return out
 	}
 	if cfg.Platform == stacks.PlatformVPS {
 		a := program.VPSArgs(cfg).WithDefaults()

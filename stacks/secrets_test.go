@@ -670,7 +670,7 @@ func TestPlainKeySetAsSecretIsNotEchoed(t *testing.T) {
 	k["platform"] = "S3cr3t-platform"
 	d := loadOf(k.source("proxmox", "platform"))
 	assertNoLeak(t, d, "S3cr3t-platform")
-	assert.Equal(t, []string{`"[secret]" is not a platform; use ` + "`proxmox` or `vps`"}, errorsAt(d, "platform"))
+	assert.Equal(t, []string{`"[secret]" is not a platform; use ` + "`proxmox`, `vps` or `local`"}, errorsAt(d, "platform"))
 }
 
 // captureStack runs CaptureSource as the program starts: the engine hands

@@ -18,11 +18,14 @@ const (
 	PlatformProxmox Platform = "proxmox"
 	// PlatformVPS installs Talos on rented servers from their rescue system.
 	PlatformVPS Platform = "vps"
+	// PlatformLocal runs Talos in Docker containers on the operator's
+	// machine.
+	PlatformLocal Platform = "local"
 )
 
 // Platforms are the platforms a stack file may name, in the order the
 // messages list them; program's platform registry has one entry each.
-func Platforms() []Platform { return []Platform{PlatformProxmox, PlatformVPS} }
+func Platforms() []Platform { return []Platform{PlatformProxmox, PlatformVPS, PlatformLocal} }
 
 // platformList is Platforms as a message lists them: `proxmox` or `vps`.
 func platformList() string {
@@ -50,11 +53,12 @@ const Namespace = "talos-cluster"
 // Config is the whole stack configuration. Each field is one top-level key in
 // the project's config namespace (`talos-cluster:<key>`).
 type Config struct {
-	Platform Platform      `json:"platform" doc:"Where the cluster runs: 'proxmox' (VMs on Proxmox VE) or 'vps' (rented servers installed from rescue mode)." required:"true"`
+	Platform Platform      `json:"platform" doc:"Where the cluster runs: 'proxmox' (VMs on Proxmox VE), 'vps' (rented servers installed from rescue mode) or 'local' (Docker containers on this machine, docs/local.md)." required:"true"`
 	Cluster  ClusterConfig `json:"cluster" doc:"The Talos/Kubernetes cluster, shared by both platforms."`
 	Nodes    NodesConfig   `json:"nodes" doc:"The machines of the cluster."`
 	Proxmox  ProxmoxConfig `json:"proxmox" doc:"The Proxmox VE host(s); only for platform 'proxmox'."`
 	VPS      VPSConfig     `json:"vps" doc:"Settings of the rescue-mode install; only for platform 'vps'."`
+	Local    LocalConfig   `json:"local" doc:"The Docker containers of the nodes; only for platform 'local'."`
 	Backup   BackupConfig  `json:"backup" doc:"Encrypted backups of etcd, the stack's state and this file (docs/backup.md); none when left out."`
 	Storage  StorageConfig `json:"storage" doc:"Storage for the workloads besides the workers' data disks (docs/storage.md)."`
 }
@@ -116,9 +120,9 @@ type SchematicConfig struct {
 
 // NetworkConfig is the node network.
 type NetworkConfig struct {
-	Gateway      string   `json:"gateway" doc:"IPv4 default gateway of the nodes (a VPS node may override it)." required:"true"`
-	PrefixLength int      `json:"prefixLength" doc:"Prefix length of the node network (a VPS node may override it)." default:"proxmox: 24; vps: 32"`
-	Nameservers  []string `json:"nameservers" doc:"DNS servers of the nodes." default:"proxmox: the gateway; vps: 1.1.1.1, 9.9.9.9"`
+	Gateway      string   `json:"gateway" doc:"IPv4 default gateway of the nodes (a VPS node may override it); on platform local, the Docker network's gateway, this machine's address on it (default 10.5.0.1 when prefixLength is left out too)." required:"true"`
+	PrefixLength int      `json:"prefixLength" doc:"Prefix length of the node network (a VPS node may override it)." default:"proxmox: 24; vps: 32; local: 24"`
+	Nameservers  []string `json:"nameservers" doc:"DNS servers of the nodes." default:"proxmox: the gateway; vps and local: 1.1.1.1, 9.9.9.9"`
 }
 
 // CiliumConfig pins the Cilium chart and adds values.
@@ -244,6 +248,15 @@ const (
 	// maintenance mode (the Talos install on disk stays).
 	OnDestroyReset = "reset"
 )
+
+// LocalConfig holds the settings of a cluster in Docker containers.
+type LocalConfig struct {
+	Network        string `json:"network" doc:"The Docker network the program makes for the nodes, on the node network (cluster.network); default: the cluster's name."`
+	Image          string `json:"image" doc:"The Talos container image; default: 'ghcr.io/siderolabs/talos:<cluster.talosVersion>'. A new one (or a new talosVersion) replaces the containers one at a time in the rollout's order, their volumes kept."`
+	KubernetesPort int    `json:"kubernetesPort" doc:"Port on 127.0.0.1 that reaches the first control plane's Kubernetes API." default:"6443"`
+	TalosPort      int    `json:"talosPort" doc:"Port on 127.0.0.1 that reaches the first control plane's Talos API." default:"50000"`
+	Privileged     *bool  `json:"privileged" doc:"Run the containers privileged, as Talos needs. Off only for a stand-in image that needs no privileges (the project's tests)." default:"true"`
+}
 
 // VPSConfig holds VPS-wide settings.
 type VPSConfig struct {

@@ -82,6 +82,20 @@ func vpsKeys() keys {
 	}
 }
 
+// localKeys are a local stack: every key of its own left to defaults.
+func localKeys() keys {
+	return keys{
+		"platform": "local",
+		"cluster":  obj{"name": "local", "talosVersion": "v1.13.9"},
+		"nodes": obj{
+			"controlPlanes": []any{obj{"name": "cp1", "ip": "10.5.0.2"}},
+			"workers":       []any{obj{"name": "w1", "ip": "10.5.0.3"}},
+		},
+	}
+}
+
+func localSource(k keys) stacks.Source { return k.source("nodes") }
+
 func proxmoxSource(k keys) stacks.Source { return k.source("proxmox") }
 func vpsSource(k keys) stacks.Source     { return k.source("nodes") }
 

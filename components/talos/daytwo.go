@@ -136,6 +136,9 @@ type dayTwo struct {
 	// rejoining are the nodes whose new machine's apply is being created
 	// (see rejoin).
 	rejoining map[string]bool
+	// restarting are the nodes whose machine restarts with its state
+	// kept (see Leaver.Restart).
+	restarting map[string]bool
 	// departed are the nodes the roster took out of the cluster in this
 	// run (see depart).
 	departed map[string]bool
@@ -164,7 +167,7 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		talos: args.Cluster.TalosVersion, kubernetes: args.Cluster.KubernetesVersion,
 		byApply:     map[string]rollout.Node{},
 		credentials: newFuture[talosapi.Credentials](),
-		booted:      map[string]time.Time{}, settled: map[string]error{}, rejoining: map[string]bool{}, departed: map[string]bool{},
+		booted:      map[string]time.Time{}, settled: map[string]error{}, rejoining: map[string]bool{}, restarting: map[string]bool{}, departed: map[string]bool{},
 		reboots:          map[string]rollout.Reboot{},
 		configs:          map[string]*future[nodeConfig]{},
 		workerTurns:      make(chan struct{}, args.Cluster.Policy().AtOnce(false)),

@@ -33,13 +33,101 @@ const leaverWait = time.Minute
 // explicit `--replace`: the old member is cleaned up before the new
 // machine joins instead).
 func (l *Leaver) Leave(node string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), leaverWait)
-	d, err := l.day2.get(ctx)
-	cancel()
+	d, err := l.cluster("take node " + node + " out of the cluster before its machine goes")
 	if err != nil {
-		return fmt.Errorf("unable to take node %s out of the cluster before its machine goes: the cluster was not built in this run: %w", node, err)
+		return err
 	}
 	return d.leaveBeforeReplacement(node)
+}
+
+// Restart gates a node whose machine the platform replaces with its state
+// kept, which comes back as the same member (a container on a new image,
+// its volumes kept): before the old machine stops, every node restarted or
+// updated before it in this run came back healthy, and etcd keeps its
+// quorum while the node is away. It does nothing for a node that leaves
+// the stack, one the last run did not have, or in a whole-stack destroy.
+func (l *Leaver) Restart(node string) error {
+	d, err := l.cluster("restart node " + node)
+	if err != nil {
+		return err
+	}
+	return d.beforeRestart(node)
+}
+
+// Restarted waits, after the new machine of a node Restart let go is
+// created, until the node is back and healthy (for a control plane: its
+// etcd member with the others), and records it as a config apply's wait
+// does: the rollout does not go on past a node that did not come back.
+func (l *Leaver) Restarted(node string) error {
+	d, err := l.cluster("wait for node " + node)
+	if err != nil {
+		return err
+	}
+	return d.afterRestart(node)
+}
+
+// cluster is the cluster built in this run, once NewCluster set it.
+func (l *Leaver) cluster(doing string) (*dayTwo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaverWait)
+	defer cancel()
+	d, err := l.day2.get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("unable to %s: the cluster was not built in this run: %w", doing, err)
+	}
+	return d, nil
+}
+
+// beforeRestart is Restart, in this run.
+func (d *dayTwo) beforeRestart(name string) error {
+	if d.deps.Destroy || !d.has(name) {
+		return nil
+	}
+	n, err := d.node(d.applyPrefix + name)
+	if err != nil || !d.hadBefore(n) {
+		return err
+	}
+	if err := d.earlierSettled(n); err != nil {
+		return err
+	}
+	ctx, cancel := d.hookContext()
+	defer cancel()
+	ops, err := d.ops(ctx, "")
+	if err != nil {
+		return err
+	}
+	if err := ops.Gate(ctx, n); err != nil {
+		return err
+	}
+	booted := ops.BootTime(ctx, n)
+	_ = d.ctx.Log.Info(fmt.Sprintf("%s restarts on its new machine, its state kept", n), nil)
+	d.mu.Lock()
+	d.booted[n.Name], d.restarting[n.Name] = booted, true
+	d.mu.Unlock()
+	return nil
+}
+
+// afterRestart is Restarted, in this run.
+func (d *dayTwo) afterRestart(name string) error {
+	d.mu.Lock()
+	restarting, booted := d.restarting[name], d.booted[name]
+	d.mu.Unlock()
+	if !restarting {
+		return nil
+	}
+	n, err := d.node(d.applyPrefix + name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := d.hookContext()
+	defer cancel()
+	ops, err := d.ops(ctx, "")
+	if err == nil {
+		err = ops.SettleAfter(ctx, n, booted, d.kubernetes, rollout.RebootNeeded)
+	}
+	d.mu.Lock()
+	d.settled[n.Name] = err
+	d.mu.Unlock()
+	return err
 }
 
 // leaveBeforeReplacement is Leave, in this run.

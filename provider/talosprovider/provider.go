@@ -15,6 +15,7 @@ import (
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
@@ -132,6 +133,7 @@ const (
 	talosToken   = Name + ":index:TalosCluster"
 	proxmoxToken = Name + ":index:ProxmoxCluster"
 	vpsToken     = Name + ":index:VpsCluster"
+	dockerToken  = Name + ":index:DockerCluster"
 )
 
 // resourceDocs names, per component token, the Go types whose doc comments
@@ -140,6 +142,7 @@ var resourceDocs = map[string]struct{ inputs, outputs string }{
 	talosToken:   {"talos.ClusterArgs", "talos.Cluster"},
 	proxmoxToken: {"proxmox.ClusterArgs", "proxmox.Cluster"},
 	vpsToken:     {"vps.ClusterArgs", "vps.Cluster"},
+	dockerToken:  {"docker.ClusterArgs", "docker.Cluster"},
 }
 
 // Options are the components' seams (their zero values are the real
@@ -147,6 +150,7 @@ var resourceDocs = map[string]struct{ inputs, outputs string }{
 type Options struct {
 	Proxmox proxmox.Deps
 	VPS     vps.Deps
+	Docker  docker.Deps
 	// Talos are the TalosCluster's seams, for a TalosCluster and inside
 	// the platform components when their own Talos seams are zero.
 	Talos talos.Deps
@@ -204,6 +208,23 @@ func (c *VpsCluster) Annotate(a infer.Annotator) {
 		"configured with a host firewall, and joined into a TalosCluster. Servers are never deleted.")
 }
 
+// DockerCluster serves docker.NewClusterWithDeps.
+type DockerCluster struct{ deps docker.Deps }
+
+// Construct builds the component from the caller's inputs.
+func (c *DockerCluster) Construct(ctx *pulumi.Context, name, _ string, args docker.ClusterArgs, opts pulumi.ResourceOption) (*docker.Cluster, error) {
+	args.Cluster.SecretPatches = resolvedIn(ctx).secretPatches
+	return docker.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
+}
+
+// Annotate sets the token and the description.
+func (c *DockerCluster) Annotate(a infer.Annotator) {
+	a.SetToken("index", "DockerCluster")
+	a.Describe(c, "A Talos Linux Kubernetes cluster in Docker containers on this machine, as `talosctl cluster create` "+
+		"makes it: a Docker network, per node its state volumes and a privileged container of the Talos image, "+
+		"and a TalosCluster on top. A new image replaces the containers one at a time, their volumes kept.")
+}
+
 // languages are the SDKs' settings: infer's defaults (each SDK's version is
 // the schema's) with the package names.
 func languages() map[string]any {
@@ -243,12 +264,15 @@ func NewWith(o Options) (p.Provider, error) {
 	if o.VPS.Talos.Hooks == nil {
 		o.VPS.Talos = o.Talos
 	}
+	if o.Docker.Talos.Hooks == nil {
+		o.Docker.Talos = o.Talos
+	}
 	// The components register the package's type tokens.
-	o.Talos.Package, o.Proxmox.Talos.Package, o.VPS.Talos.Package = Name, Name, Name
+	o.Talos.Package, o.Proxmox.Talos.Package, o.VPS.Talos.Package, o.Docker.Talos.Package = Name, Name, Name, Name
 	prov, err := infer.NewProviderBuilder().
 		WithDisplayName("Talos cluster").
-		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE VMs or rescue-installed VPS machines.").
-		WithKeywords("talos", "kubernetes", "proxmox", "vps", "category/infrastructure", "kind/component").
+		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE VMs, rescue-installed VPS machines or local Docker containers.").
+		WithKeywords("talos", "kubernetes", "proxmox", "vps", "docker", "category/infrastructure", "kind/component").
 		WithNamespace(Namespace).
 		WithPublisher(Publisher).
 		WithRepository(Repository).
@@ -260,6 +284,7 @@ func NewWith(o Options) (p.Provider, error) {
 			infer.Component(&TalosCluster{deps: o.Talos}),
 			infer.Component(&ProxmoxCluster{deps: o.Proxmox}),
 			infer.Component(&VpsCluster{deps: o.VPS}),
+			infer.Component(&DockerCluster{deps: o.Docker}),
 		).
 		Build()
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 const (
 	ProxmoxExample = "Pulumi.proxmox-homelab.yaml.example"
 	VPSExample     = "Pulumi.vps-prod.yaml.example"
+	LocalExample   = "Pulumi.local.yaml.example"
 )
 
 // ExampleStack is an example stack file and the stack name the tests run

@@ -245,7 +245,7 @@ func clean(s string) string {
 // under the repository root.
 func ComponentDirs(root string) []string {
 	var out []string
-	for _, p := range []string{"talos", "proxmox", "vps", "image"} {
+	for _, p := range []string{"talos", "proxmox", "vps", "docker", "image"} {
 		out = append(out, filepath.Join(root, "components", p))
 	}
 	return out

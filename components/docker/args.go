@@ -1,0 +1,253 @@
+// Package docker holds the DockerCluster component: Talos in Docker
+// containers on the operator's machine, one container per node, set up as
+// Talos's own Docker provisioner sets them up (talosctl cluster create).
+package docker
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+// ComponentName is how errors name the component.
+const ComponentName = "DockerCluster"
+
+// Defaults of the optional inputs.
+const (
+	// DefaultImageRepository is where Talos publishes its container
+	// image, tagged with the release (ghcr.io/siderolabs/talos:v1.13.9).
+	DefaultImageRepository = "ghcr.io/siderolabs/talos"
+	// DefaultKubernetesPort and DefaultTalosPort are the ports on
+	// 127.0.0.1 that reach the first control plane's APIs.
+	DefaultKubernetesPort = 6443
+	DefaultTalosPort      = 50000
+)
+
+// ClusterArgs are the inputs of a DockerCluster: the cluster settings, the
+// Docker settings and one container per node.
+type ClusterArgs struct {
+	// Cluster holds the cluster-wide Talos and Kubernetes settings.
+	Cluster talos.ClusterSettings `pulumi:"cluster"`
+	// Docker holds the containers' and their network's settings.
+	Docker Settings `pulumi:"docker"`
+	// Nodes are the containers, control planes first; the first is
+	// bootstrapped and its APIs published on 127.0.0.1.
+	Nodes []Node `pulumi:"nodes"`
+
+	// Previous is the cluster as the last `up` left it (Go only, read by
+	// the program from the stack's outputs).
+	Previous *talos.Previous
+	// InputName names an input path of the TalosCluster in the caller's
+	// terms (Go only); see talos.ClusterArgs.InputName.
+	InputName func(path string) string
+}
+
+// Settings are the Docker-wide settings.
+type Settings struct {
+	// Subnet is the Docker network's IPv4 network, e.g. 10.5.0.0/24: the
+	// nodes' IPs lie in it. This machine reaches them through the
+	// network's bridge (Linux).
+	Subnet string `pulumi:"subnet"`
+	// Gateway is the network's gateway, this machine's address on the
+	// bridge (default: the subnet's first address).
+	Gateway string `pulumi:"gateway,optional"`
+	// Network is the Docker network's name (default: the cluster's name).
+	Network string `pulumi:"network,optional"`
+	// Image is the Talos container image the nodes run (default:
+	// ghcr.io/siderolabs/talos:<cluster.talosVersion>). A new image
+	// replaces the containers one at a time, their state kept.
+	Image string `pulumi:"image,optional"`
+	// KubernetesPort is the port on 127.0.0.1 that reaches the first
+	// control plane's Kubernetes API (default 6443).
+	KubernetesPort int `pulumi:"kubernetesPort,optional"`
+	// TalosPort is the port on 127.0.0.1 that reaches the first control
+	// plane's Talos API (default 50000).
+	TalosPort int `pulumi:"talosPort,optional"`
+	// Privileged runs the containers privileged, as Talos needs (default
+	// true). Off only for a stand-in image that needs no privileges.
+	Privileged *bool `pulumi:"privileged,optional"`
+}
+
+// Node is one container.
+type Node struct {
+	// Name is the node's hostname and Kubernetes node name: a DNS label.
+	Name string `pulumi:"name"`
+	// Role is the node's machine type: controlplane or worker.
+	Role talos.Role `pulumi:"role"`
+	// IP is the container's IPv4 address in docker.subnet.
+	IP string `pulumi:"ip"`
+	// Patches are this node's own machine-config patches (YAML), applied
+	// last.
+	Patches []string `pulumi:"patches,optional" package:"input,secret"`
+}
+
+// Deps are what the component talks to besides the engine: seams for
+// tests and for the program. The zero value is the real thing.
+type Deps struct {
+	// Talos are the TalosCluster's seams (its hooks and day-2 operations).
+	Talos talos.Deps
+}
+
+// DefaultNameservers are public resolvers, reached through Docker's NAT.
+func DefaultNameservers() []string { return []string{"1.1.1.1", "9.9.9.9"} }
+
+// WithDefaults returns the arguments with every optional input that is
+// empty set to its default; nothing in a is changed.
+func (a ClusterArgs) WithDefaults() ClusterArgs {
+	s := &a.Docker
+	if s.Gateway == "" {
+		if p, err := netip.ParsePrefix(s.Subnet); err == nil && p.Addr().Is4() {
+			s.Gateway = p.Masked().Addr().Next().String()
+		}
+	}
+	if s.Network == "" {
+		s.Network = a.Cluster.Name
+	}
+	if s.Image == "" && a.Cluster.TalosVersion != "" {
+		s.Image = DefaultImageRepository + ":" + a.Cluster.TalosVersion
+	}
+	if s.KubernetesPort == 0 {
+		s.KubernetesPort = DefaultKubernetesPort
+	}
+	if s.TalosPort == 0 {
+		s.TalosPort = DefaultTalosPort
+	}
+	if s.Privileged == nil {
+		on := true
+		s.Privileged = &on
+	}
+	if a.Cluster.Nameservers == nil {
+		a.Cluster.Nameservers = DefaultNameservers()
+	} else {
+		a.Cluster.Nameservers = slices.Clone(a.Cluster.Nameservers)
+	}
+	a.Nodes = slices.Clone(a.Nodes)
+	return a
+}
+
+// Validate checks the inputs and returns one error naming every invalid
+// one by its input path, or nil. Nothing is registered while any input is
+// invalid.
+func (a *ClusterArgs) Validate(name string) error {
+	var p inputs.Problems
+	if a == nil {
+		p.Add("args", "are required")
+		return p.Err(ComponentName, name)
+	}
+	d := a.WithDefaults()
+	d.check(&p)
+	if err := p.Err(ComponentName, name); err != nil {
+		return err
+	}
+	for _, e := range d.TalosArgs().CheckOverrides(d.subnet()).Errors {
+		p.Add(e.Path, "%s", e.Message)
+	}
+	return p.Err(ComponentName, name)
+}
+
+// Problems are the invalid inputs of a (with its defaults), by input
+// path, as NewCluster refuses them (the guard of the user's patches and
+// Helm values aside).
+func (a *ClusterArgs) Problems() []inputs.Problem {
+	d := a.WithDefaults()
+	var p inputs.Problems
+	d.check(&p)
+	return p.List()
+}
+
+// check records the problems of the inputs (with their defaults).
+func (a *ClusterArgs) check(p *inputs.Problems) {
+	a.Cluster.Check(p, "cluster.")
+	if a.Cluster.VIP != "" {
+		p.Add("cluster.vip", "a DockerCluster publishes the first control plane's Kubernetes API on 127.0.0.1:%d instead of a VIP; leave it out", a.Docker.KubernetesPort)
+	}
+	s := a.Docker
+	subnet, err := netip.ParsePrefix(s.Subnet)
+	switch {
+	case s.Subnet == "":
+		p.Add("docker.subnet", "is required, e.g. 10.5.0.0/24")
+	case err != nil || !subnet.Addr().Is4():
+		p.Add("docker.subnet", "%q is not an IPv4 network like 10.5.0.0/24", s.Subnet)
+	case subnet.Masked() != subnet:
+		p.Add("docker.subnet", "%q has host bits set; did you mean %s?", s.Subnet, subnet.Masked())
+	case subnet.Bits() < inputs.MinNodePrefix || subnet.Bits() > 29:
+		p.Add("docker.subnet", "%q: its length must be %d-29", s.Subnet, inputs.MinNodePrefix)
+	}
+	gw, gwErr := netip.ParseAddr(s.Gateway)
+	if gwErr != nil || !gw.Is4() {
+		p.Add("docker.gateway", "%q is not an IPv4 address", s.Gateway)
+	} else if err == nil && subnet.Addr().Is4() && !subnet.Contains(gw) {
+		p.Add("docker.gateway", "%s is outside docker.subnet %s", gw, subnet)
+	}
+	if !inputs.IsDNSLabel(s.Network) {
+		p.Add("docker.network", "%q is not a Docker network name this component makes: a DNS label", s.Network)
+	}
+	if s.Image == "" {
+		p.Add("docker.image", "is required when cluster.talosVersion is empty")
+	}
+	for path, port := range map[string]int{"docker.kubernetesPort": s.KubernetesPort, "docker.talosPort": s.TalosPort} {
+		if msg := inputs.PortProblem(port); msg != "" {
+			p.Add(path, "%s", msg)
+		}
+	}
+	if s.KubernetesPort == s.TalosPort {
+		p.Add("docker.talosPort", "%d is docker.kubernetesPort too; give each API its own port", s.TalosPort)
+	}
+	a.checkNodes(p, subnet, gw)
+}
+
+// checkNodes records the problems of the nodes: names, IPs and roles as
+// the TalosCluster checks them, and each IP inside the subnet.
+func (a *ClusterArgs) checkNodes(p *inputs.Problems, subnet netip.Prefix, gw netip.Addr) {
+	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous}).CheckNodes(p, "")
+	if !subnet.IsValid() || !subnet.Addr().Is4() || !gw.IsValid() {
+		return
+	}
+	for i, n := range a.Nodes {
+		ip, err := netip.ParseAddr(n.IP)
+		if err != nil || !ip.Is4() {
+			continue // CheckNodes named it
+		}
+		at := fmt.Sprintf("nodes[%d].ip", i)
+		if !subnet.Contains(ip) {
+			p.Add(at, "%s is outside docker.subnet %s", ip, subnet)
+		} else if msg := inputs.HostAddressProblem(ip, gw, subnet); msg != "" {
+			p.Add(at, "%s", msg)
+		}
+	}
+}
+
+// subnet is the Docker network, valid after check.
+func (a *ClusterArgs) subnet() netip.Prefix {
+	p, _ := netip.ParsePrefix(a.Docker.Subnet)
+	return p
+}
+
+// privileged is Settings.Privileged, its default when left out.
+func (s Settings) privileged() bool { return s.Privileged == nil || *s.Privileged }
+
+// TalosArgs are the TalosCluster's arguments for these containers. There
+// is no installer image: a container does not install Talos, a new image
+// replaces it (see NewCluster).
+func (a *ClusterArgs) TalosArgs() *talos.ClusterArgs {
+	return &talos.ClusterArgs{
+		Cluster: a.Cluster, InstallerImage: pulumi.String(""), Nodes: a.talosNodes(),
+		Previous: a.Previous, InputName: a.InputName, NodeNetwork: a.subnet(),
+	}
+}
+
+// talosNodes describes the containers to the TalosCluster: Docker gives
+// each its address, hostname and routes, so the generated network patch
+// configures no address (its physical-link selector matches no veth).
+func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
+	out := make([]talos.NodeSpec, 0, len(a.Nodes))
+	for _, n := range a.Nodes {
+		out = append(out, talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, UserPatches: n.Patches})
+	}
+	return out
+}

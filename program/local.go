@@ -1,0 +1,36 @@
+package program
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/fluodata/talos-pulumi/components/docker"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// LocalArgs are a validated stack file of platform local as the
+// DockerCluster takes it: the Docker network on the node network
+// (cluster.network), the nodes control planes first.
+func LocalArgs(cfg *stacks.Config) *docker.ClusterArgs {
+	l, n := cfg.Local, cfg.Cluster.Network
+	subnet := ""
+	if gw, err := netip.ParseAddr(n.Gateway); err == nil && gw.Is4() {
+		subnet = netip.PrefixFrom(gw, n.PrefixLength).Masked().String()
+	} else if n.Gateway != "" {
+		// The component names the key: an address it cannot read.
+		subnet = fmt.Sprintf("%s/%d", n.Gateway, n.PrefixLength)
+	}
+	args := &docker.ClusterArgs{
+		Cluster: ClusterSettings(cfg),
+		Docker: docker.Settings{
+			Subnet: subnet, Gateway: n.Gateway, Network: l.Network, Image: l.Image,
+			KubernetesPort: l.KubernetesPort, TalosPort: l.TalosPort, Privileged: l.Privileged,
+		},
+	}
+	for _, ref := range cfg.Nodes.Refs() {
+		args.Nodes = append(args.Nodes, docker.Node{
+			Name: ref.Name, Role: RoleOf(ref.Role), IP: ref.IP, Patches: PatchTexts(ref.Patches),
+		})
+	}
+	return args
+}

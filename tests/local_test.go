@@ -1,0 +1,107 @@
+package tests
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/docker"
+	"github.com/fluodata/talos-pulumi/program"
+	"github.com/fluodata/talos-pulumi/program/programtest"
+	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+)
+
+// Docker types of the DockerCluster's children.
+const (
+	dockerNetwork   = "docker:index/network:Network"
+	dockerVolume    = "docker:index/volume:Volume"
+	dockerContainer = "docker:index/container:Container"
+)
+
+// The local example becomes a Docker network on the node network, per node
+// six state volumes and a container set up as Talos's Docker provisioner
+// sets one up (pkg/provision/providers/docker/node.go), and the
+// TalosCluster on top, which applies each node's config over the Talos
+// API: no container carries its config.
+func TestLocalExampleGraph(t *testing.T) {
+	t.Parallel()
+	e, outs, hooks, err := programtest.Run(t, stackstest.Example(t, stackstest.LocalExample), "local", program.Options{})
+	require.NoError(t, err)
+
+	network := e.Named(t, dockerNetwork, "local-network")
+	assert.Equal(t, "local", network.Inputs["name"].StringValue())
+	ipam := network.Inputs["ipamConfigs"].ArrayValue()
+	require.Len(t, ipam, 1)
+	assert.Equal(t, "10.5.0.0/24", ipam[0].ObjectValue()["subnet"].StringValue())
+	assert.Equal(t, "10.5.0.1", ipam[0].ObjectValue()["gateway"].StringValue())
+
+	require.Len(t, e.ByType(dockerVolume), 12)
+	require.Len(t, e.ByType(dockerContainer), 2)
+	for _, node := range []string{"cp1", "w1"} {
+		ctr := e.Named(t, dockerContainer, "local-node-"+node)
+		in := ctr.Inputs
+		assert.Equal(t, "local-"+node, in["name"].StringValue())
+		assert.Equal(t, node, in["hostname"].StringValue())
+		assert.Equal(t, "ghcr.io/siderolabs/talos:v1.13.9", in["image"].StringValue())
+		assert.True(t, in["privileged"].BoolValue())
+		assert.True(t, in["readOnly"].BoolValue())
+		assert.Equal(t, []resource.PropertyValue{resource.NewProperty("seccomp=unconfined")}, in["securityOpts"].ArrayValue())
+		assert.Equal(t, []resource.PropertyValue{resource.NewProperty("PLATFORM=container")}, in["envs"].ArrayValue(),
+			"no USERDATA: the config is applied over the Talos API and kept in the STATE volume")
+		assert.True(t, ctr.DeleteBeforeReplace, "its name and address are the new container's")
+		var tmpfs, volumes []string
+		for _, m := range in["mounts"].ArrayValue() {
+			mo := m.ObjectValue()
+			target := mo["target"].StringValue()
+			switch mo["type"].StringValue() {
+			case "tmpfs":
+				tmpfs = append(tmpfs, target)
+			case "volume":
+				volumes = append(volumes, target)
+				vol := e.Named(t, dockerVolume, "local-volume-"+node+"-"+slugOf(target))
+				assert.Contains(t, ctr.Deps, vol.URN, "the container is deleted before its volumes")
+			}
+		}
+		assert.Equal(t, docker.TmpfsMounts, tmpfs)
+		assert.Equal(t, docker.StateMounts, volumes)
+		nw := in["networksAdvanced"].ArrayValue()
+		require.Len(t, nw, 1)
+		assert.Equal(t, map[string]string{"cp1": "10.5.0.2", "w1": "10.5.0.3"}[node], nw[0].ObjectValue()["ipv4Address"].StringValue())
+
+		apply := e.Named(t, componentstest.Apply, "local-apply-"+node)
+		assert.Contains(t, apply.Deps, ctr.URN, "the config is applied once the container runs")
+		var bound []string
+		for _, b := range hooks.On("local-node-" + node) {
+			bound = append(bound, b.Hook)
+		}
+		assert.ElementsMatch(t, []string{"local" + docker.RestartHookSuffix, "local" + docker.RestartedHookSuffix}, bound)
+	}
+	cp, w := e.Named(t, dockerContainer, "local-node-cp1"), e.Named(t, dockerContainer, "local-node-w1")
+	assert.Contains(t, w.Deps, cp.URN, "a new image reaches the worker after the control plane")
+	ports := cp.Inputs["ports"].ArrayValue()
+	require.Len(t, ports, 2)
+	for _, p := range ports {
+		assert.Equal(t, "127.0.0.1", p.ObjectValue()["ip"].StringValue())
+	}
+	assert.True(t, w.Inputs["ports"].IsNull() || len(w.Inputs["ports"].ArrayValue()) == 0, "only the first control plane is published")
+
+	assert.Empty(t, e.ByType(componentstest.Schematic), "no Image Factory: the containers run the published image")
+	for _, rel := range e.ByType(componentstest.Release) {
+		assert.Equal(t, network.URN, rel.DeletedWith, "a destroy makes no call to the cluster it removes")
+	}
+	patches := e.Named(t, componentstest.Apply, "local-apply-cp1").Inputs["configPatches"]
+	assert.NotContains(t, patches.String(), "factory.talos.dev", "no installer image: a container installs nothing")
+	assert.Equal(t, "https://127.0.0.1:6443", outs["localEndpoint"].Value)
+	assert.Equal(t, "https://10.5.0.2:6443", outs["endpoint"].Value)
+	assert.Empty(t, e.ByType(componentstest.VM))
+	assert.True(t, slices.ContainsFunc(e.All(), func(r componentstest.Registered) bool { return r.Type == docker.ClusterType }))
+}
+
+// slugOf is a mount path as a volume's name ends: /system/state is
+// system-state.
+func slugOf(path string) string { return strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "-") }

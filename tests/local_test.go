@@ -105,3 +105,44 @@ func TestLocalExampleGraph(t *testing.T) {
 // slugOf is a mount path as a volume's name ends: /system/state is
 // system-state.
 func slugOf(path string) string { return strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "-") }
+
+// What a container cannot do is refused by its stack key, with the reason,
+// before anything is registered.
+func TestLocalStackRefusesWhatAContainerCannotDo(t *testing.T) {
+	t.Parallel()
+	example := stackstest.Example(t, stackstest.LocalExample)
+	for _, tc := range []struct {
+		name, section, key, want string
+		edit                     func(m map[string]any)
+	}{
+		{"data disk", "nodes", "nodes.workers[0].dataDiskSize", "a container has no disk for a Talos user volume",
+			func(m map[string]any) { m["workers"].([]any)[0].(map[string]any)["dataDiskSize"] = 20 }},
+		{"vm size", "nodes", "nodes.controlPlanes[0].memory", "share this machine's memory",
+			func(m map[string]any) { m["controlPlanes"].([]any)[0].(map[string]any)["memory"] = 4096 }},
+		{"vip", "cluster", "cluster.vip", "publishes the first control plane's Kubernetes API on 127.0.0.1:6443",
+			func(m map[string]any) { m["vip"] = "10.5.0.9" }},
+		{"extensions", "cluster", "cluster.schematic", "a container loads no system extension",
+			func(m map[string]any) { m["schematic"] = map[string]any{"extensions": []any{"siderolabs/iscsi-tools"}} }},
+		{"ip outside", "nodes", "nodes.workers[0].ip", "10.6.0.3 is outside the nodes' network 10.5.0.0/24",
+			func(m map[string]any) { m["workers"].([]any)[0].(map[string]any)["ip"] = "10.6.0.3" }},
+		{"gateway as node", "nodes", "nodes.workers[0].ip", "10.5.0.1 is the gateway's address",
+			func(m map[string]any) { m["workers"].([]any)[0].(map[string]any)["ip"] = "10.5.0.1" }},
+		{"one port twice", "local", "local.talosPort", "6443 is the Kubernetes API's port too",
+			func(m map[string]any) { m["talosPort"] = 6443 }},
+		{"proxmox csi", "storage", "storage.proxmoxCsi", "only valid for platform proxmox",
+			func(m map[string]any) { m["proxmoxCsi"] = map[string]any{"datastore": "local-zfs"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, d := program.Validate(edit(t, example, tc.section, tc.edit))
+			var at []string
+			for _, e := range d.Errors {
+				if e.Path == tc.key {
+					at = append(at, e.Message)
+				}
+			}
+			require.Len(t, at, 1, "errors: %v", d.Errors)
+			assert.Contains(t, at[0], tc.want)
+		})
+	}
+}

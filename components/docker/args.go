@@ -173,16 +173,15 @@ func (a *ClusterArgs) check(p *inputs.Problems) {
 		p.Add("docker.subnet", "is required, e.g. 10.5.0.0/24")
 	case err != nil || !subnet.Addr().Is4():
 		p.Add("docker.subnet", "%q is not an IPv4 network like 10.5.0.0/24", s.Subnet)
-	case subnet.Masked() != subnet:
-		p.Add("docker.subnet", "%q has host bits set; did you mean %s?", s.Subnet, subnet.Masked())
+	case inputs.HostBitsProblem(s.Subnet, subnet) != "":
+		p.Add("docker.subnet", "%s", inputs.HostBitsProblem(s.Subnet, subnet))
 	case subnet.Bits() < inputs.MinNodePrefix || subnet.Bits() > 29:
 		p.Add("docker.subnet", "%q: its length must be %d-29", s.Subnet, inputs.MinNodePrefix)
 	}
+	p.MachineIPv4("docker.gateway", s.Gateway)
 	gw, gwErr := netip.ParseAddr(s.Gateway)
-	if gwErr != nil || !gw.Is4() {
-		p.Add("docker.gateway", "%q is not an IPv4 address", s.Gateway)
-	} else if err == nil && subnet.Addr().Is4() && !subnet.Contains(gw) {
-		p.Add("docker.gateway", "%s is outside docker.subnet %s", gw, subnet)
+	if gwErr == nil && gw.Is4() && err == nil && subnet.Addr().Is4() && !subnet.Contains(gw) {
+		p.Add("docker.gateway", "%s is outside the nodes' network %s", gw, subnet)
 	}
 	if !inputs.IsDNSLabel(s.Network) {
 		p.Add("docker.network", "%q is not a Docker network name this component makes: a DNS label", s.Network)
@@ -196,7 +195,7 @@ func (a *ClusterArgs) check(p *inputs.Problems) {
 		}
 	}
 	if s.KubernetesPort == s.TalosPort {
-		p.Add("docker.talosPort", "%d is docker.kubernetesPort too; give each API its own port", s.TalosPort)
+		p.Add("docker.talosPort", "%d is the Kubernetes API's port too; give each API its own port", s.TalosPort)
 	}
 	a.checkNodes(p, subnet, gw)
 }
@@ -215,7 +214,7 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems, subnet netip.Prefix, gw net
 		}
 		at := fmt.Sprintf("nodes[%d].ip", i)
 		if !subnet.Contains(ip) {
-			p.Add(at, "%s is outside docker.subnet %s", ip, subnet)
+			p.Add(at, "%s is outside the nodes' network %s", ip, subnet)
 		} else if msg := inputs.HostAddressProblem(ip, gw, subnet); msg != "" {
 			p.Add(at, "%s", msg)
 		}

@@ -106,6 +106,15 @@ func (p *Problems) MachineIP(path, s string) {
 	}
 }
 
+// HostBitsProblem says that the prefix s, parsed as pfx, has host bits
+// set and what was likely meant, or "".
+func HostBitsProblem(s string, pfx netip.Prefix) string {
+	if pfx.Masked() == pfx {
+		return ""
+	}
+	return fmt.Sprintf("%q has host bits set; did you mean %s?", s, pfx.Masked())
+}
+
 // Host records a problem unless s is a host name or IPv4 address (IsHost).
 func (p *Problems) Host(path, s string) {
 	if !IsHost(s) {

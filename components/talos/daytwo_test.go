@@ -1117,6 +1117,59 @@ func TestAMachineReplacedByAnEditLeavesFirst(t *testing.T) {
 	assert.Len(t, l.kube.Events(), beforeKube)
 }
 
+// A node whose machine the platform replaces with its state kept (a
+// container on a new image, its volumes kept): Restart gates it before the
+// old machine goes (etcd keeps its quorum without it) and Restarted waits
+// until it is back and healthy, so the next container is replaced only
+// then. A node the last run did not have, one leaving the stack and a
+// destroy are left alone; with another control plane down, the gate
+// refuses, and the restart does not happen.
+func TestAMachineRestartedWithItsStateIsGatedAndAwaited(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)...)
+	args := clusterArgs(oldTalos, l.nodes())
+	args.Previous = &talos.Previous{
+		ControlPlanes: []string{"cp-1", "cp-2", "cp-3"}, ControlPlaneIPs: []string{"10.5.0.11", "10.5.0.12", "10.5.0.13"},
+		Roles: map[string]talos.Role{"cp-1": talos.RoleControlPlane, "cp-2": talos.RoleControlPlane, "cp-3": talos.RoleControlPlane},
+	}
+	args.Leaver = talos.NewLeaver()
+	l.run(args)
+
+	cp1 := l.talos.Node("10.5.0.11")
+	boots := cp1.Boots()
+	require.NoError(t, args.Leaver.Restart("cp-1"))
+	cp1.PowerOff() // the old container stops
+	restarted := make(chan error, 1)
+	go func() { restarted <- args.Leaver.Restarted("cp-1") }()
+	select {
+	case err := <-restarted:
+		t.Fatalf("Restarted returned while the node was down: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cp1.PowerOn() // the new container boots from the kept volumes
+	require.NoError(t, <-restarted)
+	assert.Equal(t, boots+1, cp1.Boots())
+
+	// worker-1 is new to the stack; nothing was there to gate or wait for.
+	before := len(l.talos.Events())
+	require.NoError(t, args.Leaver.Restart("worker-1"))
+	require.NoError(t, args.Leaver.Restarted("worker-1"))
+	assert.Len(t, l.talos.Events(), before, "no call for a node the last run did not have")
+
+	// With cp-2 down, cp-3 away too would cost etcd its quorum.
+	l.talos.Node("10.5.0.12").PowerOff()
+	err := args.Leaver.Restart("cp-3")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cp-3")
+	require.NoError(t, args.Leaver.Restarted("cp-3"), "nothing restarted: nothing to wait for")
+
+	// A destroy gates nothing.
+	l.destroy = true
+	args.Leaver = talos.NewLeaver()
+	l.run(args)
+	require.NoError(t, args.Leaver.Restart("cp-3"))
+}
+
 // A control plane removed in the same `up` as a config change: its etcd
 // member stays until its removal at the end of the run, and the gates of
 // the other control planes count it (from the stack's last outputs), so

@@ -280,8 +280,8 @@ func (s *Settings) check(p *inputs.Problems, prefix string) {
 		switch {
 		case err != nil:
 			p.Add(path, "%q is not a CIDR like 203.0.113.0/24", c)
-		case pfx.Masked() != pfx:
-			p.Add(path, "%q has host bits set; did you mean %s?", c, pfx.Masked())
+		case inputs.HostBitsProblem(c, pfx) != "":
+			p.Add(path, "%s", inputs.HostBitsProblem(c, pfx))
 		}
 	}
 	for i, port := range s.PublicTCPPorts {

@@ -215,6 +215,7 @@ var platformChecks = map[stacks.Platform]func(ctx context.Context, env Env, cfg 
 	stacks.PlatformVPS: func(ctx context.Context, env Env, cfg *stacks.Config, _ string) []Result {
 		return checkVPS(ctx, env, cfg)
 	},
+	stacks.PlatformLocal: checkLocal,
 }
 
 // checkProxmox checks the Proxmox API, the host's key and SSH, and the

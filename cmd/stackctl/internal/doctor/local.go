@@ -1,0 +1,104 @@
+package doctor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/fluodata/talos-pulumi/components/docker"
+	"github.com/fluodata/talos-pulumi/stacks"
+)
+
+// DefaultDockerSocket is where the Docker daemon listens unless DOCKER_HOST
+// says otherwise (the Docker CLI's default).
+const DefaultDockerSocket = "/var/run/docker.sock"
+
+// checkLocal checks what a local stack needs of this machine: a Docker
+// daemon this user may use, and the ports on 127.0.0.1 the first control
+// plane's APIs are published on.
+func checkLocal(ctx context.Context, env Env, cfg *stacks.Config, _ string) []Result {
+	out := []Result{checkDocker(ctx, env)}
+	for _, p := range []struct {
+		key  string
+		port int
+		def  int
+	}{
+		{"local.kubernetesPort", cfg.Local.KubernetesPort, docker.DefaultKubernetesPort},
+		{"local.talosPort", cfg.Local.TalosPort, docker.DefaultTalosPort},
+	} {
+		port := p.port
+		if port == 0 {
+			port = p.def
+		}
+		out = append(out, checkLocalPort(ctx, env, p.key, port))
+	}
+	return out
+}
+
+// dockerSocket is the daemon's Unix socket, from DOCKER_HOST when it names
+// one; "" when DOCKER_HOST names another kind of address.
+func dockerSocket(env Env) string {
+	host := env.Getenv("DOCKER_HOST")
+	if host == "" {
+		return DefaultDockerSocket
+	}
+	if path, ok := strings.CutPrefix(host, "unix://"); ok {
+		return path
+	}
+	return ""
+}
+
+// checkDocker asks the daemon's /_ping, as the Docker CLI does first.
+func checkDocker(ctx context.Context, env Env) Result {
+	socket := dockerSocket(env)
+	if socket == "" {
+		return Result{Warn, "docker", fmt.Sprintf("DOCKER_HOST=%s is not a unix:// socket: not checked", env.Getenv("DOCKER_HOST"))}
+	}
+	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
+	defer cancel()
+	conn, err := env.Dial(ctx, "unix", socket)
+	switch {
+	case errors.Is(err, syscall.EACCES):
+		return Result{Fail, "docker", fmt.Sprintf("this user may not use the Docker daemon at %s: add it to the docker group (`sudo usermod -aG docker $USER`, then log in again)", socket)}
+	case err != nil:
+		return Result{Fail, "docker", fmt.Sprintf("no Docker daemon answers at %s (%v): install Docker Engine (Debian: `sudo apt-get install docker.io`) and start it (`sudo systemctl start docker`)", socket, err)}
+	}
+	defer func() { _ = conn.Close() }()
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/_ping", nil)
+	if err := req.Write(conn); err != nil {
+		return Result{Fail, "docker", fmt.Sprintf("unable to ask the Docker daemon at %s: %v", socket, err)}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return Result{Fail, "docker", fmt.Sprintf("the Docker daemon at %s does not answer its ping: %v", socket, err)}
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Result{Fail, "docker", fmt.Sprintf("the Docker daemon at %s answers its ping with %s", socket, resp.Status)}
+	}
+	return Result{OK, "docker", fmt.Sprintf("the Docker daemon at %s answers (API %s)", socket, resp.Header.Get("Api-Version"))}
+}
+
+// checkLocalPort warns when something already listens on 127.0.0.1:port:
+// the container's publication of it would fail, unless it is the cluster's
+// own first control plane.
+func checkLocalPort(ctx context.Context, env Env, key string, port int) Result {
+	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
+	defer cancel()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	conn, err := env.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return Result{OK, "port", fmt.Sprintf("%s: %s is free", key, addr)}
+	}
+	_ = conn.Close()
+	return Result{Warn, "port", fmt.Sprintf("%s: something listens on %s already: this stack's first control plane, or another program whose port the container cannot take (set %s to a free port)", key, addr, key)}
+}

@@ -111,12 +111,14 @@ func baseInputs(t *testing.T) map[string]resource.PropertyMap {
 	for i, ref := range vc.Nodes.Refs() {
 		va.Nodes[i].Rescue.Password = pulumi.String(ref.Rescue.Password.Reveal())
 	}
+	da := program.LocalArgs(load(stackstest.LocalExample))
 	// The optional sections whose inputs have defaults are there, with
 	// what they require, so that a default can be given or left out.
 	pa.CSI = &proxmox.CSISettings{Datastore: "local-lvm"}
 	return map[string]resource.PropertyMap{
 		talosprovider.ProxmoxToken: propertyMap(t, reflect.ValueOf(pa)),
 		talosprovider.VpsToken:     propertyMap(t, reflect.ValueOf(va)),
+		talosprovider.DockerToken:  propertyMap(t, reflect.ValueOf(da)),
 		talosprovider.TalosToken: {
 			"cluster":        resource.NewProperty(resource.PropertyMap{"name": resource.NewProperty("edge"), "talosVersion": resource.NewProperty("v1.12.0")}),
 			"installerImage": resource.NewProperty("factory.talos.dev/metal-installer/abc:v1.12.0"),

@@ -15,4 +15,9 @@ const (
 	TalosToken   = talosToken
 	ProxmoxToken = proxmoxToken
 	VpsToken     = vpsToken
+	DockerToken  = dockerToken
 )
+
+// ResourceArgs are the components' Go arguments by token: the one list of
+// the package's components.
+var ResourceArgs = resourceArgs

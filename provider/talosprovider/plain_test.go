@@ -13,9 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
-	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/provider/internal/kubeschema"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 )
@@ -74,11 +71,7 @@ func TestSchemaTypesAreInModulesWithAResource(t *testing.T) {
 func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 	t.Parallel()
 	pkg := boundSchema(t)
-	args := map[string]reflect.Type{
-		talosprovider.TalosToken:   reflect.TypeFor[talos.ClusterArgs](),
-		talosprovider.ProxmoxToken: reflect.TypeFor[proxmox.ClusterArgs](),
-		talosprovider.VpsToken:     reflect.TypeFor[vps.ClusterArgs](),
-	}
+	args := talosprovider.ResourceArgs
 	checked, stayInputs, packageInputs := 0, []string{}, []string{}
 	var walk func(where string, props []*schema.Property, goType reflect.Type)
 	var check func(where string, typ schema.Type, goType reflect.Type)
@@ -143,12 +136,13 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 		talosprovider.TalosToken + ".cluster.etcdBackup.secretAccessKey",
 		talosprovider.ProxmoxToken + ".cluster.etcdBackup.secretAccessKey",
 		talosprovider.VpsToken + ".cluster.etcdBackup.secretAccessKey",
+		talosprovider.DockerToken + ".cluster.etcdBackup.secretAccessKey",
 		talosprovider.ProxmoxToken + ".csi.tokenSecret",
 	}, stayInputs, "the inputs that stay inputs")
 	// The inputs of the package the component holds plain (resolveInputs
 	// waits for them): issue 36's list, in each component that has it.
 	var want []string
-	for _, token := range []string{talosprovider.TalosToken, talosprovider.ProxmoxToken, talosprovider.VpsToken} {
+	for token := range talosprovider.ResourceArgs {
 		want = append(want, token+".cluster.endpoint", token+".cluster.patches.all",
 			token+".cluster.patches.controlPlane", token+".cluster.patches.worker")
 	}
@@ -157,7 +151,8 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 		talosprovider.ProxmoxToken+".proxmox.endpoint", talosprovider.ProxmoxToken+".proxmox.apiTokenId", talosprovider.ProxmoxToken+".proxmox.insecure",
 		talosprovider.ProxmoxToken+".nodes[].cores", talosprovider.ProxmoxToken+".nodes[].memory", talosprovider.ProxmoxToken+".nodes[].diskSize",
 		talosprovider.ProxmoxToken+".nodes[].dataDiskSize", talosprovider.ProxmoxToken+".nodes[].patches",
-		talosprovider.VpsToken+".nodes[].ip", talosprovider.VpsToken+".nodes[].patches", talosprovider.VpsToken+".nodes[].rescue.host")
+		talosprovider.VpsToken+".nodes[].ip", talosprovider.VpsToken+".nodes[].patches", talosprovider.VpsToken+".nodes[].rescue.host",
+		talosprovider.DockerToken+".nodes[].patches")
 	assert.ElementsMatch(t, want, packageInputs, "the inputs of the package held plain by the components")
 }
 

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,8 +84,7 @@ func TestSchemaDescribesEverythingAndMarksSecrets(t *testing.T) {
 		} `json:"types"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(resp.Schema), &spec))
-	require.ElementsMatch(t, []string{"talos-anywhere:index:TalosCluster", "talos-anywhere:index:ProxmoxCluster", "talos-anywhere:index:VpsCluster"},
-		keys(spec.Resources))
+	require.ElementsMatch(t, slices.Collect(maps.Keys(talosprovider.ResourceArgs)), keys(spec.Resources))
 	undescribed := func(where string, props map[string]map[string]any) {
 		for name, prop := range props {
 			if d, _ := prop["description"].(string); strings.TrimSpace(d) == "" {
@@ -121,6 +122,7 @@ func TestSchemaDescribesEverythingAndMarksSecrets(t *testing.T) {
 		"talos-anywhere:index:TalosCluster output kubeconfig", "talos-anywhere:index:TalosCluster output talosconfig",
 		"talos-anywhere:index:ProxmoxCluster output kubeconfig", "talos-anywhere:index:ProxmoxCluster output talosconfig",
 		"talos-anywhere:index:VpsCluster output kubeconfig", "talos-anywhere:index:VpsCluster output talosconfig",
+		"talos-anywhere:index:DockerCluster output kubeconfig", "talos-anywhere:index:DockerCluster output talosconfig",
 		"talos-anywhere:index:ProxmoxHostSettings apiTokenSecret", "talos-anywhere:index:ProxmoxSSHSettings privateKey",
 		"talos-anywhere:index:VpsRescue password",
 	} {

@@ -1,0 +1,208 @@
+package docker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	dk "github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+// Containers are the Docker resources of a cluster's nodes: its network,
+// and per node its state volumes and its container.
+type Containers struct {
+	Network    *dk.Network
+	Volumes    map[string][]*dk.Volume // by node name, in StateMounts' order
+	Containers map[string]*dk.Container
+}
+
+// RestartHooks are the hook options of a node's container (named
+// container): the gate before it is deleted for a replacement, the wait
+// after its new one is created. nil: none, for a program that makes the
+// containers without a TalosCluster (the project's integration test).
+type RestartHooks func(container string) ([]pulumi.ResourceOption, error)
+
+// NewContainers registers the network and, in the rollout's order and
+// batches, each node's state volumes and container, each batch after the
+// one before it: a new image reaches one control plane at a time, then the
+// workers in batches. args must be valid, with their defaults
+// (ClusterArgs.WithDefaults).
+func NewContainers(ctx *pulumi.Context, name string, args *ClusterArgs, hooks RestartHooks, opts ...pulumi.ResourceOption) (*Containers, error) {
+	m := &Containers{Volumes: map[string][]*dk.Volume{}, Containers: map[string]*dk.Container{}}
+	s := args.Docker
+	owner := labels(args.Cluster.Name, ctx)
+	network, err := dk.NewNetwork(ctx, name+"-network", &dk.NetworkArgs{
+		Name:   pulumi.String(s.Network),
+		Driver: pulumi.String("bridge"),
+		IpamConfigs: dk.NetworkIpamConfigArray{dk.NetworkIpamConfigArgs{
+			Subnet: pulumi.String(s.Subnet), Gateway: pulumi.String(s.Gateway),
+		}},
+		Labels: networkLabels(owner),
+	}, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create the Docker network: %w", err)
+	}
+	m.Network = network
+	byName := map[string]Node{}
+	for _, n := range args.Nodes {
+		byName[n.Name] = n
+	}
+	var previous []pulumi.Resource
+	for _, batch := range args.Cluster.Policy().Batches(args.talosNodes()) {
+		var current []pulumi.Resource
+		for _, spec := range batch {
+			n := byName[spec.Name]
+			var bound []pulumi.ResourceOption
+			if hooks != nil {
+				if bound, err = hooks(name + nodeInfix + n.Name); err != nil {
+					return nil, err
+				}
+			}
+			ctr, err := m.node(ctx, name, args, n, n.Name == args.Nodes[0].Name, previous, owner,
+				append(slices.Clone(opts), bound...)...)
+			if err != nil {
+				return nil, err
+			}
+			current = append(current, ctr)
+		}
+		previous = current
+	}
+	return m, nil
+}
+
+// node registers a node's state volumes and its container, after the
+// containers of the batch before it.
+func (m *Containers) node(ctx *pulumi.Context, name string, args *ClusterArgs, n Node, publish bool,
+	previous []pulumi.Resource, owner map[string]string, opts ...pulumi.ResourceOption,
+) (*dk.Container, error) {
+	s := args.Docker
+	prefix := args.Cluster.Name + "-" + n.Name
+	var mounts dk.ContainerMountArray
+	for _, path := range TmpfsMounts {
+		mounts = append(mounts, dk.ContainerMountArgs{Type: pulumi.String("tmpfs"), Target: pulumi.String(path)})
+	}
+	for _, path := range StateMounts {
+		slug := mountSlug(path)
+		// Named after the cluster and the node only: a new image or any
+		// other change of the container leaves it as it is.
+		vol, err := dk.NewVolume(ctx, name+volumeInfix+n.Name+"-"+slug, &dk.VolumeArgs{
+			Name:   pulumi.String(prefix + "-" + slug),
+			Labels: volumeLabels(owner, n.Name),
+		}, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("unable to create volume %s of node %q: %w", path, n.Name, err)
+		}
+		m.Volumes[n.Name] = append(m.Volumes[n.Name], vol)
+		mounts = append(mounts, dk.ContainerMountArgs{Type: pulumi.String("volume"), Target: pulumi.String(path), Source: vol.Name})
+	}
+	var ports dk.ContainerPortArray
+	if publish {
+		for _, p := range [][2]int{{s.TalosPort, talosAPIPort}, {s.KubernetesPort, kubernetesAPIPort}} {
+			ports = append(ports, dk.ContainerPortArgs{
+				Internal: pulumi.Int(p[1]), External: pulumi.Int(p[0]), Ip: pulumi.String("127.0.0.1"), Protocol: pulumi.String("tcp"),
+			})
+		}
+	}
+	var ctrLabels dk.ContainerLabelArray
+	nl := nodeLabels(owner, n)
+	for _, k := range slices.Sorted(maps.Keys(nl)) {
+		ctrLabels = append(ctrLabels, dk.ContainerLabelArgs{Label: pulumi.String(k), Value: pulumi.String(nl[k])})
+	}
+	ctr, err := dk.NewContainer(ctx, name+nodeInfix+n.Name, &dk.ContainerArgs{
+		Name:     pulumi.String(prefix),
+		Hostname: pulumi.String(n.Name),
+		Image:    pulumi.String(s.Image),
+		// No USERDATA: the node waits in maintenance mode and the
+		// TalosCluster applies its config over the Talos API, as on every
+		// platform. Its config then lives in its STATE volume, never in
+		// the container's environment, and a config change replaces no
+		// container.
+		Envs:         pulumi.StringArray{pulumi.String("PLATFORM=container")},
+		Privileged:   pulumi.Bool(s.privileged()),
+		SecurityOpts: pulumi.StringArray{pulumi.String("seccomp=unconfined")},
+		ReadOnly:     pulumi.Bool(true),
+		Mounts:       mounts,
+		Sysctls:      pulumi.StringMap{"net.ipv6.conf.all.disable_ipv6": pulumi.String("0")},
+		NetworksAdvanced: dk.ContainerNetworksAdvancedArray{dk.ContainerNetworksAdvancedArgs{
+			Name: m.Network.Name, Ipv4Address: pulumi.String(n.IP),
+		}},
+		Ports:  ports,
+		Labels: ctrLabels,
+		// Back after this machine restarts, unless stopped on purpose.
+		Restart:             pulumi.String("unless-stopped"),
+		DestroyGraceSeconds: pulumi.Int(stopGraceSeconds),
+	}, append([]pulumi.ResourceOption{
+		pulumi.DependsOn(previous),
+		// Its name and address are the new container's.
+		pulumi.DeleteBeforeReplace(true),
+	}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("unable to create the container of node %q: %w", n.Name, err)
+	}
+	m.Containers[n.Name] = ctr
+	return ctr, nil
+}
+
+// nodeHook calls fn with the node of a container's hook, for containers
+// of the cluster named cluster only.
+func nodeHook(cluster string, fn func(node string) error) pulumi.ResourceHookFunction {
+	return func(args *pulumi.ResourceHookArgs) error {
+		node, ok := strings.CutPrefix(args.Name, cluster+nodeInfix)
+		if !ok {
+			return nil
+		}
+		return fn(node)
+	}
+}
+
+// mountSlug is a mount path as part of a volume's name: /system/state is
+// system-state.
+func mountSlug(path string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "-")
+}
+
+// labels mark what the component makes as the cluster's, as Talos's
+// provisioner does (talosctl cluster destroy finds them), and as the
+// stack's.
+func labels(cluster string, ctx *pulumi.Context) map[string]string {
+	return map[string]string{
+		"talos.owned":             "true",
+		"talos.cluster.name":      cluster,
+		"io.fluodata.talos.stack": ctx.Project() + "/" + ctx.Stack(),
+	}
+}
+
+func nodeLabels(owner map[string]string, n Node) map[string]string {
+	out := maps.Clone(owner)
+	out["talos.type"] = nodeType(n.Role)
+	return out
+}
+
+// nodeType is the talos.type label's value for a role, as Talos's
+// provisioner writes it.
+func nodeType(r talos.Role) string {
+	if r == talos.RoleControlPlane {
+		return "controlplane"
+	}
+	return "worker"
+}
+
+func networkLabels(owner map[string]string) dk.NetworkLabelArray {
+	var out dk.NetworkLabelArray
+	for _, k := range slices.Sorted(maps.Keys(owner)) {
+		out = append(out, dk.NetworkLabelArgs{Label: pulumi.String(k), Value: pulumi.String(owner[k])})
+	}
+	return out
+}
+
+func volumeLabels(owner map[string]string, node string) dk.VolumeLabelArray {
+	out := dk.VolumeLabelArray{dk.VolumeLabelArgs{Label: pulumi.String("talos.node"), Value: pulumi.String(node)}}
+	for _, k := range slices.Sorted(maps.Keys(owner)) {
+		out = append(out, dk.VolumeLabelArgs{Label: pulumi.String(k), Value: pulumi.String(owner[k])})
+	}
+	return out
+}

@@ -117,7 +117,7 @@ test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora, each b
 	cd $(PROVIDER_DIR) && $(GO) vet ./... && $(GO) vet -tags integration ./talosprovider && $(GO) test -count=1 ./...
 
 # The packages with integration tests (files *_integration_test.go, build tag `integration`).
-INTEGRATION_PACKAGES ?= ./components/proxmox ./internal/talosapi/talosapitest ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./cmd/stackctl/internal/restore ./program
+INTEGRATION_PACKAGES ?= ./components/proxmox ./components/docker ./internal/talosapi/talosapitest ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./cmd/stackctl/internal/restore ./program
 
 .PHONY: integration
 integration: ## Run the integration tests with the real pulumi CLI (Automation API driver, preview's exit code, adopt, the read of the last outputs, the TypeScript and YAML examples, the Go and Python SDKs; needs pulumi and the plugins the program uses).

@@ -12,6 +12,13 @@ import (
 	"github.com/fluodata/talos-pulumi/components/talos"
 )
 
+// PluginVersion is the Docker provider plugin the resources ask for: the
+// SDK's is 4.11.2, whose plugin cannot be built here (it needs a
+// terraform bridge release the module proxy does not serve), so the tests
+// with the real CLI run 4.11.0, the newest that builds, and so do users.
+// The inputs the component sets are the same in both.
+const PluginVersion = "4.11.0"
+
 // Containers are the Docker resources of a cluster's nodes: its network,
 // and per node its state volumes and its container.
 type Containers struct {
@@ -33,6 +40,7 @@ type RestartHooks func(container string) ([]pulumi.ResourceOption, error)
 // (ClusterArgs.WithDefaults).
 func NewContainers(ctx *pulumi.Context, name string, args *ClusterArgs, hooks RestartHooks, opts ...pulumi.ResourceOption) (*Containers, error) {
 	m := &Containers{Volumes: map[string][]*dk.Volume{}, Containers: map[string]*dk.Container{}}
+	opts = append(slices.Clone(opts), pulumi.Version(PluginVersion))
 	s := args.Docker
 	owner := labels(args.Cluster.Name, ctx)
 	network, err := dk.NewNetwork(ctx, name+"-network", &dk.NetworkArgs{

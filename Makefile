@@ -390,6 +390,10 @@ preview: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Show what `up` 
 up: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Create or update the cluster (YES=1: no confirmation prompt).
 	$(WITH_ACCESS) $(PULUMI) up $(IN_PROJECT) $(YES_FLAG) --stack $(call quote,$(STACK))
 
+.PHONY: local
+local: ## Bring up the local cluster in Docker from a fresh clone: checks what it needs (Linux, pulumi, Go, Docker), writes Pulumi.local.yaml from its example, init, up (no prompt), outputs.
+	@MAKE=$(call quote,$(MAKE)) bash scripts/local.sh
+
 .PHONY: refresh
 refresh: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Reconcile the state with reality (YES=1: no confirmation prompt).
 	$(WITH_ACCESS) $(PULUMI) refresh $(IN_PROJECT) $(YES_FLAG) --stack $(call quote,$(STACK))

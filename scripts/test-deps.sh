@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tools `make test` runs besides Go and make: Debian's dnsmasq (on the generated reservation
 # files), curl (the VPS install script's download, the proxy tests), zstd, xz and gzip (the VPS install script
-# against compressed images).
+# against compressed images); and, installed but not required, Docker (docker.io).
 #
 #   test-deps.sh check     exit 0 when all are there; otherwise one line naming what is missing
 #                          and how to get it, and exit 1
@@ -11,6 +11,11 @@ set -euo pipefail
 
 # tool:debian-packages (joined by +)
 tools=(dnsmasq:dnsmasq-base curl:curl+ca-certificates zstd:zstd xz:xz-utils gzip:gzip)
+# Installed by `install` too where apt-get is, never required: the Docker daemon the tests of the
+# local platform run against (they say they were skipped without one; .ci/run starts it).
+if [ "${1:-check}" = install ] && command -v apt-get >/dev/null 2>&1; then
+  tools+=(docker:docker.io)
+fi
 
 have() {
   # /usr/sbin is not on a normal user's PATH on Debian, and dnsmasq lives there.

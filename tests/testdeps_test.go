@@ -72,23 +72,31 @@ func TestMakeDepsInstallsWhatIsMissing(t *testing.T) {
 	code, stderr, calls := runTestDeps(t, "install", user)
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, "id -u\nsudo apt-get update -qq\napt-get update -qq\n"+
-		"sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dnsmasq-base curl ca-certificates zstd xz-utils\n"+
-		"apt-get install -y -qq --no-install-recommends dnsmasq-base curl ca-certificates zstd xz-utils\n", calls)
+		"sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dnsmasq-base curl ca-certificates zstd xz-utils docker.io\n"+
+		"apt-get install -y -qq --no-install-recommends dnsmasq-base curl ca-certificates zstd xz-utils docker.io\n", calls)
 
 	root := map[string]string{"id": "echo 0", "apt-get": "", "dnsmasq": "", "curl": "", "zstd": "", "gzip": ""}
 	code, stderr, calls = runTestDeps(t, "install", root)
 	require.Equal(t, 0, code, stderr)
-	assert.Equal(t, "id -u\napt-get update -qq\napt-get install -y -qq --no-install-recommends xz-utils\n", calls)
+	assert.Equal(t, "id -u\napt-get update -qq\napt-get install -y -qq --no-install-recommends xz-utils docker.io\n", calls)
 
 	code, stderr, _ = runTestDeps(t, "install", map[string]string{"id": "echo 1000", "apt-get": ""})
 	assert.Equal(t, 1, code)
-	assert.Equal(t, "make deps: not root and no sudo; as root: apt-get install dnsmasq-base curl ca-certificates zstd xz-utils gzip\n", stderr)
+	assert.Equal(t, "make deps: not root and no sudo; as root: apt-get install dnsmasq-base curl ca-certificates zstd xz-utils gzip docker.io\n", stderr)
 
 	code, stderr, _ = runTestDeps(t, "install", map[string]string{"id": "echo 0"})
 	assert.Equal(t, 1, code)
 	assert.Equal(t, "make deps: no apt-get here; install dnsmasq curl zstd xz gzip yourself (Debian package names: dnsmasq-base curl ca-certificates zstd xz-utils gzip)\n", stderr)
 
 	code, stderr, calls = runTestDeps(t, "install", allTools)
+	assert.Equal(t, 0, code, stderr)
+	assert.Empty(t, calls, "without apt-get, Docker is not required: nothing to install, nothing run")
+
+	withDocker := map[string]string{"apt-get": "", "docker": ""}
+	for tool := range allTools {
+		withDocker[tool] = ""
+	}
+	code, stderr, calls = runTestDeps(t, "install", withDocker)
 	assert.Equal(t, 0, code, stderr)
 	assert.Empty(t, calls, "nothing to install, nothing run")
 }

@@ -170,7 +170,7 @@ E2E_RUN ?= E2E
 E2E_NETNS ?= $(if $(filter 0,$(shell id -u)),unshare -n,unshare -rn)
 
 .PHONY: e2e
-e2e: $(KUBE_APISERVER) build ## Run the Proxmox example's program through make (up, upgrade, refusals, a worker removed, backup, both restores, destroy) and TalosCluster's and its Helm releases' life, with the real pulumi CLI and plugins against the Proxmox, Image Factory and Talos fakes, the real kube-apiserver and the real charts, in a network namespace: needs ../shared/harness. E2E_RUN=<regexp> picks tests.
+e2e: $(KUBE_APISERVER) build ## Run the Proxmox example's program through make (up, upgrade, refusals, a worker removed, backup, both restores, destroy) and TalosCluster's and its Helm releases' life, with the real pulumi CLI and plugins against the Proxmox, Image Factory and Talos fakes, the real kube-apiserver and the real charts, in a network namespace; then the local stack's life against the real Docker daemon: needs ../shared/harness. E2E_RUN=<regexp> picks tests.
 	@command -v pulumi >/dev/null || { echo "make e2e: the pulumi CLI is not on PATH (see CONTRIBUTING.md, Integration tests)"; exit 1; }
 	@command -v unshare >/dev/null && command -v ip >/dev/null || { echo "make e2e: needs unshare (util-linux) and ip (iproute2)"; exit 1; }
 	$(GO) mod download github.com/cilium/cilium@v$(E2E_CILIUM)
@@ -178,6 +178,9 @@ e2e: $(KUBE_APISERVER) build ## Run the Proxmox example's program through make (
 	$(GO) test -c -tags e2e -o bin/e2e/e2e.test ./tests/e2e
 	cd components/talos && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && ip addr add 10.77.0.1/24 dev lo && exec ../../bin/e2e/talos.test -test.run "$$E2E_RUN" -test.v -test.timeout 20m'
 	cd tests/e2e && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && ip addr add 10.77.0.1/24 dev lo && exec ../../bin/e2e/e2e.test -test.run "$$E2E_RUN" -test.v -test.timeout 40m'
+	@# Again outside the namespace, for the local stack's life, which needs the Docker daemon's
+	@# network (each test skips itself where it cannot run, saying so).
+	cd tests/e2e && E2E_RUN=$(call quote,$(E2E_RUN)) sh -c 'exec ../../bin/e2e/e2e.test -test.run "$$E2E_RUN" -test.v -test.timeout 20m'
 
 # The dependencies whose versions decide what the clusters run and how the providers behave.
 DEPS_PINNED ?= github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 \

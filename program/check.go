@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
-	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -21,26 +20,35 @@ import (
 // which the SSH host is one) or for its own features (the SSH settings
 // serve the access proxy too).
 var delegated = []string{
-	"proxmox.bridge", "proxmox.vlanId", "proxmox.diskDatastore", "proxmox.isoDatastore",
-	"proxmox.apiTokenId", "proxmox.cpuType", "proxmox.bios", "proxmox.addressing",
-	"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand",
 	"cluster.network.gateway", "cluster.network.prefixLength", "cluster.network.nameservers",
 	"cluster.name", "cluster.vip", "cluster.schematic", "cluster.rollout.workerParallelism", "cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
-	"backup.schedule", "cluster.dataVolume.name", "cluster.dataVolume.layout", "storage.proxmoxCsi",
-	"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
-	"local.network", "local.image", "local.kubernetesPort", "local.talosPort", "cluster.network",
+	"backup.schedule", "cluster.dataVolume.name", "cluster.dataVolume.layout",
 	// Keys of every node ("nodes[]." stands for nodes.<group>[<i>].).
-	"nodes[].name", "nodes[].ip", "nodes[].gateway", "nodes[].prefixLength", "nodes[].rescue.host", "nodes[].rescue.port", "nodes[].rescue.user",
-	"nodes[].vmId", "nodes[].cores", "nodes[].memory", "nodes[].diskSize", "nodes[].dataDiskSize",
+	"nodes[].name", "nodes[].ip",
 }
 
+// The platforms' own delegated keys (their registrations hold them).
+var (
+	proxmoxDelegated = []string{
+		"proxmox.bridge", "proxmox.vlanId", "proxmox.diskDatastore", "proxmox.isoDatastore",
+		"proxmox.apiTokenId", "proxmox.cpuType", "proxmox.bios", "proxmox.addressing",
+		"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand", "storage.proxmoxCsi",
+		"nodes[].vmId", "nodes[].cores", "nodes[].memory", "nodes[].diskSize", "nodes[].dataDiskSize",
+	}
+	vpsDelegated = []string{
+		"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
+		"nodes[].gateway", "nodes[].prefixLength", "nodes[].rescue.host", "nodes[].rescue.port", "nodes[].rescue.user",
+	}
+	localDelegated = []string{"local.network", "local.image", "local.kubernetesPort", "local.talosPort", "cluster.network"}
+)
+
 // isDelegated reports whether the stack key is, or is under, a delegated
-// key (vps.allowedCidrs[1] is).
-func isDelegated(key string) bool {
+// key of every platform or of p (vps.allowedCidrs[1] is, for vps).
+func isDelegated(p stacks.Platform, key string) bool {
 	if node, ok := nodeKey(key); ok {
 		key = node
 	}
-	return slices.ContainsFunc(delegated, func(d string) bool {
+	return slices.ContainsFunc(append(slices.Clone(delegated), platforms[p].delegated...), func(d string) bool {
 		rest, ok := strings.CutPrefix(key, d)
 		return ok && (rest == "" || rest[0] == '[' || rest[0] == '.')
 	})
@@ -56,15 +64,14 @@ func isDelegated(key string) bool {
 // wrong type, a special address), so every problem is still reported at
 // once and only once.
 func componentProblems(cfg *stacks.Config, found []inputs.Problem, stackErrors []stacks.Problem) []stacks.Problem {
-	refs := cfg.Nodes.Refs()
 	var out []stacks.Problem
 	for _, p := range found {
-		key := overrides.StackPath(refs, p.Path)
-		if len(stackErrors) > 0 && !isDelegated(key) || slices.ContainsFunc(stackErrors, func(e stacks.Problem) bool { return e.Path == key }) {
+		key := StackKey(cfg, p.Path)
+		if len(stackErrors) > 0 && !isDelegated(cfg.Platform, key) || slices.ContainsFunc(stackErrors, func(e stacks.Problem) bool { return e.Path == key }) {
 			continue
 		}
 		out = append(out, stacks.Problem{Path: key, Message: nodeRef.ReplaceAllStringFunc(p.Message, func(ref string) string {
-			return overrides.StackPath(refs, ref) // another node the message names
+			return StackKey(cfg, ref) // another node the message names
 		})})
 	}
 	return out

@@ -5,8 +5,18 @@ import (
 	"net/netip"
 
 	"github.com/fluodata/talos-pulumi/components/docker"
+	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
+
+// localKeys are the DockerCluster's inputs LocalArgs fills from stack keys
+// of other names: the subnet is cluster.network's, the rest of its docker
+// settings are the local section's.
+var localKeys = []overrides.Rename{
+	{Input: "docker.subnet", Key: "cluster.network"},
+	{Input: "docker.gateway", Key: "cluster.network.gateway"},
+	{Input: "docker", Key: "local"},
+}
 
 // LocalArgs are a validated stack file of platform local as the
 // DockerCluster takes it: the Docker network on the node network

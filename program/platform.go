@@ -10,6 +10,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -42,17 +43,27 @@ func ComponentType(p stacks.Platform) (string, bool) {
 }
 
 // registration is one platform of the registry: its component's type
-// token in the program, and the platform built from a loaded stack file.
+// token in the program, the platform built from a loaded stack file, the
+// component's inputs the program fills from stack keys of other names, and
+// the stack keys whose rules are the component's (see delegated).
 type registration struct {
 	componentType string
 	build         func(cfg *stacks.Config) platform
+	keys          []overrides.Rename
+	delegated     []string
 }
 
 // platforms are the stack file's platforms by their name there.
 var platforms = map[stacks.Platform]registration{
-	stacks.PlatformProxmox: {proxmox.ClusterType, func(cfg *stacks.Config) platform { return &proxmoxPlatform{args: ProxmoxArgs(cfg)} }},
-	stacks.PlatformVPS:     {vps.ClusterType, func(cfg *stacks.Config) platform { return &vpsPlatform{args: VPSArgs(cfg)} }},
-	stacks.PlatformLocal:   {docker.ClusterType, func(cfg *stacks.Config) platform { return &localPlatform{args: LocalArgs(cfg)} }},
+	stacks.PlatformProxmox: {proxmox.ClusterType, func(cfg *stacks.Config) platform { return &proxmoxPlatform{args: ProxmoxArgs(cfg)} }, proxmoxKeys, proxmoxDelegated},
+	stacks.PlatformVPS:     {vps.ClusterType, func(cfg *stacks.Config) platform { return &vpsPlatform{args: VPSArgs(cfg)} }, vpsKeys, vpsDelegated},
+	stacks.PlatformLocal:   {docker.ClusterType, func(cfg *stacks.Config) platform { return &localPlatform{args: LocalArgs(cfg)} }, localKeys, localDelegated},
+}
+
+// StackKey is the stack key of an input path of cfg's platform component
+// (overrides.StackPath with the platform's renames).
+func StackKey(cfg *stacks.Config, path string) string {
+	return overrides.StackPath(cfg.Nodes.Refs(), path, platforms[cfg.Platform].keys...)
 }
 
 // platformOf is cfg's platform; noPlatform for one stacks.Load refuses.

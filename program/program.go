@@ -75,7 +75,7 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if err := diags.Err(); err != nil {
 		return nil, err
 	}
-	inputName := func(path string) string { return overrides.StackPath(cfg.Nodes.Refs(), path) }
+	inputName := func(path string) string { return StackKey(cfg, path) }
 	etcdBackup := EtcdBackupSettings(cfg, ctx.Stack())
 	if err := ReadBackupCA(cfg, etcdBackup); err != nil {
 		return nil, err

@@ -8,8 +8,19 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
+
+// proxmoxKeys are the ProxmoxCluster's inputs ProxmoxArgs fills from stack
+// keys of other names.
+var proxmoxKeys = []overrides.Rename{
+	{Input: "proxmox.dnsmasq.ssh", Key: "proxmox.ssh"},
+	{Input: "proxmox.gateway", Key: "cluster.network.gateway"},
+	{Input: "proxmox.prefixLength", Key: "cluster.network.prefixLength"},
+	{Input: "schematic", Key: "cluster.schematic"},
+	{Input: "csi", Key: "storage.proxmoxCsi"},
+}
 
 // ProxmoxArgs are the ProxmoxCluster's arguments for a valid stack file of
 // platform proxmox. It reads no file: a private key file is read by

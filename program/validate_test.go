@@ -127,3 +127,47 @@ func TestValidateNamesTheDataVolumeByItsStackKey(t *testing.T) {
 	assert.Contains(t, got["cluster.dataVolume.layout"], "ceph")
 	assert.Len(t, got, 2, "%v", d.Err())
 }
+
+// A component's input path is named by the stack key it comes from: a
+// node by its place in the stack file, and the inputs the program fills
+// from keys of other names (every platform's and its own) by those keys; a
+// path that only starts like a renamed one is left alone.
+func TestStackKeyNamesTheStackKey(t *testing.T) {
+	t.Parallel()
+	load := func(file string) *stacks.Config {
+		cfg, d := stacks.Load(stackstest.Example(t, file))
+		require.NoError(t, d.Err())
+		return cfg
+	}
+	px, vp, local := load(stackstest.ProxmoxExample), load(stackstest.VPSExample), load(stackstest.LocalExample)
+	for _, tc := range []struct {
+		cfg      *stacks.Config
+		in, want string
+	}{
+		{px, "nodes[0].ip", "nodes.controlPlanes[0].ip"},
+		{px, "nodes[2].patches[1]", "nodes.workers[1].patches[1]"},
+		{px, "nodes[9].ip", "nodes[9].ip"},
+		{px, "proxmox.dnsmasq.ssh.port", "proxmox.ssh.port"},
+		{px, "proxmox.dnsmasq.ssh", "proxmox.ssh"},
+		{px, "proxmox.dnsmasq.configDir", "proxmox.dnsmasq.configDir"},
+		{px, "proxmox.gateway", "cluster.network.gateway"},
+		{px, "proxmox.prefixLength", "cluster.network.prefixLength"},
+		{px, "cluster.nameservers[1]", "cluster.network.nameservers[1]"},
+		{px, "schematic.extensions[2]", "cluster.schematic.extensions[2]"},
+		{px, "schematic", "cluster.schematic"},
+		{px, "schematicId", "schematicId"},
+		{px, "proxmox.gatewayAddress", "proxmox.gatewayAddress"},
+		{px, "cluster.cilium.version", "cluster.cilium.version"},
+		{px, "docker.subnet", "docker.subnet"},
+		{vp, "vps.gateway", "cluster.network.gateway"},
+		{vp, "proxmox.gateway", "proxmox.gateway"},
+		{local, "docker.subnet", "cluster.network"},
+		{local, "docker.gateway", "cluster.network.gateway"},
+		{local, "docker.talosPort", "local.talosPort"},
+		{local, "dockerPorts", "dockerPorts"},
+		{local, "nodes[1].ip", "nodes.workers[0].ip"},
+		{local, "cluster.etcdBackup.bucket", "backup.target"},
+	} {
+		assert.Equal(t, tc.want, program.StackKey(tc.cfg, tc.in), "%s: %s", tc.cfg.Platform, tc.in)
+	}
+}

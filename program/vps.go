@@ -3,8 +3,17 @@ package program
 import (
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
+
+// vpsKeys are the VpsCluster's inputs VPSArgs fills from stack keys of
+// other names.
+var vpsKeys = []overrides.Rename{
+	{Input: "vps.gateway", Key: "cluster.network.gateway"},
+	{Input: "vps.prefixLength", Key: "cluster.network.prefixLength"},
+	{Input: "schematic", Key: "cluster.schematic"},
+}
 
 // VPSArgs are a validated stack file of platform vps as the VpsCluster
 // takes it: every default applied by stacks.Load, nodes control planes

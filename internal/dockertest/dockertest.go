@@ -1,19 +1,18 @@
 // Package dockertest is the tests' kit for the real Docker daemon: the
-// stand-in Talos image (components/docker/testdata/standin), and reads of
-// what the daemon holds for a cluster.
+// stand-in Talos image (its command is ./standin), and reads of what the
+// daemon holds for a cluster.
 package dockertest
 
 import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
 // Available skips the test, saying why, unless the docker CLI is on PATH
@@ -37,8 +36,9 @@ func BuildStandin(t *testing.T, tags ...string) {
 	for _, d := range []string{"var", "etc", "run", "system", "tmp", "opt"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o750))
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "standin"), "./components/docker/testdata/standin")
-	build.Dir = stackstest.RepoRoot(t)
+	_, here, _, _ := runtime.Caller(0)
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "standin"), ".")
+	build.Dir = filepath.Join(filepath.Dir(here), "standin")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)

@@ -7,6 +7,7 @@
 package overrides
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,14 +38,19 @@ func stackProblem(refs []stacks.NodeRef, p inputs.Problem) stacks.Problem {
 	return stacks.Problem{Path: StackPath(refs, p.Path), Message: p.Message}
 }
 
+// Rename is a component input the program fills from a stack key of
+// another name: the input path (or the start of it) and the key.
+type Rename struct{ Input, Key string }
+
 // StackPath is the stack key of a component's input path: nodes[i] is the
 // i-th of refs (control planes first, as the platforms build the
-// components' nodes); the inputs the program moves (renamed) are named by
-// the keys they come from; the others are the stack's own keys.
-func StackPath(refs []stacks.NodeRef, path string) string {
-	for _, r := range renamed {
-		if rest, ok := strings.CutPrefix(path, r.input); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
-			return r.key + rest
+// components' nodes); the inputs the program moves (renamed, and the
+// platform's own renames) are named by the keys they come from; the others
+// are the stack's own keys.
+func StackPath(refs []stacks.NodeRef, path string, platform ...Rename) string {
+	for _, r := range append(slices.Clone(platform), renamed...) {
+		if rest, ok := strings.CutPrefix(path, r.Input); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+			return r.Key + rest
 		}
 	}
 	rest, ok := strings.CutPrefix(path, "nodes[")
@@ -62,20 +68,10 @@ func StackPath(refs []stacks.NodeRef, path string) string {
 	return refs[i].Path + rest[end+1:]
 }
 
-// renamed are the component inputs the program fills from stack keys of
-// other names (program.ProxmoxArgs, program.ClusterSettings).
-var renamed = []struct{ input, key string }{
-	{"proxmox.dnsmasq.ssh", "proxmox.ssh"},
-	{"proxmox.gateway", "cluster.network.gateway"},
-	{"proxmox.prefixLength", "cluster.network.prefixLength"},
-	{"vps.gateway", "cluster.network.gateway"},
-	{"vps.prefixLength", "cluster.network.prefixLength"},
-	{"docker.subnet", "cluster.network"},
-	{"docker.gateway", "cluster.network.gateway"},
-	{"docker", "local"},
+// renamed are the inputs every platform's component takes that the
+// program fills from stack keys of other names (program.ClusterSettings).
+var renamed = []Rename{
 	{"cluster.nameservers", "cluster.network.nameservers"},
-	{"schematic", "cluster.schematic"},
-	{"csi", "storage.proxmoxCsi"},
 	{"cluster.etcdBackup.schedule", "backup.schedule"},
 	{"cluster.etcdBackup.recipient", "backup.recipients[0]"},
 	{"cluster.etcdBackup.accessKeyId", "backup.s3"},

@@ -449,32 +449,3 @@ func TestCheckOverridesSharesWorkAcrossNodes(t *testing.T) { // not parallel: it
 	t.Logf("allocations: %v for %d nodes, %v for 9, %v for 2: %.1f per node, %v for worker 7's chain", all, len(nodes), nine, two, perNode, perChain)
 	assert.Less(t, perNode*10, perChain, "a node without patches costs far less than a config")
 }
-
-// A component's input path is named by the stack key it comes from: a
-// node by its place in the stack file, and the inputs the program fills
-// from keys of other names by those keys; a path that only starts like a
-// renamed one is left alone.
-func TestStackPathNamesTheStackKey(t *testing.T) {
-	t.Parallel()
-	cfg, d := stacks.Load(stackstest.Example(t, stackstest.ProxmoxExample))
-	require.NoError(t, d.Err())
-	refs := cfg.Nodes.Refs()
-	for in, want := range map[string]string{
-		"nodes[0].ip":               "nodes.controlPlanes[0].ip",
-		"nodes[2].patches[1]":       "nodes.workers[1].patches[1]",
-		"nodes[9].ip":               "nodes[9].ip",
-		"proxmox.dnsmasq.ssh.port":  "proxmox.ssh.port",
-		"proxmox.dnsmasq.ssh":       "proxmox.ssh",
-		"proxmox.dnsmasq.configDir": "proxmox.dnsmasq.configDir",
-		"proxmox.gateway":           "cluster.network.gateway",
-		"proxmox.prefixLength":      "cluster.network.prefixLength",
-		"cluster.nameservers[1]":    "cluster.network.nameservers[1]",
-		"schematic.extensions[2]":   "cluster.schematic.extensions[2]",
-		"schematic":                 "cluster.schematic",
-		"schematicId":               "schematicId",
-		"proxmox.gatewayAddress":    "proxmox.gatewayAddress",
-		"cluster.cilium.version":    "cluster.cilium.version",
-	} {
-		assert.Equal(t, want, overrides.StackPath(refs, in), in)
-	}
-}

@@ -8,6 +8,7 @@ import (
 	_ "embed" // descriptions.json
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"strings"
 
@@ -136,14 +137,46 @@ const (
 	dockerToken  = Name + ":index:DockerCluster"
 )
 
-// resourceDocs names, per component token, the Go types whose doc comments
-// describe its inputs and outputs (keys of descriptions.json).
-var resourceDocs = map[string]struct{ inputs, outputs string }{
-	talosToken:   {"talos.ClusterArgs", "talos.Cluster"},
-	proxmoxToken: {"proxmox.ClusterArgs", "proxmox.Cluster"},
-	vpsToken:     {"vps.ClusterArgs", "vps.Cluster"},
-	dockerToken:  {"docker.ClusterArgs", "docker.Cluster"},
+// component is one component of the package: its token, the Go types of
+// its arguments and of the resource (whose doc comments describe its
+// inputs and outputs), and its infer component with the seams.
+type component struct {
+	token         string
+	args, outputs reflect.Type
+	infer         infer.InferredComponent
 }
+
+// components are the package's components, with the seams of o: the one
+// list that the provider serves, the schema is shaped and described by,
+// and the resolver decodes with. A new platform's component is one entry.
+func components(o Options) []component {
+	return []component{
+		{talosToken, reflect.TypeFor[talos.ClusterArgs](), reflect.TypeFor[talos.Cluster](), infer.Component(&TalosCluster{deps: o.Talos})},
+		{proxmoxToken, reflect.TypeFor[proxmox.ClusterArgs](), reflect.TypeFor[proxmox.Cluster](), infer.Component(&ProxmoxCluster{deps: o.Proxmox})},
+		{vpsToken, reflect.TypeFor[vps.ClusterArgs](), reflect.TypeFor[vps.Cluster](), infer.Component(&VpsCluster{deps: o.VPS})},
+		{dockerToken, reflect.TypeFor[docker.ClusterArgs](), reflect.TypeFor[docker.Cluster](), infer.Component(&DockerCluster{deps: o.Docker})},
+	}
+}
+
+// resourceArgs are the Go arguments each component's Construct decodes its
+// inputs into, by token.
+var resourceArgs = func() map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for _, c := range components(Options{}) {
+		out[c.token] = c.args
+	}
+	return out
+}()
+
+// resourceDocs names, per component token, the Go types whose doc comments
+// describe its inputs and outputs (keys of descriptions.json: package.Type).
+var resourceDocs = func() map[string]struct{ inputs, outputs string } {
+	out := map[string]struct{ inputs, outputs string }{}
+	for _, c := range components(Options{}) {
+		out[c.token] = struct{ inputs, outputs string }{c.args.String(), c.outputs.String()}
+	}
+	return out
+}()
 
 // Options are the components' seams (their zero values are the real
 // engine, a Proxmox client and a probe of each VPS node).
@@ -225,6 +258,15 @@ func (c *DockerCluster) Annotate(a infer.Annotator) {
 		"and a TalosCluster on top. A new image replaces the containers one at a time, their volumes kept.")
 }
 
+// inferred are the components as infer serves them.
+func inferred(o Options) []infer.InferredComponent {
+	var out []infer.InferredComponent
+	for _, c := range components(o) {
+		out = append(out, c.infer)
+	}
+	return out
+}
+
 // languages are the SDKs' settings: infer's defaults (each SDK's version is
 // the schema's) with the package names.
 func languages() map[string]any {
@@ -280,12 +322,7 @@ func NewWith(o Options) (p.Provider, error) {
 		WithLicense(License).
 		WithPluginDownloadURL(PluginDownloadURL).
 		WithLanguageMap(languages()).
-		WithComponents(
-			infer.Component(&TalosCluster{deps: o.Talos}),
-			infer.Component(&ProxmoxCluster{deps: o.Proxmox}),
-			infer.Component(&VpsCluster{deps: o.VPS}),
-			infer.Component(&DockerCluster{deps: o.Docker}),
-		).
+		WithComponents(inferred(o)...).
 		Build()
 	if err != nil {
 		return p.Provider{}, fmt.Errorf("unable to build the provider: %w", err)

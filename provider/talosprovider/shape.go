@@ -9,21 +9,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/inputs"
-	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
-
-// resourceArgs are the Go arguments each component's Construct decodes its
-// inputs into.
-var resourceArgs = map[string]reflect.Type{
-	talosToken:   reflect.TypeFor[talos.ClusterArgs](),
-	proxmoxToken: reflect.TypeFor[proxmox.ClusterArgs](),
-	vpsToken:     reflect.TypeFor[vps.ClusterArgs](),
-	dockerToken:  reflect.TypeFor[docker.ClusterArgs](),
-}
 
 // shape makes the schema infer generated one the SDK generators handle and
 // that says what the components take:

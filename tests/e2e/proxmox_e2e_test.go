@@ -67,6 +67,16 @@ type world struct {
 	pve          *pvefake.Server
 	nodes        *talosapitest.Cluster
 	kube         *e2eworld.Kube
+	// stack is the stack's name; the const stack when empty.
+	stack string
+}
+
+// stackName is the stack the world's make and pulumi run on.
+func (w *world) stackName() string {
+	if w.stack == "" {
+		return stack
+	}
+	return w.stack
 }
 
 // TestE2EProxmoxExampleLivesItsLife runs the Proxmox example's program
@@ -216,7 +226,7 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 // edit replaces old by new in the stack file; old must be there.
 func (w *world) edit(old, new string) {
 	w.t.Helper()
-	path := filepath.Join(w.repo, "Pulumi."+stack+".yaml")
+	path := filepath.Join(w.repo, "Pulumi."+w.stackName()+".yaml")
 	data, err := os.ReadFile(path)
 	require.NoError(w.t, err)
 	require.Contains(w.t, string(data), old, "the stack file has the line to change")
@@ -226,7 +236,7 @@ func (w *world) edit(old, new string) {
 // makeFails is make that must fail; it returns the output.
 func (w *world) makeFails(target string, vars ...string) string {
 	w.t.Helper()
-	out, err := w.run("make", append([]string{"-C", w.repo, target, "STACK=" + stack}, vars...)...)
+	out, err := w.run("make", append([]string{"-C", w.repo, target, "STACK=" + w.stackName()}, vars...)...)
 	require.Error(w.t, err, "make %s must fail", target)
 	return out
 }
@@ -315,7 +325,7 @@ func newWorld(t *testing.T) *world {
 // and returns its output; it fails the test when make fails.
 func (w *world) make(target string, vars ...string) string {
 	w.t.Helper()
-	out, err := w.run("make", append([]string{"-C", w.repo, target, "STACK=" + stack}, vars...)...)
+	out, err := w.run("make", append([]string{"-C", w.repo, target, "STACK=" + w.stackName()}, vars...)...)
 	require.NoError(w.t, err, "make %s:\n%s", target, out)
 	return out
 }
@@ -323,7 +333,7 @@ func (w *world) make(target string, vars ...string) string {
 // pulumi runs the CLI on the stack, in the project folder make uses.
 func (w *world) pulumi(args ...string) string {
 	w.t.Helper()
-	out, err := w.run("pulumi", append(args, "--stack", stack, "--cwd", w.repo)...)
+	out, err := w.run("pulumi", append(args, "--stack", w.stackName(), "--cwd", w.repo)...)
 	require.NoError(w.t, err, "pulumi %s:\n%s", strings.Join(args, " "), out)
 	return out
 }

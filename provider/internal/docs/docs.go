@@ -241,12 +241,17 @@ func clean(s string) string {
 	return strings.Join(paras, "\n\n")
 }
 
-// ComponentDirs are the component packages whose types the schema holds,
-// under the repository root.
+// ComponentDirs are the component packages under the repository root:
+// every folder of components/ but the test kits (named ...test) and
+// inputs (the rules, no input type), so that a new platform's package is
+// described without being listed here.
 func ComponentDirs(root string) []string {
+	entries, _ := os.ReadDir(filepath.Join(root, "components"))
 	var out []string
-	for _, p := range []string{"talos", "proxmox", "vps", "docker", "image"} {
-		out = append(out, filepath.Join(root, "components", p))
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasSuffix(e.Name(), "test") && e.Name() != "inputs" {
+			out = append(out, filepath.Join(root, "components", e.Name()))
+		}
 	}
 	return out
 }

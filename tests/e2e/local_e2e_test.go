@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest/realetcd"
 )
 
 // localStack is the local e2e stack's name; its file is
@@ -94,7 +96,9 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 			Maintenance: true, RebootLatency: 200 * time.Millisecond, ServiceDelay: serviceDelay, Version: "v1.13.9"})
 		kubeNodes = append(kubeNodes, kubesim.Node{Name: m.name, IP: m.ip, ControlPlane: m.cp, KubeletVersion: "v1.35.4"})
 	}
-	nodes := talosapitest.StartFresh(t, specs...)
+	// A real etcd holds the cluster's contents: a backup holds its real
+	// snapshot.
+	nodes := realetcd.StartFresh(t, specs...)
 	cp := localMachines[0].ip
 	kube := &e2eworld.Kube{Addr: fmt.Sprintf("127.0.0.1:%d", kubernetesBase+lastByte(cp)), More: []string{cp}, CNI: talos.SystemNamespace + "/" + talos.CiliumRelease, Nodes: kubeNodes}
 	nodes.OnApply(func(node string, config []byte) {
@@ -104,13 +108,17 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	})
 	booted := map[string]*bootTimes{}
 	for _, m := range localMachines {
-		booted[m.name] = followContainer(t, nodes.Node(m.ip))
+		booted[m.name] = followContainer(t, nodes, m.ip)
 	}
 
 	w := &world{t: t, ctx: ctx, nodes: nodes, kube: kube, stack: localStack, repo: copyRepo(t)}
 	stackFile, err := os.ReadFile("testdata/Pulumi.local-e2e.yaml")
 	require.NoError(t, err)
+	key, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
 	stackFile = bytes.ReplaceAll(stackFile, []byte("IMAGE"), []byte(image))
+	stackFile = bytes.ReplaceAll(stackFile, []byte("BACKUP_TARGET"), []byte("file://"+t.TempDir()))
+	stackFile = bytes.ReplaceAll(stackFile, []byte("BACKUP_RECIPIENT"), []byte(key.Recipient().String()))
 	require.NoError(t, os.WriteFile(filepath.Join(w.repo, "Pulumi."+localStack+".yaml"), stackFile, 0o600))
 	w.make("init")
 	t.Cleanup(func() { _, _ = w.run("make", "-C", w.repo, "destroy", "STACK="+localStack, "YES=1") })
@@ -132,6 +140,10 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	assert.Equal(t, "kube-apiserver", conn.ConnectionState().PeerCertificates[0].Subject.CommonName)
 	_ = conn.Close()
 	w.noChange("after the first up")
+
+	// A backup works as on the other platforms: the Talos API's etcd
+	// snapshot, through the first control plane.
+	assert.Contains(t, w.make("backup"), "etcd's hash checks", "a real etcd snapshot")
 
 	// A new Talos version is a new image: each container is replaced, its
 	// volumes kept, one node at a time, the control plane first.
@@ -182,6 +194,15 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	assert.Len(t, dockertest.Labelled(t, "e2elocal", "volume", "ls"), 12)
 	w.noChange("after a worker removed")
 
+	// Added again: a new container on new volumes is a new machine in
+	// maintenance mode, which gets its config and joins.
+	w.edit("      - name: worker-0\n        ip: 10.214.0.3\n", "      - name: worker-0\n        ip: 10.214.0.3\n      - name: worker-1\n        ip: 10.214.0.4\n")
+	w.make("up", "YES=1")
+	assert.False(t, nodes.Node("10.214.0.4").InMaintenance(), "worker-1 has its config")
+	assert.Equal(t, "1", dockertest.Boots(t, "e2elocal-worker-1"), "on new volumes")
+	assert.Len(t, dockertest.Labelled(t, "e2elocal", "volume", "ls"), 18)
+	w.noChange("after a worker added")
+
 	w.make("destroy", "YES=1")
 	for _, kind := range [][]string{{"ps", "-a"}, {"volume", "ls"}, {"network", "ls"}} {
 		assert.Empty(t, dockertest.Labelled(t, "e2elocal", kind...), "docker %s: nothing of the stack is left", kind[0])
@@ -208,11 +229,13 @@ func (b *bootTimes) last() time.Time {
 	return b.times[len(b.times)-1]
 }
 
-// followContainer takes the fake machine down when its container says it
-// stops and boots it when a new one starts (the stand-in's notices), and
-// records when.
-func followContainer(t *testing.T, n *talosapitest.Node) *bootTimes {
+// followContainer takes the fake machine at ip down when its container
+// says it stops and boots it when a new one starts (the stand-in's
+// notices), and records when; a container on new volumes (its first boot)
+// is a new machine, in maintenance mode.
+func followContainer(t *testing.T, cluster *talosapitest.Cluster, ip string) *bootTimes {
 	t.Helper()
+	n := cluster.Node(ip)
 	b := &bootTimes{}
 	l, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", noticeBase+lastByte(n.IP())))
 	require.NoError(t, err)
@@ -225,10 +248,13 @@ func followContainer(t *testing.T, n *talosapitest.Node) *bootTimes {
 			}
 			line, _ := bufio.NewReader(c).ReadString('\n')
 			_ = c.Close()
-			switch strings.TrimSpace(line) {
-			case "down":
+			what, boots, _ := strings.Cut(strings.TrimSpace(line), " ")
+			switch {
+			case what == "down":
 				n.PowerOff()
-			case "up":
+			case what == "up" && boots == "1" && !n.InMaintenance():
+				cluster.NewMachine(ip)
+			case what == "up":
 				if !n.Up() {
 					n.PowerOn()
 					b.mu.Lock()

@@ -9,8 +9,9 @@
 //
 // It serves neither API itself: it relays both to the test's host, the
 // container network's gateway, where the test runs the project's Talos API
-// fake and a real kube-apiserver for the node (Relay), and tells the host
-// when it starts and stops (the fake node boots and goes down with it).
+// fake and a real kube-apiserver for the node, and tells the host when it
+// starts ("up <boots>": 1 on new volumes, a new machine) and stops
+// ("down"): the fake node boots and goes down with it.
 package main
 
 import (
@@ -60,7 +61,7 @@ func main() {
 		go relay(l, net.JoinHostPort(host, strconv.Itoa(base+last)))
 	}
 	notice := net.JoinHostPort(host, strconv.Itoa(NoticeBase+last))
-	tell(notice, "up")
+	tell(notice, "up "+strconv.Itoa(n+1))
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 	<-ch

@@ -49,7 +49,7 @@ func JSONSchema() ([]byte, error) {
 // default from its tags.
 func fieldSchema(sf reflect.StructField) map[string]any {
 	s := typeSchema(sf.Type)
-	desc := Markdown(sf.Tag.Get("doc"))
+	desc := Markdown(fieldDoc(sf))
 	if def := sf.Tag.Get("default"); def != "" {
 		desc += " Default: `" + def + "`."
 		if v, ok := typedDefault(sf.Type, def); ok {

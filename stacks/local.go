@@ -48,28 +48,24 @@ func validateLocalStack(d *Diagnostics, cfg *Config) {
 	}
 }
 
+// containerCannot are the reasons a container has none of a machine's
+// node keys: rejectOtherPlatforms names them.
+var containerCannot = map[string]string{
+	"vmId":         "a container is no VM",
+	"mac":          "Docker gives the container's interface its MAC",
+	"cores":        "the containers share this machine's CPUs",
+	"memory":       "the containers share this machine's memory",
+	"diskSize":     "a container's disks are Docker volumes",
+	"dataDiskSize": "a container has no disk for a Talos user volume",
+	"proxmoxNode":  "a container runs on this machine",
+	"gateway":      "Docker routes the containers through the network's gateway, cluster.network.gateway",
+	"prefixLength": "the containers share one network, cluster.network.prefixLength",
+	"installDisk":  "a container does not install Talos",
+	"rescue":       "a container has no rescue system",
+}
+
 // validateLocalStackNode refuses a node's keys of a machine: a container
 // has no VM, disk, NIC or rescue system of its own.
 func validateLocalStackNode(d *Diagnostics, ref NodeRef, _ map[string]string) {
-	p := ref.Path
-	for _, k := range []struct {
-		key, why string
-		set      bool
-	}{
-		{"vmId", "a container is no VM", d.given(p+".vmId", ref.VMID != 0)},
-		{"mac", "Docker gives the container's interface its MAC", ref.MAC != ""},
-		{"cores", "the containers share this machine's CPUs", d.given(p+".cores", ref.Cores != 0)},
-		{"memory", "the containers share this machine's memory", d.given(p+".memory", ref.Memory != 0)},
-		{"diskSize", "a container's disks are Docker volumes", d.given(p+".diskSize", ref.DiskSize != 0)},
-		{"dataDiskSize", "a container has no disk for a Talos user volume", d.given(p+".dataDiskSize", ref.DataDiskSize != 0)},
-		{"proxmoxNode", "a container runs on this machine", ref.ProxmoxNode != ""},
-		{"gateway", "Docker routes the containers through the network's gateway, cluster.network.gateway", ref.Gateway != ""},
-		{"prefixLength", "the containers share one network, cluster.network.prefixLength", d.given(p+".prefixLength", ref.PrefixLength != 0)},
-		{"installDisk", "a container does not install Talos", ref.InstallDisk != ""},
-		{"rescue", "a container has no rescue system", !reflect.ValueOf(ref.Rescue).IsZero() || d.zeroUnder(p+".rescue")},
-	} {
-		if k.set {
-			d.errorf(p+"."+k.key, "is not valid for platform local: %s", k.why)
-		}
-	}
+	rejectOtherPlatforms(d, ref, PlatformLocal, containerCannot)
 }

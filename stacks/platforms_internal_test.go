@@ -2,7 +2,9 @@ package stacks
 
 import (
 	"maps"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,4 +31,17 @@ func TestEveryPlatformHasItsRules(t *testing.T) {
 	r.resolve(cfg)
 	r.validate(&d, cfg)
 	assert.Empty(t, d.Errors)
+}
+
+// A local stack says why a container has none of the keys of a machine:
+// one reason for each node key that is some platform's own.
+func TestLocalSaysWhyForEveryMachineKey(t *testing.T) {
+	t.Parallel()
+	var tagged []string
+	for _, sf := range reflect.VisibleFields(reflect.TypeFor[NodeConfig]()) {
+		if sf.Tag.Get("platform") != "" {
+			tagged = append(tagged, strings.Split(sf.Tag.Get("json"), ",")[0])
+		}
+	}
+	assert.ElementsMatch(t, tagged, slices.Collect(maps.Keys(containerCannot)))
 }

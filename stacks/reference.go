@@ -19,6 +19,15 @@ type Field struct {
 	Go reflect.StructField
 }
 
+// fieldDoc is a key's description: its doc tag, after the platform it is
+// only valid on (its platform tag), as in "proxmox: VM id ...".
+func fieldDoc(sf reflect.StructField) string {
+	if p := sf.Tag.Get("platform"); p != "" {
+		return p + ": " + sf.Tag.Get("doc")
+	}
+	return sf.Tag.Get("doc")
+}
+
 // Fields lists every configuration key, in declaration order, walking into
 // objects and lists of objects.
 func Fields() []Field {
@@ -38,7 +47,7 @@ func walkFields(prefix string, t reflect.Type, out *[]Field) {
 		ft := sf.Type
 		*out = append(*out, Field{
 			Path: path, Type: typeName(sf), Required: requiredText(sf.Tag.Get("required")),
-			Default: sf.Tag.Get("default"), Doc: sf.Tag.Get("doc"), Go: sf,
+			Default: sf.Tag.Get("default"), Doc: fieldDoc(sf), Go: sf,
 		})
 		switch {
 		case ft.Kind() == reflect.Struct && ft != secretType && ft != patchType:

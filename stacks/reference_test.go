@@ -99,7 +99,7 @@ func TestDefaultTagsMatchTheLoader(t *testing.T) {
 			continue // platform- or role-dependent: covered by TestDefaultsPerPlatform
 		}
 		platform := stacks.PlatformProxmox
-		if strings.HasPrefix(f.Doc, "vps:") || strings.HasPrefix(f.Path, "vps.") || strings.Contains(f.Path, ".rescue.") {
+		if f.Go.Tag.Get("platform") == "vps" || strings.HasPrefix(f.Path, "vps.") || strings.Contains(f.Path, ".rescue.") {
 			platform = stacks.PlatformVPS
 		}
 		if strings.HasPrefix(f.Path, "local.") {

@@ -157,27 +157,27 @@ type NodesConfig struct {
 	Workers       []NodeConfig `json:"workers" doc:"Worker nodes; none makes the control planes schedulable."`
 }
 
-// NodeConfig is one machine. Fields marked proxmox or vps are only valid on
-// that platform.
+// NodeConfig is one machine. A field tagged `platform` is only valid on
+// that platform (rejectOtherPlatforms refuses it elsewhere).
 type NodeConfig struct {
 	Name    string  `json:"name" doc:"Node name: a DNS label, unique in the cluster; the VM name and hostname." required:"true"`
 	IP      string  `json:"ip" doc:"The node's IPv4 address (a VPS's public IP)." required:"true"`
 	Patches []Patch `json:"patches" doc:"Talos patches for this node only."`
 
 	// Proxmox.
-	VMID         int    `json:"vmId" doc:"proxmox: VM id, unique on the Proxmox cluster (100-999999999)." required:"proxmox"`
-	MAC          string `json:"mac" doc:"proxmox: MAC address of the VM's NIC, in any spelling (52:54:00:12:34:56, 52-54-00-12-34-56, 5254.0012.3456; handed on in the first), unicast and not all zero; default: derived from the stack, cluster and node names (the same after a destroy and up)."`
-	Cores        int    `json:"cores" doc:"proxmox: virtual CPU cores (1-256)." default:"2 (control plane), 4 (worker)"`
-	Memory       int    `json:"memory" doc:"proxmox: memory in MiB (1024-4194304, i.e. at most 4 TiB)." default:"4096 (control plane), 8192 (worker)"`
-	DiskSize     int    `json:"diskSize" doc:"proxmox: boot disk size in GiB (10-131072, i.e. at most 128 TiB)." default:"20"`
-	DataDiskSize int    `json:"dataDiskSize" doc:"proxmox: size in GiB of a second disk (e.g. for Longhorn) on workers (at most 131072); 0 means none." default:"0"`
-	ProxmoxNode  string `json:"proxmoxNode" doc:"proxmox: Proxmox node (host) that runs this VM; default: 'proxmox.node'."`
+	VMID         int    `json:"vmId" doc:"VM id, unique on the Proxmox cluster (100-999999999)." required:"proxmox" platform:"proxmox"`
+	MAC          string `json:"mac" doc:"MAC address of the VM's NIC, in any spelling (52:54:00:12:34:56, 52-54-00-12-34-56, 5254.0012.3456; handed on in the first), unicast and not all zero; default: derived from the stack, cluster and node names (the same after a destroy and up)." platform:"proxmox"`
+	Cores        int    `json:"cores" doc:"virtual CPU cores (1-256)." default:"2 (control plane), 4 (worker)" platform:"proxmox"`
+	Memory       int    `json:"memory" doc:"memory in MiB (1024-4194304, i.e. at most 4 TiB)." default:"4096 (control plane), 8192 (worker)" platform:"proxmox"`
+	DiskSize     int    `json:"diskSize" doc:"boot disk size in GiB (10-131072, i.e. at most 128 TiB)." default:"20" platform:"proxmox"`
+	DataDiskSize int    `json:"dataDiskSize" doc:"size in GiB of a second disk (e.g. for Longhorn) on workers (at most 131072); 0 means none." default:"0" platform:"proxmox"`
+	ProxmoxNode  string `json:"proxmoxNode" doc:"Proxmox node (host) that runs this VM; default: 'proxmox.node'." platform:"proxmox"`
 
 	// VPS.
-	Gateway      string       `json:"gateway" doc:"vps: this node's gateway; default: 'cluster.network.gateway'."`
-	PrefixLength int          `json:"prefixLength" doc:"vps: this node's prefix length; default: 'cluster.network.prefixLength'."`
-	InstallDisk  string       `json:"installDisk" doc:"vps: disk to write Talos to; default: 'cluster.installDisk'."`
-	Rescue       RescueConfig `json:"rescue" doc:"vps: SSH access to the provider's rescue system."`
+	Gateway      string       `json:"gateway" doc:"this node's gateway; default: 'cluster.network.gateway'." platform:"vps"`
+	PrefixLength int          `json:"prefixLength" doc:"this node's prefix length; default: 'cluster.network.prefixLength'." platform:"vps"`
+	InstallDisk  string       `json:"installDisk" doc:"disk to write Talos to; default: 'cluster.installDisk'." platform:"vps"`
+	Rescue       RescueConfig `json:"rescue" doc:"SSH access to the provider's rescue system." platform:"vps"`
 }
 
 // RescueConfig is SSH access to a VPS's rescue system.

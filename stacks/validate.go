@@ -172,30 +172,43 @@ func validateVPSStack(d *Diagnostics, cfg *Config) {
 
 // validateProxmoxStackNode checks a Proxmox node and refuses a VPS node's keys.
 func validateProxmoxStackNode(d *Diagnostics, ref NodeRef, macs map[string]string) {
-	p := ref.Path
 	validateProxmoxNode(d, ref, macs)
-	rejectSet(d, p, "vps", map[string]bool{
-		"gateway": ref.Gateway != "", "prefixLength": d.given(p+".prefixLength", ref.PrefixLength != 0),
-		"installDisk": ref.InstallDisk != "", "rescue": !reflect.ValueOf(ref.Rescue).IsZero() || d.zeroUnder(p+".rescue"),
-	})
+	rejectOtherPlatforms(d, ref, PlatformProxmox, nil)
 }
 
 // validateVPSStackNode checks a VPS node and refuses a Proxmox node's keys.
 func validateVPSStackNode(d *Diagnostics, ref NodeRef, _ map[string]string) {
-	p := ref.Path
 	validateVPSNode(d, ref)
-	rejectSet(d, p, "proxmox", map[string]bool{
-		"vmId": d.given(p+".vmId", ref.VMID != 0), "mac": ref.MAC != "", "cores": d.given(p+".cores", ref.Cores != 0),
-		"memory": d.given(p+".memory", ref.Memory != 0), "diskSize": d.given(p+".diskSize", ref.DiskSize != 0),
-		"dataDiskSize": d.given(p+".dataDiskSize", ref.DataDiskSize != 0), "proxmoxNode": ref.ProxmoxNode != "",
-	})
+	rejectOtherPlatforms(d, ref, PlatformVPS, nil)
 }
 
-// rejectSet reports keys given for the other platform, in a stable order.
-func rejectSet(d *Diagnostics, path, platform string, set map[string]bool) {
-	for _, key := range []string{"vmId", "mac", "cores", "memory", "diskSize", "dataDiskSize", "proxmoxNode", "gateway", "prefixLength", "installDisk", "rescue"} {
-		if set[key] {
-			d.errorf(path+"."+key, "is only valid for platform %s", platform)
+// rejectOtherPlatforms refuses, in the order of NodeConfig, each key of a
+// node that is only valid on another platform than p (its `platform` tag)
+// and that the stack gives (a 0 too), saying why with why[key] when p
+// says, else naming the platform it is valid on.
+func rejectOtherPlatforms(d *Diagnostics, ref NodeRef, p Platform, why map[string]string) {
+	v := reflect.ValueOf(*ref.NodeConfig)
+	for _, sf := range reflect.VisibleFields(v.Type()) {
+		platform := sf.Tag.Get("platform")
+		if platform == "" || Platform(platform) == p {
+			continue
+		}
+		key := strings.Split(sf.Tag.Get("json"), ",")[0]
+		path := ref.Path + "." + key
+		f := v.FieldByIndex(sf.Index)
+		set := !f.IsZero()
+		switch f.Kind() {
+		case reflect.Int:
+			set = d.given(path, set)
+		case reflect.Struct:
+			set = set || d.zeroUnder(path)
+		}
+		switch {
+		case !set:
+		case why[key] != "":
+			d.errorf(path, "is not valid for platform %s: %s", p, why[key])
+		default:
+			d.errorf(path, "is only valid for platform %s", platform)
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package talosprovider
 
+import "reflect"
+
 // VersionOf is versionOf, for the tests.
 var VersionOf = versionOf
 
@@ -21,3 +23,12 @@ const (
 // ResourceArgs are the components' Go arguments by token: the one list of
 // the package's components.
 var ResourceArgs = resourceArgs
+
+// ComponentOutputs are the components' resource types by token.
+var ComponentOutputs = func() map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for _, c := range components(Options{}) {
+		out[c.token] = c.outputs
+	}
+	return out
+}()

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/provider/internal/docs"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 )
@@ -169,4 +171,28 @@ func TestSchemaDescriptionsHaveNoGo(t *testing.T) {
 	}
 	walk("", spec)
 	assert.Greater(t, count, 150)
+}
+
+// Every platform component has the TalosCluster's outputs, under the same
+// names and types: the skeleton of a cluster component (the Go SDK's
+// construct reads a component's own fields only, so they cannot be one
+// embedded struct; this holds them together instead).
+func TestEveryComponentHasTheClusterOutputs(t *testing.T) {
+	t.Parallel()
+	type out struct{ name, typ string }
+	outputs := func(ty reflect.Type) []out {
+		var o []out
+		for i := range ty.NumField() {
+			f := ty.Field(i) // its own fields: not the embedded ResourceState's urn
+			if name := strings.Split(f.Tag.Get("pulumi"), ",")[0]; name != "" && !f.Anonymous {
+				o = append(o, out{name, f.Type.String()})
+			}
+		}
+		return o
+	}
+	cluster := outputs(reflect.TypeFor[talos.Cluster]())
+	require.Len(t, cluster, 8)
+	for token, c := range talosprovider.ComponentOutputs {
+		assert.Subset(t, outputs(c), cluster, "%s has every output of a TalosCluster", token)
+	}
 }

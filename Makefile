@@ -353,7 +353,7 @@ secret: require-stack ## Set a secret config value: make secret STACK=... KEY=pr
 	$(PULUMI) config set --secret --path --stack $(call quote,$(STACK)) $(call quote,$(KEY))
 
 .PHONY: doctor
-doctor: require-stack $(STACKCTL) ## Check from this machine what `up` needs: Proxmox API and token, datastores, VM ids, SSH, route to the VMs; a VPS node's rescue SSH and host key, or its Talos API.
+doctor: require-stack $(STACKCTL) ## Check from this machine what `up` needs: Proxmox API and token, datastores, VM ids, SSH, route to the VMs; a VPS node's rescue SSH and host key, or its Talos API; a local stack's Docker daemon, image and ports.
 	$(STACKCTL) doctor --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
 
 .PHONY: backup

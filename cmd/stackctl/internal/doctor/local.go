@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -20,10 +21,15 @@ import (
 const DefaultDockerSocket = "/var/run/docker.sock"
 
 // checkLocal checks what a local stack needs of this machine: a Docker
-// daemon this user may use, and the ports on 127.0.0.1 the first control
-// plane's APIs are published on.
+// daemon this user may use, the nodes' image (there, or its registry
+// reachable), and the ports on 127.0.0.1 the first control plane's APIs
+// are published on.
 func checkLocal(ctx context.Context, env Env, cfg *stacks.Config, _ string) []Result {
-	out := []Result{checkDocker(ctx, env)}
+	daemon := checkDocker(ctx, env)
+	out := []Result{daemon}
+	if daemon.Level == OK {
+		out = append(out, checkImage(ctx, env, localImage(cfg)))
+	}
 	for _, p := range []struct {
 		key  string
 		port int
@@ -60,32 +66,80 @@ func checkDocker(ctx context.Context, env Env) Result {
 	if socket == "" {
 		return Result{Warn, "docker", fmt.Sprintf("DOCKER_HOST=%s is not a unix:// socket: not checked", env.Getenv("DOCKER_HOST"))}
 	}
-	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
-	defer cancel()
-	conn, err := env.Dial(ctx, "unix", socket)
+	resp, err := dockerGet(ctx, env, socket, "/_ping")
 	switch {
 	case errors.Is(err, syscall.EACCES):
 		return Result{Fail, "docker", fmt.Sprintf("this user may not use the Docker daemon at %s: add it to the docker group (`sudo usermod -aG docker $USER`, then log in again)", socket)}
-	case err != nil:
+	case errors.Is(err, errNoDaemon):
 		return Result{Fail, "docker", fmt.Sprintf("no Docker daemon answers at %s (%v): install Docker Engine (Debian: `sudo apt-get install docker.io`) and start it (`sudo systemctl start docker`)", socket, err)}
+	case err != nil:
+		return Result{Fail, "docker", fmt.Sprintf("the Docker daemon at %s does not answer its ping: %v", socket, err)}
+	case resp.StatusCode != http.StatusOK:
+		return Result{Fail, "docker", fmt.Sprintf("the Docker daemon at %s answers its ping with %s", socket, resp.Status)}
+	}
+	return Result{OK, "docker", fmt.Sprintf("the Docker daemon at %s answers (API %s)", socket, resp.Header.Get("Api-Version"))}
+}
+
+// errNoDaemon is a socket nothing answers on.
+var errNoDaemon = errors.New("no daemon")
+
+// dockerGet is one GET of the Docker Engine API on socket; the body is
+// read and closed.
+func dockerGet(ctx context.Context, env Env, socket, path string) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
+	defer cancel()
+	conn, err := env.Dial(ctx, "unix", socket)
+	if err != nil {
+		if errors.Is(err, syscall.EACCES) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errNoDaemon, err)
 	}
 	defer func() { _ = conn.Close() }()
 	if d, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(d)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/_ping", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
 	if err := req.Write(conn); err != nil {
-		return Result{Fail, "docker", fmt.Sprintf("unable to ask the Docker daemon at %s: %v", socket, err)}
+		return nil, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {
-		return Result{Fail, "docker", fmt.Sprintf("the Docker daemon at %s does not answer its ping: %v", socket, err)}
+		return nil, err
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Result{Fail, "docker", fmt.Sprintf("the Docker daemon at %s answers its ping with %s", socket, resp.Status)}
+	return resp, nil
+}
+
+// localImage is the nodes' image, as the DockerCluster defaults it.
+func localImage(cfg *stacks.Config) string {
+	if cfg.Local.Image != "" {
+		return cfg.Local.Image
 	}
-	return Result{OK, "docker", fmt.Sprintf("the Docker daemon at %s answers (API %s)", socket, resp.Header.Get("Api-Version"))}
+	return docker.DefaultImageRepository + ":" + cfg.Cluster.TalosVersion
+}
+
+// checkImage says whether the nodes' image is there (GET
+// /images/<name>/json, as `docker image inspect`), or else whether its
+// registry answers, so that up can pull it.
+func checkImage(ctx context.Context, env Env, image string) Result {
+	resp, err := dockerGet(ctx, env, dockerSocket(env), "/images/"+image+"/json")
+	if err == nil && resp.StatusCode == http.StatusOK {
+		return Result{OK, "image", fmt.Sprintf("%s is on this machine", image)}
+	}
+	registry := "registry-1.docker.io"
+	if first, _, ok := strings.Cut(image, "/"); ok && strings.ContainsAny(first, ".:") {
+		registry = first
+	}
+	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
+	defer cancel()
+	conn, err := env.Dial(ctx, "tcp", net.JoinHostPort(registry, "443"))
+	if err != nil {
+		return Result{Fail, "image", fmt.Sprintf("%s is not on this machine and its registry %s does not answer (%v): `up` could not pull it; check the network, or `docker load` the image", image, registry, err)}
+	}
+	_ = conn.Close()
+	return Result{OK, "image", fmt.Sprintf("%s is not on this machine yet: `up` pulls it from %s, which answers", image, registry)}
 }
 
 // checkLocalPort warns when something already listens on 127.0.0.1:port:

@@ -2,9 +2,11 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,27 +14,50 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/internal/dockertest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// localEnv dials for real, with DOCKER_HOST as given.
-func localEnv(dockerHost string) Env {
+// localEnv dials for real, with DOCKER_HOST as given, on this machine
+// only: a registry's name is routes' (host:port to a loopback address)
+// or refused, so the tests never leave it.
+func localEnv(dockerHost string, routes ...map[string]string) Env {
 	var d net.Dialer
 	return Env{
-		Dial:    d.DialContext,
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if network == "unix" || strings.HasPrefix(addr, "127.0.0.1:") {
+				return d.DialContext(ctx, network, addr)
+			}
+			for _, r := range routes {
+				if to, ok := r[addr]; ok {
+					return d.DialContext(ctx, network, to)
+				}
+			}
+			return nil, fmt.Errorf("dial %s: no route from the test", addr)
+		},
 		Getenv:  func(k string) string { return map[string]string{"DOCKER_HOST": dockerHost}[k] },
 		Timeout: 2 * time.Second,
 	}
 }
 
 // pingServer answers /_ping on a Unix socket as dockerd does (moby's
-// api/server/router/system: 200 "OK" with an Api-Version header).
-func pingServer(t *testing.T, status int) string {
+// api/server/router/system: 200 "OK" with an Api-Version header), and
+// /images/<name>/json (api/server/router/image: 200 for an image it
+// holds, 404 otherwise) for the images given.
+func pingServer(t *testing.T, status int, images ...string) string {
 	t.Helper()
 	socket := filepath.Join(t.TempDir(), "docker.sock")
 	l, err := net.Listen("unix", socket)
 	require.NoError(t, err)
 	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name, ok := strings.CutPrefix(r.URL.Path, "/images/"); ok {
+			if slices.Contains(images, strings.TrimSuffix(name, "/json")) {
+				_, _ = w.Write([]byte(`{"Id":"sha256:0"}`))
+				return
+			}
+			http.Error(w, `{"message":"No such image"}`, http.StatusNotFound)
+			return
+		}
 		if r.URL.Path != "/_ping" {
 			http.NotFound(w, r)
 			return
@@ -65,6 +90,30 @@ func TestLocalChecksTheDockerDaemon(t *testing.T) {
 	assert.Equal(t, Warn, checkDocker(ctx, localEnv("tcp://10.0.0.5:2375")).Level)
 }
 
+// The nodes' image: there, or pullable from a registry that answers, or
+// neither (a failure naming the image and the registry).
+func TestLocalChecksTheImage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := &stacks.Config{Platform: stacks.PlatformLocal, Cluster: stacks.ClusterConfig{TalosVersion: "v1.13.9"}}
+	const image = "ghcr.io/siderolabs/talos:v1.13.9"
+
+	rs := checkLocal(ctx, localEnv("unix://"+pingServer(t, http.StatusOK, image)), cfg, "local")
+	require.Len(t, rs, 4)
+	assert.Equal(t, Result{OK, "image", image + " is on this machine"}, rs[1])
+
+	registry, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = registry.Close() }()
+	pullable := checkImage(ctx, localEnv("unix://"+pingServer(t, http.StatusOK), map[string]string{"ghcr.io:443": registry.Addr().String()}), image)
+	assert.Equal(t, OK, pullable.Level, pullable.Message)
+	assert.Contains(t, pullable.Message, "`up` pulls it from ghcr.io")
+
+	none := checkImage(ctx, localEnv("unix://"+pingServer(t, http.StatusOK)), "standin:v1")
+	assert.Equal(t, Fail, none.Level)
+	assert.Contains(t, none.Message, "standin:v1 is not on this machine and its registry registry-1.docker.io does not answer")
+}
+
 // The real daemon, where this machine runs one (make deps installs
 // Debian's docker.io): the fake above answers as it does.
 func TestLocalChecksTheRealDockerDaemon(t *testing.T) {
@@ -77,6 +126,14 @@ func TestLocalChecksTheRealDockerDaemon(t *testing.T) {
 	r := checkDocker(context.Background(), localEnv(""))
 	require.Equal(t, OK, r.Level, r.Message)
 	assert.Contains(t, r.Message, "API 1.")
+
+	// The image's read answers as the fake's: 200 for one it holds, 404
+	// (then the registry, unreachable from the test) for another.
+	dockertest.Available(t)
+	tag := fmt.Sprintf("standin-doctor-%d:v1", time.Now().UnixNano())
+	dockertest.BuildStandin(t, tag)
+	assert.Equal(t, Result{OK, "image", tag + " is on this machine"}, checkImage(context.Background(), localEnv(""), tag))
+	assert.Equal(t, Fail, checkImage(context.Background(), localEnv(""), tag+"-none").Level)
 }
 
 func TestLocalChecksItsPorts(t *testing.T) {

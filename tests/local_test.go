@@ -146,3 +146,35 @@ func TestLocalStackRefusesWhatAContainerCannotDo(t *testing.T) {
 		})
 	}
 }
+
+// The patches Talos's container mode refuses (the host DNS off) or
+// ignores (an encrypted STATE or EPHEMERAL) are refused on a local stack,
+// by the patch's key; the same patches pass elsewhere.
+func TestLocalStackRefusesPatchesAContainerCannotTake(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ patch, want string }{
+		{"machine:\n  features:\n    hostDNS:\n      forwardKubeDNSToHost: false\n", "Talos refuses a config without them in a container"},
+		{"apiVersion: v1alpha1\nkind: VolumeConfig\nname: EPHEMERAL\nencryption:\n  provider: luks2\n  keys:\n    - slot: 0\n      nodeID: {}\n", "which Talos does not encrypt"},
+	} {
+		src := edit(t, stackstest.Example(t, stackstest.LocalExample), "cluster", func(m map[string]any) {
+			m["patches"] = map[string]any{"all": []any{tc.patch}}
+		})
+		_, d := program.Validate(src)
+		var at []string
+		for _, e := range d.Errors {
+			if e.Path == "cluster.patches.all[0]" {
+				at = append(at, e.Message)
+			}
+		}
+		require.Len(t, at, 1, "errors: %v", d.Errors)
+		assert.Contains(t, at[0], tc.want)
+
+		vps := edit(t, stackstest.Example(t, stackstest.VPSExample), "cluster", func(m map[string]any) {
+			m["patches"] = map[string]any{"all": []any{tc.patch}}
+		})
+		_, d = program.Validate(vps)
+		for _, e := range d.Errors {
+			assert.NotEqual(t, "cluster.patches.all[0]", e.Path, "not refused on a VPS: %s", e.Message)
+		}
+	}
+}

@@ -236,7 +236,7 @@ func (s Settings) privileged() bool { return s.Privileged == nil || *s.Privilege
 func (a *ClusterArgs) TalosArgs() *talos.ClusterArgs {
 	return &talos.ClusterArgs{
 		Cluster: a.Cluster, InstallerImage: pulumi.String(""), Nodes: a.talosNodes(),
-		Previous: a.Previous, InputName: a.InputName, NodeNetwork: a.subnet(),
+		Previous: a.Previous, InputName: a.InputName, NodeNetwork: a.subnet(), InContainer: true,
 	}
 }
 

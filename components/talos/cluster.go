@@ -183,6 +183,10 @@ type ClusterArgs struct {
 	// NodeNetwork is the nodes' network when the platform knows it (Go
 	// only): the overrides guard judges the approver's prefixes against it.
 	NodeNetwork netip.Prefix
+	// InContainer says the nodes run Talos in containers (Go only): the
+	// overrides guard refuses the patches Talos's container mode refuses
+	// or ignores.
+	InContainer bool
 	// InputName names an input path of this component in the caller's
 	// terms (Go only; the stack file's keys for the program): the warnings
 	// the component logs carry it. The path itself when nil.

@@ -25,6 +25,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 )
@@ -138,6 +140,8 @@ const (
 	sSchedCP                  // cluster.allowSchedulingOnControlPlanes "on"/"off"
 	sVolumes                  // the user volumes' names, "\n"-joined
 	sMounts                   // the kubelet's rshared extra mounts' destinations, "\n"-joined
+	sHostDNS                  // the host DNS with kube-dns forwarded to it "on"/"off"
+	sEncrypted                // the STATE or EPHEMERAL volume encrypted "yes"/""
 	nSettings
 )
 
@@ -178,6 +182,13 @@ func read(c config.Provider) snapshot {
 		}
 	}
 	s[sVolumes], s[sMounts] = strings.Join(volumes, "\n"), strings.Join(mounts, "\n")
+	dns := m.Features().HostDNS()
+	s[sHostDNS] = onOff(dns.Enabled() && dns.ForwardKubeDNSToHost())
+	for _, name := range []string{constants.StatePartitionLabel, constants.EphemeralPartitionLabel} {
+		if v, ok := c.Volumes().ByName(name); ok && v.Encryption() != nil && v.Encryption().Provider() != block.EncryptionProviderNone {
+			s[sEncrypted] = "yes"
+		}
+	}
 	return s
 }
 
@@ -429,6 +440,12 @@ func (g *guard) judge(st *chainState, role Role) (prismUse, bool) {
 	}
 	if s[sRotate] != "true" && by[sRotate] != "" {
 		g.patchWarning(by[sRotate], role, "turns off the kubelet's serving-certificate requests "+scopeMark+" (machine.kubelet.extraArgs.rotate-server-certificates must stay \"true\"): kubelets then serve self-signed certificates that metrics-server and other API clients cannot verify")
+	}
+	if g.args.InContainer && s[sHostDNS] == "off" && by[sHostDNS] != "" {
+		g.patchError(by[sHostDNS], role, "turns off the host DNS or its forwarding of kube-dns "+scopeMark+" (machine.features.hostDNS.enabled and forwardKubeDNSToHost must stay true): Talos refuses a config without them in a container, where they pass the container's DNS on to the pods")
+	}
+	if g.args.InContainer && s[sEncrypted] != "" && by[sEncrypted] != "" {
+		g.patchError(by[sEncrypted], role, "encrypts the STATE or EPHEMERAL volume "+scopeMark+": in a container they are Docker volumes, which Talos does not encrypt (it skips the setting); encrypt the disk Docker keeps its volumes on instead")
 	}
 	if g.spec.SchedulableControlPlanes && s[sSchedCP] == "off" && by[sSchedCP] != "" {
 		g.warnf(by[sSchedCP], "sets cluster.allowSchedulingOnControlPlanes: false on a cluster without workers: no ordinary workload can run anywhere")

@@ -49,11 +49,12 @@ type runtimeMode string
 
 func (m runtimeMode) String() string        { return string(m) }
 func (m runtimeMode) RequiresInstall() bool { return m == "metal" }
-func (m runtimeMode) InContainer() bool     { return false }
+func (m runtimeMode) InContainer() bool     { return m == "container" }
 
 const (
-	metal runtimeMode = "metal"
-	cloud runtimeMode = "cloud"
+	metal     runtimeMode = "metal"
+	cloud     runtimeMode = "cloud"
+	container runtimeMode = "container"
 )
 
 // fixedBundle is the committed secrets bundle that makes generated configs
@@ -185,6 +186,34 @@ func loadExample(t *testing.T, file string) *stacks.Config {
 	cfg, d := stacks.Load(stackstest.Example(t, file))
 	require.NoError(t, d.Err())
 	return cfg
+}
+
+// The local example's configs are valid for Talos in a container, as
+// Talos's own validation of container mode judges them (it asks for the
+// host DNS features that pass the container's DNS on): the generated
+// patches name no install disk, image or address, and Docker's network is
+// the nodes'.
+func TestLocalNodeConfigsValidateInContainerMode(t *testing.T) {
+	t.Parallel()
+	cfg := loadExample(t, stackstest.LocalExample)
+	targs := program.TalosArgs(cfg)
+	spec := targs.PatchSpec()
+	for _, n := range targs.Nodes {
+		final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, talos.NodePatches(spec, n, ""))
+		require.NoError(t, err)
+		require.NoError(t, validateFor(t, final, container), n.Name)
+		v1 := docs(t, final)["v1alpha1"]
+		assert.Equal(t, true, get(v1, "machine.features.hostDNS.enabled"), n.Name)
+		assert.Equal(t, true, get(v1, "machine.features.hostDNS.forwardKubeDNSToHost"), n.Name)
+		assert.Nil(t, get(v1, "machine.network.interfaces.0.addresses"), "Docker gives the address")
+	}
+	// A patch that turns the host DNS off is what Talos refuses in a
+	// container: the validation above would catch it.
+	n := targs.Nodes[0]
+	off := append(talos.NodePatches(spec, n, ""), "machine:\n  features:\n    hostDNS:\n      forwardKubeDNSToHost: false\n")
+	final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, off)
+	require.NoError(t, err)
+	require.ErrorContains(t, validateFor(t, final, container), "forwardKubeDNSToHost")
 }
 
 func TestExampleNodeConfigsValidate(t *testing.T) {

@@ -37,17 +37,17 @@ func BuildStandin(t *testing.T, tags ...string) {
 		require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o750))
 	}
 	_, here, _, _ := runtime.Caller(0)
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "standin"), ".")
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "standin"), ".") //nolint:gosec // the test's own folder
 	build.Dir = filepath.Join(filepath.Dir(here), "standin")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	for _, tag := range tags {
-		imp := exec.Command("sh", "-c", `tar -C "$1" -c . | docker import --change 'ENTRYPOINT ["/standin"]' - "$2"`, "sh", root, tag)
+		imp := exec.Command("sh", "-c", `tar -C "$1" -c . | docker import --change 'ENTRYPOINT ["/standin"]' - "$2"`, "sh", root, tag) //nolint:gosec // the test's folder and tags, as arguments
 		out, err := imp.CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
-	t.Cleanup(func() { _ = exec.Command("docker", append([]string{"rmi"}, tags...)...).Run() })
+	t.Cleanup(func() { _ = exec.Command("docker", append([]string{"rmi"}, tags...)...).Run() }) //nolint:gosec // the test's own tags
 }
 
 // Container is what the tests read of a container (docker inspect).
@@ -87,7 +87,7 @@ func Boots(t *testing.T, container string) string {
 // ls") or networks ("network ls") labelled as the cluster's, sorted.
 func Labelled(t *testing.T, cluster string, kind ...string) []string {
 	t.Helper()
-	out, err := exec.Command("docker", append(kind, "-q", "--filter", "label=talos.cluster.name="+cluster)...).CombinedOutput()
+	out, err := exec.Command("docker", append(kind, "-q", "--filter", "label=talos.cluster.name="+cluster)...).CombinedOutput() //nolint:gosec // the test's own cluster
 	require.NoError(t, err, "%s", out)
 	return slices.Sorted(slices.Values(strings.Fields(string(out))))
 }

@@ -66,7 +66,7 @@ func checkDocker(ctx context.Context, env Env) Result {
 	if socket == "" {
 		return Result{Warn, "docker", fmt.Sprintf("DOCKER_HOST=%s is not a unix:// socket: not checked", env.Getenv("DOCKER_HOST"))}
 	}
-	resp, err := dockerGet(ctx, env, socket, "/_ping")
+	status, header, err := dockerGet(ctx, env, socket, "/_ping")
 	switch {
 	case errors.Is(err, syscall.EACCES):
 		return Result{Fail, "docker", fmt.Sprintf("this user may not use the Docker daemon at %s: add it to the docker group (`sudo usermod -aG docker $USER`, then log in again)", socket)}
@@ -74,26 +74,26 @@ func checkDocker(ctx context.Context, env Env) Result {
 		return Result{Fail, "docker", fmt.Sprintf("no Docker daemon answers at %s (%v): install Docker Engine (Debian: `sudo apt-get install docker.io`) and start it (`sudo systemctl start docker`)", socket, err)}
 	case err != nil:
 		return Result{Fail, "docker", fmt.Sprintf("the Docker daemon at %s does not answer its ping: %v", socket, err)}
-	case resp.StatusCode != http.StatusOK:
-		return Result{Fail, "docker", fmt.Sprintf("the Docker daemon at %s answers its ping with %s", socket, resp.Status)}
+	case status != http.StatusOK:
+		return Result{Fail, "docker", fmt.Sprintf("the Docker daemon at %s answers its ping with %d %s", socket, status, http.StatusText(status))}
 	}
-	return Result{OK, "docker", fmt.Sprintf("the Docker daemon at %s answers (API %s)", socket, resp.Header.Get("Api-Version"))}
+	return Result{OK, "docker", fmt.Sprintf("the Docker daemon at %s answers (API %s)", socket, header.Get("Api-Version"))}
 }
 
 // errNoDaemon is a socket nothing answers on.
 var errNoDaemon = errors.New("no daemon")
 
-// dockerGet is one GET of the Docker Engine API on socket; the body is
-// read and closed.
-func dockerGet(ctx context.Context, env Env, socket, path string) (*http.Response, error) {
+// dockerGet is one GET of the Docker Engine API on socket: the answer's
+// status and header (its body is read and dropped).
+func dockerGet(ctx context.Context, env Env, socket, path string) (int, http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
 	defer cancel()
 	conn, err := env.Dial(ctx, "unix", socket)
 	if err != nil {
 		if errors.Is(err, syscall.EACCES) {
-			return nil, err
+			return 0, nil, err
 		}
-		return nil, fmt.Errorf("%w: %w", errNoDaemon, err)
+		return 0, nil, fmt.Errorf("%w: %w", errNoDaemon, err)
 	}
 	defer func() { _ = conn.Close() }()
 	if d, ok := ctx.Deadline(); ok {
@@ -101,15 +101,15 @@ func dockerGet(ctx context.Context, env Env, socket, path string) (*http.Respons
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
 	if err := req.Write(conn); err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	_ = resp.Body.Close()
-	return resp, nil
+	return resp.StatusCode, resp.Header, nil
 }
 
 // localImage is the nodes' image, as the DockerCluster defaults it.
@@ -124,8 +124,7 @@ func localImage(cfg *stacks.Config) string {
 // /images/<name>/json, as `docker image inspect`), or else whether its
 // registry answers, so that up can pull it.
 func checkImage(ctx context.Context, env Env, image string) Result {
-	resp, err := dockerGet(ctx, env, dockerSocket(env), "/images/"+image+"/json")
-	if err == nil && resp.StatusCode == http.StatusOK {
+	if status, _, err := dockerGet(ctx, env, dockerSocket(env), "/images/"+image+"/json"); err == nil && status == http.StatusOK {
 		return Result{OK, "image", fmt.Sprintf("%s is on this machine", image)}
 	}
 	registry := "registry-1.docker.io"

@@ -134,20 +134,13 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 // one by its input path, or nil. Nothing is registered while any input is
 // invalid.
 func (a *ClusterArgs) Validate(name string) error {
-	var p inputs.Problems
 	if a == nil {
+		var p inputs.Problems
 		p.Add("args", "are required")
 		return p.Err(ComponentName, name)
 	}
 	d := a.WithDefaults()
-	d.check(&p)
-	if err := p.Err(ComponentName, name); err != nil {
-		return err
-	}
-	for _, e := range d.TalosArgs().CheckOverrides(d.subnet()).Errors {
-		p.Add(e.Path, "%s", e.Message)
-	}
-	return p.Err(ComponentName, name)
+	return talos.ValidatePlatform(ComponentName, name, d.check, d.TalosArgs, d.subnet())
 }
 
 // Problems are the invalid inputs of a (with its defaults), by input

@@ -70,6 +70,23 @@ func (a *ClusterArgs) CheckOverrides(network netip.Prefix) Overrides {
 	return g.overrides()
 }
 
+// ValidatePlatform is a platform component's Validate: its own checks
+// (check, on its inputs with their defaults), then, once they hold, the
+// guard of the user's patches and Helm values (CheckOverrides) on the
+// TalosCluster's arguments it hands on, whose paths are its own. One error
+// names every problem; nil when there is none.
+func ValidatePlatform(component, name string, check func(*inputs.Problems), talosArgs func() *ClusterArgs, network netip.Prefix) error {
+	var p inputs.Problems
+	check(&p)
+	if err := p.Err(component, name); err != nil {
+		return err
+	}
+	for _, e := range talosArgs().CheckOverrides(network).Errors {
+		p.Add(e.Path, "%s", e.Message)
+	}
+	return p.Err(component, name)
+}
+
 type guard struct {
 	args     *ClusterArgs
 	nodes    []NodeSpec

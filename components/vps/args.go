@@ -230,25 +230,16 @@ func ManagedPort(port int) string { return managedPorts[port] }
 // by its schema path (e.g. nodes[1].rescue.port), or nil. name is the
 // resource name. Nothing is registered while any input is invalid.
 func (a *ClusterArgs) Validate(name string) error {
-	var p inputs.Problems
 	if a == nil {
+		var p inputs.Problems
 		p.Add("args", "are required")
 		return p.Err(ComponentName, name)
 	}
-	// The inputs as the component uses them: with its defaults.
-	defaulted := a.WithDefaults()
-	a = &defaulted
-	a.check(&p)
-	if err := p.Err(ComponentName, name); err != nil {
-		return err
-	}
-	// What the user's patches and Helm values do, once the inputs hold
-	// (the TalosCluster's guard, at the same paths: its nodes are ours, in
+	// The inputs as the component uses them: with its defaults; the
+	// TalosCluster's guard at the same paths (its nodes are ours, in
 	// order, with their firewall patches).
-	for _, e := range a.TalosArgs(nil).CheckOverrides(netip.Prefix{}).Errors {
-		p.Add(e.Path, "%s", e.Message)
-	}
-	return p.Err(ComponentName, name)
+	d := a.WithDefaults()
+	return talos.ValidatePlatform(ComponentName, name, d.check, func() *talos.ClusterArgs { return d.TalosArgs(nil) }, netip.Prefix{})
 }
 
 // Problems are the invalid inputs of a (with its defaults), by input

@@ -1,0 +1,63 @@
+package docker_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/components/docker"
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
+
+func minimal() docker.ClusterArgs {
+	return docker.ClusterArgs{
+		Cluster: talos.ClusterSettings{Name: "lab", TalosVersion: "v1.13.9"},
+		Docker:  docker.Settings{Subnet: "10.5.0.0/24"},
+		Nodes:   []docker.Node{{Name: "cp1", Role: talos.RoleControlPlane, IP: "10.5.0.2"}},
+	}
+}
+
+// The optional inputs' defaults: the subnet's first address as gateway,
+// the cluster's name as network, the release's image, the ports of
+// talosctl cluster create, privileged; the input itself is not changed.
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	in := minimal()
+	d := in.WithDefaults()
+	assert.Equal(t, "10.5.0.1", d.Docker.Gateway)
+	assert.Equal(t, "lab", d.Docker.Network)
+	assert.Equal(t, "ghcr.io/siderolabs/talos:v1.13.9", d.Docker.Image)
+	assert.Equal(t, 6443, d.Docker.KubernetesPort)
+	assert.Equal(t, 50000, d.Docker.TalosPort)
+	require.NotNil(t, d.Docker.Privileged)
+	assert.True(t, *d.Docker.Privileged)
+	assert.Equal(t, []string{"1.1.1.1", "9.9.9.9"}, d.Cluster.Nameservers)
+	assert.Empty(t, in.Docker.Gateway, "the input is left alone")
+	require.NoError(t, in.Validate("lab"))
+}
+
+// Every problem at once, each by its input path, and nothing without
+// arguments.
+func TestValidateNamesEveryProblem(t *testing.T) {
+	t.Parallel()
+	var none *docker.ClusterArgs
+	require.ErrorContains(t, none.Validate("lab"), "args: are required")
+
+	in := minimal()
+	in.Docker.Subnet = "10.5.0.7/24"
+	in.Docker.Gateway = "10.6.0.1"
+	in.Docker.Network = "Not_A_Label"
+	in.Docker.TalosPort = 6443
+	in.Nodes = append(in.Nodes, docker.Node{Name: "w1", Role: talos.RoleWorker, IP: "10.5.0.2"})
+	err := in.Validate("lab")
+	require.Error(t, err)
+	for _, want := range []string{
+		`docker.subnet: "10.5.0.7/24" has host bits set; did you mean 10.5.0.0/24?`,
+		`docker.network: "Not_A_Label" is not a Docker network name`,
+		"docker.talosPort: 6443 is the Kubernetes API's port too",
+		"nodes[1].ip",
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+}

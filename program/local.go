@@ -5,8 +5,11 @@ import (
 	"net/netip"
 
 	"github.com/fluodata/talos-pulumi/components/docker"
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 // localKeys are the DockerCluster's inputs LocalArgs fills from stack keys
@@ -43,4 +46,28 @@ func LocalArgs(cfg *stacks.Config) *docker.ClusterArgs {
 		})
 	}
 	return args
+}
+
+// localPlatform is a DockerCluster.
+type localPlatform struct{ args *docker.ClusterArgs }
+
+func (p *localPlatform) problems(string) []inputs.Problem { return p.args.Problems() }
+
+func (p *localPlatform) talos() *talos.ClusterArgs {
+	d := p.args.WithDefaults()
+	return d.TalosArgs()
+}
+
+func (p *localPlatform) share(inputName func(string) string, etcdBackup *talos.EtcdBackupSettings) {
+	p.args.InputName, p.args.Cluster.EtcdBackup = inputName, etcdBackup
+}
+
+func (p *localPlatform) remember(last Last) { p.args.Previous = last.Cluster }
+
+func (p *localPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {
+	c, err := docker.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, docker.Deps{Talos: o.Talos})
+	if err != nil {
+		return nil, err
+	}
+	return c.Outputs(), nil
 }

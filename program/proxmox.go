@@ -7,7 +7,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/image"
+	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
@@ -106,4 +108,33 @@ func ReadProxmoxKey(cfg *stacks.Config, args *proxmox.ClusterArgs) error {
 	}
 	args.Proxmox.DNSMasq.SSH.PrivateKey = pulumi.ToSecret(pulumi.String(string(key))).(pulumi.StringOutput)
 	return nil
+}
+
+// proxmoxPlatform is a ProxmoxCluster.
+type proxmoxPlatform struct{ args *proxmox.ClusterArgs }
+
+func (p *proxmoxPlatform) problems(stack string) []inputs.Problem { return p.args.Problems(stack) }
+
+func (p *proxmoxPlatform) talos() *talos.ClusterArgs {
+	d := p.args.WithDefaults()
+	return d.TalosArgs(nil)
+}
+
+func (p *proxmoxPlatform) share(inputName func(string) string, etcdBackup *talos.EtcdBackupSettings) {
+	p.args.InputName, p.args.Cluster.EtcdBackup = inputName, etcdBackup
+}
+
+func (p *proxmoxPlatform) remember(last Last) {
+	p.args.Previous, p.args.PreviousVMs = last.Cluster, last.VMs
+}
+
+func (p *proxmoxPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {
+	if err := ReadProxmoxKey(cfg, p.args); err != nil {
+		return nil, err
+	}
+	c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos, FastStop: true})
+	if err != nil {
+		return nil, err
+	}
+	return c.Outputs(), nil
 }

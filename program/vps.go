@@ -2,9 +2,12 @@ package program
 
 import (
 	"github.com/fluodata/talos-pulumi/components/image"
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 // vpsKeys are the VpsCluster's inputs VPSArgs fills from stack keys of
@@ -62,4 +65,28 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 		})
 	}
 	return args
+}
+
+// vpsPlatform is a VpsCluster.
+type vpsPlatform struct{ args *vps.ClusterArgs }
+
+func (p *vpsPlatform) problems(string) []inputs.Problem { return p.args.Problems() }
+
+func (p *vpsPlatform) talos() *talos.ClusterArgs {
+	d := p.args.WithDefaults()
+	return d.TalosArgs(nil)
+}
+
+func (p *vpsPlatform) share(inputName func(string) string, etcdBackup *talos.EtcdBackupSettings) {
+	p.args.InputName, p.args.Cluster.EtcdBackup = inputName, etcdBackup
+}
+
+func (p *vpsPlatform) remember(last Last) { p.args.Previous = last.Cluster }
+
+func (p *vpsPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {
+	c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
+	if err != nil {
+		return nil, err
+	}
+	return c.Outputs(), nil
 }

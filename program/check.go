@@ -10,45 +10,25 @@ import (
 )
 
 // delegated are the stack keys whose rules are the platform component's
-// (issue 25): stacks.Load no longer checks what the component checks of
-// them, and the component's problems there are named by these keys. At
-// some, Load keeps rules of the file's own (explicit zeros, a Proxmox
-// stack's gateway required, the keys of the other platform). The other
-// keys are checked by stacks.Load with the components' own functions
-// (components/inputs, components/proxmox/rules.go and network.go), where
-// the file needs them valid for its own defaults (the Proxmox endpoint, of
-// which the SSH host is one) or for its own features (the SSH settings
-// serve the access proxy too).
-var delegated = []string{
-	"cluster.network.gateway", "cluster.network.prefixLength", "cluster.network.nameservers",
-	"cluster.name", "cluster.vip", "cluster.schematic", "cluster.rollout.workerParallelism", "cluster.talosVersion", "cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version",
-	"backup.schedule", "cluster.dataVolume.name", "cluster.dataVolume.layout",
-	// Keys of every node ("nodes[]." stands for nodes.<group>[<i>].).
-	"nodes[].name", "nodes[].ip",
-}
-
-// The platforms' own delegated keys (their registrations hold them).
-var (
-	proxmoxDelegated = []string{
-		"proxmox.bridge", "proxmox.vlanId", "proxmox.diskDatastore", "proxmox.isoDatastore",
-		"proxmox.apiTokenId", "proxmox.cpuType", "proxmox.bios", "proxmox.addressing",
-		"proxmox.dnsmasq.configDir", "proxmox.dnsmasq.leaseFile", "proxmox.dnsmasq.restartCommand", "storage.proxmoxCsi",
-		"nodes[].vmId", "nodes[].cores", "nodes[].memory", "nodes[].diskSize", "nodes[].dataDiskSize",
-	}
-	vpsDelegated = []string{
-		"vps.allowedCidrs", "vps.publicTcpPorts", "vps.imageUrl", "vps.talosWaitTimeout", "vps.onDestroy", "vps.rebootCommand",
-		"nodes[].gateway", "nodes[].prefixLength", "nodes[].rescue.host", "nodes[].rescue.port", "nodes[].rescue.user",
-	}
-	localDelegated = []string{"local.network", "local.image", "local.kubernetesPort", "local.talosPort", "cluster.network"}
-)
+// (issue 25; their tag rules:"component" in stacks/types.go): stacks.Load
+// no longer checks what the component checks of them, and the component's
+// problems there are named by these keys. At some, Load keeps rules of the
+// file's own (explicit zeros, a Proxmox stack's gateway required, the keys
+// of the other platforms). The other keys are checked by stacks.Load with
+// the components' own functions (components/inputs,
+// components/proxmox/rules.go and network.go), where the file needs them
+// valid for its own defaults (the Proxmox endpoint, of which the SSH host
+// is one) or for its own features (the SSH settings serve the access proxy
+// too).
+var delegated = stacks.ComponentKeys()
 
 // isDelegated reports whether the stack key is, or is under, a delegated
-// key of every platform or of p (vps.allowedCidrs[1] is, for vps).
-func isDelegated(p stacks.Platform, key string) bool {
+// key (vps.allowedCidrs[1] is).
+func isDelegated(key string) bool {
 	if node, ok := nodeKey(key); ok {
 		key = node
 	}
-	return slices.ContainsFunc(append(slices.Clone(delegated), platforms[p].delegated...), func(d string) bool {
+	return slices.ContainsFunc(delegated, func(d string) bool {
 		rest, ok := strings.CutPrefix(key, d)
 		return ok && (rest == "" || rest[0] == '[' || rest[0] == '.')
 	})
@@ -67,7 +47,7 @@ func componentProblems(cfg *stacks.Config, found []inputs.Problem, stackErrors [
 	var out []stacks.Problem
 	for _, p := range found {
 		key := StackKey(cfg, p.Path)
-		if len(stackErrors) > 0 && !isDelegated(cfg.Platform, key) || slices.ContainsFunc(stackErrors, func(e stacks.Problem) bool { return e.Path == key }) {
+		if len(stackErrors) > 0 && !isDelegated(key) || slices.ContainsFunc(stackErrors, func(e stacks.Problem) bool { return e.Path == key }) {
 			continue
 		}
 		out = append(out, stacks.Problem{Path: key, Message: nodeRef.ReplaceAllStringFunc(p.Message, func(ref string) string {

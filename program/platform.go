@@ -43,21 +43,19 @@ func ComponentType(p stacks.Platform) (string, bool) {
 }
 
 // registration is one platform of the registry: its component's type
-// token in the program, the platform built from a loaded stack file, the
-// component's inputs the program fills from stack keys of other names, and
-// the stack keys whose rules are the component's (see delegated).
+// token in the program, the platform built from a loaded stack file, and
+// the component's inputs the program fills from stack keys of other names.
 type registration struct {
 	componentType string
 	build         func(cfg *stacks.Config) platform
 	keys          []overrides.Rename
-	delegated     []string
 }
 
 // platforms are the stack file's platforms by their name there.
 var platforms = map[stacks.Platform]registration{
-	stacks.PlatformProxmox: {proxmox.ClusterType, func(cfg *stacks.Config) platform { return &proxmoxPlatform{args: ProxmoxArgs(cfg)} }, proxmoxKeys, proxmoxDelegated},
-	stacks.PlatformVPS:     {vps.ClusterType, func(cfg *stacks.Config) platform { return &vpsPlatform{args: VPSArgs(cfg)} }, vpsKeys, vpsDelegated},
-	stacks.PlatformLocal:   {docker.ClusterType, func(cfg *stacks.Config) platform { return &localPlatform{args: LocalArgs(cfg)} }, localKeys, localDelegated},
+	stacks.PlatformProxmox: {proxmox.ClusterType, func(cfg *stacks.Config) platform { return &proxmoxPlatform{args: ProxmoxArgs(cfg)} }, proxmoxKeys},
+	stacks.PlatformVPS:     {vps.ClusterType, func(cfg *stacks.Config) platform { return &vpsPlatform{args: VPSArgs(cfg)} }, vpsKeys},
+	stacks.PlatformLocal:   {docker.ClusterType, func(cfg *stacks.Config) platform { return &localPlatform{args: LocalArgs(cfg)} }, localKeys},
 }
 
 // StackKey is the stack key of an input path of cfg's platform component

@@ -171,3 +171,21 @@ func TestStackKeyNamesTheStackKey(t *testing.T) {
 		assert.Equal(t, tc.want, program.StackKey(tc.cfg, tc.in), "%s: %s", tc.cfg.Platform, tc.in)
 	}
 }
+
+// The keys whose rules are the components' are read from the stack
+// file's tags: every one of the lists kept by hand before is among them.
+func TestComponentKeysAreTheTaggedOnes(t *testing.T) {
+	t.Parallel()
+	keys := stacks.ComponentKeys()
+	for _, want := range []string{
+		"cluster.network", "cluster.name", "cluster.vip", "cluster.schematic", "cluster.rollout", "cluster.talosVersion",
+		"cluster.kubernetesVersion", "cluster.cilium.version", "cluster.certApprover.version", "backup.schedule",
+		"cluster.dataVolume.name", "cluster.dataVolume.layout", "nodes[].name", "nodes[].ip",
+		"proxmox.bridge", "proxmox.dnsmasq.restartCommand", "storage.proxmoxCsi", "nodes[].vmId", "nodes[].dataDiskSize",
+		"vps.allowedCidrs", "vps.rebootCommand", "nodes[].gateway", "nodes[].rescue.host", "nodes[].rescue.user",
+		"local.network", "local.image", "local.kubernetesPort", "local.talosPort",
+	} {
+		assert.Contains(t, keys, want)
+	}
+	assert.NotContains(t, keys, "proxmox.endpoint", "checked by the file itself: its SSH host defaults to it")
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -26,6 +27,29 @@ func fieldDoc(sf reflect.StructField) string {
 		return p + ": " + sf.Tag.Get("doc")
 	}
 	return sf.Tag.Get("doc")
+}
+
+// ComponentKeys are the keys whose rules are their platform component's
+// (their tag rules:"component"): Load leaves those rules to the component,
+// whose problems are named by these keys. A node's keys are "nodes[].<key>"
+// (for either group); a key stands for the keys under it too.
+func ComponentKeys() []string {
+	var out []string
+	for _, f := range Fields() {
+		if f.Go.Tag.Get("rules") != "component" {
+			continue
+		}
+		key := f.Path
+		for _, group := range []string{"nodes.controlPlanes[].", "nodes.workers[]."} {
+			if rest, ok := strings.CutPrefix(key, group); ok {
+				key = "nodes[]." + rest
+			}
+		}
+		if !slices.Contains(out, key) {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // Fields lists every configuration key, in declaration order, walking into

@@ -65,7 +65,7 @@ type Config struct {
 
 // StorageConfig is the cluster's storage plugins.
 type StorageConfig struct {
-	ProxmoxCSI ProxmoxCSIConfig `json:"proxmoxCsi" doc:"The Proxmox CSI plugin (sergelogvinov/proxmox-csi-plugin): volumes as disks of a Proxmox datastore, a StorageClass whose volumes are kept (Retain); platform 'proxmox' only; none when left out."`
+	ProxmoxCSI ProxmoxCSIConfig `json:"proxmoxCsi" doc:"The Proxmox CSI plugin (sergelogvinov/proxmox-csi-plugin): volumes as disks of a Proxmox datastore, a StorageClass whose volumes are kept (Retain); platform 'proxmox' only; none when left out." rules:"component"`
 }
 
 // ProxmoxCSIConfig installs the Proxmox CSI plugin.
@@ -86,25 +86,25 @@ func (c ProxmoxCSIConfig) Enabled() bool {
 
 // ClusterConfig describes the Talos cluster independently of the platform.
 type ClusterConfig struct {
-	Name              string           `json:"name" doc:"Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file names." required:"true"`
-	TalosVersion      string           `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.13.9' (v1.8 or newer)." required:"true"`
-	KubernetesVersion string           `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.36.3'; empty means the default of the Talos release."`
-	Schematic         SchematicConfig  `json:"schematic" doc:"Image Factory schematic: a given id, or one built from a list of system extensions."`
+	Name              string           `json:"name" doc:"Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file names." required:"true" rules:"component"`
+	TalosVersion      string           `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.13.9' (v1.8 or newer)." required:"true" rules:"component"`
+	KubernetesVersion string           `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.36.3'; empty means the default of the Talos release." rules:"component"`
+	Schematic         SchematicConfig  `json:"schematic" doc:"Image Factory schematic: a given id, or one built from a list of system extensions." rules:"component"`
 	InstallDisk       string           `json:"installDisk" doc:"Disk Talos installs itself to." default:"/dev/sda"`
-	Network           NetworkConfig    `json:"network" doc:"Node network shared by all nodes."`
-	VIP               string           `json:"vip" doc:"Shared layer-2 virtual IP of the control planes (Proxmox); the Kubernetes endpoint when 'endpoint' is empty."`
+	Network           NetworkConfig    `json:"network" doc:"Node network shared by all nodes." rules:"component"`
+	VIP               string           `json:"vip" doc:"Shared layer-2 virtual IP of the control planes (Proxmox); the Kubernetes endpoint when 'endpoint' is empty." rules:"component"`
 	Endpoint          string           `json:"endpoint" doc:"Host name or IP in the Kubernetes API URL 'https://<endpoint>:6443'; default: the VIP (Proxmox) or the first control plane's IP."`
 	Cilium            CiliumConfig     `json:"cilium" doc:"Cilium CNI Helm chart (https://helm.cilium.io)."`
 	CertApprover      ApproverConfig   `json:"certApprover" doc:"Kubelet serving-certificate approver Helm chart (postfinance/kubelet-csr-approver)."`
 	Patches           PatchesConfig    `json:"patches" doc:"Extra Talos machine-config patches (strategic merge), applied after the generated ones."`
-	Rollout           RolloutConfig    `json:"rollout" doc:"How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at a time."`
+	Rollout           RolloutConfig    `json:"rollout" doc:"How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at a time." rules:"component"`
 	DataVolume        DataVolumeConfig `json:"dataVolume" doc:"What a worker's data disk (nodes.workers[].dataDiskSize) becomes: a Talos user volume at /var/mnt/<name> (docs/storage.md)."`
 }
 
 // DataVolumeConfig is what the workers' data disks become.
 type DataVolumeConfig struct {
-	Name   string `json:"name" doc:"The volume's name: it is mounted at /var/mnt/<name>; letters, digits and '-', at most 34 characters." default:"longhorn"`
-	Layout string `json:"layout" doc:"'longhorn': the volume and the kubelet's rshared mount of it that Longhorn needs (set Longhorn's default data path to /var/mnt/<name>); 'plain': the volume alone." default:"longhorn" enum:"longhorn,plain"`
+	Name   string `json:"name" doc:"The volume's name: it is mounted at /var/mnt/<name>; letters, digits and '-', at most 34 characters." default:"longhorn" rules:"component"`
+	Layout string `json:"layout" doc:"'longhorn': the volume and the kubelet's rshared mount of it that Longhorn needs (set Longhorn's default data path to /var/mnt/<name>); 'plain': the volume alone." default:"longhorn" enum:"longhorn,plain" rules:"component"`
 }
 
 // RolloutConfig shapes the rollout of a change to running nodes.
@@ -127,13 +127,13 @@ type NetworkConfig struct {
 
 // CiliumConfig pins the Cilium chart and adds values.
 type CiliumConfig struct {
-	Version string         `json:"version" doc:"Cilium chart version, without a 'v' prefix." default:"1.18.4"`
+	Version string         `json:"version" doc:"Cilium chart version, without a 'v' prefix." default:"1.18.4" rules:"component"`
 	Values  map[string]any `json:"values" doc:"Extra Helm values, merged over the ones Talos needs."`
 }
 
 // ApproverConfig pins the kubelet-csr-approver chart and adds values.
 type ApproverConfig struct {
-	Version string         `json:"version" doc:"kubelet-csr-approver chart version, without a 'v' prefix." default:"1.2.10"`
+	Version string         `json:"version" doc:"kubelet-csr-approver chart version, without a 'v' prefix." default:"1.2.10" rules:"component"`
 	Values  map[string]any `json:"values" doc:"Extra Helm values, merged over the ones this project sets."`
 }
 
@@ -160,31 +160,31 @@ type NodesConfig struct {
 // NodeConfig is one machine. A field tagged `platform` is only valid on
 // that platform (rejectOtherPlatforms refuses it elsewhere).
 type NodeConfig struct {
-	Name    string  `json:"name" doc:"Node name: a DNS label, unique in the cluster; the VM name and hostname." required:"true"`
-	IP      string  `json:"ip" doc:"The node's IPv4 address (a VPS's public IP)." required:"true"`
+	Name    string  `json:"name" doc:"Node name: a DNS label, unique in the cluster; the VM name and hostname." required:"true" rules:"component"`
+	IP      string  `json:"ip" doc:"The node's IPv4 address (a VPS's public IP)." required:"true" rules:"component"`
 	Patches []Patch `json:"patches" doc:"Talos patches for this node only."`
 
 	// Proxmox.
-	VMID         int    `json:"vmId" doc:"VM id, unique on the Proxmox cluster (100-999999999)." required:"proxmox" platform:"proxmox"`
+	VMID         int    `json:"vmId" doc:"VM id, unique on the Proxmox cluster (100-999999999)." required:"proxmox" platform:"proxmox" rules:"component"`
 	MAC          string `json:"mac" doc:"MAC address of the VM's NIC, in any spelling (52:54:00:12:34:56, 52-54-00-12-34-56, 5254.0012.3456; handed on in the first), unicast and not all zero; default: derived from the stack, cluster and node names (the same after a destroy and up)." platform:"proxmox"`
-	Cores        int    `json:"cores" doc:"virtual CPU cores (1-256)." default:"2 (control plane), 4 (worker)" platform:"proxmox"`
-	Memory       int    `json:"memory" doc:"memory in MiB (1024-4194304, i.e. at most 4 TiB)." default:"4096 (control plane), 8192 (worker)" platform:"proxmox"`
-	DiskSize     int    `json:"diskSize" doc:"boot disk size in GiB (10-131072, i.e. at most 128 TiB)." default:"20" platform:"proxmox"`
-	DataDiskSize int    `json:"dataDiskSize" doc:"size in GiB of a second disk (e.g. for Longhorn) on workers (at most 131072); 0 means none." default:"0" platform:"proxmox"`
+	Cores        int    `json:"cores" doc:"virtual CPU cores (1-256)." default:"2 (control plane), 4 (worker)" platform:"proxmox" rules:"component"`
+	Memory       int    `json:"memory" doc:"memory in MiB (1024-4194304, i.e. at most 4 TiB)." default:"4096 (control plane), 8192 (worker)" platform:"proxmox" rules:"component"`
+	DiskSize     int    `json:"diskSize" doc:"boot disk size in GiB (10-131072, i.e. at most 128 TiB)." default:"20" platform:"proxmox" rules:"component"`
+	DataDiskSize int    `json:"dataDiskSize" doc:"size in GiB of a second disk (e.g. for Longhorn) on workers (at most 131072); 0 means none." default:"0" platform:"proxmox" rules:"component"`
 	ProxmoxNode  string `json:"proxmoxNode" doc:"Proxmox node (host) that runs this VM; default: 'proxmox.node'." platform:"proxmox"`
 
 	// VPS.
-	Gateway      string       `json:"gateway" doc:"this node's gateway; default: 'cluster.network.gateway'." platform:"vps"`
-	PrefixLength int          `json:"prefixLength" doc:"this node's prefix length; default: 'cluster.network.prefixLength'." platform:"vps"`
+	Gateway      string       `json:"gateway" doc:"this node's gateway; default: 'cluster.network.gateway'." platform:"vps" rules:"component"`
+	PrefixLength int          `json:"prefixLength" doc:"this node's prefix length; default: 'cluster.network.prefixLength'." platform:"vps" rules:"component"`
 	InstallDisk  string       `json:"installDisk" doc:"disk to write Talos to; default: 'cluster.installDisk'." platform:"vps"`
 	Rescue       RescueConfig `json:"rescue" doc:"SSH access to the provider's rescue system." platform:"vps"`
 }
 
 // RescueConfig is SSH access to a VPS's rescue system.
 type RescueConfig struct {
-	Host     string `json:"host" doc:"Address of the rescue system; default: the node's IP."`
-	Port     int    `json:"port" doc:"SSH port of the rescue system." default:"22"`
-	User     string `json:"user" doc:"SSH user of the rescue system." default:"root"`
+	Host     string `json:"host" doc:"Address of the rescue system; default: the node's IP." rules:"component"`
+	Port     int    `json:"port" doc:"SSH port of the rescue system." default:"22" rules:"component"`
+	User     string `json:"user" doc:"SSH user of the rescue system." default:"root" rules:"component"`
 	Password Secret `json:"password" doc:"Rescue SSH password (secret): 'pulumi config set --secret --path 'nodes.controlPlanes[0].rescue.password''." required:"vps" secret:"true"`
 	HostKey  string `json:"hostKey" doc:"The rescue system's SSH host key, checked by the install: its public key line as 'ssh-keyscan -t ed25519 <host>' prints it (known_hosts host names in front are allowed), once its fingerprint matches the one the provider shows. A whole ed25519 or ECDSA key: the command provider takes no fingerprint, and offers only SHA-1 signatures for an RSA key. Taken when the install is created, like the password. Empty: any key is accepted (warned)."`
 }
@@ -192,19 +192,19 @@ type RescueConfig struct {
 // ProxmoxConfig is access to the Proxmox VE API and host.
 type ProxmoxConfig struct {
 	Endpoint       string        `json:"endpoint" doc:"Proxmox VE API URL, e.g. 'https://192.168.122.70:8006/'." required:"proxmox"`
-	APITokenID     string        `json:"apiTokenId" doc:"API token id, 'user@realm!tokenname'." required:"proxmox"`
+	APITokenID     string        `json:"apiTokenId" doc:"API token id, 'user@realm!tokenname'." required:"proxmox" rules:"component"`
 	APITokenSecret Secret        `json:"apiTokenSecret" doc:"API token secret (a UUID, secret): 'pulumi config set --secret --path proxmox.apiTokenSecret'." required:"proxmox" secret:"true"`
 	Insecure       bool          `json:"insecure" doc:"Skip TLS verification of the API (self-signed certificate). Off by default." default:"false"`
 	LocalForward   bool          `json:"localForward" doc:"'proxmox.endpoint' and 'proxmox.ssh.host' may be loopback addresses (127.0.0.1, ::1, localhost): the local ends of SSH port forwards (ssh -L) to the Proxmox host. Off by default, since a loopback address reaches this machine itself." default:"false"`
 	Node           string        `json:"node" doc:"Default Proxmox node (host) for VMs and the ISO." default:"pve"`
-	Bridge         string        `json:"bridge" doc:"Bridge the VM NICs attach to." default:"vmbr0"`
-	VLANID         int           `json:"vlanId" doc:"VLAN tag of the VM NICs (1-4094); 0 means untagged." default:"0"`
-	DiskDatastore  string        `json:"diskDatastore" doc:"Datastore for VM disks." default:"local-lvm"`
-	ISODatastore   string        `json:"isoDatastore" doc:"Datastore (with ISO content) for the Talos ISO." default:"local"`
+	Bridge         string        `json:"bridge" doc:"Bridge the VM NICs attach to." default:"vmbr0" rules:"component"`
+	VLANID         int           `json:"vlanId" doc:"VLAN tag of the VM NICs (1-4094); 0 means untagged." default:"0" rules:"component"`
+	DiskDatastore  string        `json:"diskDatastore" doc:"Datastore for VM disks." default:"local-lvm" rules:"component"`
+	ISODatastore   string        `json:"isoDatastore" doc:"Datastore (with ISO content) for the Talos ISO." default:"local" rules:"component"`
 	KeepISO        bool          `json:"keepIso" doc:"Leave the downloaded Talos ISO in the datastore on destroy (it is deleted by default)." default:"false"`
-	CPUType        string        `json:"cpuType" doc:"QEMU CPU type; Talos needs 'host' or 'x86-64-v2-AES' or newer." default:"host"`
-	BIOS           string        `json:"bios" doc:"Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk)." default:"seabios"`
-	Addressing     string        `json:"addressing" doc:"How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image + cloud-init drive)." default:"dhcp-reservation"`
+	CPUType        string        `json:"cpuType" doc:"QEMU CPU type; Talos needs 'host' or 'x86-64-v2-AES' or newer." default:"host" rules:"component"`
+	BIOS           string        `json:"bios" doc:"Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk)." default:"seabios" rules:"component"`
+	Addressing     string        `json:"addressing" doc:"How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image + cloud-init drive)." default:"dhcp-reservation" rules:"component"`
 	SSH            SSHConfig     `json:"ssh" doc:"SSH access to the Proxmox host (for dnsmasq and the 'ssh-proxy' access)."`
 	DNSMasq        DNSMasqConfig `json:"dnsmasq" doc:"DHCP reservations in dnsmasq on the Proxmox host."`
 	Access         string        `json:"access" doc:"How this machine reaches the VM network (Talos and Kubernetes APIs): 'direct' (it routes there itself, e.g. a route through the Proxmox host) or 'ssh-proxy' (make up / stackctl tunnel through one SSH connection to the Proxmox host)." default:"direct"`
@@ -233,9 +233,9 @@ type SSHConfig struct {
 // DNSMasqConfig controls the DHCP reservation file.
 type DNSMasqConfig struct {
 	Enabled   *bool  `json:"enabled" doc:"Write reservations; default: on with 'dhcp-reservation' addressing. Turn off if DHCP is managed elsewhere."`
-	ConfigDir string `json:"configDir" doc:"Directory dnsmasq reads extra config from." default:"/etc/dnsmasq.d"`
-	Restart   string `json:"restartCommand" doc:"Shell command on the host that makes dnsmasq read the reservations (dnsmasq rereads dhcp-host lines only on restart)." default:"systemctl restart dnsmasq"`
-	LeaseFile string `json:"leaseFile" doc:"dnsmasq's lease file on the host (its 'dhcp-leasefile'). 'up' and 'destroy' drop from it the leases that would keep a node from its reserved address (the old MAC's lease after a MAC change, a removed node's lease), also through 'dhcp_release' on 'proxmox.bridge' when dnsmasq-utils is installed." default:"/var/lib/misc/dnsmasq.leases"`
+	ConfigDir string `json:"configDir" doc:"Directory dnsmasq reads extra config from." default:"/etc/dnsmasq.d" rules:"component"`
+	Restart   string `json:"restartCommand" doc:"Shell command on the host that makes dnsmasq read the reservations (dnsmasq rereads dhcp-host lines only on restart)." default:"systemctl restart dnsmasq" rules:"component"`
+	LeaseFile string `json:"leaseFile" doc:"dnsmasq's lease file on the host (its 'dhcp-leasefile'). 'up' and 'destroy' drop from it the leases that would keep a node from its reserved address (the old MAC's lease after a MAC change, a removed node's lease), also through 'dhcp_release' on 'proxmox.bridge' when dnsmasq-utils is installed." default:"/var/lib/misc/dnsmasq.leases" rules:"component"`
 	// BridgeSpansHosts lifts the single-host check of validateDNSMasqPlacement.
 	BridgeSpansHosts bool `json:"bridgeSpansHosts" doc:"The bridge carries one layer-2 network across the Proxmox nodes (e.g. an SDN VXLAN or VLAN zone), so the reserving host's dnsmasq also serves VMs on other nodes. Without it, reservations refuse VMs on a 'proxmoxNode' other than 'proxmox.node'." default:"false"`
 }
@@ -251,22 +251,22 @@ const (
 
 // LocalConfig holds the settings of a cluster in Docker containers.
 type LocalConfig struct {
-	Network        string `json:"network" doc:"The Docker network the program makes for the nodes, on the node network (cluster.network); default: the cluster's name."`
-	Image          string `json:"image" doc:"The Talos container image; default: 'ghcr.io/siderolabs/talos:<cluster.talosVersion>'. A new one (or a new talosVersion) replaces the containers one at a time in the rollout's order, their volumes kept."`
-	KubernetesPort int    `json:"kubernetesPort" doc:"Port on 127.0.0.1 that reaches the first control plane's Kubernetes API." default:"6443"`
-	TalosPort      int    `json:"talosPort" doc:"Port on 127.0.0.1 that reaches the first control plane's Talos API." default:"50000"`
+	Network        string `json:"network" doc:"The Docker network the program makes for the nodes, on the node network (cluster.network); default: the cluster's name." rules:"component"`
+	Image          string `json:"image" doc:"The Talos container image; default: 'ghcr.io/siderolabs/talos:<cluster.talosVersion>'. A new one (or a new talosVersion) replaces the containers one at a time in the rollout's order, their volumes kept." rules:"component"`
+	KubernetesPort int    `json:"kubernetesPort" doc:"Port on 127.0.0.1 that reaches the first control plane's Kubernetes API." default:"6443" rules:"component"`
+	TalosPort      int    `json:"talosPort" doc:"Port on 127.0.0.1 that reaches the first control plane's Talos API." default:"50000" rules:"component"`
 	Privileged     *bool  `json:"privileged" doc:"Run the containers privileged, as Talos needs. Off only for a stand-in image that needs no privileges (the project's tests)." default:"true"`
 }
 
 // VPSConfig holds VPS-wide settings.
 type VPSConfig struct {
-	AllowedCIDRs     []string `json:"allowedCidrs" doc:"Operator networks allowed to reach the Talos API (50000) and Kubernetes API (6443); empty, or entries that together cover every address (0.0.0.0/0), leave them open (warned)."`
-	PublicTCPPorts   []int    `json:"publicTcpPorts" doc:"TCP ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to the internet by the Talos firewall."`
-	ImageURL         string   `json:"imageUrl" doc:"Raw disk image the install writes (.raw.zst, .raw.xz, .raw.gz or .raw); default: the Image Factory's disk image of the schematic and Talos version (.raw.zst, or .raw.xz when the rescue system has no zstd). A query string (a presigned object-store URL) is kept: the format is read from the path before it, the URL is fetched as given (never switched to .xz), and output leaves the query out."`
+	AllowedCIDRs     []string `json:"allowedCidrs" doc:"Operator networks allowed to reach the Talos API (50000) and Kubernetes API (6443); empty, or entries that together cover every address (0.0.0.0/0), leave them open (warned)." rules:"component"`
+	PublicTCPPorts   []int    `json:"publicTcpPorts" doc:"TCP ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to the internet by the Talos firewall." rules:"component"`
+	ImageURL         string   `json:"imageUrl" doc:"Raw disk image the install writes (.raw.zst, .raw.xz, .raw.gz or .raw); default: the Image Factory's disk image of the schematic and Talos version (.raw.zst, or .raw.xz when the rescue system has no zstd). A query string (a presigned object-store URL) is kept: the format is read from the path before it, the URL is fetched as given (never switched to .xz), and output leaves the query out." rules:"component"`
 	RequireRescue    *bool    `json:"requireRescue" doc:"Refuse to install unless the server runs from RAM/network (a rescue system) or its host name says rescue. Turn off only for a rescue system installed on a disk." default:"true"`
-	RebootCommand    string   `json:"rebootCommand" doc:"Shell command run on the operator's machine after a node's install that switches its boot from rescue to disk and reboots it (e.g. the provider's CLI); gets NODE_NAME, NODE_IP, RESCUE_HOST. Empty: do it by hand while 'up' waits."`
-	TalosWaitTimeout string   `json:"talosWaitTimeout" doc:"How long 'up' waits, after a node's install, for its Talos API (port 50000) to answer; a duration like '30m'. Run 'up' again after a timeout to go on waiting." default:"30m"`
-	OnDestroy        string   `json:"onDestroy" doc:"What 'pulumi destroy' does to the servers (never deleted): 'forget' leaves Talos running and only empties the stack; 'reset' wipes each node's Talos state and reboots it into maintenance mode." default:"forget"`
+	RebootCommand    string   `json:"rebootCommand" doc:"Shell command run on the operator's machine after a node's install that switches its boot from rescue to disk and reboots it (e.g. the provider's CLI); gets NODE_NAME, NODE_IP, RESCUE_HOST. Empty: do it by hand while 'up' waits." rules:"component"`
+	TalosWaitTimeout string   `json:"talosWaitTimeout" doc:"How long 'up' waits, after a node's install, for its Talos API (port 50000) to answer; a duration like '30m'. Run 'up' again after a timeout to go on waiting." default:"30m" rules:"component"`
+	OnDestroy        string   `json:"onDestroy" doc:"What 'pulumi destroy' does to the servers (never deleted): 'forget' leaves Talos running and only empties the stack; 'reset' wipes each node's Talos state and reboots it into maintenance mode." default:"forget" rules:"component"`
 }
 
 // BackupConfig is where 'make backup' stores the cluster's backups and whom
@@ -276,7 +276,7 @@ type BackupConfig struct {
 	Recipients []string         `json:"recipients" doc:"Public keys every backup is encrypted to (age): 'age1...' keys or SSH public key lines ('ssh-ed25519 AAAA...'); at least one. The matching private key (identity) is never in the stack: 'make restore' reads it from a file."`
 	Keep       BackupKeepConfig `json:"keep" doc:"Which backups 'make backup' keeps at the target; the newest is never deleted."`
 	S3         BackupS3Config   `json:"s3" doc:"Credentials of an s3:// target; default: the usual AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and files."`
-	Schedule   string           `json:"schedule" doc:"Also take etcd snapshots inside the cluster on this cron schedule (UTC, e.g. '0 */6 * * *' or '@daily'): a CronJob of Sidero's talos-backup puts them under <target>/<stack>/in-cluster/<instance>/ (the cluster instance, named by its Talos CA). It needs an s3:// target with an https endpoint (or AWS, with its region), backup.s3 credentials (the nodes have no instance role) and exactly one age1... recipient; none when empty."`
+	Schedule   string           `json:"schedule" doc:"Also take etcd snapshots inside the cluster on this cron schedule (UTC, e.g. '0 */6 * * *' or '@daily'): a CronJob of Sidero's talos-backup puts them under <target>/<stack>/in-cluster/<instance>/ (the cluster instance, named by its Talos CA). It needs an s3:// target with an https endpoint (or AWS, with its region), backup.s3 credentials (the nodes have no instance role) and exactly one age1... recipient; none when empty." rules:"component"`
 }
 
 // BackupKeepConfig is the retention of backups.

@@ -394,7 +394,7 @@ up: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Create or update the
 	$(WITH_ACCESS) $(PULUMI) up $(IN_PROJECT) $(YES_FLAG) --stack $(call quote,$(STACK))
 
 .PHONY: local
-local: ## Bring up the local cluster in Docker from a fresh clone: checks what it needs (Linux, pulumi, Go, Docker), writes Pulumi.local.yaml from its example, init, up (no prompt), outputs.
+local: ## Bring up the local cluster in Docker from a fresh clone: checks what it needs (Linux, pulumi, Go, Docker), writes Pulumi.local.yaml from its example, init, doctor, up (no prompt), outputs.
 	@MAKE=$(call quote,$(MAKE)) bash scripts/local.sh
 
 .PHONY: refresh

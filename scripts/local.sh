@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make local`: a Talos cluster in Docker on this machine, from a fresh clone. It checks what the
 # run needs and names what is missing, writes Pulumi.local.yaml from its example when there is
-# none, creates the stack (a passphrase of its own when none is set), runs `up` and writes the
-# access files. MAKE is the make to call back (the Makefile passes it).
+# none, creates the stack (a passphrase of its own when none is set), runs `make doctor` and `up`,
+# and writes the access files. MAKE is the make to call back (the Makefile passes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make=${MAKE:-make}
@@ -40,6 +40,8 @@ if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FI
   fi
 fi
 "$make" --no-print-directory init STACK=local
+# What `up` needs of this machine besides: the image (or its registry), the published ports.
+"$make" --no-print-directory doctor STACK=local
 "$make" --no-print-directory up STACK=local YES=1
 "$make" --no-print-directory outputs STACK=local
 echo "next: KUBECONFIG=$PWD/.access/local/kubeconfig kubectl get nodes"

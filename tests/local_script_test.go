@@ -70,8 +70,8 @@ func TestMakeLocalNamesWhatIsMissing(t *testing.T) {
 }
 
 // With everything there, it writes the stack file from its example, a
-// passphrase only this user reads, and runs init, up without a prompt and
-// outputs, in that order.
+// passphrase only this user reads, and runs init, doctor, up without a
+// prompt and outputs, in that order.
 func TestMakeLocalBringsTheClusterUp(t *testing.T) {
 	t.Parallel()
 	dir, out, err := localScript(t, map[string]string{
@@ -87,7 +87,8 @@ func TestMakeLocalBringsTheClusterUp(t *testing.T) {
 	log, err := os.ReadFile(filepath.Join(dir, "make.log"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{
-		"--no-print-directory init STACK=local", "--no-print-directory up STACK=local YES=1", "--no-print-directory outputs STACK=local",
+		"--no-print-directory init STACK=local", "--no-print-directory doctor STACK=local",
+		"--no-print-directory up STACK=local YES=1", "--no-print-directory outputs STACK=local",
 	}, strings.Split(strings.TrimSpace(string(log)), "\n"))
 	pass := filepath.Join(dir, "home/.config/talos-cluster/local-passphrase")
 	info, err := os.Stat(pass)

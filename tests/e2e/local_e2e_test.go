@@ -123,6 +123,13 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	w.make("init")
 	t.Cleanup(func() { _, _ = w.run("make", "-C", w.repo, "destroy", "STACK="+localStack, "YES=1") })
 
+	// make doctor, as make local runs it first: the daemon, the image, the
+	// ports free.
+	doctor := w.make("doctor")
+	for _, want := range []string{"answers (API 1.", image + ":v1.13.9 is on this machine", "127.0.0.1:46443 is free", "127.0.0.1:45000 is free"} {
+		assert.Contains(t, doctor, want)
+	}
+
 	start := time.Now()
 	w.make("up", "YES=1")
 	t.Logf("first up: %s", time.Since(start).Round(time.Second))

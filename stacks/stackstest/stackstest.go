@@ -37,8 +37,8 @@ const (
 // it as (the name its tags and MACs are derived from).
 type ExampleStack struct{ File, Stack string }
 
-// Examples are both example stacks.
-var Examples = []ExampleStack{{ProxmoxExample, "proxmox-homelab"}, {VPSExample, "vps-prod"}}
+// Examples are the example stacks.
+var Examples = []ExampleStack{{ProxmoxExample, "proxmox-homelab"}, {VPSExample, "vps-prod"}, {LocalExample, "local"}}
 
 // ExampleSecrets are the secrets a user sets after copying each example.
 var ExampleSecrets = map[string]map[string]string{

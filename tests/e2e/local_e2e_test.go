@@ -126,7 +126,7 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	// make doctor, as make local runs it first: the daemon, the image, the
 	// ports free.
 	doctor := w.make("doctor")
-	for _, want := range []string{"answers (API 1.", image + ":v1.13.9 is on this machine", "127.0.0.1:46443 is free", "127.0.0.1:45000 is free"} {
+	for _, want := range []string{"answers (API 1.", image + ":v1.13.9 is on this machine", "127.0.0.1:46443 is free", "127.0.0.1:45000 is free", "no other Docker network overlaps 10.214.0.0/24"} {
 		assert.Contains(t, doctor, want)
 	}
 

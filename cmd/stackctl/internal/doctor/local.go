@@ -3,11 +3,13 @@ package doctor
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,7 +30,7 @@ func checkLocal(ctx context.Context, env Env, cfg *stacks.Config, _ string) []Re
 	daemon := checkDocker(ctx, env)
 	out := []Result{daemon}
 	if daemon.Level == OK {
-		out = append(out, checkImage(ctx, env, localImage(cfg)))
+		out = append(out, checkImage(ctx, env, localImage(cfg)), checkSubnet(ctx, env, cfg))
 	}
 	for _, p := range []struct {
 		key  string
@@ -86,14 +88,20 @@ var errNoDaemon = errors.New("no daemon")
 // dockerGet is one GET of the Docker Engine API on socket: the answer's
 // status and header (its body is read and dropped).
 func dockerGet(ctx context.Context, env Env, socket, path string) (int, http.Header, error) {
+	status, header, _, err := dockerRead(ctx, env, socket, path)
+	return status, header, err
+}
+
+// dockerRead is dockerGet with the body (at most 4 MiB).
+func dockerRead(ctx context.Context, env Env, socket, path string) (int, http.Header, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
 	defer cancel()
 	conn, err := env.Dial(ctx, "unix", socket)
 	if err != nil {
 		if errors.Is(err, syscall.EACCES) {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
-		return 0, nil, fmt.Errorf("%w: %w", errNoDaemon, err)
+		return 0, nil, nil, fmt.Errorf("%w: %w", errNoDaemon, err)
 	}
 	defer func() { _ = conn.Close() }()
 	if d, ok := ctx.Deadline(); ok {
@@ -101,15 +109,15 @@ func dockerGet(ctx context.Context, env Env, socket, path string) (int, http.Hea
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker"+path, nil)
 	if err := req.Write(conn); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, resp.Header, nil
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, resp.Header, body, err
 }
 
 // localImage is the nodes' image, as the DockerCluster defaults it.
@@ -154,4 +162,44 @@ func checkLocalPort(ctx context.Context, env Env, key string, port int) Result {
 	}
 	_ = conn.Close()
 	return Result{Warn, "port", fmt.Sprintf("%s: something listens on %s already: this stack's first control plane, or another program whose port the container cannot take (set %s to a free port)", key, addr, key)}
+}
+
+// dockerNetwork is what checkSubnet reads of a network (GET /networks, as
+// `docker network ls` lists them).
+type dockerNetwork struct {
+	Name   string
+	Labels map[string]string
+	IPAM   struct{ Config []struct{ Subnet string } }
+}
+
+// checkSubnet fails when a Docker network that is not this cluster's holds
+// a subnet overlapping the nodes' network: Docker refuses to make the
+// cluster's ("Pool overlaps with other one on this address space"), e.g.
+// the network of talosctl cluster create on the same default 10.5.0.0/24.
+func checkSubnet(ctx context.Context, env Env, cfg *stacks.Config) Result {
+	n := cfg.Cluster.Network
+	gw, err := netip.ParseAddr(n.Gateway)
+	if err != nil || n.PrefixLength == 0 {
+		return Result{Warn, "network", "cluster.network is not set: the Docker networks were not compared with it"}
+	}
+	ours := netip.PrefixFrom(gw, n.PrefixLength).Masked()
+	status, _, body, err := dockerRead(ctx, env, dockerSocket(env), "/networks")
+	var nets []dockerNetwork
+	if err == nil && status == http.StatusOK {
+		err = json.Unmarshal(body, &nets)
+	}
+	if err != nil || status != http.StatusOK {
+		return Result{Warn, "network", fmt.Sprintf("unable to list the Docker networks (%d, %v): not compared with %s", status, err, ours)}
+	}
+	for _, dn := range nets {
+		if dn.Labels["talos.cluster.name"] == cfg.Cluster.Name {
+			continue // this cluster's own, from an earlier up
+		}
+		for _, c := range dn.IPAM.Config {
+			if p, err := netip.ParsePrefix(c.Subnet); err == nil && p.Overlaps(ours) {
+				return Result{Fail, "network", fmt.Sprintf("the Docker network %q holds %s, which overlaps the nodes' network %s (cluster.network): remove it (`docker network rm %s`) or give cluster.network another subnet", dn.Name, p, ours, dn.Name)}
+			}
+		}
+	}
+	return Result{OK, "network", fmt.Sprintf("no other Docker network overlaps %s", ours)}
 }

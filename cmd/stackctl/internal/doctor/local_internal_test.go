@@ -58,6 +58,13 @@ func pingServer(t *testing.T, status int, images ...string) string {
 			http.Error(w, `{"message":"No such image"}`, http.StatusNotFound)
 			return
 		}
+		if r.URL.Path == "/networks" {
+			// moby's api/server/router/network: the networks as a list.
+			_, _ = w.Write([]byte(`[{"Name":"bridge","Labels":{},"IPAM":{"Config":[{"Subnet":"172.17.0.0/16","Gateway":"172.17.0.1"}]}},` +
+				`{"Name":"talos-default","Labels":{"talos.cluster.name":"talos-default"},"IPAM":{"Config":[{"Subnet":"10.5.0.0/24"}]}},` +
+				`{"Name":"local","Labels":{"talos.cluster.name":"local"},"IPAM":{"Config":[{"Subnet":"10.6.0.0/24"}]}}]`))
+			return
+		}
 		if r.URL.Path != "/_ping" {
 			http.NotFound(w, r)
 			return
@@ -90,6 +97,23 @@ func TestLocalChecksTheDockerDaemon(t *testing.T) {
 	assert.Equal(t, Warn, checkDocker(ctx, localEnv("tcp://10.0.0.5:2375")).Level)
 }
 
+// Another Docker network on the nodes' subnet (talosctl cluster create's
+// on the same default) would make up fail: named, with what to do; the
+// cluster's own network from an earlier up is not another.
+func TestLocalChecksTheSubnet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := localEnv("unix://" + pingServer(t, http.StatusOK))
+	cfgOn := func(gw string, prefix int) *stacks.Config {
+		return &stacks.Config{Platform: stacks.PlatformLocal, Cluster: stacks.ClusterConfig{Name: "local", Network: stacks.NetworkConfig{Gateway: gw, PrefixLength: prefix}}}
+	}
+	r := checkSubnet(ctx, env, cfgOn("10.5.0.1", 24))
+	assert.Equal(t, Fail, r.Level)
+	assert.Contains(t, r.Message, `the Docker network "talos-default" holds 10.5.0.0/24, which overlaps the nodes' network 10.5.0.0/24`)
+	assert.Equal(t, OK, checkSubnet(ctx, env, cfgOn("10.6.0.1", 24)).Level, "its own network")
+	assert.Equal(t, OK, checkSubnet(ctx, env, cfgOn("10.214.0.1", 24)).Level)
+}
+
 // The nodes' image: there, or pullable from a registry that answers, or
 // neither (a failure naming the image and the registry).
 func TestLocalChecksTheImage(t *testing.T) {
@@ -99,7 +123,7 @@ func TestLocalChecksTheImage(t *testing.T) {
 	const image = "ghcr.io/siderolabs/talos:v1.13.9"
 
 	rs := checkLocal(ctx, localEnv("unix://"+pingServer(t, http.StatusOK, image)), cfg, "local")
-	require.Len(t, rs, 4)
+	require.Len(t, rs, 5)
 	assert.Equal(t, Result{OK, "image", image + " is on this machine"}, rs[1])
 
 	registry, err := net.Listen("tcp", "127.0.0.1:0")
@@ -134,6 +158,13 @@ func TestLocalChecksTheRealDockerDaemon(t *testing.T) {
 	dockertest.BuildStandin(t, tag)
 	assert.Equal(t, Result{OK, "image", tag + " is on this machine"}, checkImage(context.Background(), localEnv(""), tag))
 	assert.Equal(t, Fail, checkImage(context.Background(), localEnv(""), tag+"-none").Level)
+
+	// Its networks' list reads as the fake's: the default bridge network
+	// (172.17.0.0/16 unless the daemon is set up otherwise) is found.
+	cfg := &stacks.Config{Platform: stacks.PlatformLocal, Cluster: stacks.ClusterConfig{Name: "local", Network: stacks.NetworkConfig{Gateway: "172.17.0.1", PrefixLength: 16}}}
+	r = checkSubnet(context.Background(), localEnv(""), cfg)
+	assert.Equal(t, Fail, r.Level, r.Message)
+	assert.Contains(t, r.Message, `"bridge"`)
 }
 
 func TestLocalChecksItsPorts(t *testing.T) {

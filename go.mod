@@ -29,7 +29,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.103.0
 	github.com/aws/smithy-go v1.27.0
 	github.com/johannesboyne/gofakes3 v1.2.0
-	github.com/pulumi/pulumi-docker/sdk/v4 v4.11.2
+	github.com/pulumi/pulumi-docker/sdk/v4 v4.11.0
 	github.com/pulumi/pulumi/pkg/v3 v3.256.0
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1

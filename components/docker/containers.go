@@ -12,11 +12,13 @@ import (
 	"github.com/fluodata/talos-pulumi/components/talos"
 )
 
-// PluginVersion is the Docker provider plugin the resources ask for: the
-// SDK's is 4.11.2, whose plugin cannot be built here (it needs a
-// terraform bridge release the module proxy does not serve), so the tests
-// with the real CLI run 4.11.0, the newest that builds, and so do users.
-// The inputs the component sets are the same in both.
+// PluginVersion is the Docker provider plugin the resources ask for, the
+// SDK's own (TestThePluginIsTheSDKs holds the two together). It is 4.11.0,
+// not the newest 4.11.2: the plugin is built from source for the tests
+// with the real CLI, and 4.11.1's and 4.11.2's need terraform bridge
+// releases the module proxy does not serve. The CLI installs the plugin of
+// the SDK a program (or this package's provider) depends on, so the two
+// must be the same version.
 const PluginVersion = "4.11.0"
 
 // Containers are the Docker resources of a cluster's nodes: its network,

@@ -55,7 +55,8 @@ func (l *Leaver) Restart(node string) error {
 }
 
 // Restarted waits, after the new machine of a node Restart let go is
-// created, until the node is back and healthy (for a control plane: its
+// created (or of a node the last run had, whose old machine a stopped run
+// deleted), until the node is back and healthy (for a control plane: its
 // etcd member with the others), and records it as a config apply's wait
 // does: the rollout does not go on past a node that did not come back.
 func (l *Leaver) Restarted(node string) error {
@@ -111,12 +112,19 @@ func (d *dayTwo) afterRestart(name string) error {
 	d.mu.Lock()
 	restarting, booted := d.restarting[name], d.booted[name]
 	d.mu.Unlock()
-	if !restarting {
+	if !restarting && (d.deps.Destroy || !d.has(name)) {
 		return nil
 	}
 	n, err := d.node(d.applyPrefix + name)
 	if err != nil {
 		return err
+	}
+	// A new machine of a node the last run had, which this run did not
+	// let go: a run stopped between the old machine's delete and this
+	// one's create. It is waited for all the same (from any boot), so the
+	// rollout does not go on past it.
+	if !restarting && !d.hadBefore(n) {
+		return nil
 	}
 	ctx, cancel := d.hookContext()
 	defer cancel()

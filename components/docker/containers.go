@@ -8,8 +8,6 @@ import (
 
 	dk "github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-
-	"github.com/fluodata/talos-pulumi/components/talos"
 )
 
 // PluginVersion is the Docker provider plugin the resources ask for, the
@@ -51,7 +49,9 @@ func NewContainers(ctx *pulumi.Context, name string, args *ClusterArgs, hooks Re
 		IpamConfigs: dk.NetworkIpamConfigArray{dk.NetworkIpamConfigArgs{
 			Subnet: pulumi.String(s.Subnet), Gateway: pulumi.String(s.Gateway),
 		}},
-		Labels: networkLabels(owner),
+		Labels: dk.NetworkLabelArray(labelArgs(owner, func(k, v pulumi.StringInput) dk.NetworkLabelInput {
+			return dk.NetworkLabelArgs{Label: k, Value: v}
+		})),
 	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create the Docker network: %w", err)
@@ -100,8 +100,10 @@ func (m *Containers) node(ctx *pulumi.Context, name string, args *ClusterArgs, n
 		// Named after the cluster and the node only: a new image or any
 		// other change of the container leaves it as it is.
 		vol, err := dk.NewVolume(ctx, name+volumeInfix+n.Name+"-"+slug, &dk.VolumeArgs{
-			Name:   pulumi.String(prefix + "-" + slug),
-			Labels: volumeLabels(owner, n.Name),
+			Name: pulumi.String(prefix + "-" + slug),
+			Labels: dk.VolumeLabelArray(labelArgs(with(owner, "talos.node", n.Name), func(k, v pulumi.StringInput) dk.VolumeLabelInput {
+				return dk.VolumeLabelArgs{Label: k, Value: v}
+			})),
 		}, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("unable to create volume %s of node %q: %w", path, n.Name, err)
@@ -117,11 +119,10 @@ func (m *Containers) node(ctx *pulumi.Context, name string, args *ClusterArgs, n
 			})
 		}
 	}
-	var ctrLabels dk.ContainerLabelArray
-	nl := nodeLabels(owner, n)
-	for _, k := range slices.Sorted(maps.Keys(nl)) {
-		ctrLabels = append(ctrLabels, dk.ContainerLabelArgs{Label: pulumi.String(k), Value: pulumi.String(nl[k])})
-	}
+	// talos.type as Talos's provisioner writes it: the role's own spelling.
+	ctrLabels := dk.ContainerLabelArray(labelArgs(with(owner, "talos.type", string(n.Role)), func(k, v pulumi.StringInput) dk.ContainerLabelInput {
+		return dk.ContainerLabelArgs{Label: k, Value: v}
+	}))
 	ctr, err := dk.NewContainer(ctx, name+nodeInfix+n.Name, &dk.ContainerArgs{
 		Name:     pulumi.String(prefix),
 		Hostname: pulumi.String(n.Name),
@@ -186,33 +187,19 @@ func labels(cluster string, ctx *pulumi.Context) map[string]string {
 	}
 }
 
-func nodeLabels(owner map[string]string, n Node) map[string]string {
-	out := maps.Clone(owner)
-	out["talos.type"] = nodeType(n.Role)
-	return out
-}
-
-// nodeType is the talos.type label's value for a role, as Talos's
-// provisioner writes it.
-func nodeType(r talos.Role) string {
-	if r == talos.RoleControlPlane {
-		return "controlplane"
-	}
-	return "worker"
-}
-
-func networkLabels(owner map[string]string) dk.NetworkLabelArray {
-	var out dk.NetworkLabelArray
-	for _, k := range slices.Sorted(maps.Keys(owner)) {
-		out = append(out, dk.NetworkLabelArgs{Label: pulumi.String(k), Value: pulumi.String(owner[k])})
+// labelArgs are a label map as the Docker provider takes it, in the keys'
+// order (a map's own order would change the inputs from run to run).
+func labelArgs[T any](labels map[string]string, arg func(label, value pulumi.StringInput) T) []T {
+	out := make([]T, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		out = append(out, arg(pulumi.String(k), pulumi.String(labels[k])))
 	}
 	return out
 }
 
-func volumeLabels(owner map[string]string, node string) dk.VolumeLabelArray {
-	out := dk.VolumeLabelArray{dk.VolumeLabelArgs{Label: pulumi.String("talos.node"), Value: pulumi.String(node)}}
-	for _, k := range slices.Sorted(maps.Keys(owner)) {
-		out = append(out, dk.VolumeLabelArgs{Label: pulumi.String(k), Value: pulumi.String(owner[k])})
-	}
+// with is labels and one more.
+func with(labels map[string]string, key, value string) map[string]string {
+	out := maps.Clone(labels)
+	out[key] = value
 	return out
 }

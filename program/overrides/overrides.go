@@ -7,7 +7,7 @@
 package overrides
 
 import (
-	"slices"
+	"iter"
 	"strconv"
 	"strings"
 
@@ -48,7 +48,7 @@ type Rename struct{ Input, Key string }
 // platform's own renames) are named by the keys they come from; the others
 // are the stack's own keys.
 func StackPath(refs []stacks.NodeRef, path string, platform ...Rename) string {
-	for _, r := range append(slices.Clone(platform), renamed...) {
+	for r := range chain(platform, renamed) {
 		if rest, ok := strings.CutPrefix(path, r.Input); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
 			return r.Key + rest
 		}
@@ -66,6 +66,19 @@ func StackPath(refs []stacks.NodeRef, path string, platform ...Rename) string {
 		return path
 	}
 	return refs[i].Path + rest[end+1:]
+}
+
+// chain yields the renames of each list in turn.
+func chain(lists ...[]Rename) iter.Seq[Rename] {
+	return func(yield func(Rename) bool) {
+		for _, l := range lists {
+			for _, r := range l {
+				if !yield(r) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // renamed are the inputs every platform's component takes that the

@@ -27,7 +27,7 @@ var ResourceArgs = resourceArgs
 // ComponentOutputs are the components' resource types by token.
 var ComponentOutputs = func() map[string]reflect.Type {
 	out := map[string]reflect.Type{}
-	for _, c := range components(Options{}) {
+	for _, c := range described {
 		out[c.token] = c.outputs
 	}
 	return out

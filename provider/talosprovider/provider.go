@@ -158,11 +158,15 @@ func components(o Options) []component {
 	}
 }
 
+// described are the components as the schema is shaped and described by
+// (their seams do not matter there).
+var described = components(Options{})
+
 // resourceArgs are the Go arguments each component's Construct decodes its
 // inputs into, by token.
 var resourceArgs = func() map[string]reflect.Type {
 	out := map[string]reflect.Type{}
-	for _, c := range components(Options{}) {
+	for _, c := range described {
 		out[c.token] = c.args
 	}
 	return out
@@ -172,7 +176,7 @@ var resourceArgs = func() map[string]reflect.Type {
 // describe its inputs and outputs (keys of descriptions.json: package.Type).
 var resourceDocs = func() map[string]struct{ inputs, outputs string } {
 	out := map[string]struct{ inputs, outputs string }{}
-	for _, c := range components(Options{}) {
+	for _, c := range described {
 		out[c.token] = struct{ inputs, outputs string }{c.args.String(), c.outputs.String()}
 	}
 	return out

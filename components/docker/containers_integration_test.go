@@ -94,7 +94,7 @@ func TestIntegrationContainersLiveTheirLifeInDocker(t *testing.T) {
 	assert.NotContains(t, cp.Env, "USERDATA")
 	assert.Equal(t, []string{"127.0.0.1:45000", "127.0.0.1:46443"}, cp.Ports)
 	assert.Empty(t, dockertest.Inspect(t, cluster+"-w1").Ports, "only the first control plane is published")
-	assert.Equal(t, "1", dockertest.Boots(t, cluster+"-cp1"))
+	assert.Equal(t, "1", dockertest.Boots(t, cluster+"-cp1", "1"))
 
 	log.Reset()
 	pre, err := s.Preview(ctx, optpreview.ProgressStreams(&log), optpreview.ExpectNoChanges())
@@ -111,7 +111,7 @@ func TestIntegrationContainersLiveTheirLifeInDocker(t *testing.T) {
 	assert.Equal(t, v2, cpNew.Image)
 	assert.Less(t, cpNew.Created, wNew.Created, "the control plane's new container before the worker's")
 	assert.Equal(t, volumesBefore, dockertest.Labelled(t, cluster, "volume", "ls"), "the volumes are kept")
-	assert.Equal(t, "2", dockertest.Boots(t, cluster+"-cp1"), "the new container found the node's /var")
+	assert.Equal(t, "2", dockertest.Boots(t, cluster+"-cp1", "2"), "the new container found the node's /var")
 
 	nodes = nodes[:1]
 	log.Reset()

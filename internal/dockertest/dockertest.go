@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -75,12 +76,20 @@ func Inspect(t *testing.T, name string) Container {
 	}
 }
 
-// Boots is the stand-in's boot count in the node's /var volume.
-func Boots(t *testing.T, container string) string {
+// Boots is the stand-in's boot count in the node's /var volume, once it
+// is want (or after 10 s, the last count read): a container just started
+// may not have counted its boot yet.
+func Boots(t *testing.T, container, want string) string {
 	t.Helper()
-	out, err := exec.Command("docker", "exec", container, "/standin", "-boots").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return strings.TrimSpace(string(out))
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, err := exec.Command("docker", "exec", container, "/standin", "-boots").CombinedOutput() //nolint:gosec // the test's own container
+		got = strings.TrimSpace(string(out))
+		if err == nil && got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Labelled are the IDs of the containers ("ps -a"), volumes ("volume

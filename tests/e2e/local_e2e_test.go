@@ -177,7 +177,7 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	for _, m := range localMachines {
 		c := dockertest.Inspect(t, "e2elocal-"+m.name)
 		assert.Equal(t, image+":v1.13.10", c.Image)
-		assert.Equal(t, "2", dockertest.Boots(t, "e2elocal-"+m.name), "%s: the new container found the node's state", m.name)
+		assert.Equal(t, "2", dockertest.Boots(t, "e2elocal-"+m.name, "2"), "%s: the new container found the node's state", m.name)
 		assert.Equal(t, bootsBefore[m.name]+1, nodes.Node(m.ip).Boots(), "%s went down with its container and came back once", m.name)
 		created = append(created, c.Created)
 	}
@@ -206,7 +206,7 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	w.edit("      - name: worker-0\n        ip: 10.214.0.3\n", "      - name: worker-0\n        ip: 10.214.0.3\n      - name: worker-1\n        ip: 10.214.0.4\n")
 	w.make("up", "YES=1")
 	assert.False(t, nodes.Node("10.214.0.4").InMaintenance(), "worker-1 has its config")
-	assert.Equal(t, "1", dockertest.Boots(t, "e2elocal-worker-1"), "on new volumes")
+	assert.Equal(t, "1", dockertest.Boots(t, "e2elocal-worker-1", "1"), "on new volumes")
 	assert.Len(t, dockertest.Labelled(t, "e2elocal", "volume", "ls"), 18)
 	w.noChange("after a worker added")
 

@@ -155,7 +155,7 @@ $(KUBE_APISERVER): $(KUBE_APISERVER_DIR)/go.mod $(KUBE_APISERVER_DIR)/go.sum
 	@mv -f $(call quote,$@.tmp) $(call quote,$@)
 
 # The packages with tests against the real kube-apiserver (files *_e2e_test.go, build tag `e2e`).
-E2E_KUBE_PACKAGES ?= ./internal/kubeapi ./internal/kubeapi/kubeapitest/...
+E2E_KUBE_PACKAGES ?= ./internal/kubeapi ./internal/kubeapi/kubeapitest/... ./internal/kubeapi/kubesim
 
 .PHONY: e2e-kube
 e2e-kube: $(KUBE_APISERVER) ## Hold the Kubernetes fake to the real kube-apiserver (built by make kube-apiserver, with an embedded etcd, on loopback): the kubeapi client's calls answer the same from both.
@@ -376,6 +376,10 @@ restore: require-stack $(STACKCTL) ## Bring STACK's cluster back from a backup i
 csi-volume-rm: require-stack $(STACKCTL) ## Delete one volume the Proxmox CSI plugin left on storage.proxmoxCsi.datastore, attached to no VM of the cluster: VOLUME=<datastore>:vm-9999-pvc-... (make doctor lists them; docs/storage.md).
 	@if [ -z $(call quote,$(VOLUME)) ]; then echo "VOLUME is required: one that make doctor lists as attached to no VM" >&2; exit 2; fi
 	$(STACKCTL) csi-volume-rm --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI)) --volume $(call quote,$(VOLUME))
+
+.PHONY: gitops-status
+gitops-status: require-stack $(STACKCTL) ## Where the root Argo CD Application syncs from, its sync, health and last operation, and each resource not synced or not healthy; exit code 1 unless Synced and Healthy.
+	$(STACKCTL) gitops-status --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
 
 .PHONY: restore-drill
 restore-drill: ## Back up a cluster of the Talos fake running a real etcd and restore it into fresh fake nodes (etcdutl's restore): the restore's code path, on this machine (also part of make test).

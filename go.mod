@@ -37,9 +37,11 @@ require (
 	go.etcd.io/etcd/etcdutl/v3 v3.6.14
 	go.etcd.io/etcd/server/v3 v3.6.14
 	go.uber.org/zap v1.28.0
+	go4.org/netipx v0.0.0-20260823151212-3075585bcbeb
 	gocloud.dev v0.46.1-0.20260629181806-a12ddce30739
 	golang.org/x/mod v0.38.0
 	oras.land/oras-go/v2 v2.6.0
+	sigs.k8s.io/yaml v1.4.0
 )
 
 require (
@@ -248,5 +250,4 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	lukechampine.com/frand v1.5.1 // indirect
 	sigs.k8s.io/json v0.0.0-20211020170558-c049b76a60c6 // indirect
-	sigs.k8s.io/yaml v1.4.0 // indirect
 )

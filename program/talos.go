@@ -31,7 +31,53 @@ func ClusterSettings(cfg *stacks.Config) talos.ClusterSettings {
 		Rollout:      &talos.RolloutSettings{WorkerParallelism: c.Rollout.WorkerParallelism},
 		EtcdBackup:   EtcdBackupSettings(cfg, ""),
 		DataVolume:   &talos.DataVolumeSettings{Name: c.DataVolume.Name, Layout: c.DataVolume.Layout},
+		LoadBalancer: LoadBalancerSettings(c.LoadBalancer),
+		GitOps:       GitOpsSettings(cfg.GitOps),
 	}
+}
+
+// LoadBalancerSettings are cluster.loadBalancer as the TalosCluster takes
+// it; nil when the section is left out.
+func LoadBalancerSettings(c stacks.LoadBalancerConfig) *talos.LoadBalancerSettings {
+	if !c.Enabled() {
+		return nil
+	}
+	lb := &talos.LoadBalancerSettings{Interfaces: c.Interfaces, Nodes: c.Nodes}
+	for _, p := range c.Pools {
+		pool := talos.LBPool{Name: p.Name, Blocks: p.Blocks, Routed: p.Routed}
+		if len(p.ServiceSelector) > 0 {
+			pool.ServiceSelector = map[string]string{}
+			for k, v := range p.ServiceSelector {
+				pool.ServiceSelector[k] = fmt.Sprint(v) // stacks.Load refuses a value that is no string
+			}
+		}
+		lb.Pools = append(lb.Pools, pool)
+	}
+	return lb
+}
+
+// GitOpsSettings are the gitops section as the TalosCluster takes it; nil
+// when the section is left out.
+func GitOpsSettings(c stacks.GitOpsConfig) *talos.GitOpsSettings {
+	if !c.Enabled() {
+		return nil
+	}
+	r := c.Repository
+	g := &talos.GitOpsSettings{
+		Repository: talos.GitOpsRepository{URL: r.URL, Revision: r.Revision, Path: r.Path, Username: r.Username},
+		ArgoCD:     &talos.ChartSettings{Version: c.ArgoCD.Version, Values: c.ArgoCD.Values},
+		KsopsImage: c.KsopsImage, PrivilegedNamespaces: c.PrivilegedNamespaces, OwnsAddons: c.OwnsAddons,
+	}
+	if c.SopsAgeKey.IsSet() {
+		g.SopsAgeKey = c.SopsAgeKey.Output()
+	}
+	if r.Password.IsSet() {
+		g.Repository.Password = r.Password.Output()
+	}
+	if r.SSHPrivateKey.IsSet() {
+		g.Repository.SSHPrivateKey = r.SSHPrivateKey.Output()
+	}
+	return g
 }
 
 // InClusterDir is where, under a stack's backups (<target>/<stack>/), the

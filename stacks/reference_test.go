@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -134,6 +135,9 @@ func componentDefaults(cfg *stacks.Config) map[string]string {
 		"cluster.dataVolume.name":           c.DataVolume.Name,
 		"cluster.dataVolume.layout":         c.DataVolume.Layout,
 	}
+	g := talos.GitOpsSettings{}.WithDefaults()
+	out["gitops.repository.revision"], out["gitops.repository.path"] = g.Repository.Revision, g.Repository.Path
+	out["gitops.argoCd.version"], out["gitops.ksopsImage"] = g.ArgoCD.Version, g.KsopsImage
 	if cfg.Platform == stacks.PlatformLocal {
 		a := program.LocalArgs(cfg).WithDefaults()
 		out["local.kubernetesPort"] = fmt.Sprint(a.Docker.KubernetesPort)

@@ -73,6 +73,26 @@ func proxmoxKeysWithCSI() keys {
 	return k
 }
 
+// gitopsKeys hand the cluster to Argo CD over https with a token and a
+// SOPS age key; gitopsSSHKeys over SSH with a deploy key.
+func gitopsKeys() keys {
+	k := proxmoxKeys()
+	k["gitops"] = obj{
+		"repository": obj{"url": "https://git.example.com/lab/gitops.git", "username": "lab", "password": "git-S3cr3t-token"},
+		"sopsAgeKey": exampleAgeIdentity,
+	}
+	return k
+}
+
+func gitopsSSHKeys() keys {
+	k := proxmoxKeys()
+	k["gitops"] = obj{"repository": obj{"url": "git@git.example.com:lab/gitops.git", "sshPrivateKey": leakedKey}}
+	return k
+}
+
+// exampleAgeIdentity is an age identity made for these tests.
+const exampleAgeIdentity = "# created: 2026-11-29\nAGE-SECRET-KEY-19HP02GC6CUTZ0EKD0F08F25D0WH42TAW5XTRWQ6DDTA6C2PRYPKSW7XZEQ\n"
+
 func setOrDelete(m obj, key string, v any) {
 	if v == nil {
 		delete(m, key)
@@ -102,6 +122,21 @@ func secretLocations() []secretLocation {
 			path: "storage.proxmoxCsi.tokenSecret", typePath: "storage.proxmoxCsi.tokenSecret", top: "storage", // the component pairs it with tokenId
 			base: proxmoxKeysWithCSI, source: func(k keys) stacks.Source { return k.source("proxmox", "storage") },
 			set: func(k keys, v any) { setOrDelete(at(k, "storage", "proxmoxCsi"), "tokenSecret", v) },
+		},
+		{
+			path: "gitops.repository.password", typePath: "gitops.repository.password", top: "gitops", // the component pairs it with username
+			base: gitopsKeys, source: func(k keys) stacks.Source { return k.source("proxmox", "gitops") },
+			set: func(k keys, v any) { setOrDelete(at(k, "gitops", "repository"), "password", v) },
+		},
+		{
+			path: "gitops.repository.sshPrivateKey", typePath: "gitops.repository.sshPrivateKey", top: "gitops",
+			base: gitopsSSHKeys, source: func(k keys) stacks.Source { return k.source("proxmox", "gitops") },
+			set: func(k keys, v any) { setOrDelete(at(k, "gitops", "repository"), "sshPrivateKey", v) },
+		},
+		{
+			path: "gitops.sopsAgeKey", typePath: "gitops.sopsAgeKey", top: "gitops",
+			base: gitopsKeys, source: func(k keys) stacks.Source { return k.source("proxmox", "gitops") },
+			set: func(k keys, v any) { setOrDelete(at(k, "gitops"), "sopsAgeKey", v) },
 		},
 		{
 			path: "nodes.controlPlanes[0].rescue.password", typePath: "nodes.controlPlanes[].rescue.password", required: true, top: "nodes",

@@ -61,6 +61,39 @@ type Config struct {
 	Local    LocalConfig   `json:"local" doc:"The Docker containers of the nodes; only for platform 'local'."`
 	Backup   BackupConfig  `json:"backup" doc:"Encrypted backups of etcd, the stack's state and this file (docs/backup.md); none when left out."`
 	Storage  StorageConfig `json:"storage" doc:"Storage for the workloads besides the workers' data disks (docs/storage.md)."`
+	GitOps   GitOpsConfig  `json:"gitops" doc:"Hand the cluster to Argo CD after the bootstrap: Argo CD with KSOPS, the SOPS age key, the repository credential and a root Application (docs/gitops.md); none when left out." rules:"component"`
+}
+
+// GitOpsConfig is the GitOps hand-off.
+type GitOpsConfig struct {
+	Repository           GitOpsRepositoryConfig `json:"repository" doc:"The GitOps repository the root Application follows." rules:"component"`
+	SopsAgeKey           Secret                 `json:"sopsAgeKey" doc:"The age identity KSOPS decrypts the repository's SOPS files with: the text of an age keys.txt (AGE-SECRET-KEY-1...; secret): 'pulumi config set --secret --path gitops.sopsAgeKey < keys.txt'. None when left out." secret:"true"`
+	ArgoCD               ArgoCDConfig           `json:"argoCd" doc:"Argo CD's Helm chart (https://argoproj.github.io/argo-helm)."`
+	KsopsImage           string                 `json:"ksopsImage" doc:"The KSOPS image the repository server's init container runs 'ksops install --with-kustomize' from (v4.5.1 or newer)." default:"viaductoss/ksops:v4.5.1" rules:"component"`
+	PrivilegedNamespaces []string               `json:"privilegedNamespaces" doc:"Namespaces labelled for Pod Security's privileged level (created when missing) before Argo CD syncs into them, e.g. 'longhorn-system'. Left out later: the labels go, the namespace stays." rules:"component"`
+	OwnsAddons           bool                   `json:"ownsAddons" doc:"Argo CD manages Cilium and the approver from the repository: 'up' installs them at the bootstrap, then never changes or deletes their releases (cluster.cilium and cluster.certApprover no longer apply)." default:"false"`
+}
+
+// Enabled reports whether the section says anything.
+func (c GitOpsConfig) Enabled() bool {
+	return c.Repository != (GitOpsRepositoryConfig{}) || c.SopsAgeKey.IsSet() || c.ArgoCD.Version != "" || len(c.ArgoCD.Values) > 0 ||
+		c.KsopsImage != "" || len(c.PrivilegedNamespaces) > 0 || c.OwnsAddons
+}
+
+// GitOpsRepositoryConfig is the repository and its credential.
+type GitOpsRepositoryConfig struct {
+	URL           string `json:"url" doc:"The Git URL: 'https://github.com/me/gitops.git' or 'git@github.com:me/gitops.git'; required with the section." rules:"component"`
+	Revision      string `json:"revision" doc:"Branch, tag or commit the root Application follows." default:"HEAD" rules:"component"`
+	Path          string `json:"path" doc:"Folder of the root Application's manifests in the repository." default:"." rules:"component"`
+	Username      string `json:"username" doc:"User name for an https URL, with password." rules:"component"`
+	Password      Secret `json:"password" doc:"Password or token for an https URL (secret): 'pulumi config set --secret --path gitops.repository.password'." secret:"true" rules:"component"`
+	SSHPrivateKey Secret `json:"sshPrivateKey" doc:"Deploy key for an SSH URL, PEM or OpenSSH (secret): 'pulumi config set --secret --path gitops.repository.sshPrivateKey < key'." secret:"true"`
+}
+
+// ArgoCDConfig pins Argo CD's chart and adds values.
+type ArgoCDConfig struct {
+	Version string         `json:"version" doc:"argo-cd chart version, without a 'v' prefix." default:"10.1.1" rules:"component"`
+	Values  map[string]any `json:"values" doc:"Extra Helm values, merged over the ones KSOPS needs."`
 }
 
 // StorageConfig is the cluster's storage plugins.
@@ -86,19 +119,41 @@ func (c ProxmoxCSIConfig) Enabled() bool {
 
 // ClusterConfig describes the Talos cluster independently of the platform.
 type ClusterConfig struct {
-	Name              string           `json:"name" doc:"Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file names." required:"true" rules:"component"`
-	TalosVersion      string           `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.13.9' (v1.8 or newer)." required:"true" rules:"component"`
-	KubernetesVersion string           `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.36.3'; empty means the default of the Talos release." rules:"component"`
-	Schematic         SchematicConfig  `json:"schematic" doc:"Image Factory schematic: a given id, or one built from a list of system extensions." rules:"component"`
-	InstallDisk       string           `json:"installDisk" doc:"Disk Talos installs itself to." default:"/dev/sda"`
-	Network           NetworkConfig    `json:"network" doc:"Node network shared by all nodes." rules:"component"`
-	VIP               string           `json:"vip" doc:"Shared layer-2 virtual IP of the control planes (Proxmox); the Kubernetes endpoint when 'endpoint' is empty." rules:"component"`
-	Endpoint          string           `json:"endpoint" doc:"Host name or IP in the Kubernetes API URL 'https://<endpoint>:6443'; default: the VIP (Proxmox) or the first control plane's IP."`
-	Cilium            CiliumConfig     `json:"cilium" doc:"Cilium CNI Helm chart (https://helm.cilium.io)."`
-	CertApprover      ApproverConfig   `json:"certApprover" doc:"Kubelet serving-certificate approver Helm chart (postfinance/kubelet-csr-approver)."`
-	Patches           PatchesConfig    `json:"patches" doc:"Extra Talos machine-config patches (strategic merge), applied after the generated ones."`
-	Rollout           RolloutConfig    `json:"rollout" doc:"How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at a time." rules:"component"`
-	DataVolume        DataVolumeConfig `json:"dataVolume" doc:"What a worker's data disk (nodes.workers[].dataDiskSize) becomes: a Talos user volume at /var/mnt/<name> (docs/storage.md)."`
+	Name              string             `json:"name" doc:"Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file names." required:"true" rules:"component"`
+	TalosVersion      string             `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.13.9' (v1.8 or newer)." required:"true" rules:"component"`
+	KubernetesVersion string             `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.36.3'; empty means the default of the Talos release." rules:"component"`
+	Schematic         SchematicConfig    `json:"schematic" doc:"Image Factory schematic: a given id, or one built from a list of system extensions." rules:"component"`
+	InstallDisk       string             `json:"installDisk" doc:"Disk Talos installs itself to." default:"/dev/sda"`
+	Network           NetworkConfig      `json:"network" doc:"Node network shared by all nodes." rules:"component"`
+	VIP               string             `json:"vip" doc:"Shared layer-2 virtual IP of the control planes (Proxmox); the Kubernetes endpoint when 'endpoint' is empty." rules:"component"`
+	Endpoint          string             `json:"endpoint" doc:"Host name or IP in the Kubernetes API URL 'https://<endpoint>:6443'; default: the VIP (Proxmox) or the first control plane's IP."`
+	Cilium            CiliumConfig       `json:"cilium" doc:"Cilium CNI Helm chart (https://helm.cilium.io)."`
+	CertApprover      ApproverConfig     `json:"certApprover" doc:"Kubelet serving-certificate approver Helm chart (postfinance/kubelet-csr-approver)."`
+	Patches           PatchesConfig      `json:"patches" doc:"Extra Talos machine-config patches (strategic merge), applied after the generated ones."`
+	Rollout           RolloutConfig      `json:"rollout" doc:"How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at a time." rules:"component"`
+	DataVolume        DataVolumeConfig   `json:"dataVolume" doc:"What a worker's data disk (nodes.workers[].dataDiskSize) becomes: a Talos user volume at /var/mnt/<name> (docs/storage.md)."`
+	LoadBalancer      LoadBalancerConfig `json:"loadBalancer" doc:"Addresses for Services of type LoadBalancer: Cilium hands them out of these pools and answers ARP for them on the node network (L2 announcements; docs/load-balancer.md). Platforms proxmox and local; none when left out." rules:"component"`
+}
+
+// LoadBalancerConfig is the LoadBalancer address pools and who announces
+// them.
+type LoadBalancerConfig struct {
+	Pools      []LBPoolConfig `json:"pools" doc:"The address pools (at least one with the section)." rules:"component"`
+	Interfaces []string       `json:"interfaces" doc:"Node interfaces that announce the addresses, as regular expressions (e.g. '^eth[0-9]+', '^ens18$'); every interface when left out." rules:"component"`
+	Nodes      []string       `json:"nodes" doc:"Names of the nodes that may announce the addresses (one at a time, by lease); every node when left out." rules:"component"`
+}
+
+// Enabled reports whether the section says anything.
+func (c LoadBalancerConfig) Enabled() bool {
+	return len(c.Pools) > 0 || len(c.Interfaces) > 0 || len(c.Nodes) > 0
+}
+
+// LBPoolConfig is one pool of LoadBalancer addresses.
+type LBPoolConfig struct {
+	Name            string         `json:"name" doc:"The pool's name (its CiliumLoadBalancerIPPool's): a DNS label, unique." required:"true" rules:"component"`
+	Blocks          []string       `json:"blocks" doc:"The pool's addresses: IPv4 CIDRs ('192.168.1.240/28') or first-last ranges ('192.168.1.240-192.168.1.250'), inside the node network and clear of the nodes, the VIP, the gateway, your DHCP server's range and the other pools." required:"true" rules:"component"`
+	ServiceSelector map[string]any `json:"serviceSelector" doc:"Labels (name: value) a Service must have to get an address of this pool; every Service when left out."`
+	Routed          bool           `json:"routed" doc:"Your router sends the pool's addresses to the nodes (a static route): the blocks lie outside the node network and are not announced by ARP." default:"false" rules:"component"`
 }
 
 // DataVolumeConfig is what the workers' data disks become.

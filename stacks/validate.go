@@ -45,6 +45,7 @@ func validate(d *Diagnostics, cfg *Config) {
 	validateAddresses(d, cfg)
 	rulesOf(cfg.Platform).validate(d, cfg)
 	validateBackup(d, cfg)
+	validateGitOps(d, cfg)
 	validateExplicitZeros(d, cfg)
 }
 

@@ -196,7 +196,9 @@ func (a *ClusterArgs) check(p *inputs.Problems) {
 // checkNodes records the problems of the nodes: names, IPs and roles as
 // the TalosCluster checks them, and each IP inside the subnet.
 func (a *ClusterArgs) checkNodes(p *inputs.Problems, subnet netip.Prefix, gw netip.Addr) {
-	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous}).CheckNodes(p, "")
+	(&talos.ClusterArgs{
+		Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous, NodeNetwork: a.subnet(), NodeGateway: a.gateway(),
+	}).CheckNodes(p, "")
 	if !subnet.IsValid() || !subnet.Addr().Is4() || !gw.IsValid() {
 		return
 	}
@@ -220,6 +222,12 @@ func (a *ClusterArgs) subnet() netip.Prefix {
 	return p
 }
 
+// gateway is the Docker network's gateway, valid after check.
+func (a *ClusterArgs) gateway() netip.Addr {
+	gw, _ := netip.ParseAddr(a.Docker.Gateway)
+	return gw
+}
+
 // privileged is Settings.Privileged, its default when left out.
 func (s Settings) privileged() bool { return s.Privileged == nil || *s.Privileged }
 
@@ -229,7 +237,7 @@ func (s Settings) privileged() bool { return s.Privileged == nil || *s.Privilege
 func (a *ClusterArgs) TalosArgs() *talos.ClusterArgs {
 	return &talos.ClusterArgs{
 		Cluster: a.Cluster, InstallerImage: pulumi.String(""), Nodes: a.talosNodes(),
-		Previous: a.Previous, InputName: a.InputName, NodeNetwork: a.subnet(), InContainer: true,
+		Previous: a.Previous, InputName: a.InputName, NodeNetwork: a.subnet(), NodeGateway: a.gateway(), InContainer: true,
 	}
 }
 

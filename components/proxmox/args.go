@@ -207,7 +207,7 @@ func (d Deps) withDefaults(ctx *pulumi.Context, px HostSettings) (Hooks, API) {
 func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs {
 	return &talos.ClusterArgs{
 		Cluster: a.Cluster, InstallerImage: installer, Nodes: a.talosNodes(), Previous: a.Previous,
-		NodeNetwork: a.nodeNetwork(), InputName: a.InputName,
+		NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway(), InputName: a.InputName,
 	}
 }
 
@@ -294,7 +294,9 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 	if a.CSI != nil {
 		a.CSI.check(p, "csi.")
 	}
-	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous}).CheckNodes(p, "")
+	(&talos.ClusterArgs{
+		Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous, NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway(),
+	}).CheckNodes(p, "")
 	px := a.Proxmox
 	if msg := EndpointProblem(px.Endpoint); msg != "" {
 		p.Add("proxmox.endpoint", "%s", msg)

@@ -67,6 +67,12 @@ func (a *ClusterArgs) nodeNetwork() netip.Prefix {
 	return netip.PrefixFrom(gw, a.Proxmox.PrefixLength).Masked()
 }
 
+// nodeGateway is the nodes' gateway, when it is a machine's address.
+func (a *ClusterArgs) nodeGateway() netip.Addr {
+	gw, _ := machineIPv4(a.Proxmox.Gateway)
+	return gw
+}
+
 // machineIPv4 is s as the IPv4 address of a machine, if it is one.
 func machineIPv4(s string) (netip.Addr, bool) {
 	a, err := netip.ParseAddr(s)

@@ -138,6 +138,9 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	if c.DataVolume != nil {
 		c.DataVolume.check(p, at("dataVolume."))
 	}
+	if c.GitOps != nil {
+		c.GitOps.check(p, at("gitops."))
+	}
 	if c.Rollout != nil && c.Rollout.WorkerParallelism < 0 {
 		p.Add(at("rollout.workerParallelism"), "%d is not a number of workers: 1 or more (0 for the default, 1)", c.Rollout.WorkerParallelism)
 	}
@@ -148,6 +151,7 @@ func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 	at := func(path string) string { return prefix + path }
 	a.checkChange(p, prefix)
 	a.checkDataDiskSizes(p, prefix)
+	a.checkLoadBalancer(p, at("cluster.loadBalancer."))
 	if len(a.Nodes) == 0 {
 		p.Add(at("nodes"), "at least one node (a control plane) is required")
 	} else if a.Nodes[0].Role != RoleControlPlane {

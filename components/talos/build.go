@@ -263,8 +263,13 @@ func (b *build) addons() error {
 	// nodes turn Ready once their agent runs, so `up` returns a usable cluster.
 	c.Cilium, err = newRelease(ctx, name+CiliumSuffix, release{
 		name: CiliumRelease, chart: CiliumChart, repo: CiliumRepo, version: args.Cluster.Cilium.Version,
-		values: CiliumValues(len(args.Nodes), args.Cluster.Cilium.Values), timeoutSeconds: ciliumTimeoutSeconds,
-	}, b.clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{kubeconfig}))...)
+		values: CiliumValues(len(args.Nodes), MergeValues(LoadBalancerCiliumValues(args.Cluster.LoadBalancer), args.Cluster.Cilium.Values)), timeoutSeconds: ciliumTimeoutSeconds,
+	}, append(b.clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{kubeconfig})), b.addonOpts()...)...)
+	if err != nil {
+		return err
+	}
+
+	lbs, err := b.loadBalancer(k8s, []pulumi.Resource{c.Cilium})
 	if err != nil {
 		return err
 	}
@@ -276,8 +281,11 @@ func (b *build) addons() error {
 	c.CertApprover, err = newRelease(ctx, name+CertApproverSuffix, release{
 		name: ApproverRelease, chart: ApproverChart, repo: ApproverRepo, version: args.Cluster.CertApprover.Version,
 		values: ApproverValues(args.Nodes, extraIPs, args.Cluster.CertApprover.Values), timeoutSeconds: approverTimeoutSecs,
-	}, b.clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{c.Cilium}))...)
+	}, append(b.clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{c.Cilium})), b.addonOpts()...)...)
 	if err != nil {
+		return err
+	}
+	if err := b.gitOps(k8s, append([]pulumi.Resource{c.Cilium, c.CertApprover}, lbs...)); err != nil {
 		return err
 	}
 

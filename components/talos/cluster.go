@@ -118,6 +118,12 @@ type ClusterSettings struct {
 	CertApprover *ChartSettings `pulumi:"certApprover,optional"`
 	// Rollout shapes how a change reaches running nodes.
 	Rollout *RolloutSettings `pulumi:"rollout,optional"`
+	// LoadBalancer gives Services of type LoadBalancer addresses out of
+	// pools, announced on the node network by Cilium; none when unset.
+	LoadBalancer *LoadBalancerSettings `pulumi:"loadBalancer,optional"`
+	// GitOps hands the cluster to Argo CD after the bootstrap; none when
+	// unset.
+	GitOps *GitOpsSettings `pulumi:"gitops,optional"`
 	// DataVolume says what the nodes' data disks (NodeSpec.DataDiskSize)
 	// become: a user volume for Longhorn (the default) or a plain one.
 	DataVolume *DataVolumeSettings `pulumi:"dataVolume,optional"`
@@ -183,6 +189,9 @@ type ClusterArgs struct {
 	// NodeNetwork is the nodes' network when the platform knows it (Go
 	// only): the overrides guard judges the approver's prefixes against it.
 	NodeNetwork netip.Prefix
+	// NodeGateway is the nodes' gateway when the platform knows it (Go
+	// only): no load balancer pool may hold it.
+	NodeGateway netip.Addr
 	// InContainer says the nodes run Talos in containers (Go only): the
 	// overrides guard refuses the patches Talos's container mode refuses
 	// or ignores.

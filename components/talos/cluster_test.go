@@ -35,6 +35,12 @@ type outputs struct {
 
 func runCluster(t *testing.T, ns []talos.NodeSpec) (*componentstest.Engine, outputs) {
 	t.Helper()
+	return runClusterWith(t, ns, nil)
+}
+
+// runClusterWith is runCluster with the arguments changed by edit first.
+func runClusterWith(t *testing.T, ns []talos.NodeSpec, edit func(*talos.ClusterArgs)) (*componentstest.Engine, outputs) {
+	t.Helper()
 	m := &componentstest.Engine{}
 	hooks := &componentstest.Hooks{}
 	out := outputs{hooks: hooks}
@@ -43,7 +49,7 @@ func runCluster(t *testing.T, ns []talos.NodeSpec) (*componentstest.Engine, outp
 		if err := ctx.RegisterComponentResource("test:index:Vm", "vm-cp-0", &vm); err != nil {
 			return err
 		}
-		c, err := talos.NewClusterWithDeps(ctx, "lab", &talos.ClusterArgs{
+		args := &talos.ClusterArgs{
 			Cluster: talos.ClusterSettings{
 				Name:         "lab",
 				Endpoint:     "https://10.0.0.5:6443",
@@ -55,7 +61,11 @@ func runCluster(t *testing.T, ns []talos.NodeSpec) (*componentstest.Engine, outp
 			InstallerImage: pulumi.String("factory.talos.dev/metal-installer/abc:v1.12.4"),
 			Nodes:          ns,
 			DeletedWith:    &vm,
-		}, talos.Deps{Hooks: hooks})
+		}
+		if edit != nil {
+			edit(args)
+		}
+		c, err := talos.NewClusterWithDeps(ctx, "lab", args, talos.Deps{Hooks: hooks})
 		if err != nil {
 			return err
 		}

@@ -297,7 +297,7 @@ func TestWaitAPITimesOutSayingWhatItWaitedFor(t *testing.T) {
 
 	err = wait(map[string]string{"WAIT_FOR": "pods", "KUBECONFIG_DATA": kubeconfig(url, p)})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "WAIT_FOR must be api or nodes")
+	assert.Contains(t, err.Error(), "WAIT_FOR must be api, nodes or pools")
 }
 
 // A wait reports at least every ProgressEvery (30 s in a real run) while it

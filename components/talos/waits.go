@@ -87,8 +87,10 @@ func RunKubeWait(ctx *pulumi.Context, deps Deps, args *pulumi.ResourceHookArgs) 
 		timeout, err = EnvSeconds(env, "WAIT_TIMEOUT", apiReadyTimeoutSecs*time.Second)
 	case "nodes":
 		timeout, err = EnvSeconds(env, "WAIT_TIMEOUT", nodesReadyTimeoutSecs*time.Second)
+	case "pools":
+		timeout, err = EnvSeconds(env, "WAIT_TIMEOUT", lbWaitTimeoutSecs*time.Second)
 	default:
-		err = fmt.Errorf("unable to wait: WAIT_FOR must be api or nodes, not %q", env["WAIT_FOR"])
+		err = fmt.Errorf("unable to wait: WAIT_FOR must be api, nodes or pools, not %q", env["WAIT_FOR"])
 	}
 	if err != nil {
 		return err
@@ -108,6 +110,9 @@ func RunKubeWait(ctx *pulumi.Context, deps Deps, args *pulumi.ResourceHookArgs) 
 		}
 		log.Info(fmt.Sprintf("the Kubernetes API at %s is ready after %s", client.Server(), time.Since(start).Round(time.Second)))
 		return nil
+	}
+	if env["WAIT_FOR"] == "pools" {
+		return guardPools(deps.Context, client, env["POOLS"], wait, log)
 	}
 	count, err := strconv.Atoi(env["NODE_COUNT"])
 	if err != nil || count <= 0 {

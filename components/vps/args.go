@@ -257,6 +257,14 @@ func (a *ClusterArgs) Problems() []inputs.Problem {
 // check records the problems of the inputs (with their defaults).
 func (a *ClusterArgs) check(p *inputs.Problems) {
 	a.Cluster.Check(p, "cluster.")
+	if a.Cluster.LoadBalancer != nil {
+		// Cilium's L2 announcements answer ARP on the node network; a
+		// rented server's provider routes an additional address to one
+		// server's MAC (or sells it as a failover IP moved by its API), and
+		// answers no ARP from any other node.
+		p.Add("cluster.loadBalancer", "is for nodes on a shared layer-2 network (platforms proxmox and local): a rented server's provider routes additional addresses to one server, not by ARP; "+
+			"leave the section out and expose Services through the nodes' public IPs (a NodePort or hostPort behind the firewall) or the provider's load balancer")
+	}
 	a.schematic().Check(p, "schematic")
 	a.VPS.check(p, "vps.")
 	a.checkNetwork(p)

@@ -85,6 +85,7 @@ func chain(lists ...[]Rename) iter.Seq[Rename] {
 // program fills from stack keys of other names (program.ClusterSettings).
 var renamed = []Rename{
 	{"cluster.nameservers", "cluster.network.nameservers"},
+	{"cluster.gitops", "gitops"},
 	{"cluster.etcdBackup.schedule", "backup.schedule"},
 	{"cluster.etcdBackup.recipient", "backup.recipients[0]"},
 	{"cluster.etcdBackup.accessKeyId", "backup.s3"},

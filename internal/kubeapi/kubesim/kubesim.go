@@ -1,9 +1,12 @@
 // Package kubesim plays, against a real kube-apiserver, the parts of a
 // cluster that are not the API server: the kubelets (Nodes that register
-// and report Ready, a control plane's mirror pods) and the controllers whose results Helm's --wait and the
-// program's waits read (a Deployment's ReplicaSet and both their statuses,
-// a DaemonSet's status, a deleted namespace finalized). No Pod ever runs: the statuses say what the
-// controllers would say once the Pods were ready.
+// and report Ready, a control plane's mirror pods), the controllers whose
+// results Helm's --wait, Helm's hooks and the program's waits read (a
+// Deployment's ReplicaSet and both their statuses, a DaemonSet's status, a
+// StatefulSet's status, a Job completed, a deleted namespace finalized) and
+// the operators that register CustomResourceDefinitions at start
+// (Sim.OperatorCRDs). No Pod ever runs: the statuses say what the
+// controllers would say once the Pods were ready, or had succeeded.
 //
 // What it writes is what Helm v3.20's ReadyChecker (pkg/kube/ready.go,
 // inside pulumi-kubernetes v4.32) reads: for a Deployment, the new
@@ -11,7 +14,12 @@
 // Deployment, matched by its selector, its template equal but for the
 // pod-template-hash label) with readyReplicas, and the Deployment's
 // observedGeneration; for a DaemonSet, observedGeneration and the
-// scheduled, updated and ready counts.
+// scheduled, updated and ready counts; for a StatefulSet (statefulSetReady),
+// observedGeneration, updatedReplicas, readyReplicas and currentRevision
+// equal to updateRevision; for a Job (jobReady, with --wait-for-jobs),
+// succeeded reaching spec.completions. Helm's hooks (Client.watchUntilReady
+// and waitForJob in pkg/kube/client.go) wait for a Job's Complete=True
+// condition, which the sim sets as the job controller does.
 //
 // It speaks plain HTTPS and JSON, as internal/kubeapi does, so that tests
 // need not bring client-go.
@@ -31,6 +39,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // Node is a kubelet the simulator plays.
@@ -50,16 +60,33 @@ type Sim struct {
 	CNI string
 	// Interval is the reconcile period (default 200 ms).
 	Interval time.Duration
+	// OperatorCRDs are the CustomResourceDefinitions an operator
+	// registers when it starts, keyed by its Deployment
+	// ("kube-system/cilium-operator"): each value is a manifest, YAML or
+	// JSON, of one or more CRDs (apiextensions.k8s.io/v1; YAML documents
+	// separated by "---" lines). Once the Deployment exists with at least
+	// one replica and the sim has reported it ready, the sim creates them
+	// (one already there is left as it is), as cilium-operator v1.18 does
+	// once elected leader (operator/cmd/root.go: apis.RegisterCRDsCell,
+	// "the first operation to be invoked after the operator is elected
+	// leader"; pkg/k8s/apis/cilium.io/client/register.go). They are
+	// created again when the Deployment is replaced or its pod template
+	// changes, as the restarted operator would. The API server makes them
+	// Established by itself. Set it before Run.
+	OperatorCRDs map[string][][]byte
 
 	mu    sync.Mutex
 	nodes map[string]Node
 	errs  []error
+	// registered is, by Deployment, the Deployment's UID and template hash
+	// for which its OperatorCRDs were created.
+	registered map[string]string
 }
 
 // New returns a simulator for the API server at base, reached with hc (an
 // admin client: system:masters).
 func New(base string, hc *http.Client) *Sim {
-	return &Sim{base: strings.TrimRight(base, "/"), hc: hc, nodes: map[string]Node{}}
+	return &Sim{base: strings.TrimRight(base, "/"), hc: hc, nodes: map[string]Node{}, registered: map[string]string{}}
 }
 
 // Join registers a kubelet: its Node appears at the next reconcile.
@@ -109,7 +136,8 @@ func (s *Sim) Run(ctx context.Context) {
 	}
 }
 
-// Reconcile makes one pass: Nodes, then DaemonSets, then Deployments.
+// Reconcile makes one pass: Nodes, DaemonSets, Deployments (and the CRDs of
+// their operators), StatefulSets, Jobs, then the namespaces being deleted.
 func (s *Sim) Reconcile(ctx context.Context) error {
 	s.mu.Lock()
 	nodes := slices.Collect(maps.Values(s.nodes))
@@ -131,7 +159,7 @@ func (s *Sim) Reconcile(ctx context.Context) error {
 	for _, n := range nodes {
 		errs = append(errs, s.node(ctx, n, cniReady))
 	}
-	errs = append(errs, s.daemonSets(ctx, len(nodes)), s.deployments(ctx), s.namespaces(ctx))
+	errs = append(errs, s.daemonSets(ctx, len(nodes)), s.deployments(ctx), s.statefulSets(ctx), s.jobs(ctx), s.namespaces(ctx))
 	return errors.Join(errs...)
 }
 
@@ -254,6 +282,7 @@ func (s *Sim) deployments(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// deployment rolls d out, then registers its operator's CRDs.
 func (s *Sim) deployment(ctx context.Context, d object) error {
 	replicas := 1
 	if r, ok := d.Spec["replicas"]; ok {
@@ -291,14 +320,243 @@ func (s *Sim) deployment(ctx context.Context, d object) error {
 	if err := s.call(ctx, http.MethodPatch, rsPath+"/"+rsName+"/status", "application/merge-patch+json", map[string]any{"status": status}, nil); err != nil {
 		return err
 	}
-	if num(d.Status["observedGeneration"]) == d.Metadata.Generation && num(d.Status["readyReplicas"]) == replicas {
+	if num(d.Status["observedGeneration"]) != d.Metadata.Generation || num(d.Status["readyReplicas"]) != replicas {
+		if err := s.call(ctx, http.MethodPatch, d.path("apps/v1", "deployments")+"/status", "application/merge-patch+json", map[string]any{"status": map[string]any{
+			"observedGeneration": d.Metadata.Generation, "replicas": replicas, "updatedReplicas": replicas,
+			"readyReplicas": replicas, "availableReplicas": replicas,
+			"conditions": []any{map[string]any{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}},
+		}}, nil); err != nil {
+			return err
+		}
+	}
+	if replicas == 0 {
+		return nil // no operator runs
+	}
+	return s.registerCRDs(ctx, d, hash)
+}
+
+// registerCRDs creates the OperatorCRDs of the ready Deployment d, whose
+// pod template hashes to hash, once for each Deployment object and
+// template: a CRD already there (409) is left as it is.
+func (s *Sim) registerCRDs(ctx context.Context, d object, hash string) error {
+	key := d.Metadata.Namespace + "/" + d.Metadata.Name
+	manifests, ok := s.OperatorCRDs[key]
+	if !ok {
 		return nil
 	}
-	return s.call(ctx, http.MethodPatch, d.path("apps/v1", "deployments")+"/status", "application/merge-patch+json", map[string]any{"status": map[string]any{
-		"observedGeneration": d.Metadata.Generation, "replicas": replicas, "updatedReplicas": replicas,
-		"readyReplicas": replicas, "availableReplicas": replicas,
-		"conditions": []any{map[string]any{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}},
-	}}, nil)
+	run := d.Metadata.UID + "/" + hash
+	s.mu.Lock()
+	done := s.registered[key] == run
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	var errs []error
+	for i, m := range manifests {
+		crds, err := parseCRDs(m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("unable to read the CRD manifest %d of %s: %w", i, key, err))
+			continue
+		}
+		for _, crd := range crds {
+			err := s.call(ctx, http.MethodPost, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", crd, nil)
+			if err != nil && !errors.Is(err, errConflict) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...) // tried again at the next reconcile
+	}
+	s.mu.Lock()
+	s.registered[key] = run
+	s.mu.Unlock()
+	return nil
+}
+
+// parseCRDs reads a manifest of CustomResourceDefinitions: JSON, or YAML
+// documents separated by "---" lines (empty ones skipped). What the API
+// server would refuse to take in a create (resourceVersion, uid,
+// creationTimestamp, status) is dropped.
+func parseCRDs(manifest []byte) ([]map[string]any, error) {
+	var out []map[string]any
+	for _, doc := range yamlDocuments(manifest) {
+		data, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, err
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(data, &obj); err != nil {
+			return nil, err
+		}
+		if obj == nil {
+			continue // an empty document
+		}
+		if obj["apiVersion"] != "apiextensions.k8s.io/v1" || obj["kind"] != "CustomResourceDefinition" {
+			return nil, fmt.Errorf("%v %v is no apiextensions.k8s.io/v1 CustomResourceDefinition", obj["apiVersion"], obj["kind"])
+		}
+		if meta, ok := obj["metadata"].(map[string]any); ok {
+			delete(meta, "resourceVersion")
+			delete(meta, "uid")
+			delete(meta, "creationTimestamp")
+			delete(meta, "generation")
+			delete(meta, "managedFields")
+		}
+		delete(obj, "status")
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+// yamlDocuments splits a YAML stream at its "---" lines.
+func yamlDocuments(stream []byte) [][]byte {
+	var docs [][]byte
+	var cur []byte
+	for line := range bytes.Lines(stream) {
+		if t := bytes.TrimRight(line, " \t\r\n"); bytes.Equal(t, []byte("---")) || bytes.HasPrefix(t, []byte("--- ")) {
+			docs = append(docs, cur)
+			cur = nil
+			continue
+		}
+		cur = append(cur, line...)
+	}
+	return append(docs, cur)
+}
+
+// statefulSets reports every StatefulSet rolled out, as the StatefulSet
+// controller (pkg/controller/statefulset/stateful_set_control.go of
+// Kubernetes v1.35, updateStatefulSetStatus) does once every Pod of the
+// current template runs and is ready: observedGeneration, every count at
+// spec.replicas (default 1), and currentRevision = updateRevision, the
+// name of the template's ControllerRevision (<name>-<hash>, as
+// history.ControllerRevisionName; no ControllerRevision is created).
+// Helm's statefulSetReady wants observedGeneration = generation, for a
+// RollingUpdate updatedReplicas >= replicas - partition, readyReplicas =
+// replicas and, without partition, currentRevision = updateRevision: all
+// are met whatever the strategy and the partition (every Pod is taken as
+// made from the current template, as on a first install).
+func (s *Sim) statefulSets(ctx context.Context) error {
+	var list objectList
+	if err := s.call(ctx, http.MethodGet, "/apis/apps/v1/statefulsets", "", nil, &list); err != nil {
+		return err
+	}
+	var errs []error
+	for _, sts := range list.Items {
+		replicas := 1
+		if r, ok := sts.Spec["replicas"]; ok {
+			replicas = num(r)
+		}
+		template, _ := sts.Spec["template"].(map[string]any)
+		hash, err := templateHash(template)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		revision := sts.Metadata.Name + "-" + hash
+		if num(sts.Status["observedGeneration"]) == sts.Metadata.Generation && num(sts.Status["readyReplicas"]) == replicas &&
+			num(sts.Status["replicas"]) == replicas && sts.Status["updateRevision"] == revision && sts.Status["currentRevision"] == revision {
+			continue
+		}
+		status := map[string]any{
+			"observedGeneration": sts.Metadata.Generation, "replicas": replicas, "readyReplicas": replicas,
+			"currentReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas,
+			"currentRevision": revision, "updateRevision": revision,
+		}
+		if _, ok := sts.Status["collisionCount"]; !ok {
+			status["collisionCount"] = 0 // the API server refuses it decremented: set only when absent
+		}
+		errs = append(errs, s.call(ctx, http.MethodPatch, sts.path("apps/v1", "statefulsets")+"/status", "application/merge-patch+json", map[string]any{"status": status}, nil))
+	}
+	return errors.Join(errs...)
+}
+
+// jobControllerName is spec.managedBy of the Jobs the built-in job
+// controller manages (empty: the same).
+const jobControllerName = "kubernetes.io/job-controller"
+
+// jobs completes every Job that is not finished, not suspended and left to
+// the built-in controller, as the job controller (pkg/controller/job of
+// Kubernetes v1.35) does once its Pods have succeeded: succeeded at
+// spec.completions (1 without), no Pod active, ready or terminating,
+// startTime kept or set, completionTime, and the conditions
+// SuccessCriteriaMet then Complete, both True for the reason
+// CompletionsReached (newSuccessCondition, then enactJobFinished turning
+// it into Complete). The API server of v1.35 refuses a Complete=True Job
+// status without SuccessCriteriaMet=True, completionTime and startTime, or
+// with a completionTime before startTime (pkg/apis/batch/validation,
+// validateJobStatus; the checks JobManagedBy, GA in 1.35, turns on in
+// pkg/registry/batch/job/strategy.go). Helm's hooks wait for Complete=True
+// (pkg/kube/client.go, waitForJob); its --wait-for-jobs for succeeded to
+// reach spec.completions (ready.go, jobReady).
+func (s *Sim) jobs(ctx context.Context) error {
+	var list objectList
+	if err := s.call(ctx, http.MethodGet, "/apis/batch/v1/jobs", "", nil, &list); err != nil {
+		return err
+	}
+	var errs []error
+	for _, job := range list.Items {
+		if suspended, _ := job.Spec["suspend"].(bool); suspended {
+			continue
+		}
+		if by, _ := job.Spec["managedBy"].(string); by != "" && by != jobControllerName {
+			continue
+		}
+		conditions, _ := job.Status["conditions"].([]any)
+		if conditionTrue(conditions, "Complete") || conditionTrue(conditions, "Failed") {
+			continue
+		}
+		succeeded := 1
+		if c, ok := job.Spec["completions"]; ok && c != nil {
+			succeeded = num(c)
+		}
+		now := time.Now().UTC().Format(time.RFC3339)
+		status := map[string]any{
+			"succeeded": succeeded, "active": 0, "ready": 0, "terminating": 0, "failed": num(job.Status["failed"]),
+			"uncountedTerminatedPods": map[string]any{}, "completionTime": now,
+		}
+		if job.Status["startTime"] == nil {
+			status["startTime"] = now
+		}
+		if job.Spec["completionMode"] == "Indexed" {
+			status["completedIndexes"] = indexes(succeeded)
+		}
+		kept := slices.DeleteFunc(slices.Clone(conditions), func(c any) bool {
+			m, _ := c.(map[string]any)
+			return m["type"] == "SuccessCriteriaMet" || m["type"] == "Complete"
+		})
+		for _, t := range []string{"SuccessCriteriaMet", "Complete"} {
+			kept = append(kept, map[string]any{"type": t, "status": "True", "reason": "CompletionsReached",
+				"message": "Reached expected number of succeeded pods", "lastProbeTime": now, "lastTransitionTime": now})
+		}
+		status["conditions"] = kept
+		errs = append(errs, s.call(ctx, http.MethodPatch, job.path("batch/v1", "jobs")+"/status", "application/merge-patch+json", map[string]any{"status": status}, nil))
+	}
+	return errors.Join(errs...)
+}
+
+// indexes is status.completedIndexes of an Indexed Job whose indexes 0 to
+// n-1 all succeeded, written as the job controller writes it
+// (orderedIntervals.String: "0", "0,1", "0-2").
+func indexes(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "0"
+	case 2:
+		return "0,1"
+	}
+	return fmt.Sprintf("0-%d", n-1)
+}
+
+// conditionTrue says whether conditions hold one of type t, True.
+func conditionTrue(conditions []any, t string) bool {
+	for _, c := range conditions {
+		if m, _ := c.(map[string]any); m["type"] == t && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 // templateHash names a pod template, as the deployment controller's

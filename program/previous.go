@@ -77,6 +77,7 @@ func ReadLast(ctx *pulumi.Context) (Last, error) {
 		return Last{}, err
 	}
 	addLeaving(last.Cluster, resources)
+	addAddons(last.Cluster, resources)
 	last.VMs = previousVMs(resources)
 	return last, nil
 }
@@ -230,6 +231,34 @@ func previousFrom(outputs map[string]any) *talos.Previous {
 	slices.Sort(prev.ControlPlanes)
 	slices.Sort(prev.ControlPlaneIPs)
 	return prev
+}
+
+// Types of the in-cluster resources addAddons looks for.
+const (
+	releaseType = "kubernetes:helm.sh/v3:Release"
+	lbPoolType  = "kubernetes:" + talos.LBPoolAPIVersion + ":" + talos.LBPoolKind
+)
+
+// addAddons adds to prev the load balancer pools and the GitOps hand-off
+// the last run made, from its state: a stack file that drops them gets its
+// pools' removal guarded and the hand-off's removal said.
+func addAddons(prev *talos.Previous, resources map[string]any) {
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		out, _ := m["outputs"].(map[string]any)
+		switch m["type"] {
+		case releaseType:
+			if out["name"] == talos.ArgoCDRelease && out["namespace"] == talos.ArgoCDNamespace {
+				prev.GitOps = true
+			}
+		case lbPoolType:
+			meta, _ := out["metadata"].(map[string]any)
+			if name, ok := meta["name"].(string); ok {
+				prev.LoadBalancerPools = append(prev.LoadBalancerPools, name)
+			}
+		}
+	}
+	slices.Sort(prev.LoadBalancerPools)
 }
 
 // previousVMs reads the VMs of the last run from the state's resources, by

@@ -188,3 +188,166 @@ func TestLoadBalancerPoolsAreChecked(t *testing.T) {
 	withNetwork(&ok)
 	require.NoError(t, ok.Validate("lab"), "the pools of the graph test hold")
 }
+
+// gitops is a hand-off over https with a token, an age key and one
+// privileged namespace.
+func gitops(owns bool) *talos.GitOpsSettings {
+	return &talos.GitOpsSettings{
+		Repository: talos.GitOpsRepository{
+			URL: "https://git.example.com/lab/gitops.git", Revision: "main", Path: "clusters/lab",
+			Username: "lab", Password: pulumi.ToSecret(pulumi.String("tok3n-S3cret")).(pulumi.StringOutput),
+		},
+		SopsAgeKey:           pulumi.ToSecret(pulumi.String("AGE-SECRET-KEY-1TEST")).(pulumi.StringOutput),
+		PrivilegedNamespaces: []string{"longhorn-system"},
+		OwnsAddons:           owns,
+	}
+}
+
+// TestGitOpsHandOffGraph: after Cilium, the approver and the pools, the
+// argocd namespace (kept on delete), the age key and repository Secrets
+// (secret), Argo CD with KSOPS in its repository server, the privileged
+// namespaces as label patches, then the root Application, without a
+// resources finalizer.
+func TestGitOpsHandOffGraph(t *testing.T) {
+	t.Parallel()
+	m, _ := runClusterWith(t, nodes(1, 1), func(a *talos.ClusterArgs) {
+		withNetwork(a)
+		a.Cluster.LoadBalancer = &talos.LoadBalancerSettings{Pools: []talos.LBPool{{Name: "home", Blocks: []string{"10.0.0.224/28"}}}}
+		a.Cluster.GitOps = gitops(false)
+	})
+	cilium, approver := m.Named(t, tRelease, "lab-cilium"), m.Named(t, tRelease, "lab-cert-approver")
+	pool := m.One(t, tPool)
+	ns := m.One(t, tNamespace)
+	assert.Equal(t, "argocd", ns.Inputs["metadata"].ObjectValue()["name"].StringValue())
+	assert.True(t, ns.RetainOnDelete, "the argocd namespace stays when the section goes")
+	secrets := map[string]componentstest.Registered{}
+	for _, s := range m.ByType(tSecret) {
+		secrets[s.Inputs["metadata"].ObjectValue()["name"].StringValue()] = s
+		assert.True(t, m.After(s, ns), "%s in the namespace", s.Name)
+		assert.True(t, s.Inputs["stringData"].ContainsSecrets(), "%s holds a secret", s.Name)
+	}
+	require.Contains(t, secrets, "sops-age")
+	require.Contains(t, secrets, "gitops-repository")
+	repo := secrets["gitops-repository"]
+	assert.Equal(t, "repository", repo.Inputs["metadata"].ObjectValue()["labels"].ObjectValue()["argocd.argoproj.io/secret-type"].StringValue())
+	require.True(t, repo.Inputs["stringData"].IsSecret(), "the repository Secret's data is secret as a whole")
+	data := repo.Inputs["stringData"].SecretValue().Element.ObjectValue()
+	assert.Equal(t, "https://git.example.com/lab/gitops.git", data["url"].StringValue())
+	assert.Equal(t, "lab", data["username"].StringValue())
+	assert.Equal(t, "tok3n-S3cret", data["password"].StringValue())
+	assert.NotContains(t, data, "sshPrivateKey")
+	require.True(t, secrets["sops-age"].Inputs["stringData"].IsSecret(), "the age key is secret")
+	assert.Equal(t, "AGE-SECRET-KEY-1TEST", secrets["sops-age"].Inputs["stringData"].SecretValue().Element.ObjectValue()["keys.txt"].StringValue())
+
+	argocd := m.Named(t, tRelease, "lab-argocd")
+	for _, before := range []componentstest.Registered{cilium, approver, pool, ns, repo, secrets["sops-age"]} {
+		assert.True(t, m.After(argocd, before), "Argo CD after %s", before.Name)
+	}
+	assert.Equal(t, "argo-cd", argocd.Inputs["chart"].StringValue())
+	assert.Equal(t, "10.1.1", argocd.Inputs["version"].StringValue())
+	assert.Equal(t, "argocd", argocd.Inputs["namespace"].StringValue())
+	values := argocd.Inputs["values"].Mappable().(map[string]any)
+	assert.Equal(t, "--enable-alpha-plugins --enable-exec", values["configs"].(map[string]any)["cm"].(map[string]any)["kustomize.buildOptions"])
+	rs := values["repoServer"].(map[string]any)
+	init := rs["initContainers"].([]any)[0].(map[string]any)
+	assert.Equal(t, "viaductoss/ksops:v4.5.1", init["image"])
+	assert.Equal(t, []any{"/usr/local/bin/ksops", "install", "--with-kustomize", "/custom-tools"}, init["command"])
+	assert.Equal(t, []any{map[string]any{"name": "SOPS_AGE_KEY_FILE", "value": "/.config/sops/age/keys.txt"}}, rs["env"])
+	assert.Contains(t, rs["volumeMounts"], map[string]any{"mountPath": "/.config/sops/age", "name": "sops-age", "readOnly": true})
+
+	patch := m.One(t, tNsPatch)
+	meta := patch.Inputs["metadata"].ObjectValue()
+	assert.Equal(t, "longhorn-system", meta["name"].StringValue())
+	assert.Equal(t, "privileged", meta["labels"].ObjectValue()["pod-security.kubernetes.io/enforce"].StringValue())
+	app := m.One(t, tApp)
+	assert.True(t, m.After(app, argocd), "the root Application after Argo CD (its CRD)")
+	assert.True(t, m.After(app, patch), "the root Application after the privileged namespaces")
+	appMeta := app.Inputs["metadata"].ObjectValue()
+	assert.Equal(t, "root", appMeta["name"].StringValue())
+	assert.False(t, appMeta.HasValue("finalizers"), "no resources finalizer: deleting the root leaves the workloads")
+	source := app.Inputs["spec"].ObjectValue()["source"].ObjectValue()
+	assert.Equal(t, "main", source["targetRevision"].StringValue())
+	assert.Equal(t, "clusters/lab", source["path"].StringValue())
+	for _, r := range []componentstest.Registered{cilium, approver} {
+		assert.Empty(t, r.IgnoreChanges, "without ownsAddons the stack manages %s", r.Name)
+	}
+	for _, r := range []componentstest.Registered{ns, repo, argocd, patch, app} {
+		assert.True(t, strings.HasSuffix(r.DeletedWith, "::vm-cp-0"), "%s goes with the cluster", r.Name)
+	}
+}
+
+// TestOwnedAddonsAreLeftAlone: with ownsAddons, the Cilium and approver
+// releases ignore every change of their inputs and are never deleted.
+func TestOwnedAddonsAreLeftAlone(t *testing.T) {
+	t.Parallel()
+	m, _ := runClusterWith(t, nodes(1, 1), func(a *talos.ClusterArgs) { a.Cluster.GitOps = gitops(true) })
+	for _, name := range []string{"lab-cilium", "lab-cert-approver"} {
+		r := m.Named(t, tRelease, name)
+		assert.ElementsMatch(t, []string{"name", "chart", "version", "namespace", "repositoryOpts", "values", "timeout", "maxHistory"}, r.IgnoreChanges, name)
+		assert.True(t, r.RetainOnDelete, name)
+	}
+	assert.Empty(t, m.Named(t, tRelease, "lab-argocd").IgnoreChanges, "Argo CD itself stays the stack's")
+}
+
+// TestRemovedSectionsAreGuardedAndSaid: a stack whose last run made pools
+// and the hand-off and that now has neither runs the pools' guard once
+// more, for no pool (it refuses while a Service holds one of their
+// addresses), registers no pool, and says what the hand-off's removal does.
+func TestRemovedSectionsAreGuardedAndSaid(t *testing.T) {
+	t.Parallel()
+	prev := &talos.Previous{LoadBalancerPools: []string{"home"}, GitOps: true}
+	m, _ := runClusterWith(t, nodes(1, 1), func(a *talos.ClusterArgs) { a.Previous = prev })
+	guard := m.Named(t, componentstest.LocalCommand, "lab"+talos.LBPoolsSuffix)
+	assert.Equal(t, "[]", guard.Inputs["environment"].ObjectValue()["POOLS"].StringValue())
+	assert.Empty(t, m.ByType(tPool))
+	assert.Empty(t, m.ByType(tRelease+"x"))
+	warnings := (&talos.ClusterArgs{Previous: prev}).ChangeWarnings()
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0], "cluster.gitops: the section was removed")
+	assert.Contains(t, warnings[0], "what Argo CD deployed stays")
+	assert.Empty(t, (&talos.ClusterArgs{Previous: prev, Cluster: talos.ClusterSettings{GitOps: gitops(false)}}).ChangeWarnings())
+}
+
+// TestGitOpsSettingsAreChecked: bad settings are refused by path.
+func TestGitOpsSettingsAreChecked(t *testing.T) {
+	t.Parallel()
+	key := pulumi.ToSecret(pulumi.String("k")).(pulumi.StringOutput)
+	for name, c := range map[string]struct {
+		g        talos.GitOpsSettings
+		path, in string
+	}{
+		"no url":            {talos.GitOpsSettings{}, "cluster.gitops.repository.url", "is required"},
+		"not a url":         {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "gitops"}}, "cluster.gitops.repository.url", "not a Git URL"},
+		"http":              {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "http://git.lan/x.git"}}, "cluster.gitops.repository.url", "not a Git URL"},
+		"credential inline": {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://me:tok@git.lan/x.git"}}, "cluster.gitops.repository.url", "holds a credential"},
+		"ssh key on https":  {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git", SSHPrivateKey: key}}, "cluster.gitops.repository.sshPrivateKey", "is for an SSH URL"},
+		"token on ssh":      {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "git@git.lan:x.git", Username: "me", Password: key}}, "cluster.gitops.repository.password", "SSH"},
+		"user alone":        {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git", Username: "me"}}, "cluster.gitops.repository.password", "is required with repository.username"},
+		"path escapes":      {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git", Path: "../x"}}, "cluster.gitops.repository.path", "inside the repository"},
+		"chart v":           {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git"}, ArgoCD: &talos.ChartSettings{Version: "v10.1.1"}}, "cluster.gitops.argoCd.version", "no v prefix"},
+		"kube-system":       {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git"}, PrivilegedNamespaces: []string{"kube-system"}}, "cluster.gitops.privilegedNamespaces[0]", "Kubernetes' own"},
+		"twice":             {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git"}, PrivilegedNamespaces: []string{"a", "a"}}, "cluster.gitops.privilegedNamespaces[1]", "listed twice"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			a := talos.ClusterArgs{Cluster: talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4", GitOps: &c.g}, Nodes: nodes(1, 0), InstallerImage: pulumi.String("x")}
+			err := a.Validate("lab")
+			var ie *inputs.Error
+			require.ErrorAs(t, err, &ie)
+			assert.True(t, slicesContainsProblem(ie.Problems, c.path, c.in), "want %s: ...%s..., got %v", c.path, c.in, ie.Problems)
+		})
+	}
+	for _, url := range []string{"https://github.com/me/gitops.git", "git@github.com:me/gitops.git", "ssh://git@git.lan:2222/me/gitops.git"} {
+		a := talos.ClusterArgs{Cluster: talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4", GitOps: &talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: url}}}, Nodes: nodes(1, 0), InstallerImage: pulumi.String("x")}
+		assert.NoError(t, a.Validate("lab"), url)
+	}
+}
+
+func slicesContainsProblem(ps []inputs.Problem, path, in string) bool {
+	for _, p := range ps {
+		if p.Path == path && strings.Contains(p.Message, in) {
+			return true
+		}
+	}
+	return false
+}

@@ -39,6 +39,13 @@ type Previous struct {
 	// DataDisks are the nodes' data disk sizes in GiB by node name (those
 	// that had one).
 	DataDisks map[string]int
+	// LoadBalancerPools are the names of the pools the last run made (the
+	// CiliumLoadBalancerIPPools in its state): their removal is guarded
+	// like their shrinking.
+	LoadBalancerPools []string
+	// GitOps says the last run made the GitOps hand-off (Argo CD's
+	// release in its state): its removal is said in the preview.
+	GitOps bool
 	// Reported are the versions each node reported in the last run
 	// (talosVersion, kubeletVersion), by node name: a preview, which
 	// reads no node, shows them again instead of "unknown".
@@ -84,9 +91,25 @@ func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
 // ChangeWarnings are the warnings about the change from a.Previous: a
 // control plane count that becomes even.
 func (a *ClusterArgs) ChangeWarnings() []string {
-	if a.Previous == nil || a.Previous.ControlPlanes == nil {
+	if a.Previous == nil {
 		return nil
 	}
+	var out []string
+	if a.Previous.GitOps && a.Cluster.GitOps == nil {
+		out = append(out, a.inputName("cluster.gitops")+": the section was removed: this run deletes Argo CD's release (its workloads), the root Application "+
+			"(it has no resources finalizer: what Argo CD deployed stays, no longer synced), and the repository and SOPS age key Secrets; it leaves the "+
+			ArgoCDNamespace+" namespace with any other Application in it, Argo CD's CRDs (the chart keeps them), the privileged namespaces (only their labels go), "+
+			"and Cilium's and the approver's releases, which the stack's values manage again from this run on")
+	}
+	if a.Previous.ControlPlanes == nil {
+		return out
+	}
+	return append(out, a.controlPlaneCountWarnings()...)
+}
+
+// controlPlaneCountWarnings warn of an even number of control planes
+// reached from another number.
+func (a *ClusterArgs) controlPlaneCountWarnings() []string {
 	now := 0
 	for _, n := range a.Nodes {
 		if n.Role == RoleControlPlane {

@@ -259,9 +259,12 @@ func (b *build) gitOps(k8s *kubernetes.Provider, after []pulumi.Resource) error 
 	meta := func(n string, labels pulumi.StringMap) *metav1.ObjectMetaArgs {
 		return &metav1.ObjectMetaArgs{Name: pulumi.String(n), Namespace: pulumi.String(ArgoCDNamespace), Labels: labels}
 	}
+	// Kept when the section goes: other Applications (the root's
+	// children) live in it, and a deleted namespace would wait forever on
+	// their finalizers once Argo CD's controller is gone.
 	ns, err := corev1.NewNamespace(ctx, name+GitOpsNamespaceSuffix, &corev1.NamespaceArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(ArgoCDNamespace)},
-	}, opts()...)
+	}, append(opts(), pulumi.RetainOnDelete(true))...)
 	if err != nil {
 		return fmt.Errorf("unable to create the %s namespace: %w", ArgoCDNamespace, err)
 	}

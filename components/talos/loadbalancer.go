@@ -318,7 +318,7 @@ func poolsJSON(lb *LoadBalancerSettings) string {
 		Name   string   `json:"name"`
 		Ranges []string `json:"ranges"`
 	}
-	var out []pool
+	out := []pool{}
 	for _, p := range lb.Pools {
 		var ranges []string
 		for _, s := range p.Blocks {
@@ -341,7 +341,13 @@ func (b *build) loadBalancer(k8s *kubernetes.Provider, after []pulumi.Resource) 
 	ctx, name, args := b.ctx, b.name, b.args
 	lb := args.Cluster.LoadBalancer
 	if lb == nil || len(lb.Pools) == 0 {
-		return nil, nil
+		if args.Previous == nil || len(args.Previous.LoadBalancerPools) == 0 {
+			return nil, nil
+		}
+		// The section was removed: its pools go at the end of this run,
+		// once the guard, run again for no pool, found no Service that
+		// holds one of their addresses.
+		lb = &LoadBalancerSettings{}
 	}
 	pools := poolsJSON(lb)
 	guard, err := newKubeWait(ctx, b.deps, name, name+LBPoolsSuffix, kubeWait{
@@ -357,6 +363,9 @@ func (b *build) loadBalancer(k8s *kubernetes.Provider, after []pulumi.Resource) 
 		return &metav1.ObjectMetaArgs{Name: pulumi.String(n), Labels: pulumi.StringMap{lbManagedByLabel: pulumi.String(lbManagedByValue)}}
 	}
 	out := []pulumi.Resource{guard}
+	if len(lb.Pools) == 0 {
+		return out, nil
+	}
 	for _, pool := range lb.Pools {
 		cr, err := apiextensions.NewCustomResource(ctx, name+LBPoolSuffix+pool.Name, &apiextensions.CustomResourceArgs{
 			ApiVersion:  pulumi.String(LBPoolAPIVersion),

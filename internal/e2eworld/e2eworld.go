@@ -24,6 +24,14 @@ import (
 // repository (its chart is not in any Go module the proxy serves).
 const ApproverMirror = "/work/.mirror/postfinance+kubelet-csr-approver/repo"
 
+// ArgoHelmMirror and RedisHAMirror are where the harness's fetch puts the
+// argo-helm repository (the argo-cd chart) and DandyDeveloper/charts (the
+// redis-ha chart the argo-cd chart depends on).
+const (
+	ArgoHelmMirror = "/work/.mirror/argoproj+argo-helm/repo"
+	RedisHAMirror  = "/work/.mirror/DandyDeveloper+charts/repo"
+)
+
 // World is what Charts set up.
 type World struct {
 	// Dir is the test's folder: the backend and the CA file live in it.
@@ -82,6 +90,33 @@ func Charts(t *testing.T, ciliumVersion, approverVersion string, more ...Repo) *
 	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "e2e-test")
 	t.Setenv("PULUMI_BACKEND_URL", "file://"+w.Dir)
 	return w
+}
+
+// ArgoCD skips the test, saying why, without the mirrors; otherwise it is
+// the argo-cd chart of argoCDVersion (argo-helm tag argo-cd-<version>) with
+// its redis-ha dependency of redisHAVersion vendored into charts/redis-ha,
+// as `helm dependency build` leaves it (Helm refuses a chart whose
+// dependency is missing, even a disabled one), served under
+// argoproj.github.io: its repository, https://argoproj.github.io/argo-helm,
+// sits under a path, which chartfake serves by the files' names.
+func ArgoCD(t *testing.T, argoCDVersion, redisHAVersion string) Repo {
+	t.Helper()
+	dir := t.TempDir()
+	chart := filepath.Join(dir, "charts/argo-cd")
+	redis := filepath.Join(dir, "redis")
+	steps := []struct{ mirror, tag, path, into string }{
+		{ArgoHelmMirror, "argo-cd-" + argoCDVersion, "charts/argo-cd", dir},
+		{RedisHAMirror, "redis-ha-" + redisHAVersion, "charts/redis-ha", redis},
+	}
+	for _, s := range steps {
+		cmd := exec.Command("sh", "-c", `mkdir -p "$3" && git --git-dir="$0" archive "$1" "$2" | tar -x -C "$3"`, s.mirror, s.tag, s.path, s.into) //nolint:gosec // the test's own folder and the pinned tags
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Skipf("SKIPPED: the %s chart (fetch its repository into %s): %v: %s", s.path, s.mirror, err, out)
+		}
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(chart, "charts"), 0o755))
+	require.NoError(t, os.Rename(filepath.Join(redis, "charts/redis-ha"), filepath.Join(chart, "charts/redis-ha")))
+	return Repo{Host: "argoproj.github.io", Chart: chartfake.Chart{Dir: chart, Version: argoCDVersion}}
 }
 
 // Trust adds a CA certificate (PEM) to the bundle the plugins trust.

@@ -24,6 +24,10 @@ type Kube struct {
 	// nodes are Ready; Nodes are the nodes it joins.
 	CNI   string
 	Nodes []kubesim.Node
+	// OperatorCRDs are the CRDs an operator registers once its Deployment
+	// is ready (kubesim.Sim.OperatorCRDs), e.g. Cilium's LB IPAM CRDs
+	// under "kube-system/cilium-operator".
+	OperatorCRDs map[string][][]byte
 
 	mu  sync.Mutex
 	api *realapiserver.Server
@@ -49,6 +53,7 @@ func (k *Kube) Start(ctx context.Context, t *testing.T, config []byte) {
 	k.api = realapiserver.StartAt(ctx, t, ca, k.Addr, k.More...)
 	k.sim = kubesim.New(k.api.URL(), SimClient(t, k.api, ca))
 	k.sim.CNI = k.CNI
+	k.sim.OperatorCRDs = k.OperatorCRDs
 	for _, n := range k.Nodes {
 		k.sim.Join(n)
 	}

@@ -1,0 +1,340 @@
+//go:build e2e
+
+package talos
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/e2eworld"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
+	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+)
+
+// redisHAVersion is the redis-ha chart the argo-cd chart of
+// DefaultArgoCDVersion depends on (its Chart.yaml).
+const redisHAVersion = "4.38.0"
+
+// TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff brings up a TalosCluster
+// with LoadBalancer pools and the GitOps hand-off (ownsAddons) with the
+// real CLI and plugins, against the Talos fake, the real kube-apiserver
+// and kubesim, and the real Cilium and argo-cd charts: cilium-operator's
+// CRDs (the real ones of Cilium's module) appear once its Deployment is
+// ready, as the operator registers them. It checks what the first up
+// leaves in the API server and that no secret leaks to the state or the
+// output; that a second preview shows no change; that Argo CD's own
+// changes to Cilium (its ConfigMap, its DaemonSet) and a change of the
+// stack's Cilium values are not fought; that the pools grow, and that a
+// shrink that takes a Service's address is refused by the guard until the
+// Service is gone; then destroys the stack.
+func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
+	if l, err := net.Listen("tcp", "10.77.0.11:0"); err != nil {
+		t.Skipf("SKIPPED: 10.77.0.0/24 is not local here (%v): make e2e runs this test in a network namespace where it is", err)
+	} else {
+		_ = l.Close()
+	}
+	crdDir := filepath.Join(e2eworld.GoModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "pkg/k8s/apis/cilium.io/client/crds")
+	var operatorCRDs [][]byte
+	for _, f := range []string{"v2/ciliumloadbalancerippools.yaml", "v2alpha1/ciliuml2announcementpolicies.yaml"} {
+		data, err := os.ReadFile(filepath.Join(crdDir, f)) //nolint:gosec // the module cache's file
+		if err != nil {
+			t.Skipf("SKIPPED: no Cilium CRD at %s (go mod download github.com/cilium/cilium@v%s): %v", filepath.Join(crdDir, f), DefaultCiliumVersion, err)
+		}
+		operatorCRDs = append(operatorCRDs, data)
+	}
+	argo := e2eworld.ArgoCD(t, DefaultArgoCDVersion, redisHAVersion)
+	dir := e2eworld.Charts(t, DefaultCiliumVersion, DefaultApproverVersion, argo).Dir
+	t.Setenv("NO_PROXY", "10.77.0.0/24")
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	const endpoint, cpIP, workerIP = "10.77.0.11:6443", "10.77.0.11", "10.77.0.21"
+
+	nodes := talosapitest.StartFresh(t,
+		talosapitest.NodeSpec{IP: cpIP, Hostname: "cp-0", Role: talosapitest.ControlPlane, Listen: cpIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
+		talosapitest.NodeSpec{IP: workerIP, Hostname: "worker-0", Role: talosapitest.Worker, Listen: workerIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
+	)
+	simCtx, stopSim := context.WithCancel(ctx)
+	defer stopSim()
+	kube := &e2eworld.Kube{
+		Addr: endpoint, CNI: SystemNamespace + "/" + CiliumRelease,
+		Nodes: []kubesim.Node{
+			{Name: "cp-0", IP: cpIP, ControlPlane: true, KubeletVersion: "v1.35.4"},
+			{Name: "worker-0", IP: workerIP, KubeletVersion: "v1.35.4"},
+		},
+		OperatorCRDs: map[string][][]byte{SystemNamespace + "/cilium-operator": operatorCRDs},
+	}
+	nodes.OnApply(func(node string, config []byte) {
+		if node == cpIP {
+			kube.Start(simCtx, t, config)
+		}
+	})
+
+	const token = "tok3n-S3cret"
+	identity, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	ageKey := identity.String()
+
+	blocks := []string{"10.77.0.224/28"}
+	var ciliumValues map[string]any
+	program := func(ctx *pulumi.Context) error {
+		c, err := NewCluster(ctx, "lab", &ClusterArgs{
+			Cluster: ClusterSettings{
+				Name: "lab", Endpoint: "https://" + endpoint, TalosVersion: "v1.13.9", KubernetesVersion: "1.35.4",
+				Cilium: &ChartSettings{Values: ciliumValues},
+				LoadBalancer: &LoadBalancerSettings{
+					Pools:      []LBPool{{Name: "home", Blocks: blocks}},
+					Interfaces: []string{"^eth0$"},
+				},
+				GitOps: &GitOpsSettings{
+					Repository: GitOpsRepository{
+						URL: "https://git.example.com/lab/gitops.git", Revision: "main", Path: "clusters/lab",
+						Username: "lab", Password: pulumi.ToSecret(pulumi.String(token)).(pulumi.StringOutput),
+					},
+					SopsAgeKey:           pulumi.ToSecret(pulumi.String(ageKey)).(pulumi.StringOutput),
+					PrivilegedNamespaces: []string{"longhorn-system"},
+					OwnsAddons:           true,
+				},
+			},
+			InstallerImage: pulumi.String("factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"),
+			Nodes: []NodeSpec{
+				{Name: "cp-0", IP: cpIP, Role: RoleControlPlane},
+				{Name: "worker-0", IP: workerIP, Role: RoleWorker},
+			},
+			NodeNetwork: netip.MustParsePrefix("10.77.0.0/24"),
+			NodeGateway: netip.MustParseAddr("10.77.0.1"),
+		})
+		if err != nil {
+			return err
+		}
+		ctx.Export("kubeconfig", c.Kubeconfig)
+		return nil
+	}
+	s, err := auto.UpsertStackInlineSource(ctx, "lab", "addons-e2e", program, auto.WorkDir(dir))
+	require.NoError(t, err)
+
+	// The first up: the cluster, Cilium, the pools once cilium-operator
+	// registered their CRDs, Argo CD and the hand-off.
+	start := time.Now()
+	var out bytes.Buffer
+	_, err = s.Up(ctx, optup.ProgressStreams(&out))
+	require.NoError(t, err, "first up:\n%s", out.String())
+	t.Logf("first up: %s", time.Since(start).Round(time.Second))
+	api, sim := kube.Started()
+	require.NotNil(t, api, "the API server started with the control plane's config")
+	assert.Empty(t, sim.Errors())
+
+	pool := get(ctx, t, api, "/apis/cilium.io/v2/ciliumloadbalancerippools/home")
+	assert.Equal(t, []any{map[string]any{"cidr": "10.77.0.224/28"}}, dig(pool, "spec", "blocks"), "the pool's blocks")
+	assert.Equal(t, lbManagedByValue, dig(pool, "metadata", "labels", lbManagedByLabel))
+	policy := get(ctx, t, api, "/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies/"+L2PolicyName)
+	assert.Equal(t, true, dig(policy, "spec", "loadBalancerIPs"))
+	assert.Equal(t, false, dig(policy, "spec", "externalIPs"))
+	assert.Equal(t, []any{"^eth0$"}, dig(policy, "spec", "interfaces"))
+
+	get(ctx, t, api, "/api/v1/namespaces/"+ArgoCDNamespace)
+	ageSecret := get(ctx, t, api, "/api/v1/namespaces/argocd/secrets/"+SopsAgeSecret)
+	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte(ageKey)), dig(ageSecret, "data", "keys.txt"), "the age key as keys.txt")
+	repo := get(ctx, t, api, "/api/v1/namespaces/argocd/secrets/"+RepoSecret)
+	assert.Equal(t, "repository", dig(repo, "metadata", "labels", "argocd.argoproj.io/secret-type"))
+	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte(token)), dig(repo, "data", "password"))
+	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte("https://git.example.com/lab/gitops.git")), dig(repo, "data", "url"))
+
+	repoServer := get(ctx, t, api, "/apis/apps/v1/namespaces/argocd/deployments/argocd-repo-server")
+	podSpec, _ := dig(repoServer, "spec", "template", "spec").(map[string]any)
+	var inits []string
+	for _, c := range asList(podSpec["initContainers"]) {
+		inits = append(inits, str(dig(c, "name")))
+	}
+	assert.Contains(t, inits, "install-ksops", "the KSOPS init container")
+	var envs []string
+	for _, c := range asList(podSpec["containers"]) {
+		if dig(c, "name") != "repo-server" {
+			continue
+		}
+		for _, e := range asList(dig(c, "env")) {
+			envs = append(envs, str(dig(e, "name"))+"="+str(dig(e, "value")))
+		}
+	}
+	assert.Contains(t, envs, "SOPS_AGE_KEY_FILE=/.config/sops/age/keys.txt")
+
+	longhorn := get(ctx, t, api, "/api/v1/namespaces/longhorn-system")
+	assert.Equal(t, "privileged", dig(longhorn, "metadata", "labels", "pod-security.kubernetes.io/enforce"))
+	app := get(ctx, t, api, "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+RootApplicationName)
+	assert.Equal(t, "https://git.example.com/lab/gitops.git", dig(app, "spec", "source", "repoURL"))
+	assert.Equal(t, "clusters/lab", dig(app, "spec", "source", "path"))
+	assert.Empty(t, dig(app, "metadata", "finalizers"), "no resources finalizer")
+	ciliumConfig := get(ctx, t, api, "/api/v1/namespaces/kube-system/configmaps/cilium-config")
+	assert.Equal(t, "true", dig(ciliumConfig, "data", "enable-l2-announcements"))
+
+	// No secret in clear, in the state or the output.
+	state, err := s.Export(ctx)
+	require.NoError(t, err)
+	for what, text := range map[string]string{"the state": string(state.Deployment), "the up's output": out.String()} {
+		for _, secret := range []string{token, ageKey, base64.StdEncoding.EncodeToString([]byte(token)), base64.StdEncoding.EncodeToString([]byte(ageKey))} {
+			assert.NotContains(t, text, secret, "%s holds a secret in clear", what)
+		}
+	}
+
+	start = time.Now()
+	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
+	require.NoError(t, err, "a second preview shows no change")
+	t.Logf("second preview: %s", time.Since(start).Round(time.Second))
+
+	// Argo CD, which owns Cilium now, changes its objects: the stack
+	// leaves them.
+	mergePatch(ctx, t, api, "/api/v1/namespaces/kube-system/configmaps/cilium-config", map[string]any{"data": map[string]any{"debug": "true"}})
+	mergePatch(ctx, t, api, "/apis/apps/v1/namespaces/kube-system/daemonsets/cilium", map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{"argocd.argoproj.io/tracking-id": "cilium:apps/DaemonSet:kube-system/cilium"}},
+	})
+	start = time.Now()
+	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
+	require.NoError(t, err, "a preview after Argo CD changed Cilium shows no change")
+	out.Reset()
+	res, err := s.Up(ctx, optup.ProgressStreams(&out))
+	require.NoError(t, err, "an up after Argo CD changed Cilium:\n%s", out.String())
+	t.Logf("preview and up after Argo CD's change: %s", time.Since(start).Round(time.Second))
+	assert.Equal(t, []string{"same"}, changeKinds(res.Summary.ResourceChanges), "nothing changed:\n%s", out.String())
+	ciliumConfig = get(ctx, t, api, "/api/v1/namespaces/kube-system/configmaps/cilium-config")
+	assert.Equal(t, "true", dig(ciliumConfig, "data", "debug"), "Argo CD's change stays")
+	ds := get(ctx, t, api, "/apis/apps/v1/namespaces/kube-system/daemonsets/cilium")
+	assert.NotNil(t, dig(ds, "metadata", "annotations", "argocd.argoproj.io/tracking-id"), "Argo CD's annotation stays")
+
+	// The stack's Cilium values change: Argo CD owns them, they are ignored.
+	ciliumValues = map[string]any{"debug": map[string]any{"enabled": true}}
+	start = time.Now()
+	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
+	require.NoError(t, err, "a preview after the stack's Cilium values changed shows no change (ownsAddons)")
+	t.Logf("preview with new Cilium values: %s", time.Since(start).Round(time.Second))
+
+	// Day 2: the pool grows.
+	blocks = []string{"10.77.0.224-10.77.0.250"}
+	out.Reset()
+	start = time.Now()
+	_, err = s.Up(ctx, optup.ProgressStreams(&out))
+	require.NoError(t, err, "the pool grows:\n%s", out.String())
+	t.Logf("pool grown: %s", time.Since(start).Round(time.Second))
+	grown := []any{map[string]any{"start": "10.77.0.224", "stop": "10.77.0.250"}}
+	assert.Equal(t, grown, dig(get(ctx, t, api, "/apis/cilium.io/v2/ciliumloadbalancerippools/home"), "spec", "blocks"), "the pool grown")
+
+	// A Service holds 10.77.0.240, as Cilium's LB IPAM would have given it:
+	// a shrink that leaves it out is refused, the pool left as it is.
+	const svcPath = "/api/v1/namespaces/default/services/web"
+	call(ctx, t, api, http.MethodPost, "/api/v1/namespaces/default/services", "", map[string]any{
+		"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "web", "namespace": "default"},
+		"spec": map[string]any{"type": "LoadBalancer", "selector": map[string]any{"app": "web"}, "ports": []any{map[string]any{"port": 80, "protocol": "TCP"}}},
+	}, http.StatusCreated)
+	call(ctx, t, api, http.MethodPatch, svcPath+"/status", "application/merge-patch+json", map[string]any{
+		"status": map[string]any{"loadBalancer": map[string]any{"ingress": []any{map[string]any{"ip": "10.77.0.240"}}}},
+	}, http.StatusOK)
+	assert.Equal(t, "10.77.0.240", dig(asList(dig(get(ctx, t, api, svcPath), "status", "loadBalancer", "ingress"))[0], "ip"))
+	blocks = []string{"10.77.0.224-10.77.0.230"}
+	out.Reset()
+	start = time.Now()
+	_, err = s.Up(ctx, optup.ProgressStreams(&out))
+	t.Logf("shrink refused: %s", time.Since(start).Round(time.Second))
+	require.Error(t, err, "a shrink that takes a Service's address:\n%s", out.String())
+	assert.Contains(t, out.String(), "unable to change the load balancer pools")
+	assert.Contains(t, out.String(), `Service default/web holds 10.77.0.240 of pool "home"`)
+	assert.Equal(t, grown, dig(get(ctx, t, api, "/apis/cilium.io/v2/ciliumloadbalancerippools/home"), "spec", "blocks"), "the pool unchanged")
+
+	call(ctx, t, api, http.MethodDelete, svcPath, "", nil, http.StatusOK)
+	out.Reset()
+	start = time.Now()
+	_, err = s.Up(ctx, optup.ProgressStreams(&out))
+	require.NoError(t, err, "the shrink once the Service is gone:\n%s", out.String())
+	t.Logf("pool shrunk: %s", time.Since(start).Round(time.Second))
+	assert.Equal(t, []any{map[string]any{"start": "10.77.0.224", "stop": "10.77.0.230"}},
+		dig(get(ctx, t, api, "/apis/cilium.io/v2/ciliumloadbalancerippools/home"), "spec", "blocks"), "the pool shrunk")
+	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
+	require.NoError(t, err, "a preview after the shrink shows no change")
+
+	t.Setenv(DestroyEnv, "1")
+	out.Reset()
+	start = time.Now()
+	_, err = s.Destroy(ctx, optdestroy.ProgressStreams(&out))
+	require.NoError(t, err, "destroy:\n%s", out.String())
+	t.Logf("destroy: %s", time.Since(start).Round(time.Second))
+}
+
+// call makes a request as the API server's admin and fails the test on
+// another status than want; it returns the answer's body.
+func call(ctx context.Context, t *testing.T, api *realapiserver.Server, method, path, contentType string, body any, want int) []byte {
+	t.Helper()
+	code, data, err := api.Call(ctx, method, path, contentType, body)
+	require.NoError(t, err)
+	require.Equal(t, want, code, "%s %s: %s", method, path, data)
+	return data
+}
+
+// get reads an object of the API server, which must exist.
+func get(ctx context.Context, t *testing.T, api *realapiserver.Server, path string) map[string]any {
+	t.Helper()
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(call(ctx, t, api, http.MethodGet, path, "", nil, http.StatusOK), &obj))
+	return obj
+}
+
+// mergePatch changes an object as a JSON merge patch.
+func mergePatch(ctx context.Context, t *testing.T, api *realapiserver.Server, path string, patch map[string]any) {
+	t.Helper()
+	call(ctx, t, api, http.MethodPatch, path, "application/merge-patch+json", patch, http.StatusOK)
+}
+
+// dig is the value at the keys' path in a decoded JSON object (nil when
+// missing).
+func dig(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// changeKinds are the kinds of change of an update's summary, sorted,
+// without their counts.
+func changeKinds(changes *map[string]int) []string {
+	var out []string
+	if changes == nil {
+		return out
+	}
+	for k, n := range *changes {
+		if n > 0 {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,109 @@
+package talos
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go4.org/netipx"
+
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
+	"github.com/fluodata/talos-pulumi/internal/pkitest"
+)
+
+// TestPoolChangeProblems: an address a Service holds from one of the
+// cluster's pools must stay in the new pools; a Service's address from
+// elsewhere (another controller's, a pool not the cluster's) is not ours
+// to judge.
+func TestPoolChangeProblems(t *testing.T) {
+	t.Parallel()
+	r := netipx.MustParseIPRange
+	live := []kubeapi.IPPool{{Name: "home", Ranges: []netipx.IPRange{r("10.0.0.224-10.0.0.239")}}}
+	held := []kubeapi.ServiceAddress{
+		{Namespace: "web", Name: "ingress", IP: netip.MustParseAddr("10.0.0.230")},
+		{Namespace: "db", Name: "pg", IP: netip.MustParseAddr("192.168.9.9")},
+	}
+	assert.Empty(t, poolChangeProblems(live, []guardPool{{Name: "home", Ranges: []string{"10.0.0.224-10.0.0.250"}}}, held), "grown")
+	assert.Empty(t, poolChangeProblems(live, []guardPool{{Name: "other", Ranges: []string{"10.0.0.230-10.0.0.230"}}}, held), "moved into another pool")
+	assert.Equal(t, []string{`Service web/ingress holds 10.0.0.230 of pool "home", which the new pools leave out`},
+		poolChangeProblems(live, []guardPool{{Name: "home", Ranges: []string{"10.0.0.224-10.0.0.229"}}}, held), "shrunk")
+	assert.Len(t, poolChangeProblems(live, []guardPool{}, held), 1, "removed")
+	assert.Empty(t, poolChangeProblems(nil, nil, held), "the first run: no pool of ours")
+}
+
+// TestThePoolsGuardWaitsForTheCRDsThenRefuses runs the guard's hook code
+// against a fake API server that answers as kube-apiserver does: 404 for
+// the CRDs until cilium-operator registers them, the pool list (with the
+// label selector the guard asks for) and the Services.
+func TestThePoolsGuardWaitsForTheCRDsThenRefuses(t *testing.T) {
+	t.Parallel()
+	p := pkitest.New(t, "127.0.0.1")
+	var crdAsks atomic.Int32
+	var selector atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + lbPoolCRD, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + l2PolicyCRD:
+			if crdAsks.Add(1) <= 2 {
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = io.WriteString(w, `{"kind":"Status","status":"Failure","reason":"NotFound","code":404}`)
+				return
+			}
+			_, _ = io.WriteString(w, `{"status":{"conditions":[{"type":"NamesAccepted","status":"True"},{"type":"Established","status":"True"}]}}`)
+		case "/apis/cilium.io/v2/ciliumloadbalancerippools":
+			selector.Store(r.URL.Query().Get("labelSelector"))
+			_, _ = io.WriteString(w, `{"items":[{"metadata":{"name":"home"},"spec":{"blocks":[{"cidr":"10.0.0.224/28"},{"start":"10.0.0.240","stop":"10.0.0.245"}]}}]}`)
+		case "/api/v1/services":
+			_, _ = io.WriteString(w, `{"items":[
+				{"metadata":{"name":"ingress","namespace":"web"},"spec":{"type":"LoadBalancer"},"status":{"loadBalancer":{"ingress":[{"ip":"10.0.0.242"}]}}},
+				{"metadata":{"name":"dns","namespace":"kube-system"},"spec":{"type":"ClusterIP"},"status":{"loadBalancer":{}}}]}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	cert, err := tls.X509KeyPair(p.ServerCert, p.ServerKey)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(p.CA))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	client, err := kubeapi.New(kubeapitest.Kubeconfig(srv.URL, p.CA, p.ClientCert, p.ClientKey))
+	require.NoError(t, err)
+	defer client.Close()
+
+	var said []string
+	log := &recordLog{}
+	w := kubeapi.Wait{Interval: 10 * time.Millisecond, Timeout: 5 * time.Second, Report: func(m string) { said = append(said, m) }, Every: time.Millisecond}
+	err = guardPools(context.Background(), client, `[{"name":"home","ranges":["10.0.0.224-10.0.0.239"]}]`, w, log)
+	require.Error(t, err, "the shrunk pool leaves out 10.0.0.242")
+	assert.Contains(t, err.Error(), `Service web/ingress holds 10.0.0.242 of pool "home"`)
+	assert.Contains(t, err.Error(), "nothing was changed")
+	assert.Equal(t, "app.kubernetes.io/managed-by=talos-cluster", selector.Load(), "only the cluster's own pools")
+	assert.Greater(t, crdAsks.Load(), int32(2), "it waited for the CRDs")
+	assert.Contains(t, said[0], "waiting up to 5s for cilium-operator to register the CRDs")
+
+	require.NoError(t, guardPools(context.Background(), client, `[{"name":"home","ranges":["10.0.0.224-10.0.0.250"]}]`, w, log), "grown")
+	assert.Contains(t, log.infos[len(log.infos)-1], "1 pools, 1 addresses held by Services, none taken away")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, guardPools(ctx, client, `[]`, w, log), context.Canceled, "a cancelled run stops the wait")
+}
+
+type recordLog struct{ infos []string }
+
+func (l *recordLog) Status(string)   {}
+func (l *recordLog) Info(msg string) { l.infos = append(l.infos, msg) }

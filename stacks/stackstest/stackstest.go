@@ -31,6 +31,7 @@ const (
 	ProxmoxExample = "Pulumi.proxmox-homelab.yaml.example"
 	VPSExample     = "Pulumi.vps-prod.yaml.example"
 	LocalExample   = "Pulumi.local.yaml.example"
+	GitOpsExample  = "Pulumi.homelab-gitops.yaml.example"
 )
 
 // ExampleStack is an example stack file and the stack name the tests run
@@ -38,12 +39,17 @@ const (
 type ExampleStack struct{ File, Stack string }
 
 // Examples are the example stacks.
-var Examples = []ExampleStack{{ProxmoxExample, "proxmox-homelab"}, {VPSExample, "vps-prod"}, {LocalExample, "local"}}
+var Examples = []ExampleStack{{ProxmoxExample, "proxmox-homelab"}, {VPSExample, "vps-prod"}, {LocalExample, "local"}, {GitOpsExample, "homelab-gitops"}}
 
 // ExampleSecrets are the secrets a user sets after copying each example.
 var ExampleSecrets = map[string]map[string]string{
 	ProxmoxExample: {"proxmox.apiTokenSecret": "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47"},
 	VPSExample:     {"nodes.controlPlanes[0].rescue.password": "rescue-pw-Xq81"},
+	GitOpsExample: {
+		"proxmox.apiTokenSecret":          "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47",
+		"gitops.sopsAgeKey":               "# created: 2026-11-29T04:00:00Z\n# public key: age1example\nAGE-SECRET-KEY-19HP02GC6CUTZ0EKD0F08F25D0WH42TAW5XTRWQ6DDTA6C2PRYPKSW7XZEQ\n",
+		"gitops.repository.sshPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nZXhhbXBsZSBkZXBsb3kga2V5IG9mIHRoZSB0ZXN0cw==\n-----END OPENSSH PRIVATE KEY-----\n",
+	},
 }
 
 // applyProjectConfig checks a stack's config against the project's config

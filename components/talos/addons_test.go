@@ -351,3 +351,22 @@ func slicesContainsProblem(ps []inputs.Problem, path, in string) bool {
 	}
 	return false
 }
+
+// TestOwnedCiliumWithPoolsIsWarned: with ownsAddons, the L2 values the
+// pools need are the repository's to set: said at every run.
+func TestOwnedCiliumWithPoolsIsWarned(t *testing.T) {
+	t.Parallel()
+	a := &talos.ClusterArgs{Cluster: talos.ClusterSettings{
+		LoadBalancer: &talos.LoadBalancerSettings{Pools: []talos.LBPool{{Name: "home", Blocks: []string{"10.0.0.224/28"}}}},
+		GitOps:       gitops(true),
+	}}
+	w := a.AddonWarnings()
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], "cluster.gitops.ownsAddons: Argo CD owns Cilium")
+	assert.Contains(t, w[0], "l2announcements.enabled: true")
+	a.Cluster.GitOps = gitops(false)
+	assert.Empty(t, a.AddonWarnings(), "the stack keeps Cilium: it sets the values itself")
+	a.Cluster.GitOps = gitops(true)
+	a.Cluster.LoadBalancer.Pools[0].Routed = true
+	assert.Empty(t, a.AddonWarnings(), "routed pools need no L2 values")
+}

@@ -264,7 +264,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	if err != nil {
 		return nil, err
 	}
-	warnings := in.ChangeWarnings()
+	warnings := append(in.ChangeWarnings(), in.AddonWarnings()...)
 	for _, w := range guard.Warnings {
 		warnings = append(warnings, in.inputName(w.Path)+": "+w.Message)
 	}

@@ -230,6 +230,17 @@ func RootApplication(r GitOpsRepository) map[string]any {
 	}
 }
 
+// AddonWarnings say what the stack can no longer do for the releases
+// Argo CD owns.
+func (a *ClusterArgs) AddonWarnings() []string {
+	g := a.Cluster.GitOps
+	if g == nil || !g.OwnsAddons || !a.Cluster.LoadBalancer.announced() {
+		return nil
+	}
+	return []string{a.inputName("cluster.gitops.ownsAddons") + ": Argo CD owns Cilium, so `up` no longer changes its release: the load balancer pools need " +
+		"l2announcements.enabled: true and a k8sClientRateLimit (qps 30, burst 60) in the Cilium values of your GitOps repository"}
+}
+
 // addonOpts are the options of the Cilium and approver releases: with
 // gitops.ownsAddons, Argo CD owns them once installed, so a later `up`
 // changes nothing in them and never deletes them.

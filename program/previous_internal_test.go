@@ -32,3 +32,31 @@ func TestPreviousFromTheStackOutputs(t *testing.T) {
 	prev = previousFrom(map[string]any{"kubernetesVersion": talos.Unknown, "nodes": map[string]any{}})
 	assert.Equal(t, &talos.Previous{ControlPlanes: []string{}, Roles: map[string]talos.Role{}}, prev, "an unknown version is no version")
 }
+
+// TestAddonsFromTheLastState: the pools and Argo CD's release the last run
+// made are read from its state by their types and outputs (the names the
+// cluster gave them, not their resource names), and nothing else counts.
+func TestAddonsFromTheLastState(t *testing.T) {
+	t.Parallel()
+	resources := map[string]any{
+		"urn:pulumi:s::p::t$kubernetes:cilium.io/v2:CiliumLoadBalancerIPPool::lab-lb-pool-web": map[string]any{
+			"type": lbPoolType, "outputs": map[string]any{"metadata": map[string]any{"name": "web"}},
+		},
+		"urn:pulumi:s::p::t$kubernetes:cilium.io/v2:CiliumLoadBalancerIPPool::lab-lb-pool-home": map[string]any{
+			"type": lbPoolType, "outputs": map[string]any{"metadata": map[string]any{"name": "home"}},
+		},
+		"urn:pulumi:s::p::t$kubernetes:helm.sh/v3:Release::lab-cilium": map[string]any{
+			"type": releaseType, "outputs": map[string]any{"name": "cilium", "namespace": "kube-system"},
+		},
+	}
+	prev := &talos.Previous{}
+	addAddons(prev, resources)
+	assert.Equal(t, []string{"home", "web"}, prev.LoadBalancerPools)
+	assert.False(t, prev.GitOps, "Cilium's release is no hand-off")
+	resources["urn:pulumi:s::p::t$kubernetes:helm.sh/v3:Release::lab-argocd"] = map[string]any{
+		"type": releaseType, "outputs": map[string]any{"name": "argocd", "namespace": "argocd"},
+	}
+	prev = &talos.Previous{}
+	addAddons(prev, resources)
+	assert.True(t, prev.GitOps)
+}

@@ -189,3 +189,54 @@ func TestComponentKeysAreTheTaggedOnes(t *testing.T) {
 	}
 	assert.NotContains(t, keys, "proxmox.endpoint", "checked by the file itself: its SSH host defaults to it")
 }
+
+// The pools' and the hand-off's problems are named by their stack keys
+// (gitops is the component's cluster.gitops), the secrets' text is checked
+// by the file, and a VPS refuses the pools with the reason.
+func TestValidateNamesTheAddonsByTheirStackKeys(t *testing.T) {
+	t.Parallel()
+	example := stackstest.Example(t, stackstest.GitOpsExample)
+	_, d := program.Validate(example)
+	require.NoError(t, d.Err(), "the example holds")
+
+	src := stackstest.EditSection(t, example, "cluster", func(c map[string]any) {
+		pools := c["loadBalancer"].(map[string]any)["pools"].([]any)
+		pools[0].(map[string]any)["blocks"] = []any{"10.10.0.16/28"} // holds worker-0 and worker-1
+		pools[1].(map[string]any)["serviceSelector"] = map[string]any{"pool": 7}
+	})
+	src = stackstest.EditSection(t, src, "gitops", func(g map[string]any) {
+		g["repository"].(map[string]any)["url"] = "https://me:tok@git.example.com/x.git"
+	})
+	_, d = program.Validate(src)
+	paths := map[string]string{}
+	for _, e := range d.Errors {
+		paths[e.Path] += e.Message
+	}
+	assert.Contains(t, paths["cluster.loadBalancer.pools[1].serviceSelector.pool"], "must be a string", "the file's own check: %v", d.Errors)
+
+	src = stackstest.EditSection(t, example, "cluster", func(c map[string]any) {
+		c["loadBalancer"].(map[string]any)["pools"].([]any)[0].(map[string]any)["blocks"] = []any{"10.10.0.16/28"}
+	})
+	src = stackstest.EditSection(t, src, "gitops", func(g map[string]any) {
+		g["repository"].(map[string]any)["url"] = "https://me:tok@git.example.com/x.git"
+	})
+	_, d = program.Validate(src)
+	paths = map[string]string{}
+	for _, e := range d.Errors {
+		paths[e.Path] += e.Message
+	}
+	assert.Contains(t, paths["cluster.loadBalancer.pools[0].blocks[0]"], "holds 10.10.0.20, the IP of nodes.workers[0] (worker-0)", "%v", d.Errors)
+	assert.Contains(t, paths["gitops.repository.url"], "holds a credential", "%v", d.Errors)
+}
+
+func TestValidateRefusesPoolsOnAVPS(t *testing.T) {
+	t.Parallel()
+	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.VPSExample), "cluster", func(c map[string]any) {
+		c["loadBalancer"] = map[string]any{"pools": []any{map[string]any{"name": "home", "blocks": []any{"203.0.113.240/29"}}}}
+	})
+	_, d := program.Validate(src)
+	require.Error(t, d.Err())
+	require.Len(t, d.Errors, 1, "%v", d.Errors)
+	assert.Equal(t, "cluster.loadBalancer", d.Errors[0].Path)
+	assert.Contains(t, d.Errors[0].Message, "not by ARP")
+}

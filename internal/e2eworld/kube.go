@@ -2,8 +2,13 @@ package e2eworld
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 
@@ -66,3 +71,69 @@ func (k *Kube) Started() (*realapiserver.Server, *kubesim.Sim) {
 	defer k.mu.Unlock()
 	return k.api, k.sim
 }
+
+// CollectGarbage plays the garbage collector's part in a foreground
+// deletion (kube-controller-manager's, which the e2e tests do not run)
+// until ctx ends: pulumi-kubernetes deletes with propagationPolicy
+// Foreground, for which the API server holds the object, Terminating,
+// under the foregroundDeletion finalizer until the collector has deleted
+// its dependents and removes it. The objects of the collections given
+// (list paths, e.g. /api/v1/namespaces/argocd/secrets) have none, so the
+// finalizer is removed from each one being deleted, as the collector then
+// does at once.
+func (k *Kube) CollectGarbage(ctx context.Context, t *testing.T, collections ...string) {
+	api, _ := k.Started()
+	if api == nil {
+		t.Errorf("CollectGarbage: the API server has not started")
+		return
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for _, c := range collections {
+			collectForeground(ctx, t, api, c)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// collectForeground removes the foregroundDeletion finalizer from the
+// objects of a collection that are being deleted.
+func collectForeground(ctx context.Context, t *testing.T, api *realapiserver.Server, collection string) {
+	code, body, err := api.Call(ctx, http.MethodGet, collection, "", nil)
+	if err != nil || code != http.StatusOK {
+		return // not there (yet, or any more): nothing to collect
+	}
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name              string   `json:"name"`
+				DeletionTimestamp string   `json:"deletionTimestamp"`
+				Finalizers        []string `json:"finalizers"`
+				ResourceVersion   string   `json:"resourceVersion"`
+			} `json:"metadata"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Errorf("CollectGarbage: %s: %v", collection, err)
+		return
+	}
+	for _, it := range list.Items {
+		m := it.Metadata
+		if m.DeletionTimestamp == "" || !slices.Contains(m.Finalizers, metav1ForegroundFinalizer) {
+			continue
+		}
+		rest := slices.DeleteFunc(slices.Clone(m.Finalizers), func(f string) bool { return f == metav1ForegroundFinalizer })
+		patch := map[string]any{"metadata": map[string]any{"finalizers": rest, "resourceVersion": m.ResourceVersion}}
+		// A conflict (the object changed) or its disappearance is fine:
+		// the next pass sees it again.
+		_, _, _ = api.Call(ctx, http.MethodPatch, strings.TrimRight(collection, "/")+"/"+m.Name, "application/merge-patch+json", patch)
+	}
+}
+
+// metav1ForegroundFinalizer is metav1.FinalizerDeleteDependents.
+const metav1ForegroundFinalizer = "foregroundDeletion"

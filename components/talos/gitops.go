@@ -42,7 +42,7 @@ const (
 	SopsAgeSecret = "sops-age"
 	// RepoSecret is the repository credential (Argo CD reads Secrets
 	// labelled argocd.argoproj.io/secret-type=repository).
-	RepoSecret       = "gitops-repository"
+	RepoSecret       = "gitops-repository" //nolint:gosec // a Secret's name, not a credential
 	argoCDTimeoutSec = 600
 	sopsAgeDir       = "/.config/sops/age"
 	customToolsDir   = "/custom-tools"
@@ -52,7 +52,7 @@ const (
 const (
 	GitOpsNamespaceSuffix = "-gitops-namespace"
 	SopsAgeSuffix         = "-gitops-sops-age"
-	RepoSecretSuffix      = "-gitops-repository"
+	RepoSecretSuffix      = "-gitops-repository" //nolint:gosec // a resource name suffix, not a credential
 	ArgoCDSuffix          = "-argocd"
 	RootAppSuffix         = "-gitops-root"
 	PrivilegedNsSuffix    = "-privileged-ns-"

@@ -201,7 +201,7 @@ func (a *ClusterArgs) checkBlockNetwork(p *inputs.Problems, b poolBlock, routed 
 	switch {
 	case routed && b.r.Overlaps(whole):
 		p.Add(b.where, "%s is on the node network %s: a routed pool lies outside it (leave routed out to have the nodes announce it)", b.text, net)
-	case !routed && !(whole.Contains(b.r.From()) && whole.Contains(b.r.To())):
+	case !routed && (!whole.Contains(b.r.From()) || !whole.Contains(b.r.To())):
 		p.Add(b.where, "%s is not inside the node network %s: the nodes announce a pool's addresses by ARP there (set routed: true for a pool your router sends to the nodes)", b.text, net)
 	}
 }

@@ -111,7 +111,7 @@ func (c *Client) ArgoApplication(ctx context.Context, namespace, name string) (A
 		sources = []applicationSourceObject{*o.Spec.Source}
 	}
 	for _, s := range sources {
-		a.Sources = append(a.Sources, ApplicationSource{RepoURL: s.RepoURL, Path: s.Path, TargetRevision: s.TargetRevision, Chart: s.Chart})
+		a.Sources = append(a.Sources, ApplicationSource(s))
 	}
 	if op := st.OperationState; op != nil {
 		a.OperationPhase, a.OperationMessage = op.Phase, op.Message

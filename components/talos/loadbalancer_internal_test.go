@@ -2,12 +2,8 @@ package talos
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -19,7 +15,6 @@ import (
 
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
 )
 
 // TestPoolChangeProblems: an address a Service holds from one of the
@@ -48,10 +43,9 @@ func TestPoolChangeProblems(t *testing.T) {
 // label selector the guard asks for) and the Services.
 func TestThePoolsGuardWaitsForTheCRDsThenRefuses(t *testing.T) {
 	t.Parallel()
-	p := pkitest.New(t, "127.0.0.1")
 	var crdAsks atomic.Int32
 	var selector atomic.Value
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	kubeconfig := kubeapitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + lbPoolCRD, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + l2PolicyCRD:
@@ -72,15 +66,7 @@ func TestThePoolsGuardWaitsForTheCRDsThenRefuses(t *testing.T) {
 			w.WriteHeader(http.StatusNotFound)
 		}
 	}))
-	cert, err := tls.X509KeyPair(p.ServerCert, p.ServerKey)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(p.CA))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	client, err := kubeapi.New(kubeapitest.Kubeconfig(srv.URL, p.CA, p.ClientCert, p.ClientKey))
+	client, err := kubeapi.New(kubeconfig)
 	require.NoError(t, err)
 	defer client.Close()
 

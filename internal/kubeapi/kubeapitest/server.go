@@ -68,6 +68,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/pkitest"
 )
 
 // DefaultVersion is the API server's gitVersion unless SetVersion changes
@@ -538,4 +542,22 @@ func (s *Server) gone(key string, p *pod) {
 		spec.Phase = "Pending"
 		s.pods[key] = &pod{spec: spec, uid: s.uid(), blocks: spec.PDBBlocks}
 	}
+}
+
+// Serve serves h over TLS on 127.0.0.1 to client certificates of its own
+// CA only, and returns a kubeconfig for it: for the calls Server does not
+// play (other API groups' objects), answered as the test needs.
+func Serve(t testing.TB, h http.Handler) []byte {
+	t.Helper()
+	p := pkitest.New(t, "127.0.0.1")
+	srv := httptest.NewUnstartedServer(h)
+	cert, err := tls.X509KeyPair(p.ServerCert, p.ServerKey)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(p.CA))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return Kubeconfig(srv.URL, p.CA, p.ClientCert, p.ClientKey)
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,19 +72,7 @@ func csiVolumeRmCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fail(exitcode.Failed, "%v", err)
 	}
 	env := doctor.DefaultEnv().WithPulumi(*pulumiPath)
-	if *outputsJSON != "" {
-		env.StackOutputs = func(context.Context, string) (map[string]any, error) {
-			raw, err := os.ReadFile(*outputsJSON)
-			if err != nil {
-				return nil, fmt.Errorf("unable to read the stack's outputs: %w", err)
-			}
-			var outs map[string]any
-			if err := json.Unmarshal(raw, &outs); err != nil {
-				return nil, fmt.Errorf("unable to read the stack's outputs: %w", err)
-			}
-			return outs, nil
-		}
-	}
+	env.StackOutputs = stackOutputs(*pulumiPath, *outputsJSON)
 	// The cluster's PersistentVolumes: a bound volume whose pod is not
 	// running is attached to no VM, yet it is a claim's data.
 	claims, err := env.CSIClaims(ctx, *stack)

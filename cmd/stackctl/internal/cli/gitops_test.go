@@ -2,13 +2,9 @@ package cli
 
 import (
 	"bytes"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -19,7 +15,6 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
 )
 
 // rootAppPath is where the API server serves the root Application.
@@ -38,9 +33,8 @@ type argoAPI struct {
 // unknown to the server: both answer 404 as kube-apiserver does.
 func startArgoAPI(t *testing.T, crd bool, app string) *argoAPI {
 	t.Helper()
-	p := pkitest.New(t, "127.0.0.1")
 	a := &argoAPI{}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	a.kubeconfig = kubeapitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.calls.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		switch {
@@ -54,15 +48,6 @@ func startArgoAPI(t *testing.T, crd bool, app string) *argoAPI {
 			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}`)
 		}
 	}))
-	cert, err := tls.X509KeyPair(p.ServerCert, p.ServerKey)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(p.CA))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	a.kubeconfig = kubeapitest.Kubeconfig(srv.URL, p.CA, p.ClientCert, p.ClientKey)
 	return a
 }
 

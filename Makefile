@@ -159,6 +159,7 @@ E2E_KUBE_PACKAGES ?= ./internal/kubeapi ./internal/kubeapi/kubeapitest/... ./int
 
 .PHONY: e2e-kube
 e2e-kube: $(KUBE_APISERVER) ## Hold the Kubernetes fake to the real kube-apiserver (built by make kube-apiserver, with an embedded etcd, on loopback): the kubeapi client's calls answer the same from both.
+	$(GO) mod download github.com/cilium/cilium@v$(E2E_CILIUM) # kubesim registers Cilium's real CRDs as its operator would
 	$(GO) test -count=1 -tags e2e -v $(E2E_KUBE_PACKAGES)
 
 # The e2e tests that run the program's parts with the real CLI and plugins (../shared/harness)

@@ -139,6 +139,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	_, err = s.Up(ctx, optup.ProgressStreams(&out))
 	require.NoError(t, err, "first up:\n%s", out.String())
 	t.Logf("first up: %s", time.Since(start).Round(time.Second))
+	assert.Contains(t, out.String(), "load balancer pools: 1 pools, 0 addresses held by Services, none taken away", "the pools' guard ran")
 	api, sim := kube.Started()
 	require.NotNil(t, api, "the API server started with the control plane's config")
 	assert.Empty(t, sim.Errors())
@@ -299,13 +300,17 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	t.Logf("destroy: %s", time.Since(start).Round(time.Second))
 	for _, gone := range []string{
 		"/apis/cilium.io/v2/ciliumloadbalancerippools/home", "/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies/" + L2PolicyName,
-		"/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/" + RootApplicationName, "/api/v1/namespaces/" + ArgoCDNamespace,
+		"/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/" + RootApplicationName,
+		"/api/v1/namespaces/argocd/secrets/" + SopsAgeSecret, "/api/v1/namespaces/argocd/secrets/" + RepoSecret,
+		"/apis/apps/v1/namespaces/argocd/deployments/argocd-repo-server",
 	} {
 		code, body, err := api.Call(ctx, http.MethodGet, gone, "", nil)
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusNotFound, code, "%s deleted: %s", gone, body)
 	}
-	// ownsAddons: Cilium's release is Argo CD's, left in place.
+	// Kept: the argocd namespace (other Applications may live in it) and,
+	// with ownsAddons, Cilium's release, which is Argo CD's.
+	get(ctx, t, api, "/api/v1/namespaces/"+ArgoCDNamespace)
 	get(ctx, t, api, "/apis/apps/v1/namespaces/kube-system/daemonsets/cilium")
 }
 

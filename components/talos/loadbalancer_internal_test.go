@@ -43,7 +43,7 @@ func TestPoolChangeProblems(t *testing.T) {
 // label selector the guard asks for) and the Services.
 func TestThePoolsGuardWaitsForTheCRDsThenRefuses(t *testing.T) {
 	t.Parallel()
-	var crdAsks atomic.Int32
+	var crdAsks, poolAsks atomic.Int32
 	var selector atomic.Value
 	kubeconfig := kubeapitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -56,6 +56,13 @@ func TestThePoolsGuardWaitsForTheCRDsThenRefuses(t *testing.T) {
 			}
 			_, _ = io.WriteString(w, `{"status":{"conditions":[{"type":"NamesAccepted","status":"True"},{"type":"Established","status":"True"}]}}`)
 		case "/apis/cilium.io/v2/ciliumloadbalancerippools":
+			if poolAsks.Add(1) == 1 {
+				// As kube-apiserver answers right after the CRD is
+				// Established, while the new resource's watch cache starts.
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = io.WriteString(w, `{"kind":"Status","status":"Failure","message":"storage is (re)initializing","reason":"TooManyRequests","code":429}`)
+				return
+			}
 			selector.Store(r.URL.Query().Get("labelSelector"))
 			_, _ = io.WriteString(w, `{"items":[{"metadata":{"name":"home"},"spec":{"blocks":[{"cidr":"10.0.0.224/28"},{"start":"10.0.0.240","stop":"10.0.0.245"}]}}]}`)
 		case "/api/v1/services":
@@ -79,6 +86,7 @@ func TestThePoolsGuardWaitsForTheCRDsThenRefuses(t *testing.T) {
 	assert.Contains(t, err.Error(), "nothing was changed")
 	assert.Equal(t, "app.kubernetes.io/managed-by=talos-cluster", selector.Load(), "only the cluster's own pools")
 	assert.Greater(t, crdAsks.Load(), int32(2), "it waited for the CRDs")
+	assert.Equal(t, int32(2), poolAsks.Load(), "a 429 of the new resource's list is asked again")
 	assert.Contains(t, said[0], "waiting up to 5s for cilium-operator to register the CRDs")
 
 	require.NoError(t, guardPools(context.Background(), client, `[{"name":"home","ranges":["10.0.0.224-10.0.0.250"]}]`, w, log), "grown")

@@ -114,7 +114,7 @@ func ArgoCD(t *testing.T, argoCDVersion, redisHAVersion string) Repo {
 			t.Skipf("SKIPPED: the %s chart (fetch its repository into %s): %v: %s", s.path, s.mirror, err, out)
 		}
 	}
-	require.NoError(t, os.MkdirAll(filepath.Join(chart, "charts"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(chart, "charts"), 0o750))
 	require.NoError(t, os.Rename(filepath.Join(redis, "charts/redis-ha"), filepath.Join(chart, "charts/redis-ha")))
 	return Repo{Host: "argoproj.github.io", Chart: chartfake.Chart{Dir: chart, Version: argoCDVersion}}
 }

@@ -96,7 +96,21 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 
 	blocks := []string{"10.77.0.224/28"}
 	var ciliumValues map[string]any
+	ownsAddons, handOff := true, true
+	var previous *Previous
 	program := func(ctx *pulumi.Context) error {
+		gitops := &GitOpsSettings{
+			Repository: GitOpsRepository{
+				URL: "https://git.example.com/lab/gitops.git", Revision: "main", Path: "clusters/lab",
+				Username: "lab", Password: pulumi.ToSecret(pulumi.String(token)).(pulumi.StringOutput),
+			},
+			SopsAgeKey:           pulumi.ToSecret(pulumi.String(ageKey)).(pulumi.StringOutput),
+			PrivilegedNamespaces: []string{"longhorn-system"},
+			OwnsAddons:           ownsAddons,
+		}
+		if !handOff {
+			gitops = nil
+		}
 		c, err := NewCluster(ctx, "lab", &ClusterArgs{
 			Cluster: ClusterSettings{
 				Name: "lab", Endpoint: "https://" + endpoint, TalosVersion: "v1.13.9", KubernetesVersion: "1.35.4",
@@ -105,15 +119,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 					Pools:      []LBPool{{Name: "home", Blocks: blocks}},
 					Interfaces: []string{"^eth0$"},
 				},
-				GitOps: &GitOpsSettings{
-					Repository: GitOpsRepository{
-						URL: "https://git.example.com/lab/gitops.git", Revision: "main", Path: "clusters/lab",
-						Username: "lab", Password: pulumi.ToSecret(pulumi.String(token)).(pulumi.StringOutput),
-					},
-					SopsAgeKey:           pulumi.ToSecret(pulumi.String(ageKey)).(pulumi.StringOutput),
-					PrivilegedNamespaces: []string{"longhorn-system"},
-					OwnsAddons:           true,
-				},
+				GitOps: gitops,
 			},
 			InstallerImage: pulumi.String("factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"),
 			Nodes: []NodeSpec{
@@ -122,6 +128,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 			},
 			NodeNetwork: netip.MustParsePrefix("10.77.0.0/24"),
 			NodeGateway: netip.MustParseAddr("10.77.0.1"),
+			Previous:    previous,
 		})
 		if err != nil {
 			return err
@@ -279,9 +286,9 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
 	require.NoError(t, err, "a preview after the shrink shows no change")
 
-	// A whole-stack destroy, as make destroy runs it. No
-	// kube-controller-manager runs: the test plays its garbage collector
-	// for the objects pulumi-kubernetes deletes (in the foreground).
+	// No kube-controller-manager runs: from here the test plays its
+	// garbage collector for the objects pulumi-kubernetes deletes (in the
+	// foreground).
 	gcCtx, stopGC := context.WithCancel(ctx)
 	gcDone := make(chan struct{})
 	go func() {
@@ -290,6 +297,51 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 			"/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
 			"/apis/cilium.io/v2/ciliumloadbalancerippools", "/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies")
 	}()
+
+	// ownsAddons turned off, with the stack's new Cilium values: the stack
+	// owns Cilium again and upgrades it; the pools and the policy are not
+	// touched by Cilium's upgrade.
+	poolVersion := dig(get(ctx, t, api, "/apis/cilium.io/v2/ciliumloadbalancerippools/home"), "metadata", "resourceVersion")
+	ownsAddons = false
+	out.Reset()
+	start = time.Now()
+	res, err = s.Up(ctx, optup.ProgressStreams(&out))
+	require.NoError(t, err, "ownsAddons off, Cilium upgraded with the pools present:\n%s", out.String())
+	t.Logf("Cilium upgraded with pools present: %s", time.Since(start).Round(time.Second))
+	assert.Equal(t, 1, (*res.Summary.ResourceChanges)["update"], "Cilium's release alone is updated:\n%s", out.String())
+	assert.Equal(t, "true", dig(get(ctx, t, api, "/api/v1/namespaces/kube-system/configmaps/cilium-config"), "data", "debug"), "the stack's values rendered")
+	assert.Equal(t, poolVersion, dig(get(ctx, t, api, "/apis/cilium.io/v2/ciliumloadbalancerippools/home"), "metadata", "resourceVersion"), "the pool untouched")
+
+	// The gitops section removed (the program reads the last state's
+	// release into Previous.GitOps): the preview says what goes and what
+	// stays; the up deletes Argo CD, the root Application and the
+	// Secrets, keeps the argocd namespace and the privileged namespace.
+	handOff, previous = false, &Previous{GitOps: true, LoadBalancerPools: []string{"home"}}
+	out.Reset()
+	_, err = s.Preview(ctx, optpreview.ProgressStreams(&out))
+	require.NoError(t, err)
+	assert.Contains(t, out.String(), "cluster.gitops: the section was removed", "the preview says it")
+	out.Reset()
+	start = time.Now()
+	_, err = s.Up(ctx, optup.ProgressStreams(&out))
+	require.NoError(t, err, "the gitops section removed:\n%s", out.String())
+	t.Logf("gitops section removed: %s", time.Since(start).Round(time.Second))
+	for _, gone := range []string{
+		"/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/" + RootApplicationName,
+		"/api/v1/namespaces/argocd/secrets/" + SopsAgeSecret, "/api/v1/namespaces/argocd/secrets/" + RepoSecret,
+		"/apis/apps/v1/namespaces/argocd/deployments/argocd-repo-server",
+	} {
+		code, body, err := api.Call(ctx, http.MethodGet, gone, "", nil)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusNotFound, code, "%s deleted with the section: %s", gone, body)
+	}
+	get(ctx, t, api, "/api/v1/namespaces/"+ArgoCDNamespace)
+	longhorn = get(ctx, t, api, "/api/v1/namespaces/longhorn-system")
+	assert.Nil(t, dig(longhorn, "metadata", "labels", "pod-security.kubernetes.io/enforce"), "the labels go, the namespace stays")
+	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
+	require.NoError(t, err, "a preview after the removal shows no change")
+
+	// A whole-stack destroy, as make destroy runs it.
 	t.Setenv(DestroyEnv, "1")
 	out.Reset()
 	start = time.Now()
@@ -300,18 +352,11 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	t.Logf("destroy: %s", time.Since(start).Round(time.Second))
 	for _, gone := range []string{
 		"/apis/cilium.io/v2/ciliumloadbalancerippools/home", "/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies/" + L2PolicyName,
-		"/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/" + RootApplicationName,
-		"/api/v1/namespaces/argocd/secrets/" + SopsAgeSecret, "/api/v1/namespaces/argocd/secrets/" + RepoSecret,
-		"/apis/apps/v1/namespaces/argocd/deployments/argocd-repo-server",
 	} {
 		code, body, err := api.Call(ctx, http.MethodGet, gone, "", nil)
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusNotFound, code, "%s deleted: %s", gone, body)
 	}
-	// Kept: the argocd namespace (other Applications may live in it) and,
-	// with ownsAddons, Cilium's release, which is Argo CD's.
-	get(ctx, t, api, "/api/v1/namespaces/"+ArgoCDNamespace)
-	get(ctx, t, api, "/apis/apps/v1/namespaces/kube-system/daemonsets/cilium")
 }
 
 // call makes a request as the API server's admin and fails the test on

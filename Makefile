@@ -238,6 +238,7 @@ verify: ## Regenerate what is generated (docs, schema, golden files, URN lists, 
 	rm -rf components/talos/testdata/golden
 	$(GO) test -count=1 ./components/talos -update
 	$(GO) test -count=1 ./tests -run TestExampleStacksKeepTheirURNs -update-urns
+	$(GO) test -count=1 ./tests -run TestExampleStacksKeepTheirInputs -update-inputs
 	$(GO) mod tidy
 	cd $(PROVIDER_DIR) && $(GO) mod tidy
 	@changed=$$(git status --porcelain) || exit 1; \

@@ -423,7 +423,7 @@ func guardPools(ctx context.Context, client *kubeapi.Client, poolsText string, w
 		return err
 	}
 	if problems := poolChangeProblems(live, next, held); len(problems) > 0 {
-		return fmt.Errorf("unable to change the load balancer pools: %s; nothing was changed: keep the addresses in cluster.loadBalancer.pools "+
+		return fmt.Errorf("unable to change the load balancer pools: %s; nothing was changed: keep each address in its pool (of the same name) in cluster.loadBalancer.pools "+
 			"until those Services have moved (give them another address with the lbipam.cilium.io/ips annotation, or delete them), then run 'pulumi up' again",
 			strings.Join(problems, "; "))
 	}
@@ -464,27 +464,35 @@ func poolsAndAddresses(ctx context.Context, client *kubeapi.Client, w kubeapi.Wa
 }
 
 // poolChangeProblems names each address a Service holds that lies in a
-// pool live (this cluster's, as the cluster has them) and in none of next.
+// pool live (this cluster's, as the cluster has them) and not in the pool
+// of the same name in next. The same name: an address moved to another
+// pool (a pool renamed, a block moved) is released by Cilium when its old
+// pool changes, and handed out again in whatever order Cilium's LB IPAM
+// sees the two pools; the Service may come back with another address.
 func poolChangeProblems(live []kubeapi.IPPool, next []guardPool, held []kubeapi.ServiceAddress) []string {
-	var keep netipx.IPSetBuilder
+	kept := map[string]*netipx.IPSet{}
 	for _, p := range next {
+		var b netipx.IPSetBuilder
 		for _, s := range p.Ranges {
 			if r, err := netipx.ParseIPRange(s); err == nil {
-				keep.AddRange(r)
+				b.AddRange(r)
 			}
 		}
+		kept[p.Name], _ = b.IPSet()
 	}
-	kept, _ := keep.IPSet()
 	var out []string
 	for _, a := range held {
-		if kept.Contains(a.IP) {
-			continue
-		}
 		for _, p := range live {
-			if slices.ContainsFunc(p.Ranges, func(r netipx.IPRange) bool { return r.Contains(a.IP) }) {
-				out = append(out, fmt.Sprintf("Service %s/%s holds %s of pool %q, which the new pools leave out", a.Namespace, a.Name, a.IP, p.Name))
-				break
+			if !slices.ContainsFunc(p.Ranges, func(r netipx.IPRange) bool { return r.Contains(a.IP) }) {
+				continue
 			}
+			switch set, ok := kept[p.Name]; {
+			case !ok:
+				out = append(out, fmt.Sprintf("Service %s/%s holds %s of pool %q, which the new pools do not have", a.Namespace, a.Name, a.IP, p.Name))
+			case !set.Contains(a.IP):
+				out = append(out, fmt.Sprintf("Service %s/%s holds %s of pool %q, which the new pool %q leaves out", a.Namespace, a.Name, a.IP, p.Name, p.Name))
+			}
+			break
 		}
 	}
 	return out

@@ -18,9 +18,9 @@ import (
 )
 
 // TestPoolChangeProblems: an address a Service holds from one of the
-// cluster's pools must stay in the new pools; a Service's address from
-// elsewhere (another controller's, a pool not the cluster's) is not ours
-// to judge.
+// cluster's pools must stay in the pool of that name; a Service's address
+// from elsewhere (another controller's, a pool not the cluster's) is not
+// ours to judge.
 func TestPoolChangeProblems(t *testing.T) {
 	t.Parallel()
 	r := netipx.MustParseIPRange
@@ -30,9 +30,11 @@ func TestPoolChangeProblems(t *testing.T) {
 		{Namespace: "db", Name: "pg", IP: netip.MustParseAddr("192.168.9.9")},
 	}
 	assert.Empty(t, poolChangeProblems(live, []guardPool{{Name: "home", Ranges: []string{"10.0.0.224-10.0.0.250"}}}, held), "grown")
-	assert.Empty(t, poolChangeProblems(live, []guardPool{{Name: "other", Ranges: []string{"10.0.0.230-10.0.0.230"}}}, held), "moved into another pool")
-	assert.Equal(t, []string{`Service web/ingress holds 10.0.0.230 of pool "home", which the new pools leave out`},
-		poolChangeProblems(live, []guardPool{{Name: "home", Ranges: []string{"10.0.0.224-10.0.0.229"}}}, held), "shrunk")
+	assert.Equal(t, []string{`Service web/ingress holds 10.0.0.230 of pool "home", which the new pools do not have`},
+		poolChangeProblems(live, []guardPool{{Name: "other", Ranges: []string{"10.0.0.224-10.0.0.239"}}}, held), "renamed: Cilium would release the address")
+	assert.Equal(t, []string{`Service web/ingress holds 10.0.0.230 of pool "home", which the new pool "home" leaves out`},
+		poolChangeProblems(live, []guardPool{{Name: "home", Ranges: []string{"10.0.0.224-10.0.0.229"}}, {Name: "web", Ranges: []string{"10.0.0.230-10.0.0.231"}}}, held),
+		"shrunk, the address moved to another pool")
 	assert.Len(t, poolChangeProblems(live, []guardPool{}, held), 1, "removed")
 	assert.Empty(t, poolChangeProblems(nil, nil, held), "the first run: no pool of ours")
 }
@@ -82,7 +84,7 @@ func TestThePoolsGuardWaitsForTheCRDsThenRefuses(t *testing.T) {
 	w := kubeapi.Wait{Interval: 10 * time.Millisecond, Timeout: 5 * time.Second, Report: func(m string) { said = append(said, m) }, Every: time.Millisecond}
 	err = guardPools(context.Background(), client, `[{"name":"home","ranges":["10.0.0.224-10.0.0.239"]}]`, w, log)
 	require.Error(t, err, "the shrunk pool leaves out 10.0.0.242")
-	assert.Contains(t, err.Error(), `Service web/ingress holds 10.0.0.242 of pool "home"`)
+	assert.Contains(t, err.Error(), `Service web/ingress holds 10.0.0.242 of pool "home", which the new pool "home" leaves out`)
 	assert.Contains(t, err.Error(), "nothing was changed")
 	assert.Equal(t, "app.kubernetes.io/managed-by=talos-cluster", selector.Load(), "only the cluster's own pools")
 	assert.Greater(t, crdAsks.Load(), int32(2), "it waited for the CRDs")

@@ -32,8 +32,18 @@ func ClusterSettings(cfg *stacks.Config) talos.ClusterSettings {
 		EtcdBackup:   EtcdBackupSettings(cfg, ""),
 		DataVolume:   &talos.DataVolumeSettings{Name: c.DataVolume.Name, Layout: c.DataVolume.Layout},
 		LoadBalancer: LoadBalancerSettings(c.LoadBalancer),
+		KubeSpan:     kubeSpanSettings(c.KubeSpan),
 		GitOps:       GitOpsSettings(cfg.GitOps),
 	}
+}
+
+// kubeSpanSettings are cluster.kubeSpan as the TalosCluster takes it; nil
+// when off, so that a stack without it registers what it did before.
+func kubeSpanSettings(c stacks.KubeSpanConfig) *talos.KubeSpanSettings {
+	if !c.Enabled {
+		return nil
+	}
+	return &talos.KubeSpanSettings{Enabled: true}
 }
 
 // LoadBalancerSettings are cluster.loadBalancer as the TalosCluster takes

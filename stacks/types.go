@@ -132,7 +132,13 @@ type ClusterConfig struct {
 	Patches           PatchesConfig      `json:"patches" doc:"Extra Talos machine-config patches (strategic merge), applied after the generated ones."`
 	Rollout           RolloutConfig      `json:"rollout" doc:"How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at a time." rules:"component"`
 	DataVolume        DataVolumeConfig   `json:"dataVolume" doc:"What a worker's data disk (nodes.workers[].dataDiskSize) becomes: a Talos user volume at /var/mnt/<name> (docs/storage.md)."`
+	KubeSpan          KubeSpanConfig     `json:"kubeSpan" doc:"Talos's KubeSpan: a WireGuard mesh between the nodes, found through Talos's discovery service, for nodes on networks that do not reach each other in the clear (docs/talos-cluster.md#kubespan)."`
 	LoadBalancer      LoadBalancerConfig `json:"loadBalancer" doc:"Addresses for Services of type LoadBalancer: Cilium hands them out of these pools and answers ARP for them on the node network (L2 announcements; docs/load-balancer.md). Platforms proxmox and local; none when left out." rules:"component"`
+}
+
+// KubeSpanConfig turns KubeSpan on.
+type KubeSpanConfig struct {
+	Enabled bool `json:"enabled" doc:"Join the nodes in the KubeSpan mesh (and turn on the cluster discovery it needs); on a VPS the firewall opens UDP 51820 to the cluster's nodes." default:"false"`
 }
 
 // LoadBalancerConfig is the LoadBalancer address pools and who announces

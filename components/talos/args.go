@@ -210,6 +210,7 @@ func (a *ClusterArgs) PatchSpec() PatchSpec {
 		VIP:                      c.VIP,
 		SchedulableControlPlanes: workers == 0,
 		TalosAPIAccess:           c.EtcdBackup != nil,
+		KubeSpan:                 c.kubeSpanOn(),
 		DataVolume:               c.dataVolume(),
 		AllPatches:               patches.All,
 		ControlPlanePatches:      patches.ControlPlane,

@@ -121,6 +121,8 @@ type ClusterSettings struct {
 	// LoadBalancer gives Services of type LoadBalancer addresses out of
 	// pools, announced on the node network by Cilium; none when unset.
 	LoadBalancer *LoadBalancerSettings `pulumi:"loadBalancer,optional"`
+	// KubeSpan joins the nodes in Talos's WireGuard mesh; off when unset.
+	KubeSpan *KubeSpanSettings `pulumi:"kubeSpan,optional"`
 	// GitOps hands the cluster to Argo CD after the bootstrap; none when
 	// unset.
 	GitOps *GitOpsSettings `pulumi:"gitops,optional"`

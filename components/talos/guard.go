@@ -159,6 +159,7 @@ const (
 	sMounts                   // the kubelet's rshared extra mounts' destinations, "\n"-joined
 	sHostDNS                  // the host DNS with kube-dns forwarded to it "on"/"off"
 	sEncrypted                // the STATE or EPHEMERAL volume encrypted "yes"/""
+	sKubeSpan                 // KubeSpan and the cluster discovery it needs "on"/"off"
 	nSettings
 )
 
@@ -201,6 +202,8 @@ func read(c config.Provider) snapshot {
 	s[sVolumes], s[sMounts] = strings.Join(volumes, "\n"), strings.Join(mounts, "\n")
 	dns := m.Features().HostDNS()
 	s[sHostDNS] = onOff(dns.Enabled() && dns.ForwardKubeDNSToHost())
+	ks := c.NetworkKubeSpanConfig()
+	s[sKubeSpan] = onOff(ks != nil && ks.Enabled() && cl.Discovery().Enabled())
 	for _, name := range []string{constants.StatePartitionLabel, constants.EphemeralPartitionLabel} {
 		if v, ok := c.Volumes().ByName(name); ok && v.Encryption() != nil && v.Encryption().Provider() != block.EncryptionProviderNone {
 			s[sEncrypted] = "yes"
@@ -346,7 +349,7 @@ func (g *guard) roleState(bases map[Role]*chainState, n NodeSpec, spec PatchSpec
 	if base == nil {
 		return nil
 	}
-	ours, err := ourSteps(slices.Concat([]string{ClusterPatch(spec)}, DataVolumePatches(spec.DataVolume, n), n.PlatformPatches)...)
+	ours, err := ourSteps(slices.Concat(clusterPatches(spec), DataVolumePatches(spec.DataVolume, n), n.PlatformPatches)...)
 	if err != nil {
 		g.errorf("cluster", "a generated patch does not load: %v", err)
 		return nil
@@ -463,6 +466,9 @@ func (g *guard) judge(st *chainState, role Role) (prismUse, bool) {
 	}
 	if g.args.InContainer && s[sEncrypted] != "" && by[sEncrypted] != "" {
 		g.patchError(by[sEncrypted], role, "encrypts the STATE or EPHEMERAL volume "+scopeMark+": in a container they are Docker volumes, which Talos does not encrypt (it skips the setting); encrypt the disk Docker keeps its volumes on instead")
+	}
+	if g.spec.KubeSpan && s[sKubeSpan] == "off" && by[sKubeSpan] != "" {
+		g.patchError(by[sKubeSpan], role, "turns off KubeSpan or the cluster discovery it needs "+scopeMark+" while cluster.kubeSpan.enabled is on: the node would leave the WireGuard mesh the other nodes reach it through; turn cluster.kubeSpan.enabled off instead")
 	}
 	if g.spec.SchedulableControlPlanes && s[sSchedCP] == "off" && by[sSchedCP] != "" {
 		g.warnf(by[sSchedCP], "sets cluster.allowSchedulingOnControlPlanes: false on a cluster without workers: no ordinary workload can run anywhere")

@@ -26,6 +26,12 @@ func guardedArgs(clusterPatches *talos.ClusterPatches, nodePatches ...string) *t
 	}
 }
 
+// withKubeSpan turns KubeSpan on.
+func withKubeSpan(a *talos.ClusterArgs) *talos.ClusterArgs {
+	a.Cluster.KubeSpan = &talos.KubeSpanSettings{Enabled: true}
+	return a
+}
+
 // withDataDisk gives the second worker a 20 GiB data disk.
 func withDataDisk(a *talos.ClusterArgs) *talos.ClusterArgs {
 	a.Nodes[2].DataDiskSize = 20
@@ -49,6 +55,14 @@ func TestTheTalosClusterRefusesPatchesThatBreakIt(t *testing.T) {
 		"KubePrism off on one worker": {
 			guardedArgs(nil, "machine:\n  features:\n    kubePrism:\n      enabled: false\n"),
 			"nodes[2].patches[0]", "disables KubePrism on this worker",
+		},
+		"KubeSpan's document turned off on one worker": {
+			withKubeSpan(guardedArgs(nil, "apiVersion: v1alpha1\nkind: KubeSpanConfig\nenabled: false\n")),
+			"nodes[2].patches[0]", "turns off KubeSpan or the cluster discovery it needs on this worker while cluster.kubeSpan.enabled is on",
+		},
+		"the discovery turned off for all nodes": {
+			withKubeSpan(guardedArgs(&talos.ClusterPatches{All: []string{"cluster:\n  discovery:\n    enabled: false\n"}})),
+			"cluster.patches.all[0]", "turns off KubeSpan or the cluster discovery it needs on all nodes",
 		},
 		"the data volume deleted on one worker": {
 			withDataDisk(guardedArgs(nil, "apiVersion: v1alpha1\nkind: UserVolumeConfig\nname: longhorn\n$patch: delete\n")),

@@ -660,3 +660,43 @@ func TestTheDataDiskIsMountedOnTheNode(t *testing.T) {
 		})
 	}
 }
+
+// TestKubeSpanValidates: KubeSpan turned on as Talos's generator does for
+// each version (its own document from 1.13, machine.network.kubespan
+// before), with cluster discovery, passes Talos's own validation and reads
+// back on; on a VPS, the firewall opens KubeSpan's port to the nodes only.
+func TestKubeSpanValidates(t *testing.T) {
+	t.Parallel()
+	n := talos.NodeSpec{Name: "cp-0", IP: "10.0.0.10", Role: talos.RoleControlPlane, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}}
+	for _, version := range []string{"v1.11.6", "v1.12.4", "v1.13.9"} {
+		final, err := finalConfig(t, "lab", "https://10.0.0.10:6443", version, n.Role,
+			talos.NodePatches(talos.PatchSpec{TalosVersion: version, KubeSpan: true}, n, installer))
+		require.NoError(t, err, version)
+		require.NoError(t, validateFor(t, final, metal), version)
+		require.NotNil(t, final.NetworkKubeSpanConfig(), version)
+		assert.True(t, final.NetworkKubeSpanConfig().Enabled(), version)
+		assert.True(t, final.Cluster().Discovery().Enabled(), version)
+		_, doc := docs(t, final)["KubeSpanConfig"]
+		assert.Equal(t, version == "v1.13.9", doc, "%s: a KubeSpanConfig document from 1.13 on", version)
+
+		off, err := finalConfig(t, "lab", "https://10.0.0.10:6443", version, n.Role,
+			talos.NodePatches(talos.PatchSpec{TalosVersion: version}, n, installer))
+		require.NoError(t, err)
+		assert.False(t, off.NetworkKubeSpanConfig() != nil && off.NetworkKubeSpanConfig().Enabled(), "%s: off without the setting", version)
+	}
+
+	cfg := loadExample(t, stackstest.VPSExample)
+	args := program.VPSArgs(cfg)
+	args.Cluster.KubeSpan = &talos.KubeSpanSettings{Enabled: true}
+	fw := vps.FirewallOf(args)
+	node := args.Nodes[0]
+	final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, talos.RoleControlPlane,
+		talos.NodePatches(talos.PatchSpec{TalosVersion: cfg.Cluster.TalosVersion, KubeSpan: true}, talos.NodeSpec{
+			Name: node.Name, IP: node.IP, Role: talos.RoleControlPlane, InstallDisk: "/dev/sda",
+			PlatformPatches: []string{fw.Patch(talos.RoleControlPlane)},
+		}, installer))
+	require.NoError(t, err)
+	require.NoError(t, validateFor(t, final, metal))
+	assert.True(t, allowed(final, "udp", talos.KubeSpanPort, node.IP), "KubeSpan from a node")
+	assert.False(t, allowed(final, "udp", talos.KubeSpanPort, "192.0.2.77"), "not from anyone else")
+}

@@ -102,6 +102,9 @@ type PatchSpec struct {
 	// TalosAPIAccess lets the etcd backup's pods reach the Talos API
 	// (APIAccessPatch, on control planes).
 	TalosAPIAccess bool
+	// KubeSpan turns on Talos's WireGuard mesh between the nodes
+	// (KubeSpanPatch).
+	KubeSpan bool
 	// User patches from the stack config, after the generated ones.
 	AllPatches, ControlPlanePatches, WorkerPatches []string
 }
@@ -215,6 +218,15 @@ func networkOrNil(n *networkPatch) *networkPatch {
 	return n
 }
 
+// clusterPatches are the generated patches every node gets alike.
+func clusterPatches(spec PatchSpec) []string {
+	out := []string{ClusterPatch(spec)}
+	if spec.KubeSpan {
+		out = append(out, KubeSpanPatch(spec.TalosVersion))
+	}
+	return out
+}
+
 // InstallPatch pins the install disk and the installer image. The image must
 // always be set: the provider's generator defaults it to its own Talos
 // version, whatever talosVersion says.
@@ -259,11 +271,10 @@ func HostnamePatch(hostname, talosVersion string) string {
 // (cluster, install, network, hostname), the platform's, then the user's
 // (all nodes, the node's role, the node).
 func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
-	patches := []string{
-		ClusterPatch(spec),
+	patches := append(clusterPatches(spec),
 		InstallPatch(n.InstallDisk, installerImage),
 		NetworkPatch(n, spec.VIP),
-	}
+	)
 	if n.Hostname != "" {
 		patches = append(patches, HostnamePatch(n.Hostname, spec.TalosVersion))
 	}

@@ -34,6 +34,8 @@ type Firewall struct {
 	NodeIPs, ControlPlaneIPs []string
 	// PodCIDR is the cluster's pod network.
 	PodCIDR string
+	// KubeSpan opens KubeSpan's WireGuard port to the nodes.
+	KubeSpan bool
 }
 
 // Rule is one NetworkRuleConfig document: a port set and the sources
@@ -76,6 +78,11 @@ func (f Firewall) Rules(role talos.Role) []Rule {
 		Rule{Name: "cilium-health", Protocol: "tcp", Ports: []string{"4240"}, Sources: union(nodes, pods)},
 		Rule{Name: "hubble-peer", Protocol: "tcp", Ports: []string{fmt.Sprint(hubblePeerPort)}, Sources: nodes},
 	)
+	if f.KubeSpan {
+		// WireGuard between the nodes; the peers' keys authenticate, the
+		// rule keeps the port closed to everyone else.
+		rules = append(rules, Rule{Name: "kubespan", Protocol: "udp", Ports: []string{fmt.Sprint(talos.KubeSpanPort)}, Sources: nodes})
+	}
 	if len(f.PublicTCPPorts) > 0 {
 		ports := make([]string, 0, len(f.PublicTCPPorts))
 		for _, p := range f.PublicTCPPorts {

@@ -23,6 +23,7 @@ func FirewallOf(args *ClusterArgs) Firewall {
 		OperatorCIDRs:  args.VPS.AllowedCIDRs,
 		PublicTCPPorts: args.VPS.PublicTCPPorts,
 		PodCIDR:        DefaultPodCIDR,
+		KubeSpan:       args.Cluster.KubeSpan != nil && args.Cluster.KubeSpan.Enabled,
 	}
 	for _, n := range args.Nodes {
 		f.NodeIPs = append(f.NodeIPs, n.IP)

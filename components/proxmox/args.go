@@ -224,6 +224,7 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			UserPatches: n.Patches,
 			Network:     talos.NodeNetwork{DHCP: !static},
 			Hostname:    n.Name,
+			Host:        n.ProxmoxNode,
 			Machine:     machineOf(n, a.Proxmox),
 			// The VM's second SCSI disk (vm.go) becomes the user volume.
 			DataDiskSize: n.DataDiskSize,

@@ -181,3 +181,22 @@ func TestLonghornVolumesWarnOfMissingExtensions(t *testing.T) {
 	a.Nodes[1].DataDiskSize = 0
 	assert.Empty(t, warn(), "no data disk")
 }
+
+// The VMs' Proxmox nodes are the TalosCluster's hosts: control planes
+// that a host's loss would take etcd's quorum with are a warning naming
+// the host.
+func TestControlPlanesOnOneProxmoxNodeAreWarned(t *testing.T) {
+	t.Parallel()
+	a := proxmox.ClusterArgs{
+		Cluster: talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4"},
+		Nodes: []proxmox.Node{
+			{Name: "cp-0", Role: talos.RoleControlPlane, ProxmoxNode: "pve1"}, {Name: "cp-1", Role: talos.RoleControlPlane, ProxmoxNode: "pve1"},
+			{Name: "cp-2", Role: talos.RoleControlPlane, ProxmoxNode: "pve2"}, {Name: "w-0", Role: talos.RoleWorker, ProxmoxNode: "pve3"},
+		},
+	}
+	w := a.TalosArgs(nil).PlacementWarnings()
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], "2 of the 3 control planes run on host pve1")
+	a.Nodes[1].ProxmoxNode = "pve3"
+	assert.Empty(t, a.TalosArgs(nil).PlacementWarnings())
+}

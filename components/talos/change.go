@@ -2,6 +2,7 @@ package talos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -170,4 +171,36 @@ func parseVersion(v string) ([3]int, bool) {
 		out[i] = n
 	}
 	return out, true
+}
+
+// PlacementWarnings warn when the loss of one host would take etcd's
+// quorum with it: more than (n-1)/2 of the n control planes on one host, in
+// a cluster whose nodes run on more than one host (on a single host, every
+// node shares its fate anyway).
+func (a *ClusterArgs) PlacementWarnings() []string {
+	hosts := map[string]int{}
+	cps := 0
+	for _, n := range a.Nodes {
+		if n.Host == "" {
+			return nil
+		}
+		if _, ok := hosts[n.Host]; !ok {
+			hosts[n.Host] = 0
+		}
+		if n.Role == RoleControlPlane {
+			hosts[n.Host]++
+			cps++
+		}
+	}
+	if len(hosts) < 2 || cps < 2 {
+		return nil
+	}
+	var out []string
+	for _, h := range slices.Sorted(maps.Keys(hosts)) {
+		if k := hosts[h]; k > (cps-1)/2 {
+			out = append(out, fmt.Sprintf("%s: %d of the %d control planes run on host %s: if it fails, etcd loses its quorum (%d of %d members needed) and the cluster stops; spread the control planes so that no host has more than %d",
+				a.inputName("nodes"), k, cps, h, cps/2+1, cps, (cps-1)/2))
+		}
+	}
+	return out
 }

@@ -157,3 +157,31 @@ func withMachines(ns []talos.NodeSpec, machines ...string) []talos.NodeSpec {
 	}
 	return ns
 }
+
+// TestPlacementWarnings: a host whose loss takes etcd's quorum is named, in
+// a cluster on more than one host; one host, or hosts not known, say
+// nothing.
+func TestPlacementWarnings(t *testing.T) {
+	t.Parallel()
+	on := func(hosts ...string) *talos.ClusterArgs {
+		ns := nodes(len(hosts), 1)
+		for i, h := range hosts {
+			ns[i].Host = h
+		}
+		ns[len(hosts)].Host = "pve3"
+		return &talos.ClusterArgs{Nodes: ns}
+	}
+	w := on("pve1", "pve1", "pve2").PlacementWarnings()
+	require.Len(t, w, 1)
+	assert.Equal(t, "nodes: 2 of the 3 control planes run on host pve1: if it fails, etcd loses its quorum (2 of 3 members needed) and the cluster stops; spread the control planes so that no host has more than 1", w[0])
+	assert.Empty(t, on("pve1", "pve2", "pve3").PlacementWarnings(), "one per host")
+	assert.Empty(t, on("pve1", "pve1", "pve2", "pve2", "pve3").PlacementWarnings(), "5 control planes, 2 on a host: its loss leaves 3 of 5, the quorum")
+	assert.Len(t, on("pve1", "pve1", "pve1", "pve2", "pve2").PlacementWarnings(), 1, "only pve1 (3 of 5) is named")
+	single := on("pve1", "pve1", "pve1")
+	single.Nodes[3].Host = "pve1"
+	assert.Empty(t, single.PlacementWarnings(), "a single host: every node shares its fate anyway")
+	unknown := on("pve1", "pve1", "pve2")
+	unknown.Nodes[0].Host = ""
+	assert.Empty(t, unknown.PlacementWarnings(), "hosts not known")
+	assert.Len(t, on("pve1", "pve2").PlacementWarnings(), 2, "2 control planes: either host's loss takes the quorum")
+}

@@ -3,6 +3,7 @@ package talos
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
@@ -266,7 +267,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	if err != nil {
 		return nil, err
 	}
-	warnings := append(in.ChangeWarnings(), in.AddonWarnings()...)
+	warnings := slices.Concat(in.ChangeWarnings(), in.AddonWarnings(), in.PlacementWarnings())
 	for _, w := range guard.Warnings {
 		warnings = append(warnings, in.inputName(w.Path)+": "+w.Message)
 	}

@@ -81,6 +81,10 @@ type NodeSpec struct {
 	// UserPatches are the node's own patches (YAML machine-config patches),
 	// applied last.
 	UserPatches []string `pulumi:"patches,optional" package:"input,secret"`
+	// Host is the physical machine the node runs on (a Proxmox node), set
+	// by the platform: the control planes' spread over the hosts is
+	// checked against etcd's quorum. Empty: not known.
+	Host string
 	// Machine names what of the node's machine cannot change without a new
 	// machine (e.g. a VM's id and host); a platform sets it. A change from
 	// the last run is a replacement of the machine: at most one control

@@ -214,6 +214,7 @@ func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs
 // talosNodes are the TalosCluster's nodes, one per VM, in order.
 func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 	static := a.Proxmox.Addressing == AddressingStatic
+	spread := a.spansProxmoxNodes()
 	nodes := make([]talos.NodeSpec, 0, len(a.Nodes))
 	for _, n := range a.Nodes {
 		spec := talos.NodeSpec{
@@ -229,8 +230,11 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			// The VM's second SCSI disk (vm.go) becomes the user volume.
 			DataDiskSize: n.DataDiskSize,
 		}
-		if a.CSI != nil {
+		switch {
+		case a.CSI != nil:
 			spec.PlatformPatches = append(spec.PlatformPatches, CSINodePatch(a.CSI.withDefaults().Region, n))
+		case spread:
+			spec.PlatformPatches = append(spec.PlatformPatches, TopologyPatch(DefaultCSIRegion, n))
 		}
 		if static {
 			spec.Network.Addresses = []string{fmt.Sprintf("%s/%d", n.IP, a.Proxmox.PrefixLength)}
@@ -239,6 +243,16 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 		nodes = append(nodes, spec)
 	}
 	return nodes
+}
+
+// spansProxmoxNodes says the VMs run on more than one Proxmox node.
+func (a *ClusterArgs) spansProxmoxNodes() bool {
+	for _, n := range a.Nodes {
+		if n.ProxmoxNode != a.Nodes[0].ProxmoxNode {
+			return true
+		}
+	}
+	return false
 }
 
 // machineOf names what of a node's VM the provider cannot change in place:

@@ -126,16 +126,34 @@ func (s CSISettings) withDefaults() CSISettings {
 // registers the node, so a node that ran before the plugin was added keeps
 // none until it registers again.
 func CSINodePatch(region string, n Node) string {
-	doc := map[string]any{"machine": map[string]any{
-		"nodeLabels": map[string]string{
-			"topology.kubernetes.io/region": region,
-			"topology.kubernetes.io/zone":   n.ProxmoxNode,
-		},
+	return renderMachine(map[string]any{
+		"nodeLabels": topologyLabels(region, n),
 		"kubelet": map[string]any{"extraArgs": map[string]string{
 			"provider-id": fmt.Sprintf("proxmox://%s/%d", region, n.VMID),
 		}},
-	}}
-	out, err := yaml.Marshal(doc)
+	})
+}
+
+// TopologyPatch labels a node with its failure domain: region the Proxmox
+// cluster (DefaultCSIRegion), zone the node's Proxmox node. Given to every
+// node of a cluster whose VMs run on more than one Proxmox node (without the
+// CSI plugin, whose patch has the same labels): Longhorn spreads a
+// volume's replicas over zones, and the scheduler's topology spread
+// constraints read them.
+func TopologyPatch(region string, n Node) string {
+	return renderMachine(map[string]any{"nodeLabels": topologyLabels(region, n)})
+}
+
+func topologyLabels(region string, n Node) map[string]string {
+	return map[string]string{
+		"topology.kubernetes.io/region": region,
+		"topology.kubernetes.io/zone":   n.ProxmoxNode,
+	}
+}
+
+// renderMachine renders a patch of the machine section.
+func renderMachine(machine map[string]any) string {
+	out, err := yaml.Marshal(map[string]any{"machine": machine})
 	if err != nil {
 		panic(err) // plain maps of strings always encode
 	}

@@ -700,3 +700,33 @@ func TestKubeSpanValidates(t *testing.T) {
 	assert.True(t, allowed(final, "udp", talos.KubeSpanPort, node.IP), "KubeSpan from a node")
 	assert.False(t, allowed(final, "udp", talos.KubeSpanPort, "192.0.2.77"), "not from anyone else")
 }
+
+// TestNodesOnSeveralProxmoxNodesCarryTheirZone: VMs on more than one
+// Proxmox node label their node with its failure domain (region the
+// Proxmox cluster, zone its Proxmox node), read back through Talos's own
+// config; VMs on one Proxmox node are not labelled (the example keeps its
+// config).
+func TestNodesOnSeveralProxmoxNodesCarryTheirZone(t *testing.T) {
+	t.Parallel()
+	cfg := loadExample(t, stackstest.ProxmoxExample)
+	cfg.Nodes.Workers[1].ProxmoxNode = "pve2"
+	cfg.Proxmox.DNSMasq.BridgeSpansHosts = true
+	args := program.TalosArgs(cfg)
+	spec := args.PatchSpec()
+	for _, n := range args.Nodes {
+		final, err := finalConfig(t, cfg.Cluster.Name, cfg.KubernetesEndpoint(), cfg.Cluster.TalosVersion, n.Role, talos.NodePatches(spec, n, installer))
+		require.NoError(t, err)
+		require.NoError(t, validateFor(t, final, metal), n.Name)
+		want := "pve"
+		if n.Name == "worker-1" {
+			want = "pve2"
+		}
+		labels := final.Machine().NodeLabels()
+		assert.Equal(t, want, labels["topology.kubernetes.io/zone"], n.Name)
+		assert.Equal(t, "proxmox", labels["topology.kubernetes.io/region"], n.Name)
+	}
+	single := program.TalosArgs(loadExample(t, stackstest.ProxmoxExample))
+	for _, n := range single.Nodes {
+		assert.Empty(t, n.PlatformPatches, "%s: one Proxmox node, no labels", n.Name)
+	}
+}

@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,9 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/program"
-	"github.com/fluodata/talos-pulumi/program/programtest"
-	"github.com/fluodata/talos-pulumi/stacks/stackstest"
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 )
 
 var updateInputs = flag.Bool("update-inputs", false, "rewrite testdata/inputs/*.json from the program as it is")
@@ -29,28 +26,22 @@ var updateInputs = flag.Bool("update-inputs", false, "rewrite testdata/inputs/*.
 // loadBalancer and gitops sections see no change.
 func TestExampleStacksKeepTheirInputs(t *testing.T) {
 	t.Parallel()
-	for _, tc := range stackstest.Examples {
-		t.Run(tc.Stack, func(t *testing.T) {
-			t.Parallel()
-			src := stackstest.Example(t, tc.File)
-			e, _, _, err := programtest.Run(t, src, tc.Stack, program.Options{})
-			require.NoError(t, err)
+	exampleGoldens(t, exampleGolden{
+		file: func(stack string) string { return filepath.Join("testdata", "inputs", stack+".json") }, update: *updateInputs,
+		how: "go test ./tests -run TestExampleStacksKeepTheirInputs -update-inputs",
+		render: func(t *testing.T, e *componentstest.Engine) string {
 			inputs := map[string]any{}
 			for _, r := range e.Created() {
 				inputs[r.URN] = plain(resource.NewObjectProperty(r.Inputs))
 			}
 			got, err := json.MarshalIndent(inputs, "", " ")
 			require.NoError(t, err)
-			path := filepath.Join("testdata", "inputs", tc.Stack+".json")
-			if *updateInputs {
-				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o750))
-				require.NoError(t, os.WriteFile(path, append(got, '\n'), 0o600))
-			}
-			want, err := os.ReadFile(path)
-			require.NoError(t, err, "run `go test ./tests -run TestExampleStacksKeepTheirInputs -update-inputs` once to create it")
-			assert.JSONEq(t, string(want), string(got), "the inputs of %s changed: the next up of every such stack changes these resources", tc.Stack)
-		})
-	}
+			return string(got) + "\n"
+		},
+		compare: func(t *testing.T, want, got, stack string) {
+			assert.JSONEq(t, want, got, "the inputs of %s changed: the next up of every such stack changes these resources", stack)
+		},
+	})
 }
 
 // plain is v as JSON holds it: secrets as "[secret]", unknowns as

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -27,28 +28,53 @@ var updateURNs = flag.Bool("update-urns", false, "rewrite testdata/urns/*.txt fr
 // `pulumi state` steps move an existing stack.
 func TestExampleStacksKeepTheirURNs(t *testing.T) {
 	t.Parallel()
-	for _, tc := range stackstest.Examples {
-		t.Run(tc.Stack, func(t *testing.T) {
-			t.Parallel()
-			src := stackstest.Example(t, tc.File)
-			e, _, _, err := programtest.Run(t, src, tc.Stack, program.Options{})
-			require.NoError(t, err)
-
+	exampleGoldens(t, exampleGolden{
+		file: func(stack string) string { return filepath.Join("testdata", "urns", stack+".txt") }, update: *updateURNs,
+		how: "go test ./tests -run TestExampleStacksKeepTheirURNs -update-urns",
+		render: func(t *testing.T, e *componentstest.Engine) string {
 			var urns []string
 			for _, r := range e.Created() {
 				require.NotEmpty(t, r.URN, "%s %s has a URN", r.Type, r.Name)
 				urns = append(urns, r.URN)
 			}
 			slices.Sort(urns)
-			got := strings.Join(urns, "\n") + "\n"
-			path := filepath.Join("testdata", "urns", tc.Stack+".txt")
-			if *updateURNs {
-				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+			return strings.Join(urns, "\n") + "\n"
+		},
+		compare: func(t *testing.T, want, got, stack string) {
+			assert.Equal(t, want, got, "the URNs of %s changed: existing stacks would lose or re-create these resources", stack)
+		},
+	})
+}
+
+// exampleGolden is a golden file per example stack of what the program
+// registers for it.
+type exampleGolden struct {
+	file    func(stack string) string
+	update  bool
+	how     string // the command that writes the files
+	render  func(t *testing.T, e *componentstest.Engine) string
+	compare func(t *testing.T, want, got, stack string)
+}
+
+// exampleGoldens runs the program on every example stack under mocks and
+// holds what g renders of its registrations to the stack's golden file
+// (written first with g.update).
+func exampleGoldens(t *testing.T, g exampleGolden) {
+	t.Helper()
+	for _, tc := range stackstest.Examples {
+		t.Run(tc.Stack, func(t *testing.T) {
+			t.Parallel()
+			e, _, _, err := programtest.Run(t, stackstest.Example(t, tc.File), tc.Stack, program.Options{})
+			require.NoError(t, err)
+			got := g.render(t, e)
+			path := g.file(tc.Stack)
+			if g.update {
+				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o750))
 				require.NoError(t, os.WriteFile(path, []byte(got), 0o600))
 			}
 			want, err := os.ReadFile(path)
-			require.NoError(t, err, "run `go test ./tests -run TestExampleStacksKeepTheirURNs -update-urns` once to create it")
-			assert.Equal(t, string(want), got, "the URNs of %s changed: existing stacks would lose or re-create these resources", tc.Stack)
+			require.NoError(t, err, "run `%s` once to create it", g.how)
+			g.compare(t, string(want), got, tc.Stack)
 		})
 	}
 }

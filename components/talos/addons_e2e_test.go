@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -27,8 +26,6 @@ import (
 
 	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
-	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
-	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 )
 
 // redisHAVersion is the redis-ha chart the argo-cd chart of
@@ -48,11 +45,7 @@ const redisHAVersion = "4.38.0"
 // shrink that takes a Service's address is refused by the guard until the
 // Service is gone; then destroys the stack.
 func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
-	if l, err := net.Listen("tcp", "10.77.0.11:0"); err != nil {
-		t.Skipf("SKIPPED: 10.77.0.0/24 is not local here (%v): make e2e runs this test in a network namespace where it is", err)
-	} else {
-		_ = l.Close()
-	}
+	skipOutsideTheNamespace(t)
 	crdDir := filepath.Join(e2eworld.GoModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "pkg/k8s/apis/cilium.io/client/crds")
 	var operatorCRDs [][]byte
 	for _, f := range []string{"v2/ciliumloadbalancerippools.yaml", "v2alpha1/ciliuml2announcementpolicies.yaml"} {
@@ -67,27 +60,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	const endpoint, cpIP, workerIP = "10.77.0.11:6443", "10.77.0.11", "10.77.0.21"
-
-	nodes := talosapitest.StartFresh(t,
-		talosapitest.NodeSpec{IP: cpIP, Hostname: "cp-0", Role: talosapitest.ControlPlane, Listen: cpIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
-		talosapitest.NodeSpec{IP: workerIP, Hostname: "worker-0", Role: talosapitest.Worker, Listen: workerIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
-	)
-	simCtx, stopSim := context.WithCancel(ctx)
-	defer stopSim()
-	kube := &e2eworld.Kube{
-		Addr: endpoint, CNI: SystemNamespace + "/" + CiliumRelease,
-		Nodes: []kubesim.Node{
-			{Name: "cp-0", IP: cpIP, ControlPlane: true, KubeletVersion: "v1.35.4"},
-			{Name: "worker-0", IP: workerIP, KubeletVersion: "v1.35.4"},
-		},
-		OperatorCRDs: map[string][][]byte{SystemNamespace + "/cilium-operator": operatorCRDs},
-	}
-	nodes.OnApply(func(node string, config []byte) {
-		if node == cpIP {
-			kube.Start(simCtx, t, config)
-		}
-	})
+	_, kube := twoFreshNodes(ctx, t, map[string][][]byte{SystemNamespace + "/cilium-operator": operatorCRDs})
 
 	const token = "tok3n-S3cret"
 	identity, err := age.GenerateX25519Identity()
@@ -113,8 +86,9 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 		}
 		c, err := NewCluster(ctx, "lab", &ClusterArgs{
 			Cluster: ClusterSettings{
-				Name: "lab", Endpoint: "https://" + endpoint, TalosVersion: "v1.13.9", KubernetesVersion: "1.35.4",
-				Cilium: &ChartSettings{Values: ciliumValues},
+				Name: "lab", Endpoint: "https://" + e2eEndpoint, TalosVersion: "v1.13.9", KubernetesVersion: "1.35.4",
+				Cilium:   &ChartSettings{Values: ciliumValues},
+				KubeSpan: &KubeSpanSettings{Enabled: true}, // the talos provider patches with its own machinery (v1.12.0): it must take the patch
 				LoadBalancer: &LoadBalancerSettings{
 					Pools:      []LBPool{{Name: "home", Blocks: blocks}},
 					Interfaces: []string{"^eth0$"},
@@ -123,8 +97,8 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 			},
 			InstallerImage: pulumi.String("factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"),
 			Nodes: []NodeSpec{
-				{Name: "cp-0", IP: cpIP, Role: RoleControlPlane},
-				{Name: "worker-0", IP: workerIP, Role: RoleWorker},
+				{Name: "cp-0", IP: e2eControlPlaneIP, Role: RoleControlPlane},
+				{Name: "worker-0", IP: e2eWorkerIP, Role: RoleWorker},
 			},
 			NodeNetwork: netip.MustParsePrefix("10.77.0.0/24"),
 			NodeGateway: netip.MustParseAddr("10.77.0.1"),

@@ -22,6 +22,49 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 )
 
+// The e2e cluster's addresses: one control plane, whose API server is the
+// endpoint, and one worker.
+const e2eEndpoint, e2eControlPlaneIP, e2eWorkerIP = "10.77.0.11:6443", "10.77.0.11", "10.77.0.21"
+
+// skipOutsideTheNamespace skips the test, saying why, where 10.77.0.0/24
+// is not local (outside make e2e's network namespace).
+func skipOutsideTheNamespace(t *testing.T) {
+	t.Helper()
+	l, err := net.Listen("tcp", e2eControlPlaneIP+":0")
+	if err != nil {
+		t.Skipf("SKIPPED: 10.77.0.0/24 is not local here (%v): make e2e runs this test in a network namespace where it is", err)
+	}
+	_ = l.Close()
+}
+
+// twoFreshNodes starts the Talos fake's control plane and worker in
+// maintenance mode on their own addresses; the control plane's first
+// apply starts the real kube-apiserver with its config, and kubesim with
+// operatorCRDs (cilium-operator's, by its Deployment).
+func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][][]byte) (*talosapitest.Cluster, *e2eworld.Kube) {
+	t.Helper()
+	nodes := talosapitest.StartFresh(t,
+		talosapitest.NodeSpec{IP: e2eControlPlaneIP, Hostname: "cp-0", Role: talosapitest.ControlPlane, Listen: e2eControlPlaneIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
+		talosapitest.NodeSpec{IP: e2eWorkerIP, Hostname: "worker-0", Role: talosapitest.Worker, Listen: e2eWorkerIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
+	)
+	simCtx, stopSim := context.WithCancel(ctx)
+	t.Cleanup(stopSim)
+	kube := &e2eworld.Kube{
+		Addr: e2eEndpoint, CNI: SystemNamespace + "/" + CiliumRelease,
+		Nodes: []kubesim.Node{
+			{Name: "cp-0", IP: e2eControlPlaneIP, ControlPlane: true, KubeletVersion: "v1.35.4"},
+			{Name: "worker-0", IP: e2eWorkerIP, KubeletVersion: "v1.35.4"},
+		},
+		OperatorCRDs: operatorCRDs,
+	}
+	nodes.OnApply(func(node string, config []byte) {
+		if node == e2eControlPlaneIP {
+			kube.Start(simCtx, t, config)
+		}
+	})
+	return nodes, kube
+}
+
 // TestE2ETheClusterComesUpWithTheRealPlugins is the first `up` of a
 // TalosCluster (one control plane, one worker) with the real CLI and the
 // real talos, kubernetes and command plugins: the nodes are the Talos
@@ -35,45 +78,25 @@ import (
 // the nodes sit on 10.77.0.0/24, local only inside the network namespace
 // make e2e runs the test in (skipped, saying so, elsewhere).
 func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
-	if l, err := net.Listen("tcp", "10.77.0.11:0"); err != nil {
-		t.Skipf("SKIPPED: 10.77.0.0/24 is not local here (%v): make e2e runs this test in a network namespace where it is", err)
-	} else {
-		_ = l.Close()
-	}
+	skipOutsideTheNamespace(t)
 	dir := e2eworld.Charts(t, DefaultCiliumVersion, DefaultApproverVersion).Dir
 	// gRPC honours HTTPS_PROXY too: the Talos provider and the program's
 	// hooks reach the nodes and the API directly.
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	const endpoint, cpIP, workerIP = "10.77.0.11:6443", "10.77.0.11", "10.77.0.21" // one control plane: its API server is the endpoint
-
-	nodes := talosapitest.StartFresh(t,
-		talosapitest.NodeSpec{IP: cpIP, Hostname: "cp-0", Role: talosapitest.ControlPlane, Listen: cpIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
-		talosapitest.NodeSpec{IP: workerIP, Hostname: "worker-0", Role: talosapitest.Worker, Listen: workerIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
-	)
-	simCtx, stopSim := context.WithCancel(ctx)
-	defer stopSim()
-	kube := &e2eworld.Kube{Addr: endpoint, CNI: SystemNamespace + "/" + CiliumRelease, Nodes: []kubesim.Node{
-		{Name: "cp-0", IP: cpIP, ControlPlane: true, KubeletVersion: "v1.35.4"},
-		{Name: "worker-0", IP: workerIP, KubeletVersion: "v1.35.4"},
-	}}
-	nodes.OnApply(func(node string, config []byte) {
-		if node == cpIP {
-			kube.Start(simCtx, t, config)
-		}
-	})
+	nodes, kube := twoFreshNodes(ctx, t, nil)
 
 	talosVersion := "v1.13.9"
 	program := func(ctx *pulumi.Context) error {
 		c, err := NewCluster(ctx, "lab", &ClusterArgs{
 			Cluster: ClusterSettings{
-				Name: "lab", Endpoint: "https://" + endpoint, TalosVersion: talosVersion, KubernetesVersion: "1.35.4", // what bin/kube-apiserver runs
+				Name: "lab", Endpoint: "https://" + e2eEndpoint, TalosVersion: talosVersion, KubernetesVersion: "1.35.4", // what bin/kube-apiserver runs
 			},
 			InstallerImage: pulumi.String("factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:" + talosVersion),
 			Nodes: []NodeSpec{
-				{Name: "cp-0", IP: cpIP, Role: RoleControlPlane},
-				{Name: "worker-0", IP: workerIP, Role: RoleWorker},
+				{Name: "cp-0", IP: e2eControlPlaneIP, Role: RoleControlPlane},
+				{Name: "worker-0", IP: e2eWorkerIP, Role: RoleWorker},
 			},
 		})
 		if err != nil {
@@ -93,11 +116,11 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	t.Logf("first up: %s", time.Since(start).Round(time.Second))
 	assert.True(t, nodes.Bootstrapped(), "the first control plane is bootstrapped")
 	assert.Contains(t, out.String(), "all 2 nodes are Ready")
-	for _, ip := range []string{cpIP, workerIP} {
+	for _, ip := range []string{e2eControlPlaneIP, e2eWorkerIP} {
 		assert.False(t, nodes.Node(ip).InMaintenance(), "%s installed", ip)
 	}
 	kc, _ := res.Outputs["kubeconfig"].Value.(string)
-	assert.Contains(t, kc, "server: https://"+endpoint, "the kubeconfig the cluster gives, for its endpoint")
+	assert.Contains(t, kc, "server: https://"+e2eEndpoint, "the kubeconfig the cluster gives, for its endpoint")
 	assert.True(t, res.Outputs["kubeconfig"].Secret, "a secret output")
 	api, sim := kube.Started()
 	require.NotNil(t, api, "the API server started with the control plane's config")
@@ -114,12 +137,12 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	_, err = s.Up(ctx, optup.ProgressStreams(&out))
 	require.NoError(t, err, "the upgrade:\n%s", out.String())
 	t.Logf("upgrade: %s", time.Since(start).Round(time.Second))
-	for _, ip := range []string{cpIP, workerIP} {
+	for _, ip := range []string{e2eControlPlaneIP, e2eWorkerIP} {
 		assert.Equal(t, "v1.13.10", nodes.Node(ip).Version(), "%s upgraded", ip)
 	}
 	ups := nodes.Events("Upgrade")
 	require.Len(t, ups, 2, "one upgrade per node")
-	assert.Equal(t, cpIP, ups[0].Node, "the control plane first")
+	assert.Equal(t, e2eControlPlaneIP, ups[0].Node, "the control plane first")
 	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
 	require.NoError(t, err, "a preview after the upgrade shows no change")
 

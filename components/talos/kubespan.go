@@ -1,9 +1,5 @@
 package talos
 
-import (
-	"strconv"
-)
-
 // KubeSpanPort is the UDP port KubeSpan's WireGuard listens on
 // (constants.KubeSpanDefaultPort of Talos's machinery): a firewall lets
 // the cluster's nodes reach it.
@@ -24,11 +20,6 @@ type KubeSpanSettings struct {
 func (c ClusterSettings) kubeSpanOn() bool { return c.KubeSpan != nil && c.KubeSpan.Enabled }
 
 type (
-	kubeSpanDoc struct {
-		APIVersion string `yaml:"apiVersion"`
-		Kind       string `yaml:"kind"`
-		Enabled    bool   `yaml:"enabled"`
-	}
 	kubeSpanV1Alpha1 struct {
 		Machine kubeSpanMachine `yaml:"machine"`
 		Cluster kubeSpanCluster `yaml:"cluster"`
@@ -47,32 +38,17 @@ type (
 	}
 )
 
-// KubeSpanPatch turns KubeSpan on, as Talos's own generator does for the
-// version (config/generate/network.go, machinery v1.13.9): a KubeSpanConfig
-// document from Talos 1.13 (VersionContract.KubeSpanMultidocConfig),
-// machine.network.kubespan before it. Cluster discovery, on by default,
-// is set on too: Talos refuses KubeSpan without it
-// (v1alpha1_validation.go).
-func KubeSpanPatch(talosVersion string) string {
-	var discovery kubeSpanV1Alpha1
-	discovery.Cluster.Discovery.Enabled = true
-	if kubeSpanMultidoc(talosVersion) {
-		return render(kubeSpanDoc{APIVersion: "v1alpha1", Kind: "KubeSpanConfig", Enabled: true}) + "---\n" + render(struct {
-			Cluster kubeSpanCluster `yaml:"cluster"`
-		}{discovery.Cluster})
-	}
-	discovery.Machine.Network.KubeSpan.Enabled = true
-	return render(discovery)
-}
-
-// kubeSpanMultidoc says the version takes KubeSpan as its own document:
-// Talos 1.13 and later.
-func kubeSpanMultidoc(talosVersion string) bool {
-	m := contractRe.FindStringSubmatch(talosVersion)
-	if m == nil {
-		return true
-	}
-	major, _ := strconv.Atoi(m[1])
-	minor, _ := strconv.Atoi(m[2])
-	return major > 1 || minor >= 13
+// KubeSpanPatch turns KubeSpan on in machine.network.kubespan, with
+// cluster discovery, which Talos refuses KubeSpan without
+// (v1alpha1_validation.go). Not the KubeSpanConfig document Talos's own
+// generator writes from 1.13 (config/generate/network.go, machinery
+// v1.13.9): the talos provider (pulumi-talos v0.7.1) patches with machinery
+// v1.12.0, which does not know that kind and would refuse the patch, while
+// Talos 1.13 still reads the v1alpha1 field (config/container
+// NetworkKubeSpanConfig falls back to it).
+func KubeSpanPatch() string {
+	var p kubeSpanV1Alpha1
+	p.Cluster.Discovery.Enabled = true
+	p.Machine.Network.KubeSpan.Enabled = true
+	return render(p)
 }

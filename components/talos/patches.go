@@ -226,7 +226,7 @@ func networkOrNil(n *networkPatch) *networkPatch {
 func clusterPatches(spec PatchSpec) []string {
 	out := []string{ClusterPatch(spec)}
 	if spec.KubeSpan {
-		out = append(out, KubeSpanPatch(spec.TalosVersion))
+		out = append(out, KubeSpanPatch())
 	}
 	return out
 }

@@ -381,7 +381,7 @@ csi-volume-rm: require-stack $(STACKCTL) ## Delete one volume the Proxmox CSI pl
 
 .PHONY: gitops-status
 gitops-status: require-stack $(STACKCTL) ## Where the root Argo CD Application syncs from, its sync, health and last operation, and each resource not synced or not healthy; exit code 1 unless Synced and Healthy.
-	$(STACKCTL) gitops-status --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
+	$(WITH_ACCESS) $(STACKCTL) gitops-status --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
 
 .PHONY: restore-drill
 restore-drill: ## Back up a cluster of the Talos fake running a real etcd and restore it into fresh fake nodes (etcdutl's restore): the restore's code path, on this machine (also part of make test).

@@ -74,7 +74,7 @@ func gitopsStatusCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	case errors.Is(err, kubeapi.ErrNotFound):
 		return fail("stack %s has no GitOps hand-off: its cluster has no Argo CD Application %s/%s (the stack has no `gitops` section, or Argo CD is not installed yet); add a gitops section to Pulumi.%s.yaml and run `make up STACK=%s`", *stack, ns, name, *stack, *stack)
 	case err != nil:
-		return fail("%v; run this where the cluster's API answers (with proxmox.access: ssh-proxy, inside `make proxy`'s environment)", err)
+		return fail("%v; run this where the cluster's API answers (`make gitops-status` reaches it through the stack's access, proxmox.access: ssh-proxy included; by hand, inside `make proxy`'s environment)", err)
 	}
 	printApplication(stdout, ns, name, app)
 	if app.Sync == argoSynced && app.Health == argoHealthy {

@@ -67,18 +67,19 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 	}
 	for _, ref := range cfg.Nodes.Refs() {
 		args.Nodes = append(args.Nodes, proxmox.Node{
-			Name:         ref.Name,
-			Role:         RoleOf(ref.Role),
-			IP:           ref.IP,
-			ProxmoxNode:  ref.ProxmoxNode,
-			VMID:         ref.VMID,
-			MAC:          ref.MAC,
-			Cores:        ref.Cores,
-			Memory:       ref.Memory,
-			DiskSize:     ref.DiskSize,
-			DataDiskSize: ref.DataDiskSize,
-			InstallDisk:  cfg.Cluster.InstallDisk,
-			Patches:      PatchTexts(ref.Patches),
+			Name:              ref.Name,
+			Role:              RoleOf(ref.Role),
+			IP:                ref.IP,
+			ProxmoxNode:       ref.ProxmoxNode,
+			VMID:              ref.VMID,
+			MAC:               ref.MAC,
+			Cores:             ref.Cores,
+			Memory:            ref.Memory,
+			DiskSize:          ref.DiskSize,
+			DataDiskSize:      ref.DataDiskSize,
+			InstallDisk:       cfg.Cluster.InstallDisk,
+			Patches:           PatchTexts(ref.Patches),
+			KubeSpanEndpoints: ref.KubeSpanEndpoints,
 		})
 	}
 	if csi := cfg.Storage.ProxmoxCSI; csi.Enabled() {

@@ -48,13 +48,14 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 	for _, ref := range cfg.Nodes.Refs() {
 		r := ref.Rescue
 		args.Nodes = append(args.Nodes, vps.Node{
-			Name:         ref.Name,
-			Role:         RoleOf(ref.Role),
-			IP:           ref.IP,
-			PrefixLength: ref.PrefixLength,
-			Gateway:      ref.Gateway,
-			InstallDisk:  ref.InstallDisk,
-			Patches:      PatchTexts(ref.Patches),
+			Name:              ref.Name,
+			Role:              RoleOf(ref.Role),
+			IP:                ref.IP,
+			PrefixLength:      ref.PrefixLength,
+			Gateway:           ref.Gateway,
+			InstallDisk:       ref.InstallDisk,
+			Patches:           PatchTexts(ref.Patches),
+			KubeSpanEndpoints: ref.KubeSpanEndpoints,
 			Rescue: vps.Rescue{
 				Host:     r.Host,
 				Port:     r.Port,

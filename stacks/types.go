@@ -221,9 +221,10 @@ type NodesConfig struct {
 // NodeConfig is one machine. A field tagged `platform` is only valid on
 // that platform (rejectOtherPlatforms refuses it elsewhere).
 type NodeConfig struct {
-	Name    string  `json:"name" doc:"Node name: a DNS label, unique in the cluster; the VM name and hostname." required:"true" rules:"component"`
-	IP      string  `json:"ip" doc:"The node's IPv4 address (a VPS's public IP)." required:"true" rules:"component"`
-	Patches []Patch `json:"patches" doc:"Talos patches for this node only."`
+	Name              string   `json:"name" doc:"Node name: a DNS label, unique in the cluster; the VM name and hostname." required:"true" rules:"component"`
+	IP                string   `json:"ip" doc:"The node's IPv4 address (a VPS's public IP)." required:"true" rules:"component"`
+	Patches           []Patch  `json:"patches" doc:"Talos patches for this node only."`
+	KubeSpanEndpoints []string `json:"kubeSpanEndpoints" doc:"Extra addresses (ip:port) the other nodes reach this node's KubeSpan at, announced through discovery: a NAT's forwarded port to this node's 51820/udp, e.g. '198.51.100.7:51820'; only with cluster.kubeSpan.enabled." rules:"component"`
 
 	// Proxmox.
 	VMID         int    `json:"vmId" doc:"VM id, unique on the Proxmox cluster (100-999999999)." required:"proxmox" platform:"proxmox" rules:"component"`

@@ -84,6 +84,10 @@ type Node struct {
 	// Patches are this node's own machine-config patches (YAML), applied
 	// last.
 	Patches []string `pulumi:"patches,optional" package:"input,secret"`
+	// KubeSpanEndpoints are extra addresses (ip:port) the other nodes reach
+	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
+	// cluster.kubeSpan.
+	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
 }
 
 // Deps are what the component talks to besides the engine: seams for
@@ -247,7 +251,7 @@ func (a *ClusterArgs) TalosArgs() *talos.ClusterArgs {
 func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 	out := make([]talos.NodeSpec, 0, len(a.Nodes))
 	for _, n := range a.Nodes {
-		out = append(out, talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, UserPatches: n.Patches})
+		out = append(out, talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, UserPatches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints})
 	}
 	return out
 }

@@ -155,6 +155,10 @@ type Node struct {
 	InstallDisk string `pulumi:"installDisk,optional"`
 	// Patches are this node's own machine-config patches (YAML).
 	Patches []string `pulumi:"patches,optional" package:"input,secret"`
+	// KubeSpanEndpoints are extra addresses (ip:port) the other nodes reach
+	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
+	// cluster.kubeSpan.
+	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
 }
 
 // Deps are what the component talks to besides the engine: seams for tests
@@ -223,10 +227,12 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			Role:        n.Role,
 			InstallDisk: n.InstallDisk,
 			UserPatches: n.Patches,
-			Network:     talos.NodeNetwork{DHCP: !static},
-			Hostname:    n.Name,
-			Host:        n.ProxmoxNode,
-			Machine:     machineOf(n, a.Proxmox),
+			// KubeSpan's extra endpoints, announced through discovery.
+			KubeSpanEndpoints: n.KubeSpanEndpoints,
+			Network:           talos.NodeNetwork{DHCP: !static},
+			Hostname:          n.Name,
+			Host:              n.ProxmoxNode,
+			Machine:           machineOf(n, a.Proxmox),
 			// The VM's second SCSI disk (vm.go) becomes the user volume.
 			DataDiskSize: n.DataDiskSize,
 		}

@@ -60,7 +60,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	_, kube := twoFreshNodes(ctx, t, map[string][][]byte{SystemNamespace + "/cilium-operator": operatorCRDs})
+	_, kube, applied := twoFreshNodes(ctx, t, map[string][][]byte{SystemNamespace + "/cilium-operator": operatorCRDs})
 
 	const token = "tok3n-S3cret"
 	identity, err := age.GenerateX25519Identity()
@@ -98,7 +98,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 			InstallerImage: pulumi.String("factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"),
 			Nodes: []NodeSpec{
 				{Name: "cp-0", IP: e2eControlPlaneIP, Role: RoleControlPlane},
-				{Name: "worker-0", IP: e2eWorkerIP, Role: RoleWorker},
+				{Name: "worker-0", IP: e2eWorkerIP, Role: RoleWorker, KubeSpanEndpoints: []string{"198.51.100.7:51821"}}, // a NAT's forwarded port
 			},
 			NodeNetwork: netip.MustParsePrefix("10.77.0.0/24"),
 			NodeGateway: netip.MustParseAddr("10.77.0.1"),
@@ -124,6 +124,13 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	api, sim := kube.Started()
 	require.NotNil(t, api, "the API server started with the control plane's config")
 	assert.Empty(t, sim.Errors())
+
+	// KubeSpan, through the real talos provider's patching (its machinery
+	// v1.12.0): the worker's config has it on and its NAT endpoint.
+	workerConfig := string(applied(e2eWorkerIP))
+	assert.Contains(t, workerConfig, "kind: KubeSpanEndpointsConfig", "the worker's extra endpoint document")
+	assert.Contains(t, workerConfig, "198.51.100.7:51821")
+	assert.Regexp(t, `kubespan:\s+enabled: true`, workerConfig, "KubeSpan on")
 
 	pool := get(ctx, t, api, "/apis/cilium.io/v2/ciliumloadbalancerippools/home")
 	assert.Equal(t, []any{map[string]any{"cidr": "10.77.0.224/28"}}, dig(pool, "spec", "blocks"), "the pool's blocks")

@@ -176,6 +176,7 @@ func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 				ips[n.IP] = np
 			}
 		}
+		a.checkKubeSpanEndpoints(p, np+".kubeSpanEndpoints", n.KubeSpanEndpoints)
 		if n.Role != RoleControlPlane && n.Role != RoleWorker {
 			p.Add(np+".role", "%q is not a role: controlplane or worker", n.Role)
 		}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,16 +41,17 @@ func skipOutsideTheNamespace(t *testing.T) {
 // twoFreshNodes starts the Talos fake's control plane and worker in
 // maintenance mode on their own addresses; the control plane's first
 // apply starts the real kube-apiserver with its config, and kubesim with
-// operatorCRDs (cilium-operator's, by its Deployment).
-func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][][]byte) (*talosapitest.Cluster, *e2eworld.Kube) {
+// operatorCRDs (cilium-operator's, by its Deployment). applied is the last
+// config applied to a node, by its IP.
+func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][][]byte) (nodes *talosapitest.Cluster, kube *e2eworld.Kube, applied func(ip string) []byte) {
 	t.Helper()
-	nodes := talosapitest.StartFresh(t,
+	nodes = talosapitest.StartFresh(t,
 		talosapitest.NodeSpec{IP: e2eControlPlaneIP, Hostname: "cp-0", Role: talosapitest.ControlPlane, Listen: e2eControlPlaneIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
 		talosapitest.NodeSpec{IP: e2eWorkerIP, Hostname: "worker-0", Role: talosapitest.Worker, Listen: e2eWorkerIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
 	)
 	simCtx, stopSim := context.WithCancel(ctx)
 	t.Cleanup(stopSim)
-	kube := &e2eworld.Kube{
+	kube = &e2eworld.Kube{
 		Addr: e2eEndpoint, CNI: SystemNamespace + "/" + CiliumRelease,
 		Nodes: []kubesim.Node{
 			{Name: "cp-0", IP: e2eControlPlaneIP, ControlPlane: true, KubeletVersion: "v1.35.4"},
@@ -57,12 +59,21 @@ func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][]
 		},
 		OperatorCRDs: operatorCRDs,
 	}
+	var mu sync.Mutex
+	last := map[string][]byte{}
 	nodes.OnApply(func(node string, config []byte) {
+		mu.Lock()
+		last[node] = config
+		mu.Unlock()
 		if node == e2eControlPlaneIP {
 			kube.Start(simCtx, t, config)
 		}
 	})
-	return nodes, kube
+	return nodes, kube, func(ip string) []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		return last[ip]
+	}
 }
 
 // TestE2ETheClusterComesUpWithTheRealPlugins is the first `up` of a
@@ -85,7 +96,7 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	nodes, kube := twoFreshNodes(ctx, t, nil)
+	nodes, kube, _ := twoFreshNodes(ctx, t, nil)
 
 	talosVersion := "v1.13.9"
 	program := func(ctx *pulumi.Context) error {

@@ -141,3 +141,25 @@ func BenchmarkCheckOverrides(b *testing.B) {
 		}
 	}
 }
+
+// A node's KubeSpan endpoints are refused by path when they are no
+// address and port, or without KubeSpan.
+func TestKubeSpanEndpointsAreChecked(t *testing.T) {
+	t.Parallel()
+	a := guardedArgs(nil)
+	a.Nodes[1].KubeSpanEndpoints = []string{"198.51.100.7:51820"}
+	var ie *inputs.Error
+	require.ErrorAs(t, a.Validate("lab"), &ie)
+	assert.Equal(t, "nodes[1].kubeSpanEndpoints", ie.Problems[0].Path)
+	assert.Contains(t, ie.Problems[0].Message, "needs KubeSpan: set cluster.kubeSpan.enabled")
+
+	withKubeSpan(a)
+	require.NoError(t, a.Validate("lab"))
+	a.Nodes[1].KubeSpanEndpoints = []string{"198.51.100.7", "198.51.100.7:0", "nat.example.com:51820", "[fe80::1%eth0]:51820"}
+	require.ErrorAs(t, a.Validate("lab"), &ie)
+	var paths []string
+	for _, p := range ie.Problems {
+		paths = append(paths, p.Path)
+	}
+	assert.Equal(t, []string{"nodes[1].kubeSpanEndpoints[0]", "nodes[1].kubeSpanEndpoints[1]", "nodes[1].kubeSpanEndpoints[2]", "nodes[1].kubeSpanEndpoints[3]"}, paths)
+}

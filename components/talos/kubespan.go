@@ -1,5 +1,12 @@
 package talos
 
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
+)
+
 // KubeSpanPort is the UDP port KubeSpan's WireGuard listens on
 // (constants.KubeSpanDefaultPort of Talos's machinery): a firewall lets
 // the cluster's nodes reach it.
@@ -51,4 +58,32 @@ func KubeSpanPatch() string {
 	p.Cluster.Discovery.Enabled = true
 	p.Machine.Network.KubeSpan.Enabled = true
 	return render(p)
+}
+
+// kubeSpanEndpointsDoc is Talos's KubeSpanEndpointsConfig document
+// (config/types/network/kubespan_endpoints.go, known to the provider's
+// machinery v1.12.0 and to Talos 1.13 alike).
+type kubeSpanEndpointsDoc struct {
+	APIVersion string   `yaml:"apiVersion"`
+	Kind       string   `yaml:"kind"`
+	Endpoints  []string `yaml:"extraAnnouncedEndpoints"`
+}
+
+// KubeSpanEndpointsPatch announces extra KubeSpan endpoints of a node.
+func KubeSpanEndpointsPatch(endpoints []string) string {
+	return render(kubeSpanEndpointsDoc{APIVersion: "v1alpha1", Kind: "KubeSpanEndpointsConfig", Endpoints: endpoints})
+}
+
+// checkKubeSpanEndpoints records the problems of a node's endpoints at
+// path: each an address and port (IPv6 in brackets), and KubeSpan on.
+func (a *ClusterArgs) checkKubeSpanEndpoints(p *inputs.Problems, path string, endpoints []string) {
+	if len(endpoints) > 0 && !a.Cluster.kubeSpanOn() {
+		p.Add(path, "needs KubeSpan: set cluster.kubeSpan.enabled, or leave the endpoints out")
+	}
+	for i, e := range endpoints {
+		ap, err := netip.ParseAddrPort(e)
+		if err != nil || ap.Port() == 0 || ap.Addr().Zone() != "" {
+			p.Add(fmt.Sprintf("%s[%d]", path, i), "%q is not an address and port like 198.51.100.7:51820 ([2001:db8::7]:51820 for IPv6)", e)
+		}
+	}
 }

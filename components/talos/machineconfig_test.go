@@ -730,3 +730,20 @@ func TestNodesOnSeveralProxmoxNodesCarryTheirZone(t *testing.T) {
 		assert.Empty(t, n.PlatformPatches, "%s: one Proxmox node, no labels", n.Name)
 	}
 }
+
+// TestKubeSpanEndpointsValidate: a node's extra KubeSpan endpoints (a
+// NAT's forwarded port) become a KubeSpanEndpointsConfig document that
+// Talos's own validation takes and reads back, for each release.
+func TestKubeSpanEndpointsValidate(t *testing.T) {
+	t.Parallel()
+	n := talos.NodeSpec{Name: "cp-0", IP: "10.0.0.10", Role: talos.RoleControlPlane, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true},
+		KubeSpanEndpoints: []string{"198.51.100.7:51821", "[2001:db8::7]:51820"}}
+	for _, version := range []string{"v1.11.6", "v1.12.4", "v1.13.9"} {
+		final, err := finalConfig(t, "lab", "https://10.0.0.10:6443", version, n.Role,
+			talos.NodePatches(talos.PatchSpec{TalosVersion: version, KubeSpan: true}, n, installer))
+		require.NoError(t, err, version)
+		require.NoError(t, validateFor(t, final, metal), version)
+		assert.Equal(t, []netip.AddrPort{netip.MustParseAddrPort("198.51.100.7:51821"), netip.MustParseAddrPort("[2001:db8::7]:51820")},
+			final.KubespanConfig().ExtraAnnouncedEndpoints(), version)
+	}
+}

@@ -81,6 +81,10 @@ type NodeSpec struct {
 	// UserPatches are the node's own patches (YAML machine-config patches),
 	// applied last.
 	UserPatches []string `pulumi:"patches,optional" package:"input,secret"`
+	// KubeSpanEndpoints are extra addresses (ip:port) the other nodes
+	// reach this node's KubeSpan at (a NAT's forwarded port), announced
+	// through discovery; only with cluster.kubeSpan.
+	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
 	// Host is the physical machine the node runs on (a Proxmox node), set
 	// by the platform: the control planes' spread over the hosts is
 	// checked against etcd's quorum. Empty: not known.
@@ -281,6 +285,9 @@ func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
 	)
 	if n.Hostname != "" {
 		patches = append(patches, HostnamePatch(n.Hostname, spec.TalosVersion))
+	}
+	if len(n.KubeSpanEndpoints) > 0 {
+		patches = append(patches, KubeSpanEndpointsPatch(n.KubeSpanEndpoints))
 	}
 	patches = append(patches, DataVolumePatches(spec.DataVolume, n)...)
 	if spec.TalosAPIAccess && n.Role == RoleControlPlane {

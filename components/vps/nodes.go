@@ -56,6 +56,8 @@ func TalosNodes(args *ClusterArgs) []talos.NodeSpec {
 			InstallDisk: n.installDisk(),
 			Hostname:    n.Name,
 			UserPatches: n.Patches,
+			// KubeSpan's extra endpoints, announced through discovery.
+			KubeSpanEndpoints: n.KubeSpanEndpoints,
 			// The firewall comes before the user's patches, so they can
 			// add rules (a NetworkRuleConfig of their own) or replace ours.
 			PlatformPatches: []string{fw.Patch(n.Role)},

@@ -3,15 +3,12 @@ package talos
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
@@ -21,7 +18,6 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
-	"github.com/fluodata/talos-pulumi/internal/progress"
 )
 
 // LoadBalancer addresses come from Cilium's LB IPAM (CiliumLoadBalancerIPPool,
@@ -418,7 +414,11 @@ func guardPools(ctx context.Context, client *kubeapi.Client, poolsText string, w
 	if err := client.WaitCRDs(ctx, []string{lbPoolCRD, l2PolicyCRD}, w); err != nil {
 		return kubeWaitFailed(err, "look at 'kubectl -n kube-system logs deploy/cilium-operator' (make outputs writes the kubeconfig)")
 	}
-	live, held, err := poolsAndAddresses(ctx, client, w)
+	live, err := client.IPPools(ctx, lbManagedByLabel+"="+lbManagedByValue)
+	if err != nil {
+		return err
+	}
+	held, err := client.LoadBalancerAddresses(ctx)
 	if err != nil {
 		return err
 	}
@@ -429,38 +429,6 @@ func guardPools(ctx context.Context, client *kubeapi.Client, poolsText string, w
 	}
 	log.Info(fmt.Sprintf("load balancer pools: %d pools, %d addresses held by Services, none taken away", len(next), len(held)))
 	return nil
-}
-
-// poolsAndAddresses reads this cluster's pools and the addresses Services
-// hold. Right after a CRD is Established the API server may answer the
-// list of its objects 429 "storage is (re)initializing" for a moment (the
-// watch cache of the new resource starting; client-go retries it): such an
-// answer is asked again, within the wait's timeout.
-func poolsAndAddresses(ctx context.Context, client *kubeapi.Client, w kubeapi.Wait) ([]kubeapi.IPPool, []kubeapi.ServiceAddress, error) {
-	var live []kubeapi.IPPool
-	var held []kubeapi.ServiceAddress
-	var failed error
-	interval := w.Interval
-	if interval <= 0 {
-		interval = kubeapi.DefaultWaitInterval
-	}
-	err := progress.Poll{What: "the load balancer pools and the Services' addresses", Interval: min(interval, time.Second), Timeout: w.Timeout, Report: w.Report, Every: w.Every}.
-		Until(ctx, func(ctx context.Context) (bool, error) {
-			var err error
-			if live, err = client.IPPools(ctx, lbManagedByLabel+"="+lbManagedByValue); err == nil {
-				held, err = client.LoadBalancerAddresses(ctx)
-			}
-			var apiErr *kubeapi.APIError
-			if errors.As(err, &apiErr) && apiErr.Code == http.StatusTooManyRequests {
-				return false, err
-			}
-			failed = err
-			return true, nil
-		})
-	if err == nil {
-		err = failed
-	}
-	return live, held, err
 }
 
 // poolChangeProblems names each address a Service holds that lies in a

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // ServerVersion returns the API server's version (its gitVersion,
@@ -122,10 +124,34 @@ const maxAnswer = 64 << 20
 
 // do makes one call within the client's timeout: body, if not nil, is sent
 // as JSON with contentType; a 2xx answer is decoded into out, if not nil;
-// any other answer is an *APIError.
+// any other answer is an *APIError. A read answered 429 is asked again
+// after the answer's Retry-After (a second when it has none), within the
+// timeout, as client-go does: kube-apiserver answers 429 "storage is
+// (re)initializing" for a moment after a CRD is Established, while the new
+// resource's watch cache starts (seen with the real API server).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, contentType string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	for {
+		err := c.once(ctx, method, path, query, contentType, body, out)
+		var apiErr *APIError
+		if method != http.MethodGet || !errors.As(err, &apiErr) || apiErr.Code != http.StatusTooManyRequests {
+			return err
+		}
+		wait := max(apiErr.retryAfter, minRetryWait)
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return err // no time left for another: the 429 is the answer
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// once makes one request of a call (see do).
+func (c *Client) once(ctx context.Context, method, path string, query url.Values, contentType string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -164,11 +190,21 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	return nil
 }
 
+// maxRetryAfter bounds the wait a 429's Retry-After asks for; minRetryWait
+// keeps a Retry-After of 0 from asking in a loop.
+const (
+	maxRetryAfter = 5 * time.Second
+	minRetryWait  = 100 * time.Millisecond
+)
+
 // apiError reads a Kubernetes Status object from a failed answer; any
 // other answer's text becomes the message.
 func apiError(method, path string, resp *http.Response) *APIError {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10)) // what could be read is the message
-	e := &APIError{Method: method, Path: path, Code: resp.StatusCode}
+	e := &APIError{Method: method, Path: path, Code: resp.StatusCode, retryAfter: time.Second}
+	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n >= 0 {
+		e.retryAfter = min(time.Duration(n)*time.Second, maxRetryAfter)
+	}
 	var st struct {
 		Kind    string `json:"kind"`
 		Reason  string `json:"reason"`

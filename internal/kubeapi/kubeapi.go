@@ -59,6 +59,8 @@ type APIError struct {
 	// Causes are the messages of the Status object's details.causes (a
 	// refused eviction names its PodDisruptionBudget there).
 	Causes []string
+	// retryAfter is how long a 429 asks the client to wait.
+	retryAfter time.Duration
 }
 
 func (e *APIError) Error() string {

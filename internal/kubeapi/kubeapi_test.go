@@ -3,7 +3,10 @@ package kubeapi_test
 import (
 	"context"
 	"encoding/base64"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,4 +266,55 @@ func TestStaticPodsAreTheMirrorPodsOfTheNode(t *testing.T) {
 	pods, err = c.StaticPods(context.Background(), "cp-1")
 	require.NoError(t, err)
 	assert.Contains(t, pods, kubeapi.StaticPod{Namespace: "kube-system", Name: "kube-scheduler-cp-1", Images: []string{"registry.k8s.io/kube-scheduler:v1.35.0"}})
+}
+
+// A read answered 429 (kube-apiserver's "storage is (re)initializing"
+// right after a CRD is Established) is asked again after Retry-After,
+// within the call's timeout; a write answered 429 is not (an eviction's
+// 429 is a PodDisruptionBudget's refusal, which the drain reads).
+func TestReadsAnswered429AreAskedAgain(t *testing.T) {
+	t.Parallel()
+	var reads, writes atomic.Int32
+	kubeconfig := kubeapitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		tooMany := func() {
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, `{"kind":"Status","status":"Failure","message":"storage is (re)initializing","reason":"TooManyRequests","code":429}`)
+		}
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/api/v1/nodes":
+			if reads.Add(1) <= 2 {
+				tooMany()
+				return
+			}
+			_, _ = io.WriteString(w, `{"items":[{"metadata":{"name":"cp-0"}}]}`)
+		case r.Method == http.MethodPatch:
+			writes.Add(1)
+			tooMany()
+		case r.Method == http.MethodGet && r.URL.Path == "/version":
+			tooMany()
+		}
+	}))
+	c, err := kubeapi.New(kubeconfig, kubeapi.WithTimeout(5*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+
+	nodes, err := c.Nodes(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, nodes, 1)
+	assert.Equal(t, int32(3), reads.Load(), "asked until it answered")
+
+	err = c.Cordon(t.Context(), "cp-0")
+	require.Error(t, err)
+	assert.Equal(t, int32(1), writes.Load(), "a write is asked once")
+
+	short, err := kubeapi.New(kubeconfig, kubeapi.WithTimeout(300*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(short.Close)
+	start := time.Now()
+	_, err = short.ServerVersion(t.Context())
+	require.Error(t, err, "a 429 that lasts ends with the call's timeout")
+	assert.Contains(t, err.Error(), "429")
+	assert.Less(t, time.Since(start), 2*time.Second)
 }

@@ -411,20 +411,24 @@ func (c *Cluster) Outputs() pulumi.Map {
 	}
 }
 
-// release is one Helm release of the cluster, always in kube-system.
+// release is one Helm release of the cluster, in kube-system unless
+// namespace says otherwise.
 type release struct {
-	name, chart, repo, version string
-	values                     map[string]any
-	timeoutSeconds             int
+	name, chart, repo, version, namespace string
+	values                                map[string]any
+	timeoutSeconds                        int
 }
 
 // newRelease installs r and waits for it (Helm --wait, no skipAwait).
 func newRelease(ctx *pulumi.Context, resourceName string, r release, opts ...pulumi.ResourceOption) (*helmv3.Release, error) {
+	if r.namespace == "" {
+		r.namespace = SystemNamespace
+	}
 	rel, err := helmv3.NewRelease(ctx, resourceName, &helmv3.ReleaseArgs{
 		Name:           pulumi.String(r.name),
 		Chart:          pulumi.String(r.chart),
 		Version:        pulumi.String(r.version),
-		Namespace:      pulumi.String(SystemNamespace),
+		Namespace:      pulumi.String(r.namespace),
 		RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(r.repo)},
 		Values:         pulumi.ToMap(r.values),
 		Timeout:        pulumi.Int(r.timeoutSeconds),

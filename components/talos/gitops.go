@@ -9,7 +9,6 @@ import (
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -237,8 +236,9 @@ func (a *ClusterArgs) AddonWarnings() []string {
 	if g == nil || !g.OwnsAddons || !a.Cluster.LoadBalancer.announced() {
 		return nil
 	}
-	return []string{a.inputName("cluster.gitops.ownsAddons") + ": Argo CD owns Cilium, so `up` no longer changes its release: the load balancer pools need " +
-		"l2announcements.enabled: true and a k8sClientRateLimit (qps 30, burst 60) in the Cilium values of your GitOps repository"}
+	return []string{fmt.Sprintf("%s: Argo CD owns Cilium, so `up` no longer changes its release: the load balancer pools need "+
+		"l2announcements.enabled: true and a k8sClientRateLimit (qps %d, burst %d) in the Cilium values of your GitOps repository",
+		a.inputName("cluster.gitops.ownsAddons"), ciliumClientQPS, ciliumClientBurst)}
 }
 
 // addonOpts are the options of the Cilium and approver releases: with
@@ -307,18 +307,12 @@ func (b *build) gitOps(k8s *kubernetes.Provider, after []pulumi.Resource) error 
 		return fmt.Errorf("unable to create the GitOps repository Secret: %w", err)
 	}
 	deps = append(deps, repoSecret)
-	argocd, err := helmv3.NewRelease(ctx, name+ArgoCDSuffix, &helmv3.ReleaseArgs{
-		Name:           pulumi.String(ArgoCDRelease),
-		Chart:          pulumi.String(ArgoCDChart),
-		Version:        pulumi.String(g.ArgoCD.Version),
-		Namespace:      pulumi.String(ArgoCDNamespace),
-		RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(ArgoCDRepo)},
-		Values:         pulumi.ToMap(ArgoCDValues(g.KsopsImage, g.SopsAgeKey != nil, g.ArgoCD.Values)),
-		Timeout:        pulumi.Int(argoCDTimeoutSec),
-		MaxHistory:     pulumi.Int(5),
+	argocd, err := newRelease(ctx, name+ArgoCDSuffix, release{
+		name: ArgoCDRelease, chart: ArgoCDChart, repo: ArgoCDRepo, version: g.ArgoCD.Version, namespace: ArgoCDNamespace,
+		values: ArgoCDValues(g.KsopsImage, g.SopsAgeKey != nil, g.ArgoCD.Values), timeoutSeconds: argoCDTimeoutSec,
 	}, opts(deps...)...)
 	if err != nil {
-		return fmt.Errorf("unable to create the Argo CD release: %w", err)
+		return err
 	}
 	appDeps := []pulumi.Resource{argocd}
 	for _, n := range g.PrivilegedNamespaces {

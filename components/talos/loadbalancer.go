@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
@@ -82,7 +82,6 @@ type LBPool struct {
 type poolBlock struct {
 	text  string
 	r     netipx.IPRange
-	cidr  bool
 	where string // input path
 }
 
@@ -142,12 +141,12 @@ func (a *ClusterArgs) checkLoadBalancer(p *inputs.Problems, prefix string) {
 		}
 		for j, s := range pool.Blocks {
 			where := fmt.Sprintf("%s.blocks[%d]", pp, j)
-			r, cidr, msg := parseBlock(s)
+			r, _, msg := parseBlock(s)
 			if msg != "" {
 				p.Add(where, "%s", msg)
 				continue
 			}
-			b := poolBlock{text: s, r: r, cidr: cidr, where: where}
+			b := poolBlock{text: s, r: r, where: where}
 			a.checkBlockNetwork(p, b, pool.Routed)
 			for _, res := range reserved {
 				if r.Contains(res.addr) {
@@ -161,8 +160,8 @@ func (a *ClusterArgs) checkLoadBalancer(p *inputs.Problems, prefix string) {
 			}
 			seen = append(seen, b)
 		}
-		for k, v := range pool.ServiceSelector {
-			if msg := labelProblem(k, v); msg != "" {
+		for _, k := range slices.Sorted(maps.Keys(pool.ServiceSelector)) {
+			if msg := labelProblem(k, pool.ServiceSelector[k]); msg != "" {
 				p.Add(pp+".serviceSelector", "%s", msg)
 			}
 		}
@@ -294,8 +293,7 @@ func L2PolicySpec(lb *LoadBalancerSettings) map[string]any {
 		spec["interfaces"] = lb.Interfaces
 	}
 	if len(lb.Nodes) > 0 {
-		nodes := append([]string{}, lb.Nodes...)
-		sort.Strings(nodes)
+		nodes := slices.Sorted(slices.Values(lb.Nodes))
 		spec["nodeSelector"] = map[string]any{"matchExpressions": []any{map[string]any{
 			"key": hostnameLabel, "operator": "In", "values": nodes,
 		}}}

@@ -38,11 +38,8 @@ type nodeObject struct {
 		Unschedulable bool `json:"unschedulable"`
 	} `json:"spec"`
 	Status struct {
-		Conditions []struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
-		} `json:"conditions"`
-		Addresses []struct {
+		Conditions conditions `json:"conditions"`
+		Addresses  []struct {
 			Type    string `json:"type"`
 			Address string `json:"address"`
 		} `json:"addresses"`
@@ -63,11 +60,7 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	nodes := make([]Node, 0, len(list.Items))
 	for _, o := range list.Items {
 		n := Node{Name: o.Metadata.Name, KubeletVersion: o.Status.NodeInfo.KubeletVersion, Unschedulable: o.Spec.Unschedulable}
-		for _, cond := range o.Status.Conditions {
-			if cond.Type == "Ready" {
-				n.Ready = cond.Status == "True"
-			}
-		}
+		n.Ready = o.Status.Conditions.isTrue("Ready")
 		for _, a := range o.Status.Addresses {
 			if a.Type == "InternalIP" && n.InternalIP == "" {
 				n.InternalIP = a.Address

@@ -27,8 +27,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluodata/talos-pulumi/internal/certs"
 	"gopkg.in/yaml.v3"
+
+	"github.com/fluodata/talos-pulumi/internal/certs"
 )
 
 // DefaultTimeout bounds one API call unless WithTimeout sets another.
@@ -83,6 +84,24 @@ func (e *APIError) Is(target error) bool {
 		return e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden
 	}
 	return false
+}
+
+// conditions are an object's status.conditions.
+type conditions []struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+}
+
+// isTrue says the condition of that type is True (the last one of the type,
+// as the API server keeps one).
+func (cs conditions) isTrue(typ string) bool {
+	ok := false
+	for _, c := range cs {
+		if c.Type == typ {
+			ok = c.Status == "True"
+		}
+	}
+	return ok
 }
 
 // Node is a Kubernetes Node as the day-2 operations see it.

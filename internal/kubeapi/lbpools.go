@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strings"
 
 	"go4.org/netipx"
@@ -25,10 +24,7 @@ func (c *Client) WaitCRDs(ctx context.Context, names []string, w Wait) error {
 		for _, n := range names {
 			var crd struct {
 				Status struct {
-					Conditions []struct {
-						Type   string `json:"type"`
-						Status string `json:"status"`
-					} `json:"conditions"`
+					Conditions conditions `json:"conditions"`
 				} `json:"status"`
 			}
 			err := c.do(ctx, http.MethodGet, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+url.PathEscape(n), nil, "", nil, &crd)
@@ -42,12 +38,7 @@ func (c *Client) WaitCRDs(ctx context.Context, names []string, w Wait) error {
 				}
 				return false, err
 			}
-			if !slices.ContainsFunc(crd.Status.Conditions, func(c struct {
-				Type   string `json:"type"`
-				Status string `json:"status"`
-			}) bool {
-				return c.Type == "Established" && c.Status == "True"
-			}) {
+			if !crd.Status.Conditions.isTrue("Established") {
 				missing = append(missing, n+" (not established yet)")
 			}
 		}

@@ -34,10 +34,7 @@ func (c *Client) StaticPods(ctx context.Context, node string) ([]StaticPod, erro
 				} `json:"containers"`
 			} `json:"spec"`
 			Status struct {
-				Conditions []struct {
-					Type   string `json:"type"`
-					Status string `json:"status"`
-				} `json:"conditions"`
+				Conditions conditions `json:"conditions"`
 			} `json:"status"`
 		} `json:"items"`
 	}
@@ -54,11 +51,7 @@ func (c *Client) StaticPods(ctx context.Context, node string) ([]StaticPod, erro
 		for _, ct := range p.Spec.Containers {
 			sp.Images = append(sp.Images, ct.Image)
 		}
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == "Ready" {
-				sp.Ready = cond.Status == "True"
-			}
-		}
+		sp.Ready = p.Status.Conditions.isTrue("Ready")
 		out = append(out, sp)
 	}
 	return out, nil

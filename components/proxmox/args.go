@@ -37,8 +37,15 @@ type ClusterArgs struct {
 	// siderolabs/qemu-guest-agent (clean VM status and shutdown), and
 	// iscsi-tools and util-linux-tools for Longhorn.
 	Schematic image.Schematic `pulumi:"schematic"`
-	// Proxmox is the API, host and VM settings shared by every VM.
+	// Proxmox is the API, host and VM settings shared by every VM that
+	// names no other host (Node.Host).
 	Proxmox HostSettings `pulumi:"proxmox"`
+	// Hosts are further Proxmox VE hosts (or PVE clusters) that are not
+	// the proxmox one's cluster, each with its own API, token,
+	// datastores, bridge, network and reservations; a node names its own
+	// with Node.Host. Several hosts on different networks need
+	// cluster.kubeSpan (WireGuard between them) and refuse a VIP.
+	Hosts []Host `pulumi:"hosts,optional"`
 	// Nodes are the VMs, control planes first; the first is bootstrapped.
 	Nodes []Node `pulumi:"nodes"`
 	// CSI installs the Proxmox CSI plugin and a StorageClass on one
@@ -96,6 +103,16 @@ type HostSettings struct {
 	DNSMasq *DNSMasqSettings `pulumi:"dnsmasq,optional"`
 }
 
+// Host is one more Proxmox VE host of the cluster.
+type Host struct {
+	// Name names the host in Node.Host, in messages and as its nodes'
+	// topology.kubernetes.io/region: a DNS label.
+	Name string `pulumi:"name"`
+	// Proxmox is the host's API, VM settings, network and reservations,
+	// as the proxmox input has them for the others.
+	Proxmox HostSettings `pulumi:"proxmox"`
+}
+
 // DNSMasqSettings are the DHCP reservations on the Proxmox host, written
 // over SSH.
 type DNSMasqSettings struct {
@@ -137,6 +154,9 @@ type Node struct {
 	IP string `pulumi:"ip"`
 	// ProxmoxNode is the Proxmox node (host) that runs the VM.
 	ProxmoxNode string `pulumi:"proxmoxNode"`
+	// Host names the entry of hosts the VM runs on; the proxmox input's
+	// host when empty.
+	Host string `pulumi:"host,optional"`
 	// VMID is the VM id, unique on the Proxmox cluster.
 	VMID int `pulumi:"vmId"`
 	// MAC of the NIC; derived from the stack, cluster and node names when
@@ -171,6 +191,9 @@ type Deps struct {
 	// API is the Proxmox API the hooks stop VMs and eject ISOs with (a client for
 	// Proxmox.Endpoint when nil).
 	API API
+	// HostAPIs are those of the hosts entries by name (a client for each
+	// entry's endpoint when missing).
+	HostAPIs HostAPIs
 	// Talos are the TalosCluster's seams (its day-2 hooks).
 	Talos talos.Deps
 	// FastStop binds the fast-stop hook to every VM (see bindFastStop):
@@ -185,18 +208,28 @@ type Deps struct {
 	FastStop bool
 }
 
-// withDefaults fills the seams left nil: the engine's hooks, and a Proxmox
-// client that is built once the token secret resolves (the hook runs at a
-// VM's delete, long after).
-func (d Deps) withDefaults(ctx *pulumi.Context, px HostSettings) (Hooks, API) {
-	hooks, api := d.Hooks, d.API
+// withDefaults fills the seams left nil: the engine's hooks, and for each
+// host a Proxmox client that is built once the token secret resolves (the
+// hook runs at a VM's delete, long after).
+func (d Deps) withDefaults(ctx *pulumi.Context, a *ClusterArgs) (Hooks, HostAPIs) {
+	hooks := d.Hooks
 	if hooks == nil {
 		hooks = &talos.SDKHooks{Ctx: ctx}
 	}
-	if api == nil {
-		api = newTokenClient(px.Endpoint, px.APITokenID, px.Insecure, px.APITokenSecret)
+	apis := HostAPIs{"": d.API}
+	if d.API == nil {
+		px := a.Proxmox
+		apis[""] = newTokenClient(px.Endpoint, px.APITokenID, px.Insecure, px.APITokenSecret)
 	}
-	return hooks, api
+	for _, h := range a.Hosts {
+		if api, ok := d.HostAPIs[h.Name]; ok {
+			apis[h.Name] = api
+			continue
+		}
+		px := h.Proxmox
+		apis[h.Name] = newTokenClient(px.Endpoint, px.APITokenID, px.Insecure, px.APITokenSecret)
+	}
+	return hooks, apis
 }
 
 // TalosArgs are the TalosCluster's arguments for these VMs: every node's
@@ -217,10 +250,11 @@ func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs
 
 // talosNodes are the TalosCluster's nodes, one per VM, in order.
 func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
-	static := a.Proxmox.Addressing == AddressingStatic
 	spread := a.spansProxmoxNodes()
 	nodes := make([]talos.NodeSpec, 0, len(a.Nodes))
 	for _, n := range a.Nodes {
+		px := a.settingsOf(n.Host)
+		static := px.Addressing == AddressingStatic
 		spec := talos.NodeSpec{
 			Name:        n.Name,
 			IP:          n.IP,
@@ -231,8 +265,8 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			KubeSpanEndpoints: n.KubeSpanEndpoints,
 			Network:           talos.NodeNetwork{DHCP: !static},
 			Hostname:          n.Name,
-			Host:              n.ProxmoxNode,
-			Machine:           machineOf(n, a.Proxmox),
+			Host:              placement(n),
+			Machine:           machineOf(n, px),
 			// The VM's second SCSI disk (vm.go) becomes the user volume.
 			DataDiskSize: n.DataDiskSize,
 		}
@@ -240,21 +274,22 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 		case a.CSI != nil:
 			spec.PlatformPatches = append(spec.PlatformPatches, CSINodePatch(a.CSI.withDefaults().Region, n))
 		case spread:
-			spec.PlatformPatches = append(spec.PlatformPatches, TopologyPatch(DefaultCSIRegion, n))
+			spec.PlatformPatches = append(spec.PlatformPatches, TopologyPatch(a.regionOf(n.Host), n))
 		}
 		if static {
-			spec.Network.Addresses = []string{fmt.Sprintf("%s/%d", n.IP, a.Proxmox.PrefixLength)}
-			spec.Network.Routes = []talos.Route{{Network: "0.0.0.0/0", Gateway: a.Proxmox.Gateway}}
+			spec.Network.Addresses = []string{fmt.Sprintf("%s/%d", n.IP, px.PrefixLength)}
+			spec.Network.Routes = []talos.Route{{Network: "0.0.0.0/0", Gateway: px.Gateway}}
 		}
 		nodes = append(nodes, spec)
 	}
 	return nodes
 }
 
-// spansProxmoxNodes says the VMs run on more than one Proxmox node.
+// spansProxmoxNodes says the VMs run on more than one Proxmox node (of
+// one host or several).
 func (a *ClusterArgs) spansProxmoxNodes() bool {
 	for _, n := range a.Nodes {
-		if n.ProxmoxNode != a.Nodes[0].ProxmoxNode {
+		if placement(n) != placement(a.Nodes[0]) {
 			return true
 		}
 	}
@@ -264,9 +299,13 @@ func (a *ClusterArgs) spansProxmoxNodes() bool {
 // machineOf names what of a node's VM the provider cannot change in place:
 // a new value replaces the VM (bpg's VM resource: the vmId, the node
 // without migration, the EFI disk that the BIOS adds or drops, the
-// cloud-init drive of static addressing).
+// cloud-init drive of static addressing; another host's API).
 func machineOf(n Node, px HostSettings) string {
-	return fmt.Sprintf("proxmox node %s, vmId %d, bios %s, addressing %s", n.ProxmoxNode, n.VMID, px.BIOS, px.Addressing)
+	m := fmt.Sprintf("proxmox node %s, vmId %d, bios %s, addressing %s", n.ProxmoxNode, n.VMID, px.BIOS, px.Addressing)
+	if n.Host != "" {
+		m += ", host " + n.Host
+	}
+	return m
 }
 
 // validate checks every input (the cluster's through TalosCluster's own
@@ -318,71 +357,31 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 	(&talos.ClusterArgs{
 		Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous, NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway(),
 	}).CheckNodes(p, "")
-	px := a.Proxmox
-	if msg := EndpointProblem(px.Endpoint); msg != "" {
-		p.Add("proxmox.endpoint", "%s", msg)
+	for _, h := range a.hostViews() {
+		h.check(p)
 	}
-	switch {
-	case px.APITokenID == "":
-		p.Add("proxmox.apiTokenId", "is required, e.g. root@pam!pulumi")
-	case !IsAPITokenID(px.APITokenID):
-		p.Add("proxmox.apiTokenId", "%q is not a token id like user@realm!tokenname", px.APITokenID)
-	}
-	if px.APITokenSecret == nil {
-		p.Add("proxmox.apiTokenSecret", "is required")
-	}
-	if p.Required("proxmox.bridge", px.Bridge) && !IsBridgeName(px.Bridge) {
-		p.Add("proxmox.bridge", "%q is not a bridge name like vmbr0", px.Bridge)
-	}
-	for path, store := range map[string]string{"proxmox.diskDatastore": px.DiskDatastore, "proxmox.isoDatastore": px.ISODatastore} {
-		checkDatastore(p, path, store)
-	}
-	if msg := CPUTypeProblem(px.CPUType); msg != "" {
-		p.Add("proxmox.cpuType", "%s", msg)
-	}
-	if px.VLANID < 0 || px.VLANID > MaxVLAN {
-		p.Add("proxmox.vlanId", "%d is out of range 0-%d (a VLAN tag, or 0 for none)", px.VLANID, MaxVLAN)
-	}
-	if px.BIOS != "seabios" && px.BIOS != "ovmf" {
-		p.Add("proxmox.bios", "%q is not seabios or ovmf", px.BIOS)
-	}
-	switch px.Addressing {
-	case AddressingDHCPReservation, AddressingStatic:
-	default:
-		p.Add("proxmox.addressing", "%q is not %s or %s", px.Addressing, AddressingDHCPReservation, AddressingStatic)
-	}
+	a.checkHosts(p)
 	a.checkNetwork(p)
-	if dm := px.DNSMasq; dm != nil {
-		if p.Required("proxmox.dnsmasq.configDir", dm.ConfigDir) {
-			if msg := HostPathProblem(dm.ConfigDir, true); msg != "" {
-				p.Add("proxmox.dnsmasq.configDir", "%s", msg)
-			}
-		}
-		if p.Required("proxmox.dnsmasq.leaseFile", dm.LeaseFile) {
-			if msg := HostPathProblem(dm.LeaseFile, false); msg != "" {
-				p.Add("proxmox.dnsmasq.leaseFile", "%s", msg)
-			}
-		}
-		if msg := RestartCommandProblem(dm.RestartCommand); msg != "" {
-			p.Add("proxmox.dnsmasq.restartCommand", "%s", msg)
-		}
-		p.Required("proxmox.dnsmasq.ssh.host", dm.SSH.Host)
-		dm.SSH.Check(p, "proxmox.dnsmasq.ssh.")
+	type hostVMID struct {
+		host string
+		id   int
 	}
-	vmIDs := map[int]string{} // the node that has it first
+	vmIDs := map[hostVMID]string{} // the node that has it first
 	var macNodes []NodeMAC
 	for i, n := range a.Nodes {
 		at := fmt.Sprintf("nodes[%d].", i)
 		if p.Required(at+"proxmoxNode", n.ProxmoxNode) && NodeNameProblem(n.ProxmoxNode) != "" {
 			p.Add(at+"proxmoxNode", "%s", NodeNameProblem(n.ProxmoxNode))
 		}
-		switch first, dup := vmIDs[n.VMID]; {
+		// VM ids are each Proxmox VE cluster's own: two hosts may both
+		// have a VM 101.
+		switch first, dup := vmIDs[hostVMID{n.Host, n.VMID}]; {
 		case n.VMID < MinVMID || n.VMID > MaxVMID:
 			p.Add(at+"vmId", "%s", inputs.RangeProblem(n.VMID, MinVMID, MaxVMID))
 		case dup:
-			p.Add(at+"vmId", "%d is already the VM id of %s", n.VMID, first)
+			p.Add(at+"vmId", "%d is already the VM id of %s on the same host", n.VMID, first)
 		default:
-			vmIDs[n.VMID] = fmt.Sprintf("nodes[%d]", i)
+			vmIDs[hostVMID{n.Host, n.VMID}] = fmt.Sprintf("nodes[%d]", i)
 		}
 		n.checkSize(p, at)
 		macNodes = append(macNodes, NodeMAC{Name: n.Name, MAC: n.MAC})
@@ -393,6 +392,62 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		p.Add("nodes", "%s", c)
 	}
 	return macs
+}
+
+// check records the problems of the host's API and VM settings and of
+// its reservations, at its path.
+func (h hostView) check(p *inputs.Problems) {
+	px, at := h.Settings, h.Path
+	if msg := EndpointProblem(px.Endpoint); msg != "" {
+		p.Add(at+"endpoint", "%s", msg)
+	}
+	switch {
+	case px.APITokenID == "":
+		p.Add(at+"apiTokenId", "is required, e.g. root@pam!pulumi")
+	case !IsAPITokenID(px.APITokenID):
+		p.Add(at+"apiTokenId", "%q is not a token id like user@realm!tokenname", px.APITokenID)
+	}
+	if px.APITokenSecret == nil {
+		p.Add(at+"apiTokenSecret", "is required")
+	}
+	if p.Required(at+"bridge", px.Bridge) && !IsBridgeName(px.Bridge) {
+		p.Add(at+"bridge", "%q is not a bridge name like vmbr0", px.Bridge)
+	}
+	checkDatastore(p, at+"diskDatastore", px.DiskDatastore)
+	checkDatastore(p, at+"isoDatastore", px.ISODatastore)
+	if msg := CPUTypeProblem(px.CPUType); msg != "" {
+		p.Add(at+"cpuType", "%s", msg)
+	}
+	if px.VLANID < 0 || px.VLANID > MaxVLAN {
+		p.Add(at+"vlanId", "%d is out of range 0-%d (a VLAN tag, or 0 for none)", px.VLANID, MaxVLAN)
+	}
+	if px.BIOS != "seabios" && px.BIOS != "ovmf" {
+		p.Add(at+"bios", "%q is not seabios or ovmf", px.BIOS)
+	}
+	switch px.Addressing {
+	case AddressingDHCPReservation, AddressingStatic:
+	default:
+		p.Add(at+"addressing", "%q is not %s or %s", px.Addressing, AddressingDHCPReservation, AddressingStatic)
+	}
+	dm := px.DNSMasq
+	if dm == nil {
+		return
+	}
+	if p.Required(at+"dnsmasq.configDir", dm.ConfigDir) {
+		if msg := HostPathProblem(dm.ConfigDir, true); msg != "" {
+			p.Add(at+"dnsmasq.configDir", "%s", msg)
+		}
+	}
+	if p.Required(at+"dnsmasq.leaseFile", dm.LeaseFile) {
+		if msg := HostPathProblem(dm.LeaseFile, false); msg != "" {
+			p.Add(at+"dnsmasq.leaseFile", "%s", msg)
+		}
+	}
+	if msg := RestartCommandProblem(dm.RestartCommand); msg != "" {
+		p.Add(at+"dnsmasq.restartCommand", "%s", msg)
+	}
+	p.Required(at+"dnsmasq.ssh.host", dm.SSH.Host)
+	dm.SSH.Check(p, at+"dnsmasq.ssh.")
 }
 
 // hostKeyInput is a pinned host key as the command provider's

@@ -2,6 +2,8 @@ package proxmox
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve"
@@ -57,11 +59,15 @@ type Cluster struct {
 
 	// Children, for tests and later steps.
 	Provider *proxmoxve.Provider       // the caller's, or the component's own (<name>-pve)
-	ISOs     map[string]*download.File // by Proxmox node
+	ISOs     map[string]*download.File // by Proxmox node (host/node on a hosts entry)
 	DHCP     *remote.Command           // nil without dnsmasq
-	VMs      map[string]*vm.VirtualMachine
-	Ejects   map[string]*local.Command
-	Talos    *talos.Cluster
+	// HostProviders are the hosts entries' own (<name>-pve-<host>), and
+	// HostDHCP their reservations, by host name.
+	HostProviders map[string]*proxmoxve.Provider
+	HostDHCP      map[string]*remote.Command
+	VMs           map[string]*vm.VirtualMachine
+	Ejects        map[string]*local.Command
+	Talos         *talos.Cluster
 }
 
 // NewCluster builds the Proxmox platform: the engine's hooks, and a Proxmox
@@ -85,101 +91,114 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 			return nil, fmt.Errorf("unable to log a warning: %w", err)
 		}
 	}
-	px := args.Proxmox
-
 	// The hooks are registered before anything of the cluster, as nothing
 	// waits for the one bound to nothing (see bindFastStop); and on every
 	// run, a destroy too, because the state refers to them by name.
-	hooks, api := deps.withDefaults(ctx, px)
+	hooks, apis := deps.withDefaults(ctx, args)
 	deps.Talos = deps.Talos.WithDefaults(ctx)
 	// A VM replaced by an edit of the stack file (a new proxmoxNode, vmId,
 	// ...) is deleted before anything of the cluster runs: its node leaves
 	// etcd or is drained first, then the VM is hard-stopped.
 	leaver := talos.NewLeaver()
-	fastStop := leaveThenStop(leaver, name, FastStopHook(api, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll))
+	fastStop := leaveThenStop(leaver, name, FastStopHookOnHosts(apis, StackTag(ctx.Stack()), fastStopTimeout, fastStopPoll))
 	bindStop, err := bindFastStop(hooks, name, deps.FastStop, fastStop)
 	if err != nil {
 		return nil, err
 	}
 
-	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}}
+	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}, ISOs: map[string]*download.File{},
+		HostProviders: map[string]*proxmoxve.Provider{}, HostDHCP: map[string]*remote.Command{}}
 	typ, aliases := talos.ComponentType(deps.Talos.Package, "ProxmoxCluster")
 	if err := ctx.RegisterComponentResource(typ, name, c, append(opts, aliases...)...); err != nil {
 		return nil, err
 	}
 	parent := pulumi.Parent(c)
 
-	pve, err := c.proxmoxProvider(ctx, name, px, opts, parent)
-	if err != nil {
-		return nil, err
-	}
-
 	img, err := newImage(ctx, name, args, parent)
 	if err != nil {
 		return nil, err
 	}
 	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
-	c.ISOs, err = downloadISOs(ctx, name, args, img, pve...)
-	if err != nil {
-		return nil, err
-	}
-
-	var vmDeps []pulumi.Resource
-	if px.DNSMasq != nil {
-		c.DHCP, err = newReservations(ctx, name, args, macs, parent)
-		if err != nil {
-			return nil, err
-		}
-		vmDeps = append(vmDeps, c.DHCP)
-	}
 
 	agent := hasGuestAgent(args.Schematic)
 	nodeOpts := map[string]talos.NodeOptions{}
 	vmIDs := pulumi.IntMap{}
 	macMap := pulumi.StringMap{}
-	for _, ref := range args.Nodes {
-		iso := c.ISOs[ref.ProxmoxNode]
-		a := vmArgs(args, ref, vmSpec{
-			Cluster: args.Cluster.Name, Stack: ctx.Stack(), MAC: pulumi.String(macs[ref.Name]),
-			ISO: iso.ID().ToStringOutput(), Agent: agent,
-		})
-		// VMs start only once their DHCP reservation is live and their ISO
-		// is in storage.
-		deps := append([]pulumi.Resource{iso}, vmDeps...)
-		vmName := name + vmInfix + ref.Name
-		stop, err := bindStop(vmName)
+	var pve []pulumi.ResourceOption // the proxmox input's host's
+	for _, host := range args.hostViews() {
+		// Every host's provider, its VMs or not: a host whose last node
+		// went is still where their deletes go.
+		hostPVE, err := c.hostProvider(ctx, name, host, opts, parent)
 		if err != nil {
 			return nil, err
 		}
-		machine, err := vm.NewVirtualMachine(ctx, vmName, a, append(pve,
-			pulumi.DependsOn(deps),
-			// The replacement has the same vmId (and name, MAC, IP): it can
-			// only be created once the old VM is gone. The fast-stop hook,
-			// when bound, runs for this delete too, as for every delete.
-			pulumi.DeleteBeforeReplace(true),
-			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
-			stop,
-		)...)
-		if err != nil {
-			return nil, fmt.Errorf("unable to create VM for node %q: %w", ref.Name, err)
+		if host.Name == "" {
+			pve = hostPVE
 		}
-		c.VMs[ref.Name] = machine
-		vmIDs[ref.Name] = machine.VmId
-		macMap[ref.Name] = pulumi.String(macs[ref.Name])
-		nodeOpts[ref.Name] = talos.NodeOptions{
-			DependsOn:   []pulumi.Resource{machine},
-			DeletedWith: machine,
-			// A VM replaced with the same IP boots the ISO again in
-			// maintenance mode, while its apply would show no diff. The
-			// provider's id is the vmId, the same for the new VM, so only
-			// the engine knows it is a new instance: replace with it.
-			ReplaceWith: []pulumi.Resource{machine},
-			// Kept from earlier versions only so that their state sees no
-			// change (the vmId never changes for a VM).
-			ReplacementTrigger: machine.ID(),
+		if len(host.Nodes) == 0 {
+			continue
+		}
+		isos, err := downloadISOs(ctx, name, args, host, img, hostPVE...)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(c.ISOs, isos)
+		var vmDeps []pulumi.Resource
+		if host.Settings.DNSMasq != nil {
+			dhcp, err := newReservations(ctx, name, args, host, macs, parent)
+			if err != nil {
+				return nil, err
+			}
+			if host.Name == "" {
+				c.DHCP = dhcp
+			} else {
+				c.HostDHCP[host.Name] = dhcp
+			}
+			vmDeps = append(vmDeps, dhcp)
+		}
+		for _, ref := range host.Nodes {
+			iso := c.ISOs[placement(ref)]
+			a := vmArgs(args, ref, vmSpec{
+				Cluster: args.Cluster.Name, Stack: ctx.Stack(), MAC: pulumi.String(macs[ref.Name]),
+				ISO: iso.ID().ToStringOutput(), Agent: agent,
+			})
+			// VMs start only once their DHCP reservation is live and their ISO
+			// is in storage.
+			deps := append([]pulumi.Resource{iso}, vmDeps...)
+			vmName := name + vmInfix + ref.Name
+			stop, err := bindStop(vmName)
+			if err != nil {
+				return nil, err
+			}
+			machine, err := vm.NewVirtualMachine(ctx, vmName, a, append(slices.Clone(hostPVE),
+				pulumi.DependsOn(deps),
+				// The replacement has the same vmId (and name, MAC, IP): it can
+				// only be created once the old VM is gone. The fast-stop hook,
+				// when bound, runs for this delete too, as for every delete.
+				pulumi.DeleteBeforeReplace(true),
+				pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
+				stop,
+			)...)
+			if err != nil {
+				return nil, fmt.Errorf("unable to create VM for node %q: %w", ref.Name, err)
+			}
+			c.VMs[ref.Name] = machine
+			vmIDs[ref.Name] = machine.VmId
+			macMap[ref.Name] = pulumi.String(macs[ref.Name])
+			nodeOpts[ref.Name] = talos.NodeOptions{
+				DependsOn:   []pulumi.Resource{machine},
+				DeletedWith: machine,
+				// A VM replaced with the same IP boots the ISO again in
+				// maintenance mode, while its apply would show no diff. The
+				// provider's id is the vmId, the same for the new VM, so only
+				// the engine knows it is a new instance: replace with it.
+				ReplaceWith: []pulumi.Resource{machine},
+				// Kept from earlier versions only so that their state sees no
+				// change (the vmId never changes for a VM).
+				ReplacementTrigger: machine.ID(),
+			}
 		}
 	}
-
 	targs := args.TalosArgs(img.Installer)
 	targs.NodeOptions = nodeOpts
 	targs.Leaver = leaver
@@ -191,7 +210,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		return nil, err
 	}
 
-	if err := c.ejectISOs(ctx, name, args, hooks, api, deps.Talos, parent); err != nil {
+	if err := c.ejectISOs(ctx, name, args, hooks, apis, deps.Talos, parent); err != nil {
 		return nil, err
 	}
 	if args.CSI != nil {
@@ -239,12 +258,12 @@ func (c *Cluster) Outputs() pulumi.Map {
 // is the command's stdin, so a changed MAC or IP shows in the preview and
 // re-runs the install script; delete removes the file with the old
 // connection.
-func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs map[string]string, parent pulumi.ResourceOption) (*remote.Command, error) {
-	dm := args.Proxmox.DNSMasq
+func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, host hostView, macs map[string]string, parent pulumi.ResourceOption) (*remote.Command, error) {
+	dm := host.Settings.DNSMasq
 	file := DNSMasqFile{Dir: dm.ConfigDir, Cluster: args.Cluster.Name, Stack: ctx.Stack(), Restart: dm.RestartCommand,
-		LeaseFile: dm.LeaseFile, Interface: args.Proxmox.Bridge}
+		LeaseFile: dm.LeaseFile, Interface: host.Settings.Bridge}
 	var rs []Reservation
-	for _, n := range args.Nodes {
+	for _, n := range host.Nodes {
 		rs = append(rs, Reservation{MAC: macs[n.Name], IP: n.IP, Hostname: n.Name})
 	}
 	content := pulumi.String(file.Render(rs))
@@ -264,7 +283,7 @@ func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs m
 		conn.PrivateKey = pulumi.ToSecret(ssh.PrivateKey).(pulumi.StringOutput)
 	}
 	install := file.InstallScript()
-	cmd, err := remote.NewCommand(ctx, name+"-dhcp-reservations", &remote.CommandArgs{
+	cmd, err := remote.NewCommand(ctx, name+"-dhcp-reservations"+host.suffix(), &remote.CommandArgs{
 		Connection: conn,
 		Create:     pulumi.String(install),
 		Update:     pulumi.String(install),
@@ -274,10 +293,14 @@ func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs m
 		AddPreviousOutputInEnv: pulumi.Bool(false),
 	}, parent)
 	if err != nil {
-		return nil, fmt.Errorf("unable to create DHCP reservations: %w", err)
+		return nil, fmt.Errorf("unable to create DHCP reservations on %s: %w", host.label(), err)
 	}
 	return cmd, nil
 }
+
+// ejectHostEnv names, in a hosts entry's VM's eject, the host whose API
+// ejects.
+const ejectHostEnv = "PVE_HOST"
 
 // ejectISOs empties every VM's CD-ROM once the cluster is up (after its
 // node's apply and the Helm releases, which wait for the nodes): Talos then
@@ -286,13 +309,20 @@ func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, macs m
 // ejects again, when its VM is. Earlier versions ran curl here; their
 // stacks' ejects drop the command and its token header in one update that
 // runs nothing.
-func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs, hooks Hooks, api API, tdeps talos.Deps, parent pulumi.ResourceOption) error {
-	px := args.Proxmox
+func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs, hooks Hooks, apis HostAPIs, tdeps talos.Deps, parent pulumi.ResourceOption) error {
 	for _, ref := range args.Nodes {
+		px := args.settingsOf(ref.Host)
 		machine := c.VMs[ref.Name]
 		ejectName := name + "-eject-iso-" + ref.Name
+		// One hook for every eject (the first binding's function): the
+		// environment says which host's API to ask.
 		hook, err := hooks.Bind(name+EjectHookSuffix, talos.BeforeCreate, ejectName, func(a *pulumi.ResourceHookArgs) error {
-			return Eject(tdeps.Context, api, tdeps.Log(ctx, a.URN), talos.HookEnv(a.NewInputs))
+			env := talos.HookEnv(a.NewInputs)
+			api, ok := apis[env[ejectHostEnv]]
+			if !ok {
+				return fmt.Errorf("unable to eject the ISO of %s: host %q is no host of the cluster", a.Name, env[ejectHostEnv])
+			}
+			return Eject(tdeps.Context, api, tdeps.Log(ctx, a.URN), env)
 		})
 		if err != nil {
 			return err
@@ -301,12 +331,17 @@ func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs,
 		// a component into the children it knows of at that moment, and
 		// children register asynchronously, so that could miss the releases.
 		waitFor := []pulumi.Resource{c.Talos.Applies[ref.Name], c.Talos.Cilium, c.Talos.CertApprover, c.Talos.NodesReady}
+		env := pulumi.StringMap{
+			"PVE_API":  pulumi.String(APIURL(px.Endpoint)),
+			"PVE_NODE": pulumi.String(ref.ProxmoxNode),
+			"PVE_VMID": machine.VmId.ApplyT(strconv.Itoa).(pulumi.StringOutput),
+		}
+		if ref.Host != "" {
+			// Only there: the proxmox input's ejects keep their inputs.
+			env[ejectHostEnv] = pulumi.String(ref.Host)
+		}
 		cmd, err := local.NewCommand(ctx, ejectName, &local.CommandArgs{
-			Environment: pulumi.StringMap{
-				"PVE_API":  pulumi.String(APIURL(px.Endpoint)),
-				"PVE_NODE": pulumi.String(ref.ProxmoxNode),
-				"PVE_VMID": machine.VmId.ApplyT(strconv.Itoa).(pulumi.StringOutput),
-			},
+			Environment:            env,
 			Triggers:               pulumi.Array{machine.ID()},
 			AddPreviousOutputInEnv: pulumi.Bool(false),
 		}, parent, hook, pulumi.DependsOn(waitFor), pulumi.DeletedWith(machine),

@@ -1,6 +1,10 @@
 package proxmox
 
-import "github.com/fluodata/talos-pulumi/components/talos"
+import (
+	"slices"
+
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
 
 // Defaults of the optional inputs of a ProxmoxCluster: a usual single
 // Proxmox VE host (the stack file's defaults are these).
@@ -39,32 +43,23 @@ func DefaultExtensions() []string {
 // is changed.
 func (a ClusterArgs) WithDefaults() ClusterArgs {
 	px := &a.Proxmox
-	setString(&px.Bridge, DefaultBridge)
-	setString(&px.DiskDatastore, DefaultDiskDatastore)
-	setString(&px.ISODatastore, DefaultISODatastore)
-	setString(&px.CPUType, DefaultCPUType)
-	setString(&px.BIOS, DefaultBIOS)
-	setString(&px.Addressing, DefaultAddressing)
-	if px.PrefixLength == 0 {
-		px.PrefixLength = DefaultPrefixLength
+	px.setDefaults()
+	hosts := make([]Host, len(a.Hosts))
+	for i, h := range a.Hosts {
+		h.Proxmox.setDefaults()
+		hosts[i] = h
+	}
+	if a.Hosts != nil {
+		a.Hosts = hosts
 	}
 	if a.Schematic.ID == "" && a.Schematic.Extensions == nil {
 		a.Schematic.Extensions = DefaultExtensions()
 	}
-	if a.Cluster.Nameservers == nil && px.Gateway != "" {
-		// A home or office network's router is its DNS server too.
+	if a.Cluster.Nameservers == nil && px.Gateway != "" && !slices.ContainsFunc(a.Hosts, func(h Host) bool { return h.Proxmox.Gateway != px.Gateway }) {
+		// A home or office network's router is its DNS server too; not
+		// for hosts behind other routers, which could not reach it
+		// (Talos's own defaults then, or DHCP's).
 		a.Cluster.Nameservers = []string{px.Gateway}
-	}
-	if px.DNSMasq != nil {
-		dm := *px.DNSMasq
-		setString(&dm.ConfigDir, DefaultDNSMasqDir)
-		setString(&dm.LeaseFile, DefaultDNSMasqLeaseFile)
-		setString(&dm.RestartCommand, DefaultDNSMasqRestart)
-		if dm.SSH.Port == 0 {
-			dm.SSH.Port = DefaultSSHPort
-		}
-		setString(&dm.SSH.User, DefaultSSHUser)
-		px.DNSMasq = &dm
 	}
 	nodes := make([]Node, len(a.Nodes))
 	for i, n := range a.Nodes {
@@ -85,6 +80,31 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	}
 	a.Nodes = nodes
 	return a
+}
+
+// setDefaults sets every optional setting of the host left empty to its
+// default; the reservations are copied.
+func (px *HostSettings) setDefaults() {
+	setString(&px.Bridge, DefaultBridge)
+	setString(&px.DiskDatastore, DefaultDiskDatastore)
+	setString(&px.ISODatastore, DefaultISODatastore)
+	setString(&px.CPUType, DefaultCPUType)
+	setString(&px.BIOS, DefaultBIOS)
+	setString(&px.Addressing, DefaultAddressing)
+	if px.PrefixLength == 0 {
+		px.PrefixLength = DefaultPrefixLength
+	}
+	if px.DNSMasq != nil {
+		dm := *px.DNSMasq
+		setString(&dm.ConfigDir, DefaultDNSMasqDir)
+		setString(&dm.LeaseFile, DefaultDNSMasqLeaseFile)
+		setString(&dm.RestartCommand, DefaultDNSMasqRestart)
+		if dm.SSH.Port == 0 {
+			dm.SSH.Port = DefaultSSHPort
+		}
+		setString(&dm.SSH.User, DefaultSSHUser)
+		px.DNSMasq = &dm
+	}
 }
 
 func setString(s *string, def string) {

@@ -55,12 +55,19 @@ type API interface {
 	EjectCDROM(ctx context.Context, node string, vmid int, iface string) error
 }
 
+// HostAPIs are the Proxmox APIs of a cluster's hosts by host name: "" for
+// the proxmox input's, a hosts entry's name for the others.
+type HostAPIs map[string]API
+
 // VMRef identifies the VM a hook run is about, from the resource's old state.
 type VMRef struct {
 	Node string
 	VMID int
 	Name string
 	Tags []string
+	// Host is the hosts entry the VM's tag names (HostTag), "" for the
+	// proxmox input's host.
+	Host string
 }
 
 func (v VMRef) String() string { return fmt.Sprintf("VM %d (%s) on %s", v.VMID, v.Name, v.Node) }
@@ -121,6 +128,9 @@ func VMRefFromState(outs resource.PropertyMap) (VMRef, error) {
 		for _, t := range v.ArrayValue() {
 			if t.IsString() {
 				ref.Tags = append(ref.Tags, t.StringValue())
+				if host, ok := strings.CutPrefix(t.StringValue(), HostTagPrefix); ok {
+					ref.Host = host
+				}
 			}
 		}
 	}
@@ -133,6 +143,14 @@ func VMRefFromState(outs resource.PropertyMap) (VMRef, error) {
 // FastStopHook is the hook body: the VM from old state, checked against the
 // stack tag in state as well as live, hard-stopped within the timeout.
 func FastStopHook(api API, stackTag string, timeout, poll time.Duration) pulumi.ResourceHookFunction {
+	return FastStopHookOnHosts(HostAPIs{"": api}, stackTag, timeout, poll)
+}
+
+// FastStopHookOnHosts is FastStopHook for VMs on several hosts: each is
+// stopped through its host's API, which its host tag names. A VM of a host
+// the program no longer knows (its entry went with its nodes) is left to
+// the provider's own stop (stopOnDestroy: a power-off, slower, not stuck).
+func FastStopHookOnHosts(apis HostAPIs, stackTag string, timeout, poll time.Duration) pulumi.ResourceHookFunction {
 	return func(args *pulumi.ResourceHookArgs) error {
 		vm, err := VMRefFromState(args.OldOutputs)
 		if err != nil {
@@ -140,6 +158,10 @@ func FastStopHook(api API, stackTag string, timeout, poll time.Duration) pulumi.
 		}
 		if !slices.Contains(vm.Tags, stackTag) {
 			return fmt.Errorf("%s: refusing to stop it: its state lacks this stack's tag %q: %w", vm, stackTag, ErrForeignVM)
+		}
+		api, ok := apis[vm.Host]
+		if !ok {
+			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()

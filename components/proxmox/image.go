@@ -85,12 +85,15 @@ func newImage(ctx *pulumi.Context, name string, args *ClusterArgs, parent pulumi
 	}, parent)
 }
 
-// downloadISOs puts the ISO into the ISO datastore of every Proxmox node that
-// hosts a VM, through the Proxmox API (the node fetches it from the factory).
-func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, img *image.Image, opts ...pulumi.ResourceOption) (map[string]*download.File, error) {
+// downloadISOs puts the ISO into the ISO datastore of every Proxmox node of
+// the host that holds a VM, through the host's API (the node fetches it from
+// the factory), and returns them by placement (the node; host/node on a
+// hosts entry, whose resource names end so too).
+func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, host hostView, img *image.Image, opts ...pulumi.ResourceOption) (map[string]*download.File, error) {
+	px := host.Settings
 	// Destroy deletes the ISO unless the stack keeps it (e.g. for VMs made
 	// by hand from it); a kept file stays in storage, unmanaged.
-	opts = append(opts, pulumi.RetainOnDelete(args.Proxmox.KeepISO))
+	opts = append(opts, pulumi.RetainOnDelete(px.KeepISO))
 	// ctx.Stack() is the stack the program runs as, the one the VMs' stack
 	// tag names too.
 	fileName := img.SchematicID.ApplyT(func(id string) string {
@@ -100,10 +103,11 @@ func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, img *imag
 		})
 	}).(pulumi.StringOutput)
 	out := map[string]*download.File{}
-	for _, node := range proxmoxNodes(args.Nodes) {
-		f, err := download.NewFile(ctx, name+"-iso-"+node, &download.FileArgs{
+	for _, node := range proxmoxNodes(host.Nodes) {
+		at := placement(Node{Host: host.Name, ProxmoxNode: node})
+		f, err := download.NewFile(ctx, name+"-iso-"+at, &download.FileArgs{
 			ContentType: pulumi.String("iso"),
-			DatastoreId: pulumi.String(args.Proxmox.ISODatastore),
+			DatastoreId: pulumi.String(px.ISODatastore),
 			NodeName:    pulumi.String(node),
 			Url:         img.ISOURL,
 			FileName:    fileName,
@@ -123,9 +127,9 @@ func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, img *imag
 			UploadTimeout:      pulumi.Int(isoDownloadTimeoutSeconds),
 		}, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("unable to create ISO download on Proxmox node %q: %w", node, err)
+			return nil, fmt.Errorf("unable to create ISO download on Proxmox node %q: %w", at, err)
 		}
-		out[node] = f
+		out[at] = f
 	}
 	return out, nil
 }

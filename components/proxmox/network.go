@@ -13,37 +13,54 @@ import (
 // holds no gateway beside a node.
 const MaxPrefixLength = 30
 
-// checkNetwork records the problems of the node network (gateway and
-// prefix length, which static addressing needs) and of where the node IPs
-// and the VIP sit in it. With DHCP reservations both are optional; given,
-// they are checked as well, as the VMs get their addresses on that network.
-// What follows from an address that is already refused (a node outside a
-// loopback gateway's network) is not reported again.
+// checkNetwork records the problems of each host's node network (gateway
+// and prefix length, which static addressing needs) and of where the node
+// IPs sit in it, and of the VIP in the proxmox host's. With DHCP
+// reservations both are optional; given, they are checked as well, as the
+// VMs get their addresses on that network. What follows from an address
+// that is already refused (a node outside a loopback gateway's network) is
+// not reported again.
 func (a *ClusterArgs) checkNetwork(p *inputs.Problems) {
-	px := a.Proxmox
-	static := px.Addressing == AddressingStatic
-	if px.PrefixLength != 0 || static {
-		if msg := inputs.RangeProblem(px.PrefixLength, inputs.MinNodePrefix, MaxPrefixLength); msg != "" {
-			p.Add("proxmox.prefixLength", "%s", msg)
-		}
-	}
-	if px.Gateway != "" || static {
-		if p.Required("proxmox.gateway", px.Gateway) {
-			p.MachineIPv4("proxmox.gateway", px.Gateway)
-		}
+	for _, h := range a.hostViews() {
+		h.checkNetwork(p, a.Nodes)
 	}
 	subnet := a.nodeNetwork()
 	if !subnet.IsValid() {
 		return
 	}
+	if vip, ok := machineIPv4(a.Cluster.VIP); ok {
+		gw, _ := machineIPv4(a.Proxmox.Gateway)
+		checkInNetwork(p, "cluster.vip", vip, gw, subnet)
+	}
+}
+
+// checkNetwork records the problems of the host's network and of its
+// nodes' IPs in it (all is the cluster's nodes, whose index names them).
+func (h hostView) checkNetwork(p *inputs.Problems, all []Node) {
+	px := h.Settings
+	static := px.Addressing == AddressingStatic
+	if px.PrefixLength != 0 || static {
+		if msg := inputs.RangeProblem(px.PrefixLength, inputs.MinNodePrefix, MaxPrefixLength); msg != "" {
+			p.Add(h.Path+"prefixLength", "%s", msg)
+		}
+	}
+	if px.Gateway != "" || static {
+		if p.Required(h.Path+"gateway", px.Gateway) {
+			p.MachineIPv4(h.Path+"gateway", px.Gateway)
+		}
+	}
+	subnet := px.network()
+	if !subnet.IsValid() {
+		return
+	}
 	gw, _ := machineIPv4(px.Gateway)
-	for i, n := range a.Nodes {
+	for i, n := range all {
+		if n.Host != h.Name {
+			continue
+		}
 		if ip, ok := machineIPv4(n.IP); ok { // else the TalosCluster's rules say why
 			checkInNetwork(p, fmt.Sprintf("nodes[%d].ip", i), ip, gw, subnet)
 		}
-	}
-	if vip, ok := machineIPv4(a.Cluster.VIP); ok {
-		checkInNetwork(p, "cluster.vip", vip, gw, subnet)
 	}
 }
 
@@ -57,14 +74,17 @@ func checkInNetwork(p *inputs.Problems, path string, ip, gw netip.Addr, subnet n
 	}
 }
 
-// nodeNetwork is the VMs' network, the gateway's with the prefix length,
-// or the zero prefix when either is not given or refused.
-func (a *ClusterArgs) nodeNetwork() netip.Prefix {
-	gw, ok := machineIPv4(a.Proxmox.Gateway)
-	if !ok || a.Proxmox.PrefixLength < inputs.MinNodePrefix || a.Proxmox.PrefixLength > MaxPrefixLength {
+// nodeNetwork is the proxmox host's VMs' network (where the VIP sits).
+func (a *ClusterArgs) nodeNetwork() netip.Prefix { return a.Proxmox.network() }
+
+// network is the host's VMs' network, the gateway's with the prefix
+// length, or the zero prefix when either is not given or refused.
+func (px HostSettings) network() netip.Prefix {
+	gw, ok := machineIPv4(px.Gateway)
+	if !ok || px.PrefixLength < inputs.MinNodePrefix || px.PrefixLength > MaxPrefixLength {
 		return netip.Prefix{}
 	}
-	return netip.PrefixFrom(gw, a.Proxmox.PrefixLength).Masked()
+	return netip.PrefixFrom(gw, px.PrefixLength).Masked()
 }
 
 // nodeGateway is the nodes' gateway, when it is a machine's address.

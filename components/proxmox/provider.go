@@ -38,7 +38,34 @@ func (c *Cluster) proxmoxProvider(ctx *pulumi.Context, name string, px HostSetti
 		}).(pulumi.ResourceArrayOutput)
 		return []pulumi.ResourceOption{parent, pulumi.Provider(caller), pulumi.DependsOnInputs(check)}, nil
 	}
-	own, err := proxmoxve.NewProvider(ctx, name+"-pve", &proxmoxve.ProviderArgs{
+	own, err := newProvider(ctx, name+"-pve", px, parent)
+	if err != nil {
+		return nil, err
+	}
+	c.Provider = own
+	return []pulumi.ResourceOption{parent, pulumi.Provider(own)}, nil
+}
+
+// hostProvider is proxmoxProvider for the proxmox input's host, and for a
+// hosts entry a provider of the component's own (<name>-pve-<host>) made
+// from the entry's settings: a caller's provider serves one API, the
+// proxmox input's.
+func (c *Cluster) hostProvider(ctx *pulumi.Context, name string, host hostView, opts []pulumi.ResourceOption, parent pulumi.ResourceOption) ([]pulumi.ResourceOption, error) {
+	if host.Name == "" {
+		return c.proxmoxProvider(ctx, name, host.Settings, opts, parent)
+	}
+	own, err := newProvider(ctx, name+"-pve"+host.suffix(), host.Settings, parent)
+	if err != nil {
+		return nil, err
+	}
+	c.HostProviders[host.Name] = own
+	return []pulumi.ResourceOption{parent, pulumi.Provider(own)}, nil
+}
+
+// newProvider is a proxmoxve provider for the host's API, its token a
+// secret from the inputs to the provider.
+func newProvider(ctx *pulumi.Context, name string, px HostSettings, parent pulumi.ResourceOption) (*proxmoxve.Provider, error) {
+	own, err := proxmoxve.NewProvider(ctx, name, &proxmoxve.ProviderArgs{
 		Endpoint: pulumi.String(px.Endpoint),
 		ApiToken: pulumi.ToSecret(px.APITokenSecret.ToStringOutput().ApplyT(func(s string) string {
 			return px.APITokenID + "=" + s
@@ -46,10 +73,9 @@ func (c *Cluster) proxmoxProvider(ctx *pulumi.Context, name string, px HostSetti
 		Insecure: pulumi.Bool(px.Insecure),
 	}, parent)
 	if err != nil {
-		return nil, fmt.Errorf("unable to create Proxmox provider: %w", err)
+		return nil, fmt.Errorf("unable to create Proxmox provider %s: %w", name, err)
 	}
-	c.Provider = own
-	return []pulumi.ResourceOption{parent, pulumi.Provider(own)}, nil
+	return own, nil
 }
 
 // callerProvider is the proxmoxve provider among the component's options,

@@ -60,8 +60,8 @@ func (a *ClusterArgs) checkResizes(p *inputs.Problems) {
 		}{
 			{"cores", was.Cores != 0 && was.Cores != n.Cores},
 			{"memory", was.Memory != 0 && was.Memory != n.Memory},
-			{"proxmox.cpuType", was.CPUType != "" && was.CPUType != a.Proxmox.CPUType},
-			{"proxmox.bios", was.BIOS != "" && was.BIOS != a.Proxmox.BIOS},
+			{"proxmox.cpuType", was.CPUType != "" && was.CPUType != a.settingsOf(n.Host).CPUType},
+			{"proxmox.bios", was.BIOS != "" && was.BIOS != a.settingsOf(n.Host).BIOS},
 			{"the guest agent (cluster.schematic)", was.Agent != agent},
 		} {
 			if c.changed {

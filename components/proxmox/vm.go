@@ -63,7 +63,13 @@ type vmSpec struct {
 // ejected after the install anyway (see ejectISO), because a VM whose ISO
 // file is deleted (a later Talos version replaces it) would not start.
 func vmArgs(in *ClusterArgs, ref Node, s vmSpec) *vm.VirtualMachineArgs {
-	px := in.Proxmox
+	px := in.settingsOf(ref.Host)
+	tags := Tags(s.Cluster, s.Stack)
+	if ref.Host != "" {
+		// The fast-stop hook finds the host's API by it.
+		tags = append(tags, HostTag(ref.Host))
+		slices.Sort(tags)
+	}
 	disks := vm.VirtualMachineDiskArray{diskArgs(bootDisk, px.DiskDatastore, ref.DiskSize)}
 	if ref.DataDiskSize > 0 {
 		disks = append(disks, diskArgs(dataDisk, px.DiskDatastore, ref.DataDiskSize))
@@ -82,7 +88,7 @@ func vmArgs(in *ClusterArgs, ref Node, s vmSpec) *vm.VirtualMachineArgs {
 		VmId:        pulumi.Int(ref.VMID),
 		Name:        pulumi.String(ref.Name),
 		Description: pulumi.String(fmt.Sprintf("Talos %s %s of cluster %s; managed by Pulumi stack %s.", ref.Role, ref.Name, s.Cluster, s.Stack)),
-		Tags:        pulumi.ToStringArray(Tags(s.Cluster, s.Stack)),
+		Tags:        pulumi.ToStringArray(tags),
 		Machine:     pulumi.String("q35"),
 		Bios:        pulumi.String(px.BIOS),
 		OperatingSystem: &vm.VirtualMachineOperatingSystemArgs{

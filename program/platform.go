@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"regexp"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -61,7 +62,28 @@ var platforms = map[stacks.Platform]registration{
 // StackKey is the stack key of an input path of cfg's platform component
 // (overrides.StackPath with the platform's renames).
 func StackKey(cfg *stacks.Config, path string) string {
+	if key, ok := hostKey(path); ok {
+		return key
+	}
 	return overrides.StackPath(cfg.Nodes.Refs(), path, platforms[cfg.Platform].keys...)
+}
+
+// hostRenameRe matches the inputs of a hosts entry that ProxmoxArgs fills
+// from keys of other names (as proxmoxKeys does for the proxmox input).
+var hostRenameRe = regexp.MustCompile(`^(hosts\[\d+\]\.)proxmox\.(gateway|prefixLength|dnsmasq\.ssh)(\b.*)?$`)
+
+// hostKey is the stack key of a hosts entry's renamed input path.
+func hostKey(path string) (string, bool) {
+	m := hostRenameRe.FindStringSubmatch(path)
+	if m == nil {
+		return "", false
+	}
+	switch m[2] {
+	case "dnsmasq.ssh":
+		return m[1] + "proxmox.ssh" + m[3], true
+	default:
+		return m[1] + "network." + m[2] + m[3], true
+	}
 }
 
 // platformOf is cfg's platform; noPlatform for one stacks.Load refuses.

@@ -1,6 +1,7 @@
 package program
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 
@@ -28,42 +29,18 @@ var proxmoxKeys = []overrides.Rename{
 // platform proxmox. It reads no file: a private key file is read by
 // ReadProxmoxKey.
 func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
-	px := cfg.Proxmox
-	host := proxmox.HostSettings{
-		Endpoint:       px.Endpoint,
-		APITokenID:     px.APITokenID,
-		APITokenSecret: px.APITokenSecret.Output(),
-		Insecure:       px.Insecure,
-		Bridge:         px.Bridge,
-		VLANID:         px.VLANID,
-		DiskDatastore:  px.DiskDatastore,
-		ISODatastore:   px.ISODatastore,
-		KeepISO:        px.KeepISO,
-		CPUType:        px.CPUType,
-		BIOS:           px.BIOS,
-		Addressing:     px.Addressing,
-		PrefixLength:   cfg.Cluster.Network.PrefixLength,
-		Gateway:        cfg.Cluster.Network.Gateway,
-	}
-	if px.DNSMasqEnabled() {
-		ssh := px.SSH
-		host.DNSMasq = &proxmox.DNSMasqSettings{
-			ConfigDir:      px.DNSMasq.ConfigDir,
-			RestartCommand: px.DNSMasq.Restart,
-			LeaseFile:      px.DNSMasq.LeaseFile,
-			SSH: proxmox.SSHSettings{
-				Host: ssh.Host, Port: ssh.Port, User: ssh.User,
-				HostKey: stacks.CommandHostKey(ssh.HostKey),
-			},
-		}
-		if ssh.PrivateKey.IsSet() {
-			host.DNSMasq.SSH.PrivateKey = ssh.PrivateKey.Output()
-		}
-	}
+	host := hostSettings(&cfg.Proxmox, cfg.Cluster.Network.Gateway, cfg.Cluster.Network.PrefixLength)
 	args := &proxmox.ClusterArgs{
 		Cluster:   ClusterSettings(cfg),
 		Schematic: image.Schematic{ID: cfg.Cluster.Schematic.ID, Extensions: cfg.Cluster.Schematic.Extensions},
 		Proxmox:   host,
+	}
+	for i := range cfg.Hosts {
+		h := &cfg.Hosts[i]
+		// A host's network defaults to the cluster's.
+		gateway := cmp.Or(h.Network.Gateway, cfg.Cluster.Network.Gateway)
+		prefix := cmp.Or(h.Network.PrefixLength, cfg.Cluster.Network.PrefixLength)
+		args.Hosts = append(args.Hosts, proxmox.Host{Name: h.Name, Proxmox: hostSettings(&h.Proxmox, gateway, prefix)})
 	}
 	for _, ref := range cfg.Nodes.Refs() {
 		args.Nodes = append(args.Nodes, proxmox.Node{
@@ -71,6 +48,7 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 			Role:              RoleOf(ref.Role),
 			IP:                ref.IP,
 			ProxmoxNode:       ref.ProxmoxNode,
+			Host:              ref.Host,
 			VMID:              ref.VMID,
 			MAC:               ref.MAC,
 			Cores:             ref.Cores,
@@ -94,20 +72,71 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 	return args
 }
 
+// hostSettings are a Proxmox section of the stack file (proxmox, or a
+// hosts entry's) as the component takes a host, on the network of that
+// gateway and prefix length.
+func hostSettings(px *stacks.ProxmoxConfig, gateway string, prefixLength int) proxmox.HostSettings {
+	host := proxmox.HostSettings{
+		Endpoint:       px.Endpoint,
+		APITokenID:     px.APITokenID,
+		APITokenSecret: px.APITokenSecret.Output(),
+		Insecure:       px.Insecure,
+		Bridge:         px.Bridge,
+		VLANID:         px.VLANID,
+		DiskDatastore:  px.DiskDatastore,
+		ISODatastore:   px.ISODatastore,
+		KeepISO:        px.KeepISO,
+		CPUType:        px.CPUType,
+		BIOS:           px.BIOS,
+		Addressing:     px.Addressing,
+		PrefixLength:   prefixLength,
+		Gateway:        gateway,
+	}
+	if px.DNSMasqEnabled() {
+		ssh := px.SSH
+		host.DNSMasq = &proxmox.DNSMasqSettings{
+			ConfigDir:      px.DNSMasq.ConfigDir,
+			RestartCommand: px.DNSMasq.Restart,
+			LeaseFile:      px.DNSMasq.LeaseFile,
+			SSH: proxmox.SSHSettings{
+				Host: ssh.Host, Port: ssh.Port, User: ssh.User,
+				HostKey: stacks.CommandHostKey(ssh.HostKey),
+			},
+		}
+		if ssh.PrivateKey.IsSet() {
+			host.DNSMasq.SSH.PrivateKey = ssh.PrivateKey.Output()
+		}
+	}
+	return host
+}
+
 // ReadProxmoxKey reads proxmox.ssh.privateKeyFile into the arguments when
 // the reservations need SSH and no key is given inline, so that a missing
 // file fails before anything is created. Without either, the SSH agent is
 // used.
 func ReadProxmoxKey(cfg *stacks.Config, args *proxmox.ClusterArgs) error {
-	ssh := cfg.Proxmox.SSH
-	if args.Proxmox.DNSMasq == nil || ssh.PrivateKey.IsSet() || ssh.PrivateKeyFile == "" {
+	if err := readHostKey(cfg.Proxmox.SSH, "proxmox", &args.Proxmox); err != nil {
+		return err
+	}
+	for i := range cfg.Hosts {
+		if err := readHostKey(cfg.Hosts[i].Proxmox.SSH, fmt.Sprintf("hosts[%d].proxmox", i), &args.Hosts[i].Proxmox); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readHostKey reads the SSH key file of one Proxmox section (at its key
+// section) into the host's reservations, as ReadProxmoxKey says.
+func readHostKey(ssh stacks.SSHConfig, section string, host *proxmox.HostSettings) error {
+	if host.DNSMasq == nil || ssh.PrivateKey.IsSet() || ssh.PrivateKeyFile == "" {
 		return nil
 	}
 	key, err := os.ReadFile(ssh.KeyFilePath())
 	if err != nil {
-		return fmt.Errorf("proxmox.ssh.privateKeyFile: %w; nothing was created", err)
+		return fmt.Errorf("%s.ssh.privateKeyFile: %w; nothing was created", section, err)
 	}
-	args.Proxmox.DNSMasq.SSH.PrivateKey = pulumi.ToSecret(pulumi.String(string(key))).(pulumi.StringOutput)
+	host.DNSMasq.SSH.PrivateKey = pulumi.ToSecret(pulumi.String(string(key))).(pulumi.StringOutput)
 	return nil
 }
 

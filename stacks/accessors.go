@@ -78,6 +78,36 @@ func (c *Config) KubernetesEndpoint() string {
 	return "https://" + net.JoinHostPort(c.EndpointHost(), "6443")
 }
 
+// ProxmoxSection is one Proxmox section of the stack file: proxmox, or a
+// hosts entry's.
+type ProxmoxSection struct {
+	// Path is its key: proxmox or hosts[i].proxmox.
+	Path string
+	// Host is the hosts entry's name, "" for proxmox.
+	Host string
+	*ProxmoxConfig
+}
+
+// ProxmoxSections are the stack file's Proxmox sections, proxmox first.
+func (c *Config) ProxmoxSections() []ProxmoxSection {
+	out := []ProxmoxSection{{Path: "proxmox", ProxmoxConfig: &c.Proxmox}}
+	for i := range c.Hosts {
+		out = append(out, ProxmoxSection{Path: fmt.Sprintf("hosts[%d].proxmox", i), Host: c.Hosts[i].Name, ProxmoxConfig: &c.Hosts[i].Proxmox})
+	}
+	return out
+}
+
+// SectionOf is the Proxmox section of the host a node names (proxmox for
+// none, or for a name no entry has).
+func (c *Config) SectionOf(host string) ProxmoxSection {
+	for _, s := range c.ProxmoxSections() {
+		if s.Host == host {
+			return s
+		}
+	}
+	return c.ProxmoxSections()[0]
+}
+
 // EndpointHost is the host name of the Proxmox API URL ("" if unparsable).
 func (p *ProxmoxConfig) EndpointHost() string {
 	u, err := url.Parse(p.Endpoint)

@@ -86,8 +86,17 @@ func checkCredentials(d *Diagnostics, src Source, cfg *Config) credentialCheck {
 // `user@realm!name=secret` Proxmox shows once when it creates a token, or
 // the whole `PVEAPIToken=user@realm!name=secret` header.
 func checkTokenID(d *Diagnostics, src Source, cfg *Config, c *credentialCheck) {
-	const path = "proxmox.apiTokenId"
-	id := cfg.Proxmox.APITokenID
+	for _, s := range cfg.ProxmoxSections() {
+		checkSectionTokenID(d, src, s, c)
+	}
+}
+
+// checkSectionTokenID is checkTokenID for one Proxmox section.
+func checkSectionTokenID(d *Diagnostics, src Source, s ProxmoxSection, c *credentialCheck) {
+	path := s.Path + ".apiTokenId"
+	top, _, _ := strings.Cut(s.Path, ".")
+	top, _, _ = strings.Cut(top, "[")
+	id := s.APITokenID
 	first, afterFirst, found := strings.Cut(id, "=")
 	if !found {
 		return
@@ -102,8 +111,8 @@ func checkTokenID(d *Diagnostics, src Source, cfg *Config, c *credentialCheck) {
 	if proxmox.IsAPITokenID(name) {
 		hint = name
 	}
-	d.errorf(path, "holds the token secret after '=': keep only the token id (%s) here and set the secret with `pulumi config set --secret --path proxmox.apiTokenSecret <uuid>`%s",
-		hint, plainNote(src, "proxmox", path, id, "the token"))
+	d.errorf(path, "holds the token secret after '=': keep only the token id (%s) here and set the secret with `pulumi config set --secret --path %s.apiTokenSecret <uuid>`%s",
+		hint, s.Path, plainNote(src, top, path, id, "the token"))
 }
 
 // plainNote adds, for a credential stored in plain text, that it has been

@@ -53,9 +53,15 @@ func applyDefaults(cfg *Config) {
 	rulesOf(cfg.Platform).defaults(cfg)
 }
 
-// proxmoxDefaults are the Proxmox section's defaults of the file's own.
+// proxmoxDefaults are the Proxmox sections' defaults of the file's own.
 func proxmoxDefaults(cfg *Config) {
-	p := &cfg.Proxmox
+	for _, s := range cfg.ProxmoxSections() {
+		sectionDefaults(s.ProxmoxConfig)
+	}
+}
+
+// sectionDefaults are one Proxmox section's defaults of the file's own.
+func sectionDefaults(p *ProxmoxConfig) {
 	setString(&p.Node, DefaultProxmoxNode)
 	setString(&p.Addressing, AddressingDHCPReservation)
 	setString(&p.Access, AccessDirect)
@@ -90,10 +96,12 @@ func resolve(cfg *Config) {
 
 // proxmoxResolve fills the Proxmox keys that copy others.
 func proxmoxResolve(cfg *Config) {
-	setString(&cfg.Proxmox.SSH.Host, cfg.Proxmox.EndpointHost())
+	for _, s := range cfg.ProxmoxSections() {
+		setString(&s.SSH.Host, s.EndpointHost())
+	}
 	normalizeMACs(cfg)
 	for _, n := range cfg.Nodes.All() {
-		setString(&n.ProxmoxNode, cfg.Proxmox.Node)
+		setString(&n.ProxmoxNode, cfg.SectionOf(n.Host).Node)
 	}
 }
 

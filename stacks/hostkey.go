@@ -217,12 +217,13 @@ func hostsCover(patterns []string, host string, port int) (string, bool) {
 // validateProxmoxHostKey checks proxmox.ssh.hostKey. The host is reached over
 // SSH by the dnsmasq reservations (pulumi-command) and by the ssh-proxy
 // helper and `make doctor` (internal/access).
-func validateProxmoxHostKey(d *Diagnostics, px *ProxmoxConfig) {
+func validateProxmoxHostKey(d *Diagnostics, section ProxmoxSection) {
+	px := section.ProxmoxConfig
 	host := px.SSH.Host
 	if host == "" {
 		host = px.EndpointHost()
 	}
-	use := hostKeyUse{path: "proxmox.ssh.hostKey", host: host, port: px.SSH.Port,
+	use := hostKeyUse{path: section.Path + ".ssh.hostKey", host: host, port: px.SSH.Port,
 		contacted: px.DNSMasqEnabled() || px.Access == AccessSSHProxy}
 	var what []string
 	if px.DNSMasqEnabled() {

@@ -40,6 +40,7 @@ func validateLocalStack(d *Diagnostics, cfg *Config) {
 	if !reflect.ValueOf(cfg.VPS).IsZero() || d.zeroUnder("vps") {
 		d.errorf("vps", "is only valid for platform vps (this stack's platform is local)")
 	}
+	rejectHosts(d, cfg)
 	if cfg.Storage.ProxmoxCSI.Enabled() {
 		d.errorf("storage.proxmoxCsi", "is only valid for platform proxmox (this stack's platform is local): the plugin makes disks of Proxmox VMs")
 	}
@@ -58,6 +59,7 @@ var containerCannot = map[string]string{
 	"diskSize":     "a container's disks are Docker volumes",
 	"dataDiskSize": "a container has no disk for a Talos user volume",
 	"proxmoxNode":  "a container runs on this machine",
+	"host":         "a container runs on this machine",
 	"gateway":      "Docker routes the containers through the network's gateway, cluster.network.gateway",
 	"prefixLength": "the containers share one network, cluster.network.prefixLength",
 	"installDisk":  "a container does not install Talos",

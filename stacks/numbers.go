@@ -1,6 +1,7 @@
 package stacks
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -57,9 +58,14 @@ func validateExplicitZeros(d *Diagnostics, cfg *Config) {
 }
 
 // proxmoxExplicitZeros are validateExplicitZeros's Proxmox keys.
-func proxmoxExplicitZeros(d *Diagnostics, _ *Config) {
+func proxmoxExplicitZeros(d *Diagnostics, cfg *Config) {
 	rejectExplicitZero(d, "cluster.network.prefixLength", rangeText(minNodePrefix, maxProxmoxPrefix), itoa(DefaultProxmoxPrefix))
-	rejectExplicitZero(d, "proxmox.ssh.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
+	for _, s := range cfg.ProxmoxSections() {
+		rejectExplicitZero(d, s.Path+".ssh.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
+	}
+	for i := range cfg.Hosts {
+		rejectExplicitZero(d, fmt.Sprintf("hosts[%d].network.prefixLength", i), rangeText(minNodePrefix, maxProxmoxPrefix), "cluster.network.prefixLength")
+	}
 }
 
 // vpsExplicitZeros are validateExplicitZeros's VPS keys.

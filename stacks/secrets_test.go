@@ -114,6 +114,16 @@ func secretLocations() []secretLocation {
 			set: func(k keys, v any) { setOrDelete(at(k, "proxmox", "ssh"), "privateKey", v) },
 		},
 		{
+			path: "hosts[0].proxmox.apiTokenSecret", typePath: "hosts[].proxmox.apiTokenSecret", required: true, top: "hosts",
+			base: multiHostKeys, source: multiHostSource,
+			set: func(k keys, v any) { setOrDelete(at(k, "hosts", 0, "proxmox"), "apiTokenSecret", v) },
+		},
+		{
+			path: "hosts[0].proxmox.ssh.privateKey", typePath: "hosts[].proxmox.ssh.privateKey", top: "hosts",
+			base: multiHostKeys, source: multiHostSource,
+			set: func(k keys, v any) { setOrDelete(at(k, "hosts", 0, "proxmox", "ssh"), "privateKey", v) },
+		},
+		{
 			path: "backup.s3.secretAccessKey", typePath: "backup.s3.secretAccessKey", required: true, top: "backup", // with accessKeyId
 			base: proxmoxKeysWithBackup, source: func(k keys) stacks.Source { return k.source("proxmox", "backup") },
 			set: func(k keys, v any) { setOrDelete(at(k, "backup", "s3"), "secretAccessKey", v) },

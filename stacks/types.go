@@ -57,6 +57,7 @@ type Config struct {
 	Cluster  ClusterConfig `json:"cluster" doc:"The Talos/Kubernetes cluster, shared by both platforms."`
 	Nodes    NodesConfig   `json:"nodes" doc:"The machines of the cluster."`
 	Proxmox  ProxmoxConfig `json:"proxmox" doc:"The Proxmox VE host(s); only for platform 'proxmox'."`
+	Hosts    []HostConfig  `json:"hosts" doc:"Further Proxmox VE hosts of the cluster that are not 'proxmox''s PVE cluster, each with its own API, token, datastores, bridge, network, reservations and SSH (docs/multi-host.md); a node names its own with 'host'. Only for platform 'proxmox'."`
 	VPS      VPSConfig     `json:"vps" doc:"Settings of the rescue-mode install; only for platform 'vps'."`
 	Local    LocalConfig   `json:"local" doc:"The Docker containers of the nodes; only for platform 'local'."`
 	Backup   BackupConfig  `json:"backup" doc:"Encrypted backups of etcd, the stack's state and this file (docs/backup.md); none when left out."`
@@ -233,7 +234,8 @@ type NodeConfig struct {
 	Memory       int    `json:"memory" doc:"memory in MiB (1024-4194304, i.e. at most 4 TiB)." default:"4096 (control plane), 8192 (worker)" platform:"proxmox" rules:"component"`
 	DiskSize     int    `json:"diskSize" doc:"boot disk size in GiB (10-131072, i.e. at most 128 TiB)." default:"20" platform:"proxmox" rules:"component"`
 	DataDiskSize int    `json:"dataDiskSize" doc:"size in GiB of a second disk (e.g. for Longhorn) on workers (at most 131072); 0 means none." default:"0" platform:"proxmox" rules:"component"`
-	ProxmoxNode  string `json:"proxmoxNode" doc:"Proxmox node (host) that runs this VM; default: 'proxmox.node'." platform:"proxmox"`
+	ProxmoxNode  string `json:"proxmoxNode" doc:"Proxmox node (host) that runs this VM; default: its host's 'node' ('proxmox.node')." platform:"proxmox"`
+	Host         string `json:"host" doc:"The entry of 'hosts' this VM runs on; default: the 'proxmox' host." platform:"proxmox" rules:"component"`
 
 	// VPS.
 	Gateway      string       `json:"gateway" doc:"this node's gateway; default: 'cluster.network.gateway'." platform:"vps" rules:"component"`
@@ -249,6 +251,19 @@ type RescueConfig struct {
 	User     string `json:"user" doc:"SSH user of the rescue system." default:"root" rules:"component"`
 	Password Secret `json:"password" doc:"Rescue SSH password (secret): 'pulumi config set --secret --path 'nodes.controlPlanes[0].rescue.password''." required:"vps" secret:"true"`
 	HostKey  string `json:"hostKey" doc:"The rescue system's SSH host key, checked by the install: its public key line as 'ssh-keyscan -t ed25519 <host>' prints it (known_hosts host names in front are allowed), once its fingerprint matches the one the provider shows. A whole ed25519 or ECDSA key: the command provider takes no fingerprint, and offers only SHA-1 signatures for an RSA key. Taken when the install is created, like the password. Empty: any key is accepted (warned)."`
+}
+
+// HostConfig is one more Proxmox VE host of the cluster.
+type HostConfig struct {
+	Name    string            `json:"name" doc:"The host's name in nodes[].host and messages, and its nodes' topology.kubernetes.io/region: a DNS label, not the 'proxmox' host's region." required:"true" rules:"component"`
+	Proxmox ProxmoxConfig     `json:"proxmox" doc:"The host's Proxmox VE API and VM settings, with the keys and defaults of the top-level 'proxmox' section." required:"true"`
+	Network HostNetworkConfig `json:"network" doc:"The network of the host's VMs; default: 'cluster.network''s. On another network than the 'proxmox' host's, the cluster needs 'cluster.kubeSpan.enabled' and no VIP."`
+}
+
+// HostNetworkConfig is the network of a host's VMs.
+type HostNetworkConfig struct {
+	Gateway      string `json:"gateway" doc:"IPv4 default gateway of the host's VMs; default: 'cluster.network.gateway'." rules:"component"`
+	PrefixLength int    `json:"prefixLength" doc:"Prefix length of the host's VM network; default: 'cluster.network.prefixLength'." rules:"component"`
 }
 
 // ProxmoxConfig is access to the Proxmox VE API and host.

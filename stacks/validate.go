@@ -133,6 +133,22 @@ func nodeNetwork(cfg *Config) (netip.Prefix, bool) {
 	return netip.PrefixFrom(gw, prefix).Masked(), true
 }
 
+// sectionNetwork is the node subnet of a Proxmox section's VMs: the
+// cluster's, or a hosts entry's own where it gives one.
+func sectionNetwork(cfg *Config, section ProxmoxSection) (netip.Prefix, bool) {
+	if section.Host == "" {
+		return nodeNetwork(cfg)
+	}
+	c := *cfg
+	for _, h := range cfg.Hosts {
+		if h.Name == section.Host {
+			c.Cluster.Network.Gateway = cmp.Or(h.Network.Gateway, c.Cluster.Network.Gateway)
+			c.Cluster.Network.PrefixLength = cmp.Or(h.Network.PrefixLength, c.Cluster.Network.PrefixLength)
+		}
+	}
+	return nodeNetwork(&c)
+}
+
 func validateNodes(d *Diagnostics, cfg *Config) {
 	if len(cfg.Nodes.ControlPlanes) == 0 {
 		d.errorf("nodes.controlPlanes", "at least one control plane is required")
@@ -154,7 +170,9 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 
 // validateProxmoxStack checks the Proxmox section and refuses the VPS one.
 func validateProxmoxStack(d *Diagnostics, cfg *Config) {
-	validateProxmox(d, cfg)
+	for _, section := range cfg.ProxmoxSections() {
+		validateProxmox(d, cfg, section)
+	}
 	if !reflect.ValueOf(cfg.VPS).IsZero() {
 		d.errorf("vps", "is only valid for platform vps (this stack's platform is proxmox)")
 	}
@@ -163,11 +181,19 @@ func validateProxmoxStack(d *Diagnostics, cfg *Config) {
 // validateVPSStack checks the VPS section and refuses the Proxmox ones.
 func validateVPSStack(d *Diagnostics, cfg *Config) {
 	validateVPS(d, cfg)
+	rejectHosts(d, cfg)
 	if !reflect.ValueOf(cfg.Proxmox).IsZero() || d.zeroUnder("proxmox") {
 		d.errorf("proxmox", "is only valid for platform proxmox (this stack's platform is vps)")
 	}
 	if cfg.Storage.ProxmoxCSI.Enabled() {
 		d.errorf("storage.proxmoxCsi", "is only valid for platform proxmox (this stack's platform is vps): the plugin makes disks of Proxmox VMs")
+	}
+}
+
+// rejectHosts refuses hosts entries on a platform other than proxmox.
+func rejectHosts(d *Diagnostics, cfg *Config) {
+	if len(cfg.Hosts) > 0 || d.zeroUnder("hosts") {
+		d.errorf("hosts", "is only valid for platform proxmox (this stack's platform is %s)", cfg.Platform)
 	}
 }
 
@@ -238,24 +264,29 @@ func validateProxmoxNode(d *Diagnostics, ref NodeRef, macs map[string]string) {
 // the operator knows whether the bridge spans the nodes (an SDN VXLAN or VLAN
 // zone does), hence proxmox.dnsmasq.bridgeSpansHosts. Runs before resolve: an
 // empty proxmoxNode is proxmox.node.
-func validateDNSMasqPlacement(d *Diagnostics, cfg *Config) {
-	px := &cfg.Proxmox
+func validateDNSMasqPlacement(d *Diagnostics, cfg *Config, section ProxmoxSection) {
+	px := section.ProxmoxConfig
 	if px.Addressing != AddressingDHCPReservation || !px.DNSMasqEnabled() || px.DNSMasq.BridgeSpansHosts {
 		return
 	}
+	var refs []NodeRef
 	hosts := map[string]bool{}
 	for _, ref := range cfg.Nodes.Refs() {
-		hosts[nodeHost(px, ref)] = true
+		if ref.Host == section.Host {
+			refs = append(refs, ref)
+			hosts[nodeHost(px, ref)] = true
+		}
 	}
 	if len(hosts) < 2 {
 		return
 	}
 	// The bridge the VMs get: the file's, or the ProxmoxCluster's default.
 	bridge := cmp.Or(px.Bridge, proxmox.DefaultBridge)
-	for _, ref := range cfg.Nodes.Refs() {
+	at := section.Path
+	for _, ref := range refs {
 		if host := nodeHost(px, ref); host != px.Node {
-			d.errorf(ref.Path+".proxmoxNode", "%q is not proxmox.node (%q), and DHCP reservations are on: the dnsmasq holding them on the host reached over SSH serves only the bridge %s it sits on, which does not reach VMs on other Proxmox nodes; set proxmox.dnsmasq.bridgeSpansHosts: true if %s spans the nodes (e.g. an SDN VXLAN zone), or use addressing %s",
-				host, px.Node, bridge, bridge, AddressingStatic)
+			d.errorf(ref.Path+".proxmoxNode", "%q is not %s.node (%q), and DHCP reservations are on: the dnsmasq holding them on the host reached over SSH serves only the bridge %s it sits on, which does not reach VMs on other Proxmox nodes; set %s.dnsmasq.bridgeSpansHosts: true if %s spans the nodes (e.g. an SDN VXLAN zone), or use addressing %s",
+				host, at, px.Node, bridge, at, bridge, AddressingStatic)
 		}
 	}
 }
@@ -283,37 +314,40 @@ func validateVPSNode(d *Diagnostics, ref NodeRef) {
 	validateRescueHostKey(d, ref)
 }
 
-func validateProxmox(d *Diagnostics, cfg *Config) {
-	px := &cfg.Proxmox
-	validateProxmoxEndpoint(d, px.Endpoint)
+// validateProxmox checks one Proxmox section (proxmox, or a hosts
+// entry's) at its keys.
+func validateProxmox(d *Diagnostics, cfg *Config, section ProxmoxSection) {
+	px, at := section.ProxmoxConfig, section.Path
+	validateProxmoxEndpoint(d, at, px.Endpoint)
 	// The token id is the ProxmoxCluster's rule (program.Validate).
 	switch {
 	case !px.APITokenSecret.IsSet():
-		d.errorf("proxmox.apiTokenSecret", "is required: `pulumi config set --secret --path proxmox.apiTokenSecret <uuid>`")
+		d.errorf(at+".apiTokenSecret", "is required: `pulumi config set --secret --path %s.apiTokenSecret <uuid>`", at)
 	case !uuidRe.MatchString(px.APITokenSecret.Reveal()):
 		// The value is a credential: say what is wrong without echoing it.
-		d.errorf("proxmox.apiTokenSecret", "is not a UUID, the form Proxmox issues token secrets in")
+		d.errorf(at+".apiTokenSecret", "is not a UUID, the form Proxmox issues token secrets in")
 	}
 	if px.Insecure {
-		d.warnf("proxmox.insecure", "TLS verification of the Proxmox API is off; the API token can be intercepted")
+		d.warnf(at+".insecure", "TLS verification of the Proxmox API is off; the API token can be intercepted")
 	}
 	if msg := proxmox.NodeNameProblem(px.Node); msg != "" {
-		d.errorf("proxmox.node", "%s", msg)
+		d.errorf(at+".node", "%s", msg)
 	}
 	// The bridge, VLAN, datastores, CPU type, BIOS, addressing and the
 	// dnsmasq paths and command are the ProxmoxCluster's own rules:
 	// program.Validate names its problems by these keys (issue 25).
 	if px.Addressing == AddressingStatic && px.DNSMasqEnabled() {
-		d.errorf("proxmox.dnsmasq.enabled", "DHCP reservations are only used with addressing %s", AddressingDHCPReservation)
+		d.errorf(at+".dnsmasq.enabled", "DHCP reservations are only used with addressing %s", AddressingDHCPReservation)
 	}
-	validateDNSMasqPlacement(d, cfg)
+	validateDNSMasqPlacement(d, cfg, section)
 	switch px.Access {
 	case AccessDirect, AccessSSHProxy:
 	default:
-		d.errorf("proxmox.access", "%q is not %s or %s", px.Access, AccessDirect, AccessSSHProxy)
+		d.errorf(at+".access", "%q is not %s or %s", px.Access, AccessDirect, AccessSSHProxy)
 	}
+	vmNet, hasVMNet := sectionNetwork(cfg, section)
 	for i, h := range px.NoProxy {
-		path := fmt.Sprintf("proxmox.noProxy[%d]", i)
+		path := fmt.Sprintf("%s.noProxy[%d]", at, i)
 		switch {
 		case px.Access != AccessSSHProxy:
 			d.errorf(path, "is only used with access %s", AccessSSHProxy)
@@ -321,14 +355,12 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 			d.errorf(path, "\"*\" would send nothing through the proxy; use access %s instead", AccessDirect)
 		case !isNoProxyEntry(h):
 			d.errorf(path, "%q is not a host name, .domain, IP or CIDR (optionally with :port)", h)
-		default:
-			if vmNet, ok := nodeNetwork(cfg); ok {
-				if p, err := netip.ParsePrefix(h); err == nil && p.Overlaps(vmNet) {
-					d.errorf(path, "%s overlaps the VM network %s, which only the proxy reaches", h, vmNet)
-				}
-				if a, err := netip.ParseAddr(h); err == nil && vmNet.Contains(a) {
-					d.errorf(path, "%s is in the VM network %s, which only the proxy reaches", h, vmNet)
-				}
+		case hasVMNet:
+			if p, err := netip.ParsePrefix(h); err == nil && p.Overlaps(vmNet) {
+				d.errorf(path, "%s overlaps the VM network %s, which only the proxy reaches", h, vmNet)
+			}
+			if a, err := netip.ParseAddr(h); err == nil && vmNet.Contains(a) {
+				d.errorf(path, "%s is in the VM network %s, which only the proxy reaches", h, vmNet)
 			}
 		}
 	}
@@ -337,25 +369,25 @@ func validateProxmox(d *Diagnostics, cfg *Config) {
 	// reservations use them, as the access proxy does too.
 	ssh := px.SSH
 	var sshProblems inputs.Problems
-	proxmox.SSHSettings{Host: ssh.Host, Port: ssh.Port, User: ssh.User}.Check(&sshProblems, "proxmox.ssh.")
+	proxmox.SSHSettings{Host: ssh.Host, Port: ssh.Port, User: ssh.User}.Check(&sshProblems, at+".ssh.")
 	for _, p := range sshProblems.List() {
 		d.errorf(p.Path, "%s", p.Message)
 	}
-	validateKeyFilePath(d, "proxmox.ssh.privateKeyFile", ssh.PrivateKeyFile)
+	validateKeyFilePath(d, at+".ssh.privateKeyFile", ssh.PrivateKeyFile)
 	if ssh.PrivateKey.IsSet() && ssh.PrivateKeyFile != "" {
-		d.errorf("proxmox.ssh", "set either privateKey or privateKeyFile, not both")
+		d.errorf(at+".ssh", "set either privateKey or privateKeyFile, not both")
 	}
 	if ssh.PrivateKey.IsSet() && !strings.Contains(ssh.PrivateKey.Reveal(), "PRIVATE KEY") {
-		d.errorf("proxmox.ssh.privateKey", "is not a PEM/OpenSSH private key (no \"PRIVATE KEY\" header)")
+		d.errorf(at+".ssh.privateKey", "is not a PEM/OpenSSH private key (no \"PRIVATE KEY\" header)")
 	}
-	validateProxmoxHostKey(d, px)
+	validateProxmoxHostKey(d, section)
 }
 
-func validateProxmoxEndpoint(d *Diagnostics, endpoint string) {
+func validateProxmoxEndpoint(d *Diagnostics, section, endpoint string) {
 	// The ProxmoxCluster's rule, checked here too: the file's defaults
 	// (the SSH host) are taken from a valid endpoint.
 	if msg := proxmox.EndpointProblem(endpoint); msg != "" {
-		d.errorf("proxmox.endpoint", "%s", msg)
+		d.errorf(section+".endpoint", "%s", msg)
 	}
 }
 

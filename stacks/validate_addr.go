@@ -34,7 +34,7 @@ func specialHost(host string) (why string, loopback bool) {
 
 // localForwardHint is added where a loopback address can be the local end of
 // an SSH port forward.
-const localForwardHint = "; if it is the local end of an SSH port forward (ssh -L) to the Proxmox host, set proxmox.localForward: true"
+const localForwardHint = "; if it is the local end of an SSH port forward (ssh -L) to the Proxmox host, set %s.localForward: true"
 
 // The special IP addresses of the nodes, the gateway, the nameservers and
 // the VIP are the components' rules (program.Validate); what is left here
@@ -47,11 +47,12 @@ func validateAddresses(d *Diagnostics, cfg *Config) {
 
 // proxmoxAddresses checks the Proxmox API and SSH hosts.
 func proxmoxAddresses(d *Diagnostics, cfg *Config) {
-	px := &cfg.Proxmox
-	if u, err := url.Parse(px.Endpoint); err == nil && u.Host != "" {
-		checkHost(d, "proxmox.endpoint", u.Hostname(), px.LocalForward)
+	for _, s := range cfg.ProxmoxSections() {
+		if u, err := url.Parse(s.Endpoint); err == nil && u.Host != "" {
+			checkHost(d, s.Path+".endpoint", u.Hostname(), s.LocalForward)
+		}
+		checkHost(d, s.Path+".ssh.host", s.SSH.Host, s.LocalForward)
 	}
-	checkHost(d, "proxmox.ssh.host", px.SSH.Host, px.LocalForward)
 }
 
 // vpsAddresses checks the rescue hosts and the image URL's host.
@@ -73,8 +74,9 @@ func checkHost(d *Diagnostics, path, host string, loopbackOK bool) {
 	why, loopback := specialHost(host)
 	switch {
 	case why == "" || (loopback && loopbackOK):
-	case loopback && strings.HasPrefix(path, "proxmox."):
-		d.errorf(path, "%s is %s%s", host, why, localForwardHint)
+	case loopback && strings.Contains(path, "proxmox."):
+		section := path[:strings.Index(path, "proxmox.")+len("proxmox")]
+		d.errorf(path, "%s is %s"+localForwardHint, host, why, section)
 	default:
 		d.errorf(path, "%s is %s", host, why)
 	}

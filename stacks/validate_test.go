@@ -71,6 +71,34 @@ func proxmoxKeys() keys {
 	}
 }
 
+// multiHostKeys are proxmoxKeys with a second Proxmox VE host on another
+// network (office), holding a control plane and a worker, over KubeSpan and
+// without a VIP.
+func multiHostKeys() keys {
+	k := proxmoxKeys()
+	c := at(k, "cluster")
+	delete(c, "vip")
+	c["endpoint"] = "k8s.lab.example.com"
+	c["kubeSpan"] = obj{"enabled": true}
+	cps := at(k, "nodes")["controlPlanes"].([]any)
+	at(k, "nodes")["controlPlanes"] = append(cps,
+		obj{"name": "cp-1", "ip": "10.20.0.10", "vmId": 110, "host": "office"})
+	at(k, "nodes")["workers"] = append(at(k, "nodes")["workers"].([]any),
+		obj{"name": "worker-2", "ip": "10.20.0.20", "vmId": 120, "host": "office"})
+	k["hosts"] = []any{obj{
+		"name": "office",
+		"proxmox": obj{
+			"endpoint": "https://198.51.100.7:8006/", "apiTokenId": "root@pam!pulumi",
+			"apiTokenSecret": "0e9d8c7b-6a5f-4e3d-2c1b-0a9f8e7d6c5b", "ssh": obj{"hostKey": pveHostKey},
+		},
+		"network": obj{"gateway": "10.20.0.1"},
+	}}
+	return k
+}
+
+// multiHostSource marks the credential keys of multiHostKeys secret.
+func multiHostSource(k keys) stacks.Source { return k.source("proxmox", "hosts") }
+
 func vpsKeys() keys {
 	return keys{
 		"platform": "vps",

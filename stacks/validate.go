@@ -113,7 +113,12 @@ func validateEndpoint(d *Diagnostics, cfg *Config) {
 		}
 	}
 	if c.VIP == "" {
-		if cfg.Platform == PlatformProxmox && len(cfg.Nodes.ControlPlanes) > 1 && c.Endpoint == "" {
+		switch {
+		case cfg.Platform != PlatformProxmox || len(cfg.Nodes.ControlPlanes) < 2 || c.Endpoint != "":
+		case len(cfg.Hosts) > 0:
+			// Hosts on different networks refuse a VIP (the component).
+			d.warnf("cluster.endpoint", "not set: the Kubernetes endpoint is the first control plane, so the API goes down with it; give a DNS name that resolves to every control plane (docs/multi-host.md)")
+		default:
 			d.warnf("cluster.vip", "not set: the Kubernetes endpoint is the first control plane, so the API goes down with it")
 		}
 		return

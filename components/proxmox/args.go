@@ -499,12 +499,13 @@ func (a *ClusterArgs) Warnings() []string {
 	if name == nil {
 		name = func(path string) string { return path }
 	}
+	out := a.zoneWarnings(name)
 	if !a.TalosArgs(nil).LonghornNodes() {
-		return nil
+		return out
 	}
 	if a.Schematic.ID != "" {
-		return []string{fmt.Sprintf("%s: the workers' data disks are Longhorn volumes; make sure schematic %s carries %s, which Longhorn needs",
-			name("schematic.id"), a.Schematic.ID, strings.Join(talos.LonghornExtensions, " and "))}
+		return append(out, fmt.Sprintf("%s: the workers' data disks are Longhorn volumes; make sure schematic %s carries %s, which Longhorn needs",
+			name("schematic.id"), a.Schematic.ID, strings.Join(talos.LonghornExtensions, " and ")))
 	}
 	var missing []string
 	for _, ext := range talos.LonghornExtensions {
@@ -513,10 +514,34 @@ func (a *ClusterArgs) Warnings() []string {
 		}
 	}
 	if len(missing) == 0 {
+		return out
+	}
+	return append(out, fmt.Sprintf("%s: the workers' data disks are Longhorn volumes, and Longhorn needs %s: add it to the extensions, or set cluster.dataVolume.layout to plain",
+		name("schematic.extensions"), strings.Join(missing, " and ")))
+}
+
+// zoneWarnings are the Proxmox node names that two hosts share: each
+// node's zone label is its Proxmox node, so Longhorn's zone anti-affinity
+// (and the scheduler's topology spread) would take both hosts for one
+// failure domain.
+func (a *ClusterArgs) zoneWarnings(name func(string) string) []string {
+	if len(a.Hosts) == 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("%s: the workers' data disks are Longhorn volumes, and Longhorn needs %s: add it to the extensions, or set cluster.dataVolume.layout to plain",
-		name("schematic.extensions"), strings.Join(missing, " and "))}
+	first := map[string]string{} // the host of the first node in each zone
+	var out []string
+	for i, n := range a.Nodes {
+		host, seen := first[n.ProxmoxNode]
+		switch {
+		case !seen:
+			first[n.ProxmoxNode] = n.Host
+		case host != n.Host:
+			out = append(out, fmt.Sprintf("%s: Proxmox node %q is on %s and on %s: both give their nodes the zone %s (topology.kubernetes.io/zone), so Longhorn and the scheduler take them for one failure domain; give the Proxmox nodes distinct names (their hostnames) where that matters",
+				name(fmt.Sprintf("nodes[%d].proxmoxNode", i)), n.ProxmoxNode, hostLabel(host), hostLabel(n.Host), n.ProxmoxNode))
+			first[n.ProxmoxNode] = n.Host
+		}
+	}
+	return out
 }
 
 // checkDatastore records a missing or malformed datastore name at path.

@@ -36,11 +36,14 @@ type hostView struct {
 }
 
 // label is the host as messages name it.
-func (h hostView) label() string {
-	if h.Name == "" {
-		return "proxmox"
+func (h hostView) label() string { return hostLabel(h.Name) }
+
+// hostLabel names a host ("" for the proxmox input's) in messages.
+func hostLabel(host string) string {
+	if host == "" {
+		return "the proxmox host"
 	}
-	return "host " + h.Name
+	return "host " + host
 }
 
 // suffix tells the host's resources from the proxmox input's, whose names
@@ -152,12 +155,19 @@ func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 		host   string
 		prefix netip.Prefix
 	}
+	var used []hostView
+	for _, h := range a.hostViews() {
+		if len(h.Nodes) > 0 {
+			used = append(used, h)
+		}
+	}
+	if len(used) < 2 {
+		// One host holds every node: one network.
+		return
+	}
 	var nets []network
 	known := true
-	for _, h := range a.hostViews() {
-		if len(h.Nodes) == 0 {
-			continue
-		}
+	for _, h := range used {
 		prefix := h.Settings.network()
 		if !prefix.IsValid() {
 			// Refused where it is given; required here.

@@ -50,7 +50,10 @@ func (h hostView) checkNetwork(p *inputs.Problems, all []Node) {
 		}
 	}
 	subnet := px.network()
-	if !subnet.IsValid() {
+	// No nodes: a name's nodes are its first host's (hostViews), not those
+	// of an entry that repeats the name or has none (checkHosts refuses
+	// it), which n.Host alone would not tell.
+	if !subnet.IsValid() || len(h.Nodes) == 0 {
 		return
 	}
 	gw, _ := machineIPv4(px.Gateway)

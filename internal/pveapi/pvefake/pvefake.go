@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -66,6 +67,8 @@ type VM struct {
 // Server is the fake API.
 type Server struct {
 	*httptest.Server
+	// down is SetDown's.
+	down atomic.Bool
 	// TaskLatency is how long a stop or download task runs.
 	TaskLatency time.Duration
 	// Fail500 answers the next n requests with 500.
@@ -245,7 +248,21 @@ var (
 // the path and may be repeated in the body.
 var stopParams = []string{"node", "vmid", "skiplock", "migratedfrom", "timeout", "keepActive"}
 
+// SetDown makes the host unreachable (true) or back (false): while down,
+// every connection is closed without an answer, as a host that lost power
+// leaves its clients with a broken connection.
+func (s *Server) SetDown(down bool) { s.down.Store(down) }
+
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	if s.down.Load() {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
 	if r.Header.Get("Authorization") != "PVEAPIToken="+TokenID+"="+TokenSecret {
 		w.WriteHeader(http.StatusUnauthorized)
 		return

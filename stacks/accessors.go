@@ -1,6 +1,7 @@
 package stacks
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
@@ -95,6 +96,44 @@ func (c *Config) ProxmoxSections() []ProxmoxSection {
 		out = append(out, ProxmoxSection{Path: fmt.Sprintf("hosts[%d].proxmox", i), Host: c.Hosts[i].Name, ProxmoxConfig: &c.Hosts[i].Proxmox})
 	}
 	return out
+}
+
+// SectionNetwork is the node network of a Proxmox section's VMs: the
+// cluster's, or a hosts entry's own gateway and prefix length where it
+// gives them (each defaulting to cluster.network's), if valid.
+func (c *Config) SectionNetwork(s ProxmoxSection) (netip.Prefix, bool) {
+	if s.Host == "" {
+		return nodeNetwork(c)
+	}
+	v := *c
+	for _, h := range c.Hosts {
+		if h.Name == s.Host {
+			v.Cluster.Network.Gateway = cmp.Or(h.Network.Gateway, v.Cluster.Network.Gateway)
+			v.Cluster.Network.PrefixLength = cmp.Or(h.Network.PrefixLength, v.Cluster.Network.PrefixLength)
+			break
+		}
+	}
+	return nodeNetwork(&v)
+}
+
+// SectionRefs are the nodes on a Proxmox section's host, in the file's
+// order, with their paths in the whole file.
+func (c *Config) SectionRefs(s ProxmoxSection) []NodeRef {
+	var out []NodeRef
+	for _, ref := range c.Nodes.Refs() {
+		if c.SectionOf(ref.Host).Path == s.Path {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// Label names the section's host in messages: "proxmox" or "host <name>".
+func (s ProxmoxSection) Label() string {
+	if s.Host == "" {
+		return "proxmox"
+	}
+	return "host " + s.Host
 }
 
 // SectionOf is the Proxmox section of the host a node names (proxmox for

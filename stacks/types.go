@@ -284,7 +284,7 @@ type ProxmoxConfig struct {
 	Addressing     string        `json:"addressing" doc:"How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image + cloud-init drive)." default:"dhcp-reservation" rules:"component"`
 	SSH            SSHConfig     `json:"ssh" doc:"SSH access to the Proxmox host (for dnsmasq and the 'ssh-proxy' access)."`
 	DNSMasq        DNSMasqConfig `json:"dnsmasq" doc:"DHCP reservations in dnsmasq on the Proxmox host."`
-	Access         string        `json:"access" doc:"How this machine reaches the VM network (Talos and Kubernetes APIs): 'direct' (it routes there itself, e.g. a route through the Proxmox host) or 'ssh-proxy' (make up / stackctl tunnel through one SSH connection to the Proxmox host)." default:"direct"`
+	Access         string        `json:"access" doc:"How this machine reaches the VM network (Talos and Kubernetes APIs): 'direct' (it routes there itself, e.g. a route through the Proxmox host) or 'ssh-proxy' (make up / stackctl tunnel through one SSH connection to the Proxmox host; with hosts entries, each host's VMs through its own host's connection, a direct host's kept out of the tunnels)." default:"direct"`
 	NoProxy        []string      `json:"noProxy" doc:"ssh-proxy: extra hosts that must bypass the proxy (NO_PROXY entries: names, .domains, IPs, CIDRs), e.g. a private chart mirror; the Proxmox API, chart repositories, Image Factory and Pulumi hosts are already in."`
 }
 

@@ -138,22 +138,6 @@ func nodeNetwork(cfg *Config) (netip.Prefix, bool) {
 	return netip.PrefixFrom(gw, prefix).Masked(), true
 }
 
-// sectionNetwork is the node subnet of a Proxmox section's VMs: the
-// cluster's, or a hosts entry's own where it gives one.
-func sectionNetwork(cfg *Config, section ProxmoxSection) (netip.Prefix, bool) {
-	if section.Host == "" {
-		return nodeNetwork(cfg)
-	}
-	c := *cfg
-	for _, h := range cfg.Hosts {
-		if h.Name == section.Host {
-			c.Cluster.Network.Gateway = cmp.Or(h.Network.Gateway, c.Cluster.Network.Gateway)
-			c.Cluster.Network.PrefixLength = cmp.Or(h.Network.PrefixLength, c.Cluster.Network.PrefixLength)
-		}
-	}
-	return nodeNetwork(&c)
-}
-
 func validateNodes(d *Diagnostics, cfg *Config) {
 	if len(cfg.Nodes.ControlPlanes) == 0 {
 		d.errorf("nodes.controlPlanes", "at least one control plane is required")
@@ -350,7 +334,7 @@ func validateProxmox(d *Diagnostics, cfg *Config, section ProxmoxSection) {
 	default:
 		d.errorf(at+".access", "%q is not %s or %s", px.Access, AccessDirect, AccessSSHProxy)
 	}
-	vmNet, hasVMNet := sectionNetwork(cfg, section)
+	vmNet, hasVMNet := cfg.SectionNetwork(section)
 	for i, h := range px.NoProxy {
 		path := fmt.Sprintf("%s.noProxy[%d]", at, i)
 		switch {

@@ -2,13 +2,19 @@
 // the Proxmox host reaches (proxmox.access: ssh-proxy): a CONNECT proxy on
 // 127.0.0.1 that tunnels through one SSH connection to the host, and the
 // environment (HTTPS_PROXY, NO_PROXY) that sends the Talos and Kubernetes
-// providers through it while everything else goes direct.
+// providers through it while everything else goes direct. With hosts
+// entries, each Proxmox section (proxmox, hosts[i].proxmox) of access
+// ssh-proxy has an SSH connection of its own, and the one proxy sends each
+// destination through the connection of the section whose VMs it reaches;
+// the VMs of a section of access direct go direct (NO_PROXY).
 //
 // Its parts: Start and Session (this file) run the helper for a stack;
-// Proxy (proxy.go) is the CONNECT proxy itself, which lets only the allowed
-// destinations through and re-establishes the SSH connection when it drops;
-// DialSSH (ssh.go) opens SSH connections to the Proxmox host with the
-// stack's credentials, and hostkey.go checks the host's key against its pin.
+// Proxy (proxy.go) is the CONNECT proxy of one SSH connection, which lets
+// only the allowed destinations through and re-establishes the connection
+// when it drops; the router (router.go) picks a section's Proxy for each
+// destination; DialSSH (ssh.go) opens SSH connections to a Proxmox host
+// with the stack's credentials, and hostkey.go checks the host's key
+// against its pin.
 package access
 
 import (
@@ -31,36 +37,135 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// Enabled reports whether the stack reaches its VMs through the proxy.
+// Enabled reports whether the stack reaches VMs through the proxy: a
+// Proxmox section (proxmox, or a hosts entry's) has access ssh-proxy.
 func Enabled(cfg *stacks.Config) bool {
-	return cfg.Platform == stacks.PlatformProxmox && cfg.Proxmox.Access == stacks.AccessSSHProxy
+	return cfg.Platform == stacks.PlatformProxmox && len(SSHProxySections(cfg)) > 0
+}
+
+// SSHProxySections are the Proxmox sections whose VMs are reached through
+// an SSH connection to their host (access ssh-proxy), proxmox first.
+func SSHProxySections(cfg *stacks.Config) []stacks.ProxmoxSection {
+	var out []stacks.ProxmoxSection
+	for _, s := range cfg.ProxmoxSections() {
+		if s.Access == stacks.AccessSSHProxy {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// route is how one Proxmox section's VMs are reached: their destinations
+// and whether an SSH connection to the section's host carries them.
+type route struct {
+	section stacks.ProxmoxSection
+	// tunnel: through SSH to the section's host (access ssh-proxy; every
+	// section when none has it, as `stackctl proxy` is asked for then);
+	// else this machine reaches them itself (access direct).
+	tunnel bool
+	// prefixes are the VM network, the VIP and the endpoint (proxmox's)
+	// and the nodes' IPs where outside it (as /32); hosts the endpoint's
+	// name (proxmox's).
+	prefixes []netip.Prefix
+	hosts    []string
+	// nodes are the section's nodes' IPs: a node is reached through its
+	// own host even where networks overlap.
+	nodes []netip.Addr
+}
+
+// label is the section as messages name it.
+func (r *route) label() string { return sectionLabel(r.section) }
+
+func sectionLabel(s stacks.ProxmoxSection) string {
+	if s.Host == "" {
+		return s.Path
+	}
+	return fmt.Sprintf("host %s (%s)", s.Host, s.Path)
+}
+
+// routes are the stack's Proxmox sections with their destinations,
+// proxmox first: each its VM network and its nodes' IPs; proxmox also the
+// VIP and the Kubernetes endpoint, unless an IP of them is another
+// section's.
+func routes(cfg *stacks.Config) []*route {
+	sections := cfg.ProxmoxSections()
+	enabled := Enabled(cfg)
+	out := make([]*route, len(sections))
+	index := map[string]int{}
+	for i, s := range sections {
+		out[i] = &route{section: s, tunnel: !enabled || s.Access == stacks.AccessSSHProxy}
+		index[s.Path] = i
+		if p, ok := cfg.SectionNetwork(s); ok {
+			out[i].prefixes = append(out[i].prefixes, p)
+		}
+	}
+	nodes := cfg.Nodes.All()
+	for _, n := range nodes {
+		if a, err := netip.ParseAddr(n.IP); err == nil {
+			r := out[index[cfg.SectionOf(n.Host).Path]]
+			r.nodes = append(r.nodes, a.Unmap())
+		}
+	}
+	addOne := func(r *route, s string) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			p := netip.PrefixFrom(a, a.BitLen())
+			if !slices.ContainsFunc(r.prefixes, func(q netip.Prefix) bool { return q.Contains(a) }) {
+				r.prefixes = append(r.prefixes, p)
+			}
+			return
+		}
+		if s != "" && !slices.Contains(r.hosts, s) {
+			r.hosts = append(r.hosts, s)
+		}
+	}
+	// The VIP and the endpoint are the proxmox host's, as before hosts
+	// existed, unless they are an address of another section.
+	others := out[1:]
+	for _, s := range []string{cfg.Cluster.VIP, cfg.EndpointHost()} {
+		if a, err := netip.ParseAddr(s); err == nil && slices.ContainsFunc(others, func(r *route) bool { return r.covers(a.Unmap()) }) {
+			continue
+		}
+		addOne(out[0], s)
+	}
+	for _, n := range nodes {
+		addOne(out[index[cfg.SectionOf(n.Host).Path]], n.IP)
+	}
+	return out
+}
+
+// covers reports whether a is one of the section's nodes or in its
+// network.
+func (r *route) covers(a netip.Addr) bool {
+	return slices.Contains(r.nodes, a) || slices.ContainsFunc(r.prefixes, func(p netip.Prefix) bool { return p.Contains(a) })
+}
+
+// tunnelled is what the tunnels carry, together.
+func tunnelled(rs []*route) (prefixes []netip.Prefix, hosts []string) {
+	for _, r := range rs {
+		if !r.tunnel {
+			continue
+		}
+		for _, p := range r.prefixes {
+			if !slices.Contains(prefixes, p) {
+				prefixes = append(prefixes, p)
+			}
+		}
+		for _, h := range r.hosts {
+			if !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	return prefixes, hosts
 }
 
 // Destinations are what the proxy lets through: the VM network, the VIP and
 // every node IP (as /32, should one lie outside the network), and the
-// Kubernetes endpoint when it is a name.
+// Kubernetes endpoint when it is a name. With hosts entries, those of every
+// section whose access is ssh-proxy, each section's VM network and nodes;
+// the VIP and the endpoint are the proxmox section's.
 func Destinations(cfg *stacks.Config) (prefixes []netip.Prefix, hosts []string) {
-	if p, ok := cfg.NodeNetwork(); ok {
-		prefixes = append(prefixes, p)
-	}
-	addOne := func(s string) {
-		if a, err := netip.ParseAddr(s); err == nil {
-			p := netip.PrefixFrom(a, a.BitLen())
-			if !slices.ContainsFunc(prefixes, func(q netip.Prefix) bool { return q.Contains(a) }) {
-				prefixes = append(prefixes, p)
-			}
-			return
-		}
-		if s != "" && !slices.Contains(hosts, s) {
-			hosts = append(hosts, s)
-		}
-	}
-	addOne(cfg.Cluster.VIP)
-	addOne(cfg.EndpointHost())
-	for _, n := range cfg.Nodes.All() {
-		addOne(n.IP)
-	}
-	return prefixes, hosts
+	return tunnelled(routes(cfg))
 }
 
 // directHosts always bypass the proxy: what the providers, the Pulumi CLI
@@ -79,15 +184,16 @@ var directHosts = []string{
 
 // NoProxy is the NO_PROXY list for the stack: the inherited NO_PROXY
 // (minus entries that would send the VM network past the proxy), the
-// Proxmox API host, the chart repositories, the fixed direct hosts, the
-// backend's host and proxmox.noProxy. dropped lists the inherited entries
-// left out.
+// Proxmox API host of every section, the chart repositories, the fixed
+// direct hosts, the backend's host, the VM networks and node IPs of the
+// sections with access direct, and each section's noProxy. dropped lists
+// the inherited entries left out.
 func NoProxy(cfg *stacks.Config, getenv func(string) string) (entries, dropped []string) {
-	prefixes, hosts := Destinations(cfg)
-	return noProxy(cfg, getenv, prefixes, hosts)
+	return noProxy(cfg, getenv, routes(cfg))
 }
 
-func noProxy(cfg *stacks.Config, getenv func(string) string, prefixes []netip.Prefix, hosts []string) (entries, dropped []string) {
+func noProxy(cfg *stacks.Config, getenv func(string) string, rs []*route) (entries, dropped []string) {
+	prefixes, hosts := tunnelled(rs)
 	add := func(e string) {
 		e = strings.TrimSpace(e)
 		if e != "" && !slices.Contains(entries, e) {
@@ -107,7 +213,9 @@ func noProxy(cfg *stacks.Config, getenv func(string) string, prefixes []netip.Pr
 		}
 		add(e)
 	}
-	add(cfg.Proxmox.EndpointHost())
+	for _, r := range rs {
+		add(r.section.EndpointHost())
+	}
 	for _, repo := range []string{talos.CiliumRepo, talos.ApproverRepo} {
 		if u, err := url.Parse(repo); err == nil {
 			add(u.Hostname())
@@ -125,10 +233,58 @@ func noProxy(cfg *stacks.Config, getenv func(string) string, prefixes []netip.Pr
 			}
 		}
 	}
-	for _, h := range cfg.Proxmox.NoProxy {
-		add(h)
+	// The VMs of the sections this machine reaches itself (access direct).
+	for _, r := range rs {
+		if r.tunnel {
+			continue
+		}
+		for _, e := range directEntries(r, prefixes) {
+			add(e)
+		}
+		for _, h := range r.hosts {
+			if !slices.Contains(hosts, h) {
+				add(h)
+			}
+		}
+	}
+	for _, r := range rs {
+		for _, h := range r.section.NoProxy {
+			add(h)
+		}
 	}
 	return entries, dropped
+}
+
+// directEntries are the NO_PROXY entries of a section reached directly:
+// its network and addresses, each one unless it overlaps what a tunnel
+// carries (hosts sharing a network), where its nodes' IPs alone go.
+func directEntries(r *route, tunnelled []netip.Prefix) []string {
+	var out []string
+	overlaps := false
+	for _, p := range r.prefixes {
+		if slices.ContainsFunc(tunnelled, p.Overlaps) {
+			overlaps = true
+			continue
+		}
+		out = append(out, noProxyEntry(p))
+	}
+	if overlaps {
+		for _, a := range r.nodes {
+			if e := a.String(); !slices.Contains(out, e) && !slices.ContainsFunc(r.prefixes, func(p netip.Prefix) bool { return !slices.ContainsFunc(tunnelled, p.Overlaps) && p.Contains(a) }) {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// noProxyEntry is a prefix as NO_PROXY lists it: a single address as an
+// IP, a network as a CIDR.
+func noProxyEntry(p netip.Prefix) string {
+	if p.IsSingleIP() {
+		return p.Addr().String()
+	}
+	return p.String()
 }
 
 // coversVMs reports whether a NO_PROXY entry matches a destination that only
@@ -160,15 +316,19 @@ type Options struct {
 	// who can connect reaches the VM network. Default 127.0.0.1:0 (any free
 	// port).
 	Listen string
-	// Dial opens the SSH connection; default: the stack's proxmox.ssh
-	// settings with the key, key file or SSH agent.
-	Dial SSHDialer
+	// Dial opens the SSH connection to a section's host; default: the
+	// section's ssh settings with the key, key file or SSH agent.
+	Dial SectionDialer
 	// Getenv reads SSH_AUTH_SOCK, NO_PROXY and PULUMI_BACKEND_URL
 	// (default os.Getenv).
 	Getenv func(string) string
 	// Log receives the proxy's lines (refusals, reconnects); default none.
 	Log func(format string, args ...any)
 }
+
+// SectionDialer opens the SSH connection to a Proxmox section's host;
+// called again after it drops.
+type SectionDialer func(ctx context.Context, section stacks.ProxmoxSection) (*ssh.Client, error)
 
 // Session is a running proxy.
 type Session struct {
@@ -178,21 +338,41 @@ type Session struct {
 	NoProxy string
 	// Dropped are the inherited NO_PROXY entries left out.
 	Dropped []string
-	// Target is user@host:port of the SSH connection, for messages.
+	// Target is user@host:port of the SSH connection, for messages; with
+	// several, each followed by its section, comma-separated.
 	Target string
 	// Allowed lists what goes through (networks and names), for messages.
 	Allowed []string
+	// Tunnels are the SSH connections, one per section with access
+	// ssh-proxy, proxmox first; Direct the sections reached directly.
+	Tunnels, Direct []Reach
 
-	proxy *Proxy
-	srv   *http.Server
-	done  chan struct{}
+	router *router
+	srv    *http.Server
+	done   chan struct{}
+}
+
+// Reach is how a session reaches one Proxmox section's VMs.
+type Reach struct {
+	// Section is its key, proxmox or hosts[i].proxmox; Host the hosts
+	// entry's name ("" for proxmox).
+	Section, Host string
+	// Target is user@host:port of its SSH connection ("" when reached
+	// directly).
+	Target string
+	// Destinations are its VM network, addresses and names.
+	Destinations []string
 }
 
 // ErrNotLoopback refuses a listen address other hosts could reach.
 var ErrNotLoopback = errors.New("the proxy must listen on a loopback address (127.0.0.1 or ::1): anyone who can connect to it reaches the VM network")
 
-// Start opens the SSH connection (so a wrong key fails here, not in the
-// middle of an update) and serves the proxy until Close or ctx ends.
+// Start opens the SSH connection of every section with access ssh-proxy
+// (so a wrong key fails here, not in the middle of an update) and serves
+// the proxy until Close or ctx ends. Each CONNECT goes through the SSH
+// connection of the section whose VMs it reaches (see routes); a stack
+// without a section of access ssh-proxy (`stackctl proxy` asked for
+// anyway) has every section tunnelled.
 func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
@@ -207,35 +387,69 @@ func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error)
 	if a, err := netip.ParseAddr(host); (err != nil && host != "localhost") || (err == nil && !a.IsLoopback()) {
 		return nil, fmt.Errorf("listen address %q: %w", o.Listen, ErrNotLoopback)
 	}
-	sshCfg := cfg.Proxmox.SSH
-	if o.Dial == nil {
-		o.Dial = func(ctx context.Context) (*ssh.Client, error) { return DialSSH(ctx, sshCfg, o.Getenv) }
+	rs := routes(cfg)
+	prefixes, hosts := tunnelled(rs)
+	noProxyList, dropped := noProxy(cfg, o.Getenv, rs)
+	rt := &router{log: o.Log, hint: "only the VM network goes through the Proxmox host; a host that must be reached directly belongs in proxmox.noProxy"}
+	s := &Session{NoProxy: strings.Join(noProxyList, ","), Dropped: dropped, router: rt, done: make(chan struct{})}
+	for _, r := range rs {
+		rt.ways = append(rt.ways, way{route: r})
+		reach := Reach{Section: r.section.Path, Host: r.section.Host}
+		for _, p := range r.prefixes {
+			reach.Destinations = append(reach.Destinations, p.String())
+		}
+		reach.Destinations = append(reach.Destinations, r.hosts...)
+		if !r.tunnel {
+			s.Direct = append(s.Direct, reach)
+			continue
+		}
+		reach.Target = sshTarget(r.section.SSH)
+		s.Tunnels = append(s.Tunnels, reach)
+		section := r.section
+		dial := func(ctx context.Context) (*ssh.Client, error) {
+			return DialSection(ctx, section.SSH, section.Path+".ssh", o.Getenv)
+		}
+		if o.Dial != nil {
+			dial = func(ctx context.Context) (*ssh.Client, error) { return o.Dial(ctx, section) }
+		}
+		rt.ways[len(rt.ways)-1].proxy = &Proxy{Allowed: r.prefixes, AllowedHosts: r.hosts, Dial: dial, Log: o.Log}
 	}
-	prefixes, hosts := Destinations(cfg)
-	noProxyList, dropped := noProxy(cfg, o.Getenv, prefixes, hosts)
-	p := &Proxy{
-		Allowed: prefixes, AllowedHosts: hosts, Dial: o.Dial, Log: o.Log,
-		RefusalHint: "only the VM network goes through the Proxmox host; a host that must be reached directly belongs in proxmox.noProxy",
+	several := len(rs) > 1
+	var targets []string
+	for i, w := range rt.tunnels() {
+		if several {
+			w.proxy.Name = w.label()
+			targets = append(targets, fmt.Sprintf("%s (%s)", s.Tunnels[i].Target, w.label()))
+		} else {
+			targets = append(targets, s.Tunnels[i].Target)
+		}
 	}
-	s := &Session{
-		NoProxy: strings.Join(noProxyList, ","), Dropped: dropped, proxy: p, done: make(chan struct{}),
-		Target: fmt.Sprintf("%s@%s", sshCfg.User, net.JoinHostPort(sshCfg.Host, fmt.Sprint(sshCfg.Port))),
+	s.Target = strings.Join(targets, ", ")
+	if several {
+		rt.hint = "only the VM networks of the Proxmox sections with access ssh-proxy go through their hosts; a host that must be reached directly belongs in their noProxy"
 	}
 	for _, pr := range prefixes {
 		s.Allowed = append(s.Allowed, pr.String())
 	}
 	s.Allowed = append(s.Allowed, hosts...)
-	if err := p.Connect(ctx); err != nil {
-		return nil, fmt.Errorf("unable to start the ssh-proxy (SSH to %s): %w", s.Target, err)
+	err = rt.connect(ctx, func(w way) string {
+		if several {
+			return fmt.Sprintf("%s, %s.ssh", sshTarget(w.section.SSH), w.section.Path)
+		}
+		return s.Target
+	})
+	if err != nil {
+		_ = rt.close()
+		return nil, err
 	}
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "tcp", o.Listen)
 	if err != nil {
-		_ = p.Close()
+		_ = rt.close()
 		return nil, fmt.Errorf("unable to start the ssh-proxy: %w", err)
 	}
 	s.URL = "http://" + l.Addr().String()
-	s.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second}
+	s.srv = &http.Server{Handler: rt, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		defer close(s.done)
 		_ = s.srv.Serve(l)
@@ -248,6 +462,11 @@ func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error)
 		}
 	}()
 	return s, nil
+}
+
+// sshTarget is user@host:port of an SSH connection, for messages.
+func sshTarget(c stacks.SSHConfig) string {
+	return fmt.Sprintf("%s@%s", c.User, net.JoinHostPort(c.Host, fmt.Sprint(c.Port)))
 }
 
 // proxyVars are the variables Env sets, in both spellings: Go's httpproxy
@@ -285,25 +504,21 @@ func (s *Session) Environ(base []string) []string {
 	return out
 }
 
-// Close stops serving and closes the SSH connection, which ends every open
-// tunnel.
+// Close stops serving and closes the SSH connections, which ends every
+// open tunnel.
 func (s *Session) Close() error {
 	err := s.srv.Close()
-	if cerr := s.proxy.Close(); err == nil {
+	if cerr := s.router.close(); err == nil {
 		err = cerr
 	}
 	<-s.done
 	return err
 }
 
-// DialContext opens a TCP connection to addr (host:port in the VM network)
-// through the session's SSH connection, as the proxy does for a CONNECT: a
-// process's own clients (stackctl backup's Talos API client) use it where
-// they cannot take the proxy from the environment.
+// DialContext opens a TCP connection to addr (host:port in a VM network)
+// through the SSH connection of the section that reaches it, as the proxy
+// does for a CONNECT: a process's own clients (stackctl backup's Talos API
+// client) use it where they cannot take the proxy from the environment.
 func (s *Session) DialContext(ctx context.Context, _, addr string) (net.Conn, error) {
-	to, err := s.proxy.Check(addr)
-	if err != nil {
-		return nil, err
-	}
-	return s.proxy.dial(ctx, to)
+	return s.router.dial(ctx, addr)
 }

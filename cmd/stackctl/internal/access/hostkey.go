@@ -1,6 +1,7 @@
 package access
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,8 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// HostKeyPinPath is the config key of the Proxmox host's pinned key.
+// HostKeyPinPath is the config key of the proxmox section's host's pinned
+// key (a hosts entry's is hosts[i].proxmox.ssh.hostKey).
 const HostKeyPinPath = "proxmox.ssh.hostKey"
 
 // preferredHostKeyAlgorithms is OpenSSH's own client order (ed25519 first),
@@ -49,6 +51,11 @@ func HostKeyAlgorithms(pin stacks.HostKey) []string {
 // Kubernetes) is TLS of its own, but the dnsmasq commands and the key or
 // password login are not.
 func HostKeyCallback(pin stacks.HostKey) ssh.HostKeyCallback {
+	return hostKeyCallback(pin, HostKeyPinPath)
+}
+
+// hostKeyCallback is HostKeyCallback for the pin at pinPath.
+func hostKeyCallback(pin stacks.HostKey, pinPath string) ssh.HostKeyCallback {
 	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
 		if !pin.IsSet() || pin.Matches(key) {
 			return nil
@@ -57,7 +64,7 @@ func HostKeyCallback(pin stacks.HostKey) ssh.HostKeyCallback {
 		if remote != nil {
 			addr = remote.String()
 		}
-		return &HostKeyMismatchError{Addr: addr, Got: key, Want: pin}
+		return &HostKeyMismatchError{Addr: addr, Got: key, Want: pin, PinPath: pinPath}
 	}
 }
 
@@ -69,6 +76,8 @@ type HostKeyMismatchError struct {
 	Got ssh.PublicKey
 	// Want is the pin.
 	Want stacks.HostKey
+	// PinPath is the pin's key; "" for proxmox.ssh.hostKey.
+	PinPath string
 }
 
 // Error shows both fingerprints and what to do about the difference.
@@ -77,7 +86,7 @@ func (e *HostKeyMismatchError) Error() string {
 		"if the host was reinstalled or its keys regenerated, check the new key on its console "+
 		"(`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`) and update the pin (`make doctor` prints the line); "+
 		"otherwise something between you and the host is answering in its place",
-		e.Addr, e.Got.Type(), ssh.FingerprintSHA256(e.Got), HostKeyPinPath, e.Want.Fingerprint)
+		e.Addr, e.Got.Type(), ssh.FingerprintSHA256(e.Got), cmp.Or(e.PinPath, HostKeyPinPath), e.Want.Fingerprint)
 }
 
 // errScanned ends a handshake once the host key is known.
@@ -87,9 +96,15 @@ var errScanned = errors.New("host key read")
 // (the same algorithm choice as DialSSH for c's pin), without logging in, as
 // ssh-keyscan does.
 func ScanHostKey(ctx context.Context, c stacks.SSHConfig) (ssh.PublicKey, error) {
+	return ScanSectionHostKey(ctx, c, ProxmoxSSHPath)
+}
+
+// ScanSectionHostKey is ScanHostKey with the settings at key (a section's
+// ssh key, e.g. hosts[0].proxmox.ssh), which its messages name.
+func ScanSectionHostKey(ctx context.Context, c stacks.SSHConfig, key string) (ssh.PublicKey, error) {
 	pin, err := stacks.ParseHostKey(c.HostKey)
 	if err != nil {
-		return nil, fmt.Errorf("unable to read %s: %w", HostKeyPinPath, err)
+		return nil, fmt.Errorf("unable to read %s.hostKey: %w", key, err)
 	}
 	var seen ssh.PublicKey
 	cc := &ssh.ClientConfig{

@@ -40,6 +40,10 @@ type Proxy struct {
 	// RefusalHint is added to the log line of a refused request (e.g. how
 	// to let that host bypass the proxy).
 	RefusalHint string
+	// Name is the Proxmox section the SSH connection goes to (e.g.
+	// `host office (hosts[0].proxmox)`), for messages where a stack has
+	// several; "" for the one Proxmox host.
+	Name string
 
 	mu     sync.Mutex
 	client *ssh.Client
@@ -81,14 +85,25 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	dst, err := p.Check(r.Host)
 	if err != nil {
-		if p.RefusalHint != "" {
-			p.logf("refused CONNECT %s: %v; %s", r.Host, err, p.RefusalHint)
-		} else {
-			p.logf("refused CONNECT %s: %v", r.Host, err)
-		}
-		http.Error(w, err.Error(), http.StatusForbidden)
+		refuse(w, r, err, p.RefusalHint, p.logf)
 		return
 	}
+	p.connect(w, r, dst)
+}
+
+// refuse answers a CONNECT the proxy does not carry, and logs it.
+func refuse(w http.ResponseWriter, r *http.Request, err error, hint string, logf func(string, ...any)) {
+	if hint != "" {
+		logf("refused CONNECT %s: %v; %s", r.Host, err, hint)
+	} else {
+		logf("refused CONNECT %s: %v", r.Host, err)
+	}
+	http.Error(w, err.Error(), http.StatusForbidden)
+}
+
+// connect tunnels the CONNECT request's connection to dst (a checked
+// destination) through SSH.
+func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, dst string) {
 	upstream, err := p.dial(r.Context(), dst)
 	if err != nil {
 		p.logf("CONNECT %s: %v", dst, err)
@@ -146,12 +161,16 @@ func (p *Proxy) sshClient(ctx context.Context) (*ssh.Client, error) {
 	defer cancel()
 	c, err := p.Dial(dctx)
 	if err != nil {
-		return nil, fmt.Errorf("unable to connect over SSH to the Proxmox host: %w", err)
+		return nil, fmt.Errorf("unable to connect over SSH to %s: %w", p.hostName(), err)
 	}
 	p.client = c
 	go func() {
 		_ = c.Wait() // returns when the connection drops
-		p.logf("SSH connection closed; the next request reconnects")
+		if p.Name != "" {
+			p.logf("SSH connection to %s closed; the next request reconnects", p.hostName())
+		} else {
+			p.logf("SSH connection closed; the next request reconnects")
+		}
 		p.drop(c)
 	}()
 	return c, nil
@@ -183,6 +202,14 @@ func (p *Proxy) Close() error {
 	err := p.client.Close()
 	p.client = nil
 	return err
+}
+
+// hostName is the host the SSH connection goes to, for messages.
+func (p *Proxy) hostName() string {
+	if p.Name == "" {
+		return "the Proxmox host"
+	}
+	return "the Proxmox host of " + p.Name
 }
 
 func (p *Proxy) logf(format string, args ...any) {

@@ -104,7 +104,12 @@ func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: stack %s is a %s stack; the SSH proxy reaches a Proxmox host's VM network\n", *stack, cfg.Platform)
 		return exitcode.Usage
 	}
-	if !access.Enabled(cfg) {
+	switch {
+	case access.Enabled(cfg):
+	case len(cfg.Hosts) > 0:
+		_, _ = fmt.Fprintf(e.Stderr, "note: no Proxmox section of stack %s has access %s, so make up does not use this proxy; set it on the sections (proxmox.access, hosts[i].proxmox.access) whose VMs only their host reaches\n",
+			*stack, stacks.AccessSSHProxy)
+	default:
 		_, _ = fmt.Fprintf(e.Stderr, "note: stack %s has proxmox.access %s, so make up does not use this proxy; set proxmox.access: %s for that\n",
 			*stack, cfg.Proxmox.Access, stacks.AccessSSHProxy)
 	}
@@ -113,8 +118,13 @@ func proxyCmd(ctx context.Context, args []string, e accessEnv) int {
 		_, _ = fmt.Fprintf(e.Stderr, "stackctl proxy: %v\n", err)
 		return exitcode.Failed
 	}
-	_, _ = fmt.Fprintf(e.Stderr, "ssh-proxy for stack %s: %s -> %s -> %s (everything else refused). Ctrl-C stops it.\n",
-		*stack, strings.TrimPrefix(s.URL, "http://"), s.Target, strings.Join(s.Allowed, ", "))
+	listening := strings.TrimPrefix(s.URL, "http://")
+	if len(s.Tunnels) == 1 && len(s.Direct) == 0 {
+		_, _ = fmt.Fprintf(e.Stderr, "ssh-proxy for stack %s: %s -> %s -> %s (everything else refused). Ctrl-C stops it.\n",
+			*stack, listening, s.Target, strings.Join(s.Allowed, ", "))
+	} else {
+		_, _ = fmt.Fprintf(e.Stderr, "ssh-proxy for stack %s on %s (everything else refused). Ctrl-C stops it.\n%s", *stack, listening, describeReaches(s))
+	}
 	warnDropped(e.Stderr, s)
 	// The one line for another shell: eval "$(...)" or copy it.
 	_, _ = fmt.Fprintf(e.Stdout, "export HTTPS_PROXY=%[1]s https_proxy=%[1]s NO_PROXY=%[2]s no_proxy=%[2]s\n", shell.Quote(s.URL), shell.Quote(s.NoProxy))
@@ -154,7 +164,7 @@ func execCmd(ctx context.Context, args []string, e accessEnv) int {
 	case access.Enabled(cfg):
 		s, err := startForCommand(ctx, cfg, e.Start, access.Options{}, e.Stderr)
 		if err != nil {
-			_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: proxmox.access is %s: %v\n(`make doctor STACK=%s` checks the SSH access)\n", stacks.AccessSSHProxy, err, *stack)
+			_, _ = fmt.Fprintf(e.Stderr, "stackctl exec: %s %s: %v\n(`make doctor STACK=%s` checks the SSH access)\n", sshProxyKeys(cfg), stacks.AccessSSHProxy, err, *stack)
 			return exitcode.Failed
 		}
 		defer func() { _ = s.Close() }()
@@ -223,8 +233,45 @@ func startForCommand(ctx context.Context, cfg *stacks.Config, start startFunc, o
 		return nil, err
 	}
 	_, _ = fmt.Fprintf(stderr, "ssh-proxy: Talos and Kubernetes traffic goes through %s (proxy %s)\n", s.Target, strings.TrimPrefix(s.URL, "http://"))
+	for _, d := range s.Direct {
+		_, _ = fmt.Fprintf(stderr, "ssh-proxy: %s is reached directly, not through the proxy: %s\n", reachLabel(d), strings.Join(d.Destinations, ", "))
+	}
 	warnDropped(stderr, s)
 	return s, nil
+}
+
+// describeReaches says, a line each, through which SSH connection the
+// VMs of each Proxmox section go, and which are reached directly.
+func describeReaches(s *access.Session) string {
+	var b strings.Builder
+	for _, t := range s.Tunnels {
+		_, _ = fmt.Fprintf(&b, "  %s: %s -> %s\n", reachLabel(t), t.Target, strings.Join(t.Destinations, ", "))
+	}
+	for _, d := range s.Direct {
+		_, _ = fmt.Fprintf(&b, "  %s: direct (NO_PROXY), not through the proxy: %s\n", reachLabel(d), strings.Join(d.Destinations, ", "))
+	}
+	return b.String()
+}
+
+func reachLabel(r access.Reach) string {
+	if r.Host == "" {
+		return r.Section
+	}
+	return fmt.Sprintf("host %s (%s)", r.Host, r.Section)
+}
+
+// sshProxyKeys names the access keys that say ssh-proxy, for messages:
+// "proxmox.access is", "hosts[0].proxmox.access is", "proxmox.access and
+// hosts[0].proxmox.access are".
+func sshProxyKeys(cfg *stacks.Config) string {
+	var keys []string
+	for _, s := range access.SSHProxySections(cfg) {
+		keys = append(keys, s.Path+".access")
+	}
+	if len(keys) == 1 {
+		return keys[0] + " is"
+	}
+	return strings.Join(keys, " and ") + " are"
 }
 
 func warnDropped(w io.Writer, s *access.Session) {

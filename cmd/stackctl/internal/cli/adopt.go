@@ -66,7 +66,7 @@ func adoptCmd(ctx context.Context, args []string, e accessEnv) int {
 		if access.Enabled(cfg) && !*dryRun {
 			s, err := startForCommand(ctx, cfg, e.Start, access.Options{}, e.Stderr)
 			if err != nil {
-				return fail(exitcode.Failed, "proxmox.access is %s: %v", stacks.AccessSSHProxy, err)
+				return fail(exitcode.Failed, "%s %s: %v", sshProxyKeys(cfg), stacks.AccessSSHProxy, err)
 			}
 			defer func() { _ = s.Close() }()
 			e.Environ = s.Environ(e.Environ)

@@ -73,6 +73,12 @@ type API interface {
 var _ API = (*pveapi.Client)(nil)
 
 // Env holds the doctor's seams to the outside world.
+//
+// The Proxmox seams (NewAPI, SSH, DialSSH, ScanHostKey) are called once per
+// Proxmox section of the stack (proxmox, then each hosts entry's) with the
+// stack as that section alone: its settings as cfg.Proxmox, its VM network
+// as cfg.Cluster.Network, its nodes. A stack without hosts entries is
+// passed as it is.
 type Env struct {
 	// NewAPI makes the Proxmox API client for the stack.
 	NewAPI func(cfg *stacks.Config) (API, error)
@@ -218,20 +224,31 @@ var platformChecks = map[stacks.Platform]func(ctx context.Context, env Env, cfg 
 	stacks.PlatformLocal: checkLocal,
 }
 
-// checkProxmox checks the Proxmox API, the host's key and SSH, and the
-// way to the VM network.
+// checkProxmox checks, for each Proxmox section (proxmox, then each hosts
+// entry's), the Proxmox API, the host's key and SSH, and the way to the
+// section's VM network.
 func checkProxmox(ctx context.Context, env Env, cfg *stacks.Config, stack string) []Result {
-	out := checkAPI(ctx, env, cfg, stack)
-	if cfg.Proxmox.DNSMasqEnabled() || access.Enabled(cfg) {
-		out = append(out, checkHostKey(ctx, env, cfg, stack))
+	var out []Result
+	for _, s := range sectionsOf(cfg) {
+		out = append(out, s.named(checkSection(forSection(ctx, s), env, cfg, s, stack)...)...)
 	}
-	if cfg.Proxmox.DNSMasqEnabled() {
-		out = append(out, checkSSH(ctx, env, cfg))
+	return out
+}
+
+// checkSection is checkProxmox's checks of one section.
+func checkSection(ctx context.Context, env Env, cfg *stacks.Config, s section, stack string) []Result {
+	out := checkAPI(ctx, env, cfg, s, stack)
+	viaProxy := s.Access == stacks.AccessSSHProxy
+	if s.DNSMasqEnabled() || viaProxy {
+		out = append(out, checkHostKey(ctx, env, s, stack))
 	}
-	if access.Enabled(cfg) {
-		out = append(out, checkProxy(ctx, env, cfg))
+	if s.DNSMasqEnabled() {
+		out = append(out, checkSSH(ctx, env, s))
+	}
+	if viaProxy {
+		out = append(out, checkProxy(ctx, env, s))
 	} else {
-		out = append(out, checkRoute(ctx, env, cfg))
+		out = append(out, checkRoute(ctx, env, s))
 	}
 	return out
 }
@@ -248,9 +265,13 @@ func Print(w io.Writer, rs []Result) {
 	}
 }
 
-func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []Result {
-	px := cfg.Proxmox
-	api, err := env.NewAPI(cfg)
+// checkAPI checks a section's Proxmox API with its token: the Proxmox
+// nodes, datastores and Image Factory of its VMs, the token's privileges,
+// its VM ids, and the CSI plugin's datastore (proxmox's, without hosts
+// entries).
+func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, s section, stack string) []Result {
+	px := *s.ProxmoxConfig
+	api, err := env.NewAPI(s.view)
 	if err != nil {
 		return []Result{{Fail, "api", err.Error()}}
 	}
@@ -258,7 +279,7 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []
 	defer cancel()
 	version, err := api.Version(ctx)
 	if err != nil {
-		return []Result{{Fail, "api", explainAPI(px, err)}}
+		return []Result{{Fail, "api", explainAPI(s, err)}}
 	}
 	out := []Result{{OK, "api", fmt.Sprintf("%s answers with token %s (Proxmox VE %s)", px.Endpoint, px.APITokenID, version)}}
 
@@ -270,25 +291,25 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []
 	for _, n := range nodes {
 		status[n.Node] = n.Status
 	}
-	host := proxmoxHost(cfg)
+	host := proxmoxHost(s.view)
 	used := map[string]bool{}
-	for _, n := range cfg.Nodes.All() {
+	for _, n := range s.refs {
 		used[n.ProxmoxNode] = true
 	}
 	for _, name := range sortedKeys(used) {
 		switch st, ok := status[name]; {
 		case !ok:
-			out = append(out, Result{Fail, "node", fmt.Sprintf("Proxmox node %q does not exist (known: %s); fix proxmox.node or the nodes' proxmoxNode", name, strings.Join(sortedKeys(status), ", "))})
+			out = append(out, Result{Fail, "node", fmt.Sprintf("Proxmox node %q does not exist (known: %s); fix %s or the nodes' proxmoxNode", name, strings.Join(sortedKeys(status), ", "), s.key("node"))})
 			continue
 		case st != "online":
 			out = append(out, Result{Fail, "node", fmt.Sprintf("Proxmox node %q is %s", name, st)})
 			continue
 		}
-		out = append(out, checkStorage(ctx, api, name, host.ISODatastore, "iso", "proxmox.isoDatastore"))
-		out = append(out, checkStorage(ctx, api, name, host.DiskDatastore, "images", "proxmox.diskDatastore"))
+		out = append(out, checkStorage(ctx, api, name, host.ISODatastore, "iso", s.key("isoDatastore")))
+		out = append(out, checkStorage(ctx, api, name, host.DiskDatastore, "images", s.key("diskDatastore")))
 		out = append(out, checkFactory(ctx, api, name))
 	}
-	out = append(out, checkPrivileges(ctx, api, cfg, version))
+	out = append(out, checkPrivileges(ctx, api, s, version))
 
 	vms, err := api.VMs(ctx)
 	if err != nil {
@@ -296,7 +317,7 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []
 	}
 	tag := proxmox.StackTag(stack)
 	var clashes []string
-	for _, ref := range cfg.Nodes.Refs() {
+	for _, ref := range s.refs {
 		for _, vm := range vms {
 			if vm.VMID != ref.VMID {
 				continue
@@ -312,7 +333,9 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, stack string) []
 	} else {
 		out = append(out, Result{OK, "vmids", "every VM id is free or already this stack's"})
 	}
-	if cfg.Storage.ProxmoxCSI.Enabled() {
+	// The plugin serves the proxmox host alone, in a stack without hosts
+	// entries (the ProxmoxCluster's rule).
+	if s.Host == "" && cfg.Storage.ProxmoxCSI.Enabled() {
 		out = append(out, checkCSI(ctx, env, api, cfg, stack)...)
 	}
 	return out
@@ -335,30 +358,31 @@ func checkStorage(ctx context.Context, api API, node, name, content, key string)
 	return Result{Fail, "storage", fmt.Sprintf("%s: datastore %q does not exist on %s", key, name, node)}
 }
 
-func explainAPI(px stacks.ProxmoxConfig, err error) string {
+func explainAPI(s section, err error) string {
+	px := s.ProxmoxConfig
 	var api *pveapi.APIError
 	msg := err.Error()
 	switch {
 	case errors.As(err, &api) && api.Status == 401:
-		return fmt.Sprintf("%s rejects token %s: check proxmox.apiTokenId and the secret (make secret KEY=proxmox.apiTokenSecret)", px.Endpoint, px.APITokenID)
+		return fmt.Sprintf("%s rejects token %s: check %s and the secret (make secret KEY=%s)", px.Endpoint, px.APITokenID, s.key("apiTokenId"), s.key("apiTokenSecret"))
 	case errors.As(err, &api) && api.Status == 403:
 		return fmt.Sprintf("token %s lacks a permission: %s (give the token's user the PVEVMAdmin and PVEDatastoreUser roles, or clear 'Privilege Separation')", px.APITokenID, api.Message)
 	case strings.Contains(msg, "certificate") && !px.Insecure:
-		return fmt.Sprintf("%s: the certificate is not trusted (%v); install a trusted one, or set proxmox.insecure: true for a self-signed host", px.Endpoint, err)
+		return fmt.Sprintf("%s: the certificate is not trusted (%v); install a trusted one, or set %s: true for a self-signed host", px.Endpoint, err, s.key("insecure"))
 	default:
 		return fmt.Sprintf("%s is not reachable from this machine: %v", px.Endpoint, err)
 	}
 }
 
-func checkSSH(ctx context.Context, env Env, cfg *stacks.Config) Result {
-	ssh := cfg.Proxmox.SSH
-	dir := cmp.Or(cfg.Proxmox.DNSMasq.ConfigDir, proxmox.DefaultDNSMasqDir)
+func checkSSH(ctx context.Context, env Env, s section) Result {
+	ssh := s.SSH
+	dir := cmp.Or(s.DNSMasq.ConfigDir, proxmox.DefaultDNSMasqDir)
 	ctx, cancel := context.WithTimeout(ctx, 2*env.Timeout)
 	defer cancel()
-	out, err := env.SSH(ctx, cfg, dnsmasqCheckCommand(dir))
+	out, err := env.SSH(ctx, s.view, dnsmasqCheckCommand(dir))
 	target := fmt.Sprintf("%s@%s:%d", ssh.User, ssh.Host, ssh.Port)
 	if err != nil {
-		hint := "load the key into your SSH agent (ssh-add), or set proxmox.ssh.privateKeyFile"
+		hint := "load the key into your SSH agent (ssh-add), or set " + s.key("ssh.privateKeyFile")
 		if strings.TrimSpace(out) != "" {
 			hint = strings.TrimSpace(out)
 		}
@@ -376,14 +400,16 @@ func dnsmasqCheckCommand(dir string) string {
 }
 
 // checkHostKey shows the key the Proxmox host presents and compares it with
-// proxmox.ssh.hostKey, so a pin can be taken (after checking it on the
-// host's console) and a mismatch is explained before `up` trips over it.
-func checkHostKey(ctx context.Context, env Env, cfg *stacks.Config, stack string) Result {
-	conn := cfg.Proxmox.SSH
+// its section's ssh.hostKey (proxmox.ssh.hostKey), so a pin can be taken
+// (after checking it on the host's console) and a mismatch is explained
+// before `up` trips over it.
+func checkHostKey(ctx context.Context, env Env, s section, stack string) Result {
+	conn := s.SSH
+	pinPath := s.key("ssh.hostKey")
 	target := net.JoinHostPort(conn.Host, strconv.Itoa(conn.Port))
 	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
 	defer cancel()
-	key, err := env.ScanHostKey(ctx, cfg)
+	key, err := env.ScanHostKey(ctx, s.view)
 	if err != nil {
 		return Result{Fail, "hostkey", err.Error()}
 	}
@@ -392,16 +418,16 @@ func checkHostKey(ctx context.Context, env Env, cfg *stacks.Config, stack string
 	fp := ssh.FingerprintSHA256(key)
 	seen := fmt.Sprintf("%s presents the %s key %s", target, key.Type(), fp)
 	check := fmt.Sprintf("once %s matches `ssh-keygen -lf /etc/ssh/ssh_host_%s_key.pub` on the host's console", fp, keyFileType(key))
-	add := fmt.Sprintf("under proxmox.ssh in Pulumi.%s.yaml: `hostKey: %s`", stack, authorizedKey(key))
+	add := fmt.Sprintf("under %s in Pulumi.%s.yaml: `hostKey: %s`", s.key("ssh"), stack, authorizedKey(key))
 	switch {
 	case !pin.IsSet():
 		return Result{Warn, "hostkey", fmt.Sprintf("%s; nothing is pinned, so SSH to the host accepts any key: %s, add %s", seen, check, add)}
 	case pin.Matches(key):
-		return Result{OK, "hostkey", fmt.Sprintf("%s, the one proxmox.ssh.hostKey pins", seen)}
+		return Result{OK, "hostkey", fmt.Sprintf("%s, the one %s pins", seen, pinPath)}
 	default:
-		return Result{Fail, "hostkey", fmt.Sprintf("%s, but proxmox.ssh.hostKey pins %s, so every SSH connection to it is refused. "+
+		return Result{Fail, "hostkey", fmt.Sprintf("%s, but %s pins %s, so every SSH connection to it is refused. "+
 			"If the host's keys changed (a reinstall), %s, replace the pin %s; otherwise something between you and the host answers in its place",
-			seen, pin.Fingerprint, check, add)}
+			seen, pinPath, pin.Fingerprint, check, add)}
 	}
 }
 
@@ -450,52 +476,56 @@ func checkVPSNode(ctx context.Context, env Env, ref stacks.NodeRef) Result {
 	}
 }
 
-// checkRoute probes the VM network's gateway (in a home lab the Proxmox
-// host's own address on the VM bridge). A refused connection proves the
-// route as well as an accepted one; a timeout or "no route" does not.
-func checkRoute(ctx context.Context, env Env, cfg *stacks.Config) Result {
-	gw := cfg.Cluster.Network.Gateway
-	prefix, _ := cfg.NodeNetwork() // the file's prefix length, or the ProxmoxCluster's default
+// checkRoute probes the section's VM network's gateway (in a home lab the
+// Proxmox host's own address on the VM bridge). A refused connection
+// proves the route as well as an accepted one; a timeout or "no route"
+// does not.
+func checkRoute(ctx context.Context, env Env, s section) Result {
+	gw := s.view.Cluster.Network.Gateway
+	prefix, _ := s.view.NodeNetwork() // the file's prefix length, or the ProxmoxCluster's default
 	ctx, cancel := context.WithTimeout(ctx, env.Timeout)
 	defer cancel()
-	conn, err := env.Dial(ctx, "tcp", net.JoinHostPort(gw, strconv.Itoa(cfg.Proxmox.SSH.Port)))
+	conn, err := env.Dial(ctx, "tcp", net.JoinHostPort(gw, strconv.Itoa(s.SSH.Port)))
 	if err == nil {
 		_ = conn.Close()
 	}
 	if err == nil || errors.Is(err, syscall.ECONNREFUSED) {
-		return Result{OK, "route", fmt.Sprintf("proxmox.access %s: the VM network %s is reachable from here (gateway %s answers)", stacks.AccessDirect, prefix, gw)}
+		return Result{OK, "route", fmt.Sprintf("%s %s: the VM network %s is reachable from here (gateway %s answers)", s.key("access"), stacks.AccessDirect, prefix, gw)}
 	}
 	return Result{Fail, "route", fmt.Sprintf("the VM network %s is not reachable from this machine (%v). "+
 		"The Talos and Kubernetes providers run here and must reach the nodes: add a route through the Proxmox host "+
 		"(e.g. `sudo ip route add %s via %s`, with IP forwarding on the host), "+
-		"or set proxmox.access: %s to tunnel through the host over SSH", prefix, err, prefix, cfg.Proxmox.SSH.Host, stacks.AccessSSHProxy)}
+		"or set %s: %s to tunnel through the host over SSH", prefix, err, prefix, s.SSH.Host, s.key("access"), stacks.AccessSSHProxy)}
 }
 
-// checkProxy starts the ssh-proxy helper as make up would and opens a
-// tunnel through it to the VM network's gateway. As with the direct route,
-// a refusal from the gateway proves the way there.
-func checkProxy(ctx context.Context, env Env, cfg *stacks.Config) Result {
-	gw := cfg.Cluster.Network.Gateway
-	prefix, _ := cfg.NodeNetwork()
+// checkProxy starts the ssh-proxy helper as make up would, for the
+// section alone, and opens a tunnel through it to the section's VM
+// network's gateway. As with the direct route, a refusal from the gateway
+// proves the way there.
+func checkProxy(ctx context.Context, env Env, sec section) Result {
+	gw := sec.view.Cluster.Network.Gateway
+	prefix, _ := sec.view.NodeNetwork()
 	ctx, cancel := context.WithTimeout(ctx, 4*env.Timeout)
 	defer cancel()
-	s, err := access.Start(ctx, cfg, access.Options{
-		Dial:   func(ctx context.Context) (*ssh.Client, error) { return env.DialSSH(ctx, cfg) },
+	s, err := access.Start(ctx, sec.view, access.Options{
+		Dial: func(ctx context.Context, _ stacks.ProxmoxSection) (*ssh.Client, error) {
+			return env.DialSSH(ctx, sec.view)
+		},
 		Getenv: env.Getenv,
 	})
 	if err != nil {
-		return Result{Fail, "access", fmt.Sprintf("proxmox.access is %s, but the helper cannot start: %v; "+
-			"load the key into your SSH agent (ssh-add), or set proxmox.ssh.privateKeyFile", stacks.AccessSSHProxy, err)}
+		return Result{Fail, "access", fmt.Sprintf("%s is %s, but the helper cannot start: %v; "+
+			"load the key into your SSH agent (ssh-add), or set %s", sec.key("access"), stacks.AccessSSHProxy, err, sec.key("ssh.privateKeyFile"))}
 	}
 	defer func() { _ = s.Close() }()
-	target := net.JoinHostPort(gw, strconv.Itoa(cfg.Proxmox.SSH.Port))
+	target := net.JoinHostPort(gw, strconv.Itoa(sec.SSH.Port))
 	status, body, err := connectVia(ctx, s.URL, target)
 	via := fmt.Sprintf("through the SSH proxy (one SSH connection to %s)", s.Target)
 	switch {
 	case err != nil:
 		return Result{Fail, "access", fmt.Sprintf("the local proxy did not answer: %v", err)}
 	case status == http.StatusOK, strings.Contains(strings.ToLower(body), "refused"):
-		return Result{OK, "access", fmt.Sprintf("proxmox.access %s: the VM network %s is reachable %s (gateway %s answers)", stacks.AccessSSHProxy, prefix, via, gw)}
+		return Result{OK, "access", fmt.Sprintf("%s %s: the VM network %s is reachable %s (gateway %s answers)", sec.key("access"), stacks.AccessSSHProxy, prefix, via, gw)}
 	case strings.Contains(body, "prohibited"):
 		return Result{Fail, "access", fmt.Sprintf("%s refuses port forwarding (%s): set `AllowTcpForwarding yes` in the host's /etc/ssh/sshd_config "+
 			"(or for this user in a Match block) and reload sshd", s.Target, strings.TrimSpace(body))}

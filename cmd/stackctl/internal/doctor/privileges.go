@@ -9,7 +9,6 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // need is what the program does on one ACL path, and the privileges it
@@ -34,12 +33,12 @@ var vmPrivileges = []string{
 // datastore's Datastore.AllocateTemplate; a NIC on a bridge needs SDN.Use
 // on its zone since 8.0; the guest agent's reads are VM.Monitor before 9.0
 // and VM.GuestAgent.Audit since).
-func neededPrivileges(cfg *stacks.Config, major int) []need {
-	px := proxmoxHost(cfg)
+func neededPrivileges(s section, major int) []need {
+	px := proxmoxHost(s.view)
 	var out []need
 	nodes := map[string]bool{}
 	bridges := map[string]bool{px.Bridge: true}
-	for _, ref := range cfg.Nodes.Refs() {
+	for _, ref := range s.refs {
 		nodes[ref.ProxmoxNode] = true
 		privs := slices.Clone(vmPrivileges)
 		if px.Addressing == proxmox.AddressingStatic {
@@ -56,31 +55,31 @@ func neededPrivileges(cfg *stacks.Config, major int) []need {
 		out = append(out, need{"/nodes/" + n, []string{"Sys.Audit", "Sys.Modify"}, "the node downloads the Talos ISO (download-url)"})
 	}
 	out = append(out,
-		need{"/storage/" + px.ISODatastore, []string{"Datastore.AllocateTemplate", "Datastore.Audit"}, "proxmox.isoDatastore holds the Talos ISO"},
-		need{"/storage/" + px.DiskDatastore, []string{"Datastore.AllocateSpace", "Datastore.Audit"}, "proxmox.diskDatastore holds the VM disks"},
+		need{"/storage/" + px.ISODatastore, []string{"Datastore.AllocateTemplate", "Datastore.Audit"}, s.key("isoDatastore") + " holds the Talos ISO"},
+		need{"/storage/" + px.DiskDatastore, []string{"Datastore.AllocateSpace", "Datastore.Audit"}, s.key("diskDatastore") + " holds the VM disks"},
 	)
 	if major >= 8 {
 		for _, b := range sortedKeys(bridges) {
-			out = append(out, need{"/sdn/zones/localnetwork/" + b, []string{"SDN.Use"}, "the VMs' NICs attach to proxmox.bridge " + b})
+			out = append(out, need{"/sdn/zones/localnetwork/" + b, []string{"SDN.Use"}, "the VMs' NICs attach to " + s.key("bridge") + " " + b})
 		}
 	}
 	return out
 }
 
 // checkPrivileges reads the token's privileges (/access/permissions) on
-// every path the stack's runs touch and names each one missing, with why
-// it is needed, before a run fails half-way on a 403.
-func checkPrivileges(ctx context.Context, api API, cfg *stacks.Config, version string) Result {
+// every path the stack's runs touch through a section's API and names each
+// one missing, with why it is needed, before a run fails half-way on a 403.
+func checkPrivileges(ctx context.Context, api API, s section, version string) Result {
 	major, _ := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
-	missing, err := missingPrivileges(ctx, api, neededPrivileges(cfg, major))
+	missing, err := missingPrivileges(ctx, api, neededPrivileges(s, major))
 	if err != nil {
 		return Result{Warn, "perms", fmt.Sprintf("%v; the token's privileges were not checked", err)}
 	}
 	if len(missing) > 0 {
 		return Result{Fail, "perms", fmt.Sprintf("token %s lacks %s; grant them to the token (Datacenter > Permissions), or to its user with privilege separation off",
-			cfg.Proxmox.APITokenID, strings.Join(missing, "; "))}
+			s.APITokenID, strings.Join(missing, "; "))}
 	}
-	return Result{OK, "perms", fmt.Sprintf("token %s holds every privilege the stack's runs take (Proxmox VE %d)", cfg.Proxmox.APITokenID, major)}
+	return Result{OK, "perms", fmt.Sprintf("token %s holds every privilege the stack's runs take (Proxmox VE %d)", s.APITokenID, major)}
 }
 
 // missingPrivileges reads the token's privileges on each need's path and

@@ -13,14 +13,16 @@ import (
 
 // dialSSH connects to the Proxmox host with the credentials the program's
 // remote commands use: the configured key, the key file, or the SSH agent.
+// cfg is the stack as the section ctx is for (forSection) sees it; its
+// errors name that section's keys.
 func dialSSH(ctx context.Context, cfg *stacks.Config) (*ssh.Client, error) {
-	return access.DialSSH(ctx, cfg.Proxmox.SSH, os.Getenv)
+	return access.DialSection(ctx, cfg.Proxmox.SSH, sectionPath(ctx)+".ssh", os.Getenv)
 }
 
 // scanHostKey reads the key the Proxmox host presents to the project's SSH
 // clients (the pinned key's type, else ed25519 first).
 func scanHostKey(ctx context.Context, cfg *stacks.Config) (ssh.PublicKey, error) {
-	return access.ScanHostKey(ctx, cfg.Proxmox.SSH)
+	return access.ScanSectionHostKey(ctx, cfg.Proxmox.SSH, sectionPath(ctx)+".ssh")
 }
 
 // authorizedKey is the key as a pin: "<type> <base64>".

@@ -28,10 +28,11 @@ import (
 
 // Example stack files at the repository root.
 const (
-	ProxmoxExample = "Pulumi.proxmox-homelab.yaml.example"
-	VPSExample     = "Pulumi.vps-prod.yaml.example"
-	LocalExample   = "Pulumi.local.yaml.example"
-	GitOpsExample  = "Pulumi.homelab-gitops.yaml.example"
+	ProxmoxExample   = "Pulumi.proxmox-homelab.yaml.example"
+	VPSExample       = "Pulumi.vps-prod.yaml.example"
+	LocalExample     = "Pulumi.local.yaml.example"
+	GitOpsExample    = "Pulumi.homelab-gitops.yaml.example"
+	MultiHostExample = "Pulumi.multi-host.yaml.example"
 )
 
 // ExampleStack is an example stack file and the stack name the tests run
@@ -39,12 +40,17 @@ const (
 type ExampleStack struct{ File, Stack string }
 
 // Examples are the example stacks.
-var Examples = []ExampleStack{{ProxmoxExample, "proxmox-homelab"}, {VPSExample, "vps-prod"}, {LocalExample, "local"}, {GitOpsExample, "homelab-gitops"}}
+var Examples = []ExampleStack{{ProxmoxExample, "proxmox-homelab"}, {VPSExample, "vps-prod"}, {LocalExample, "local"}, {GitOpsExample, "homelab-gitops"}, {MultiHostExample, "multi-host"}}
 
 // ExampleSecrets are the secrets a user sets after copying each example.
 var ExampleSecrets = map[string]map[string]string{
 	ProxmoxExample: {"proxmox.apiTokenSecret": "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47"},
 	VPSExample:     {"nodes.controlPlanes[0].rescue.password": "rescue-pw-Xq81"},
+	MultiHostExample: {
+		"proxmox.apiTokenSecret":          "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47",
+		"hosts[0].proxmox.apiTokenSecret": "7c2d9e41-5a3b-4f60-8e1d-2b9c0a7f6e35",
+		"hosts[1].proxmox.apiTokenSecret": "e4a1c8b7-9d2f-4e3a-b6c5-1f0e9d8c7b6a",
+	},
 	GitOpsExample: {
 		"proxmox.apiTokenSecret":          "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47",
 		"gitops.sopsAgeKey":               "# created: 2026-11-29T04:00:00Z\n# public key: age1example\nAGE-SECRET-KEY-19HP02GC6CUTZ0EKD0F08F25D0WH42TAW5XTRWQ6DDTA6C2PRYPKSW7XZEQ\n",

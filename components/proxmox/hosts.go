@@ -119,7 +119,8 @@ func (a *ClusterArgs) checkHosts(p *inputs.Problems) {
 		default:
 			names[h.Name] = at + "name"
 		}
-		if h.Proxmox.Addressing != a.Proxmox.Addressing {
+		holdsNodes := slices.ContainsFunc(a.Nodes, func(n Node) bool { return n.Host == h.Name && h.Name != "" })
+		if holdsNodes && h.Proxmox.Addressing != a.Proxmox.Addressing {
 			p.Add(at+"proxmox.addressing", "%q differs from proxmox.addressing %q: the nodes of one cluster boot one image (nocloud for static, metal for DHCP); use the same addressing on every host",
 				h.Proxmox.Addressing, a.Proxmox.Addressing)
 		}
@@ -132,8 +133,8 @@ func (a *ClusterArgs) checkHosts(p *inputs.Problems) {
 	if len(a.Hosts) == 0 {
 		return
 	}
-	if a.CSI != nil {
-		p.Add("csi", "the Proxmox CSI plugin serves the proxmox host only so far, and the cluster has hosts on other Proxmox VE APIs; use Longhorn volumes (cluster.dataVolume), which follow the nodes' zones, or leave hosts out")
+	if a.CSI != nil && slices.ContainsFunc(a.Nodes, func(n Node) bool { return n.Host != "" }) {
+		p.Add("csi", "the Proxmox CSI plugin serves the proxmox host only so far, and nodes run on hosts entries with other Proxmox VE APIs; use Longhorn volumes (cluster.dataVolume), which follow the nodes' zones, or keep every node on the proxmox host")
 	}
 	a.checkNetworks(p)
 }

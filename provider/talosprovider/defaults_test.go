@@ -115,6 +115,12 @@ func baseInputs(t *testing.T) map[string]resource.PropertyMap {
 	// The optional sections whose inputs have defaults are there, with
 	// what they require, so that a default can be given or left out.
 	pa.CSI = &proxmox.CSISettings{Datastore: "local-lvm"}
+	// A hosts entry, for its settings' defaults: without nodes, so that
+	// the CSI plugin (the proxmox host's alone) is still taken.
+	pa.Hosts = []proxmox.Host{{Name: "office", Proxmox: proxmox.HostSettings{
+		Endpoint: "https://198.51.100.7:8006/", APITokenID: "root@pam!pulumi", APITokenSecret: pulumi.String("7c2d9e41-5a3b-4f60-8e1d-2b9c0a7f6e35"),
+		Gateway: px.Cluster.Network.Gateway, DNSMasq: &proxmox.DNSMasqSettings{SSH: proxmox.SSHSettings{Host: "198.51.100.7"}},
+	}}}
 	return map[string]resource.PropertyMap{
 		talosprovider.ProxmoxToken: propertyMap(t, reflect.ValueOf(pa)),
 		talosprovider.VpsToken:     propertyMap(t, reflect.ValueOf(va)),

@@ -189,10 +189,10 @@ var directHosts = []string{
 // sections with access direct, and each section's noProxy. dropped lists
 // the inherited entries left out.
 func NoProxy(cfg *stacks.Config, getenv func(string) string) (entries, dropped []string) {
-	return noProxy(cfg, getenv, routes(cfg))
+	return noProxy(getenv, routes(cfg))
 }
 
-func noProxy(cfg *stacks.Config, getenv func(string) string, rs []*route) (entries, dropped []string) {
+func noProxy(getenv func(string) string, rs []*route) (entries, dropped []string) {
 	prefixes, hosts := tunnelled(rs)
 	add := func(e string) {
 		e = strings.TrimSpace(e)
@@ -389,7 +389,7 @@ func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error)
 	}
 	rs := routes(cfg)
 	prefixes, hosts := tunnelled(rs)
-	noProxyList, dropped := noProxy(cfg, o.Getenv, rs)
+	noProxyList, dropped := noProxy(o.Getenv, rs)
 	rt := &router{log: o.Log, hint: "only the VM network goes through the Proxmox host; a host that must be reached directly belongs in proxmox.noProxy"}
 	s := &Session{NoProxy: strings.Join(noProxyList, ","), Dropped: dropped, router: rt, done: make(chan struct{})}
 	for _, r := range rs {

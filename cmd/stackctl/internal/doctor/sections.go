@@ -73,7 +73,6 @@ func sectionView(cfg *stacks.Config, s stacks.ProxmoxSection) *stacks.Config {
 // hosts[0].proxmox.isoDatastore.
 func (s section) key(k string) string { return s.Path + "." + k }
 
-
 // named is rs with the section named in front of each message, in a stack
 // with several sections.
 func (s section) named(rs ...Result) []Result {

@@ -55,10 +55,6 @@ type Cluster struct {
 	// query left out).
 	ImageURL pulumi.StringOutput `pulumi:"imageUrl"`
 
-	// imageURL is what the installs fetch: ImageURL with a presigned
-	// query, as a secret.
-	imageURL pulumi.StringOutput
-
 	// Children by node name, for tests and later steps.
 	Installs map[string]*remote.Command
 	Reboots  map[string]*local.Command // only with vps.rebootCommand
@@ -102,11 +98,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	defaulted := in.WithDefaults()
 	args := &defaulted
 	deps.Talos = deps.Talos.WithDefaults(ctx)
-	c := &Cluster{
-		Installs: map[string]*remote.Command{},
-		Reboots:  map[string]*local.Command{},
-		Waits:    map[string]*local.Command{},
-	}
+	c := &Cluster{}
 	typ, aliases := talos.ComponentType(deps.Talos.Package, "VpsCluster")
 	if err := ctx.RegisterComponentResource(typ, name, c, append(opts, aliases...)...); err != nil {
 		return nil, err
@@ -123,43 +115,16 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		return nil, err
 	}
 	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
-	c.ImageURL = img.DiskImageURL
-	c.imageURL = img.DiskImageURL
-	if u := args.VPS.ImageURL; u != "" {
-		c.imageURL = pulumi.String(u).ToStringOutput()
-		c.ImageURL = c.imageURL
-		if base, query, ok := strings.Cut(u, "?"); ok && query != "" {
-			// A presigned URL's query is a credential: the installs get it
-			// as a secret, the output and the state show the URL without it.
-			c.imageURL = pulumi.ToSecret(c.imageURL).(pulumi.StringOutput)
-			c.ImageURL = pulumi.String(base).ToStringOutput()
-		}
+	var install pulumi.StringOutput
+	install, c.ImageURL = ImageURLs(img.DiskImageURL, args.VPS)
+	servers, err := NewServers(ctx, name, args.VPS, args.Nodes, install, deps, parent)
+	if err != nil {
+		return nil, err
 	}
-
-	reset := args.VPS.reset()
-	nodeOpts := map[string]talos.NodeOptions{}
-	inMaintenance := probeNodes(ctx.Context(), deps.Probe, args.Nodes)
-	for _, n := range args.Nodes {
-		ready, install, err := c.prepareNode(ctx, deps.Talos, name, args.VPS, n, inMaintenance[n.Name], parent)
-		if err != nil {
-			return nil, err
-		}
-		o := talos.NodeOptions{
-			DependsOn: []pulumi.Resource{ready},
-			// A re-imaged node is back in maintenance mode: apply again.
-			ReplacementTrigger: install.ID(),
-			ResetOnDestroy:     reset,
-		}
-		if !reset {
-			// Forget: the apply's delete is a no-op anyway; DeletedWith
-			// says so, and makes no call to the node.
-			o.DeletedWith = install
-		}
-		nodeOpts[n.Name] = o
-	}
+	c.Installs, c.Reboots, c.Waits = servers.Installs, servers.Reboots, servers.Waits
 
 	targs := args.TalosArgs(img.Installer)
-	targs.NodeOptions = nodeOpts
+	targs.NodeOptions = servers.NodeOptions
 	// The servers outlive the stack: destroy never uninstalls Helm releases
 	// from a cluster it forgets or resets. The first install is deleted (a
 	// no-op) by every destroy, so it stands for "the whole cluster goes".
@@ -176,6 +141,71 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		return nil, err
 	}
 	return c, nil
+}
+
+// Servers are the steps that bring rented servers to Talos: per node a
+// rescue-mode install, an optional reboot command and a wait for its Talos
+// API. The VpsCluster's, and a ProxmoxCluster's for a hosts entry of
+// rented servers.
+type Servers struct {
+	// Installs, Reboots (only with a reboot command) and Waits by node
+	// name.
+	Installs map[string]*remote.Command
+	Reboots  map[string]*local.Command
+	Waits    map[string]*local.Command
+	// NodeOptions are each node's TalosCluster options: its config apply
+	// waits for its wait, is made again when the install is, and resets or
+	// forgets the server on delete as settings say.
+	NodeOptions map[string]talos.NodeOptions
+
+	imageURL pulumi.StringOutput
+}
+
+// ImageURLs are the disk image the installs fetch (the factory's, or
+// settings' own) and the one outputs show: a presigned URL's query is a
+// credential, so the installs get it as a secret and the output leaves
+// it out.
+func ImageURLs(factory pulumi.StringOutput, settings Settings) (install, shown pulumi.StringOutput) {
+	u := settings.ImageURL
+	if u == "" {
+		return factory, factory
+	}
+	install = pulumi.String(u).ToStringOutput()
+	if base, query, ok := strings.Cut(u, "?"); ok && query != "" {
+		return pulumi.ToSecret(install).(pulumi.StringOutput), pulumi.String(base).ToStringOutput()
+	}
+	return install, install
+}
+
+// NewServers registers the steps of nodes (defaulted, as WithDefaults
+// leaves them) under parent, their names prefixed with name, installing
+// imageURL. deps.Talos must have its defaults (talos.Deps.WithDefaults).
+func NewServers(ctx *pulumi.Context, name string, settings Settings, nodes []Node, imageURL pulumi.StringOutput, deps Deps, parent pulumi.ResourceOption) (*Servers, error) {
+	s := &Servers{
+		Installs: map[string]*remote.Command{}, Reboots: map[string]*local.Command{}, Waits: map[string]*local.Command{},
+		NodeOptions: map[string]talos.NodeOptions{}, imageURL: imageURL,
+	}
+	reset := settings.reset()
+	inMaintenance := probeNodes(ctx.Context(), deps.Probe, nodes)
+	for _, n := range nodes {
+		ready, install, err := s.prepareNode(ctx, deps.Talos, name, settings, n, inMaintenance[n.Name], parent)
+		if err != nil {
+			return nil, err
+		}
+		o := talos.NodeOptions{
+			DependsOn: []pulumi.Resource{ready},
+			// A re-imaged node is back in maintenance mode: apply again.
+			ReplacementTrigger: install.ID(),
+			ResetOnDestroy:     reset,
+		}
+		if !reset {
+			// Forget: the apply's delete is a no-op anyway; DeletedWith
+			// says so, and makes no call to the node.
+			o.DeletedWith = install
+		}
+		s.NodeOptions[n.Name] = o
+	}
+	return s, nil
 }
 
 // probeNodes asks every node at once whether it runs Talos in maintenance
@@ -211,7 +241,7 @@ const talosAPIPort = 50000
 // there is no command), the wait finds Talos at once, and the config apply
 // follows. Both keep their names, and `create` is in their ignoreChanges, so
 // a later `up`, when the node answers differently, shows no diff.
-func (c *Cluster) prepareNode(ctx *pulumi.Context, deps talos.Deps, name string, settings Settings, n Node, inMaintenance bool, parent pulumi.ResourceOption) (pulumi.Resource, *remote.Command, error) {
+func (c *Servers) prepareNode(ctx *pulumi.Context, deps talos.Deps, name string, settings Settings, n Node, inMaintenance bool, parent pulumi.ResourceOption) (pulumi.Resource, *remote.Command, error) {
 	r := n.Rescue
 	disk, rescueHost := n.installDisk(), n.rescueHost()
 	inst := Install{Disk: disk, RequireRescue: settings.requiresRescue()}

@@ -41,31 +41,37 @@ func FirewallOf(args *ClusterArgs) Firewall {
 // firewall of the node's role.
 func TalosNodes(args *ClusterArgs) []talos.NodeSpec {
 	fw := FirewallOf(args)
-	var out []talos.NodeSpec
+	out := make([]talos.NodeSpec, 0, len(args.Nodes))
 	for _, n := range args.Nodes {
-		gateway, prefix := n.gateway(args.VPS), n.prefixLength(args.VPS)
-		var routes []talos.Route
-		if prefix == 32 {
-			routes = append(routes, talos.Route{Network: gateway + "/32"})
-		}
-		routes = append(routes, talos.Route{Network: "0.0.0.0/0", Gateway: gateway})
-		out = append(out, talos.NodeSpec{
-			Name:        n.Name,
-			IP:          n.IP,
-			Role:        n.Role,
-			InstallDisk: n.installDisk(),
-			Hostname:    n.Name,
-			UserPatches: n.Patches,
-			// KubeSpan's extra endpoints, announced through discovery.
-			KubeSpanEndpoints: n.KubeSpanEndpoints,
-			// The firewall comes before the user's patches, so they can
-			// add rules (a NetworkRuleConfig of their own) or replace ours.
-			PlatformPatches: []string{fw.Patch(n.Role)},
-			Network: talos.NodeNetwork{
-				Addresses: []string{fmt.Sprintf("%s/%d", n.IP, prefix)},
-				Routes:    routes,
-			},
-		})
+		out = append(out, ServerSpec(fw, args.VPS, n))
 	}
 	return out
+}
+
+// ServerSpec is one server as the TalosCluster takes it (see TalosNodes),
+// behind the firewall fw, with settings' defaults.
+func ServerSpec(fw Firewall, settings Settings, n Node) talos.NodeSpec {
+	gateway, prefix := n.gateway(settings), n.prefixLength(settings)
+	var routes []talos.Route
+	if prefix == 32 {
+		routes = append(routes, talos.Route{Network: gateway + "/32"})
+	}
+	routes = append(routes, talos.Route{Network: "0.0.0.0/0", Gateway: gateway})
+	return talos.NodeSpec{
+		Name:        n.Name,
+		IP:          n.IP,
+		Role:        n.Role,
+		InstallDisk: n.installDisk(),
+		Hostname:    n.Name,
+		UserPatches: n.Patches,
+		// KubeSpan's extra endpoints, announced through discovery.
+		KubeSpanEndpoints: n.KubeSpanEndpoints,
+		// The firewall comes before the user's patches, so they can
+		// add rules (a NetworkRuleConfig of their own) or replace ours.
+		PlatformPatches: []string{fw.Patch(n.Role)},
+		Network: talos.NodeNetwork{
+			Addresses: []string{fmt.Sprintf("%s/%d", n.IP, prefix)},
+			Routes:    routes,
+		},
+	}
 }

@@ -40,7 +40,7 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 		// A host's network defaults to the cluster's.
 		gateway := cmp.Or(h.Network.Gateway, cfg.Cluster.Network.Gateway)
 		prefix := cmp.Or(h.Network.PrefixLength, cfg.Cluster.Network.PrefixLength)
-		args.Hosts = append(args.Hosts, proxmox.Host{Name: h.Name, Proxmox: hostSettings(&h.Proxmox, gateway, prefix)})
+		args.Hosts = append(args.Hosts, proxmox.Host{Name: h.Name, Proxmox: hostSettings(&h.Proxmox, gateway, prefix), Gone: h.Gone})
 	}
 	for _, ref := range cfg.Nodes.Refs() {
 		args.Nodes = append(args.Nodes, proxmox.Node{

@@ -258,6 +258,7 @@ type HostConfig struct {
 	Name    string            `json:"name" doc:"The host's name in nodes[].host and messages, and its nodes' topology.kubernetes.io/region: a DNS label, not the 'proxmox' host's region." required:"true" rules:"component"`
 	Proxmox ProxmoxConfig     `json:"proxmox" doc:"The host's Proxmox VE API and VM settings, with the keys and defaults of the top-level 'proxmox' section." required:"true"`
 	Network HostNetworkConfig `json:"network" doc:"The network of the host's VMs; default: 'cluster.network''s. On another network than the 'proxmox' host's, the cluster needs 'cluster.kubeSpan.enabled' and no VIP."`
+	Gone    bool              `json:"gone" doc:"The host is lost for good: nothing asks its API or SSH anything any more. Set it and run up, then remove its nodes (their VMs, ISOs and reservations leave the stack without a call to it), then the entry (docs/multi-host.md#a-host-lost-for-good)." default:"false" rules:"component"`
 }
 
 // HostNetworkConfig is the network of a host's VMs.

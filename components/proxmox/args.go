@@ -11,6 +11,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // ComponentName is how errors name the component.
@@ -109,8 +110,18 @@ type Host struct {
 	// topology.kubernetes.io/region: a DNS label.
 	Name string `pulumi:"name"`
 	// Proxmox is the host's API, VM settings, network and reservations,
-	// as the proxmox input has them for the others.
-	Proxmox HostSettings `pulumi:"proxmox"`
+	// as the proxmox input has them for the others; or VPS.
+	Proxmox HostSettings `pulumi:"proxmox,optional"`
+	// VPS makes the entry rented servers installed from their provider's
+	// rescue system, as a VpsCluster installs them (their nodes give
+	// rescue, and gateway and prefixLength where vps gives none), instead
+	// of a Proxmox VE host.
+	VPS *vps.Settings `pulumi:"vps,optional"`
+	// Gone says the host is lost for good: nothing calls its API or SSH
+	// any more, and its VMs, ISOs and reservations are dropped from the
+	// stack without a call once its nodes are removed (an `up` with it
+	// set first records that in the state).
+	Gone bool `pulumi:"gone,optional"`
 }
 
 // DNSMasqSettings are the DHCP reservations on the Proxmox host, written
@@ -179,6 +190,13 @@ type Node struct {
 	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
 	// cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
+	// Rescue is SSH access to the rescue system of a node on a hosts
+	// entry of rented servers (vps), which its install runs in.
+	Rescue *vps.Rescue `pulumi:"rescue,optional"`
+	// Gateway and PrefixLength are such a server's network, where its
+	// host's vps settings give none.
+	Gateway      string `pulumi:"gateway,optional"`
+	PrefixLength int    `pulumi:"prefixLength,optional"`
 }
 
 // Deps are what the component talks to besides the engine: seams for tests
@@ -194,6 +212,9 @@ type Deps struct {
 	// HostAPIs are those of the hosts entries by name (a client for each
 	// entry's endpoint when missing).
 	HostAPIs HostAPIs
+	// Probe tells whether a rented server already runs Talos in
+	// maintenance mode (vps.TalosMaintenanceProbe when nil).
+	Probe vps.MaintenanceProbe
 	// Talos are the TalosCluster's seams (its day-2 hooks).
 	Talos talos.Deps
 	// FastStop binds the fast-stop hook to every VM (see bindFastStop):
@@ -222,6 +243,10 @@ func (d Deps) withDefaults(ctx *pulumi.Context, a *ClusterArgs) (Hooks, HostAPIs
 		apis[""] = newTokenClient(px.Endpoint, px.APITokenID, px.Insecure, px.APITokenSecret)
 	}
 	for _, h := range a.Hosts {
+		if h.Gone || h.VPS != nil {
+			// Its VMs' hooks find no API: nothing is asked of it.
+			continue
+		}
 		if api, ok := d.HostAPIs[h.Name]; ok {
 			apis[h.Name] = api
 			continue
@@ -253,6 +278,10 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 	spread := a.spansProxmoxNodes()
 	nodes := make([]talos.NodeSpec, 0, len(a.Nodes))
 	for _, n := range a.Nodes {
+		if s := a.serverSettings(n.Host); s != nil {
+			nodes = append(nodes, a.serverSpec(*s, n, spread))
+			continue
+		}
 		px := a.settingsOf(n.Host)
 		static := px.Addressing == AddressingStatic
 		spec := talos.NodeSpec{
@@ -289,11 +318,20 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 // one host or several).
 func (a *ClusterArgs) spansProxmoxNodes() bool {
 	for _, n := range a.Nodes {
-		if placement(n) != placement(a.Nodes[0]) {
+		if a.where(n) != a.where(a.Nodes[0]) {
 			return true
 		}
 	}
 	return false
+}
+
+// where is a node's failure domain: its Proxmox node, on its host when
+// that is a hosts entry; a rented server is one of its own.
+func (a *ClusterArgs) where(n Node) string {
+	if a.onServer(n) {
+		return placementOf(n.Host, n.Name)
+	}
+	return placement(n)
 }
 
 // machineOf names what of a node's VM the provider cannot change in place:
@@ -358,9 +396,12 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous, NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway(),
 	}).CheckNodes(p, "")
 	for _, h := range a.hostViews() {
-		h.check(p)
+		if h.VPS == nil {
+			h.check(p)
+		}
 	}
 	a.checkHosts(p)
+	a.checkServers(p)
 	a.checkNetwork(p)
 	type hostVMID struct {
 		host string
@@ -370,6 +411,11 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 	var macNodes []NodeMAC
 	for i, n := range a.Nodes {
 		at := fmt.Sprintf("nodes[%d].", i)
+		if a.onServer(n) {
+			// A rented server: no VM (its own checks are vps's, checkHosts).
+			continue
+		}
+		a.refuseServerKeys(p, at, n)
 		if p.Required(at+"proxmoxNode", n.ProxmoxNode) && NodeNameProblem(n.ProxmoxNode) != "" {
 			p.Add(at+"proxmoxNode", "%s", NodeNameProblem(n.ProxmoxNode))
 		}
@@ -499,7 +545,7 @@ func (a *ClusterArgs) Warnings() []string {
 	if name == nil {
 		name = func(path string) string { return path }
 	}
-	out := a.zoneWarnings(name)
+	out := append(a.goneWarnings(name), a.zoneWarnings(name)...)
 	if !a.TalosArgs(nil).LonghornNodes() {
 		return out
 	}
@@ -531,6 +577,9 @@ func (a *ClusterArgs) zoneWarnings(name func(string) string) []string {
 	first := map[string]string{} // the host of the first node in each zone
 	var out []string
 	for i, n := range a.Nodes {
+		if a.onServer(n) {
+			continue // a zone of its own: its name
+		}
 		host, seen := first[n.ProxmoxNode]
 		switch {
 		case !seen:

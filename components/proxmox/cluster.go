@@ -15,6 +15,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // ClusterType is the component's type token.
@@ -65,7 +66,10 @@ type Cluster struct {
 	// HostDHCP their reservations, by host name.
 	HostProviders map[string]*proxmoxve.Provider
 	HostDHCP      map[string]*remote.Command
-	VMs           map[string]*vm.VirtualMachine
+	// Servers are the installs of hosts entries of rented servers, by
+	// host name.
+	Servers map[string]*vps.Servers
+	VMs     map[string]*vm.VirtualMachine
 	Ejects        map[string]*local.Command
 	Talos         *talos.Cluster
 }
@@ -107,7 +111,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	}
 
 	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}, ISOs: map[string]*download.File{},
-		HostProviders: map[string]*proxmoxve.Provider{}, HostDHCP: map[string]*remote.Command{}}
+		HostProviders: map[string]*proxmoxve.Provider{}, HostDHCP: map[string]*remote.Command{}, Servers: map[string]*vps.Servers{}}
 	typ, aliases := talos.ComponentType(deps.Talos.Package, "ProxmoxCluster")
 	if err := ctx.RegisterComponentResource(typ, name, c, append(opts, aliases...)...); err != nil {
 		return nil, err
@@ -119,6 +123,9 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		return nil, err
 	}
 	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
+	// Rented servers write the disk image of the same schematic and
+	// version (a presigned vps.imageUrl of theirs aside).
+	installURL := img.DiskImageURL
 
 	agent := hasGuestAgent(args.Schematic)
 	nodeOpts := map[string]talos.NodeOptions{}
@@ -126,6 +133,14 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	macMap := pulumi.StringMap{}
 	var pve []pulumi.ResourceOption // the proxmox input's host's
 	for _, host := range args.hostViews() {
+		if host.VPS != nil {
+			opts, err := c.newServers(ctx, name, host, installURL, deps, parent)
+			if err != nil {
+				return nil, err
+			}
+			maps.Copy(nodeOpts, opts)
+			continue
+		}
 		// Every host's provider, its VMs or not: a host whose last node
 		// went is still where their deletes go.
 		hostPVE, err := c.hostProvider(ctx, name, host, opts, parent)
@@ -138,14 +153,14 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		if len(host.Nodes) == 0 {
 			continue
 		}
-		isos, err := downloadISOs(ctx, name, args, host, img, hostPVE...)
+		isos, err := downloadISOs(ctx, name, args, host, img, append(slices.Clone(hostPVE), host.goneOptions("fileName", "url")...)...)
 		if err != nil {
 			return nil, err
 		}
 		maps.Copy(c.ISOs, isos)
 		var vmDeps []pulumi.Resource
 		if host.Settings.DNSMasq != nil {
-			dhcp, err := newReservations(ctx, name, args, host, macs, parent)
+			dhcp, err := newReservations(ctx, name, args, host, macs, append([]pulumi.ResourceOption{parent}, host.goneOptions("connection", "create", "update", "delete", "stdin")...)...)
 			if err != nil {
 				return nil, err
 			}
@@ -170,7 +185,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 			if err != nil {
 				return nil, err
 			}
-			machine, err := vm.NewVirtualMachine(ctx, vmName, a, append(slices.Clone(hostPVE),
+			vmOpts := append(slices.Clone(hostPVE),
 				pulumi.DependsOn(deps),
 				// The replacement has the same vmId (and name, MAC, IP): it can
 				// only be created once the old VM is gone. The fast-stop hook,
@@ -178,7 +193,8 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 				pulumi.DeleteBeforeReplace(true),
 				pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
 				stop,
-			)...)
+			)
+			machine, err := vm.NewVirtualMachine(ctx, vmName, a, append(vmOpts, host.goneOptions()...)...)
 			if err != nil {
 				return nil, fmt.Errorf("unable to create VM for node %q: %w", ref.Name, err)
 			}
@@ -204,7 +220,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	targs.Leaver = leaver
 	// Bootstrap, kubeconfig and Helm releases go with the first control
 	// plane: a whole-stack destroy makes no call to the dying cluster.
-	targs.DeletedWith = c.VMs[args.Nodes[0].Name]
+	targs.DeletedWith = c.machineOf(args.Nodes[0].Name)
 	c.Talos, err = talos.NewClusterWithDeps(ctx, name, targs, deps.Talos, parent)
 	if err != nil {
 		return nil, err
@@ -258,7 +274,7 @@ func (c *Cluster) Outputs() pulumi.Map {
 // is the command's stdin, so a changed MAC or IP shows in the preview and
 // re-runs the install script; delete removes the file with the old
 // connection.
-func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, host hostView, macs map[string]string, parent pulumi.ResourceOption) (*remote.Command, error) {
+func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, host hostView, macs map[string]string, opts ...pulumi.ResourceOption) (*remote.Command, error) {
 	dm := host.Settings.DNSMasq
 	file := DNSMasqFile{Dir: dm.ConfigDir, Cluster: args.Cluster.Name, Stack: ctx.Stack(), Restart: dm.RestartCommand,
 		LeaseFile: dm.LeaseFile, Interface: host.Settings.Bridge}
@@ -291,11 +307,24 @@ func newReservations(ctx *pulumi.Context, name string, args *ClusterArgs, host h
 		Stdin:      content,
 		// The previous run's output in the environment is noise here.
 		AddPreviousOutputInEnv: pulumi.Bool(false),
-	}, parent)
+	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create DHCP reservations on %s: %w", host.label(), err)
 	}
 	return cmd, nil
+}
+
+// machineOf is a node's machine: its VM, or a rented server's install.
+func (c *Cluster) machineOf(node string) pulumi.Resource {
+	if vm, ok := c.VMs[node]; ok {
+		return vm
+	}
+	for _, s := range c.Servers {
+		if install, ok := s.Installs[node]; ok {
+			return install
+		}
+	}
+	return nil
 }
 
 // ejectHostEnv names, in a hosts entry's VM's eject, the host whose API
@@ -312,7 +341,11 @@ const ejectHostEnv = "PVE_HOST"
 func (c *Cluster) ejectISOs(ctx *pulumi.Context, name string, args *ClusterArgs, hooks Hooks, apis HostAPIs, tdeps talos.Deps, parent pulumi.ResourceOption) error {
 	for _, ref := range args.Nodes {
 		px := args.settingsOf(ref.Host)
-		machine := c.VMs[ref.Name]
+		machine, isVM := c.VMs[ref.Name]
+		if !isVM {
+			// A rented server boots no ISO.
+			continue
+		}
 		ejectName := name + "-eject-iso-" + ref.Name
 		// One hook for every eject (the first binding's function): the
 		// environment says which host's API to ask.

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // Defaults of the optional inputs of a ProxmoxCluster: a usual single
@@ -46,7 +47,13 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	px.setDefaults()
 	hosts := make([]Host, len(a.Hosts))
 	for i, h := range a.Hosts {
-		h.Proxmox.setDefaults()
+		if h.VPS != nil {
+			// The VpsCluster's defaults of its settings.
+			s := (vps.ClusterArgs{VPS: *h.VPS}).WithDefaults().VPS
+			h.VPS = &s
+		} else {
+			h.Proxmox.setDefaults()
+		}
 		hosts[i] = h
 	}
 	if a.Hosts != nil {
@@ -63,6 +70,12 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	}
 	nodes := make([]Node, len(a.Nodes))
 	for i, n := range a.Nodes {
+		if a.onServer(n) {
+			// A rented server: no VM to size (its rescue defaults are
+			// the VpsCluster's, applied where it is installed).
+			nodes[i] = n
+			continue
+		}
 		cores, memory := DefaultWorkerCores, DefaultWorkerMemory
 		if n.Role == talos.RoleControlPlane {
 			cores, memory = DefaultControlPlaneCores, DefaultControlPlaneMemory

@@ -2,12 +2,14 @@ package proxmox
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // HostTagPrefix starts the tag that names the host of a VM on one of the
@@ -33,6 +35,31 @@ type hostView struct {
 	Path     string // input path of its settings, with the trailing dot
 	Settings HostSettings
 	Nodes    []Node
+	// Gone: the host is lost for good (Host.Gone).
+	Gone bool
+	// VPS: the entry is rented servers (Host.VPS), not a Proxmox VE host.
+	VPS *vps.Settings
+}
+
+// goneOptions keep a lost host's resources from any call to it: their
+// deletes drop them from the state (the engine runs no provider Delete for
+// a resource retained on delete; it reads that from the state, which the
+// `up` that marks the host gone writes), and the changes a new Talos
+// version or node list would make to its ISOs and reservations are not
+// made. ignore names those inputs; not "*", which resets every input to
+// the state's, where bpg v0.95's VM holds values its own Check refuses
+// (cpu.affinity "", memory.hugepages "": the real-CLI e2e caught it), so a
+// VM's own changes are the operator's to leave alone. Nothing for a host
+// that is not gone.
+func (h hostView) goneOptions(ignore ...string) []pulumi.ResourceOption {
+	if !h.Gone {
+		return nil
+	}
+	opts := []pulumi.ResourceOption{pulumi.RetainOnDelete(true)}
+	if len(ignore) > 0 {
+		opts = append(opts, pulumi.IgnoreChanges(ignore))
+	}
+	return opts
 }
 
 // label is the host as messages name it.
@@ -60,7 +87,7 @@ func (h hostView) suffix() string {
 func (a *ClusterArgs) hostViews() []hostView {
 	views := []hostView{{Path: "proxmox.", Settings: a.Proxmox}}
 	for i, h := range a.Hosts {
-		views = append(views, hostView{Name: h.Name, Path: fmt.Sprintf("hosts[%d].proxmox.", i), Settings: h.Proxmox})
+		views = append(views, hostView{Name: h.Name, Path: fmt.Sprintf("hosts[%d].proxmox.", i), Settings: h.Proxmox, Gone: h.Gone, VPS: h.VPS})
 	}
 	for _, n := range a.Nodes {
 		if i := slices.IndexFunc(views, func(v hostView) bool { return v.Name == n.Host }); i >= 0 {
@@ -96,11 +123,15 @@ func (a *ClusterArgs) regionOf(host string) string {
 
 // placement is a node's failure domain as the quorum warning names it: its
 // Proxmox node, on its host when that is a hosts entry.
-func placement(n Node) string {
-	if n.Host == "" {
-		return n.ProxmoxNode
+func placement(n Node) string { return placementOf(n.Host, n.ProxmoxNode) }
+
+// placementOf is a machine's failure domain: where, on host ("" for the
+// proxmox input's), it runs (a Proxmox node; a rented server itself).
+func placementOf(host, where string) string {
+	if host == "" {
+		return where
 	}
-	return n.Host + "/" + n.ProxmoxNode
+	return host + "/" + where
 }
 
 // checkHosts records the problems of the hosts entries and of the nodes'
@@ -120,14 +151,22 @@ func (a *ClusterArgs) checkHosts(p *inputs.Problems) {
 			names[h.Name] = at + "name"
 		}
 		holdsNodes := slices.ContainsFunc(a.Nodes, func(n Node) bool { return n.Host == h.Name && h.Name != "" })
-		if holdsNodes && h.Proxmox.Addressing != a.Proxmox.Addressing {
+		if holdsNodes && h.VPS == nil && h.Proxmox.Addressing != a.Proxmox.Addressing {
 			p.Add(at+"proxmox.addressing", "%q differs from proxmox.addressing %q: the nodes of one cluster boot one image (nocloud for static, metal for DHCP); use the same addressing on every host",
 				h.Proxmox.Addressing, a.Proxmox.Addressing)
 		}
 	}
 	for i, n := range a.Nodes {
-		if n.Host != "" && !slices.ContainsFunc(a.Hosts, func(h Host) bool { return h.Name == n.Host }) {
-			p.Add(fmt.Sprintf("nodes[%d].host", i), "%q is no entry of hosts (%s); leave it empty for the proxmox host", n.Host, strings.Join(a.hostNames(), ", "))
+		at := fmt.Sprintf("nodes[%d].host", i)
+		j := slices.IndexFunc(a.Hosts, func(h Host) bool { return h.Name == n.Host })
+		switch {
+		case n.Host == "":
+		case j < 0:
+			p.Add(at, "%q is no entry of hosts (%s); leave it empty for the proxmox host", n.Host, strings.Join(a.hostNames(), ", "))
+		case a.Hosts[j].Gone && a.PreviousVMs != nil:
+			if _, had := a.PreviousVMs[n.Name]; !had {
+				p.Add(at, "%q is gone (hosts[%d].gone): no new VM can be made there; put %s on another host", n.Host, j, n.Name)
+			}
 		}
 	}
 	if len(a.Hosts) == 0 {
@@ -153,8 +192,10 @@ func (a *ClusterArgs) hostNames() []string {
 // share one, KubeSpan between the nodes and no layer-2 VIP.
 func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 	type network struct {
-		host   string
-		prefix netip.Prefix
+		host string
+		// key tells networks apart: a Proxmox VE host's prefix, or the
+		// public addresses of an entry of rented servers.
+		key string
 	}
 	var used []hostView
 	for _, h := range a.hostViews() {
@@ -169,6 +210,10 @@ func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 	var nets []network
 	known := true
 	for _, h := range used {
+		if h.VPS != nil {
+			nets = append(nets, network{host: h.label(), key: "servers of " + h.Name})
+			continue
+		}
 		prefix := h.Settings.network()
 		if !prefix.IsValid() {
 			// Refused where it is given; required here.
@@ -178,8 +223,8 @@ func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 			known = false
 			continue
 		}
-		if !slices.ContainsFunc(nets, func(n network) bool { return n.prefix == prefix }) {
-			nets = append(nets, network{host: h.label(), prefix: prefix})
+		if !slices.ContainsFunc(nets, func(n network) bool { return n.key == prefix.String() }) {
+			nets = append(nets, network{host: h.label(), key: prefix.String()})
 		}
 	}
 	if !known || len(nets) < 2 {
@@ -187,7 +232,11 @@ func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 	}
 	var spans []string
 	for _, n := range nets {
-		spans = append(spans, fmt.Sprintf("%s on %s", n.host, n.prefix))
+		if strings.HasPrefix(n.key, "servers of ") {
+			spans = append(spans, n.host+" (rented servers)")
+			continue
+		}
+		spans = append(spans, fmt.Sprintf("%s on %s", n.host, n.key))
 	}
 	where := strings.Join(spans, ", ")
 	if a.Cluster.KubeSpan == nil || !a.Cluster.KubeSpan.Enabled {
@@ -198,4 +247,28 @@ func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 		p.Add("cluster.vip", "a layer-2 VIP cannot span hosts on different networks (%s): leave it empty and point the endpoint (cluster.endpoint) at a DNS name that resolves to every control plane's address, or at a load balancer in front of them reached over KubeSpan",
 			where)
 	}
+}
+
+// goneWarnings say, for each host marked gone that still holds nodes, what
+// to do next: remove those nodes (their VMs, ISOs and reservations then
+// leave the state without a call to the host), then the entry.
+func (a *ClusterArgs) goneWarnings(name func(string) string) []string {
+	var out []string
+	for i, h := range a.Hosts {
+		if !h.Gone {
+			continue
+		}
+		var nodes []string
+		for _, n := range a.Nodes {
+			if n.Host == h.Name {
+				nodes = append(nodes, n.Name)
+			}
+		}
+		if len(nodes) == 0 {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: host %s is gone for good: nothing asks it anything now; remove its nodes (%s) from the stack and run up (a control plane at a time: its etcd member is taken out through the others), then remove its entry: its VMs, ISOs and reservations leave the stack without a call to it",
+			name(fmt.Sprintf("hosts[%d].gone", i)), h.Name, strings.Join(nodes, ", ")))
+	}
+	return out
 }

@@ -738,3 +738,55 @@ func TestHostsWithAllNodesOnOneHostNeedNoGateway(t *testing.T) {
 	paths, msgs := problemsAt(a)
 	assert.Empty(t, paths, "%v", msgs)
 }
+
+// TestHostGoneForGood: office marked gone. Its VMs, ISOs and reservations
+// are registered retained on delete (their deletes drop them from the
+// state without a call), its ISOs and reservations ignoring what a new
+// version or node list would change there; the
+// proxmox host's are as before. Its VMs' fast stop asks nothing, a warning
+// says what to do next, and no new node may be placed there.
+func TestHostGoneForGood(t *testing.T) {
+	t.Parallel()
+	h := newHostsHarness(t, func(a *proxmox.ClusterArgs) { a.Hosts[0].Gone = true })
+	e := h.engine
+	for _, r := range e.All() {
+		gone := strings.Contains(r.Name, "office") || r.Name == "homelab-vm-worker-1" || r.Name == "homelab-vm-worker-2"
+		switch r.Type {
+		case componentstest.VM, componentstest.Download, componentstest.RemoteCommand:
+			assert.Equal(t, gone, r.RetainOnDelete, "%s retained on delete only on the gone host", r.Name)
+			assert.NotContains(t, r.IgnoreChanges, "*", "%s: a VM's state holds inputs bpg's own Check refuses", r.Name)
+			want := map[string][]string{componentstest.Download: {"fileName", "url"}, componentstest.RemoteCommand: {"stdin", "connection"}}[r.Type]
+			for _, in := range want {
+				assert.Equal(t, gone, slices.Contains(r.IgnoreChanges, in), "%s ignores %s only on the gone host", r.Name, in)
+			}
+		}
+	}
+	stop := func(node string) error {
+		v := e.Named(t, componentstest.VM, "homelab-vm-"+node)
+		bound := h.hooks.On(v.Name)
+		require.Len(t, bound, 1, v.Name)
+		return bound[0].Fn(&pulumi.ResourceHookArgs{Name: v.Name, OldOutputs: v.Inputs})
+	}
+	require.NoError(t, stop("worker-1"))
+	assert.Zero(t, h.office.StopCalls(110), "nothing asked of the gone host")
+	assert.True(t, h.office.Running(110))
+	require.NoError(t, stop("cp-0"))
+	assert.Equal(t, 1, h.home.StopCalls(110), "the proxmox host's VMs are stopped as before")
+
+	a := hostsArgs()
+	a.Hosts[0].Gone = true
+	w := a.Warnings()
+	require.NotEmpty(t, w)
+	assert.Contains(t, w[0], "hosts[0].gone: host office is gone for good")
+	assert.Contains(t, w[0], "remove its nodes (worker-1, worker-2)")
+
+	// The last run knew worker-1 and worker-2 there: they may stay until
+	// removed; a new node there is refused.
+	a.PreviousVMs = map[string]proxmox.PreviousVM{"cp-0": {}, "worker-0": {}, "worker-1": {}, "worker-2": {}}
+	paths, msgs := problemsAt(a)
+	assert.Empty(t, paths, "%v", msgs)
+	a.Nodes = append(a.Nodes, proxmox.Node{Name: "worker-3", Role: talos.RoleWorker, IP: "192.168.50.23", ProxmoxNode: "pve", Host: "office", VMID: 112})
+	paths, msgs = problemsAt(a)
+	assert.Equal(t, []string{"nodes[4].host"}, paths)
+	assert.Contains(t, msgs["nodes[4].host"], "is gone (hosts[0].gone): no new VM can be made there")
+}

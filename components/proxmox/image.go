@@ -93,7 +93,8 @@ func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, host host
 	px := host.Settings
 	// Destroy deletes the ISO unless the stack keeps it (e.g. for VMs made
 	// by hand from it); a kept file stays in storage, unmanaged.
-	opts = append(opts, pulumi.RetainOnDelete(px.KeepISO))
+	// A gone host's is dropped from the state alone (goneOptions).
+	opts = append(opts, pulumi.RetainOnDelete(px.KeepISO || host.Gone))
 	// ctx.Stack() is the stack the program runs as, the one the VMs' stack
 	// tag names too.
 	fileName := img.SchematicID.ApplyT(func(id string) string {

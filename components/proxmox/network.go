@@ -22,7 +22,9 @@ const MaxPrefixLength = 30
 // not reported again.
 func (a *ClusterArgs) checkNetwork(p *inputs.Problems) {
 	for _, h := range a.hostViews() {
-		h.checkNetwork(p, a.Nodes)
+		if h.VPS == nil { // a server's network is checked as on a VpsCluster
+			h.checkNetwork(p, a.Nodes)
+		}
 	}
 	subnet := a.nodeNetwork()
 	if !subnet.IsValid() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -321,15 +322,21 @@ func (s *Settings) check(p *inputs.Problems, prefix string) {
 // checkNetwork records the problems of the nodes' default gateway and
 // prefix length, each once.
 func (a *ClusterArgs) checkNetwork(p *inputs.Problems) {
+	a.checkDefaultNetwork(p)
+	if a.Cluster.VIP != "" {
+		p.Add("cluster.vip", "a layer-2 VIP needs a shared network segment, which VPS nodes do not have; use cluster.endpoint (e.g. a DNS name) instead")
+	}
+}
+
+// checkDefaultNetwork records the problems of the nodes' default gateway
+// and prefix length.
+func (a *ClusterArgs) checkDefaultNetwork(p *inputs.Problems) {
 	s := a.VPS
 	checkPrefixLength(p, "vps.prefixLength", s.PrefixLength)
 	if s.Gateway != "" {
 		p.MachineIPv4("vps.gateway", s.Gateway)
 	} else if slices.ContainsFunc(a.Nodes, func(n Node) bool { return n.Gateway == "" }) {
 		p.Add("vps.gateway", "is required: a node gives no gateway of its own")
-	}
-	if a.Cluster.VIP != "" {
-		p.Add("cluster.vip", "a layer-2 VIP needs a shared network segment, which VPS nodes do not have; use cluster.endpoint (e.g. a DNS name) instead")
 	}
 }
 
@@ -383,7 +390,12 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
 		nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role}
 	}
 	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: nodes, Previous: a.Previous}).CheckNodes(p, "")
+	a.checkServers(p)
+}
 
+// checkServers records the problems of each server's own network, disk
+// and rescue access.
+func (a *ClusterArgs) checkServers(p *inputs.Problems) {
 	for i, n := range a.Nodes {
 		np := fmt.Sprintf("nodes[%d]", i)
 		if n.PrefixLength != 0 {
@@ -397,6 +409,33 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
 			checkDevicePath(p, np+".installDisk", n.InstallDisk)
 		}
 		n.Rescue.check(p, np+".rescue.")
+	}
+}
+
+// CheckServers records, for another component whose nodes include rented
+// servers (with their defaults, see WithDefaults), the problems of the
+// servers' settings and of each server's network, disk and rescue access:
+// the settings' at settingsPath (e.g. "hosts[1].vps."), node i's under
+// nodePath(i) (e.g. "nodes[4]"). Names, IPs, roles and the VIP are that
+// component's to check.
+func CheckServers(p *inputs.Problems, settings Settings, nodes []Node, settingsPath string, nodePath func(i int) string) {
+	a := ClusterArgs{VPS: settings, Nodes: nodes}
+	var own inputs.Problems
+	a.VPS.check(&own, "vps.")
+	a.checkDefaultNetwork(&own)
+	a.checkServers(&own)
+	for _, pr := range own.List() {
+		path := pr.Path
+		if rest, ok := strings.CutPrefix(path, "vps."); ok {
+			path = settingsPath + rest
+		} else if rest, ok := strings.CutPrefix(path, "nodes["); ok {
+			if end := strings.IndexByte(rest, ']'); end > 0 {
+				if i, err := strconv.Atoi(rest[:end]); err == nil {
+					path = nodePath(i) + rest[end+1:]
+				}
+			}
+		}
+		p.Add(path, "%s", pr.Message)
 	}
 }
 

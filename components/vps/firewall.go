@@ -36,6 +36,11 @@ type Firewall struct {
 	PodCIDR string
 	// KubeSpan opens KubeSpan's WireGuard port to the nodes.
 	KubeSpan bool
+	// KubeSpanSources are where KubeSpan's port is open from instead of
+	// the nodes: 0.0.0.0/0 when peers reach it from addresses the stack
+	// does not know (nodes behind a NAT, whose public address is their
+	// router's). WireGuard answers no packet it cannot authenticate.
+	KubeSpanSources []string
 }
 
 // Rule is one NetworkRuleConfig document: a port set and the sources
@@ -81,7 +86,11 @@ func (f Firewall) Rules(role talos.Role) []Rule {
 	if f.KubeSpan {
 		// WireGuard between the nodes; the peers' keys authenticate, the
 		// rule keeps the port closed to everyone else.
-		rules = append(rules, Rule{Name: "kubespan", Protocol: "udp", Ports: []string{fmt.Sprint(talos.KubeSpanPort)}, Sources: nodes})
+		sources := nodes
+		if len(f.KubeSpanSources) > 0 {
+			sources = f.KubeSpanSources
+		}
+		rules = append(rules, Rule{Name: "kubespan", Protocol: "udp", Ports: []string{fmt.Sprint(talos.KubeSpanPort)}, Sources: sources})
 	}
 	if len(f.PublicTCPPorts) > 0 {
 		ports := make([]string, 0, len(f.PublicTCPPorts))

@@ -68,7 +68,8 @@ type multiWorld struct {
 // the hosts, one node at a time, control planes first; a fourth host
 // added with a worker, and removed again; a host lost (its API and its
 // machines down): quorum holds, and the next rollout stops at its node
-// with a message naming it; the host back, the rollout finishes; destroy.
+// with a message naming it; the host back, the rollout finishes; the host
+// lost for good, marked gone and dropped with its control plane; destroy.
 func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	w := newMultiWorld(t)
 
@@ -163,9 +164,34 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	}
 	w.noChange("after attic came back")
 
+	// attic lost for good: marked gone (an up that asks it nothing and
+	// records that its resources leave the state alone), then its control
+	// plane and its entry removed: the member is taken out of etcd through
+	// the other control planes, and its VM, ISO and provider leave the
+	// stack without a call to its API.
+	w.pves["attic"].SetDown(true)
+	w.nodes.Node("10.79.0.10").PowerOff()
+	w.pulumi("config", "set", "--path", "--type", "bool", "hosts[1].gone", "true")
+	out = w.make("up", "YES=1")
+	assert.Contains(t, out, "hosts[1].gone: host attic is gone for good", "the next step is named")
+	w.pulumi("config", "rm", "--path", "nodes.controlPlanes[2]")
+	w.pulumi("config", "rm", "--path", "hosts[1]")
+	start = time.Now()
+	out = w.make("up", "YES=1")
+	t.Logf("attic dropped: %s", time.Since(start).Round(time.Second))
+	assert.Contains(t, out, "spread-vm-cp-2", "its VM left the stack")
+	assert.Len(t, w.nodes.Members(), 2, "cp-2's member taken out of etcd")
+	assert.NotNil(t, w.pves["attic"].VM(110), "nothing was asked of the lost host: its VM is as it was left")
+	out = w.make("preview")
+	for _, change := range []string{" to create", " to update", " to delete", " to replace"} {
+		assert.NotContains(t, out, change, "after attic was dropped: no change")
+	}
+
 	w.make("destroy", "YES=1")
 	for host, pve := range w.pves {
-		assert.Empty(t, pve.VMIDs(), "host %q: every VM gone", host)
+		if host != "attic" {
+			assert.Empty(t, pve.VMIDs(), "host %q: every VM gone", host)
+		}
 	}
 }
 

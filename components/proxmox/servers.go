@@ -1,0 +1,148 @@
+package proxmox
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
+)
+
+// A hosts entry with vps settings is rented servers, installed from their
+// provider's rescue system by the VpsCluster's own steps (vps.NewServers),
+// their Talos configs with its firewall (vps.ServerSpec): a cluster whose
+// control planes sit at home and on a rented server.
+
+// anywhere is the source of a rule open to every address.
+const anywhere = "0.0.0.0/0"
+
+// serverSettings are the vps settings of the host a node names, nil when
+// it is a Proxmox VE host.
+func (a *ClusterArgs) serverSettings(host string) *vps.Settings {
+	for _, h := range a.Hosts {
+		if h.Name == host && host != "" {
+			return h.VPS
+		}
+	}
+	return nil
+}
+
+// onServer says the node is a rented server of a hosts entry.
+func (a *ClusterArgs) onServer(n Node) bool { return a.serverSettings(n.Host) != nil }
+
+// serverNode is a node as vps takes a server, with the VpsCluster's
+// defaults (the rescue port and user).
+func serverNode(n Node) vps.Node {
+	s := vps.Node{
+		Name: n.Name, Role: n.Role, IP: n.IP, PrefixLength: n.PrefixLength, Gateway: n.Gateway,
+		InstallDisk: n.InstallDisk, Patches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints,
+	}
+	if n.Rescue != nil {
+		s.Rescue = *n.Rescue
+	}
+	return (vps.ClusterArgs{Nodes: []vps.Node{s}}).WithDefaults().Nodes[0]
+}
+
+// serverSpec is a rented server as the TalosCluster takes it: its static
+// address and firewall as on a VpsCluster, and its failure domain (region
+// its host, zone the server itself) when the nodes spread.
+func (a *ClusterArgs) serverSpec(s vps.Settings, n Node, spread bool) talos.NodeSpec {
+	spec := vps.ServerSpec(a.serverFirewall(s, n.Host), s, serverNode(n))
+	spec.Host = placementOf(n.Host, n.Name)
+	if spread {
+		spec.PlatformPatches = append(spec.PlatformPatches, TopologyPatch(n.Host, Node{ProxmoxNode: n.Name}))
+	}
+	return spec
+}
+
+// serverFirewall is the firewall of host's servers: the cluster's every
+// node may reach them, as on a VpsCluster; KubeSpan's port is open to any
+// address when nodes sit elsewhere, as their packets come from their
+// network's public address (a home router's), which the stack does not
+// know. WireGuard answers no packet it cannot authenticate.
+func (a *ClusterArgs) serverFirewall(s vps.Settings, host string) vps.Firewall {
+	f := vps.Firewall{
+		OperatorCIDRs: s.AllowedCIDRs, PublicTCPPorts: s.PublicTCPPorts, PodCIDR: vps.DefaultPodCIDR,
+		KubeSpan: a.Cluster.KubeSpan != nil && a.Cluster.KubeSpan.Enabled,
+	}
+	for _, n := range a.Nodes {
+		f.NodeIPs = append(f.NodeIPs, n.IP)
+		if n.Role == talos.RoleControlPlane {
+			f.ControlPlaneIPs = append(f.ControlPlaneIPs, n.IP)
+		}
+		if n.Host != host {
+			f.KubeSpanSources = []string{anywhere}
+		}
+	}
+	return f
+}
+
+// checkServers records the problems of the hosts entries of rented
+// servers and their nodes: an entry is one kind, is never marked gone
+// (removing a server's node makes no call to it anyway), and its servers
+// boot the metal image the VMs must boot too; each server's own settings
+// are the VpsCluster's checks, at this component's paths.
+func (a *ClusterArgs) checkServers(p *inputs.Problems) {
+	for i, h := range a.Hosts {
+		at := fmt.Sprintf("hosts[%d].", i)
+		if h.VPS == nil {
+			if reflect.ValueOf(h.Proxmox).IsZero() {
+				p.Add(at+"proxmox", "is required: a Proxmox VE host's API and settings, or vps for rented servers")
+			}
+			continue
+		}
+		if !reflect.ValueOf(h.Proxmox).IsZero() {
+			p.Add(at+"vps", "and proxmox exclude each other: an entry is a Proxmox VE host or rented servers")
+		}
+		if h.Gone {
+			p.Add(at+"gone", "is for Proxmox VE hosts: remove a rented server's node from the stack instead (vps.onDestroy forget makes no call to it)")
+		}
+		var nodes []vps.Node
+		var index []int
+		for j, n := range a.Nodes {
+			if n.Host != h.Name || h.Name == "" {
+				continue
+			}
+			if n.Rescue == nil {
+				p.Add(fmt.Sprintf("nodes[%d].rescue", j), "is required for a node on %s (rented servers): the rescue system its install runs in", hostLabel(h.Name))
+			}
+			nodes = append(nodes, serverNode(n))
+			index = append(index, j)
+		}
+		if len(nodes) == 0 {
+			continue
+		}
+		if a.Proxmox.Addressing == AddressingStatic {
+			p.Add(at+"vps", "rented servers boot Talos's metal image, and proxmox.addressing %s the nocloud one: the nodes of one cluster share one installer; use addressing %s with rented servers",
+				AddressingStatic, AddressingDHCPReservation)
+		}
+		vps.CheckServers(p, *h.VPS, nodes, at+"vps.", func(k int) string { return fmt.Sprintf("nodes[%d]", index[k]) })
+	}
+}
+
+// refuseServerKeys records the keys of a rented server given to a VM.
+func (a *ClusterArgs) refuseServerKeys(p *inputs.Problems, at string, n Node) {
+	for key, given := range map[string]bool{"rescue": n.Rescue != nil, "gateway": n.Gateway != "", "prefixLength": n.PrefixLength != 0} {
+		if given {
+			p.Add(at+key, "is for a node on a hosts entry of rented servers (vps); %s is a VM on %s", n.Name, hostLabel(n.Host))
+		}
+	}
+}
+
+// newServers registers the installs of host's rented servers and returns
+// their TalosCluster options.
+func (c *Cluster) newServers(ctx *pulumi.Context, name string, host hostView, installURL pulumi.StringOutput, deps Deps, parent pulumi.ResourceOption) (map[string]talos.NodeOptions, error) {
+	nodes := make([]vps.Node, 0, len(host.Nodes))
+	for _, n := range host.Nodes {
+		nodes = append(nodes, serverNode(n))
+	}
+	servers, err := vps.NewServers(ctx, name, *host.VPS, nodes, installURL, vps.Deps{Probe: deps.Probe, Talos: deps.Talos}, parent)
+	if err != nil {
+		return nil, fmt.Errorf("unable to install the servers of %s: %w", host.label(), err)
+	}
+	c.Servers[host.Name] = servers
+	return servers.NodeOptions, nil
+}

@@ -70,8 +70,8 @@ type Cluster struct {
 	// host name.
 	Servers map[string]*vps.Servers
 	VMs     map[string]*vm.VirtualMachine
-	Ejects        map[string]*local.Command
-	Talos         *talos.Cluster
+	Ejects  map[string]*local.Command
+	Talos   *talos.Cluster
 }
 
 // NewCluster builds the Proxmox platform: the engine's hooks, and a Proxmox

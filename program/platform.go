@@ -70,7 +70,7 @@ func StackKey(cfg *stacks.Config, path string) string {
 
 // hostRenameRe matches the inputs of a hosts entry that ProxmoxArgs fills
 // from keys of other names (as proxmoxKeys does for the proxmox input).
-var hostRenameRe = regexp.MustCompile(`^(hosts\[\d+\]\.)proxmox\.(gateway|prefixLength|dnsmasq\.ssh)(\b.*)?$`)
+var hostRenameRe = regexp.MustCompile(`^(hosts\[\d+\]\.)(?:proxmox|vps)\.(gateway|prefixLength|dnsmasq\.ssh)(\b.*)?$`)
 
 // hostKey is the stack key of a hosts entry's renamed input path.
 func hostKey(path string) (string, bool) {

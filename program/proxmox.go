@@ -37,6 +37,13 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 	}
 	for i := range cfg.Hosts {
 		h := &cfg.Hosts[i]
+		if h.Servers() {
+			// Rented servers: their network is their own (their gateway
+			// and prefix length, or the entry's network's defaults).
+			s := vpsSettings(&h.VPS, h.Network.Gateway, h.Network.PrefixLength)
+			args.Hosts = append(args.Hosts, proxmox.Host{Name: h.Name, VPS: &s, Gone: h.Gone})
+			continue
+		}
 		// A host's network defaults to the cluster's.
 		gateway := cmp.Or(h.Network.Gateway, cfg.Cluster.Network.Gateway)
 		prefix := cmp.Or(h.Network.PrefixLength, cfg.Cluster.Network.PrefixLength)
@@ -59,6 +66,13 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 			Patches:           PatchTexts(ref.Patches),
 			KubeSpanEndpoints: ref.KubeSpanEndpoints,
 		})
+		if cfg.OnServers(ref.Host) {
+			// A rented server: its install's keys instead of a VM's.
+			n := &args.Nodes[len(args.Nodes)-1]
+			n.InstallDisk, n.Gateway, n.PrefixLength = ref.InstallDisk, ref.Gateway, ref.PrefixLength
+			r := rescueOf(ref.Rescue)
+			n.Rescue = &r
+		}
 	}
 	if csi := cfg.Storage.ProxmoxCSI; csi.Enabled() {
 		args.CSI = &proxmox.CSISettings{
@@ -162,7 +176,7 @@ func (p *proxmoxPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Opti
 	if err := ReadProxmoxKey(cfg, p.args); err != nil {
 		return nil, err
 	}
-	c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Talos: o.Talos, FastStop: true})
+	c, err := proxmox.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, proxmox.Deps{Hooks: o.Hooks, API: o.ProxmoxAPI, Probe: o.TalosProbe, Talos: o.Talos, FastStop: true})
 	if err != nil {
 		return nil, err
 	}

@@ -23,30 +23,15 @@ var vpsKeys = []overrides.Rename{
 // first, the rescue password a secret and each rescue host key reduced to
 // the "<type> <base64>" line the command provider reads.
 func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
-	v := cfg.VPS
 	args := &vps.ClusterArgs{
 		Cluster: ClusterSettings(cfg),
 		Schematic: &image.Schematic{
 			ID:         cfg.Cluster.Schematic.ID,
 			Extensions: cfg.Cluster.Schematic.Extensions,
 		},
-		VPS: vps.Settings{
-			AllowedCIDRs:   v.AllowedCIDRs,
-			PublicTCPPorts: v.PublicTCPPorts,
-			ImageURL:       v.ImageURL,
-			// Load defaults it to on; off only when the file says so.
-			RequireRescue:    v.RequireRescue,
-			RebootCommand:    v.RebootCommand,
-			TalosWaitTimeout: v.TalosWaitTimeout,
-			OnDestroy:        v.OnDestroy,
-			// The nodes' defaults: a node's own gateway and prefix
-			// length are passed as the file gives them.
-			Gateway:      cfg.Cluster.Network.Gateway,
-			PrefixLength: cfg.Cluster.Network.PrefixLength,
-		},
+		VPS: vpsSettings(&cfg.VPS, cfg.Cluster.Network.Gateway, cfg.Cluster.Network.PrefixLength),
 	}
 	for _, ref := range cfg.Nodes.Refs() {
-		r := ref.Rescue
 		args.Nodes = append(args.Nodes, vps.Node{
 			Name:              ref.Name,
 			Role:              RoleOf(ref.Role),
@@ -56,16 +41,42 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 			InstallDisk:       ref.InstallDisk,
 			Patches:           PatchTexts(ref.Patches),
 			KubeSpanEndpoints: ref.KubeSpanEndpoints,
-			Rescue: vps.Rescue{
-				Host:     r.Host,
-				Port:     r.Port,
-				User:     r.User,
-				Password: r.Password.Output(),
-				HostKey:  stacks.CommandHostKey(r.HostKey),
-			},
+			Rescue:            rescueOf(ref.Rescue),
 		})
 	}
 	return args
+}
+
+// vpsSettings are a vps section of the stack file (vps, or a hosts
+// entry's) as the components take them, the nodes' default gateway and
+// prefix length those given (a node's own are passed as the file gives
+// them).
+func vpsSettings(v *stacks.VPSConfig, gateway string, prefixLength int) vps.Settings {
+	return vps.Settings{
+		AllowedCIDRs:   v.AllowedCIDRs,
+		PublicTCPPorts: v.PublicTCPPorts,
+		ImageURL:       v.ImageURL,
+		// Load defaults it to on; off only when the file says so.
+		RequireRescue:    v.RequireRescue,
+		RebootCommand:    v.RebootCommand,
+		TalosWaitTimeout: v.TalosWaitTimeout,
+		OnDestroy:        v.OnDestroy,
+		Gateway:          gateway,
+		PrefixLength:     prefixLength,
+	}
+}
+
+// rescueOf is a node's rescue access as the components take it: the
+// password a secret, the host key reduced to the "<type> <base64>" line
+// the command provider reads.
+func rescueOf(r stacks.RescueConfig) vps.Rescue {
+	return vps.Rescue{
+		Host:     r.Host,
+		Port:     r.Port,
+		User:     r.User,
+		Password: r.Password.Output(),
+		HostKey:  stacks.CommandHostKey(r.HostKey),
+	}
 }
 
 // vpsPlatform is a VpsCluster.

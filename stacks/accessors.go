@@ -93,6 +93,9 @@ type ProxmoxSection struct {
 func (c *Config) ProxmoxSections() []ProxmoxSection {
 	out := []ProxmoxSection{{Path: "proxmox", ProxmoxConfig: &c.Proxmox}}
 	for i := range c.Hosts {
+		if c.Hosts[i].servers {
+			continue // rented servers: no Proxmox VE API
+		}
 		out = append(out, ProxmoxSection{Path: fmt.Sprintf("hosts[%d].proxmox", i), Host: c.Hosts[i].Name, ProxmoxConfig: &c.Hosts[i].Proxmox})
 	}
 	return out
@@ -121,7 +124,7 @@ func (c *Config) SectionNetwork(s ProxmoxSection) (netip.Prefix, bool) {
 func (c *Config) SectionRefs(s ProxmoxSection) []NodeRef {
 	var out []NodeRef
 	for _, ref := range c.Nodes.Refs() {
-		if c.SectionOf(ref.Host).Path == s.Path {
+		if !c.OnServers(ref.Host) && c.SectionOf(ref.Host).Path == s.Path {
 			out = append(out, ref)
 		}
 	}
@@ -134,6 +137,17 @@ func (s ProxmoxSection) Label() string {
 		return "proxmox"
 	}
 	return "host " + s.Host
+}
+
+// OnServers reports whether a node runs on a hosts entry of rented
+// servers.
+func (c *Config) OnServers(host string) bool {
+	for _, h := range c.Hosts {
+		if h.Name == host && host != "" {
+			return h.servers
+		}
+	}
+	return false
 }
 
 // SectionOf is the Proxmox section of the host a node names (proxmox for

@@ -75,6 +75,7 @@ func decodeInto(d *Diagnostics, path string, v any, dst reflect.Value) {
 			d.errorf(path, "must be an object, got %s", describe(v))
 			return
 		}
+		d.noteObject(path)
 		decodeStruct(d, path, m, dst)
 	case reflect.Pointer:
 		elem := reflect.New(t.Elem())

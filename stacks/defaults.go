@@ -58,6 +58,12 @@ func proxmoxDefaults(cfg *Config) {
 	for _, s := range cfg.ProxmoxSections() {
 		sectionDefaults(s.ProxmoxConfig)
 	}
+	for _, n := range cfg.Nodes.All() {
+		if cfg.OnServers(n.Host) {
+			// The front-end's own, as on platform vps (known_hosts).
+			setInt(&n.Rescue.Port, vps.DefaultRescuePort)
+		}
+	}
 }
 
 // sectionDefaults are one Proxmox section's defaults of the file's own.
@@ -101,6 +107,12 @@ func proxmoxResolve(cfg *Config) {
 	}
 	normalizeMACs(cfg)
 	for _, n := range cfg.Nodes.All() {
+		if cfg.OnServers(n.Host) {
+			// A rented server: its own defaults, as on platform vps.
+			setString(&n.InstallDisk, cfg.Cluster.InstallDisk)
+			setString(&n.Rescue.Host, n.IP)
+			continue
+		}
 		setString(&n.ProxmoxNode, cfg.SectionOf(n.Host).Node)
 	}
 }

@@ -28,6 +28,8 @@ type Diagnostics struct {
 	// explicitZeros are the key paths the stack gives the number 0, which
 	// defaults cannot tell from an absent key (see numbers.go).
 	explicitZeros map[string]bool
+	// objects are the objects the stack gives (noteObject).
+	objects map[string]bool
 	// secrets are the stack's secret values, which no message may show
 	// (see scrubSecrets): problems added later are scrubbed of them too.
 	secrets []string

@@ -52,6 +52,9 @@ func Load(src Source) (*Config, *Diagnostics) {
 	d := &Diagnostics{}
 	cfg := &Config{}
 	decodeSource(d, src, cfg)
+	for i := range cfg.Hosts {
+		cfg.Hosts[i].servers = d.givenObject(fmt.Sprintf("hosts[%d].vps", i))
+	}
 	failed := problemPaths(d.Errors)
 	creds := checkCredentials(d, src, cfg)
 	failed = append(failed, creds.failed...)

@@ -18,6 +18,18 @@ func (d *Diagnostics) noteExplicitZero(path string) {
 	d.explicitZeros[path] = true
 }
 
+// noteObject records, while decoding, that the stack gives the object at
+// path (an empty one too).
+func (d *Diagnostics) noteObject(path string) {
+	if d.objects == nil {
+		d.objects = map[string]bool{}
+	}
+	d.objects[path] = true
+}
+
+// givenObject reports whether the stack gives the object at path.
+func (d *Diagnostics) givenObject(path string) bool { return d.objects[path] }
+
 // explicitZero reports whether the stack gives path the number 0.
 func (d *Diagnostics) explicitZero(path string) bool { return d.explicitZeros[path] }
 
@@ -63,8 +75,18 @@ func proxmoxExplicitZeros(d *Diagnostics, cfg *Config) {
 	for _, s := range cfg.ProxmoxSections() {
 		rejectExplicitZero(d, s.Path+".ssh.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
 	}
-	for i := range cfg.Hosts {
-		rejectExplicitZero(d, fmt.Sprintf("hosts[%d].network.prefixLength", i), rangeText(minNodePrefix, maxProxmoxPrefix), "cluster.network.prefixLength")
+	for i, h := range cfg.Hosts {
+		most := maxProxmoxPrefix
+		if h.servers {
+			most = 32
+		}
+		rejectExplicitZero(d, fmt.Sprintf("hosts[%d].network.prefixLength", i), rangeText(minNodePrefix, most), "cluster.network.prefixLength")
+	}
+	for _, ref := range cfg.Nodes.Refs() {
+		if cfg.OnServers(ref.Host) {
+			rejectExplicitZero(d, ref.Path+".prefixLength", rangeText(minNodePrefix, 32), "its host's network.prefixLength")
+			rejectExplicitZero(d, ref.Path+".rescue.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
+		}
 	}
 }
 

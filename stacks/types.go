@@ -253,13 +253,21 @@ type RescueConfig struct {
 	HostKey  string `json:"hostKey" doc:"The rescue system's SSH host key, checked by the install: its public key line as 'ssh-keyscan -t ed25519 <host>' prints it (known_hosts host names in front are allowed), once its fingerprint matches the one the provider shows. A whole ed25519 or ECDSA key: the command provider takes no fingerprint, and offers only SHA-1 signatures for an RSA key. Taken when the install is created, like the password. Empty: any key is accepted (warned)."`
 }
 
-// HostConfig is one more Proxmox VE host of the cluster.
+// HostConfig is one more Proxmox VE host of the cluster, or rented
+// servers.
 type HostConfig struct {
 	Name    string            `json:"name" doc:"The host's name in nodes[].host and messages, and its nodes' topology.kubernetes.io/region: a DNS label, not the 'proxmox' host's region." required:"true" rules:"component"`
-	Proxmox ProxmoxConfig     `json:"proxmox" doc:"The host's Proxmox VE API and VM settings, with the keys and defaults of the top-level 'proxmox' section." required:"true"`
+	Proxmox ProxmoxConfig     `json:"proxmox" doc:"The host's Proxmox VE API and VM settings, with the keys and defaults of the top-level 'proxmox' section; or vps."`
+	VPS     VPSConfig         `json:"vps" doc:"Makes the entry rented servers installed from their provider's rescue system instead of a Proxmox VE host, with the keys and defaults of the top-level 'vps' section (its 'network' gives their default gateway and prefix length); its nodes give 'rescue' (and 'gateway', 'prefixLength', 'installDisk') as on platform vps (docs/multi-host.md#rented-servers)." rules:"component"`
 	Network HostNetworkConfig `json:"network" doc:"The network of the host's VMs; default: 'cluster.network''s. On another network than the 'proxmox' host's, the cluster needs 'cluster.kubeSpan.enabled' and no VIP."`
 	Gone    bool              `json:"gone" doc:"The host is lost for good: nothing asks its API or SSH anything any more. Set it and run up, then remove its nodes (their VMs, ISOs and reservations leave the stack without a call to it), then the entry (docs/multi-host.md#a-host-lost-for-good)." default:"false" rules:"component"`
+
+	// servers: the stack gives the entry's vps section (Load sets it).
+	servers bool
 }
+
+// Servers reports whether the entry is rented servers (it gives vps).
+func (h HostConfig) Servers() bool { return h.servers }
 
 // HostNetworkConfig is the network of a host's VMs.
 type HostNetworkConfig struct {

@@ -153,6 +153,12 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 		// the network) are the components' rules (program.Validate).
 		validatePatches(d, p+".patches", ref.Patches)
 
+		if cfg.OnServers(ref.Host) {
+			// A rented server of a hosts entry: a VPS node's keys.
+			validateVPSNode(d, ref)
+			rejectOtherPlatforms(d, ref, PlatformVPS, nil, "host")
+			continue
+		}
 		validateNode(d, ref, macs)
 	}
 }
@@ -161,6 +167,15 @@ func validateNodes(d *Diagnostics, cfg *Config) {
 func validateProxmoxStack(d *Diagnostics, cfg *Config) {
 	for _, section := range cfg.ProxmoxSections() {
 		validateProxmox(d, cfg, section)
+	}
+	for i, h := range cfg.Hosts {
+		if !h.servers {
+			continue
+		}
+		at := fmt.Sprintf("hosts[%d].vps.allowedCidrs", i)
+		if len(h.VPS.AllowedCIDRs) == 0 {
+			d.warnf(at, "empty: the Talos API (50000) and Kubernetes API (6443) of these servers accept connections from the whole internet (they still require mTLS)")
+		}
 	}
 	if !reflect.ValueOf(cfg.VPS).IsZero() {
 		d.errorf("vps", "is only valid for platform vps (this stack's platform is proxmox)")
@@ -201,8 +216,8 @@ func validateVPSStackNode(d *Diagnostics, ref NodeRef, _ map[string]string) {
 // rejectOtherPlatforms refuses, in the order of NodeConfig, each key of a
 // node that is only valid on another platform than p (its `platform` tag)
 // and that the stack gives (a 0 too), saying why with why[key] when p
-// says, else naming the platform it is valid on.
-func rejectOtherPlatforms(d *Diagnostics, ref NodeRef, p Platform, why map[string]string) {
+// says, else naming the platform it is valid on; allowed keys aside.
+func rejectOtherPlatforms(d *Diagnostics, ref NodeRef, p Platform, why map[string]string, allowed ...string) {
 	v := reflect.ValueOf(*ref.NodeConfig)
 	for _, sf := range reflect.VisibleFields(v.Type()) {
 		platform := sf.Tag.Get("platform")
@@ -210,6 +225,9 @@ func rejectOtherPlatforms(d *Diagnostics, ref NodeRef, p Platform, why map[strin
 			continue
 		}
 		key := strings.Split(sf.Tag.Get("json"), ",")[0]
+		if slices.Contains(allowed, key) {
+			continue
+		}
 		path := ref.Path + "." + key
 		f := v.FieldByIndex(sf.Index)
 		set := !f.IsZero()

@@ -53,6 +53,11 @@ func proxmoxAddresses(d *Diagnostics, cfg *Config) {
 		}
 		checkHost(d, s.Path+".ssh.host", s.SSH.Host, s.LocalForward)
 	}
+	for _, ref := range cfg.Nodes.Refs() {
+		if cfg.OnServers(ref.Host) {
+			checkHost(d, ref.Path+".rescue.host", ref.Rescue.Host, false)
+		}
+	}
 }
 
 // vpsAddresses checks the rescue hosts and the image URL's host.

@@ -47,9 +47,9 @@ var ExampleSecrets = map[string]map[string]string{
 	ProxmoxExample: {"proxmox.apiTokenSecret": "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47"},
 	VPSExample:     {"nodes.controlPlanes[0].rescue.password": "rescue-pw-Xq81"},
 	MultiHostExample: {
-		"proxmox.apiTokenSecret":          "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47",
-		"hosts[0].proxmox.apiTokenSecret": "7c2d9e41-5a3b-4f60-8e1d-2b9c0a7f6e35",
-		"hosts[1].proxmox.apiTokenSecret": "e4a1c8b7-9d2f-4e3a-b6c5-1f0e9d8c7b6a",
+		"proxmox.apiTokenSecret":                 "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47",
+		"hosts[0].proxmox.apiTokenSecret":        "7c2d9e41-5a3b-4f60-8e1d-2b9c0a7f6e35",
+		"nodes.controlPlanes[2].rescue.password": "rescue-pw-Hz42",
 	},
 	GitOpsExample: {
 		"proxmox.apiTokenSecret":          "0b9e4a52-3c1f-4b7e-9a2d-6f8e1c0d5a47",

@@ -71,6 +71,9 @@ type route struct {
 	// nodes are the section's nodes' IPs: a node is reached through its
 	// own host even where networks overlap.
 	nodes []netip.Addr
+	// servers: a hosts entry of rented servers (no Proxmox section), whose
+	// public addresses this machine reaches itself.
+	servers bool
 }
 
 // label is the section as messages name it.
@@ -99,7 +102,12 @@ func routes(cfg *stacks.Config) []*route {
 			out[i].prefixes = append(out[i].prefixes, p)
 		}
 	}
-	nodes := cfg.Nodes.All()
+	var nodes []*stacks.NodeConfig
+	for _, n := range cfg.Nodes.All() {
+		if !cfg.OnServers(n.Host) { // the servers' routes are below
+			nodes = append(nodes, n)
+		}
+	}
 	for _, n := range nodes {
 		if a, err := netip.ParseAddr(n.IP); err == nil {
 			r := out[index[cfg.SectionOf(n.Host).Path]]
@@ -129,6 +137,23 @@ func routes(cfg *stacks.Config) []*route {
 	}
 	for _, n := range nodes {
 		addOne(out[index[cfg.SectionOf(n.Host).Path]], n.IP)
+	}
+	// Rented servers of hosts entries: on their public addresses, reached
+	// from here directly.
+	for i, h := range cfg.Hosts {
+		if !h.Servers() {
+			continue
+		}
+		r := &route{servers: true, section: stacks.ProxmoxSection{
+			Path: fmt.Sprintf("hosts[%d]", i), Host: h.Name, ProxmoxConfig: &stacks.ProxmoxConfig{Access: stacks.AccessDirect},
+		}}
+		for _, n := range cfg.Nodes.All() {
+			if a, err := netip.ParseAddr(n.IP); err == nil && n.Host == h.Name {
+				r.nodes = append(r.nodes, a.Unmap())
+				addOne(r, n.IP)
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -87,6 +87,9 @@ func (rt *router) check(hostport string) (way, string, error) {
 	switch {
 	case !ok:
 		return way{}, "", fmt.Errorf("%s: %w", shown, ErrNotAllowed)
+	case w.proxy == nil && w.servers:
+		return way{}, "", fmt.Errorf("%s: %w: it is a rented server of %s, which this machine reaches itself on its public address (NO_PROXY lists it)",
+			shown, ErrDirect, w.label())
 	case w.proxy == nil:
 		return way{}, "", fmt.Errorf("%s: %w: it is a VM destination of %s, whose %s.access is %s; "+
 			"this machine reaches it itself (NO_PROXY lists it), or set %s.access: ssh-proxy to tunnel through that host",

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
+	"github.com/fluodata/talos-pulumi/internal/testscript"
 )
 
 // fakePulumiScript behaves like the CLI on an interrupt: it notes each
@@ -34,7 +35,7 @@ func fakeCLI(t *testing.T) (string, *driver.CLI) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pulumi")
-	require.NoError(t, os.WriteFile(path, []byte(fakePulumiScript), 0o700)) //nolint:gosec // an executable test script
+	testscript.Write(t, path, fakePulumiScript)
 	cli, err := driver.NewCLI(context.Background(), path, 20*time.Second)
 	require.NoError(t, err)
 	return dir, cli

@@ -47,7 +47,8 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 		// A host's network defaults to the cluster's.
 		gateway := cmp.Or(h.Network.Gateway, cfg.Cluster.Network.Gateway)
 		prefix := cmp.Or(h.Network.PrefixLength, cfg.Cluster.Network.PrefixLength)
-		args.Hosts = append(args.Hosts, proxmox.Host{Name: h.Name, Proxmox: hostSettings(&h.Proxmox, gateway, prefix), Gone: h.Gone})
+		px := hostSettings(&h.Proxmox, gateway, prefix)
+		args.Hosts = append(args.Hosts, proxmox.Host{Name: h.Name, Proxmox: &px, Gone: h.Gone})
 	}
 	for _, ref := range cfg.Nodes.Refs() {
 		args.Nodes = append(args.Nodes, proxmox.Node{
@@ -133,7 +134,10 @@ func ReadProxmoxKey(cfg *stacks.Config, args *proxmox.ClusterArgs) error {
 		return err
 	}
 	for i := range cfg.Hosts {
-		if err := readHostKey(cfg.Hosts[i].Proxmox.SSH, fmt.Sprintf("hosts[%d].proxmox", i), &args.Hosts[i].Proxmox); err != nil {
+		if args.Hosts[i].Proxmox == nil {
+			continue // rented servers
+		}
+		if err := readHostKey(cfg.Hosts[i].Proxmox.SSH, fmt.Sprintf("hosts[%d].proxmox", i), args.Hosts[i].Proxmox); err != nil {
 			return err
 		}
 	}

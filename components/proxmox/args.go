@@ -111,7 +111,7 @@ type Host struct {
 	Name string `pulumi:"name"`
 	// Proxmox is the host's API, VM settings, network and reservations,
 	// as the proxmox input has them for the others; or VPS.
-	Proxmox HostSettings `pulumi:"proxmox,optional"`
+	Proxmox *HostSettings `pulumi:"proxmox,optional"`
 	// VPS makes the entry rented servers installed from their provider's
 	// rescue system, as a VpsCluster installs them (their nodes give
 	// rescue, and gateway and prefixLength where vps gives none), instead
@@ -193,10 +193,12 @@ type Node struct {
 	// Rescue is SSH access to the rescue system of a node on a hosts
 	// entry of rented servers (vps), which its install runs in.
 	Rescue *vps.Rescue `pulumi:"rescue,optional"`
-	// Gateway and PrefixLength are such a server's network, where its
+	// Gateway is such a server's IPv4 default gateway, where its host's
+	// vps settings give none.
+	Gateway string `pulumi:"gateway,optional"`
+	// PrefixLength is such a server's network length (8-32), where its
 	// host's vps settings give none.
-	Gateway      string `pulumi:"gateway,optional"`
-	PrefixLength int    `pulumi:"prefixLength,optional"`
+	PrefixLength int `pulumi:"prefixLength,optional"`
 }
 
 // Deps are what the component talks to besides the engine: seams for tests
@@ -251,7 +253,7 @@ func (d Deps) withDefaults(ctx *pulumi.Context, a *ClusterArgs) (Hooks, HostAPIs
 			apis[h.Name] = api
 			continue
 		}
-		px := h.Proxmox
+		px := h.settings()
 		apis[h.Name] = newTokenClient(px.Endpoint, px.APITokenID, px.Insecure, px.APITokenSecret)
 	}
 	return hooks, apis

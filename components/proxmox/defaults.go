@@ -51,8 +51,10 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 			// The VpsCluster's defaults of its settings.
 			s := (vps.ClusterArgs{VPS: *h.VPS}).WithDefaults().VPS
 			h.VPS = &s
-		} else {
-			h.Proxmox.setDefaults()
+		} else if h.Proxmox != nil {
+			px := *h.Proxmox
+			px.setDefaults()
+			h.Proxmox = &px
 		}
 		hosts[i] = h
 	}
@@ -62,7 +64,7 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	if a.Schematic.ID == "" && a.Schematic.Extensions == nil {
 		a.Schematic.Extensions = DefaultExtensions()
 	}
-	if a.Cluster.Nameservers == nil && px.Gateway != "" && !slices.ContainsFunc(a.Hosts, func(h Host) bool { return h.Proxmox.Gateway != px.Gateway }) {
+	if a.Cluster.Nameservers == nil && px.Gateway != "" && !slices.ContainsFunc(a.Hosts, func(h Host) bool { return h.settings().Gateway != px.Gateway }) {
 		// A home or office network's router is its DNS server too; not
 		// for hosts behind other routers, which could not reach it
 		// (Talos's own defaults then, or DHCP's).

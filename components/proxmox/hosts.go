@@ -87,7 +87,7 @@ func (h hostView) suffix() string {
 func (a *ClusterArgs) hostViews() []hostView {
 	views := []hostView{{Path: "proxmox.", Settings: a.Proxmox}}
 	for i, h := range a.Hosts {
-		views = append(views, hostView{Name: h.Name, Path: fmt.Sprintf("hosts[%d].proxmox.", i), Settings: h.Proxmox, Gone: h.Gone, VPS: h.VPS})
+		views = append(views, hostView{Name: h.Name, Path: fmt.Sprintf("hosts[%d].proxmox.", i), Settings: h.settings(), Gone: h.Gone, VPS: h.VPS})
 	}
 	for _, n := range a.Nodes {
 		if i := slices.IndexFunc(views, func(v hostView) bool { return v.Name == n.Host }); i >= 0 {
@@ -102,10 +102,18 @@ func (a *ClusterArgs) hostViews() []hostView {
 func (a *ClusterArgs) settingsOf(host string) HostSettings {
 	for _, h := range a.Hosts {
 		if h.Name == host && host != "" {
-			return h.Proxmox
+			return h.settings()
 		}
 	}
 	return a.Proxmox
+}
+
+// settings are the entry's Proxmox settings (none for rented servers).
+func (h Host) settings() HostSettings {
+	if h.Proxmox == nil {
+		return HostSettings{}
+	}
+	return *h.Proxmox
 }
 
 // regionOf is the topology.kubernetes.io/region of a host's nodes: the

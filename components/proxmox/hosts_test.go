@@ -49,7 +49,7 @@ func hostsArgs() *proxmox.ClusterArgs {
 			Endpoint: "https://192.168.122.70:8006/", APITokenID: "root@pam!pulumi", APITokenSecret: pulumi.String(homeSecret),
 			Bridge: "vmbr1", Gateway: "10.10.0.1", DNSMasq: dnsmasq("192.168.122.70"),
 		},
-		Hosts: []proxmox.Host{{Name: "office", Proxmox: proxmox.HostSettings{
+		Hosts: []proxmox.Host{{Name: "office", Proxmox: &proxmox.HostSettings{
 			Endpoint: "https://198.51.100.7:8006/", APITokenID: "pulumi@pve!office", APITokenSecret: pulumi.String(officeSecret),
 			Bridge: "vmbr2", DiskDatastore: "fast", ISODatastore: "isos", BIOS: "ovmf",
 			Gateway: "192.168.50.1", DNSMasq: dnsmasq("198.51.100.7"),
@@ -97,7 +97,7 @@ func TestHostsValidClusterHasNoProblems(t *testing.T) {
 	assert.Empty(t, paths, "hosts on one network: a VIP and no KubeSpan are fine: %v", msgs)
 
 	a = hostsArgs()
-	a.Hosts = append(a.Hosts, proxmox.Host{Name: "spare", Proxmox: proxmox.HostSettings{
+	a.Hosts = append(a.Hosts, proxmox.Host{Name: "spare", Proxmox: &proxmox.HostSettings{
 		Endpoint: "https://198.51.100.9:8006/", APITokenID: "root@pam!spare", APITokenSecret: pulumi.String(officeSecret),
 	}})
 	paths, msgs = problemsAt(a)
@@ -130,7 +130,9 @@ func TestHostsProblems(t *testing.T) {
 		// entry without a name, below).
 		{"two entries of one name on two networks", func(a *proxmox.ClusterArgs) {
 			second := a.Hosts[0]
-			second.Proxmox.Gateway = "172.16.0.1"
+			px := *second.Proxmox
+			px.Gateway = "172.16.0.1"
+			second.Proxmox = &px
 			a.Hosts = append(a.Hosts, second)
 		}, []string{"hosts[1].name"}, []string{`"office" is already hosts[0].name`}},
 		{"an entry named as the proxmox host's region", func(a *proxmox.ClusterArgs) {
@@ -169,7 +171,7 @@ func TestHostsProblems(t *testing.T) {
 			a.Hosts[0].Proxmox.PrefixLength = 16
 		}, []string{"cluster.kubeSpan.enabled", "cluster.vip"}, []string{"10.10.0.0/16"}},
 		{"an entry's own settings", func(a *proxmox.ClusterArgs) {
-			px := &a.Hosts[0].Proxmox
+			px := a.Hosts[0].Proxmox
 			px.Endpoint, px.APITokenID, px.APITokenSecret = "http://office:8006/", "office", nil
 			px.Bridge, px.DiskDatastore, px.ISODatastore, px.CPUType = "vmbr 2", "fast lvm", "1iso", "kvm64"
 			px.BIOS, px.VLANID = "uefi", 5000
@@ -601,7 +603,7 @@ func TestHostsUnderTheEngine(t *testing.T) {
 func TestHostsEntryWithoutNodesKeepsItsProvider(t *testing.T) {
 	t.Parallel()
 	h := newHostsHarness(t, func(a *proxmox.ClusterArgs) {
-		a.Hosts = append(a.Hosts, proxmox.Host{Name: "spare", Proxmox: proxmox.HostSettings{
+		a.Hosts = append(a.Hosts, proxmox.Host{Name: "spare", Proxmox: &proxmox.HostSettings{
 			Endpoint: "https://198.51.100.9:8006/", APITokenID: "root@pam!spare", APITokenSecret: pulumi.String(officeSecret),
 			DNSMasq: &proxmox.DNSMasqSettings{SSH: proxmox.SSHSettings{Host: "198.51.100.9"}},
 		}})

@@ -2,7 +2,6 @@ package proxmox
 
 import (
 	"fmt"
-	"reflect"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -89,12 +88,12 @@ func (a *ClusterArgs) checkServers(p *inputs.Problems) {
 	for i, h := range a.Hosts {
 		at := fmt.Sprintf("hosts[%d].", i)
 		if h.VPS == nil {
-			if reflect.ValueOf(h.Proxmox).IsZero() {
+			if h.Proxmox == nil {
 				p.Add(at+"proxmox", "is required: a Proxmox VE host's API and settings, or vps for rented servers")
 			}
 			continue
 		}
-		if !reflect.ValueOf(h.Proxmox).IsZero() {
+		if h.Proxmox != nil {
 			p.Add(at+"vps", "and proxmox exclude each other: an entry is a Proxmox VE host or rented servers")
 		}
 		if h.Gone {

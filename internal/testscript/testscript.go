@@ -22,7 +22,7 @@ func Write(t testing.TB, path, content string) {
 	if err := os.WriteFile(src, []byte(content), 0o600); err != nil {
 		t.Fatalf("unable to write the script %s: %v", path, err)
 	}
-	if out, err := exec.Command("install", "-m", "0700", src, path).CombinedOutput(); err != nil {
+	if out, err := exec.Command("install", "-m", "0700", src, path).CombinedOutput(); err != nil { //nolint:gosec // the test's own paths
 		t.Fatalf("unable to install the script %s: %v: %s", path, err, out)
 	}
 }

@@ -165,7 +165,7 @@ e2e-kube: $(KUBE_APISERVER) ## Hold the Kubernetes fake to the real kube-apiserv
 # The e2e tests that run the program's parts with the real CLI and plugins (../shared/harness)
 # against the real kube-apiserver, real charts and the project's fakes. The program refuses
 # loopback node addresses, so they run in a network namespace of their own where 10.77.0.0/24 (and
-# 10.78-80.0.0/24, the multi-host stack's other hosts) are local (unshare: as root, or in a user
+# 10.78-81.0.0/24, the multi-host stack's other hosts) are local (unshare: as root, or in a user
 # namespace otherwise).
 E2E_CILIUM ?= $(shell sed -n 's/.*DefaultCiliumVersion *= *"\(.*\)"/\1/p' components/talos/args.go)
 E2E_RUN ?= E2E
@@ -179,7 +179,7 @@ e2e: $(KUBE_APISERVER) build ## Run the Proxmox example's program through make (
 	$(GO) test -c -tags e2e -o bin/e2e/talos.test ./components/talos
 	$(GO) test -c -tags e2e -o bin/e2e/e2e.test ./tests/e2e
 	cd components/talos && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && ip addr add 10.77.0.1/24 dev lo && exec ../../bin/e2e/talos.test -test.run "$$E2E_RUN" -test.v -test.timeout 20m'
-	cd tests/e2e && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && for n in 77 78 79 80; do ip addr add 10.$$n.0.1/24 dev lo; done && exec ../../bin/e2e/e2e.test -test.run "$$E2E_RUN" -test.v -test.timeout 40m'
+	cd tests/e2e && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && for n in 77 78 79 80 81; do ip addr add 10.$$n.0.1/24 dev lo; done && exec ../../bin/e2e/e2e.test -test.run "$$E2E_RUN" -test.v -test.timeout 40m'
 	@# Again outside the namespace, for the local stack's life, which needs the Docker daemon's
 	@# network (each test skips itself where it cannot run, saying so).
 	cd tests/e2e && E2E_RUN=$(call quote,$(E2E_RUN)) sh -c 'exec ../../bin/e2e/e2e.test -test.run "$$E2E_RUN" -test.v -test.timeout 20m'

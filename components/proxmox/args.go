@@ -547,7 +547,7 @@ func (a *ClusterArgs) Warnings() []string {
 	if name == nil {
 		name = func(path string) string { return path }
 	}
-	out := append(a.goneWarnings(name), a.zoneWarnings(name)...)
+	out := slices.Concat(a.goneWarnings(name), a.zoneWarnings(name), a.kubeSpanWarnings(name))
 	if !a.TalosArgs(nil).LonghornNodes() {
 		return out
 	}

@@ -2,6 +2,9 @@ package proxmox
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -58,25 +61,73 @@ func (a *ClusterArgs) serverSpec(s vps.Settings, n Node, spread bool) talos.Node
 }
 
 // serverFirewall is the firewall of host's servers: the cluster's every
-// node may reach them, as on a VpsCluster; KubeSpan's port is open to any
-// address when nodes sit elsewhere, as their packets come from their
-// network's public address (a home router's), which the stack does not
-// know. WireGuard answers no packet it cannot authenticate.
+// node may reach them, as on a VpsCluster. KubeSpan's port is open to the
+// nodes and to the addresses their kubeSpanEndpoints give (a NAT's public
+// address: what a VM at home sends from), so to the cluster's nodes only;
+// to any address when a node elsewhere gives none, as its packets then
+// come from an address the stack does not know (kubeSpanWarnings says
+// so). WireGuard answers no packet it cannot authenticate either way.
 func (a *ClusterArgs) serverFirewall(s vps.Settings, host string) vps.Firewall {
 	f := vps.Firewall{
 		OperatorCIDRs: s.AllowedCIDRs, PublicTCPPorts: s.PublicTCPPorts, PodCIDR: vps.DefaultPodCIDR,
 		KubeSpan: a.Cluster.KubeSpan != nil && a.Cluster.KubeSpan.Enabled,
 	}
+	sources, unknown := a.kubeSpanPeers(host)
 	for _, n := range a.Nodes {
 		f.NodeIPs = append(f.NodeIPs, n.IP)
 		if n.Role == talos.RoleControlPlane {
 			f.ControlPlaneIPs = append(f.ControlPlaneIPs, n.IP)
 		}
-		if n.Host != host {
-			f.KubeSpanSources = []string{anywhere}
+	}
+	switch {
+	case len(unknown) > 0:
+		f.KubeSpanSources = []string{anywhere}
+	case len(sources) > 0:
+		for _, ip := range append(slices.Clone(f.NodeIPs), sources...) {
+			f.KubeSpanSources = append(f.KubeSpanSources, ip+"/32")
 		}
 	}
 	return f
+}
+
+// kubeSpanPeers are, for host's servers, the public addresses the nodes
+// elsewhere announce (their kubeSpanEndpoints' IPs), and the names of the
+// nodes elsewhere that announce none: VMs whose own IP is not what a
+// server sees.
+func (a *ClusterArgs) kubeSpanPeers(host string) (sources, unknown []string) {
+	for _, n := range a.Nodes {
+		if n.Host == host {
+			continue
+		}
+		if len(n.KubeSpanEndpoints) == 0 {
+			if !a.onServer(n) { // another server's own IP is public
+				unknown = append(unknown, n.Name)
+			}
+			continue
+		}
+		for _, e := range n.KubeSpanEndpoints {
+			if ap, err := netip.ParseAddrPort(e); err == nil && !slices.Contains(sources, ap.Addr().String()) {
+				sources = append(sources, ap.Addr().String())
+			}
+		}
+	}
+	return sources, unknown
+}
+
+// kubeSpanWarnings say which servers' firewall opens KubeSpan's port to
+// every address, and what gives them the nodes' addresses instead.
+func (a *ClusterArgs) kubeSpanWarnings(name func(string) string) []string {
+	var out []string
+	for i, h := range a.Hosts {
+		if h.VPS == nil || !slices.ContainsFunc(a.Nodes, func(n Node) bool { return n.Host == h.Name }) {
+			continue
+		}
+		if _, unknown := a.kubeSpanPeers(h.Name); len(unknown) > 0 {
+			out = append(out, fmt.Sprintf("%s: the servers' firewall opens KubeSpan's UDP %d to every address, as %s give no kubeSpanEndpoints: the servers cannot know what address their packets come from (their network's router's); give each its forwarded public address:port to open it to the cluster's nodes only",
+				name(fmt.Sprintf("hosts[%d].vps", i)), talos.KubeSpanPort, strings.Join(unknown, ", ")))
+		}
+	}
+	return out
 }
 
 // checkServers records the problems of the hosts entries of rented

@@ -287,19 +287,31 @@ func TestServersPlacementCountsEachServer(t *testing.T) {
 	for i, zone := range map[int]string{1: "cp-h1", 2: "cp-h2"} {
 		assert.Contains(t, targs.Nodes[i].PlatformPatches, proxmox.TopologyPatch("hetzner", proxmox.Node{ProxmoxNode: zone}))
 	}
-	assert.Empty(t, a.Warnings(), "no zone is shared: servers are zones of their own")
+	for _, w := range a.Warnings() {
+		assert.NotContains(t, w, "topology.kubernetes.io/zone", "no zone is shared: servers are zones of their own")
+	}
 
 	a.Nodes[2] = proxmox.Node{Name: "cp-1", Role: talos.RoleControlPlane, IP: "10.10.0.11", ProxmoxNode: "pve", VMID: 111}
 	w := a.TalosArgs(nil).PlacementWarnings()
 	require.Len(t, w, 1)
 	assert.Contains(t, w[0], "2 of the 3 control planes run on host pve")
 
-	// Every node on the one server: one place, no topology labels.
-	a.Nodes = []proxmox.Node{serverNode("cp-h1", talos.RoleControlPlane, "192.0.2.31")}
+	// Every node on the servers entry: two servers are two places, each
+	// with its zone; one server alone is one place, without labels.
+	a.Nodes = []proxmox.Node{
+		serverNode("cp-h1", talos.RoleControlPlane, "192.0.2.31"),
+		serverNode("w-h1", talos.RoleWorker, "192.0.2.41"),
+	}
 	a.Hosts = a.Hosts[hetzner:]
 	paths, msgs = problemsAt(a)
 	require.Empty(t, paths, "%v", msgs)
 	nodes := a.TalosArgs(nil).Nodes
+	for i, zone := range []string{"cp-h1", "w-h1"} {
+		require.Len(t, nodes[i].PlatformPatches, 2, zone)
+		assert.Equal(t, proxmox.TopologyPatch("hetzner", proxmox.Node{ProxmoxNode: zone}), nodes[i].PlatformPatches[1])
+	}
+	a.Nodes = a.Nodes[:1]
+	nodes = a.TalosArgs(nil).Nodes
 	require.Len(t, nodes[0].PlatformPatches, 1, "the firewall alone")
 	assert.NotContains(t, nodes[0].PlatformPatches[0], "topology.kubernetes.io")
 }

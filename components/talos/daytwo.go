@@ -226,7 +226,7 @@ func (d *dayTwo) ops(ctx context.Context, at pulumi.URN, extraCPs ...string) (ro
 		info, status = l.Info, l.Status
 	}
 	return rollout.Ops{
-		API: api, ControlPlanes: cps, Timing: d.deps.Timing,
+		API: api, ControlPlanes: cps, Leaving: slices.Clone(d.leaving), Timing: d.deps.Timing,
 		Kube: d.kubeConnector(api, cps),
 		Log: func(format string, args ...any) {
 			info(fmt.Sprintf(format, args...))

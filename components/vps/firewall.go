@@ -36,10 +36,11 @@ type Firewall struct {
 	PodCIDR string
 	// KubeSpan opens KubeSpan's WireGuard port to the nodes.
 	KubeSpan bool
-	// KubeSpanSources are where KubeSpan's port is open from instead of
-	// the nodes: 0.0.0.0/0 when peers reach it from addresses the stack
-	// does not know (nodes behind a NAT, whose public address is their
-	// router's). WireGuard answers no packet it cannot authenticate.
+	// KubeSpanSources are the prefixes KubeSpan's port is open to instead
+	// of the nodes': the nodes' and their NATs' public addresses, or
+	// 0.0.0.0/0 when peers reach it from addresses the stack does not know
+	// (nodes behind a NAT, whose public address is their router's).
+	// WireGuard answers no packet it cannot authenticate.
 	KubeSpanSources []string
 }
 

@@ -116,6 +116,11 @@ type Ops struct {
 	// ControlPlanes are the IPs of every control plane of the cluster,
 	// the node an operation is about included.
 	ControlPlanes []string
+	// Leaving are the control planes (of ControlPlanes) the run removes:
+	// their etcd members may be unhealthy (a dead machine's) without
+	// stopping the rollout of the nodes that stay, as long as the others
+	// keep a quorum that counts them.
+	Leaving []string
 	// Kube opens the Kubernetes API; without it the operations skip what
 	// needs it (the API server check, the drain and the Node's deletion).
 	Kube KubeConnector
@@ -201,7 +206,7 @@ func (o Ops) Gate(ctx context.Context, n Node) error {
 			o.logf("%s is the only control plane: the Kubernetes API is down while it reboots", n)
 		}
 	}
-	if err := talosapi.EtcdQuorumSafe(ctx, o.API, o.ControlPlanes, down); err != nil {
+	if err := talosapi.EtcdQuorumSafe(ctx, o.API, o.ControlPlanes, down, o.Leaving...); err != nil {
 		return fmt.Errorf("unable to touch %s: %w", n, err)
 	}
 	return nil
@@ -287,7 +292,7 @@ func (o Ops) healthy(ctx context.Context, n Node) error {
 // came back needs a moment to find its leader.
 func (o Ops) waitEtcd(ctx context.Context, t Timing) error {
 	return o.poll(ctx, t, "every etcd member to be healthy", func() error {
-		return talosapi.EtcdQuorumSafe(ctx, o.API, o.ControlPlanes, "")
+		return talosapi.EtcdQuorumSafe(ctx, o.API, o.ControlPlanes, "", o.Leaving...)
 	})
 }
 

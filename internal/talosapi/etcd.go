@@ -152,10 +152,13 @@ func (r EtcdReport) Member(node string) (MemberHealth, bool) {
 // SafeWithout reports whether node may go down: every member is healthy
 // and the healthy voting members left without node's member keep a
 // quorum. With node "" it checks health alone, and that the cluster has a
-// quorum. The error names the member at fault.
-func (r EtcdReport) SafeWithout(node string) error {
+// quorum. The error names the member at fault. The members of leaving
+// (control planes this run removes) may be unhealthy, a dead machine's:
+// they still vote until removed, so the quorum counts them as voters that
+// are not healthy.
+func (r EtcdReport) SafeWithout(node string, leaving ...string) error {
 	for _, m := range r.Members {
-		if !m.Healthy {
+		if !m.Healthy && !slices.Contains(leaving, m.Node) {
 			return fmt.Errorf("member %s is not healthy: %s: %w", m, m.Problem, ErrEtcdUnhealthy)
 		}
 	}
@@ -229,7 +232,7 @@ func (r EtcdReport) SafeToRemove(node string) error {
 // (a control plane node, or "" for the health check alone) gone. A cluster
 // of one or two voting members never passes with a member down. The
 // error names the member at fault.
-func EtcdQuorumSafe(ctx context.Context, api API, controlPlanes []string, down string) error {
+func EtcdQuorumSafe(ctx context.Context, api API, controlPlanes []string, down string, leaving ...string) error {
 	what := "that etcd is healthy"
 	if down != "" {
 		what = "that etcd keeps a quorum without node " + down
@@ -238,7 +241,7 @@ func EtcdQuorumSafe(ctx context.Context, api API, controlPlanes []string, down s
 	if err != nil {
 		return fmt.Errorf("unable to confirm %s: %w", what, err)
 	}
-	if err := r.SafeWithout(down); err != nil {
+	if err := r.SafeWithout(down, leaving...); err != nil {
 		return fmt.Errorf("unable to confirm %s: %w", what, err)
 	}
 	return nil

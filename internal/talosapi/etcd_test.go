@@ -91,6 +91,26 @@ func TestEtcdQuorumSafe(t *testing.T) {
 		assert.ErrorIs(t, r.SafeToRemove("10.5.0.99"), talosapi.ErrMemberNotFound)
 	})
 
+	t.Run("a dead member the run removes: the others may be touched, no control plane", func(t *testing.T) {
+		t.Parallel()
+		c := talosapitest.Start(t, talosapitest.Topology(3, 1, oldVersion, reboot)...)
+		cl := newClient(t, c, adminCreds(c))
+		c.Node("10.5.0.13").PowerOff()
+		// A worker (no member goes down): the leaving member's health
+		// does not count, its vote does: 2 of 3 keep the quorum.
+		require.NoError(t, talosapi.EtcdQuorumSafe(ctx, cl, cps, "", "10.5.0.13"))
+		// A control plane would leave 1 healthy of 3 voters.
+		err := talosapi.EtcdQuorumSafe(ctx, cl, cps, "10.5.0.11", "10.5.0.13")
+		require.ErrorIs(t, err, talosapi.ErrQuorum)
+		assert.Contains(t, err.Error(), "1 of 3 voting members are healthy, a quorum is 2")
+		// Not leaving: refused as before.
+		assert.ErrorIs(t, talosapi.EtcdQuorumSafe(ctx, cl, cps, ""), talosapi.ErrEtcdUnhealthy)
+		// Another member down is not excused by one that leaves (etcd
+		// then has no leader at all).
+		c.Node("10.5.0.12").SetEtcdHealthy(false)
+		assert.Error(t, talosapi.EtcdQuorumSafe(ctx, cl, cps, "", "10.5.0.13"))
+	})
+
 	t.Run("a member whose node is down", func(t *testing.T) {
 		t.Parallel()
 		c := talosapitest.Start(t, talosapitest.Topology(3, 0, oldVersion, reboot)...)

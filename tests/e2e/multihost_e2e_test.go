@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/factoryfake"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
@@ -46,8 +47,12 @@ var (
 		{machine{"cp-2", "10.79.0.10", 110, true}, "attic"},
 		{machine{"worker-0", "10.77.0.20", 120, false}, ""},
 		{machine{"worker-1", "10.78.0.20", 120, false}, "office"},
+		// A rented server of the hosts entry hetzner: no Proxmox API.
+		{machine{"worker-s", "10.81.0.20", 0, false}, "hetzner"},
 		{machine{"worker-2", "10.80.0.20", 120, false}, "garage"},
 	}
+	// initial are the nodes of the first up (garage's joins later).
+	initial = spread[:6]
 )
 
 // multiWorld is a world of several Proxmox VE hosts.
@@ -72,11 +77,24 @@ type multiWorld struct {
 // lost for good, marked gone and dropped with its control plane; destroy.
 func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	w := newMultiWorld(t)
+	// The rented server runs Talos in maintenance mode already: up's probe
+	// (vps.TalosMaintenanceProbe) skips its rescue install.
+	probeCtx, probeCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer probeCancel()
+	require.True(t, vps.TalosMaintenanceProbe(50000)(probeCtx, "10.81.0.20"), "the server answers in maintenance mode")
 
 	start := time.Now()
 	w.make("up", "YES=1")
 	t.Logf("first up: %s", time.Since(start).Round(time.Second))
-	for _, m := range spread[:5] {
+	for _, m := range initial {
+		w.assertSpreadConfig(m)
+		if m.host == "hetzner" {
+			// Already in maintenance mode when up probed it: no rescue
+			// install ran, its config was applied behind its firewall.
+			assert.False(t, w.nodes.Node(m.ip).InMaintenance(), "%s installed", m.name)
+			assert.Contains(t, string(w.config(m.ip)), "NetworkRuleConfig", "%s: behind the firewall of platform vps", m.name)
+			continue
+		}
 		pve := w.pves[m.host]
 		vm := pve.VM(m.vmID)
 		require.NotNil(t, vm, "%s: VM %d on its host's API", m.name, m.vmID)
@@ -85,7 +103,6 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 		if m.host != "" {
 			assert.Contains(t, vm.Config["tags"], "host-"+m.host, "%s: the VM names its host", m.name)
 		}
-		w.assertSpreadConfig(m)
 	}
 	assert.Empty(t, w.pves["garage"].VMIDs(), "garage holds no VM yet")
 	assert.Len(t, w.pves["office"].VMIDs(), 2, "office holds its two VMs, not the others'")
@@ -98,7 +115,7 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	w.make("up", "YES=1")
 	t.Logf("Talos upgrade across three hosts: %s", time.Since(start).Round(time.Second))
 	ups := w.nodes.Events("Upgrade")
-	require.Len(t, ups, 5, "one upgrade per node")
+	require.Len(t, ups, len(initial), "one upgrade per node, the rented server's too")
 	for i, m := range spread[:3] {
 		assert.Equal(t, m.ip, ups[i].Node, "control plane %s upgraded in order", m.name)
 	}
@@ -109,10 +126,15 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	w.setGarage(true)
 	out := w.make("preview")
 	// What a new worker changes anywhere (the approver's list, the roster,
-	// the readiness wait), and nothing of the other hosts: no VM, ISO or
-	// provider of theirs, no other node's config.
-	for _, other := range []string{"proxmoxve:VM/virtualMachine:VirtualMachine: (update)", "(replace)\n        [id=spread-iso", "ConfigurationApply: (update)", " to delete"} {
+	// the readiness wait, the rented server's firewall, which lists every
+	// node, as on platform vps), and nothing of the other hosts: no VM, ISO
+	// or provider of theirs, no other node's config.
+	for _, other := range []string{"proxmoxve:VM/virtualMachine:VirtualMachine: (update)", "(replace)\n        [id=spread-iso", " to delete"} {
 		assert.NotContains(t, out, other, "adding a host touches nothing of the others")
+	}
+	for _, m := range initial {
+		updated := strings.Contains(out, "ConfigurationApply: (update)\n        [id=machine_configuration_apply]\n        [urn=urn:pulumi:e2e-multihost::talos-cluster::talos-cluster:index:ProxmoxCluster$talos-cluster:index:TalosCluster$talos:machine/configurationApply:ConfigurationApply::spread-apply-"+m.name+"]")
+		assert.Equal(t, m.host == "hetzner", updated, "%s: only the rented server's config changes (its firewall lists the new node)", m.name)
 	}
 	for _, res := range []string{"spread-pve-garage", "spread-iso-garage/pve4", "spread-vm-worker-2", "spread-apply-worker-2"} {
 		assert.Contains(t, out, "::"+res+"]", "the new host's %s is created", res)
@@ -120,7 +142,7 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	w.make("up", "YES=1")
 	require.NotNil(t, w.pves["garage"].VM(120), "worker-2's VM on garage")
 	assert.False(t, w.nodes.Node("10.80.0.20").InMaintenance(), "worker-2 installed")
-	w.assertSpreadConfig(spread[5])
+	w.assertSpreadConfig(spread[6])
 	w.noChange("after a host was added")
 
 	// The host removed again with its worker: the worker leaves, its VM
@@ -143,7 +165,7 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	out = w.makeFails("up", "YES=1")
 	t.Logf("config change with attic lost: refused after %s", time.Since(start).Round(time.Second))
 	assert.Contains(t, out, "unable to confirm that etcd keeps a quorum without node 10.77.0.10: member cp-2 (node 10.79.0.10", "the refusal names the lost member")
-	for _, m := range spread[:5] {
+	for _, m := range initial {
 		assert.NotContains(t, string(w.config(m.ip)), "time.google.com", "%s: no node took the change", m.name)
 	}
 	// A Talos upgrade fails sooner: the new ISO cannot reach attic's
@@ -158,7 +180,7 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	w.pves["attic"].SetDown(false)
 	w.nodes.Node("10.79.0.10").PowerOn()
 	w.make("up", "YES=1")
-	for _, m := range spread[:5] {
+	for _, m := range initial {
 		assert.Equal(t, "v1.13.11", w.nodes.Node(m.ip).Version(), "%s upgraded once attic was back", m.name)
 		assert.Contains(t, string(w.config(m.ip)), "time.google.com", "%s took the config change", m.name)
 	}
@@ -200,23 +222,23 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 func (w *multiWorld) setGarage(add bool) {
 	w.t.Helper()
 	if !add {
-		w.pulumi("config", "rm", "--path", "nodes.workers[2]")
-		w.pulumi("config", "rm", "--path", "hosts[2]")
+		w.pulumi("config", "rm", "--path", "nodes.workers[3]")
+		w.pulumi("config", "rm", "--path", "hosts[3]")
 		return
 	}
 	for _, kv := range [][]string{
-		{"nodes.workers[2].name", "worker-2"}, {"nodes.workers[2].ip", "10.80.0.20"}, {"nodes.workers[2].host", "garage"},
-		{"hosts[2].name", "garage"}, {"hosts[2].proxmox.endpoint", "https://10.80.0.2:8006/"},
-		{"hosts[2].proxmox.node", "pve4"},
-		{"hosts[2].proxmox.addressing", "static"}, {"hosts[2].network.gateway", "10.80.0.1"},
+		{"nodes.workers[3].name", "worker-2"}, {"nodes.workers[3].ip", "10.80.0.20"}, {"nodes.workers[3].host", "garage"},
+		{"hosts[3].name", "garage"}, {"hosts[3].proxmox.endpoint", "https://10.80.0.2:8006/"},
+		{"hosts[3].proxmox.node", "pve4"},
+		{"hosts[3].proxmox.addressing", "dhcp-reservation"}, {"hosts[3].network.gateway", "10.80.0.1"},
 	} {
 		w.pulumi("config", "set", "--path", kv[0], kv[1])
 	}
 	// Pulumi takes a key named like a token for a secret: the id is not.
-	w.pulumi("config", "set", "--path", "--plaintext", "hosts[2].proxmox.apiTokenId", pvefake.TokenID)
-	w.pulumi("config", "set", "--path", "--type", "int", "nodes.workers[2].vmId", "120")
-	w.pulumi("config", "set", "--path", "--type", "bool", "hosts[2].proxmox.dnsmasq.enabled", "false")
-	w.pulumi("config", "set", "--secret", "--path", "hosts[2].proxmox.apiTokenSecret", pvefake.TokenSecret)
+	w.pulumi("config", "set", "--path", "--plaintext", "hosts[3].proxmox.apiTokenId", pvefake.TokenID)
+	w.pulumi("config", "set", "--path", "--type", "int", "nodes.workers[3].vmId", "120")
+	w.pulumi("config", "set", "--path", "--type", "bool", "hosts[3].proxmox.dnsmasq.enabled", "false")
+	w.pulumi("config", "set", "--secret", "--path", "hosts[3].proxmox.apiTokenSecret", pvefake.TokenSecret)
 }
 
 // config is the machine config a node was last given.
@@ -244,7 +266,7 @@ func (w *multiWorld) assertSpreadConfig(m spreadMachine) {
 	}
 	labels := cfg.Machine().NodeLabels()
 	assert.Equal(w.t, region, labels["topology.kubernetes.io/region"], "%s: its host is its region", m.name)
-	zone := map[string]string{"": "pve", "office": "pve2", "attic": "pve3", "garage": "pve4"}[m.host]
+	zone := map[string]string{"": "pve", "office": "pve2", "attic": "pve3", "garage": "pve4", "hetzner": m.name}[m.host]
 	assert.Equal(w.t, zone, labels["topology.kubernetes.io/zone"], "%s: its Proxmox node is its zone", m.name)
 }
 
@@ -262,7 +284,7 @@ func newMultiWorld(t *testing.T) *multiWorld {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	t.Cleanup(cancel)
 	charts := e2eworld.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion)
-	t.Setenv("NO_PROXY", "10.77.0.0/24,10.78.0.0/24,10.79.0.0/24,10.80.0.0/24")
+	t.Setenv("NO_PROXY", "10.77.0.0/24,10.78.0.0/24,10.79.0.0/24,10.80.0.0/24,10.81.0.0/24")
 	w := &multiWorld{world: &world{t: t, ctx: ctx, stack: multiHostStack}, pves: map[string]*pvefake.Server{}, configs: map[string][]byte{}}
 
 	factory := factoryfake.New(t)
@@ -278,7 +300,9 @@ func newMultiWorld(t *testing.T) *multiWorld {
 	var specs []talosapitest.NodeSpec
 	var cpIPs []string
 	for _, m := range spread {
-		w.pves[m.host].AgentAddresses(m.vmID, m.ip)
+		if pve := w.pves[m.host]; pve != nil {
+			pve.AgentAddresses(m.vmID, m.ip)
+		}
 		role := talosapitest.Worker
 		if m.cp {
 			role = talosapitest.ControlPlane
@@ -321,6 +345,7 @@ func newMultiWorld(t *testing.T) *multiWorld {
 	for _, key := range []string{"proxmox", "hosts[0].proxmox", "hosts[1].proxmox"} {
 		w.pulumi("config", "set", "--secret", "--path", key+".apiTokenSecret", pvefake.TokenSecret)
 	}
+	w.pulumi("config", "set", "--secret", "--path", "nodes.workers[2].rescue.password", "rescue-not-used")
 	require.False(t, strings.Contains(string(stackFile), pvefake.TokenSecret), "no token in the stack file in plain text")
 	return w
 }

@@ -237,6 +237,7 @@ func (w *multiWorld) setGarage(add bool) {
 	// Pulumi takes a key named like a token for a secret: the id is not.
 	w.pulumi("config", "set", "--path", "--plaintext", "hosts[3].proxmox.apiTokenId", pvefake.TokenID)
 	w.pulumi("config", "set", "--path", "--type", "int", "nodes.workers[3].vmId", "120")
+	w.pulumi("config", "set", "--path", "nodes.workers[3].kubeSpanEndpoints[0]", "10.80.0.2:51820")
 	w.pulumi("config", "set", "--path", "--type", "bool", "hosts[3].proxmox.dnsmasq.enabled", "false")
 	w.pulumi("config", "set", "--secret", "--path", "hosts[3].proxmox.apiTokenSecret", pvefake.TokenSecret)
 }

@@ -266,14 +266,17 @@ func TestServersComponentProblemsByStackKey(t *testing.T) {
 // rule, through program.Validate.
 func TestServersEntryOfBothKindsIsRefused(t *testing.T) {
 	t.Parallel()
-	t.Skip("BUG: program.ProxmoxArgs hands a servers entry to the component without its proxmox settings, and stacks skips its proxmox section: the entry's proxmox keys are dropped without a word")
 	k := serversKeys()
 	hostEntry(k, 1)["proxmox"] = obj{
 		"endpoint": "https://203.0.113.9:8006/", "apiTokenId": "root@pam!pulumi",
 		"apiTokenSecret": "0e9d8c7b-6a5f-4e3d-2c1b-0a9f8e7d6c5b",
 	}
 	_, d := program.Validate(serversSource(k))
-	assert.Contains(t, serverErrors(d.Errors)["hosts[1].vps"], "and proxmox exclude each other", "%v", d.Err())
+	assert.Contains(t, serverErrors(d.Errors)["hosts[1].proxmox"], "and vps exclude each other", "%v", d.Err())
+	// An empty proxmox object is an entry's kind given too.
+	hostEntry(k, 1)["proxmox"] = obj{}
+	_, d = program.Validate(serversSource(k))
+	assert.Contains(t, serverErrors(d.Errors)["hosts[1].proxmox"], "and vps exclude each other", "%v", d.Err())
 }
 
 // An entry that gives neither is a Proxmox VE host: its proxmox keys are

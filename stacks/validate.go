@@ -172,6 +172,9 @@ func validateProxmoxStack(d *Diagnostics, cfg *Config) {
 		if !h.servers {
 			continue
 		}
+		if px := fmt.Sprintf("hosts[%d].proxmox", i); d.givenObject(px) || !reflect.ValueOf(h.Proxmox).IsZero() {
+			d.errorf(px, "and vps exclude each other: an entry is a Proxmox VE host (proxmox) or rented servers (vps)")
+		}
 		at := fmt.Sprintf("hosts[%d].vps.allowedCidrs", i)
 		if len(h.VPS.AllowedCIDRs) == 0 {
 			d.warnf(at, "empty: the Talos API (50000) and Kubernetes API (6443) of these servers accept connections from the whole internet (they still require mTLS)")

@@ -394,8 +394,16 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 	if a.CSI != nil {
 		a.CSI.check(p, "csi.")
 	}
+	nodes := a.talosNodes()
+	for i, n := range a.Nodes {
+		if a.onServer(n) {
+			// Its network is the VpsCluster's to check (checkServers), at
+			// its own keys: not the addresses derived from them.
+			nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, KubeSpanEndpoints: n.KubeSpanEndpoints, Host: nodes[i].Host}
+		}
+	}
 	(&talos.ClusterArgs{
-		Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous, NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway(),
+		Cluster: a.Cluster, Nodes: nodes, Previous: a.Previous, NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway(),
 	}).CheckNodes(p, "")
 	for _, h := range a.hostViews() {
 		if h.VPS == nil {

@@ -175,7 +175,6 @@ func TestServersProblems(t *testing.T) {
 func TestServersProblemsKnownBugs(t *testing.T) {
 	t.Parallel()
 	t.Run("a server's network problem names no derived path", func(t *testing.T) {
-		t.Skip("BUG: ClusterArgs.check runs talos CheckNodes on serverSpec's derived network, adding nodes[4].network.addresses[0] / routes[0].network next to the input's own problem")
 		for _, edit := range []func(a *proxmox.ClusterArgs){
 			func(a *proxmox.ClusterArgs) { a.Nodes[server].PrefixLength = 40 },
 			func(a *proxmox.ClusterArgs) { a.Hosts[hetzner].VPS.Gateway = "" },
@@ -187,7 +186,6 @@ func TestServersProblemsKnownBugs(t *testing.T) {
 		}
 	})
 	t.Run("a server's gateway problem names the server", func(t *testing.T) {
-		t.Skip("BUG: vps.CheckServers maps the paths of its problems to the component's nodes but not the messages: nodes[0] (its own index) stands for nodes[4]")
 		a := serversArgs()
 		a.Nodes[server].PrefixLength, a.Nodes[server].Gateway = 24, "192.0.3.1"
 		_, msgs := problemsAt(a)

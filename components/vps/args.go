@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -412,6 +413,9 @@ func (a *ClusterArgs) checkServers(p *inputs.Problems) {
 	}
 }
 
+// nodeRefRe matches a node's path, nodes[3], in a path or message.
+var nodeRefRe = regexp.MustCompile(`nodes\[\d+\]`)
+
 // CheckServers records, for another component whose nodes include rented
 // servers (with their defaults, see WithDefaults), the problems of the
 // servers' settings and of each server's network, disk and rescue access:
@@ -424,18 +428,21 @@ func CheckServers(p *inputs.Problems, settings Settings, nodes []Node, settingsP
 	a.VPS.check(&own, "vps.")
 	a.checkDefaultNetwork(&own)
 	a.checkServers(&own)
+	// The paths, and the messages that name a node by its path.
+	renumber := func(s string) string {
+		return nodeRefRe.ReplaceAllStringFunc(s, func(ref string) string {
+			i, _ := strconv.Atoi(ref[len("nodes[") : len(ref)-1])
+			return nodePath(i)
+		})
+	}
 	for _, pr := range own.List() {
 		path := pr.Path
 		if rest, ok := strings.CutPrefix(path, "vps."); ok {
 			path = settingsPath + rest
-		} else if rest, ok := strings.CutPrefix(path, "nodes["); ok {
-			if end := strings.IndexByte(rest, ']'); end > 0 {
-				if i, err := strconv.Atoi(rest[:end]); err == nil {
-					path = nodePath(i) + rest[end+1:]
-				}
-			}
+		} else {
+			path = renumber(path)
 		}
-		p.Add(path, "%s", pr.Message)
+		p.Add(path, "%s", renumber(strings.ReplaceAll(pr.Message, "vps.", settingsPath)))
 	}
 }
 

@@ -126,18 +126,6 @@ func routes(cfg *stacks.Config) []*route {
 			r.hosts = append(r.hosts, s)
 		}
 	}
-	// The VIP and the endpoint are the proxmox host's, as before hosts
-	// existed, unless they are an address of another section.
-	others := out[1:]
-	for _, s := range []string{cfg.Cluster.VIP, cfg.EndpointHost()} {
-		if a, err := netip.ParseAddr(s); err == nil && slices.ContainsFunc(others, func(r *route) bool { return r.covers(a.Unmap()) }) {
-			continue
-		}
-		addOne(out[0], s)
-	}
-	for _, n := range nodes {
-		addOne(out[index[cfg.SectionOf(n.Host).Path]], n.IP)
-	}
 	// Rented servers of hosts entries: on their public addresses, reached
 	// from here directly.
 	for i, h := range cfg.Hosts {
@@ -154,6 +142,18 @@ func routes(cfg *stacks.Config) []*route {
 			}
 		}
 		out = append(out, r)
+	}
+	// The VIP and the endpoint are the proxmox host's, as before hosts
+	// existed, unless they are an address of another section.
+	others := out[1:]
+	for _, s := range []string{cfg.Cluster.VIP, cfg.EndpointHost()} {
+		if a, err := netip.ParseAddr(s); err == nil && slices.ContainsFunc(others, func(r *route) bool { return r.covers(a.Unmap()) }) {
+			continue
+		}
+		addOne(out[0], s)
+	}
+	for _, n := range nodes {
+		addOne(out[index[cfg.SectionOf(n.Host).Path]], n.IP)
 	}
 	return out
 }

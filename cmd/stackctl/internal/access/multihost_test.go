@@ -184,7 +184,7 @@ func load(t *testing.T, k stackKeys) *stacks.Config {
 	return cfg
 }
 
-func hostsAt(k stackKeys, i int) obj { return k["hosts"].([]any)[i].(obj) }
+func firstHost(k stackKeys) obj { return k["hosts"].([]any)[0].(obj) }
 
 // logLines collects the proxy's log lines.
 type logLines struct {
@@ -312,7 +312,7 @@ func TestHostsOnOneNetworkRouteEachNodeThroughItsHost(t *testing.T) {
 	b := newSSHHost(t, "127.0.0.2", map[string]string{"10.10.0.30:7": echo})
 	k := threeHosts(a, b)
 	k["hosts"] = k["hosts"].([]any)[:1]
-	delete(hostsAt(k, 0), "network") // office shares the cluster's network
+	delete(firstHost(k), "network") // office shares the cluster's network
 	k["nodes"] = obj{
 		"controlPlanes": []any{obj{"name": "cp-0", "ip": "10.10.0.10", "vmId": 110}},
 		"workers":       []any{obj{"name": "worker-0", "ip": "10.10.0.30", "vmId": 130, "host": "office"}},
@@ -348,7 +348,7 @@ func TestStartNamesTheSectionWhoseSSHFails(t *testing.T) {
 	defer cancel()
 	start := func(edit func(ssh obj)) error {
 		k := threeHosts(a, b)
-		edit(hostsAt(k, 0)["proxmox"].(obj)["ssh"].(obj))
+		edit(firstHost(k)["proxmox"].(obj)["ssh"].(obj))
 		s, err := access.Start(ctx, load(t, k), access.Options{Getenv: env(nil)})
 		if err == nil {
 			_ = s.Close()
@@ -399,7 +399,7 @@ func TestDestinationsAreTheSSHProxySections(t *testing.T) {
 	}
 	assert.NotContains(t, entries, "10.20.0.0/24")
 
-	hostsAt(k, 0)["proxmox"].(obj)["access"] = stacks.AccessDirect
+	firstHost(k)["proxmox"].(obj)["access"] = stacks.AccessDirect
 	assert.False(t, access.Enabled(load(t, k)), "no section has access ssh-proxy")
 }
 

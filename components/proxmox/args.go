@@ -303,7 +303,7 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 		}
 		switch {
 		case a.CSI != nil:
-			spec.PlatformPatches = append(spec.PlatformPatches, CSINodePatch(a.CSI.withDefaults().Region, n))
+			spec.PlatformPatches = append(spec.PlatformPatches, CSINodePatch(a.regionOf(n.Host), n))
 		case spread:
 			spec.PlatformPatches = append(spec.PlatformPatches, TopologyPatch(a.regionOf(n.Host), n))
 		}

@@ -231,15 +231,28 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	}
 	if args.CSI != nil {
 		s := args.CSI.withDefaults()
-		id, secret, err := args.csiToken(ctx, name, s, c.VMs, pve)
-		if err != nil {
-			return nil, err
+		// One token per Proxmox VE host with VMs, each its own API's: the
+		// plugin knows each host as a cluster of its region.
+		var clusters []csiCluster
+		for _, host := range args.hostViews() {
+			if host.VPS != nil || (host.Name != "" && len(host.Nodes) == 0) {
+				continue
+			}
+			opts := pve
+			if host.Name != "" {
+				opts = []pulumi.ResourceOption{parent, pulumi.Provider(c.HostProviders[host.Name])}
+			}
+			id, secret, err := args.csiToken(ctx, name, s, host, c.VMs, opts)
+			if err != nil {
+				return nil, err
+			}
+			clusters = append(clusters, csiCluster{settings: host.Settings, region: args.regionOf(host.Name), id: id, secret: secret})
 		}
 		// After Cilium (its pods need the network); with the machines on
 		// a whole-stack destroy, as the other releases: no call to the
 		// dying cluster.
 		k8sOpts := []pulumi.ResourceOption{parent, pulumi.DependsOn([]pulumi.Resource{c.Talos.Cilium}), pulumi.DeletedWith(targs.DeletedWith)}
-		if err := args.csiPlugin(ctx, name, s, id, secret, c.Talos.KubernetesProvider, k8sOpts); err != nil {
+		if err := args.csiPlugin(ctx, name, s, clusters, c.Talos.KubernetesProvider, k8sOpts); err != nil {
 			return nil, err
 		}
 	}

@@ -163,14 +163,26 @@ func renderMachine(machine map[string]any) string {
 // CSIUserACLs is the proxmoxve user resource's input of its ACL entries.
 const CSIUserACLs = "acls"
 
-// csiToken makes the plugin's role, user, ACLs (the datastore and each of
-// the cluster's VMs) and token, and returns the token's id and secret.
-func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, vms map[string]*vm.VirtualMachine, pve []pulumi.ResourceOption) (pulumi.StringOutput, pulumi.StringOutput, error) {
+// csiCluster is a Proxmox VE host as the plugin knows it: its API, the
+// region its nodes are labelled with, and the plugin's token there.
+type csiCluster struct {
+	settings   HostSettings
+	region     string
+	id, secret pulumi.StringOutput
+}
+
+// csiToken makes, on host, the plugin's role, user, ACLs (the datastore and
+// each of the host's VMs) and token, and returns the token's id and secret;
+// a token of the user's is the proxmox host's. A hosts entry's resources
+// are named with its name after the suffix, the proxmox host's as before
+// hosts existed.
+func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, host hostView, vms map[string]*vm.VirtualMachine, pve []pulumi.ResourceOption) (pulumi.StringOutput, pulumi.StringOutput, error) {
 	if s.TokenSecret != nil {
 		return pulumi.String(s.TokenID).ToStringOutput(), pulumi.ToSecret(s.TokenSecret.ToStringOutput()).(pulumi.StringOutput), nil
 	}
+	suffix := host.suffix()
 	cluster := a.Cluster.Name
-	role, err := permission.NewRole(ctx, name+CSIRoleSuffix, &permission.RoleArgs{
+	role, err := permission.NewRole(ctx, name+CSIRoleSuffix+suffix, &permission.RoleArgs{
 		RoleId: pulumi.String(cluster + "-csi"), Privileges: pulumi.ToStringArray(CSIPrivileges),
 	}, pve...)
 	if err != nil {
@@ -183,7 +195,7 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 	// After a refresh, the next up would revoke every grant the program
 	// gives none of here. The grants are the Acl resources' alone: the
 	// user ignores its own view of them.
-	u, err := permission.NewUser(ctx, name+CSIUserSuffix, &permission.UserArgs{
+	u, err := permission.NewUser(ctx, name+CSIUserSuffix+suffix, &permission.UserArgs{
 		UserId:  pulumi.String(cluster + "-csi@pve"),
 		Comment: pulumi.String("Proxmox CSI plugin of Talos cluster " + cluster),
 	}, append(slices.Clone(pve), pulumi.IgnoreChanges([]string{CSIUserACLs}))...)
@@ -191,7 +203,7 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's user: %w", err)
 	}
 	grant := func(path string, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
-		acl, err := proxmoxve.NewAcl(ctx, name+CSIACLSuffix+aclName(path), &proxmoxve.AclArgs{
+		acl, err := proxmoxve.NewAcl(ctx, name+CSIACLSuffix+aclName(path)+suffix, &proxmoxve.AclArgs{
 			Path: pulumi.String(path), RoleId: role.RoleId, UserId: u.UserId, Propagate: pulumi.Bool(false),
 		}, append(slices.Clone(pve), opts...)...)
 		if err != nil {
@@ -204,7 +216,7 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 		return pulumi.StringOutput{}, pulumi.StringOutput{}, err
 	}
 	acls := []pulumi.Resource{storage}
-	for _, n := range a.Nodes {
+	for _, n := range host.Nodes {
 		// Proxmox drops a VM's ACLs when it destroys the VM: the grant
 		// goes with its VM (no call for it on a destroy) and is made
 		// again for a new one.
@@ -216,7 +228,7 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 		}
 		acls = append(acls, acl)
 	}
-	token, err := user.NewToken(ctx, name+CSITokenSuffix, &user.TokenArgs{
+	token, err := user.NewToken(ctx, name+CSITokenSuffix+suffix, &user.TokenArgs{
 		UserId: u.UserId, TokenName: pulumi.String(CSITokenName), PrivilegesSeparation: pulumi.Bool(false),
 		Comment: pulumi.String("Proxmox CSI plugin"),
 	}, append(pve, pulumi.DependsOn(acls))...)
@@ -249,7 +261,7 @@ func aclName(path string) string {
 
 // csiPlugin installs the plugin: its privileged namespace and the chart,
 // with the token and one StorageClass.
-func (a *ClusterArgs) csiPlugin(ctx *pulumi.Context, name string, s CSISettings, id, secret pulumi.StringOutput, k8s *kubernetes.Provider, opts []pulumi.ResourceOption) error {
+func (a *ClusterArgs) csiPlugin(ctx *pulumi.Context, name string, s CSISettings, clusters []csiCluster, k8s *kubernetes.Provider, opts []pulumi.ResourceOption) error {
 	ns, err := corev1.NewNamespace(ctx, name+CSINamespaceSuffix, &corev1.NamespaceArgs{
 		Metadata: &metav1.ObjectMetaArgs{
 			Name: pulumi.String(CSINamespace),
@@ -265,10 +277,7 @@ func (a *ClusterArgs) csiPlugin(ctx *pulumi.Context, name string, s CSISettings,
 		return fmt.Errorf("unable to create the CSI plugin's namespace: %w", err)
 	}
 	values := pulumi.Map{
-		"config": pulumi.Map{"clusters": pulumi.Array{pulumi.Map{
-			"url": pulumi.String(apiURL(a.Proxmox.Endpoint)), "insecure": pulumi.Bool(a.Proxmox.Insecure),
-			"token_id": id, "token_secret": secret, "region": pulumi.String(s.Region),
-		}}},
+		"config": pulumi.Map{"clusters": csiClusters(clusters)},
 		"storageClass": pulumi.Array{pulumi.Map{
 			"name": pulumi.String(s.StorageClass), "storage": pulumi.String(s.Datastore),
 			"reclaimPolicy": pulumi.String("Retain"), "fstype": pulumi.String(s.FsType),
@@ -288,6 +297,19 @@ func (a *ClusterArgs) csiPlugin(ctx *pulumi.Context, name string, s CSISettings,
 		return fmt.Errorf("unable to install the CSI plugin: %w", err)
 	}
 	return nil
+}
+
+// csiClusters are the plugin's clusters: a Proxmox VE API with its token
+// and region each.
+func csiClusters(clusters []csiCluster) pulumi.Array {
+	out := pulumi.Array{}
+	for _, c := range clusters {
+		out = append(out, pulumi.Map{
+			"url": pulumi.String(apiURL(c.settings.Endpoint)), "insecure": pulumi.Bool(c.settings.Insecure),
+			"token_id": c.id, "token_secret": c.secret, "region": pulumi.String(c.region),
+		})
+	}
+	return out
 }
 
 // apiURL is the plugin's form of the API endpoint: .../api2/json.

@@ -180,8 +180,13 @@ func (a *ClusterArgs) checkHosts(p *inputs.Problems) {
 	if len(a.Hosts) == 0 {
 		return
 	}
-	if a.CSI != nil && slices.ContainsFunc(a.Nodes, func(n Node) bool { return n.Host != "" }) {
-		p.Add("csi", "the Proxmox CSI plugin serves the proxmox host only so far, and nodes run on hosts entries with other Proxmox VE APIs; use Longhorn volumes (cluster.dataVolume), which follow the nodes' zones, or keep every node on the proxmox host")
+	if a.CSI != nil {
+		switch {
+		case slices.ContainsFunc(a.Nodes, a.onServer):
+			p.Add("csi", "the Proxmox CSI plugin makes Proxmox VE disks, which rented servers (hosts entries with vps) cannot attach; use Longhorn volumes (cluster.dataVolume), which follow the nodes' zones, or keep the plugin to a cluster of Proxmox VE hosts")
+		case a.CSI.TokenSecret != nil && slices.ContainsFunc(a.Nodes, func(n Node) bool { return n.Host != "" }):
+			p.Add("csi.tokenId", "a token of yours serves one Proxmox VE API, and nodes run on hosts entries with APIs of their own: leave tokenId and tokenSecret out, so that the plugin gets a token with its privileges on each host")
+		}
 	}
 	a.checkNetworks(p)
 }

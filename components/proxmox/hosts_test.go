@@ -138,9 +138,9 @@ func TestHostsProblems(t *testing.T) {
 		{"an entry named as the proxmox host's region", func(a *proxmox.ClusterArgs) {
 			a.Hosts[0].Name, a.Nodes[2].Host, a.Nodes[3].Host = "proxmox", "proxmox", "proxmox"
 		}, []string{"hosts[0].name"}, []string{`"proxmox" is already the proxmox host's region`}},
-		{"an entry named as the CSI plugin's region, which hosts refuse anyway", func(a *proxmox.ClusterArgs) {
+		{"an entry named as the CSI plugin's region", func(a *proxmox.ClusterArgs) {
 			a.CSI = &proxmox.CSISettings{Datastore: "local-zfs", Region: "office"}
-		}, []string{"hosts[0].name", "csi"}, []string{`"office" is already the proxmox host's region`}},
+		}, []string{"hosts[0].name"}, []string{`"office" is already the proxmox host's region`}},
 		{"an entry named no DNS label", func(a *proxmox.ClusterArgs) {
 			a.Hosts[0].Name, a.Nodes[2].Host, a.Nodes[3].Host = "Office_1", "Office_1", "Office_1"
 		}, []string{"hosts[0].name"}, []string{`"Office_1" is not a DNS label`}},
@@ -150,9 +150,9 @@ func TestHostsProblems(t *testing.T) {
 		{"an entry of another addressing", func(a *proxmox.ClusterArgs) {
 			a.Hosts[0].Proxmox.Addressing = proxmox.AddressingStatic
 		}, []string{"hosts[0].proxmox.addressing"}, []string{`"static" differs from proxmox.addressing "dhcp-reservation"`}},
-		{"the CSI plugin with hosts", func(a *proxmox.ClusterArgs) {
-			a.CSI = &proxmox.CSISettings{Datastore: "local-zfs"}
-		}, []string{"csi"}, []string{"serves the proxmox host only"}},
+		{"the CSI plugin with a token of the user's across hosts", func(a *proxmox.ClusterArgs) {
+			a.CSI = &proxmox.CSISettings{Datastore: "local-zfs", TokenID: "csi@pve!csi", TokenSecret: pulumi.String("s")}
+		}, []string{"csi.tokenId"}, []string{"serves one Proxmox VE API"}},
 		{"an entry with nodes and no gateway", func(a *proxmox.ClusterArgs) { a.Hosts[0].Proxmox.Gateway = "" },
 			[]string{"hosts[0].proxmox.gateway"}, []string{"is required when the cluster spans several hosts"}},
 		{"the proxmox host with nodes and no gateway", func(a *proxmox.ClusterArgs) { a.Proxmox.Gateway = "" },
@@ -791,4 +791,60 @@ func TestHostGoneForGood(t *testing.T) {
 	paths, msgs = problemsAt(a)
 	assert.Equal(t, []string{"nodes[4].host"}, paths)
 	assert.Contains(t, msgs["nodes[4].host"], "is gone (hosts[0].gone): no new VM can be made there")
+}
+
+// TestHostsCSIPluginOnEachHost: the CSI plugin on a cluster of two Proxmox
+// VE hosts. Each host gets its own role, user, ACLs (its datastore and its
+// own VMs) and token through its own provider, the proxmox host's under
+// the names of a one-host stack; the plugin knows both APIs, each as a
+// cluster of its region, and each node carries its host's region in its
+// labels and provider id.
+func TestHostsCSIPluginOnEachHost(t *testing.T) {
+	t.Parallel()
+	h := newHostsHarness(t, func(a *proxmox.ClusterArgs) { a.CSI = &proxmox.CSISettings{Datastore: "local-zfs"} })
+	e := h.engine
+	home := e.Named(t, componentstest.PVEProvider, "homelab-pve")
+	office := e.Named(t, componentstest.PVEProvider, "homelab-pve-office")
+	for _, tc := range []struct {
+		name     string
+		provider componentstest.Registered
+	}{
+		{"homelab" + proxmox.CSITokenSuffix, home},
+		{"homelab" + proxmox.CSITokenSuffix + "-office", office},
+		{"homelab" + proxmox.CSIACLSuffix + "storage-local-zfs", home},
+		{"homelab" + proxmox.CSIACLSuffix + "storage-local-zfs-office", office},
+		{"homelab" + proxmox.CSIACLSuffix + "vms-110", home},
+		{"homelab" + proxmox.CSIACLSuffix + "vms-120", home},
+		{"homelab" + proxmox.CSIACLSuffix + "vms-110-office", office},
+		{"homelab" + proxmox.CSIACLSuffix + "vms-111-office", office},
+	} {
+		var found *componentstest.Registered
+		for _, r := range e.All() {
+			if r.Name == tc.name {
+				found = &r
+			}
+		}
+		require.NotNil(t, found, "%s registered", tc.name)
+		assert.True(t, tc.provider.Is(found.Provider), "%s through %s, not %s", tc.name, tc.provider.Name, found.Provider)
+	}
+	for _, r := range e.All() {
+		assert.NotEqual(t, "homelab"+proxmox.CSIACLSuffix+"vms-111", r.Name, "office's VM 111 is granted on office only")
+	}
+	release := e.Named(t, componentstest.Release, "homelab"+proxmox.CSIReleaseSuffix)
+	clusters := prop(release.Inputs["values"], "config", "clusters").ArrayValue()
+	require.Len(t, clusters, 2, "a cluster per Proxmox VE API")
+	assert.Equal(t, "proxmox", prop(clusters[0], "region").StringValue())
+	assert.Equal(t, "https://192.168.122.70:8006/api2/json", prop(clusters[0], "url").StringValue())
+	assert.Equal(t, "office", prop(clusters[1], "region").StringValue())
+	assert.Equal(t, "https://198.51.100.7:8006/api2/json", prop(clusters[1], "url").StringValue())
+
+	a := hostsArgs()
+	a.CSI = &proxmox.CSISettings{Datastore: "local-zfs"}
+	for _, n := range a.TalosArgs(nil).Nodes {
+		region := map[bool]string{false: "proxmox", true: "office"}[strings.HasPrefix(n.Host, "office/")]
+		vmid := map[string]string{"cp-0": "110", "worker-0": "120", "worker-1": "110", "worker-2": "111"}[n.Name]
+		require.Len(t, n.PlatformPatches, 1, n.Name)
+		assert.Contains(t, n.PlatformPatches[0], "topology.kubernetes.io/region: "+region, n.Name)
+		assert.Contains(t, n.PlatformPatches[0], "proxmox://"+region+"/"+vmid, n.Name)
+	}
 }

@@ -88,7 +88,7 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		isos, err := downloadISOs(ctx, "homelab", &base, img, pulumi.Parent(parent), pulumi.Provider(prov))
+		isos, err := downloadISOs(ctx, "homelab", &base, base.hostViews()[0], img, pulumi.Parent(parent), pulumi.Provider(prov))
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluodata/talos-pulumi/internal/testscript"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,7 +104,7 @@ func TestEveryValueThatReachesAShellIsRefusedOrData(t *testing.T) {
 		"dnsmasq":      "#!/bin/sh\nexit 0\n",
 		"dhcp_release": "#!/bin/sh\nexit 0\n",
 	} {
-		require.NoError(t, os.WriteFile(filepath.Join(fakeBin, name), []byte(script), 0o755)) //nolint:gosec // executable test doubles
+		testscript.Write(t, filepath.Join(fakeBin, name), script)
 	}
 	for _, payload := range shelltest.Breakouts {
 		for _, platform := range []stacks.Platform{stacks.PlatformProxmox, stacks.PlatformVPS} {

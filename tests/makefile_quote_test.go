@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluodata/talos-pulumi/internal/testscript"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -39,7 +41,7 @@ func makeQuoted(t *testing.T, args ...string) (dir string, calls [][]string, out
 	bin := filepath.Join(dir, "fakes")
 	require.NoError(t, os.Mkdir(bin, 0o700))
 	for _, name := range []string{"pulumi", "stackctl", "program"} {
-		require.NoError(t, os.WriteFile(filepath.Join(bin, name), []byte(argLogger), 0o700)) //nolint:gosec // executable test doubles
+		testscript.Write(t, filepath.Join(bin, name), argLogger)
 	}
 	log := filepath.Join(dir, "args.log")
 	cmd := exec.Command("make", append([]string{"--no-print-directory", "PULUMI=" + filepath.Join(bin, "pulumi"),

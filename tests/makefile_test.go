@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluodata/talos-pulumi/internal/testscript"
+
 	"go.yaml.in/yaml/v4"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/diag"
@@ -78,7 +80,7 @@ func makeIn(t *testing.T, env []string, args ...string) (dir, log, out string, e
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.test.yaml"), []byte("config: {}\n"), 0o600))
 	// The program: these tests do not build it (TestMakeBuildsOncePerSourceChange does).
 	program := filepath.Join(dir, "program")
-	require.NoError(t, os.WriteFile(program, []byte("#!/bin/sh\n"), 0o700)) //nolint:gosec // an executable test double
+	testscript.Write(t, program, "#!/bin/sh\n")
 	log = filepath.Join(dir, "pulumi.log")
 	out, err = runMake(t, dir, log, env, append([]string{"STACKCTL=" + stackctl(t), "PROGRAM=" + program}, args...)...)
 	return dir, log, out, err
@@ -91,7 +93,7 @@ func runMake(t *testing.T, dir, log string, env []string, args ...string) (strin
 		t.Skip("make is not installed")
 	}
 	fake := filepath.Join(dir, "fake-pulumi")
-	require.NoError(t, os.WriteFile(fake, []byte(fakePulumi), 0o700)) //nolint:gosec // an executable test double
+	testscript.Write(t, fake, fakePulumi)
 	cmd := exec.Command("make", append([]string{"--no-print-directory", "PULUMI=" + fake}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), append([]string{"FAKE_LOG=" + log}, env...)...)
@@ -331,7 +333,7 @@ func TestMakeBuildsOncePerSourceChange(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.test.yaml"), []byte("config: {}\n"), 0o600))
 	scratch := t.TempDir()
 	fakeGoPath, goLog, log := filepath.Join(scratch, "go"), filepath.Join(scratch, "go.log"), filepath.Join(scratch, "pulumi.log")
-	require.NoError(t, os.WriteFile(fakeGoPath, []byte(fakeGo), 0o700)) //nolint:gosec // an executable test double
+	testscript.Write(t, fakeGoPath, fakeGo)
 	env := []string{"FAKE_GO_LOG=" + goLog, "REAL_STACKCTL=" + stackctl(t)}
 	run := func(args ...string) string {
 		t.Helper()
@@ -615,7 +617,7 @@ func TestMakeDepsCheckShowsDrift(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	fakeGo := filepath.Join(dir, "go")
-	require.NoError(t, os.WriteFile(fakeGo, []byte(fakeGoList), 0o700)) //nolint:gosec // an executable test double
+	testscript.Write(t, fakeGo, fakeGoList)
 	_, _, out, err := makeIn(t, nil, "deps-check", "GO="+fakeGo,
 		"DEPS_PINNED=github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 github.com/pulumiverse/pulumi-talos/sdk",
 		"DEPS_PINNED_PROVIDER=github.com/pulumi/pulumi-go-provider")

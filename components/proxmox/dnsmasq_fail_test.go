@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fluodata/talos-pulumi/internal/testscript"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -128,7 +130,7 @@ rc=$?
 case "$*" in *--conf-dir=*) ` + sabotage + ` ;; esac
 exit $rc
 `
-	require.NoError(t, os.WriteFile(filepath.Join(h.bin, "dnsmasq"), []byte(script), 0o755))
+	testscript.Write(t, filepath.Join(h.bin, "dnsmasq"), script)
 }
 
 // The rollback after a rejected configuration: when the previous file

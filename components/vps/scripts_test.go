@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/fluodata/talos-pulumi/internal/testscript"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -280,7 +282,7 @@ func TestInstallDefaultsSyncEveryFileSystem(t *testing.T) {
 	srv := newImageServer(t, map[string][]byte{"/i.raw": img})
 	bin := t.TempDir()
 	calls := filepath.Join(bin, "sync.calls")
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "sync"), []byte("#!/bin/sh\necho \"$*\" >> '"+calls+"'\n"), 0o755)) //nolint:gosec // an executable test stand-in
+	testscript.Write(t, filepath.Join(bin, "sync"), "#!/bin/sh\necho \"$*\" >> '"+calls+"'\n")
 	path := bin + string(os.PathListSeparator) + os.Getenv("PATH")
 	install := func(settings ...string) string {
 		t.Helper()

@@ -22,7 +22,16 @@ func Write(t testing.TB, path, content string) {
 	if err := os.WriteFile(src, []byte(content), 0o600); err != nil {
 		t.Fatalf("unable to write the script %s: %v", path, err)
 	}
-	if out, err := exec.Command("install", "-m", "0700", src, path).CombinedOutput(); err != nil { //nolint:gosec // the test's own paths
+	if out, err := exec.Command(installTool(), "-m", "0700", src, path).CombinedOutput(); err != nil { //nolint:gosec // the test's own paths
 		t.Fatalf("unable to install the script %s: %v: %s", path, err, out)
 	}
+}
+
+// installTool is coreutils' install(1): at its usual place, so that a test
+// that put its own doubles first on PATH still finds it, else on PATH.
+func installTool() string {
+	if _, err := os.Stat("/usr/bin/install"); err == nil {
+		return "/usr/bin/install"
+	}
+	return "install"
 }

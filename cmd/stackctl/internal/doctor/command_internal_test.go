@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fluodata/talos-pulumi/internal/testscript"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +18,7 @@ import (
 func TestDNSMasqCheckCommandQuotesAnyDirectory(t *testing.T) {
 	t.Parallel()
 	fakeBin := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(fakeBin, "dnsmasq"), []byte("#!/bin/sh\n"), 0o755)) //nolint:gosec // an executable test double
+	testscript.Write(t, filepath.Join(fakeBin, "dnsmasq"), "#!/bin/sh\n")
 	for _, name := range []string{"plain", "it's", `'; touch pwned; '`, `"; touch pwned; "`, "$(touch pwned)", "`touch pwned`", "a\nb; touch pwned", `\`, "-n"} {
 		scratch := t.TempDir()
 		dir := filepath.Join(scratch, name)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluodata/talos-pulumi/internal/testscript"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -27,7 +29,7 @@ import (
 func TestDoctorRemoteCommandRunsConfigDirAsData(t *testing.T) {
 	t.Parallel()
 	fakeBin := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(fakeBin, "dnsmasq"), []byte("#!/bin/sh\nexit 0\n"), 0o755)) //nolint:gosec // an executable test double
+	testscript.Write(t, filepath.Join(fakeBin, "dnsmasq"), "#!/bin/sh\nexit 0\n")
 	for _, payload := range shelltest.Breakouts {
 		for _, exists := range []bool{true, false} {
 			scratch := t.TempDir()

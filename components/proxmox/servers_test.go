@@ -206,6 +206,13 @@ func TestServersEntryOfNeitherKind(t *testing.T) {
 	assert.Contains(t, msgs["hosts[1].proxmox"], "is required: a Proxmox VE host's API and settings, or vps for rented servers")
 	assert.NotContains(t, paths, "hosts[1].vps")
 
+	// With its node still naming it: refused the same, nothing else read
+	// from the settings it lacks.
+	a = serversArgs()
+	a.Hosts[hetzner].VPS = nil
+	paths, msgs = problemsAt(a)
+	require.Contains(t, paths, "hosts[1].proxmox", "%v", msgs)
+
 	// A servers entry is never asked for proxmox settings.
 	paths, msgs = problemsAt(serversArgs())
 	assert.NotContains(t, paths, "hosts[1].proxmox", "%v", msgs)

@@ -160,7 +160,7 @@ func (a *ClusterArgs) checkHosts(p *inputs.Problems) {
 		}
 		holdsNodes := slices.ContainsFunc(a.Nodes, func(n Node) bool { return n.Host == h.Name && h.Name != "" })
 		// An entry of neither kind is checkServers' to refuse.
-		if holdsNodes && h.Proxmox != nil && h.Proxmox.Addressing != a.Proxmox.Addressing {
+		if holdsNodes && h.VPS == nil && h.Proxmox != nil && h.Proxmox.Addressing != a.Proxmox.Addressing {
 			p.Add(at+"proxmox.addressing", "%q differs from proxmox.addressing %q: the nodes of one cluster boot one image (nocloud for static, metal for DHCP); use the same addressing on every host",
 				h.Proxmox.Addressing, a.Proxmox.Addressing)
 		}

@@ -161,12 +161,15 @@ func (s *Server) forward(nc ssh.NewChannel) {
 		_ = nc.Reject(ssh.ConnectionFailed, err.Error())
 		return
 	}
+	// Counted before the accept reaches the client: a client that is done
+	// with the channel at once must find it counted.
+	s.forwarded.Add(1)
 	ch, reqs, err := nc.Accept()
 	if err != nil {
+		s.forwarded.Add(-1)
 		_ = dst.Close()
 		return
 	}
-	s.forwarded.Add(1)
 	go ssh.DiscardRequests(reqs)
 	go func() { _, _ = io.Copy(ch, dst); _ = ch.CloseWrite() }()
 	go func() { _, _ = io.Copy(dst, ch); _ = dst.Close() }()

@@ -123,9 +123,6 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		return nil, err
 	}
 	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
-	// Rented servers write the disk image of the same schematic and
-	// version (a presigned vps.imageUrl of theirs aside).
-	installURL := img.DiskImageURL
 
 	agent := hasGuestAgent(args.Schematic)
 	nodeOpts := map[string]talos.NodeOptions{}
@@ -134,7 +131,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	var pve []pulumi.ResourceOption // the proxmox input's host's
 	for _, host := range args.hostViews() {
 		if host.VPS != nil {
-			opts, err := c.newServers(ctx, name, host, installURL, deps, parent)
+			opts, err := c.newServers(ctx, name, host, img.DiskImageURL, deps, parent)
 			if err != nil {
 				return nil, err
 			}

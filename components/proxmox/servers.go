@@ -183,8 +183,11 @@ func (a *ClusterArgs) refuseServerKeys(p *inputs.Problems, at string, n Node) {
 }
 
 // newServers registers the installs of host's rented servers and returns
-// their TalosCluster options.
-func (c *Cluster) newServers(ctx *pulumi.Context, name string, host hostView, installURL pulumi.StringOutput, deps Deps, parent pulumi.ResourceOption) (map[string]talos.NodeOptions, error) {
+// their TalosCluster options. They write the factory's disk image of the
+// cluster's schematic and version, or the entry's own vps.imageUrl (a
+// presigned one as a secret), as on a VpsCluster (vps.ImageURLs).
+func (c *Cluster) newServers(ctx *pulumi.Context, name string, host hostView, factoryImage pulumi.StringOutput, deps Deps, parent pulumi.ResourceOption) (map[string]talos.NodeOptions, error) {
+	installURL, _ := vps.ImageURLs(factoryImage, *host.VPS)
 	nodes := make([]vps.Node, 0, len(host.Nodes))
 	for _, n := range host.Nodes {
 		nodes = append(nodes, serverNode(n))

@@ -573,3 +573,15 @@ func TestServersFirstNodeAndServersOnly(t *testing.T) {
 	_, isCP := rules["etcd"]
 	assert.False(t, isCP, "a worker's firewall has no etcd rule")
 }
+
+// TestServersInstallTheirOwnImage: a servers entry's vps.imageUrl is what
+// its installs write, a presigned one's query as a secret, as on a
+// VpsCluster (vps.ImageURLs).
+func TestServersInstallTheirOwnImage(t *testing.T) {
+	t.Parallel()
+	const own = "https://images.example.com/metal.raw.zst?X-Amz-Signature=s3cr3t"
+	h := newServersHarness(t, func(a *proxmox.ClusterArgs) { a.Hosts[hetzner].VPS.ImageURL = own })
+	install := h.engine.Named(t, componentstest.RemoteCommand, "homelab-install-cp-hetzner")
+	require.True(t, install.Inputs["stdin"].IsSecret(), "the presigned query is a credential")
+	assert.True(t, strings.HasPrefix(prop(install.Inputs["stdin"]).StringValue(), "IMAGE_URL='"+own+"'\n"), "the entry's own image")
+}

@@ -11,12 +11,12 @@ import (
 	"github.com/muhlba91/pulumi-proxmoxve/sdk/v7/go/proxmoxve/vm"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/internal/helmrelease"
 )
 
 // The Proxmox CSI plugin (github.com/sergelogvinov/proxmox-csi-plugin):
@@ -289,7 +289,7 @@ func (a *ClusterArgs) csiPlugin(ctx *pulumi.Context, name string, s CSISettings,
 		}},
 		"node": pulumi.Map{"tolerations": pulumi.Array{pulumi.Map{"operator": pulumi.String("Exists")}}},
 	}
-	_, err = helmv3.NewRelease(ctx, name+CSIReleaseSuffix, &helmv3.ReleaseArgs{
+	_, err = helmrelease.New(ctx, name+CSIReleaseSuffix, helmrelease.Args{
 		Name: pulumi.String(CSIChart), Chart: pulumi.String(CSIChartRepo + "/" + CSIChart), Version: pulumi.String(s.ChartVersion),
 		Namespace: pulumi.String(CSINamespace), Values: values,
 	}, append(opts, pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{ns}))...)

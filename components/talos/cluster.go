@@ -7,9 +7,10 @@ import (
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
+
+	"github.com/fluodata/talos-pulumi/internal/helmrelease"
 )
 
 // ClusterType is the component's type token in the program.
@@ -248,8 +249,8 @@ type Cluster struct {
 	// APIReady waits after the bootstrap until the Kubernetes API answers
 	// /readyz; the Kubernetes provider is configured only after it.
 	APIReady     *local.Command
-	Cilium       *helmv3.Release
-	CertApprover *helmv3.Release
+	Cilium       *helmrelease.Release
+	CertApprover *helmrelease.Release
 	// NodesReady waits until every node is Ready (after the releases).
 	NodesReady *local.Command
 }
@@ -420,19 +421,19 @@ type release struct {
 }
 
 // newRelease installs r and waits for it (Helm --wait, no skipAwait).
-func newRelease(ctx *pulumi.Context, resourceName string, r release, opts ...pulumi.ResourceOption) (*helmv3.Release, error) {
+func newRelease(ctx *pulumi.Context, resourceName string, r release, opts ...pulumi.ResourceOption) (*helmrelease.Release, error) {
 	if r.namespace == "" {
 		r.namespace = SystemNamespace
 	}
-	rel, err := helmv3.NewRelease(ctx, resourceName, &helmv3.ReleaseArgs{
+	rel, err := helmrelease.New(ctx, resourceName, helmrelease.Args{
 		Name:           pulumi.String(r.name),
 		Chart:          pulumi.String(r.chart),
 		Version:        pulumi.String(r.version),
 		Namespace:      pulumi.String(r.namespace),
-		RepositoryOpts: &helmv3.RepositoryOptsArgs{Repo: pulumi.String(r.repo)},
+		Repo:           pulumi.String(r.repo),
 		Values:         pulumi.ToMap(r.values),
-		Timeout:        pulumi.Int(r.timeoutSeconds),
-		MaxHistory:     pulumi.Int(5),
+		TimeoutSeconds: r.timeoutSeconds,
+		MaxHistory:     5,
 	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create %s release: %w", r.name, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/internal/helmrelease"
 	"github.com/fluodata/talos-pulumi/provider/internal/docs"
 )
 
@@ -120,8 +121,8 @@ func versionOf(file string, info *debug.BuildInfo) string {
 // "^4.32.0", npm took 4.34.2, whose plugin `pulumi install` then
 // downloaded, though the provider is made by 4.32.0's (offline, the
 // install failed). TestOneKubernetesVersion holds it to go.mod, to the
-// outputs' type tag and to kubeschema.
-const KubernetesVersion = "4.32.0"
+// outputs' type tag and to kubeschema; helmrelease's tests to the SDK.
+const KubernetesVersion = helmrelease.PluginVersion
 
 //go:generate go run ./gen
 

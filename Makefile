@@ -18,6 +18,15 @@ SECRETS_PROVIDER ?= passphrase
 ACCESS_DIR ?= .access
 FUZZTIME ?= 60s
 GOLANGCI_LINT_VERSION ?= v2.6.2
+# Pinned tools (golangci-lint, kube-apiserver) are built once per machine into TOOLS_CACHE, under
+# their version and the Go version that built them, and reused by every checkout and every later
+# run: a new machine pays once (minutes), a warm one nothing.
+# The names are evaluated only by the targets that use them (no go command run for the others),
+# and each tool has a pattern rule, which make reads without evaluating them.
+TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/talos-pulumi/tools
+TOOLS_DIR = $(abspath $(TOOLS_CACHE))
+GO_VERSION = $(shell $(GO) env GOVERSION)
+GOLANGCI_LINT = $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_VERSION)/golangci-lint
 # YES=1: no confirmation prompt (--yes) for up, refresh, destroy and adopt, e.g. outside a terminal,
 # where pulumi refuses to prompt.
 YES ?=
@@ -98,23 +107,25 @@ help: ## Show this help.
 		/^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: ## Run every test (formatting, vet, unit, mocks, fuzz seed corpora, each benchmark once). What CI runs first.
+test: ## Run every test once (formatting, unit, mocks, fuzz seed corpora, each benchmark once; RACE_PACKAGES under the race detector). What CI runs first.
 	@bash scripts/test-deps.sh check
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	$(GO) vet ./...
 	@# Every benchmark runs once too (-benchtime 1x), after the tests in the same test binaries, so
 	@# that they keep compiling and passing without a second link of every package; `make bench`
-	@# measures. Their result lines are left out.
-	set -o pipefail; $(GO) test -count=1 -bench . -benchtime 1x ./... \
+	@# measures. Their result lines are left out. The packages with concurrency of their own run
+	@# under the race detector instead of twice (with and without it); go test's own vet checks
+	@# run on both, `make lint` runs all of vet's, with the integration and e2e tests' tags too.
+	set -o pipefail; $(GO) test $(TEST_FLAGS) -bench . -benchtime 1x $(NORACE_PACKAGES) \
 		| { grep -vE '^(goos|goarch|pkg|cpu): |^Benchmark[^[:space:]]*[[:space:]]+1[[:space:]]|^PASS$$' || true; }
-	@# The integration tests (build tag `integration`) are compiled and vetted, never run: `make test`
-	@# is the same with or without a pulumi CLI on PATH. `make integration` runs them.
-	$(GO) vet -tags integration $(INTEGRATION_PACKAGES)
-	@# The same for the tests against the real kube-apiserver (build tag `e2e`): `make e2e-kube` runs them.
-	$(GO) vet -tags e2e $(E2E_KUBE_PACKAGES) ./components/talos ./tests/e2e
+	set -o pipefail; $(GO) test $(TEST_FLAGS) -race -bench . -benchtime 1x $(RACE_PACKAGES) \
+		| { grep -vE '^(goos|goarch|pkg|cpu): |^Benchmark[^[:space:]]*[[:space:]]+1[[:space:]]|^PASS$$' || true; }
 	@# The component provider, a module of its own (see docs/component-package.md).
-	cd $(PROVIDER_DIR) && $(GO) vet ./... && $(GO) vet -tags integration ./talosprovider && $(GO) test -count=1 ./...
+	cd $(PROVIDER_DIR) && $(GO) test $(TEST_FLAGS) ./...
+
+# The flags of every test run of make test: no DWARF in the test binaries (nothing debugs them
+# there, and each link takes a quarter less time).
+TEST_FLAGS ?= -count=1 -ldflags=-w
 
 # The packages with integration tests (files *_integration_test.go, build tag `integration`).
 INTEGRATION_PACKAGES ?= ./components/proxmox ./components/docker ./internal/talosapi/talosapitest ./cmd/stackctl/internal/driver ./cmd/stackctl/internal/cli ./cmd/stackctl/internal/restore ./program
@@ -133,7 +144,7 @@ integration: ## Run the integration tests with the real pulumi CLI (Automation A
 # module of its own, outside this one's ./..., that pins it and the staging modules at the
 # matching v0.x.y (`tool k8s.io/kubernetes/cmd/kube-apiserver`); its go.mod says which version
 # and why. Built from the Go module proxy once, and again only when that go.mod or go.sum changes:
-# about 3 minutes on 2 cores with an empty build cache (5 when they are busy), the same binary
+# about 6 minutes (660 CPU-seconds) on 2 cores with an empty build cache, the same binary
 # each time. The version pinned is stamped into the binary as Kubernetes's own builds do
 # (hack/lib/version.sh), so that /version answers it rather than v0.0.0-master.
 KUBE_APISERVER_DIR := tools/kube-apiserver
@@ -142,16 +153,26 @@ KUBE_APISERVER := bin/kube-apiserver
 .PHONY: kube-apiserver
 kube-apiserver: $(KUBE_APISERVER) ## Build the real kube-apiserver pinned in tools/kube-apiserver/go.mod into bin/ (from the Go module proxy; for make e2e-kube).
 
-$(KUBE_APISERVER): $(KUBE_APISERVER_DIR)/go.mod $(KUBE_APISERVER_DIR)/go.sum
+# bin/kube-apiserver links to the one built for tools/kube-apiserver's go.mod and go.sum (their
+# checksum names it in TOOLS_CACHE), built there when it is not yet.
+KUBE_APISERVER_KEY = $(shell cat $(KUBE_APISERVER_DIR)/go.mod $(KUBE_APISERVER_DIR)/go.sum | cksum | tr ' ' '-')
+KUBE_APISERVER_CACHED = $(TOOLS_DIR)/kube-apiserver-$(KUBE_APISERVER_KEY)-$(GO_VERSION)/kube-apiserver
+
+$(KUBE_APISERVER): FORCE
+	@$(MAKE) --no-print-directory $(call quote,$(KUBE_APISERVER_CACHED))
 	@mkdir -p $(@D)
+	@cached=$(call quote,$(KUBE_APISERVER_CACHED)); [ "$$(readlink $@)" = "$$cached" ] || ln -sfn "$$cached" $@
+
+$(TOOLS_DIR)/kube-apiserver-%/kube-apiserver:
+	@mkdir -p $(call quote,$(@D))
 	@set -euo pipefail; cd $(KUBE_APISERVER_DIR); export GOWORK=off; \
 		version=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes); \
 		minor=$${version#v*.}; minor=$${minor%%.*}; major=$${version#v}; major=$${major%%.*}; \
 		ldflags='-s -w'; for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do \
 			ldflags="$$ldflags -X $$pkg.gitVersion=$$version -X $$pkg.gitMajor=$$major -X $$pkg.gitMinor=$$minor"; \
 		done; \
-		echo "building kube-apiserver $$version from the Go module proxy (minutes with a cold build cache)"; \
-		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$$ldflags" -o $(call quote,$(abspath $@).tmp) k8s.io/kubernetes/cmd/kube-apiserver
+		echo "building kube-apiserver $$version from the Go module proxy into $(@D) (once per machine; minutes with a cold build cache)"; \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$$ldflags" -o $(call quote,$@.tmp) k8s.io/kubernetes/cmd/kube-apiserver
 	@mv -f $(call quote,$@.tmp) $(call quote,$@)
 
 # The packages with tests against the real kube-apiserver (files *_e2e_test.go, build tag `e2e`).
@@ -216,19 +237,20 @@ deps-check: ## List the pinned dependencies against the newest the module proxy 
 bench: ## Run the Go benchmarks (program evaluation per node count, ...).
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# The packages with goroutines of their own, for `make race`: the ssh-proxy helper, the Proxmox API
-# client and its fake, the Talos API client (parallel etcd calls) and its fake cluster, the
-# Kubernetes client and its fake, the day-2 hooks of TalosCluster (futures, parallel reads), the fast
-# stop of Proxmox VMs, the VPS install and probes, the command (exec, proxy, the driver's
-# cancellation). The rest of the tree is sequential code under Pulumi's mocks, and the whole tree
-# takes about twice as long (2 cores, warm cache: 65 s for these, 115 s for ./..., mostly linking
-# race-instrumented test binaries). RACE_PACKAGES=./... runs everything.
+# The packages with goroutines of their own, which make test runs under the race detector: the
+# ssh-proxy helper, the Proxmox API client and its fake, the Talos API client (parallel etcd calls)
+# and its fake cluster, the Kubernetes client and its fake, the day-2 hooks of TalosCluster
+# (futures, parallel reads), the fast stop of Proxmox VMs, the VPS install and probes, the command
+# (exec, proxy, the driver's cancellation). The rest of the tree is sequential code under Pulumi's
+# mocks: make test runs it without the detector (NORACE_PACKAGES), so every test runs once.
 RACE_PACKAGES ?= ./internal/pveapi/... ./internal/talosapi/... ./internal/kubeapi/... ./internal/backupstore/... \
 	./components/talos/... ./components/proxmox/... ./components/vps/... ./cmd/stackctl/...
+# The main module's other packages (evaluated only by the targets that use it).
+NORACE_PACKAGES = $(filter-out $(shell $(GO) list $(RACE_PACKAGES)),$(shell $(GO) list ./...))
 
 .PHONY: race
-race: ## Run the tests of the packages with concurrency under the race detector (RACE_PACKAGES=./... for all).
-	$(GO) test -race -count=1 $(RACE_PACKAGES)
+race: ## Run the tests of RACE_PACKAGES under the race detector alone (make test does too; RACE_PACKAGES=./... for all).
+	$(GO) test $(TEST_FLAGS) -race $(RACE_PACKAGES)
 
 .PHONY: verify
 verify: ## Regenerate what is generated (docs, schema, golden files, URN lists, go.mod) and fail if that changed anything.
@@ -237,9 +259,8 @@ verify: ## Regenerate what is generated (docs, schema, golden files, URN lists, 
 	@# here). The directory of rendered patches goes first, so that a file no test writes any more
 	@# shows as deleted.
 	rm -rf components/talos/testdata/golden
-	$(GO) test -count=1 ./components/talos -update
-	$(GO) test -count=1 ./tests -run TestExampleStacksKeepTheirURNs -update-urns
-	$(GO) test -count=1 ./tests -run TestExampleStacksKeepTheirInputs -update-inputs
+	$(GO) test $(TEST_FLAGS) ./components/talos -update
+	$(GO) test $(TEST_FLAGS) ./tests -run 'TestExampleStacksKeepTheir(URNs|Inputs)$$' -update-urns -update-inputs
 	$(GO) mod tidy
 	cd $(PROVIDER_DIR) && $(GO) mod tidy
 	@changed=$$(git status --porcelain) || exit 1; \
@@ -254,9 +275,21 @@ verify: ## Regenerate what is generated (docs, schema, golden files, URN lists, 
 	@echo "make verify: every generated file is current"
 
 .PHONY: lint
-lint: ## Run golangci-lint (pinned; built with the Go module proxy on first use).
-	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
-	cd $(PROVIDER_DIR) && $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run --config ../.golangci.yml ./...
+lint: golangci-lint ## Run golangci-lint (pinned; built once per machine from the Go module proxy): vet's checks and more, on every build tag's files.
+	$(GOLANGCI_LINT) run ./...
+	cd $(PROVIDER_DIR) && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
+
+.PHONY: tools golangci-lint
+tools: golangci-lint $(KUBE_APISERVER) ## Build the pinned tools (golangci-lint, kube-apiserver) now, e.g. beside the tests (CI does).
+
+golangci-lint:
+	@$(MAKE) --no-print-directory $(call quote,$(GOLANGCI_LINT))
+
+$(TOOLS_DIR)/golangci-lint-%/golangci-lint:
+	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) into $(@D) (once per machine)"
+	@mkdir -p $(call quote,$(@D))
+	GOBIN=$(call quote,$(abspath $(@D))/.tmp) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@mv -f $(call quote,$(@D)/.tmp/golangci-lint) $(call quote,$@) && rmdir $(call quote,$(@D)/.tmp)
 
 .PHONY: schema
 schema: ## Regenerate the component package's descriptions (from the doc comments), the part of the kubernetes schema it refers to, and the golden schema.

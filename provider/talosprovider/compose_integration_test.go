@@ -98,7 +98,7 @@ func TestIntegrationGoProgramComposesAVpsCluster(t *testing.T) {
 
 	pulumi := func(args ...string) (string, error) {
 		t.Helper()
-		name, args := offline(t, "pulumi", args...)
+		name, args := offlinePulumi(t, args...)
 		return runIn(t, prog, env, 10*time.Minute, name, args...)
 	}
 	stack := func(name, ip, stage string) {

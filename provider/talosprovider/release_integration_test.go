@@ -124,7 +124,7 @@ func TestIntegrationTheReleaseInstallsAndRuns(t *testing.T) {
 	run(dir, noGo, "pulumi", "config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token")
 	// Twice: nothing builds the plugin (no Go on PATH), so each preview
 	// takes as long as the other.
-	name, args := offline(t, "pulumi", "preview", "--non-interactive")
+	name, args := offlinePulumi(t, "preview", "--non-interactive")
 	for i := 1; i <= 2; i++ {
 		start := time.Now()
 		out := run(dir, noGo, name, args...)
@@ -169,7 +169,7 @@ func releasedTypeScript(t *testing.T, root string, noGo []string) {
 	assert.FileExists(t, filepath.Join(dir, "sdks", "fluodata-talos-anywhere", "bin", "index.js"), "the SDK generated from the release and compiled")
 	run("pulumi", "stack", "init", "it")
 	run("pulumi", "config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token")
-	name, args := offline(t, "pulumi", "preview", "--non-interactive")
+	name, args := offlinePulumi(t, "preview", "--non-interactive")
 	for i := 1; i <= 2; i++ {
 		start := time.Now()
 		out := run(name, args...)

@@ -59,11 +59,12 @@ func runIn(t *testing.T, dir string, env []string, timeout time.Duration, name s
 	return string(out), err
 }
 
-// offline is the command line that runs name and args with no network
-// but loopback (a network namespace of its own), when this machine can
-// make one; else the command as it is, and the test says so.
-func offline(t *testing.T, name string, args ...string) (string, []string) {
+// offlinePulumi is the command line that runs pulumi with args with no
+// network but loopback (a network namespace of its own), when this machine
+// can make one; else the command as it is, and the test says so.
+func offlinePulumi(t *testing.T, args ...string) (string, []string) {
 	t.Helper()
+	const name = "pulumi"
 	if exec.Command("unshare", "-rn", "sh", "-c", "ip link set lo up").Run() == nil {
 		return "unshare", append([]string{"-rn", "sh", "-c", `ip link set lo up && exec "$@"`, "offline", name}, args...)
 	}
@@ -115,7 +116,7 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 	out, err = runIn(t, dir, env, 2*time.Minute, "pulumi", "config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token")
 	require.NoError(t, err, out)
 
-	name, args := offline(t, "pulumi", "preview", "--non-interactive")
+	name, args := offlinePulumi(t, "preview", "--non-interactive")
 	start := time.Now()
 	out, err = runIn(t, dir, env, 5*time.Minute, name, args...)
 	require.NoError(t, err, "pulumi preview with the built binary:\n%s", out)

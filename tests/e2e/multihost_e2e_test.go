@@ -162,7 +162,7 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	w.nodes.Node("10.79.0.10").PowerOff()
 	w.edit("[time.cloudflare.com] # e2e: time servers", "[time.google.com] # e2e: time servers")
 	start = time.Now()
-	out = w.makeFails("up", "YES=1")
+	out = w.upFails("YES=1")
 	t.Logf("config change with attic lost: refused after %s", time.Since(start).Round(time.Second))
 	assert.Contains(t, out, "unable to confirm that etcd keeps a quorum without node 10.77.0.10: member cp-2 (node 10.79.0.10", "the refusal names the lost member")
 	for _, m := range initial {
@@ -172,7 +172,7 @@ func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	// storage, and the engine starts nothing after that error.
 	w.edit("v1.13.10 # e2e: talosVersion", "v1.13.11 # e2e: talosVersion")
 	before := len(w.nodes.Events("Upgrade"))
-	out = w.makeFails("up", "YES=1")
+	out = w.upFails("YES=1")
 	assert.Contains(t, out, "spread-iso-attic/pve3", "the lost host's step fails, named")
 	assert.Empty(t, w.nodes.Events("Upgrade")[before:], "no node upgraded while a control plane is lost")
 

@@ -139,28 +139,27 @@ func TestSimStatefulSetsJobsAndOperatorCRDsAgainstTheRealAPIServer(t *testing.T)
 	})
 
 	t.Run("OperatorCRDs", func(t *testing.T) {
-		const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/ciliumloadbalancerippools.cilium.io"
 		const operator = "/apis/apps/v1/namespaces/kube-system/deployments/cilium-operator"
 		require.NoError(t, sim.Reconcile(ctx))
-		assert.Equal(t, http.StatusNotFound, status(ctx, t, api, crdPath), "no operator Deployment: no CRD")
+		assert.Equal(t, http.StatusNotFound, crdStatus(ctx, t, api), "no operator Deployment: no CRD")
 
 		// The Deployment exists, not yet ready: no CRD; scaled to zero
 		// and reported so: no operator runs, no CRD.
 		create(ctx, t, api, "/apis/apps/v1/namespaces/kube-system/deployments", deployment("cilium-operator", 0))
-		assert.Equal(t, http.StatusNotFound, status(ctx, t, api, crdPath), "a Deployment not ready: no CRD")
+		assert.Equal(t, http.StatusNotFound, crdStatus(ctx, t, api), "a Deployment not ready: no CRD")
 		require.NoError(t, sim.Reconcile(ctx))
 		d := get[deploymentJSON](ctx, t, api, operator)
 		require.Equal(t, d.Metadata.Generation, d.Status.ObservedGeneration, "the sim reported the Deployment")
-		assert.Equal(t, http.StatusNotFound, status(ctx, t, api, crdPath), "no replica: no CRD")
+		assert.Equal(t, http.StatusNotFound, crdStatus(ctx, t, api), "no replica: no CRD")
 
 		// One replica: the sim reports it ready, then registers the CRD.
 		patch(ctx, t, api, operator, map[string]any{"spec": map[string]any{"replicas": 1}})
-		assert.Equal(t, http.StatusNotFound, status(ctx, t, api, crdPath), "not ready yet: no CRD")
+		assert.Equal(t, http.StatusNotFound, crdStatus(ctx, t, api), "not ready yet: no CRD")
 		require.NoError(t, sim.Reconcile(ctx))
 		d = get[deploymentJSON](ctx, t, api, operator)
 		assert.Equal(t, d.Metadata.Generation, d.Status.ObservedGeneration)
 		assert.Equal(t, int32(1), d.Status.ReadyReplicas, "ready")
-		require.Equal(t, http.StatusOK, status(ctx, t, api, crdPath), "the CRD once the operator is ready")
+		require.Equal(t, http.StatusOK, crdStatus(ctx, t, api), "the CRD once the operator is ready")
 		require.Eventually(t, func() bool {
 			return helmCRDReady(get[crdJSON](ctx, t, api, crdPath))
 		}, 30*time.Second, 100*time.Millisecond, "the API server establishes the CRD")
@@ -174,12 +173,12 @@ func TestSimStatefulSetsJobsAndOperatorCRDsAgainstTheRealAPIServer(t *testing.T)
 		code, body, err := api.Call(ctx, http.MethodDelete, crdPath, "", nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, code, "%s", body)
-		require.Eventually(t, func() bool { return status(ctx, t, api, crdPath) == http.StatusNotFound }, time.Minute, 100*time.Millisecond)
+		require.Eventually(t, func() bool { return crdStatus(ctx, t, api) == http.StatusNotFound }, time.Minute, 100*time.Millisecond)
 		require.NoError(t, sim.Reconcile(ctx))
-		assert.Equal(t, http.StatusNotFound, status(ctx, t, api, crdPath), "the same operator does not register it again")
+		assert.Equal(t, http.StatusNotFound, crdStatus(ctx, t, api), "the same operator does not register it again")
 		patch(ctx, t, api, operator, map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{"annotations": map[string]any{"restartedAt": "now"}}}}})
 		require.NoError(t, sim.Reconcile(ctx))
-		assert.Equal(t, http.StatusOK, status(ctx, t, api, crdPath), "a restarted operator registers it again")
+		assert.Equal(t, http.StatusOK, crdStatus(ctx, t, api), "a restarted operator registers it again")
 	})
 }
 
@@ -371,9 +370,13 @@ func patch(ctx context.Context, t *testing.T, api *realapiserver.Server, path st
 	require.Equal(t, http.StatusOK, code, "PATCH %s: %s", path, body)
 }
 
-func status(ctx context.Context, t *testing.T, api *realapiserver.Server, path string) int {
+// crdPath is the pools' CRD, which Cilium's operator registers.
+const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/ciliumloadbalancerippools.cilium.io"
+
+// crdStatus is the status code of a GET of the pools' CRD.
+func crdStatus(ctx context.Context, t *testing.T, api *realapiserver.Server) int {
 	t.Helper()
-	code, _, err := api.Call(ctx, http.MethodGet, path, "", nil)
+	code, _, err := api.Call(ctx, http.MethodGet, crdPath, "", nil)
 	require.NoError(t, err)
 	return code
 }

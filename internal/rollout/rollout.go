@@ -710,6 +710,20 @@ func (o Ops) leaveEtcd(ctx context.Context, n Node, answers bool, t Timing) erro
 		}
 		return nil
 	}
+	// Through the healthy members first: others of a lost host may be dead
+	// too, and each would cost a timeout.
+	slices.SortStableFunc(others, func(a, b string) int {
+		ma, _ := report.Member(a)
+		mb, _ := report.Member(b)
+		switch {
+		case ma.Healthy == mb.Healthy:
+			return 0
+		case ma.Healthy:
+			return -1
+		default:
+			return 1
+		}
+	})
 	var last error
 	for _, via := range others {
 		o.logf("%s does not answer: removing its etcd member %016x through %s", n, member.ID, via)

@@ -463,3 +463,35 @@ func TestRemoveADeadControlPlane(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, []string{"https://10.5.0.12:6443"}, servers, "through the next control plane's API server")
 }
+
+// A lost host with two of five control planes (issue 48, item 8): each dead
+// member is removed through a live control plane while the other is still
+// a voter that is down, as etcd allows (3 healthy of the 4 left, then of
+// 3). Before, the other dead member blocked each removal for good.
+func TestRemoveTheTwoDeadControlPlanesOfALostHost(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.Start(t, talosapitest.Topology(5, 0, "v1.12.0", 20*time.Millisecond)...)
+	s := kubeFor(t, c)
+	for _, n := range []string{"10.5.0.14", "10.5.0.15"} {
+		c.Node(n).PowerOff()
+	}
+	s.SetNodeReady("cp-4", false)
+	s.SetNodeReady("cp-5", false)
+	o := ops(t, c)
+	logs := newLogged()
+	o.Log = logs.log
+
+	require.NoError(t, o.Remove(t.Context(), cp("10.5.0.14", "cp-4")))
+	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3", "cp-5"}, c.Members())
+	o.ControlPlanes = []string{"10.5.0.11", "10.5.0.12", "10.5.0.13", "10.5.0.15"}
+	require.NoError(t, o.Remove(t.Context(), cp("10.5.0.15", "cp-5")))
+	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3"}, c.Members())
+	tried := 0
+	for _, l := range logs.matching("") {
+		if strings.Contains(l, "removing its etcd member") {
+			tried++
+			assert.Regexp(t, `through 10\.5\.0\.1[123]$`, l, "through a live control plane first")
+		}
+	}
+	assert.Equal(t, 2, tried, "one try for each")
+}

@@ -201,28 +201,40 @@ func (r EtcdReport) quorumWithout(node string) error {
 }
 
 // SafeToRemove reports whether node's member may be removed for good (a
-// scale-down): every other member is healthy and votes, and one is left.
-// node's own member may be unhealthy: the member of a node that is gone.
-// Unlike a member going down for a while, removing one shrinks the quorum
-// with the cluster: two members may become one. A node without a member
-// gives an error wrapping ErrMemberNotFound.
+// scale-down, or a dead machine's member): after the removal, the healthy
+// voting members are a quorum of the voting members left, and one is
+// left. That is etcd's own rule (IsReadyToRemoveVotingMember,
+// server/etcdserver/api/membership/cluster.go): other members may be down,
+// so that the two dead members of a lost host can be removed one after the
+// other. node's own member may be unhealthy; a learner never counts. A node
+// without a member gives an error wrapping ErrMemberNotFound.
 func (r EtcdReport) SafeToRemove(node string) error {
 	leaving, ok := r.Member(node)
 	if !ok {
 		return fmt.Errorf("node %s has no etcd member: %w", node, ErrMemberNotFound)
 	}
-	left := 0
+	if leaving.Learner {
+		return nil
+	}
+	voters, healthy := 0, 0
+	var sick []string
 	for _, m := range r.Members {
-		if m.ID == leaving.ID {
+		if m.ID == leaving.ID || m.Learner {
 			continue
 		}
-		if !m.Healthy {
-			return fmt.Errorf("member %s is not healthy: %s: %w", m, m.Problem, ErrEtcdUnhealthy)
+		voters++
+		if m.Healthy {
+			healthy++
+		} else {
+			sick = append(sick, fmt.Sprintf("%s: %s", m, m.Problem))
 		}
-		left++
 	}
-	if left == 0 {
+	if voters == 0 {
 		return fmt.Errorf("member %s is the last one: %w", leaving, ErrQuorum)
+	}
+	if quorum := voters/2 + 1; healthy < quorum {
+		return fmt.Errorf("without member %s, %d of %d voting members are healthy, a quorum is %d (not healthy: %s): %w",
+			leaving, healthy, voters, quorum, strings.Join(sick, "; "), ErrQuorum)
 	}
 	return nil
 }

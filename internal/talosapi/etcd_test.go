@@ -81,13 +81,13 @@ func TestEtcdQuorumSafe(t *testing.T) {
 		assert.ErrorIs(t, talosapi.EtcdQuorumSafe(ctx, cl, cps, ""), talosapi.ErrEtcdUnhealthy)
 
 		// For good, the sick member may go (a scale-down), a healthy one
-		// may not.
+		// may not: 1 healthy of the 2 left is no quorum.
 		r, err := talosapi.EtcdHealth(ctx, cl, cps)
 		require.NoError(t, err)
 		assert.NoError(t, r.SafeToRemove("10.5.0.13"))
 		err = r.SafeToRemove("10.5.0.11")
-		require.ErrorIs(t, err, talosapi.ErrEtcdUnhealthy)
-		assert.Contains(t, err.Error(), "member cp-3 (node 10.5.0.13, id ")
+		require.ErrorIs(t, err, talosapi.ErrQuorum)
+		assert.Contains(t, err.Error(), "1 of 2 voting members are healthy, a quorum is 2 (not healthy: cp-3 (node 10.5.0.13, id ")
 		assert.ErrorIs(t, r.SafeToRemove("10.5.0.99"), talosapi.ErrMemberNotFound)
 	})
 

@@ -86,6 +86,9 @@ type ProxmoxSection struct {
 	Path string
 	// Host is the hosts entry's name, "" for proxmox.
 	Host string
+	// Gone: the hosts entry is lost for good (hosts[i].gone); nothing of
+	// it may be contacted.
+	Gone bool
 	*ProxmoxConfig
 }
 
@@ -96,7 +99,7 @@ func (c *Config) ProxmoxSections() []ProxmoxSection {
 		if c.Hosts[i].servers {
 			continue // rented servers: no Proxmox VE API
 		}
-		out = append(out, ProxmoxSection{Path: fmt.Sprintf("hosts[%d].proxmox", i), Host: c.Hosts[i].Name, ProxmoxConfig: &c.Hosts[i].Proxmox})
+		out = append(out, ProxmoxSection{Path: fmt.Sprintf("hosts[%d].proxmox", i), Host: c.Hosts[i].Name, Gone: c.Hosts[i].Gone, ProxmoxConfig: &c.Hosts[i].Proxmox})
 	}
 	return out
 }

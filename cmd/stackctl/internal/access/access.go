@@ -44,11 +44,12 @@ func Enabled(cfg *stacks.Config) bool {
 }
 
 // SSHProxySections are the Proxmox sections whose VMs are reached through
-// an SSH connection to their host (access ssh-proxy), proxmox first.
+// an SSH connection to their host (access ssh-proxy), proxmox first; a
+// host lost for good (gone) is none: nothing dials it.
 func SSHProxySections(cfg *stacks.Config) []stacks.ProxmoxSection {
 	var out []stacks.ProxmoxSection
 	for _, s := range cfg.ProxmoxSections() {
-		if s.Access == stacks.AccessSSHProxy {
+		if s.Access == stacks.AccessSSHProxy && !s.Gone {
 			out = append(out, s)
 		}
 	}
@@ -74,6 +75,9 @@ type route struct {
 	// servers: a hosts entry of rented servers (no Proxmox section), whose
 	// public addresses this machine reaches itself.
 	servers bool
+	// gone: a host lost for good; its destinations are refused, nothing
+	// dials it or them.
+	gone bool
 }
 
 // label is the section as messages name it.
@@ -96,7 +100,7 @@ func routes(cfg *stacks.Config) []*route {
 	out := make([]*route, len(sections))
 	index := map[string]int{}
 	for i, s := range sections {
-		out[i] = &route{section: s, tunnel: !enabled || s.Access == stacks.AccessSSHProxy}
+		out[i] = &route{section: s, gone: s.Gone, tunnel: !s.Gone && (!enabled || s.Access == stacks.AccessSSHProxy)}
 		index[s.Path] = i
 		if p, ok := cfg.SectionNetwork(s); ok {
 			out[i].prefixes = append(out[i].prefixes, p)
@@ -258,9 +262,10 @@ func noProxy(getenv func(string) string, rs []*route) (entries, dropped []string
 			}
 		}
 	}
-	// The VMs of the sections this machine reaches itself (access direct).
+	// The VMs of the sections this machine reaches itself (access direct);
+	// a gone host's stay with the proxy, which refuses them at once.
 	for _, r := range rs {
-		if r.tunnel {
+		if r.tunnel || r.gone {
 			continue
 		}
 		for _, e := range directEntries(r, prefixes) {
@@ -424,6 +429,9 @@ func Start(ctx context.Context, cfg *stacks.Config, o Options) (*Session, error)
 			reach.Destinations = append(reach.Destinations, p.String())
 		}
 		reach.Destinations = append(reach.Destinations, r.hosts...)
+		if r.gone {
+			continue
+		}
 		if !r.tunnel {
 			s.Direct = append(s.Direct, reach)
 			continue

@@ -407,3 +407,45 @@ func mustSigner(t *testing.T) ssh.Signer {
 	s, _, _ := sshtest.Key(t)
 	return s
 }
+
+// A host lost for good (issue 48, item 7): its section has access
+// ssh-proxy and its SSH is down, yet the proxy starts without dialling it,
+// refuses its VMs at once (not in NO_PROXY, so nobody waits on them
+// directly), and carries the other hosts as before.
+func TestAGoneHostIsNeverDialled(t *testing.T) {
+	t.Parallel()
+	echo := sshtest.Echo(t)
+	a := newSSHHost(t, "127.0.0.1", map[string]string{"10.10.0.10:7": echo})
+	dead, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no second loopback address 127.0.0.2 here: %v", err)
+	}
+	b := sshHost{Server: a.Server, Host: "127.0.0.2", Port: dead.Addr().(*net.TCPAddr).Port, KeyFile: a.KeyFile}
+	require.NoError(t, dead.Close()) // office's SSH is down: nothing listens
+	k := threeHosts(a, b)
+	firstHost(k)["gone"] = true
+	cfg := load(t, k)
+	require.True(t, access.Enabled(cfg), "proxmox has access ssh-proxy")
+	assert.Equal(t, []stacks.ProxmoxSection{cfg.ProxmoxSections()[0]}, access.SSHProxySections(cfg))
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var log logLines
+	s, err := access.Start(ctx, cfg, access.Options{Getenv: env(nil), Log: log.logf})
+	require.NoError(t, err, "office is not dialled")
+	t.Cleanup(func() { _ = s.Close() })
+	assert.Equal(t, []access.Reach{{Section: "proxmox", Target: "root@127.0.0.1:" + strconv.Itoa(a.Port), Destinations: []string{"10.10.0.0/24", "k8s.lab.example.com"}}}, s.Tunnels)
+	assert.Equal(t, []access.Reach{{Section: "hosts[1].proxmox", Host: "edge", Destinations: []string{"10.30.0.0/24"}}}, s.Direct)
+
+	code, c := sshtest.Connect(t, s.URL, "10.10.0.10:7")
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "alive", sshtest.RoundTrip(t, c, "alive"))
+
+	code, _ = sshtest.Connect(t, s.URL, "10.20.0.10:50000")
+	assert.Equal(t, http.StatusForbidden, code)
+	_, err = s.DialContext(ctx, "tcp", "10.20.0.20:50000")
+	require.ErrorIs(t, err, access.ErrGone)
+	assert.ErrorContains(t, err, "10.20.0.20: destination is on a host that is gone: it is a VM destination of host office (hosts[0].proxmox), which is lost for good (hosts[0].gone)")
+	assert.NotContains(t, strings.Split(s.NoProxy, ","), "10.20.0.0/24", "office's VMs stay with the proxy, which refuses them")
+	assert.Equal(t, 1, a.Logins())
+}

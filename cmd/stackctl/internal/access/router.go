@@ -23,6 +23,10 @@ import (
 // this machine reaches it without the proxy.
 var ErrDirect = errors.New("destination is reached directly, not through the proxy")
 
+// ErrGone is what the proxy answers for a destination of a host lost for
+// good (hosts[i].gone).
+var ErrGone = errors.New("destination is on a host that is gone")
+
 // way is one section's destinations and the Proxy that tunnels to them
 // (nil for a section reached directly).
 type way struct {
@@ -87,6 +91,9 @@ func (rt *router) check(hostport string) (way, string, error) {
 	switch {
 	case !ok:
 		return way{}, "", fmt.Errorf("%s: %w", shown, ErrNotAllowed)
+	case w.gone:
+		return way{}, "", fmt.Errorf("%s: %w: it is a VM destination of %s, which is lost for good (%s.gone): nothing of it is contacted",
+			shown, ErrGone, w.label(), strings.TrimSuffix(w.section.Path, ".proxmox"))
 	case w.proxy == nil && w.servers:
 		return way{}, "", fmt.Errorf("%s: %w: it is a rented server of %s, which this machine reaches itself on its public address (NO_PROXY lists it)",
 			shown, ErrDirect, w.label())
@@ -108,7 +115,7 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	to, dst, err := rt.check(r.Host)
 	if err != nil {
 		hint := rt.hint
-		if errors.Is(err, ErrDirect) {
+		if errors.Is(err, ErrDirect) || errors.Is(err, ErrGone) {
 			hint = ""
 		}
 		refuse(w, r, err, hint, rt.logf)

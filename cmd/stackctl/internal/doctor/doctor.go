@@ -230,6 +230,12 @@ var platformChecks = map[stacks.Platform]func(ctx context.Context, env Env, cfg 
 func checkProxmox(ctx context.Context, env Env, cfg *stacks.Config, stack string) []Result {
 	var out []Result
 	for _, s := range sectionsOf(cfg) {
+		if s.Gone {
+			out = append(out, s.named(Result{Level: Warn, Check: "host", Message: fmt.Sprintf(
+				"lost for good (%s.gone): not checked, nothing asks it anything; remove its nodes, then its entry (docs/multi-host.md#a-host-lost-for-good)",
+				strings.TrimSuffix(s.Path, ".proxmox"))})...)
+			continue
+		}
 		out = append(out, s.named(checkSection(forSection(ctx, s), env, cfg, s, stack)...)...)
 	}
 	return out

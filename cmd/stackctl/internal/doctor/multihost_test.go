@@ -283,3 +283,19 @@ func TestDoctorsSSHNamesTheHostsKeys(t *testing.T) {
 	assert.Contains(t, out, "host key mismatch: "+other.Addr()+" presented the ssh-ed25519 key "+ssh.FingerprintSHA256(other.HostKey)+", but hosts[0].proxmox.ssh.hostKey pins ",
 		"the helper's own SSH refuses it, naming the pin")
 }
+
+// A host lost for good is not checked (issue 48, item 7): its API and SSH
+// are down, yet the doctor passes, naming it and the next step.
+func TestDoctorAsksAGoneHostNothing(t *testing.T) {
+	t.Parallel()
+	h := newTwoHosts(t)
+	h.apiB.err = &pveapi.APIError{Status: 595, Message: "no route to host"}
+	h.office.Kill()
+	rs, out := h.run(t, h.env(t), func(entry obj) { entry["gone"] = true })
+	assert.False(t, doctor.Failed(rs), out)
+	assert.Contains(t, out, "warn  host      host office: lost for good (hosts[0].gone): not checked, nothing asks it anything; remove its nodes, then its entry")
+	lines := slices.DeleteFunc(strings.Split(out, "\n"), func(l string) bool { return !strings.Contains(l, "host office:") })
+	assert.Len(t, lines, 1, "one line for office:\n%s", out)
+	assert.Empty(t, h.apiB.fetched)
+	assert.Equal(t, []string{"192.168.122.70"}, h.ssh, "proxmox's dnsmasq alone")
+}

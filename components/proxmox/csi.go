@@ -182,9 +182,11 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 	}
 	suffix := host.suffix()
 	cluster := a.Cluster.Name
+	// A host lost for good: its grants leave the stack without a call to
+	// its dead API, and nothing new is asked of it (goneOptions).
 	role, err := permission.NewRole(ctx, name+CSIRoleSuffix+suffix, &permission.RoleArgs{
 		RoleId: pulumi.String(cluster + "-csi"), Privileges: pulumi.ToStringArray(CSIPrivileges),
-	}, pve...)
+	}, append(slices.Clone(pve), host.goneOptions("roleId", "privileges")...)...)
 	if err != nil {
 		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's role: %w", err)
 	}
@@ -198,14 +200,14 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 	u, err := permission.NewUser(ctx, name+CSIUserSuffix+suffix, &permission.UserArgs{
 		UserId:  pulumi.String(cluster + "-csi@pve"),
 		Comment: pulumi.String("Proxmox CSI plugin of Talos cluster " + cluster),
-	}, append(slices.Clone(pve), pulumi.IgnoreChanges([]string{CSIUserACLs}))...)
+	}, append(slices.Clone(pve), append(host.goneOptions("userId", "comment"), pulumi.IgnoreChanges([]string{CSIUserACLs}))...)...)
 	if err != nil {
 		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's user: %w", err)
 	}
 	grant := func(path string, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
 		acl, err := proxmoxve.NewAcl(ctx, name+CSIACLSuffix+aclName(path)+suffix, &proxmoxve.AclArgs{
 			Path: pulumi.String(path), RoleId: role.RoleId, UserId: u.UserId, Propagate: pulumi.Bool(false),
-		}, append(slices.Clone(pve), opts...)...)
+		}, slices.Concat(pve, opts, host.goneOptions("path", "roleId", "userId", "propagate"))...)
 		if err != nil {
 			return nil, fmt.Errorf("unable to grant the CSI plugin %s: %w", path, err)
 		}
@@ -231,7 +233,7 @@ func (a *ClusterArgs) csiToken(ctx *pulumi.Context, name string, s CSISettings, 
 	token, err := user.NewToken(ctx, name+CSITokenSuffix+suffix, &user.TokenArgs{
 		UserId: u.UserId, TokenName: pulumi.String(CSITokenName), PrivilegesSeparation: pulumi.Bool(false),
 		Comment: pulumi.String("Proxmox CSI plugin"),
-	}, append(pve, pulumi.DependsOn(acls))...)
+	}, slices.Concat(pve, []pulumi.ResourceOption{pulumi.DependsOn(acls)}, host.goneOptions("userId", "tokenName", "privilegesSeparation", "comment"))...)
 	if err != nil {
 		return pulumi.StringOutput{}, pulumi.StringOutput{}, fmt.Errorf("unable to create the CSI plugin's token: %w", err)
 	}

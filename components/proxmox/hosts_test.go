@@ -848,3 +848,35 @@ func TestHostsCSIPluginOnEachHost(t *testing.T) {
 		assert.Contains(t, n.PlatformPatches[0], "proxmox://"+region+"/"+vmid, n.Name)
 	}
 }
+
+// TestGoneHostsCSIGrantsLeaveWithoutACall (issue 48, item 9): with the CSI
+// plugin, a gone host's role, user, ACLs and token are registered retained
+// on delete and ignoring their inputs, as its VMs are, so that removing
+// its nodes drops them from the state without a call to its dead API; the
+// proxmox host's are as before.
+func TestGoneHostsCSIGrantsLeaveWithoutACall(t *testing.T) {
+	t.Parallel()
+	h := newHostsHarness(t, func(a *proxmox.ClusterArgs) {
+		a.CSI = &proxmox.CSISettings{Datastore: "local-zfs"}
+		a.Hosts[0].Gone = true
+	})
+	// The types' tokens and input names as the proxmoxve SDK registers them.
+	inputs := map[string][]string{
+		"proxmoxve:Permission/role:Role": {"roleId", "privileges"}, "proxmoxve:Permission/user:User": {"userId", "comment"},
+		"proxmoxve:index/acl:Acl": {"path", "roleId", "userId", "propagate"}, "proxmoxve:User/token:Token": {"userId", "tokenName", "privilegesSeparation", "comment"},
+	}
+	seen := map[bool]int{}
+	for _, r := range h.engine.All() {
+		want, csi := inputs[r.Type]
+		if !csi {
+			continue
+		}
+		gone := strings.HasSuffix(r.Name, "-office")
+		seen[gone]++
+		assert.Equal(t, gone, r.RetainOnDelete, "%s retained on delete only on the gone host", r.Name)
+		for _, in := range want {
+			assert.Equal(t, gone, slices.Contains(r.IgnoreChanges, in), "%s ignores %s only on the gone host", r.Name, in)
+		}
+	}
+	assert.Equal(t, map[bool]int{false: 6, true: 6}, seen, "role, user, token and three ACLs on each host")
+}

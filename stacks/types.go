@@ -146,7 +146,7 @@ type KubeSpanConfig struct {
 // them.
 type LoadBalancerConfig struct {
 	Pools      []LBPoolConfig `json:"pools" doc:"The address pools (at least one with the section)." rules:"component"`
-	Interfaces []string       `json:"interfaces" doc:"Node interfaces that announce the addresses, as regular expressions (e.g. '^eth[0-9]+', '^ens18$'); every interface when left out." rules:"component"`
+	Interfaces []string       `json:"interfaces" doc:"Node interfaces that announce the addresses, as regular expressions (e.g. '^ens[0-9]+': Talos names a Proxmox VM's virtio NIC ens18); every interface Cilium manages when left out. A regular expression that matches no NIC leaves the addresses unannounced." rules:"component"`
 	Nodes      []string       `json:"nodes" doc:"Names of the nodes that may announce the addresses (one at a time, by lease); every node when left out." rules:"component"`
 }
 
@@ -160,7 +160,7 @@ type LBPoolConfig struct {
 	Name            string         `json:"name" doc:"The pool's name (its CiliumLoadBalancerIPPool's): a DNS label, unique." required:"true" rules:"component"`
 	Blocks          []string       `json:"blocks" doc:"The pool's addresses: IPv4 CIDRs ('192.168.1.240/28') or first-last ranges ('192.168.1.240-192.168.1.250'), inside the node network and clear of the nodes, the VIP, the gateway, your DHCP server's range and the other pools." required:"true" rules:"component"`
 	ServiceSelector map[string]any `json:"serviceSelector" doc:"Labels (name: value) a Service must have to get an address of this pool; every Service when left out."`
-	Routed          bool           `json:"routed" doc:"Your router sends the pool's addresses to the nodes (a static route): the blocks lie outside the node network and are not announced by ARP." default:"false" rules:"component"`
+	Routed          bool           `json:"routed" doc:"Your router sends the pool's addresses to the nodes (a static route): the blocks lie outside the node network, where nobody asks for them by ARP (the announcement policy, which selects Services and not pools, still covers their Services)." default:"false" rules:"component"`
 }
 
 // DataVolumeConfig is what the workers' data disks become.

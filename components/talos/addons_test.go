@@ -30,7 +30,7 @@ func homePools() *talos.LoadBalancerSettings {
 			{Name: "web", Blocks: []string{"10.0.0.240-10.0.0.245"}, ServiceSelector: map[string]string{"pool": "web"}},
 			{Name: "routed", Blocks: []string{"192.168.50.0/24"}, Routed: true},
 		},
-		Interfaces: []string{"^eth[0-9]+"},
+		Interfaces: []string{"^ens[0-9]+"},
 		Nodes:      []string{"w-1", "w-0"},
 	}
 }
@@ -89,7 +89,7 @@ func TestLoadBalancerPoolsComeAfterCiliumAndItsCRDs(t *testing.T) {
 	policy := m.One(t, tL2Policy)
 	assert.True(t, m.After(policy, guard))
 	assert.Equal(t, map[string]any{
-		"loadBalancerIPs": true, "externalIPs": false, "interfaces": []any{"^eth[0-9]+"},
+		"loadBalancerIPs": true, "externalIPs": false, "interfaces": []any{"^ens[0-9]+"},
 		"nodeSelector": map[string]any{"matchExpressions": []any{map[string]any{
 			"key": "kubernetes.io/hostname", "operator": "In", "values": []any{"w-0", "w-1"},
 		}}},
@@ -369,4 +369,54 @@ func TestOwnedCiliumWithPoolsIsWarned(t *testing.T) {
 	a.Cluster.GitOps = gitops(true)
 	a.Cluster.LoadBalancer.Pools[0].Routed = true
 	assert.Empty(t, a.AddonWarnings(), "routed pools need no L2 values")
+}
+
+// TestAnEthInterfaceRegexpIsWarned (issue 48, item 1): Talos names NICs
+// predictably on installs of 1.5 and later (a Proxmox VM's virtio NIC is
+// ens18; net.ifnames=0 only on upgrades from before, Talos's
+// cmd/installer/pkg/install/errata.go), and Cilium takes a policy that
+// matches no NIC without complaint. A regexp of the kernel's old names
+// alone is warned, by key.
+func TestAnEthInterfaceRegexpIsWarned(t *testing.T) {
+	t.Parallel()
+	a := &talos.ClusterArgs{Cluster: talos.ClusterSettings{LoadBalancer: homePools()}}
+	assert.Empty(t, a.LoadBalancerWarnings(), "^ens[0-9]+")
+	a.Cluster.LoadBalancer.Interfaces = []string{"^e", "^eth[0-9]+", "^ens18$|^eth0$", "eth1"}
+	w := a.LoadBalancerWarnings()
+	require.Len(t, w, 2, "%q", w)
+	assert.Contains(t, w[0], `cluster.loadBalancer.interfaces[1]: "^eth[0-9]+" matches the kernel's eth names, not a predictable one like ens18: Talos names NICs predictably`)
+	assert.Contains(t, w[1], `cluster.loadBalancer.interfaces[3]: "eth1" matches the kernel's eth names`)
+	a.Cluster.LoadBalancer.Interfaces = nil
+	assert.Empty(t, a.LoadBalancerWarnings(), "every NIC Cilium manages")
+}
+
+// TestTheLoadBalancerNeedsCilium1182 (issue 48, item 2): the pools are
+// cilium.io/v2 from Cilium 1.18, and 1.18.2 stops reassigning addresses on
+// a widened pool or an operator restart (Cilium's v1.18.2 release notes):
+// an older cluster.cilium.version with the section is refused, by key.
+func TestTheLoadBalancerNeedsCilium1182(t *testing.T) {
+	t.Parallel()
+	for version, refused := range map[string]bool{"1.17.9": true, "1.18.1": true, "1.18.2": false, "1.18.4": false, "1.19.0-pre.1": false, "1.18.2-rc.1": true} {
+		a := &talos.ClusterArgs{Cluster: talos.ClusterSettings{LoadBalancer: homePools(), Cilium: &talos.ChartSettings{Version: version}}}
+		msg, found := problemAt(a, "cluster.cilium.version")
+		assert.Equal(t, refused, found, "%s: %s", version, msg)
+		if refused {
+			assert.Contains(t, msg, version+": the load balancer needs Cilium 1.18.2 or later")
+		}
+	}
+	a := &talos.ClusterArgs{Cluster: talos.ClusterSettings{Cilium: &talos.ChartSettings{Version: "1.17.9"}}}
+	_, found := problemAt(a, "cluster.cilium.version")
+	assert.False(t, found, "without the section any version")
+}
+
+// problemAt is the message CheckNodes records at path, if any.
+func problemAt(a *talos.ClusterArgs, path string) (string, bool) {
+	p := &inputs.Problems{}
+	a.CheckNodes(p, "")
+	for _, pr := range p.List() {
+		if pr.Path == path {
+			return pr.Message, true
+		}
+	}
+	return "", false
 }

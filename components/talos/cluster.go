@@ -268,7 +268,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	if err != nil {
 		return nil, err
 	}
-	warnings := slices.Concat(in.ChangeWarnings(), in.AddonWarnings(), in.PlacementWarnings())
+	warnings := slices.Concat(in.ChangeWarnings(), in.AddonWarnings(), in.PlacementWarnings(), in.LoadBalancerWarnings())
 	for _, w := range guard.Warnings {
 		warnings = append(warnings, in.inputName(w.Path)+": "+w.Message)
 	}

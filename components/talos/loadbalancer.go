@@ -15,6 +15,7 @@ import (
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"go4.org/netipx"
+	"golang.org/x/mod/semver"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
@@ -55,7 +56,8 @@ type LoadBalancerSettings struct {
 	// Pools are the address pools.
 	Pools []LBPool `pulumi:"pools"`
 	// Interfaces are the node interfaces that announce the addresses, as
-	// regular expressions (e.g. ^eth[0-9]+); every interface when empty.
+	// regular expressions (e.g. ^ens[0-9]+: Talos names a Proxmox VM's
+	// virtio NIC ens18); every interface Cilium manages when empty.
 	Interfaces []string `pulumi:"interfaces,optional"`
 	// Nodes are the names of the nodes that may announce the addresses;
 	// every node when empty.
@@ -73,8 +75,9 @@ type LBPool struct {
 	// every Service when empty.
 	ServiceSelector map[string]string `pulumi:"serviceSelector,optional"`
 	// Routed says the operator's router sends the pool's addresses to the
-	// nodes (a static route): the blocks lie outside the node network and
-	// are not announced by ARP.
+	// nodes (a static route): the blocks lie outside the node network, where
+	// nobody asks for them by ARP (the announcement policy, which selects
+	// Services and not pools, still covers their Services).
 	Routed bool `pulumi:"routed,optional"`
 }
 
@@ -104,6 +107,13 @@ func parseBlock(s string) (netipx.IPRange, bool, string) {
 	return r, false, ""
 }
 
+// MinLoadBalancerCilium is the oldest Cilium the load balancer runs on:
+// 1.18 serves the pools as cilium.io/v2 (before: v2alpha1), and 1.18.2
+// stops reassigning addresses when a pool is widened or the operator
+// restarts (Cilium's v1.18.2 release notes), which docs/load-balancer.md
+// promises.
+const MinLoadBalancerCilium = "1.18.2"
+
 // checkLoadBalancer records the problems of the pools under prefix
 // ("cluster.loadBalancer."): each block an IPv4 CIDR or range inside the
 // node network (outside it when routed), on none of its reserved addresses
@@ -117,6 +127,11 @@ func (a *ClusterArgs) checkLoadBalancer(p *inputs.Problems, prefix string) {
 	at := func(path string) string { return prefix + path }
 	if len(lb.Pools) == 0 {
 		p.Add(at("pools"), "at least one pool is required with the section (leave the section out for none)")
+	}
+	if c := a.Cluster.Cilium; c != nil && inputs.IsChartVersion(c.Version) && semver.Compare("v"+c.Version, "v"+MinLoadBalancerCilium) < 0 {
+		p.Add(strings.TrimSuffix(prefix, "loadBalancer.")+"cilium.version",
+			"%s: the load balancer needs Cilium %s or later (the cilium.io/v2 pools came in 1.18, and 1.18.2 keeps every Service's address through a pool change or an operator restart); raise it, or leave cluster.loadBalancer out",
+			c.Version, MinLoadBalancerCilium)
 	}
 	if len(lb.Pools) > maxPoolsPerCluster {
 		p.Add(at("pools"), "%d pools: at most %d", len(lb.Pools), maxPoolsPerCluster)
@@ -171,7 +186,7 @@ func (a *ClusterArgs) checkLoadBalancer(p *inputs.Problems, prefix string) {
 	}
 	for i, re := range lb.Interfaces {
 		if _, err := regexp.Compile(re); err != nil || re == "" {
-			p.Add(at(fmt.Sprintf("interfaces[%d]", i)), "%q is not a regular expression of interface names like ^eth[0-9]+", re)
+			p.Add(at(fmt.Sprintf("interfaces[%d]", i)), "%q is not a regular expression of interface names like ^ens[0-9]+", re)
 		}
 	}
 	nodes := map[string]bool{}
@@ -459,6 +474,40 @@ func poolChangeProblems(live []kubeapi.IPPool, next []guardPool, held []kubeapi.
 				out = append(out, fmt.Sprintf("Service %s/%s holds %s of pool %q, which the new pool %q leaves out", a.Namespace, a.Name, a.IP, p.Name, p.Name))
 			}
 			break
+		}
+	}
+	return out
+}
+
+// predictableNICs are names Talos gives NICs on installs of 1.5 and later
+// (systemd's predictable names: a Proxmox VM's virtio NIC is ens18);
+// legacyNICs the kernel's, which only clusters first installed before 1.5
+// keep (net.ifnames=0: Talos's cmd/installer/pkg/install/errata.go).
+var (
+	predictableNICs = []string{"ens18", "enp0s3", "eno1", "enp1s0f0", "enx0a1b2c3d4e5f"}
+	legacyNICs      = []string{"eth0", "eth1"}
+)
+
+// LoadBalancerWarnings name each interface regular expression that matches
+// the kernel's old names and none of the predictable ones: Cilium takes a
+// policy that matches no NIC without complaint, hands the addresses out,
+// and nobody answers ARP for them.
+func (a *ClusterArgs) LoadBalancerWarnings() []string {
+	lb := a.Cluster.LoadBalancer
+	if lb == nil {
+		return nil
+	}
+	var out []string
+	for i, expr := range lb.Interfaces {
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			continue // a problem of its own
+		}
+		legacy := slices.ContainsFunc(legacyNICs, re.MatchString)
+		if legacy && !slices.ContainsFunc(predictableNICs, re.MatchString) {
+			out = append(out, fmt.Sprintf("%s: %q matches the kernel's eth names, not a predictable one like ens18: Talos names NICs predictably on installs of 1.5 and later "+
+				"(a Proxmox VM's virtio NIC is ens18), and a policy that matches no NIC announces nothing; leave interfaces out (every NIC Cilium manages) or match the names `talosctl get links` lists",
+				a.inputName(fmt.Sprintf("cluster.loadBalancer.interfaces[%d]", i)), expr))
 		}
 	}
 	return out

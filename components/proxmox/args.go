@@ -297,6 +297,7 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			Network:           talos.NodeNetwork{DHCP: !static},
 			Hostname:          n.Name,
 			Host:              placement(n),
+			Site:              siteOf(n.Host),
 			Machine:           machineOf(n, px),
 			// The VM's second SCSI disk (vm.go) becomes the user volume.
 			DataDiskSize: n.DataDiskSize,
@@ -399,7 +400,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		if a.onServer(n) {
 			// Its network is the VpsCluster's to check (checkServers), at
 			// its own keys: not the addresses derived from them.
-			nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, KubeSpanEndpoints: n.KubeSpanEndpoints, Host: nodes[i].Host}
+			nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, KubeSpanEndpoints: n.KubeSpanEndpoints, Host: nodes[i].Host, Site: nodes[i].Site}
 		}
 	}
 	(&talos.ClusterArgs{

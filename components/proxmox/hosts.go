@@ -133,6 +133,16 @@ func (a *ClusterArgs) regionOf(host string) string {
 // Proxmox node, on its host when that is a hosts entry.
 func placement(n Node) string { return placementOf(n.Host, n.ProxmoxNode) }
 
+// siteOf is the site of a node's host ("" for the proxmox input's), as the
+// quorum warning names it: the hosts entry's name, or proxmox. The
+// Proxmox nodes of one host share its site (power, network).
+func siteOf(host string) string {
+	if host == "" {
+		return "proxmox"
+	}
+	return host
+}
+
 // placementOf is a machine's failure domain: where, on host ("" for the
 // proxmox input's), it runs (a Proxmox node; a rented server itself).
 func placementOf(host, where string) string {
@@ -258,7 +268,7 @@ func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 			where, talos.KubeSpanPort)
 	}
 	if a.Cluster.VIP != "" {
-		p.Add("cluster.vip", "a layer-2 VIP cannot span hosts on different networks (%s): leave it empty and point the endpoint (cluster.endpoint) at a DNS name that resolves to every control plane's address, or at a load balancer in front of them reached over KubeSpan",
+		p.Add("cluster.vip", "a layer-2 VIP cannot span hosts on different networks (%s): leave it empty and point the endpoint (cluster.endpoint) at a DNS name that resolves to every control plane's address this machine and the nodes reach, or at a TCP load balancer outside the cluster that reaches them directly (not over KubeSpan, which it cannot join; inside the cluster KubePrism already balances)",
 			where)
 	}
 }

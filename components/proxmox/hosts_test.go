@@ -162,7 +162,7 @@ func TestHostsProblems(t *testing.T) {
 		{"different networks with KubeSpan off", func(a *proxmox.ClusterArgs) { a.Cluster.KubeSpan.Enabled = false },
 			[]string{"cluster.kubeSpan.enabled"}, nil},
 		{"different networks with a VIP", func(a *proxmox.ClusterArgs) { a.Cluster.VIP = "10.10.0.5" },
-			[]string{"cluster.vip"}, []string{"a layer-2 VIP cannot span hosts on different networks", "cluster.endpoint"}},
+			[]string{"cluster.vip"}, []string{"a layer-2 VIP cannot span hosts on different networks", "cluster.endpoint", "reaches them directly (not over KubeSpan, which it cannot join"}},
 		{"different networks with a VIP and without KubeSpan", func(a *proxmox.ClusterArgs) {
 			a.Cluster.VIP, a.Cluster.KubeSpan = "10.10.0.5", nil
 		}, []string{"cluster.kubeSpan.enabled", "cluster.vip"}, nil},
@@ -299,13 +299,19 @@ func TestHostsTalosNodes(t *testing.T) {
 	assert.Empty(t, nodes[0].PlatformPatches)
 	assert.Equal(t, "office/pve", nodes[0].Host)
 
-	// The proxmox host's pve and office's pve are two failure domains.
+	// The proxmox host's pve and office's pve are two failure domains, but
+	// office/pve and office/pve-b share a site (issue 48, item 12): office
+	// cut off takes two of the three control planes.
 	a = hostsArgs()
 	a.Nodes[2].Role, a.Nodes[3].Role = talos.RoleControlPlane, talos.RoleControlPlane
-	assert.Empty(t, a.TalosArgs(nil).PlacementWarnings(), "one control plane on each of pve, office/pve, office/pve-b")
-	a.Nodes[3].ProxmoxNode = "pve"
 	w := a.TalosArgs(nil).PlacementWarnings()
-	require.Len(t, w, 1)
+	require.Len(t, w, 1, "%q", w)
+	assert.Contains(t, w[0], "2 of the 3 control planes run at site office (on office/pve, office/pve-b): if it fails, etcd loses its quorum")
+	assert.Contains(t, w[0], "so that no site has more than 1")
+	// On one Proxmox node there, the host is named, once.
+	a.Nodes[3].ProxmoxNode = "pve"
+	w = a.TalosArgs(nil).PlacementWarnings()
+	require.Len(t, w, 1, "%q", w)
 	assert.Contains(t, w[0], "2 of the 3 control planes run on host office/pve")
 }
 

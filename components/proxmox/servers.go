@@ -53,7 +53,10 @@ func serverNode(n Node) vps.Node {
 // its host, zone the server itself) when the nodes spread.
 func (a *ClusterArgs) serverSpec(s vps.Settings, n Node, spread bool) talos.NodeSpec {
 	spec := vps.ServerSpec(a.serverFirewall(s, n.Host), s, serverNode(n))
+	// A rented server is a site of its own: the stack does not know
+	// where the provider put it.
 	spec.Host = placementOf(n.Host, n.Name)
+	spec.Site = spec.Host
 	if spread {
 		spec.PlatformPatches = append(spec.PlatformPatches, TopologyPatch(n.Host, Node{ProxmoxNode: n.Name}))
 	}

@@ -173,34 +173,59 @@ func parseVersion(v string) ([3]int, bool) {
 	return out, true
 }
 
-// PlacementWarnings warn when the loss of one host would take etcd's
-// quorum with it: more than (n-1)/2 of the n control planes on one host, in
-// a cluster whose nodes run on more than one host (on a single host, every
-// node shares its fate anyway).
+// PlacementWarnings warn when the loss of one host, or of one site, would
+// take etcd's quorum with it: more than (n-1)/2 of the n control planes on
+// one host or at one site, in a cluster whose nodes run on more than one
+// (on a single host, every node shares its fate anyway). A site whose
+// control planes all run on one host is named once, as that host.
 func (a *ClusterArgs) PlacementWarnings() []string {
-	hosts := map[string]int{}
+	hosts, sites := map[string][]string{}, map[string][]string{}
 	cps := 0
 	for _, n := range a.Nodes {
 		if n.Host == "" {
 			return nil
 		}
-		if _, ok := hosts[n.Host]; !ok {
-			hosts[n.Host] = 0
-		}
+		hosts[n.Host] = append(hosts[n.Host], "")
+		sites[n.Site] = append(sites[n.Site], "")
 		if n.Role == RoleControlPlane {
-			hosts[n.Host]++
+			hosts[n.Host] = append(hosts[n.Host], n.Name)
+			sites[n.Site] = append(sites[n.Site], n.Host)
 			cps++
 		}
 	}
 	if len(hosts) < 2 || cps < 2 {
 		return nil
 	}
+	most := (cps - 1) / 2
 	var out []string
+	warn := func(k int, what, kind string) {
+		out = append(out, fmt.Sprintf("%s: %d of the %d control planes run %s: if it fails, etcd loses its quorum (%d of %d members needed) and the cluster stops; spread the control planes so that no %s has more than %d",
+			a.inputName("nodes"), k, cps, what, cps/2+1, cps, kind, most))
+	}
 	for _, h := range slices.Sorted(maps.Keys(hosts)) {
-		if k := hosts[h]; k > (cps-1)/2 {
-			out = append(out, fmt.Sprintf("%s: %d of the %d control planes run on host %s: if it fails, etcd loses its quorum (%d of %d members needed) and the cluster stops; spread the control planes so that no host has more than %d",
-				a.inputName("nodes"), k, cps, h, cps/2+1, cps, (cps-1)/2))
+		if k := countSet(hosts[h]); k > most {
+			warn(k, "on host "+h, "host")
+		}
+	}
+	if len(sites) < 2 {
+		return out
+	}
+	for _, s := range slices.Sorted(maps.Keys(sites)) {
+		on := slices.DeleteFunc(slices.Clone(sites[s]), func(h string) bool { return h == "" })
+		if k := len(on); k > most && len(slices.Compact(slices.Sorted(slices.Values(on)))) > 1 {
+			warn(k, fmt.Sprintf("at site %s (on %s)", s, strings.Join(slices.Compact(slices.Sorted(slices.Values(on))), ", ")), "site")
 		}
 	}
 	return out
+}
+
+// countSet is the number of non-empty entries of names.
+func countSet(names []string) int {
+	k := 0
+	for _, n := range names {
+		if n != "" {
+			k++
+		}
+	}
+	return k
 }

@@ -185,3 +185,24 @@ func TestPlacementWarnings(t *testing.T) {
 	assert.Empty(t, unknown.PlacementWarnings(), "hosts not known")
 	assert.Len(t, on("pve1", "pve2").PlacementWarnings(), 2, "2 control planes: either host's loss takes the quorum")
 }
+
+// The quorum warning counts sites as well as hosts (issue 48, item 12):
+// three control planes on three hosts, two of them at one site, are warned
+// at that site; one per site is not; a site whose control planes share one
+// host is named once, as that host.
+func TestPlacementWarningsCountSites(t *testing.T) {
+	t.Parallel()
+	node := func(name, host, site string) talos.NodeSpec {
+		return talos.NodeSpec{Name: name, Role: talos.RoleControlPlane, Host: host, Site: site}
+	}
+	a := &talos.ClusterArgs{Nodes: []talos.NodeSpec{node("cp-0", "pve", "home"), node("cp-1", "office/a", "office"), node("cp-2", "office/b", "office")}}
+	w := a.PlacementWarnings()
+	require.Len(t, w, 1, "%q", w)
+	assert.Contains(t, w[0], "nodes: 2 of the 3 control planes run at site office (on office/a, office/b)")
+	a.Nodes[2].Site = "edge"
+	assert.Empty(t, a.PlacementWarnings(), "one per site")
+	a.Nodes[2].Host, a.Nodes[2].Site = "office/a", "office"
+	w = a.PlacementWarnings()
+	require.Len(t, w, 1, "%q", w)
+	assert.Contains(t, w[0], "run on host office/a")
+}

@@ -532,6 +532,35 @@ func (g *guard) cilium(prisms []prismUse) {
 
 	g.cgroup(v)
 	g.hubble(v)
+	g.hostRouting(v)
+}
+
+// hostRouting checks the Cilium settings known to break Talos's networking.
+// eBPF masquerading with kube-proxy replacement turns on Cilium's eBPF host
+// routing, which bypasses the host's stack: Talos's forwarding of kube-dns
+// to the host's DNS (on by default since Talos 1.8) stops answering
+// (Cilium's Talos install guide, cilium/cilium#36852), and over KubeSpan
+// pod traffic never reaches its WireGuard interface (siderolabs/talos
+// #11235, #11244); bpf.hostLegacyRouting: true keeps the host's routing.
+// Native routing sends pod traffic unencapsulated, which KubeSpan does not
+// carry (siderolabs/talos#9043, open).
+func (g *guard) hostRouting(v map[string]any) {
+	p := func(keys ...string) string { return ciliumValuesPath + "." + strings.Join(keys, ".") }
+	kubeSpan := g.args.Cluster.KubeSpan != nil && g.args.Cluster.KubeSpan.Enabled
+	masq, _ := lookup(v, "bpf", "masquerade")
+	legacy, _ := lookup(v, "bpf", "hostLegacyRouting")
+	if truthy(masq) && !truthy(legacy) {
+		if kubeSpan {
+			g.errorf(p("bpf", "masquerade"), "%s without bpf.hostLegacyRouting: true turns on Cilium's eBPF host routing, which bypasses the host's stack: "+
+				"pod traffic between nodes never reaches KubeSpan's WireGuard interface, and Talos's kube-dns forwarding to the host's DNS stops answering; set bpf.hostLegacyRouting: true with it", show(masq))
+		} else {
+			g.warnf(p("bpf", "masquerade"), "%s without bpf.hostLegacyRouting: true turns on Cilium's eBPF host routing, which bypasses the host's stack: "+
+				"Talos's kube-dns forwarding to the host's DNS (machine.features.hostDNS.forwardKubeDNSToHost, on by default) stops answering; set bpf.hostLegacyRouting: true with it", show(masq))
+		}
+	}
+	if mode, _ := lookup(v, "routingMode"); kubeSpan && mode == "native" {
+		g.errorf(p("routingMode"), "%s sends pod traffic between nodes unencapsulated, which KubeSpan does not carry (siderolabs/talos#9043): leave it out (tunnel routing)", show(mode))
+	}
 }
 
 // cgroup checks that Cilium uses the cgroup2 Talos mounts, as Talos's

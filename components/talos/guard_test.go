@@ -163,3 +163,42 @@ func TestKubeSpanEndpointsAreChecked(t *testing.T) {
 	}
 	assert.Equal(t, []string{"nodes[1].kubeSpanEndpoints[0]", "nodes[1].kubeSpanEndpoints[1]", "nodes[1].kubeSpanEndpoints[2]", "nodes[1].kubeSpanEndpoints[3]"}, paths)
 }
+
+// Cilium settings known to break Talos's networking (issue 48, item 14):
+// eBPF masquerading without bpf.hostLegacyRouting bypasses the host's
+// stack (Cilium's Talos install guide, cilium/cilium#36852: Talos's kube-dns
+// forwarding stops answering; siderolabs/talos#11235: KubeSpan never sees
+// pod traffic), native routing is not carried by KubeSpan
+// (siderolabs/talos#9043). Refused with KubeSpan, the first warned without.
+func TestCiliumSettingsThatBreakKubeSpanAreRefused(t *testing.T) {
+	t.Parallel()
+	masq := map[string]any{"bpf": map[string]any{"masquerade": true}}
+	with := func(values map[string]any, kubeSpan bool) talos.Overrides {
+		a := guardedArgs(nil)
+		if kubeSpan {
+			a = withKubeSpan(a)
+		}
+		a.Cluster.Cilium = &talos.ChartSettings{Values: values}
+		return a.CheckOverrides(netip.Prefix{})
+	}
+	o := with(masq, true)
+	require.Len(t, o.Errors, 1, "%v", o.Errors)
+	assert.Equal(t, "cluster.cilium.values.bpf.masquerade", o.Errors[0].Path)
+	assert.Contains(t, o.Errors[0].Message, "true without bpf.hostLegacyRouting: true turns on Cilium's eBPF host routing")
+	assert.Contains(t, o.Errors[0].Message, "never reaches KubeSpan's WireGuard interface")
+
+	o = with(masq, false)
+	assert.Empty(t, o.Errors)
+	require.Len(t, o.Warnings, 1, "%v", o.Warnings)
+	assert.Contains(t, o.Warnings[0].Message, "machine.features.hostDNS.forwardKubeDNSToHost")
+
+	o = with(map[string]any{"bpf": map[string]any{"masquerade": true, "hostLegacyRouting": true}}, true)
+	assert.Empty(t, o.Errors, "with the host's routing kept")
+	assert.Empty(t, o.Warnings)
+
+	o = with(map[string]any{"routingMode": "native"}, true)
+	require.Len(t, o.Errors, 1, "%v", o.Errors)
+	assert.Equal(t, "cluster.cilium.values.routingMode", o.Errors[0].Path)
+	assert.Contains(t, o.Errors[0].Message, "siderolabs/talos#9043")
+	assert.Empty(t, with(map[string]any{"routingMode": "native"}, false).Errors, "without KubeSpan the nodes' own network carries it")
+}

@@ -89,6 +89,10 @@ type NodeSpec struct {
 	// by the platform: the control planes' spread over the hosts is
 	// checked against etcd's quorum. Empty: not known.
 	Host string
+	// Site is the place of the node's host (a Proxmox VE host with its
+	// nodes, a set of rented servers), set by the platform: a site cut off
+	// or without power takes all its hosts. Empty: one site, or not known.
+	Site string
 	// Machine names what of the node's machine cannot change without a new
 	// machine (e.g. a VM's id and host); a platform sets it. A change from
 	// the last run is a replacement of the machine: at most one control

@@ -179,21 +179,26 @@ func parseVersion(v string) ([3]int, bool) {
 // (on a single host, every node shares its fate anyway). A site whose
 // control planes all run on one host is named once, as that host.
 func (a *ClusterArgs) PlacementWarnings() []string {
-	hosts, sites := map[string][]string{}, map[string][]string{}
+	hostCPs := map[string]int{}        // every host, with its control planes
+	siteHosts := map[string][]string{} // every site, with the hosts of its control planes
 	cps := 0
 	for _, n := range a.Nodes {
 		if n.Host == "" {
 			return nil
 		}
-		hosts[n.Host] = append(hosts[n.Host], "")
-		sites[n.Site] = append(sites[n.Site], "")
+		if _, ok := hostCPs[n.Host]; !ok {
+			hostCPs[n.Host] = 0
+		}
+		if _, ok := siteHosts[n.Site]; !ok {
+			siteHosts[n.Site] = nil
+		}
 		if n.Role == RoleControlPlane {
-			hosts[n.Host] = append(hosts[n.Host], n.Name)
-			sites[n.Site] = append(sites[n.Site], n.Host)
+			hostCPs[n.Host]++
+			siteHosts[n.Site] = append(siteHosts[n.Site], n.Host)
 			cps++
 		}
 	}
-	if len(hosts) < 2 || cps < 2 {
+	if len(hostCPs) < 2 || cps < 2 {
 		return nil
 	}
 	most := (cps - 1) / 2
@@ -202,30 +207,19 @@ func (a *ClusterArgs) PlacementWarnings() []string {
 		out = append(out, fmt.Sprintf("%s: %d of the %d control planes run %s: if it fails, etcd loses its quorum (%d of %d members needed) and the cluster stops; spread the control planes so that no %s has more than %d",
 			a.inputName("nodes"), k, cps, what, cps/2+1, cps, kind, most))
 	}
-	for _, h := range slices.Sorted(maps.Keys(hosts)) {
-		if k := countSet(hosts[h]); k > most {
+	for _, h := range slices.Sorted(maps.Keys(hostCPs)) {
+		if k := hostCPs[h]; k > most {
 			warn(k, "on host "+h, "host")
 		}
 	}
-	if len(sites) < 2 {
+	if len(siteHosts) < 2 {
 		return out
 	}
-	for _, s := range slices.Sorted(maps.Keys(sites)) {
-		on := slices.DeleteFunc(slices.Clone(sites[s]), func(h string) bool { return h == "" })
-		if k := len(on); k > most && len(slices.Compact(slices.Sorted(slices.Values(on)))) > 1 {
-			warn(k, fmt.Sprintf("at site %s (on %s)", s, strings.Join(slices.Compact(slices.Sorted(slices.Values(on))), ", ")), "site")
+	for _, s := range slices.Sorted(maps.Keys(siteHosts)) {
+		hosts := slices.Compact(slices.Sorted(slices.Values(siteHosts[s])))
+		if k := len(siteHosts[s]); k > most && len(hosts) > 1 {
+			warn(k, fmt.Sprintf("at site %s (on %s)", s, strings.Join(hosts, ", ")), "site")
 		}
 	}
 	return out
-}
-
-// countSet is the number of non-empty entries of names.
-func countSet(names []string) int {
-	k := 0
-	for _, n := range names {
-		if n != "" {
-			k++
-		}
-	}
-	return k
 }

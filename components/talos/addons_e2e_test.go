@@ -80,6 +80,11 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 			SopsAgeKey:           pulumi.ToSecret(pulumi.String(ageKey)).(pulumi.StringOutput),
 			PrivilegedNamespaces: []string{"longhorn-system"},
 			OwnsAddons:           ownsAddons,
+			// Values of the kind the KSOPS README gives: added to KSOPS's.
+			ArgoCD: &ChartSettings{Values: map[string]any{
+				"configs":    map[string]any{"cm": map[string]any{"kustomize.buildOptions": "--load-restrictor LoadRestrictionsNone"}},
+				"repoServer": map[string]any{"env": []any{map[string]any{"name": "XDG_CONFIG_HOME", "value": "/.config"}}},
+			}},
 		}
 		if !handOff {
 			gitops = nil
@@ -165,6 +170,10 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 		}
 	}
 	assert.Contains(t, envs, "SOPS_AGE_KEY_FILE=/.config/sops/age/keys.txt")
+	assert.Contains(t, envs, "XDG_CONFIG_HOME=/.config", "the user's variable beside KSOPS's")
+	argoCM := get(ctx, t, api, "/api/v1/namespaces/argocd/configmaps/argocd-cm")
+	assert.Equal(t, "--load-restrictor LoadRestrictionsNone --enable-alpha-plugins --enable-exec", dig(argoCM, "data", "kustomize.buildOptions"),
+		"the user's build options with KSOPS's flags")
 
 	longhorn := get(ctx, t, api, "/api/v1/namespaces/longhorn-system")
 	assert.Equal(t, "privileged", dig(longhorn, "metadata", "labels", "pod-security.kubernetes.io/enforce"))
@@ -321,6 +330,19 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	assert.Nil(t, dig(longhorn, "metadata", "labels", "pod-security.kubernetes.io/enforce"), "the labels go, the namespace stays")
 	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
 	require.NoError(t, err, "a preview after the removal shows no change")
+
+	// The section added back: the namespace the removal left is adopted,
+	// not created again (a create would fail with AlreadyExists).
+	handOff, previous = true, &Previous{LoadBalancerPools: []string{"home"}}
+	out.Reset()
+	start = time.Now()
+	_, err = s.Up(ctx, optup.ProgressStreams(&out))
+	require.NoError(t, err, "the gitops section added back:\n%s", out.String())
+	t.Logf("gitops section added back: %s", time.Since(start).Round(time.Second))
+	get(ctx, t, api, "/apis/apps/v1/namespaces/argocd/deployments/argocd-repo-server")
+	get(ctx, t, api, "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+RootApplicationName)
+	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
+	require.NoError(t, err, "a preview after the section came back shows no change")
 
 	// A whole-stack destroy, as make destroy runs it.
 	t.Setenv(DestroyEnv, "1")

@@ -217,9 +217,11 @@ func TestGitOpsHandOffGraph(t *testing.T) {
 	})
 	cilium, approver := m.Named(t, tRelease, "lab-cilium"), m.Named(t, tRelease, "lab-cert-approver")
 	pool := m.One(t, tPool)
-	ns := m.One(t, tNamespace)
+	ns := m.Named(t, tNsPatch, "lab-gitops-namespace")
 	assert.Equal(t, "argocd", ns.Inputs["metadata"].ObjectValue()["name"].StringValue())
-	assert.True(t, ns.RetainOnDelete, "the argocd namespace stays when the section goes")
+	assert.Equal(t, "true", ns.Inputs["metadata"].ObjectValue()["annotations"].ObjectValue()["pulumi.com/patchForce"].StringValue(),
+		"a patch that adopts the namespace left by an earlier removal")
+	assert.Empty(t, m.ByType(tNamespace), "no Namespace resource: its create fails on the namespace a removal left")
 	secrets := map[string]componentstest.Registered{}
 	for _, s := range m.ByType(tSecret) {
 		secrets[s.Inputs["metadata"].ObjectValue()["name"].StringValue()] = s
@@ -255,7 +257,7 @@ func TestGitOpsHandOffGraph(t *testing.T) {
 	assert.Equal(t, []any{map[string]any{"name": "SOPS_AGE_KEY_FILE", "value": "/.config/sops/age/keys.txt"}}, rs["env"])
 	assert.Contains(t, rs["volumeMounts"], map[string]any{"mountPath": "/.config/sops/age", "name": "sops-age", "readOnly": true})
 
-	patch := m.One(t, tNsPatch)
+	patch := m.Named(t, tNsPatch, "lab-privileged-ns-longhorn-system")
 	meta := patch.Inputs["metadata"].ObjectValue()
 	assert.Equal(t, "longhorn-system", meta["name"].StringValue())
 	assert.Equal(t, "privileged", meta["labels"].ObjectValue()["pod-security.kubernetes.io/enforce"].StringValue())
@@ -327,6 +329,11 @@ func TestGitOpsSettingsAreChecked(t *testing.T) {
 		"chart v":           {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git"}, ArgoCD: &talos.ChartSettings{Version: "v10.1.1"}}, "cluster.gitops.argoCd.version", "no v prefix"},
 		"kube-system":       {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git"}, PrivilegedNamespaces: []string{"kube-system"}}, "cluster.gitops.privilegedNamespaces[0]", "Kubernetes' own"},
 		"twice":             {talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git"}, PrivilegedNamespaces: []string{"a", "a"}}, "cluster.gitops.privilegedNamespaces[1]", "listed twice"},
+		"ksops volume":      {argoValues(map[string]any{"repoServer": map[string]any{"volumes": []any{map[string]any{"name": "x"}, map[string]any{"name": "custom-tools"}}}}), "cluster.gitops.argoCd.values.repoServer.volumes[1].name", "KSOPS's own"},
+		"ksops mount":       {argoValues(map[string]any{"repoServer": map[string]any{"volumeMounts": []any{map[string]any{"name": "y", "mountPath": "/usr/local/bin/ksops"}}}}), "cluster.gitops.argoCd.values.repoServer.volumeMounts[0].mountPath", "KSOPS's own"},
+		"ksops init":        {argoValues(map[string]any{"repoServer": map[string]any{"initContainers": []any{map[string]any{"name": "install-ksops"}}}}), "cluster.gitops.argoCd.values.repoServer.initContainers[0].name", "KSOPS's own"},
+		"env not a list":    {argoValues(map[string]any{"repoServer": map[string]any{"env": map[string]any{"A": "b"}}}), "cluster.gitops.argoCd.values.repoServer.env", "must be a list"},
+		"build options":     {argoValues(map[string]any{"configs": map[string]any{"cm": map[string]any{"kustomize.buildOptions": []any{"--x"}}}}), "cluster.gitops.argoCd.values.configs.cm.kustomize.buildOptions", "must be a string"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -341,6 +348,58 @@ func TestGitOpsSettingsAreChecked(t *testing.T) {
 		a := talos.ClusterArgs{Cluster: talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4", GitOps: &talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: url}}}, Nodes: nodes(1, 0), InstallerImage: pulumi.String("x")}
 		assert.NoError(t, a.Validate("lab"), url)
 	}
+}
+
+// argoValues are settings with Argo CD values.
+func argoValues(v map[string]any) talos.GitOpsSettings {
+	return talos.GitOpsSettings{Repository: talos.GitOpsRepository{URL: "https://git.lan/x.git"}, ArgoCD: &talos.ChartSettings{Values: v}}
+}
+
+// TestUserArgoCDValuesKeepKSOPS: the user's entries of the repository
+// server's lists are added to KSOPS's (Helm alone would replace the list,
+// and the KSOPS README itself tells users to set repoServer.env), the
+// user's build options keep KSOPS's flags, and SOPS_AGE_KEY_FILE is the
+// user's to set when there is no age key.
+func TestUserArgoCDValuesKeepKSOPS(t *testing.T) {
+	t.Parallel()
+	user := map[string]any{
+		"configs": map[string]any{"cm": map[string]any{"kustomize.buildOptions": "--load-restrictor LoadRestrictionsNone --enable-exec"}},
+		"repoServer": map[string]any{
+			"env":            []any{map[string]any{"name": "XDG_CONFIG_HOME", "value": "/.config"}},
+			"volumes":        []any{map[string]any{"name": "gpg", "emptyDir": map[string]any{}}},
+			"volumeMounts":   []any{map[string]any{"name": "gpg", "mountPath": "/gpg"}},
+			"initContainers": []any{map[string]any{"name": "fetch-keys", "image": "busybox"}},
+			"replicas":       2,
+		},
+	}
+	v := talos.ArgoCDValues("viaductoss/ksops:v4.5.1", true, user)
+	assert.Equal(t, "--load-restrictor LoadRestrictionsNone --enable-exec --enable-alpha-plugins", v["configs"].(map[string]any)["cm"].(map[string]any)["kustomize.buildOptions"])
+	rs := v["repoServer"].(map[string]any)
+	names := func(key, by string) []any {
+		var out []any
+		for _, e := range rs[key].([]any) {
+			out = append(out, e.(map[string]any)[by])
+		}
+		return out
+	}
+	assert.Equal(t, []any{"SOPS_AGE_KEY_FILE", "XDG_CONFIG_HOME"}, names("env", "name"))
+	assert.Equal(t, []any{"custom-tools", "sops-age", "gpg"}, names("volumes", "name"))
+	assert.Equal(t, []any{"/usr/local/bin/kustomize", "/usr/local/bin/ksops", "/.config/sops/age", "/gpg"}, names("volumeMounts", "mountPath"))
+	assert.Equal(t, []any{"install-ksops", "fetch-keys"}, names("initContainers", "name"))
+	assert.Equal(t, 2, rs["replicas"], "other values merge as Helm merges them")
+	assert.Len(t, user["repoServer"].(map[string]any)["env"], 1, "the user's values are not modified")
+
+	own := map[string]any{"repoServer": map[string]any{"env": []any{map[string]any{"name": "SOPS_AGE_KEY_FILE", "value": "/keys/age.txt"}}}}
+	rs = talos.ArgoCDValues("viaductoss/ksops:v4.5.1", false, own)["repoServer"].(map[string]any)
+	assert.Equal(t, own["repoServer"].(map[string]any)["env"], rs["env"], "without an age key the variable is the user's")
+	a := talos.ClusterArgs{Cluster: talos.ClusterSettings{Name: "lab", TalosVersion: "v1.12.4", GitOps: new(argoValues(own))}, Nodes: nodes(1, 0), InstallerImage: pulumi.String("x")}
+	assert.NoError(t, a.Validate("lab"))
+	withKey := argoValues(own)
+	withKey.SopsAgeKey = pulumi.String("AGE-SECRET-KEY-1")
+	a.Cluster.GitOps = &withKey
+	var ie *inputs.Error
+	require.ErrorAs(t, a.Validate("lab"), &ie)
+	assert.True(t, slicesContainsProblem(ie.Problems, "cluster.gitops.argoCd.values.repoServer.env[0].name", "KSOPS's own"), "%v", ie.Problems)
 }
 
 func slicesContainsProblem(ps []inputs.Problem, path, in string) bool {

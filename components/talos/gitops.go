@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
@@ -56,6 +57,10 @@ const (
 	RootAppSuffix         = "-gitops-root"
 	PrivilegedNsSuffix    = "-privileged-ns-"
 )
+
+// patchForceAnnotation makes a patch resource's server-side apply take
+// fields another manager holds (pulumi-kubernetes metadata.IsPatchForce).
+const patchForceAnnotation = "pulumi.com/patchForce"
 
 // GitOpsSettings hand the cluster to Argo CD after the bootstrap.
 type GitOpsSettings struct {
@@ -149,6 +154,9 @@ func (g *GitOpsSettings) check(p *inputs.Problems, prefix string) {
 	if strings.HasPrefix(r.Path, "/") || strings.Contains(r.Path, "..") {
 		p.Add(at("repository.path"), "%q must be a folder inside the repository (relative, without ..)", r.Path)
 	}
+	if g.ArgoCD != nil {
+		checkArgoCDValues(p, at("argoCd.values."), g.ArgoCD.Values, g.SopsAgeKey != nil)
+	}
 	if g.ArgoCD != nil && g.ArgoCD.Version != "" {
 		if msg := chartVersionProblem(g.ArgoCD.Version); msg != "" {
 			p.Add(at("argoCd.version"), "%s", msg)
@@ -176,8 +184,41 @@ func (g *GitOpsSettings) check(p *inputs.Problems, prefix string) {
 // values.yaml; the KSOPS README's Helm values for v4.5.1): an init
 // container copies ksops and kustomize into a shared volume, kustomize runs
 // plugins, and SOPS finds the age key (when there is one) at
-// SOPS_AGE_KEY_FILE. user is merged over them.
+// SOPS_AGE_KEY_FILE. user is merged over them, except that the user's
+// entries of the repository server's lists are added to KSOPS's (Helm
+// would replace the list) and the user's build options keep KSOPS's flags.
 func ArgoCDValues(ksopsImage string, ageKey bool, user map[string]any) map[string]any {
+	base := ksopsValues(ksopsImage, ageKey)
+	out := MergeValues(base, user)
+	userRS, _ := user["repoServer"].(map[string]any)
+	rs := out["repoServer"].(map[string]any)
+	baseRS := base["repoServer"].(map[string]any)
+	for _, l := range ksopsLists {
+		theirs, _ := userRS[l.key].([]any)
+		ours, _ := baseRS[l.key].([]any)
+		if merged := mergeByKey(ours, theirs, l.by); merged != nil {
+			rs[l.key] = merged
+		}
+	}
+	cm := out["configs"].(map[string]any)["cm"].(map[string]any)
+	cm[buildOptionsKey] = withFlags(cm[buildOptionsKey], ksopsBuildFlags)
+	return out
+}
+
+// ksopsBuildFlags are what kustomize needs to run KSOPS (an exec plugin).
+var ksopsBuildFlags = []string{"--enable-alpha-plugins", "--enable-exec"}
+
+const buildOptionsKey = "kustomize.buildOptions"
+
+// ksopsLists are the repository server's lists KSOPS adds to, each with the
+// field that names an entry (Kubernetes' own merge keys of a container's
+// env, volumes, mounts and init containers).
+var ksopsLists = []struct{ key, by string }{
+	{"env", "name"}, {"volumes", "name"}, {"volumeMounts", "mountPath"}, {"initContainers", "name"},
+}
+
+// ksopsValues are KSOPS's own values, before the user's.
+func ksopsValues(ksopsImage string, ageKey bool) map[string]any {
 	volumes := []any{map[string]any{"name": "custom-tools", "emptyDir": map[string]any{}}}
 	mounts := []any{
 		map[string]any{"mountPath": "/usr/local/bin/kustomize", "name": "custom-tools", "subPath": "kustomize"},
@@ -201,11 +242,98 @@ func ArgoCDValues(ksopsImage string, ageKey bool, user map[string]any) map[strin
 	if env != nil {
 		repoServer["env"] = env
 	}
-	base := map[string]any{
-		"configs":    map[string]any{"cm": map[string]any{"kustomize.buildOptions": "--enable-alpha-plugins --enable-exec"}},
+	return map[string]any{
+		"configs":    map[string]any{"cm": map[string]any{buildOptionsKey: strings.Join(ksopsBuildFlags, " ")}},
 		"repoServer": repoServer,
 	}
-	return MergeValues(base, user)
+}
+
+// mergeByKey is ours followed by the entries of theirs whose key no entry
+// of ours holds (check refuses such entries before anything runs).
+func mergeByKey(ours, theirs []any, by string) []any {
+	taken := keysOf(ours, by)
+	out := append([]any{}, ours...)
+	for _, e := range theirs {
+		if m, ok := e.(map[string]any); ok && taken[m[by]] {
+			continue
+		}
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// keysOf is the set of the entries' values of field by.
+func keysOf(entries []any, by string) map[any]bool {
+	keys := map[any]bool{}
+	for _, e := range entries {
+		if m, ok := e.(map[string]any); ok {
+			keys[m[by]] = true
+		}
+	}
+	return keys
+}
+
+// withFlags is the user's kustomize build options with each flag of
+// flags they lack appended.
+func withFlags(options any, flags []string) string {
+	s, _ := options.(string)
+	have := strings.Fields(s)
+	for _, f := range flags {
+		if !slices.Contains(have, f) {
+			have = append(have, f)
+		}
+	}
+	return strings.Join(have, " ")
+}
+
+// checkArgoCDValues refuses user values that would undo KSOPS's: an entry
+// of the repository server's lists named as one of KSOPS's, a list that
+// is not one, build options that are not a string.
+func checkArgoCDValues(p *inputs.Problems, prefix string, user map[string]any, ageKey bool) {
+	ours := ksopsValues("", ageKey)["repoServer"].(map[string]any)
+	if rs, ok := user["repoServer"].(map[string]any); ok {
+		for _, l := range ksopsLists {
+			v, set := rs[l.key]
+			if !set {
+				continue
+			}
+			path := prefix + "repoServer." + l.key
+			list, ok := v.([]any)
+			if !ok {
+				p.Add(path, "must be a list (the chart's repoServer.%s); its entries are added to KSOPS's", l.key)
+				continue
+			}
+			own, _ := ours[l.key].([]any)
+			taken := keysOf(own, l.by)
+			for i, e := range list {
+				if m, ok := e.(map[string]any); ok && taken[m[l.by]] {
+					p.Add(fmt.Sprintf("%s[%d].%s", path, i, l.by), "%q is KSOPS's own (the package adds your entries to KSOPS's): choose another %s", m[l.by], l.by)
+				}
+			}
+		}
+	}
+	if cm, ok := valuesAt(user, "configs", "cm"); ok {
+		if v, set := cm[buildOptionsKey]; set {
+			if _, ok := v.(string); !ok {
+				p.Add(prefix+"configs.cm."+buildOptionsKey, "must be a string of kustomize flags; %s are added to it", strings.Join(ksopsBuildFlags, " "))
+			}
+		}
+	}
+}
+
+// valuesAt is the object at path in values.
+func valuesAt(values map[string]any, path ...string) (map[string]any, bool) {
+	for _, k := range path {
+		next, ok := values[k].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		values = next
+	}
+	return values, true
 }
 
 // RootApplication is the root Application's spec: the repository's path
@@ -270,12 +398,17 @@ func (b *build) gitOps(k8s *kubernetes.Provider, after []pulumi.Resource) error 
 	meta := func(n string, labels pulumi.StringMap) *metav1.ObjectMetaArgs {
 		return &metav1.ObjectMetaArgs{Name: pulumi.String(n), Namespace: pulumi.String(ArgoCDNamespace), Labels: labels}
 	}
-	// Kept when the section goes: other Applications (the root's
-	// children) live in it, and a deleted namespace would wait forever on
-	// their finalizers once Argo CD's controller is gone.
-	ns, err := corev1.NewNamespace(ctx, name+GitOpsNamespaceSuffix, &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(ArgoCDNamespace)},
-	}, append(opts(), pulumi.RetainOnDelete(true))...)
+	// A patch (server-side apply): it creates the namespace when missing
+	// and adopts it when present (the section added back after a removal),
+	// and its deletion never deletes the namespace: other Applications (the
+	// root's children) live in it, and a deleted namespace would wait
+	// forever on their finalizers once Argo CD's controller is gone.
+	ns, err := corev1.NewNamespacePatch(ctx, name+GitOpsNamespaceSuffix, &corev1.NamespacePatchArgs{
+		Metadata: &metav1.ObjectMetaPatchArgs{
+			Name:        pulumi.String(ArgoCDNamespace),
+			Annotations: pulumi.StringMap{patchForceAnnotation: pulumi.String("true")},
+		},
+	}, opts()...)
 	if err != nil {
 		return fmt.Errorf("unable to create the %s namespace: %w", ArgoCDNamespace, err)
 	}
@@ -328,7 +461,7 @@ func (b *build) gitOps(k8s *kubernetes.Provider, after []pulumi.Resource) error 
 					"pod-security.kubernetes.io/audit":   pulumi.String("privileged"),
 					"pod-security.kubernetes.io/warn":    pulumi.String("privileged"),
 				},
-				Annotations: pulumi.StringMap{"pulumi.com/patchForce": pulumi.String("true")},
+				Annotations: pulumi.StringMap{patchForceAnnotation: pulumi.String("true")},
 			},
 		}, opts()...)
 		if err != nil {

@@ -106,6 +106,8 @@ func hostSettings(px *stacks.ProxmoxConfig, gateway string, prefixLength int) pr
 		Addressing:     px.Addressing,
 		PrefixLength:   prefixLength,
 		Gateway:        gateway,
+		Site:           px.Site,
+		CSIEndpoint:    px.CSIEndpoint,
 	}
 	if px.DNSMasqEnabled() {
 		ssh := px.SSH

@@ -294,6 +294,8 @@ type ProxmoxConfig struct {
 	SSH            SSHConfig     `json:"ssh" doc:"SSH access to the Proxmox host (for dnsmasq and the 'ssh-proxy' access)."`
 	DNSMasq        DNSMasqConfig `json:"dnsmasq" doc:"DHCP reservations in dnsmasq on the Proxmox host."`
 	Access         string        `json:"access" doc:"How this machine reaches the VM network (Talos and Kubernetes APIs): 'direct' (it routes there itself, e.g. a route through the Proxmox host) or 'ssh-proxy' (make up / stackctl tunnel through one SSH connection to the Proxmox host; with hosts entries, each host's VMs through its own host's connection, a direct host's kept out of the tunnels)." default:"direct"`
+	Site           string        `json:"site" doc:"The place this host stands (a house, an office, a data centre), a DNS label. Hosts at one site share its power and uplink (the quorum warning counts sites); hosts whose VMs have the same gateway and prefix length share one network only when they name the same site, and must both name one." default:"the host's name ('proxmox' for this section)" rules:"component"`
+	CSIEndpoint    string        `json:"csiEndpoint" doc:"The API URL the Proxmox CSI plugin uses from inside the cluster. Its controller runs on the control planes, which may not reach the address this machine uses (a LAN address of another site, a local port forward's loopback). Default: 'endpoint'." rules:"component"`
 	NoProxy        []string      `json:"noProxy" doc:"ssh-proxy: extra hosts that must bypass the proxy (NO_PROXY entries: names, .domains, IPs, CIDRs), e.g. a private chart mirror; the Proxmox API, chart repositories, Image Factory and Pulumi hosts are already in."`
 }
 

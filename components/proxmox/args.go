@@ -102,6 +102,15 @@ type HostSettings struct {
 	Gateway string `pulumi:"gateway,optional"`
 	// DNSMasq writes the DHCP reservations on the host (nil: none).
 	DNSMasq *DNSMasqSettings `pulumi:"dnsmasq,optional"`
+	// Site is the place the host stands (a house, an office, a data
+	// centre), a DNS label: hosts of one site share its power and uplink,
+	// and hosts with the same gateway and prefix length share one network
+	// only when they name the same site (default: the host's name).
+	Site string `pulumi:"site,optional"`
+	// CSIEndpoint is the API URL the Proxmox CSI plugin uses from inside
+	// the cluster (default Endpoint): its controller runs on the control
+	// planes, which may not reach the address this machine uses.
+	CSIEndpoint string `pulumi:"csiEndpoint,optional"`
 }
 
 // Host is one more Proxmox VE host of the cluster.
@@ -297,7 +306,7 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			Network:           talos.NodeNetwork{DHCP: !static},
 			Hostname:          n.Name,
 			Host:              placement(n),
-			Site:              siteOf(n.Host),
+			Site:              a.siteOf(n.Host),
 			Machine:           machineOf(n, px),
 			// The VM's second SCSI disk (vm.go) becomes the user volume.
 			DataDiskSize: n.DataDiskSize,
@@ -412,6 +421,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		}
 	}
 	a.checkHosts(p)
+	a.csiHostProblems(p)
 	a.checkServers(p)
 	a.checkNetwork(p)
 	type hostVMID struct {
@@ -457,6 +467,14 @@ func (h hostView) check(p *inputs.Problems) {
 	px, at := h.Settings, h.Path
 	if msg := EndpointProblem(px.Endpoint); msg != "" {
 		p.Add(at+"endpoint", "%s", msg)
+	}
+	if px.CSIEndpoint != "" {
+		if msg := EndpointProblem(px.CSIEndpoint); msg != "" {
+			p.Add(at+"csiEndpoint", "%s", msg)
+		}
+	}
+	if px.Site != "" && !inputs.IsDNSLabel(px.Site) {
+		p.Add(at+"site", "%q is not a DNS label (lowercase letters, digits and '-')", px.Site)
 	}
 	switch {
 	case px.APITokenID == "":
@@ -556,7 +574,7 @@ func (a *ClusterArgs) Warnings() []string {
 	if name == nil {
 		name = func(path string) string { return path }
 	}
-	out := slices.Concat(a.goneWarnings(name), a.zoneWarnings(name), a.kubeSpanWarnings(name))
+	out := slices.Concat(a.goneWarnings(name), a.zoneWarnings(name), a.kubeSpanWarnings(name), a.csiWarnings(name))
 	if !a.TalosArgs(nil).LonghornNodes() {
 		return out
 	}

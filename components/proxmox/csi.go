@@ -1,7 +1,10 @@
 package proxmox
 
 import (
+	"cmp"
 	"fmt"
+	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 
@@ -16,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/helmrelease"
 )
 
@@ -307,11 +311,70 @@ func csiClusters(clusters []csiCluster) pulumi.Array {
 	out := pulumi.Array{}
 	for _, c := range clusters {
 		out = append(out, pulumi.Map{
-			"url": pulumi.String(apiURL(c.settings.Endpoint)), "insecure": pulumi.Bool(c.settings.Insecure),
+			"url": pulumi.String(apiURL(c.settings.csiEndpoint())), "insecure": pulumi.Bool(c.settings.Insecure),
 			"token_id": c.id, "token_secret": c.secret, "region": pulumi.String(c.region),
 		})
 	}
 	return out
+}
+
+// csiEndpoint is the API URL the plugin is given: the one the cluster
+// reaches, which is this machine's unless CSIEndpoint says otherwise.
+func (px HostSettings) csiEndpoint() string { return cmp.Or(px.CSIEndpoint, px.Endpoint) }
+
+// csiHostProblems refuse a plugin API address that is a loopback one (in a
+// pod, that is the pod itself: the endpoint of a local port forward,
+// proxmox.localForward, is one).
+func (a *ClusterArgs) csiHostProblems(p *inputs.Problems) {
+	if a.CSI == nil {
+		return
+	}
+	for _, h := range a.hostViews() {
+		if h.VPS != nil || len(h.Nodes) == 0 {
+			continue
+		}
+		if ip, ok := endpointIP(h.Settings.csiEndpoint()); ok && ip.IsLoopback() {
+			p.Add(h.Path+"csiEndpoint", "%s is a loopback address, which inside the cluster is the CSI plugin's own pod: give the URL the control planes reach %s's API at", ip, h.label())
+		}
+	}
+}
+
+// csiWarnings say when a host's API, as the plugin is given it, is a
+// private address and a control plane (where the plugin's controller
+// runs) is on another network: KubeSpan carries only the nodes' own
+// addresses, so the controller cannot reach it.
+func (a *ClusterArgs) csiWarnings(name func(string) string) []string {
+	if a.CSI == nil {
+		return nil
+	}
+	views := a.hostViews()
+	var out []string
+	for _, h := range views {
+		ip, ok := endpointIP(h.Settings.csiEndpoint())
+		if h.VPS != nil || len(h.Nodes) == 0 || !ok || !ip.IsPrivate() {
+			continue
+		}
+		for _, o := range views {
+			i := slices.IndexFunc(o.Nodes, func(n Node) bool { return n.Role == talos.RoleControlPlane })
+			if i < 0 || o.networkKey() == h.networkKey() {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: the Proxmox CSI plugin's controller runs on the control planes, and %s (%s) is on another network than %s's private address %s: give csiEndpoint a URL of %s's API every control plane reaches, and let TCP 8006 through from them",
+				name(h.Path+"csiEndpoint"), o.Nodes[i].Name, o.label(), h.label(), ip, h.label()))
+			break
+		}
+	}
+	return out
+}
+
+// endpointIP is the address of an API URL, when it names one.
+func endpointIP(endpoint string) (netip.Addr, bool) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	return ip, err == nil
 }
 
 // apiURL is the plugin's form of the API endpoint: .../api2/json.

@@ -134,9 +134,13 @@ func (a *ClusterArgs) regionOf(host string) string {
 func placement(n Node) string { return placementOf(n.Host, n.ProxmoxNode) }
 
 // siteOf is the site of a node's host ("" for the proxmox input's), as the
-// quorum warning names it: the hosts entry's name, or proxmox. The
-// Proxmox nodes of one host share its site (power, network).
-func siteOf(host string) string {
+// quorum warning names it: the host's Site, else the hosts entry's name,
+// or proxmox. The Proxmox nodes of one host share its site (power,
+// network).
+func (a *ClusterArgs) siteOf(host string) string {
+	if s := a.settingsOf(host).Site; s != "" {
+		return s
+	}
 	if host == "" {
 		return "proxmox"
 	}
@@ -202,6 +206,26 @@ func (a *ClusterArgs) checkHosts(p *inputs.Problems) {
 	a.checkNetworks(p)
 }
 
+// looks is how the host's VM network looks from its settings: its prefix
+// and gateway ("" when they are not valid).
+func (px HostSettings) looks() string {
+	prefix := px.network()
+	if !prefix.IsValid() {
+		return ""
+	}
+	return fmt.Sprintf("%s via %s", prefix, px.Gateway)
+}
+
+// networkKey tells the hosts' VM networks apart: the same for two hosts on
+// one network. An entry of rented servers is a network of its own; a
+// Proxmox VE host's is its prefix and gateway at its site.
+func (h hostView) networkKey() string {
+	if h.VPS != nil {
+		return "servers of " + h.Name
+	}
+	return h.Settings.looks() + " at " + h.Settings.Site
+}
+
 // hostNames are the names of the hosts entries.
 func (a *ClusterArgs) hostNames() []string {
 	out := make([]string, 0, len(a.Hosts))
@@ -233,6 +257,7 @@ func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 	}
 	var nets []network
 	known := true
+	lookAlike := map[string]hostView{} // the first host on each prefix and gateway
 	for _, h := range used {
 		if h.VPS != nil {
 			nets = append(nets, network{host: h.label(), key: "servers of " + h.Name})
@@ -247,8 +272,20 @@ func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 			known = false
 			continue
 		}
-		if !slices.ContainsFunc(nets, func(n network) bool { return n.key == prefix.String() }) {
-			nets = append(nets, network{host: h.label(), key: prefix.String()})
+		// Two sites may both use 192.168.1.0/24 behind 192.168.1.1: the
+		// same prefix and gateway are one network only at one site, which
+		// the stack says (Site), since nothing here can tell.
+		looks := h.Settings.looks()
+		if first, ok := lookAlike[looks]; ok && (first.Settings.Site == "" || h.Settings.Site == "") {
+			p.Add(h.Path+"site", "%s and %s both put their VMs on %s: give both a site (proxmox.site, hosts[].proxmox.site), the same one when they share that network (a VIP then works, KubeSpan is optional), different ones when they are two networks that look alike (KubeSpan, no VIP)",
+				first.label(), h.label(), looks)
+			known = false
+			continue
+		}
+		lookAlike[looks] = h
+		key := h.networkKey()
+		if !slices.ContainsFunc(nets, func(n network) bool { return n.key == key }) {
+			nets = append(nets, network{host: h.label(), key: key})
 		}
 	}
 	if !known || len(nets) < 2 {
@@ -260,7 +297,7 @@ func (a *ClusterArgs) checkNetworks(p *inputs.Problems) {
 			spans = append(spans, n.host+" (rented servers)")
 			continue
 		}
-		spans = append(spans, fmt.Sprintf("%s on %s", n.host, n.key))
+		spans = append(spans, fmt.Sprintf("%s on %s", n.host, strings.TrimSuffix(n.key, " at ")))
 	}
 	where := strings.Join(spans, ", ")
 	if a.Cluster.KubeSpan == nil || !a.Cluster.KubeSpan.Enabled {

@@ -67,6 +67,7 @@ func hostsArgs() *proxmox.ClusterArgs {
 // a VIP there and KubeSpan off.
 func sameNetwork(a *proxmox.ClusterArgs) {
 	a.Hosts[0].Proxmox.Gateway = "10.10.0.1"
+	a.Proxmox.Site, a.Hosts[0].Proxmox.Site = "home", "home"
 	a.Nodes[2].IP, a.Nodes[3].IP = "10.10.0.21", "10.10.0.22"
 	a.Cluster.KubeSpan = nil
 	a.Cluster.VIP = "10.10.0.5"
@@ -182,6 +183,16 @@ func TestHostsProblems(t *testing.T) {
 			"hosts[0].proxmox.bios", "hosts[0].proxmox.vlanId",
 			"hosts[0].proxmox.dnsmasq.restartCommand", "hosts[0].proxmox.dnsmasq.ssh.port", "hosts[0].proxmox.dnsmasq.configDir",
 		}, []string{"must use https"}},
+		{"look-alike networks without sites", func(a *proxmox.ClusterArgs) {
+			sameNetwork(a)
+			a.Proxmox.Site, a.Hosts[0].Proxmox.Site = "", "home"
+		}, []string{"hosts[0].proxmox.site"}, []string{"the proxmox host and host office both put their VMs on 10.10.0.0/24 via 10.10.0.1: give both a site"}},
+		{"look-alike networks at two sites", func(a *proxmox.ClusterArgs) {
+			sameNetwork(a)
+			a.Hosts[0].Proxmox.Site = "office"
+		}, []string{"cluster.kubeSpan.enabled", "cluster.vip"}, []string{"host office on 10.10.0.0/24 via 10.10.0.1"}},
+		{"a site that is no DNS label", func(a *proxmox.ClusterArgs) { a.Hosts[0].Proxmox.Site = "Home Lab" },
+			[]string{"hosts[0].proxmox.site"}, []string{"not a DNS label"}},
 		{"an entry's network", func(a *proxmox.ClusterArgs) {
 			a.Hosts[0].Proxmox.PrefixLength = 31
 		}, []string{"hosts[0].proxmox.prefixLength"}, nil},
@@ -313,6 +324,17 @@ func TestHostsTalosNodes(t *testing.T) {
 	w = a.TalosArgs(nil).PlacementWarnings()
 	require.Len(t, w, 1, "%q", w)
 	assert.Contains(t, w[0], "2 of the 3 control planes run on host office/pve")
+
+	// Two hosts entries at one site (one house, two standalone hosts):
+	// the site is counted once, whatever the hosts.
+	a = hostsArgs()
+	dedi := *a.Hosts[0].Proxmox
+	a.Hosts = append(a.Hosts, proxmox.Host{Name: "dedi", Proxmox: &dedi})
+	a.Proxmox.Site, a.Hosts[0].Proxmox.Site = "home", "home"
+	a.Nodes[2].Role, a.Nodes[3].Role, a.Nodes[3].Host = talos.RoleControlPlane, talos.RoleControlPlane, "dedi"
+	w = a.TalosArgs(nil).PlacementWarnings()
+	require.Len(t, w, 1, "%q", w)
+	assert.Contains(t, w[0], "2 of the 3 control planes run at site home (on office/pve, pve)")
 }
 
 // hostsHarness is the two-host cluster under the mock engine, each host's
@@ -853,6 +875,48 @@ func TestHostsCSIPluginOnEachHost(t *testing.T) {
 		assert.Contains(t, n.PlatformPatches[0], "topology.kubernetes.io/region: "+region, n.Name)
 		assert.Contains(t, n.PlatformPatches[0], "proxmox://"+region+"/"+vmid, n.Name)
 	}
+}
+
+// TestHostsCSIEndpoint (issue 48, item 10): the plugin's controller runs
+// on the control planes, so it is given each host's csiEndpoint (default
+// endpoint); a private address while a control plane is on another
+// network is warned by key, a loopback one (a local port forward's) is
+// refused.
+func TestHostsCSIEndpoint(t *testing.T) {
+	t.Parallel()
+	a := hostsArgs()
+	a.CSI = &proxmox.CSISettings{Datastore: "local-zfs"}
+	a.Nodes[2].ProxmoxNode = "pve-a" // no zone shared: that warning apart
+	assert.Empty(t, defaultedWarnings(a), "every control plane on the proxmox host's network")
+	a.Nodes[2].Role = talos.RoleControlPlane
+	w := defaultedWarnings(a)
+	require.Len(t, w, 1, "%q", w)
+	assert.Contains(t, w[0], "proxmox.csiEndpoint: the Proxmox CSI plugin's controller runs on the control planes, and worker-1 (host office) is on another network than the proxmox host's private address 192.168.122.70")
+	a.Proxmox.CSIEndpoint = "https://pve.example.net:8006/"
+	assert.Empty(t, defaultedWarnings(a), "a name: the operator's to make reachable")
+	a.Proxmox.CSIEndpoint = "https://127.0.0.1:8006/"
+	paths, msgs := problemsAt(a)
+	assert.Equal(t, []string{"proxmox.csiEndpoint"}, paths)
+	assert.Contains(t, msgs["proxmox.csiEndpoint"], "127.0.0.1 is a loopback address, which inside the cluster is the CSI plugin's own pod")
+	a.Proxmox.CSIEndpoint = "http://pve:8006/"
+	paths, _ = problemsAt(a)
+	assert.Equal(t, []string{"proxmox.csiEndpoint"}, paths, "checked as endpoint is")
+
+	h := newHostsHarness(t, func(a *proxmox.ClusterArgs) {
+		a.CSI = &proxmox.CSISettings{Datastore: "local-zfs"}
+		a.Proxmox.CSIEndpoint = "https://pve.example.net:8006"
+	})
+	clusters := prop(h.engine.Named(t, componentstest.Release, "homelab"+proxmox.CSIReleaseSuffix).Inputs["values"], "config", "clusters").ArrayValue()
+	require.Len(t, clusters, 2)
+	assert.Equal(t, "https://pve.example.net:8006/api2/json", prop(clusters[0], "url").StringValue())
+	assert.Equal(t, "https://198.51.100.7:8006/api2/json", prop(clusters[1], "url").StringValue(), "office's default: its endpoint")
+}
+
+// defaultedWarnings are the warnings of the arguments with their defaults,
+// as NewCluster logs them.
+func defaultedWarnings(a *proxmox.ClusterArgs) []string {
+	d := a.WithDefaults()
+	return d.Warnings()
 }
 
 // TestGoneHostsCSIGrantsLeaveWithoutACall (issue 48, item 9): with the CSI

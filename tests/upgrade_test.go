@@ -81,15 +81,19 @@ func TestAnExistingStackAsksForTheSameAfterTheUpgrade(t *testing.T) {
 			var want map[string]any
 			require.NoError(t, json.Unmarshal(raw, &want))
 			require.NoError(t, json.Unmarshal(encoded, &got))
-			volumes := 0
+			volumes, pins := 0, 0
 			for urn, w := range want {
 				droppedShell(urn, w)
 				if addedDataVolume(urn, got[urn]) {
 					volumes++
 				}
+				if addedAddressPin(urn, got[urn]) {
+					pins++
+				}
 				assert.Equal(t, w, got[urn], "%s: what the stack asks of it changed", urn)
 			}
 			assert.Equal(t, dataDisks(t, src), volumes, "the nodes with a data disk, and only they, get its user volume")
+			assert.Equal(t, pinnedNodes(t, src), pins, "the nodes with KubeSpan or on rented servers, and only they, are pinned to their IP")
 			for urn := range got {
 				_, had := want[urn]
 				// The one resource added, the cluster's roster (issue 25):
@@ -152,6 +156,44 @@ func addedDataVolume(urn string, got any) bool {
 	}
 	inputs["configPatches"] = kept
 	return len(kept) < len(patches)
+}
+
+// addedAddressPin takes out the third change allowed (issue 48, item 15):
+// with KubeSpan, or on a rented server (which may have a second NIC), the
+// kubelet's node IP and etcd's advertised address are pinned to the
+// node's IP, which Talos chose from the machine's addresses before. On a
+// machine with one address it is the one Talos chose: a config change
+// without a reboot, rolled out as any. It reports whether it took one out.
+func addedAddressPin(urn string, got any) bool {
+	if !strings.Contains(urn, "$talos:machine/configurationApply:ConfigurationApply::") || got == nil {
+		return false
+	}
+	inputs := got.(map[string]any)["inputs"].(map[string]any)
+	patches, _ := inputs["configPatches"].([]any)
+	kept := patches[:0:0]
+	for _, p := range patches {
+		if text, _ := p.(string); strings.Contains(text, "validSubnets:") {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	inputs["configPatches"] = kept
+	return len(kept) < len(patches)
+}
+
+// pinnedNodes counts the nodes of a stack pinned to their IP: all with
+// KubeSpan, else those on rented servers.
+func pinnedNodes(t *testing.T, src stacks.Source) int {
+	t.Helper()
+	cfg, d := stacks.Load(src)
+	require.NoError(t, d.Err())
+	n := 0
+	for _, ref := range cfg.Nodes.Refs() {
+		if cfg.Cluster.KubeSpan.Enabled || cfg.Platform == stacks.PlatformVPS || cfg.OnServers(ref.Host) {
+			n++
+		}
+	}
+	return n
 }
 
 // dataDisks counts the nodes of a stack with a data disk.

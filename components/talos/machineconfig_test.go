@@ -679,10 +679,26 @@ func TestKubeSpanValidates(t *testing.T) {
 		_, doc := docs(t, final)["KubeSpanConfig"]
 		assert.False(t, doc, "%s: machine.network.kubespan, which the provider's machinery (v1.12.0) knows", version)
 
+		// Issue 48, item 15: the kubelet and etcd keep to the node's IP,
+		// which the etcd gate and the peers at other sites use, read back
+		// through Talos's own config interfaces.
+		assert.Equal(t, []string{"10.0.0.10/32"}, final.Machine().Kubelet().NodeIP().ValidSubnets(), version)
+		assert.Equal(t, []string{"10.0.0.10/32"}, final.Cluster().Etcd().AdvertisedSubnets(), version)
+
 		off, err := finalConfig(t, "lab", "https://10.0.0.10:6443", version, n.Role,
 			talos.NodePatches(talos.PatchSpec{TalosVersion: version}, n, installer))
 		require.NoError(t, err)
 		assert.False(t, off.NetworkKubeSpanConfig() != nil && off.NetworkKubeSpanConfig().Enabled(), "%s: off without the setting", version)
+		assert.Empty(t, off.Machine().Kubelet().NodeIP().ValidSubnets(), "%s: one network: Talos's choice", version)
+		assert.Empty(t, off.Cluster().Etcd().AdvertisedSubnets(), version)
+
+		w := n
+		w.Role, w.PinAddress = talos.RoleWorker, true
+		worker, err := finalConfig(t, "lab", "https://10.0.0.10:6443", version, w.Role, talos.NodePatches(talos.PatchSpec{TalosVersion: version}, w, installer))
+		require.NoError(t, err)
+		require.NoError(t, validateFor(t, worker, metal), version)
+		assert.Equal(t, []string{"10.0.0.10/32"}, worker.Machine().Kubelet().NodeIP().ValidSubnets(), "%s: a pinned worker", version)
+		assert.Empty(t, worker.Cluster().Etcd().AdvertisedSubnets(), "%s: no etcd on a worker", version)
 	}
 
 	cfg := loadExample(t, stackstest.VPSExample)

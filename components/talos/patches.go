@@ -11,6 +11,7 @@ package talos
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strconv"
 
@@ -93,6 +94,10 @@ type NodeSpec struct {
 	// nodes, a set of rented servers), set by the platform: a site cut off
 	// or without power takes all its hosts. Empty: one site, or not known.
 	Site string
+	// PinAddress says the machine may hold addresses besides IP (a rented
+	// server's second NIC, a private network), set by the platform: the
+	// kubelet and etcd are pinned to IP, as with KubeSpan.
+	PinAddress bool
 	// Machine names what of the node's machine cannot change without a new
 	// machine (e.g. a VM's id and host); a platform sets it. A change from
 	// the last run is a replacement of the machine: at most one control
@@ -141,6 +146,10 @@ type (
 	kubeletPatch struct {
 		ExtraArgs   map[string]string `yaml:"extraArgs,omitempty"`
 		ExtraMounts []extraMount      `yaml:"extraMounts,omitempty"`
+		NodeIP      *nodeIPPatch      `yaml:"nodeIP,omitempty"`
+	}
+	nodeIPPatch struct {
+		ValidSubnets []string `yaml:"validSubnets"`
 	}
 	networkPatch struct {
 		Hostname    string           `yaml:"hostname,omitempty"`
@@ -175,9 +184,13 @@ type (
 		Port    int  `yaml:"port"`
 	}
 	clusterPatch struct {
+		Etcd                           *etcdPatch  `yaml:"etcd,omitempty"`
 		AllowSchedulingOnControlPlanes bool        `yaml:"allowSchedulingOnControlPlanes,omitempty"`
 		Network                        *clusterNet `yaml:"network,omitempty"`
 		Proxy                          *proxyPatch `yaml:"proxy,omitempty"`
+	}
+	etcdPatch struct {
+		AdvertisedSubnets []string `yaml:"advertisedSubnets"`
 	}
 	clusterNet struct {
 		CNI cniPatch `yaml:"cni"`
@@ -279,6 +292,25 @@ func HostnamePatch(hostname, talosVersion string) string {
 	return render(patchDoc{Machine: &machinePatch{Network: &networkPatch{Hostname: hostname}}})
 }
 
+// AddressPatch pins the kubelet's node IP and, on a control plane, etcd's
+// advertised address to the node's IP. Left to Talos, either may pick
+// another address of the machine (a second NIC), while the API, the etcd
+// health gate and the other members use IP, and a peer at another site
+// reaches only IP (KubeSpan routes the nodes' own addresses). None for an
+// IP that is no address (validation refuses it).
+func AddressPatch(n NodeSpec) string {
+	ip, err := netip.ParseAddr(n.IP)
+	if err != nil {
+		return ""
+	}
+	only := []string{netip.PrefixFrom(ip, ip.BitLen()).String()}
+	doc := patchDoc{Machine: &machinePatch{Kubelet: &kubeletPatch{NodeIP: &nodeIPPatch{ValidSubnets: only}}}}
+	if n.Role == RoleControlPlane {
+		doc.Cluster = &clusterPatch{Etcd: &etcdPatch{AdvertisedSubnets: only}}
+	}
+	return render(doc)
+}
+
 // NodePatches is every patch of one node, in the order they apply: generated
 // (cluster, install, network, hostname), the platform's, then the user's
 // (all nodes, the node's role, the node).
@@ -292,6 +324,9 @@ func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
 	}
 	if len(n.KubeSpanEndpoints) > 0 {
 		patches = append(patches, KubeSpanEndpointsPatch(n.KubeSpanEndpoints))
+	}
+	if pin := AddressPatch(n); pin != "" && (spec.KubeSpan || n.PinAddress) {
+		patches = append(patches, pin)
 	}
 	patches = append(patches, DataVolumePatches(spec.DataVolume, n)...)
 	if spec.TalosAPIAccess && n.Role == RoleControlPlane {

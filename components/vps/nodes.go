@@ -69,6 +69,9 @@ func ServerSpec(fw Firewall, settings Settings, n Node) talos.NodeSpec {
 		// The firewall comes before the user's patches, so they can
 		// add rules (a NetworkRuleConfig of their own) or replace ours.
 		PlatformPatches: []string{fw.Patch(n.Role)},
+		// A rented server may have a private network's NIC besides its
+		// public one: the kubelet and etcd keep to IP.
+		PinAddress: true,
 		Network: talos.NodeNetwork{
 			Addresses: []string{fmt.Sprintf("%s/%d", n.IP, prefix)},
 			Routes:    routes,

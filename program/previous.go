@@ -34,6 +34,9 @@ type Last struct {
 	// VMs are a Proxmox cluster's VMs as the last run left them, by node
 	// name (nil on other platforms, or when the state was unreadable).
 	VMs map[string]proxmox.PreviousVM
+	// CSIRegions are the Proxmox CSI plugin's regions as the last run gave
+	// them, by API URL (nil without the plugin).
+	CSIRegions map[string]string
 }
 
 // ReadPrevious reads the cluster as the last `up` left it from this stack's
@@ -79,6 +82,7 @@ func ReadLast(ctx *pulumi.Context) (Last, error) {
 	addLeaving(last.Cluster, resources)
 	addAddons(last.Cluster, resources)
 	last.VMs = previousVMs(resources)
+	last.CSIRegions = previousCSIRegions(resources)
 	return last, nil
 }
 
@@ -281,4 +285,34 @@ func previousVMs(resources map[string]any) map[string]proxmox.PreviousVM {
 		vms[name] = vm
 	}
 	return vms
+}
+
+// previousCSIRegions reads the Proxmox CSI plugin's clusters of the last
+// run (its release's values, config.clusters) from the state: each API's
+// region, by its URL.
+func previousCSIRegions(resources map[string]any) map[string]string {
+	var regions map[string]string
+	for _, r := range resources {
+		m, _ := r.(map[string]any)
+		out, _ := m["outputs"].(map[string]any)
+		if m["type"] != releaseType || out["namespace"] != proxmox.CSINamespace {
+			continue
+		}
+		values, _ := out["values"].(map[string]any)
+		config, _ := values["config"].(map[string]any)
+		clusters, _ := config["clusters"].([]any)
+		for _, c := range clusters {
+			cluster, _ := c.(map[string]any)
+			url, _ := cluster["url"].(string)
+			region, _ := cluster["region"].(string)
+			if url == "" || region == "" {
+				continue
+			}
+			if regions == nil {
+				regions = map[string]string{}
+			}
+			regions[url] = region
+		}
+	}
+	return regions
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 )
 
@@ -59,4 +60,26 @@ func TestAddonsFromTheLastState(t *testing.T) {
 	prev = &talos.Previous{}
 	addAddons(prev, resources)
 	assert.True(t, prev.GitOps)
+}
+
+// TestCSIRegionsFromTheLastState: the Proxmox CSI plugin's regions by API
+// URL, from its release's values in the last state (issue 48, item 16).
+func TestCSIRegionsFromTheLastState(t *testing.T) {
+	t.Parallel()
+	assert.Nil(t, previousCSIRegions(map[string]any{}), "no plugin")
+	resources := map[string]any{
+		"urn:pulumi:s::p::t$kubernetes:helm.sh/v3:Release::lab-csi": map[string]any{
+			"type": releaseType, "outputs": map[string]any{"name": "proxmox-csi-plugin", "namespace": proxmox.CSINamespace,
+				"values": map[string]any{"config": map[string]any{"clusters": []any{
+					map[string]any{"url": "https://192.168.1.70:8006/api2/json", "region": "home", "token_secret": "s"},
+					map[string]any{"url": "https://203.0.113.20:8006/api2/json", "region": "office"},
+				}}}},
+		},
+		"urn:pulumi:s::p::t$kubernetes:helm.sh/v3:Release::lab-cilium": map[string]any{
+			"type": releaseType, "outputs": map[string]any{"name": "cilium", "namespace": "kube-system"},
+		},
+	}
+	assert.Equal(t, map[string]string{
+		"https://192.168.1.70:8006/api2/json": "home", "https://203.0.113.20:8006/api2/json": "office",
+	}, previousCSIRegions(resources))
 }

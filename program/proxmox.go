@@ -175,7 +175,7 @@ func (p *proxmoxPlatform) share(inputName func(string) string, etcdBackup *talos
 }
 
 func (p *proxmoxPlatform) remember(last Last) {
-	p.args.Previous, p.args.PreviousVMs = last.Cluster, last.VMs
+	p.args.Previous, p.args.PreviousVMs, p.args.PreviousCSIRegions = last.Cluster, last.VMs, last.CSIRegions
 }
 
 func (p *proxmoxPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {

@@ -106,7 +106,7 @@ type StorageConfig struct {
 type ProxmoxCSIConfig struct {
 	Datastore    string `json:"datastore" doc:"The Proxmox storage the volumes are disks of, e.g. 'local-zfs'; required with the section."`
 	StorageClass string `json:"storageClass" doc:"The StorageClass's name; default 'proxmox'."`
-	Region       string `json:"region" doc:"The nodes' topology.kubernetes.io/region, the Proxmox cluster's name; default 'proxmox'. Their zone is their proxmoxNode."`
+	Region       string `json:"region" doc:"The nodes' topology.kubernetes.io/region, the Proxmox cluster's name; default 'proxmox'. Their zone is their proxmoxNode. Every volume carries it in its handle, so a change is refused once the plugin ran."`
 	FsType       string `json:"fsType" doc:"The volumes' filesystem, 'ext4' (default) or 'xfs'."`
 	TokenID      string `json:"tokenId" doc:"A Proxmox API token of yours for the plugin (user@realm!name), with tokenSecret; without, the program makes a role with the plugin's five privileges, a user, ACLs on the datastore and the cluster's VMs only, and a token."`
 	TokenSecret  Secret `json:"tokenSecret" doc:"The secret of tokenId (secret): 'pulumi config set --secret --path storage.proxmoxCsi.tokenSecret'." secret:"true"`

@@ -61,6 +61,10 @@ type ClusterArgs struct {
 	// name (Go only, read by the program from the stack's state): disk
 	// changes the provider would get wrong are refused against them.
 	PreviousVMs map[string]PreviousVM
+	// PreviousCSIRegions are the Proxmox CSI plugin's regions as the last
+	// `up` gave them, by API URL as the plugin was given it (Go only, read
+	// by the program from the stack's state): a changed region is refused.
+	PreviousCSIRegions map[string]string
 	// InputName names an input path of the TalosCluster in the caller's
 	// terms (Go only: the program's stack keys), for the warnings it logs;
 	// see talos.ClusterArgs.InputName.

@@ -336,6 +336,12 @@ func (a *ClusterArgs) csiHostProblems(p *inputs.Problems) {
 		if ip, ok := endpointIP(h.Settings.csiEndpoint()); ok && ip.IsLoopback() {
 			p.Add(h.Path+"csiEndpoint", "%s is a loopback address, which inside the cluster is the CSI plugin's own pod: give the URL the control planes reach %s's API at", ip, h.label())
 		}
+		// The region is in every volume's handle (region/zone/storage/disk)
+		// and node affinity: the plugin would no longer find the volumes.
+		was, ok := a.PreviousCSIRegions[apiURL(h.Settings.csiEndpoint())]
+		if now := a.regionOf(h.Name); ok && was != now && h.Name == "" {
+			p.Add("csi.region", "was %q: the volumes the plugin made carry it in their handles and node affinity, so %q would orphan them; keep %q", was, now, was)
+		}
 	}
 }
 

@@ -912,6 +912,26 @@ func TestHostsCSIEndpoint(t *testing.T) {
 	assert.Equal(t, "https://198.51.100.7:8006/api2/json", prop(clusters[1], "url").StringValue(), "office's default: its endpoint")
 }
 
+// TestCSIRegionChangeIsRefused (issue 48, item 16): the plugin's region
+// is in every volume's handle (region/zone/storage/disk, proxmox-csi-plugin
+// pkg/volume) and node affinity, so a region other than the last run's for
+// the same API is refused by key; the same region, or another API, passes.
+func TestCSIRegionChangeIsRefused(t *testing.T) {
+	t.Parallel()
+	a := hostsArgs()
+	a.CSI = &proxmox.CSISettings{Datastore: "local-zfs", Region: "home"}
+	a.PreviousCSIRegions = map[string]string{"https://192.168.122.70:8006/api2/json": "pve-home", "https://198.51.100.7:8006/api2/json": "office"}
+	paths, msgs := problemsAt(a)
+	assert.Equal(t, []string{"csi.region"}, paths)
+	assert.Contains(t, msgs["csi.region"], `was "pve-home": the volumes the plugin made carry it in their handles and node affinity, so "home" would orphan them; keep "pve-home"`)
+	a.CSI.Region = "pve-home"
+	paths, _ = problemsAt(a)
+	assert.Empty(t, paths)
+	a.CSI.Region, a.PreviousCSIRegions = "home", map[string]string{"https://10.0.0.9:8006/api2/json": "pve-home"}
+	paths, _ = problemsAt(a)
+	assert.Empty(t, paths, "another API: nothing to compare")
+}
+
 // defaultedWarnings are the warnings of the arguments with their defaults,
 // as NewCluster logs them.
 func defaultedWarnings(a *proxmox.ClusterArgs) []string {

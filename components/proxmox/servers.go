@@ -87,7 +87,10 @@ func (a *ClusterArgs) serverFirewall(s vps.Settings, host string) vps.Firewall {
 		f.KubeSpanSources = []string{anywhere}
 	case len(sources) > 0:
 		for _, ip := range append(slices.Clone(f.NodeIPs), sources...) {
-			f.KubeSpanSources = append(f.KubeSpanSources, ip+"/32")
+			// One address each: a /128 for an IPv6 endpoint, not a /32.
+			if prefix, ok := talos.HostPrefix(ip); ok {
+				f.KubeSpanSources = append(f.KubeSpanSources, prefix)
+			}
 		}
 	}
 	return f

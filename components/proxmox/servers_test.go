@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -572,6 +573,30 @@ func TestServersFirstNodeAndServersOnly(t *testing.T) {
 	assert.Equal(t, []string{"192.0.2.31/32", "192.0.2.41/32"}, rules["kubespan"].Sources, "no node elsewhere: KubeSpan from the nodes only")
 	_, isCP := rules["etcd"]
 	assert.False(t, isCP, "a worker's firewall has no etcd rule")
+}
+
+// TestServersKubeSpanFromIPv6Endpoints (issue 48, item 16): a node
+// elsewhere announcing an IPv6 KubeSpan endpoint opens the servers'
+// KubeSpan port to that one address (/128), not to the /32 network a
+// "/32" suffix makes of an IPv6 address.
+func TestServersKubeSpanFromIPv6Endpoints(t *testing.T) {
+	t.Parallel()
+	h := newServersHarness(t, func(a *proxmox.ClusterArgs) {
+		for i := range a.Nodes {
+			if a.Nodes[i].Host != "hetzner" {
+				a.Nodes[i].KubeSpanEndpoints = []string{"198.51.100.7:5182" + strconv.Itoa(i)}
+			}
+		}
+		a.Nodes[0].KubeSpanEndpoints = []string{"[2001:db8::7]:51820"}
+	})
+	rules, _ := firewallOf(t, stringsOf(h.engine.Named(t, componentstest.Apply, "homelab-apply-cp-hetzner").Inputs["configPatches"]))
+	sources := rules["kubespan"].Sources
+	assert.Contains(t, sources, "2001:db8::7/128")
+	assert.Contains(t, sources, "198.51.100.7/32")
+	assert.Contains(t, sources, serverIP+"/32")
+	for _, s := range sources {
+		assert.NotContains(t, s, "::7/32", "never a whole IPv6 network")
+	}
 }
 
 // TestServersInstallTheirOwnImage: a servers entry's vps.imageUrl is what

@@ -717,6 +717,27 @@ func TestKubeSpanValidates(t *testing.T) {
 	assert.False(t, allowed(final, "udp", talos.KubeSpanPort, "192.0.2.77"), "not from anyone else")
 }
 
+// TestEtcdWANTuningValidates: the control-plane patch docs/multi-host.md
+// gives for control planes far apart is taken by Talos's machinery and
+// reaches etcd's arguments.
+func TestEtcdWANTuningValidates(t *testing.T) {
+	t.Parallel()
+	const tuning = "cluster:\n    etcd:\n        extraArgs:\n            heartbeat-interval: \"250\"\n            election-timeout: \"2500\"\n"
+	doc, err := os.ReadFile("../../docs/multi-host.md")
+	require.NoError(t, err)
+	for _, arg := range []string{`heartbeat-interval: "250"`, `election-timeout: "2500"`} {
+		assert.Contains(t, string(doc), arg, "the docs give the patch")
+	}
+	n := talos.NodeSpec{Name: "cp-0", IP: "10.0.0.10", Role: talos.RoleControlPlane, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}}
+	final, err := finalConfig(t, "lab", "https://10.0.0.10:6443", "v1.13.9", n.Role,
+		talos.NodePatches(talos.PatchSpec{TalosVersion: "v1.13.9", KubeSpan: true, ControlPlanePatches: []string{tuning}}, n, installer))
+	require.NoError(t, err)
+	require.NoError(t, validateFor(t, final, metal))
+	args := final.Cluster().Etcd().ExtraArgs()
+	assert.Equal(t, []string{"250"}, args["heartbeat-interval"])
+	assert.Equal(t, []string{"2500"}, args["election-timeout"])
+}
+
 // TestNodesOnSeveralProxmoxNodesCarryTheirZone: VMs on more than one
 // Proxmox node label their node with its failure domain (region the
 // Proxmox cluster, zone its Proxmox node), read back through Talos's own

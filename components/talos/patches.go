@@ -299,16 +299,26 @@ func HostnamePatch(hostname, talosVersion string) string {
 // reaches only IP (KubeSpan routes the nodes' own addresses). None for an
 // IP that is no address (validation refuses it).
 func AddressPatch(n NodeSpec) string {
-	ip, err := netip.ParseAddr(n.IP)
-	if err != nil {
+	prefix, ok := HostPrefix(n.IP)
+	if !ok {
 		return ""
 	}
-	only := []string{netip.PrefixFrom(ip, ip.BitLen()).String()}
+	only := []string{prefix}
 	doc := patchDoc{Machine: &machinePatch{Kubelet: &kubeletPatch{NodeIP: &nodeIPPatch{ValidSubnets: only}}}}
 	if n.Role == RoleControlPlane {
 		doc.Cluster = &clusterPatch{Etcd: &etcdPatch{AdvertisedSubnets: only}}
 	}
 	return render(doc)
+}
+
+// HostPrefix is the prefix of the one address ip (a /32, or an IPv6 /128),
+// if ip is an address.
+func HostPrefix(ip string) (string, bool) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return "", false
+	}
+	return netip.PrefixFrom(addr, addr.BitLen()).String(), true
 }
 
 // NodePatches is every patch of one node, in the order they apply: generated

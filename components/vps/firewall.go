@@ -165,11 +165,15 @@ func (f Firewall) Patch(role talos.Role) string {
 	return b.String()
 }
 
-// hostPrefixes turns addresses into /32 prefixes.
+// hostPrefixes turns addresses into prefixes of one address each: /32, or
+// /128 for IPv6 (a KubeSpan endpoint may be one), never a whole network.
+// What is no address is left out (validation refuses it).
 func hostPrefixes(ips []string) []string {
 	out := make([]string, 0, len(ips))
 	for _, ip := range ips {
-		out = append(out, ip+"/32")
+		if prefix, ok := talos.HostPrefix(ip); ok {
+			out = append(out, prefix)
+		}
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	p "github.com/pulumi/pulumi-go-provider"
 	"github.com/pulumi/pulumi-go-provider/infer"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 
 	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
@@ -200,7 +201,8 @@ type TalosCluster struct{ deps talos.Deps }
 // Construct builds the component from the caller's inputs.
 func (c *TalosCluster) Construct(ctx *pulumi.Context, name, _ string, args talos.ClusterArgs, opts pulumi.ResourceOption) (*talos.Cluster, error) {
 	args.Cluster.SecretPatches = resolvedIn(ctx).secretPatches
-	return talos.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
+	cluster, err := talos.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
+	return knownSecretsOnly(ctx, cluster, err)
 }
 
 // Annotate sets the token and the description.
@@ -218,7 +220,8 @@ type ProxmoxCluster struct{ deps proxmox.Deps }
 // Construct builds the component from the caller's inputs.
 func (c *ProxmoxCluster) Construct(ctx *pulumi.Context, name, _ string, args proxmox.ClusterArgs, opts pulumi.ResourceOption) (*proxmox.Cluster, error) {
 	args.Cluster.SecretPatches = resolvedIn(ctx).secretPatches
-	return proxmox.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
+	cluster, err := proxmox.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
+	return knownSecretsOnly(ctx, cluster, err)
 }
 
 // Annotate sets the token and the description.
@@ -235,7 +238,8 @@ type VpsCluster struct{ deps vps.Deps }
 // Construct builds the component from the caller's inputs.
 func (c *VpsCluster) Construct(ctx *pulumi.Context, name, _ string, args vps.ClusterArgs, opts pulumi.ResourceOption) (*vps.Cluster, error) {
 	args.Cluster.SecretPatches = resolvedIn(ctx).secretPatches
-	return vps.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
+	cluster, err := vps.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
+	return knownSecretsOnly(ctx, cluster, err)
 }
 
 // Annotate sets the token and the description.
@@ -252,7 +256,8 @@ type DockerCluster struct{ deps docker.Deps }
 // Construct builds the component from the caller's inputs.
 func (c *DockerCluster) Construct(ctx *pulumi.Context, name, _ string, args docker.ClusterArgs, opts pulumi.ResourceOption) (*docker.Cluster, error) {
 	args.Cluster.SecretPatches = resolvedIn(ctx).secretPatches
-	return docker.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
+	cluster, err := docker.NewClusterWithDeps(ctx, name, &args, c.deps, opts)
+	return knownSecretsOnly(ctx, cluster, err)
 }
 
 // Annotate sets the token and the description.
@@ -261,6 +266,42 @@ func (c *DockerCluster) Annotate(a infer.Annotator) {
 	a.Describe(c, "A Talos Linux Kubernetes cluster in Docker containers on this machine, as `talosctl cluster create` "+
 		"makes it: a Docker network, per node its state volumes and a privileged container of the Talos image, "+
 		"and a TalosCluster on top. A new image replaces the containers one at a time, their volumes kept.")
+}
+
+// knownSecretsOnly hands a component's outputs on, except that outside a
+// preview a secret output that is unknown becomes a plain unknown one. The
+// engine gives a component's children unknown outputs outside a preview
+// when it skips their create (`pulumi destroy --run-program`, a new
+// resource left out of `--target`), and the Go SDK's construct (v3.259,
+// go/pulumi/provider.go, KeepUnknowns only in a preview) then marshals a
+// secret without its value, which the engine refuses: "malformed RPC
+// secret: missing value for kubeconfig". A plain unknown is left out.
+func knownSecretsOnly[C any](ctx *pulumi.Context, c *C, err error) (*C, error) {
+	if err != nil || c == nil || ctx.DryRun() {
+		return c, err
+	}
+	v := reflect.ValueOf(c).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
+		o, ok := f.Interface().(pulumi.Output)
+		if !ok {
+			continue
+		}
+		r, err := internals.UnsafeAwaitOutput(ctx.Context(), o)
+		if err != nil {
+			return nil, fmt.Errorf("unable to read the output %s: %w", v.Type().Field(i).Name, err)
+		}
+		if r.Known || !r.Secret {
+			continue
+		}
+		if plain := reflect.ValueOf(pulumi.Unsecret(o)); plain.Type().AssignableTo(f.Type()) {
+			f.Set(plain)
+		}
+	}
+	return c, nil
 }
 
 // inferred are the components as infer serves them.

@@ -131,6 +131,7 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 
 	renamedPackageKeepsItsStack(t, dir, env, name, args)
 	callersProxmoxProvider(t, dir, env, name, args)
+	destroyRunProgramWithNothingInState(t, dir, env)
 
 	// Another resource's output as an input (issue 25): the token from a
 	// random:RandomPassword, unknown during the preview and secret.
@@ -213,6 +214,64 @@ func renamedPackageKeepsItsStack(t *testing.T, dir string, env []string, name st
 	for _, old := range []string{oldCluster, oldTalos} {
 		assert.Empty(t, ops[old], "the old state of %s is not deleted", old)
 	}
+}
+
+// destroyRunProgramWithNothingInState (issue 48, item 17): a stack whose
+// last `up` had no cluster, destroyed with `--run-program` by a program
+// that declares it again. The engine skips the children's creates and
+// hands them unknown outputs outside a preview; the component's secret
+// outputs (kubeconfig) then reached the engine as secrets without a value
+// and the destroy failed in construct ("malformed RPC secret: missing
+// value for kubeconfig"). It must construct, delete what it made, and
+// leave an empty state.
+func destroyRunProgramWithNothingInState(t *testing.T, dir string, env []string) {
+	t.Helper()
+	file := filepath.Join(dir, "Pulumi.yaml")
+	project, err := os.ReadFile(file)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, os.WriteFile(file, project, 0o600)) }()
+	for _, cmd := range [][]string{
+		{"stack", "init", "emptied"},
+		{"config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token"},
+	} {
+		out, err := runIn(t, dir, env, time.Minute, "pulumi", cmd...)
+		require.NoError(t, err, out)
+	}
+	defer func() {
+		out, err := runIn(t, dir, env, time.Minute, "pulumi", "stack", "select", "it")
+		require.NoError(t, err, out)
+	}()
+	// The project without its resources and outputs blocks (top-level keys).
+	var kept []string
+	skipping := false
+	for _, line := range strings.SplitAfter(string(project), "\n") {
+		if line != "" && line[0] != ' ' && line[0] != '#' && line[0] != '\n' {
+			skipping = strings.HasPrefix(line, "resources:") || strings.HasPrefix(line, "outputs:")
+		}
+		if !skipping {
+			kept = append(kept, line)
+		}
+	}
+	require.NotEqual(t, string(project), strings.Join(kept, ""))
+	require.NoError(t, os.WriteFile(file, []byte(strings.Join(kept, "")), 0o600))
+	name, args := offlinePulumi(t, "up", "--yes", "--non-interactive")
+	out, err := runIn(t, dir, env, 5*time.Minute, name, args...)
+	require.NoError(t, err, "pulumi up without the cluster:\n%s", out)
+
+	require.NoError(t, os.WriteFile(file, project, 0o600))
+	name, args = offlinePulumi(t, "destroy", "--run-program", "--yes", "--non-interactive")
+	out, err = runIn(t, dir, env, 5*time.Minute, name, args...)
+	require.NoError(t, err, "pulumi destroy --run-program with the cluster declared again:\n%s", out)
+	assert.NotContains(t, out, "malformed RPC secret")
+	out, err = runIn(t, dir, env, time.Minute, "pulumi", "stack", "export")
+	require.NoError(t, err, out)
+	var exported struct {
+		Deployment struct {
+			Resources []any `json:"resources"`
+		} `json:"deployment"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &exported), out)
+	assert.Empty(t, exported.Deployment.Resources, "nothing left in the state")
 }
 
 // callersProxmoxProvider previews the YAML example with a proxmoxve

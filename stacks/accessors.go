@@ -8,7 +8,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
@@ -76,7 +79,7 @@ func (c *Config) NodeNetwork() (netip.Prefix, bool) { return nodeNetwork(c) }
 
 // KubernetesEndpoint is the cluster endpoint URL Talos configs carry.
 func (c *Config) KubernetesEndpoint() string {
-	return "https://" + net.JoinHostPort(c.EndpointHost(), "6443")
+	return "https://" + net.JoinHostPort(c.EndpointHost(), strconv.Itoa(constants.DefaultControlPlanePort))
 }
 
 // ProxmoxSection is one Proxmox section of the stack file: proxmox, or a

@@ -13,6 +13,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
@@ -28,7 +29,7 @@ const (
 	maxProxmoxPrefix   = 30
 	minNodePrefix      = inputs.MinNodePrefix
 	maxPort            = inputs.MaxPort
-	kubeAPIPort        = 6443
+	kubeAPIPort        = constants.DefaultControlPlanePort
 	ipv4BroadcastBytes = 4
 )
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -24,8 +25,8 @@ const (
 	DefaultImageRepository = "ghcr.io/siderolabs/talos"
 	// DefaultKubernetesPort and DefaultTalosPort are the ports on
 	// 127.0.0.1 that reach the first control plane's APIs.
-	DefaultKubernetesPort = 6443
-	DefaultTalosPort      = 50000
+	DefaultKubernetesPort = constants.DefaultControlPlanePort
+	DefaultTalosPort      = constants.ApidPort
 )
 
 // ClusterArgs are the inputs of a DockerCluster: the cluster settings, the

@@ -4,6 +4,7 @@ import (
 	dk "github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
 )
@@ -31,8 +32,8 @@ const (
 
 // talosAPIPort and kubernetesAPIPort are the ports inside a node.
 const (
-	talosAPIPort      = 50000
-	kubernetesAPIPort = 6443
+	talosAPIPort      = constants.ApidPort
+	kubernetesAPIPort = constants.DefaultControlPlanePort
 )
 
 // stopGraceSeconds is how long a node's container gets to shut Talos down

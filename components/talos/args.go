@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/internal/talosversion"
@@ -231,7 +234,7 @@ func DefaultEndpoint(vip string, nodes []NodeSpec) string {
 			}
 		}
 	}
-	return "https://" + net.JoinHostPort(host, "6443")
+	return "https://" + net.JoinHostPort(host, strconv.Itoa(constants.DefaultControlPlanePort))
 }
 
 // copyOrNew is a copy of *v, or a new zero value for nil: an optional

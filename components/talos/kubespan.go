@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+
 	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
 // KubeSpanPort is the UDP port KubeSpan's WireGuard listens on
 // (constants.KubeSpanDefaultPort of Talos's machinery): a firewall lets
 // the cluster's nodes reach it.
-const KubeSpanPort = 51820
+const KubeSpanPort = constants.KubeSpanDefaultPort
 
 // KubeSpanSettings turn on Talos's KubeSpan: a WireGuard mesh between the
 // nodes, whose peers find each other through Talos's discovery service

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/components/image"
@@ -223,8 +224,8 @@ func (s Settings) reset() bool { return s.OnDestroy == OnDestroyReset }
 // The stack file's vps.publicTcpPorts is checked against the same ports
 // (ManagedPort).
 var managedPorts = map[int]string{
-	TalosAPIPort: "the Talos API", 50001: "Talos trustd", 6443: "the Kubernetes API",
-	10250: "the kubelet", 2379: "etcd", 2380: "etcd",
+	TalosAPIPort: "the Talos API", constants.TrustdPort: "Talos trustd", constants.DefaultControlPlanePort: "the Kubernetes API",
+	constants.KubeletPort: "the kubelet", constants.EtcdClientPort: "etcd", constants.EtcdPeerPort: "etcd",
 	hubblePeerPort: "Hubble's peer service, which serves every node's network flows",
 }
 

@@ -212,7 +212,7 @@ func NewServers(ctx *pulumi.Context, name string, settings Settings, nodes []Nod
 // mode, so that the probes' timeouts do not add up.
 func probeNodes(ctx context.Context, probe MaintenanceProbe, nodes []Node) map[string]bool {
 	if probe == nil {
-		probe = TalosMaintenanceProbe(talosAPIPort)
+		probe = TalosMaintenanceProbe(TalosAPIPort)
 	}
 	out := make(map[string]bool, len(nodes))
 	var mu sync.Mutex
@@ -228,9 +228,6 @@ func probeNodes(ctx context.Context, probe MaintenanceProbe, nodes []Node) map[s
 	wg.Wait()
 	return out
 }
-
-// talosAPIPort is the Talos API's port (apid, and the maintenance API).
-const talosAPIPort = 50000
 
 // prepareNode registers a node's install, optional reboot command and wait,
 // and returns the resource the node's config apply must wait for.

@@ -3,8 +3,10 @@ package vps
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"gopkg.in/yaml.v3"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -65,20 +67,20 @@ func (f Firewall) Rules(role talos.Role) []Rule {
 	pods := []string{f.PodCIDR}
 	// apid: operators (talosctl) and other nodes (apid proxies requests to
 	// the node named with --nodes through the endpoint).
-	rules := []Rule{{Name: "apid", Protocol: "tcp", Ports: []string{"50000"}, Sources: union(operators, nodes)}}
+	rules := []Rule{{Name: "apid", Protocol: "tcp", Ports: []string{strconv.Itoa(constants.ApidPort)}, Sources: union(operators, nodes)}}
 	if role == talos.RoleControlPlane {
 		rules = append(rules,
 			// trustd signs the certificates of joining nodes.
-			Rule{Name: "trustd", Protocol: "tcp", Ports: []string{"50001"}, Sources: nodes},
+			Rule{Name: "trustd", Protocol: "tcp", Ports: []string{strconv.Itoa(constants.TrustdPort)}, Sources: nodes},
 			// The API server: operators, kubelets, and pods that reach the
 			// "kubernetes" service (Cilium translates it to this address).
-			Rule{Name: "kubernetes-api", Protocol: "tcp", Ports: []string{"6443"}, Sources: union(operators, nodes, pods)},
-			Rule{Name: "etcd", Protocol: "tcp", Ports: []string{"2379-2380"}, Sources: hostPrefixes(f.ControlPlaneIPs)},
+			Rule{Name: "kubernetes-api", Protocol: "tcp", Ports: []string{strconv.Itoa(constants.DefaultControlPlanePort)}, Sources: union(operators, nodes, pods)},
+			Rule{Name: "etcd", Protocol: "tcp", Ports: []string{fmt.Sprintf("%d-%d", constants.EtcdClientPort, constants.EtcdPeerPort)}, Sources: hostPrefixes(f.ControlPlaneIPs)},
 		)
 	}
 	rules = append(rules,
 		// Logs, exec and metrics go from the API server and pods to kubelets.
-		Rule{Name: "kubelet", Protocol: "tcp", Ports: []string{"10250"}, Sources: union(nodes, pods)},
+		Rule{Name: "kubelet", Protocol: "tcp", Ports: []string{strconv.Itoa(constants.KubeletPort)}, Sources: union(nodes, pods)},
 		// Cilium: VXLAN between nodes, health checks, Hubble peers.
 		Rule{Name: "cilium-vxlan", Protocol: "udp", Ports: []string{"8472"}, Sources: nodes},
 		Rule{Name: "cilium-health", Protocol: "tcp", Ports: []string{"4240"}, Sources: union(nodes, pods)},

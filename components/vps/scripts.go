@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+
 	"github.com/fluodata/talos-pulumi/internal/shell"
 )
 
@@ -17,7 +19,7 @@ var InstallScript string
 
 // TalosAPIPort is where Talos's API (apid, or the maintenance service before
 // the first config) listens.
-const TalosAPIPort = 50000
+const TalosAPIPort = constants.ApidPort
 
 // Install is one node's install: what the script needs to know.
 type Install struct {

@@ -21,6 +21,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -29,7 +30,7 @@ import (
 )
 
 // ApidPort is the port of the Talos API on every node.
-const ApidPort = 50000
+const ApidPort = constants.ApidPort
 
 // Default per-call timeouts. Reads answer in milliseconds on a healthy
 // node. Changes take longer: on a control plane node Talos checks every

@@ -15,7 +15,7 @@ import (
 	"regexp"
 	"strconv"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/constants"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
 )

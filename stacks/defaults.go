@@ -29,7 +29,7 @@ const (
 func DefaultProxmoxExtensions() []string { return proxmox.DefaultExtensions() }
 
 // DefaultVPSNameservers are public resolvers; a VPS has no local DNS server.
-func DefaultVPSNameservers() []string { return vps.DefaultNameservers() }
+func DefaultVPSNameservers() []string { return talos.PublicNameservers() }
 
 // applyDefaults fills what the front-end itself reads: the addressing and
 // what follows from it, the access, the Proxmox host of the nodes, the SSH

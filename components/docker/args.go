@@ -98,9 +98,6 @@ type Deps struct {
 	Talos talos.Deps
 }
 
-// DefaultNameservers are public resolvers, reached through Docker's NAT.
-func DefaultNameservers() []string { return []string{"1.1.1.1", "9.9.9.9"} }
-
 // WithDefaults returns the arguments with every optional input that is
 // empty set to its default; nothing in a is changed.
 func (a ClusterArgs) WithDefaults() ClusterArgs {
@@ -127,7 +124,7 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 		s.Privileged = &on
 	}
 	if a.Cluster.Nameservers == nil {
-		a.Cluster.Nameservers = DefaultNameservers()
+		a.Cluster.Nameservers = talos.PublicNameservers() // through Docker's NAT
 	} else {
 		a.Cluster.Nameservers = slices.Clone(a.Cluster.Nameservers)
 	}

@@ -51,6 +51,16 @@ func IsChartVersion(s string) bool { return chartVersionRe.MatchString(s) }
 // like siderolabs/qemu-guest-agent.
 func IsExtension(s string) bool { return extensionRe.MatchString(s) }
 
+// MachineIPv4 is s as the IPv4 address of a machine, if it is one (no
+// special address, SpecialAddress).
+func MachineIPv4(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() || SpecialAddress(a) != "" {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
 // SpecialAddress says why a is no address of a machine to configure
 // (loopback, unspecified, multicast, link-local, the broadcast address), or
 // "".

@@ -30,8 +30,8 @@ func (a *ClusterArgs) checkNetwork(p *inputs.Problems) {
 	if !subnet.IsValid() {
 		return
 	}
-	if vip, ok := machineIPv4(a.Cluster.VIP); ok {
-		gw, _ := machineIPv4(a.Proxmox.Gateway)
+	if vip, ok := inputs.MachineIPv4(a.Cluster.VIP); ok {
+		gw, _ := inputs.MachineIPv4(a.Proxmox.Gateway)
 		checkInNetwork(p, "cluster.vip", vip, gw, subnet)
 	}
 }
@@ -58,12 +58,12 @@ func (h hostView) checkNetwork(p *inputs.Problems, all []Node) {
 	if !subnet.IsValid() || len(h.Nodes) == 0 {
 		return
 	}
-	gw, _ := machineIPv4(px.Gateway)
+	gw, _ := inputs.MachineIPv4(px.Gateway)
 	for i, n := range all {
 		if n.Host != h.Name {
 			continue
 		}
-		if ip, ok := machineIPv4(n.IP); ok { // else the TalosCluster's rules say why
+		if ip, ok := inputs.MachineIPv4(n.IP); ok { // else the TalosCluster's rules say why
 			checkInNetwork(p, fmt.Sprintf("nodes[%d].ip", i), ip, gw, subnet)
 		}
 	}
@@ -85,7 +85,7 @@ func (a *ClusterArgs) nodeNetwork() netip.Prefix { return a.Proxmox.network() }
 // network is the host's VMs' network, the gateway's with the prefix
 // length, or the zero prefix when either is not given or refused.
 func (px HostSettings) network() netip.Prefix {
-	gw, ok := machineIPv4(px.Gateway)
+	gw, ok := inputs.MachineIPv4(px.Gateway)
 	if !ok || px.PrefixLength < inputs.MinNodePrefix || px.PrefixLength > MaxPrefixLength {
 		return netip.Prefix{}
 	}
@@ -94,17 +94,8 @@ func (px HostSettings) network() netip.Prefix {
 
 // nodeGateway is the nodes' gateway, when it is a machine's address.
 func (a *ClusterArgs) nodeGateway() netip.Addr {
-	gw, _ := machineIPv4(a.Proxmox.Gateway)
+	gw, _ := inputs.MachineIPv4(a.Proxmox.Gateway)
 	return gw
-}
-
-// machineIPv4 is s as the IPv4 address of a machine, if it is one.
-func machineIPv4(s string) (netip.Addr, bool) {
-	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is4() || inputs.SpecialAddress(a) != "" {
-		return netip.Addr{}, false
-	}
-	return a, true
 }
 
 // Check records the problems of SSH settings under prefix (the stack

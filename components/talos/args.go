@@ -237,6 +237,10 @@ func DefaultEndpoint(vip string, nodes []NodeSpec) string {
 	return "https://" + net.JoinHostPort(host, strconv.Itoa(constants.DefaultControlPlanePort))
 }
 
+// PublicNameservers are public resolvers (Cloudflare's and Quad9's), the
+// nameservers of machines that have no local DNS server.
+func PublicNameservers() []string { return []string{"1.1.1.1", "9.9.9.9"} }
+
 // copyOrNew is a copy of *v, or a new zero value for nil: an optional
 // object input the caller left out.
 func copyOrNew[T any](v *T) *T {

@@ -350,8 +350,8 @@ func (a *ClusterArgs) checkDefaultNetwork(p *inputs.Problems) {
 func (a *ClusterArgs) checkNodeNetwork(p *inputs.Problems, i int) {
 	n := a.Nodes[i]
 	np := fmt.Sprintf("nodes[%d]", i)
-	ip, ok := machineIPv4(n.IP)
-	gw, gwOK := machineIPv4(n.gateway(a.VPS))
+	ip, ok := inputs.MachineIPv4(n.IP)
+	gw, gwOK := inputs.MachineIPv4(n.gateway(a.VPS))
 	prefix, gwPath := n.prefixLength(a.VPS), np+".gateway"
 	if n.Gateway == "" {
 		gwPath = "vps.gateway"
@@ -373,15 +373,6 @@ func checkPrefixLength(p *inputs.Problems, path string, n int) {
 	if msg := inputs.RangeProblem(n, minNodePrefix, 32); msg != "" {
 		p.Add(path, "%s", msg)
 	}
-}
-
-// machineIPv4 is s as the IPv4 address of a machine, if it is one.
-func machineIPv4(s string) (netip.Addr, bool) {
-	a, err := netip.ParseAddr(s)
-	if err != nil || !a.Is4() || inputs.SpecialAddress(a) != "" {
-		return netip.Addr{}, false
-	}
-	return a, true
 }
 
 func (a *ClusterArgs) checkNodes(p *inputs.Problems) {

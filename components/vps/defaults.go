@@ -1,6 +1,10 @@
 package vps
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/fluodata/talos-pulumi/components/talos"
+)
 
 // Defaults of the optional inputs of a VpsCluster (the stack file's are
 // these).
@@ -14,10 +18,6 @@ const (
 	DefaultPrefixLength = 32
 )
 
-// DefaultNameservers are public resolvers: a rented server has no local
-// DNS server.
-func DefaultNameservers() []string { return []string{"1.1.1.1", "9.9.9.9"} }
-
 // WithDefaults returns the arguments with every optional input that is
 // empty set to its default. The nodes and settings are copied; nothing in a
 // is changed.
@@ -29,7 +29,7 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 		a.VPS.OnDestroy = OnDestroyForget
 	}
 	if a.Cluster.Nameservers == nil {
-		a.Cluster.Nameservers = DefaultNameservers()
+		a.Cluster.Nameservers = talos.PublicNameservers() // a rented server has no local DNS server
 	} else {
 		a.Cluster.Nameservers = slices.Clone(a.Cluster.Nameservers)
 	}

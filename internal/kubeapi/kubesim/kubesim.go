@@ -275,9 +275,38 @@ func (s *Sim) deployments(ctx context.Context) error {
 	if err := s.call(ctx, http.MethodGet, "/apis/apps/v1/deployments", "", nil, &list); err != nil {
 		return err
 	}
-	var errs []error
+	errs := []error{s.orphanedReplicaSets(ctx, list.Items)}
 	for _, d := range list.Items {
 		errs = append(errs, s.deployment(ctx, d))
+	}
+	return errors.Join(errs...)
+}
+
+// orphanedReplicaSets deletes the ReplicaSets whose Deployment is gone, as
+// kube-controller-manager's garbage collector does for dependents whose
+// owner no longer exists: else a Deployment made again under its old name
+// (a release uninstalled and installed again) would find the old one's
+// ReplicaSet, owned by the old uid, in the name of its new one, and never
+// be reported rolled out.
+func (s *Sim) orphanedReplicaSets(ctx context.Context, deployments []object) error {
+	uids := map[string]bool{}
+	for _, d := range deployments {
+		uids[d.Metadata.UID] = true
+	}
+	var list objectList
+	if err := s.call(ctx, http.MethodGet, "/apis/apps/v1/replicasets", "", nil, &list); err != nil {
+		return err
+	}
+	var errs []error
+	for _, rs := range list.Items {
+		for _, o := range rs.Metadata.OwnerReferences {
+			if o.Controller && o.Kind == "Deployment" && !uids[o.UID] {
+				err := s.call(ctx, http.MethodDelete, rs.path("apps/v1", "replicasets"), "", nil, nil)
+				if err != nil && !errors.Is(err, errNotFound) {
+					errs = append(errs, err)
+				}
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -596,6 +625,12 @@ type object struct {
 		Namespace  string `json:"namespace"`
 		UID        string `json:"uid"`
 		Generation int    `json:"generation"`
+		// OwnerReferences name the object's owners (kind and uid).
+		OwnerReferences []struct {
+			Kind       string `json:"kind"`
+			UID        string `json:"uid"`
+			Controller bool   `json:"controller"`
+		} `json:"ownerReferences"`
 	} `json:"metadata"`
 	Spec   map[string]any `json:"spec"`
 	Status map[string]any `json:"status"`

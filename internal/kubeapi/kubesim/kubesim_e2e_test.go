@@ -138,6 +138,36 @@ func TestSimStatefulSetsJobsAndOperatorCRDsAgainstTheRealAPIServer(t *testing.T)
 		assert.Equal(t, hook.Metadata.ResourceVersion, again.Metadata.ResourceVersion)
 	})
 
+	// A Deployment deleted and made again under its name (a Helm release
+	// uninstalled and installed again): no controller manager deletes the
+	// old one's ReplicaSet, whose name the new template hashes to, so the
+	// sim plays its garbage collector; else the new Deployment would own
+	// no ReplicaSet (Helm's deploymentutil.GetNewReplicaSet) and never be
+	// ready.
+	t.Run("DeploymentMadeAgain", func(t *testing.T) {
+		const path = "/apis/apps/v1/namespaces/default/deployments"
+		create(ctx, t, api, path, deployment("again", 1))
+		require.NoError(t, sim.Reconcile(ctx))
+		first := get[map[string]any](ctx, t, api, path+"/again")
+		code, body, err := api.Call(ctx, http.MethodDelete, path+"/again", "", nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, "%s", body)
+		create(ctx, t, api, path, deployment("again", 1))
+		second := get[map[string]any](ctx, t, api, path+"/again")
+		uid := second["metadata"].(map[string]any)["uid"]
+		require.NotEqual(t, first["metadata"].(map[string]any)["uid"], uid)
+		require.NoError(t, sim.Reconcile(ctx))
+		require.NoError(t, sim.Reconcile(ctx))
+		sets := get[map[string]any](ctx, t, api, "/apis/apps/v1/namespaces/default/replicasets")
+		var owners []any
+		for _, rs := range sets["items"].([]any) {
+			for _, o := range rs.(map[string]any)["metadata"].(map[string]any)["ownerReferences"].([]any) {
+				owners = append(owners, o.(map[string]any)["uid"])
+			}
+		}
+		assert.Equal(t, []any{uid}, owners, "one ReplicaSet, the new Deployment's")
+	})
+
 	t.Run("OperatorCRDs", func(t *testing.T) {
 		const operator = "/apis/apps/v1/namespaces/kube-system/deployments/cilium-operator"
 		require.NoError(t, sim.Reconcile(ctx))

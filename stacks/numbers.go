@@ -1,7 +1,6 @@
 package stacks
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -67,36 +66,6 @@ func rejectExplicitZero(d *Diagnostics, path, want, def string) bool {
 func validateExplicitZeros(d *Diagnostics, cfg *Config) {
 	rejectExplicitZero(d, "backup.keep.last", "1 or more", itoa(DefaultBackupKeepLast))
 	rulesOf(cfg.Platform).explicitZeros(d, cfg)
-}
-
-// proxmoxExplicitZeros are validateExplicitZeros's Proxmox keys.
-func proxmoxExplicitZeros(d *Diagnostics, cfg *Config) {
-	rejectExplicitZero(d, "cluster.network.prefixLength", rangeText(minNodePrefix, maxProxmoxPrefix), itoa(DefaultProxmoxPrefix))
-	for _, s := range cfg.ProxmoxSections() {
-		rejectExplicitZero(d, s.Path+".ssh.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
-	}
-	for i, h := range cfg.Hosts {
-		most := maxProxmoxPrefix
-		if h.servers {
-			most = 32
-		}
-		rejectExplicitZero(d, fmt.Sprintf("hosts[%d].network.prefixLength", i), rangeText(minNodePrefix, most), "cluster.network.prefixLength")
-	}
-	for _, ref := range cfg.Nodes.Refs() {
-		if cfg.OnServers(ref.Host) {
-			rejectExplicitZero(d, ref.Path+".prefixLength", rangeText(minNodePrefix, 32), "its host's network.prefixLength")
-			rejectExplicitZero(d, ref.Path+".rescue.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
-		}
-	}
-}
-
-// vpsExplicitZeros are validateExplicitZeros's VPS keys.
-func vpsExplicitZeros(d *Diagnostics, cfg *Config) {
-	rejectExplicitZero(d, "cluster.network.prefixLength", rangeText(minNodePrefix, 32), itoa(DefaultVPSPrefix))
-	for _, ref := range cfg.Nodes.Refs() {
-		rejectExplicitZero(d, ref.Path+".prefixLength", rangeText(minNodePrefix, 32), "cluster.network.prefixLength")
-		rejectExplicitZero(d, ref.Path+".rescue.port", rangeText(1, maxPort), itoa(DefaultSSHPort))
-	}
 }
 
 // validateVMSize refuses an explicit 0 for a Proxmox node's cores, memory

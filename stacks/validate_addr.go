@@ -45,29 +45,6 @@ func validateAddresses(d *Diagnostics, cfg *Config) {
 	rulesOf(cfg.Platform).addresses(d, cfg)
 }
 
-// proxmoxAddresses checks the Proxmox API and SSH hosts.
-func proxmoxAddresses(d *Diagnostics, cfg *Config) {
-	for _, s := range cfg.ProxmoxSections() {
-		if u, err := url.Parse(s.Endpoint); err == nil && u.Host != "" {
-			checkHost(d, s.Path+".endpoint", u.Hostname(), s.LocalForward)
-		}
-		checkHost(d, s.Path+".ssh.host", s.SSH.Host, s.LocalForward)
-	}
-	for _, ref := range cfg.Nodes.Refs() {
-		if cfg.OnServers(ref.Host) {
-			checkHost(d, ref.Path+".rescue.host", ref.Rescue.Host, false)
-		}
-	}
-}
-
-// vpsAddresses checks the rescue hosts and the image URL's host.
-func vpsAddresses(d *Diagnostics, cfg *Config) {
-	for _, ref := range cfg.Nodes.Refs() {
-		checkHost(d, ref.Path+".rescue.host", ref.Rescue.Host, false)
-	}
-	checkImageURLHost(d, cfg.VPS.ImageURL)
-}
-
 // checkHost refuses a special address or name in a host field (host name or
 // IPv4 address); an invalid host is validate.go's to report. A loopback one
 // is allowed where it may be the local end of a port forward and the stack

@@ -28,8 +28,9 @@ const (
 )
 
 // ClusterArgs are the inputs of a ProxmoxCluster: the cluster settings, the
-// image, the Proxmox host and one VM per node. Every value is taken as it
-// is (the stack file's defaults are applied before, by the program).
+// image, the Proxmox VE hosts (proxmox, and hosts entries, which may be
+// rented servers instead) and the nodes, each a VM on one of them or a
+// rented server. Optional inputs left out take WithDefaults' values.
 type ClusterArgs struct {
 	// Cluster holds the cluster-wide Talos and Kubernetes settings.
 	Cluster talos.ClusterSettings `pulumi:"cluster"`
@@ -363,21 +364,14 @@ func machineOf(n Node, px HostSettings) string {
 }
 
 // validate checks every input (the cluster's through TalosCluster's own
-// checks) and the derived MACs, before anything is registered, and returns
-// every node's MAC.
+// checks) and the derived MACs, then the user's patches and Helm values,
+// through the platforms' shared talos.ValidatePlatform, before anything is
+// registered, and returns every node's MAC.
 func (a *ClusterArgs) validate(name, stack string) (map[string]string, error) {
-	var p inputs.Problems
-	macs := a.check(&p, stack)
-	if err := p.Err(ComponentName, name); err != nil {
-		return nil, err
-	}
-	// What the user's patches and Helm values do, once the inputs hold
-	// (the TalosCluster's guard, at the same paths: its nodes are ours, in
-	// order).
-	for _, e := range a.TalosArgs(nil).CheckOverrides(a.nodeNetwork()).Errors {
-		p.Add(e.Path, "%s", e.Message)
-	}
-	if err := p.Err(ComponentName, name); err != nil {
+	var macs map[string]string
+	check := func(p *inputs.Problems) { macs = a.check(p, stack) }
+	talosArgs := func() *talos.ClusterArgs { return a.TalosArgs(nil) }
+	if err := talos.ValidatePlatform(ComponentName, name, check, talosArgs, a.nodeNetwork()); err != nil {
 		return nil, err
 	}
 	return macs, nil

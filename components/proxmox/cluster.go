@@ -21,8 +21,9 @@ import (
 // ClusterType is the component's type token.
 const ClusterType = talos.ProgramPackage + ":index:ProxmoxCluster"
 
-// Cluster is the ProxmoxCluster component: the Talos image, DHCP
-// reservations, one VM per node and the TalosCluster on top.
+// Cluster is the ProxmoxCluster component: per Proxmox VE host its Talos
+// ISO, DHCP reservations and VMs, the installs of rented servers, and the
+// TalosCluster on top.
 type Cluster struct {
 	pulumi.ResourceState
 

@@ -227,8 +227,9 @@ func (c *ProxmoxCluster) Construct(ctx *pulumi.Context, name, _ string, args pro
 // Annotate sets the token and the description.
 func (c *ProxmoxCluster) Annotate(a infer.Annotator) {
 	a.SetToken("index", "ProxmoxCluster")
-	a.Describe(c, "A Talos Linux Kubernetes cluster in VMs on Proxmox VE: the Talos ISO from the Image Factory, "+
-		"DHCP reservations in dnsmasq on the host (optional), one VM per node, and a TalosCluster on top. "+
+	a.Describe(c, "A Talos Linux Kubernetes cluster in VMs on one or more Proxmox VE hosts, and optionally on rented servers "+
+		"installed from rescue mode: per host the Talos ISO from the Image Factory, DHCP reservations in dnsmasq (optional) "+
+		"and one VM per node, and a TalosCluster on top. "+
 		"VMs are hard-stopped on delete, so a destroy takes seconds.")
 }
 

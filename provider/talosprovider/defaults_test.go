@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -23,7 +24,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -330,4 +333,161 @@ func copyValue(v resource.PropertyValue) resource.PropertyValue {
 		return resource.MakeSecret(copyValue(v.SecretValue().Element))
 	}
 	return v
+}
+
+// Every constant default a component applies is in the schema (issue 49):
+// each component's WithDefaults, on the example's arguments and on a copy
+// under another cluster name and Talos version, fills an input the
+// arguments leave empty with the same value in both (a constant, not one
+// derived from other inputs); the schema must give that input a default.
+// The schema's table missed DockerCluster's ports and privileged before.
+func TestEveryConstantDefaultIsInTheSchema(t *testing.T) {
+	t.Parallel()
+	load := func(file string) *stacks.Config {
+		cfg, d := stacks.Load(stackstest.Example(t, file))
+		require.NoError(t, d.Err())
+		return cfg
+	}
+	renamed := func(cfg *stacks.Config) *stacks.Config {
+		cfg.Cluster.Name, cfg.Cluster.TalosVersion = "other", "v1.12.4"
+		if cfg.Platform == stacks.PlatformLocal {
+			cfg.Cluster.Network.Gateway = "10.6.0.1"
+			for _, n := range cfg.Nodes.All() {
+				n.IP = strings.Replace(n.IP, "10.5.", "10.6.", 1)
+			}
+		}
+		return cfg
+	}
+	type component struct {
+		token        string
+		args, other  any
+		withDefaults func(any) any
+	}
+	components := []component{
+		{talosprovider.ProxmoxToken, *program.ProxmoxArgs(load(stackstest.ProxmoxExample)), *program.ProxmoxArgs(renamed(load(stackstest.ProxmoxExample))),
+			func(a any) any { return a.(proxmox.ClusterArgs).WithDefaults() }},
+		{talosprovider.VpsToken, *program.VPSArgs(load(stackstest.VPSExample)), *program.VPSArgs(renamed(load(stackstest.VPSExample))),
+			func(a any) any { return a.(vps.ClusterArgs).WithDefaults() }},
+		{talosprovider.DockerToken, *program.LocalArgs(load(stackstest.LocalExample)), *program.LocalArgs(renamed(load(stackstest.LocalExample))),
+			func(a any) any { return a.(docker.ClusterArgs).WithDefaults() }},
+	}
+	for i := range components {
+		components[i].args, components[i].other = clearedOptional(components[i].args), clearedOptional(components[i].other)
+	}
+	inSchema := map[string]bool{}
+	for _, in := range schemaInputs(t) {
+		if in.def != nil {
+			inSchema[in.String()] = true
+		}
+	}
+	found := 0
+	for _, c := range components {
+		// Per input path, the values WithDefaults gave where the input was
+		// empty, over every item of a list and both variants; and whether
+		// it was empty everywhere.
+		values, given := map[string]map[any]bool{}, map[string]bool{}
+		var walk func(path []string, before, after reflect.Value)
+		walk = func(path []string, before, after reflect.Value) {
+			key := strings.Join(path, ".")
+			switch before.Kind() {
+			case reflect.Struct:
+				for i := range before.NumField() {
+					name, _, _ := strings.Cut(before.Type().Field(i).Tag.Get("pulumi"), ",")
+					if name == "" || !before.Type().Field(i).IsExported() {
+						continue
+					}
+					walk(append(slices.Clone(path), name), before.Field(i), after.Field(i))
+				}
+			case reflect.Slice:
+				if before.Type().Elem().Kind() == reflect.Struct {
+					for i := range min(before.Len(), after.Len()) {
+						walk(append(slices.Clone(path), "[]"), before.Index(i), after.Index(i))
+					}
+				}
+			case reflect.Pointer:
+				switch {
+				case before.IsNil() && !after.IsNil() && after.Elem().Kind() != reflect.Struct:
+					walk(path, reflect.Zero(after.Elem().Type()), after.Elem())
+				case !before.IsNil() && !after.IsNil():
+					walk(path, before.Elem(), after.Elem())
+				}
+			case reflect.String, reflect.Int, reflect.Bool:
+				if !before.IsZero() || after.IsZero() {
+					given[key] = true
+					return
+				}
+				if values[key] == nil {
+					values[key] = map[any]bool{}
+				}
+				values[key][after.Interface()] = true
+			}
+		}
+		walk(nil, reflect.ValueOf(c.args), reflect.ValueOf(c.withDefaults(c.args)))
+		walk(nil, reflect.ValueOf(c.other), reflect.ValueOf(c.withDefaults(c.other)))
+		for path, vs := range values {
+			if given[path] || len(vs) != 1 {
+				continue // derived from other inputs, or not always filled
+			}
+			found++
+			assert.True(t, inSchema[c.token+" "+path], "%s %s: the component defaults it to %v; the schema gives no default (enums.go defaults)",
+				c.token, path, slices.Collect(maps.Keys(vs))[0])
+		}
+	}
+	assert.Greater(t, found, 5, "constant defaults found")
+}
+
+// clearedOptional is args with every optional input of a plain kind (a
+// string, number or bool, its `pulumi` tag ",optional") left out, in
+// nested objects and lists too: what WithDefaults then fills is its
+// defaults.
+func clearedOptional(args any) any {
+	v := reflect.New(reflect.TypeOf(args)).Elem()
+	v.Set(reflect.ValueOf(args))
+	var clear func(v reflect.Value)
+	clear = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Struct:
+			for i := range v.NumField() {
+				f, sf := v.Field(i), v.Type().Field(i)
+				if !sf.IsExported() {
+					continue
+				}
+				optional := strings.Contains(sf.Tag.Get("pulumi"), ",optional")
+				switch f.Kind() {
+				case reflect.String, reflect.Int, reflect.Bool:
+					if optional {
+						f.SetZero()
+					}
+				case reflect.Pointer:
+					if f.IsNil() {
+						continue
+					}
+					if f.Elem().Kind() != reflect.Struct {
+						if optional {
+							f.SetZero()
+						}
+						continue
+					}
+					copied := reflect.New(f.Elem().Type())
+					copied.Elem().Set(f.Elem())
+					f.Set(copied)
+					clear(f.Elem())
+				case reflect.Struct:
+					clear(f)
+				case reflect.Slice:
+					if f.Type().Elem().Kind() != reflect.Struct {
+						continue
+					}
+					copied := reflect.MakeSlice(f.Type(), f.Len(), f.Len())
+					reflect.Copy(copied, f)
+					f.Set(copied)
+					for j := range f.Len() {
+						clear(f.Index(j))
+					}
+				}
+			}
+		}
+	}
+	clear(v)
+	return v.Interface()
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
@@ -144,6 +145,9 @@ var defaults = []schemaDefault{
 	{in: reflect.TypeFor[talos.DataVolumeSettings](), path: []string{"name"}, value: talos.DefaultDataVolumeName},
 	{in: reflect.TypeFor[talos.DataVolumeSettings](), path: []string{"layout"}, value: talos.LayoutLonghorn},
 	{in: reflect.TypeFor[vps.Rescue](), path: []string{"user"}, value: vps.DefaultRescueUser},
+	{in: reflect.TypeFor[docker.Settings](), path: []string{"kubernetesPort"}, value: docker.DefaultKubernetesPort},
+	{in: reflect.TypeFor[docker.Settings](), path: []string{"talosPort"}, value: docker.DefaultTalosPort},
+	{in: reflect.TypeFor[docker.Settings](), path: []string{"privileged"}, value: true},
 }
 
 // enumTypes are the schema types of the enums, under their index tokens.

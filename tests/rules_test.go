@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/parser"
+	"go/printer"
 	"go/token"
 	"io/fs"
 	"maps"
@@ -31,7 +32,9 @@ var ruleLayers = []string{"stacks", "program", "components", filepath.Join("inte
 // stacks and once in components/vps), and the same problem message written
 // in two packages (a format of 20 characters or more given to Add, errorf,
 // warnf or Sprintf, as the Proxmox token id's was in stacks and in
-// components/proxmox).
+// components/proxmox), and the same function body (of two statements or
+// more) written twice, as machineIPv4 was in components/proxmox and
+// components/vps.
 func TestARuleIsDefinedOnce(t *testing.T) {
 	t.Parallel()
 	root := stackstest.RepoRoot(t)
@@ -42,6 +45,7 @@ func TestARuleIsDefinedOnce(t *testing.T) {
 	}
 	var tables []table
 	messages := map[string]map[string]string{} // message format -> package dir -> where
+	bodies := map[string][]string{}             // a function's body -> where
 	for _, layer := range ruleLayers {
 		err := filepath.WalkDir(filepath.Join(root, layer), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
@@ -56,6 +60,14 @@ func TestARuleIsDefinedOnce(t *testing.T) {
 			require.NoError(t, err)
 			ast.Inspect(f, func(n ast.Node) bool {
 				switch n := n.(type) {
+				case *ast.FuncDecl:
+					// Functions only: methods of two types may well share a
+					// body (each type's Problems), a rule is a function.
+					if n.Recv == nil && n.Body != nil && len(n.Body.List) >= 2 {
+						var b strings.Builder
+						require.NoError(t, printer.Fprint(&b, token.NewFileSet(), n.Body))
+						bodies[b.String()] = append(bodies[b.String()], fmt.Sprintf("%s:%d %s", rel, fset.Position(n.Pos()).Line, n.Name.Name))
+					}
 				case *ast.CallExpr:
 					if format, ok := problemFormat(n); ok {
 						if messages[format] == nil {
@@ -94,6 +106,11 @@ func TestARuleIsDefinedOnce(t *testing.T) {
 	for re, at := range regexps {
 		if len(at) > 1 {
 			t.Errorf("the rule %q is defined %d times (%s): define it once (components/inputs) and call it", re, len(at), strings.Join(at, ", "))
+		}
+	}
+	for _, at := range bodies {
+		if len(at) > 1 {
+			t.Errorf("one function body is written %d times (%s): keep one and call it", len(at), strings.Join(at, ", "))
 		}
 	}
 	for format, at := range messages {

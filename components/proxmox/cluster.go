@@ -14,6 +14,7 @@ import (
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 )
@@ -85,16 +86,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 // NewClusterWithDeps builds the Proxmox platform with the given seams.
 // Nothing is registered unless every input is valid.
 func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	defaulted := in.WithDefaults()
-	args := &defaulted
-	macs, err := args.validate(name, ctx.Stack())
+	args, macs, err := validated(ctx, name, in)
 	if err != nil {
 		return nil, err
-	}
-	for _, w := range args.Warnings() {
-		if err := ctx.Log.Warn(w, nil); err != nil {
-			return nil, fmt.Errorf("unable to log a warning: %w", err)
-		}
 	}
 	// The hooks are registered before anything of the cluster, as nothing
 	// waits for the one bound to nothing (see bindFastStop); and on every
@@ -110,151 +104,222 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	if err != nil {
 		return nil, err
 	}
-
-	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}, ISOs: map[string]*download.File{},
-		HostProviders: map[string]*proxmoxve.Provider{}, HostDHCP: map[string]*remote.Command{}, Servers: map[string]*vps.Servers{}}
-	typ, aliases := talos.ComponentType(deps.Talos.Package, "ProxmoxCluster")
-	if err := ctx.RegisterComponentResource(typ, name, c, append(opts, aliases...)...); err != nil {
+	c, parent, err := registerCluster(ctx, name, deps, opts)
+	if err != nil {
 		return nil, err
 	}
-	parent := pulumi.Parent(c)
-
 	img, err := newImage(ctx, name, args, parent)
 	if err != nil {
 		return nil, err
 	}
 	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
+	machines, err := c.newMachines(ctx, name, args, machinesArgs{img: img, macs: macs, bindStop: bindStop, deps: deps, opts: opts, parent: parent})
+	if err != nil {
+		return nil, err
+	}
+	if c.Talos, err = talos.NewClusterWithDeps(ctx, name, c.talosArgs(args, img, machines, leaver), deps.Talos, parent); err != nil {
+		return nil, err
+	}
+	if err := c.ejectISOs(ctx, name, args, hooks, apis, deps.Talos, parent); err != nil {
+		return nil, err
+	}
+	if err := c.newCSI(ctx, name, args, machines.pve, parent); err != nil {
+		return nil, err
+	}
+	return c, c.registerOutputs(ctx, machines)
+}
 
-	agent := hasGuestAgent(args.Schematic)
-	nodeOpts := map[string]talos.NodeOptions{}
-	vmIDs := pulumi.IntMap{}
-	macMap := pulumi.StringMap{}
-	var pve []pulumi.ResourceOption // the proxmox input's host's
+// validated are the inputs with their defaults once they hold, and every
+// node's MAC; the warnings are logged.
+func validated(ctx *pulumi.Context, name string, in *ClusterArgs) (*ClusterArgs, map[string]string, error) {
+	defaulted := in.WithDefaults()
+	args := &defaulted
+	macs, err := args.validate(name, ctx.Stack())
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range args.Warnings() {
+		if err := ctx.Log.Warn(w, nil); err != nil {
+			return nil, nil, fmt.Errorf("unable to log a warning: %w", err)
+		}
+	}
+	return args, macs, nil
+}
+
+// registerCluster registers the component, and returns the option that
+// parents its children.
+func registerCluster(ctx *pulumi.Context, name string, deps Deps, opts []pulumi.ResourceOption) (*Cluster, pulumi.ResourceOrInvokeOption, error) {
+	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}, ISOs: map[string]*download.File{},
+		HostProviders: map[string]*proxmoxve.Provider{}, HostDHCP: map[string]*remote.Command{}, Servers: map[string]*vps.Servers{}}
+	typ, aliases := talos.ComponentType(deps.Talos.Package, "ProxmoxCluster")
+	if err := ctx.RegisterComponentResource(typ, name, c, append(opts, aliases...)...); err != nil {
+		return nil, nil, err
+	}
+	return c, pulumi.Parent(c), nil
+}
+
+// machinesArgs are what the machines of every host are made from.
+type machinesArgs struct {
+	img      *image.Image
+	macs     map[string]string
+	bindStop func(vm string) (pulumi.ResourceOption, error)
+	deps     Deps
+	opts     []pulumi.ResourceOption // the component's own (its providers)
+	parent   pulumi.ResourceOrInvokeOption
+}
+
+// machines are the nodes' machines as the TalosCluster and the outputs
+// take them.
+type machines struct {
+	nodeOpts map[string]talos.NodeOptions
+	vmIDs    pulumi.IntMap
+	macs     pulumi.StringMap
+	pve      []pulumi.ResourceOption // the proxmox input's host's provider
+}
+
+// newMachines makes each host's machines: a servers entry's installs, a
+// Proxmox VE host's provider (its VMs or not: a host whose last node went
+// is still where their deletes go), ISOs, reservations and VMs.
+func (c *Cluster) newMachines(ctx *pulumi.Context, name string, args *ClusterArgs, in machinesArgs) (*machines, error) {
+	m := &machines{nodeOpts: map[string]talos.NodeOptions{}, vmIDs: pulumi.IntMap{}, macs: pulumi.StringMap{}}
 	for _, host := range args.hostViews() {
 		if host.VPS != nil {
-			opts, err := c.newServers(ctx, name, host, img.DiskImageURL, deps, parent)
+			opts, err := c.newServers(ctx, name, host, in.img.DiskImageURL, in.deps, in.parent)
 			if err != nil {
 				return nil, err
 			}
-			maps.Copy(nodeOpts, opts)
+			maps.Copy(m.nodeOpts, opts)
 			continue
 		}
-		// Every host's provider, its VMs or not: a host whose last node
-		// went is still where their deletes go.
-		hostPVE, err := c.hostProvider(ctx, name, host, opts, parent)
+		hostPVE, err := c.hostProvider(ctx, name, host, in.opts, in.parent)
 		if err != nil {
 			return nil, err
 		}
 		if host.Name == "" {
-			pve = hostPVE
+			m.pve = hostPVE
 		}
 		if len(host.Nodes) == 0 {
 			continue
 		}
-		isos, err := downloadISOs(ctx, name, args, host, img, append(slices.Clone(hostPVE), host.goneOptions("fileName", "url")...)...)
-		if err != nil {
+		if err := c.newVMs(ctx, name, args, host, hostPVE, in, m); err != nil {
 			return nil, err
 		}
-		maps.Copy(c.ISOs, isos)
-		var vmDeps []pulumi.Resource
-		if host.Settings.DNSMasq != nil {
-			dhcp, err := newReservations(ctx, name, args, host, macs, append([]pulumi.ResourceOption{parent}, host.goneOptions("connection", "create", "update", "delete", "stdin")...)...)
-			if err != nil {
-				return nil, err
-			}
-			if host.Name == "" {
-				c.DHCP = dhcp
-			} else {
-				c.HostDHCP[host.Name] = dhcp
-			}
-			vmDeps = append(vmDeps, dhcp)
-		}
-		for _, ref := range host.Nodes {
-			iso := c.ISOs[placement(ref)]
-			a := vmArgs(args, ref, vmSpec{
-				Cluster: args.Cluster.Name, Stack: ctx.Stack(), MAC: pulumi.String(macs[ref.Name]),
-				ISO: iso.ID().ToStringOutput(), Agent: agent,
-			})
-			// VMs start only once their DHCP reservation is live and their ISO
-			// is in storage.
-			deps := append([]pulumi.Resource{iso}, vmDeps...)
-			vmName := name + vmInfix + ref.Name
-			stop, err := bindStop(vmName)
-			if err != nil {
-				return nil, err
-			}
-			vmOpts := append(slices.Clone(hostPVE),
-				pulumi.DependsOn(deps),
-				// The replacement has the same vmId (and name, MAC, IP): it can
-				// only be created once the old VM is gone. The fast-stop hook,
-				// when bound, runs for this delete too, as for every delete.
-				pulumi.DeleteBeforeReplace(true),
-				pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
-				stop,
-			)
-			machine, err := vm.NewVirtualMachine(ctx, vmName, a, append(vmOpts, host.goneOptions()...)...)
-			if err != nil {
-				return nil, fmt.Errorf("unable to create VM for node %q: %w", ref.Name, err)
-			}
-			c.VMs[ref.Name] = machine
-			vmIDs[ref.Name] = machine.VmId
-			macMap[ref.Name] = pulumi.String(macs[ref.Name])
-			nodeOpts[ref.Name] = talos.NodeOptions{
-				DependsOn:   []pulumi.Resource{machine},
-				DeletedWith: machine,
-				// A VM replaced with the same IP boots the ISO again in
-				// maintenance mode, while its apply would show no diff. The
-				// provider's id is the vmId, the same for the new VM, so only
-				// the engine knows it is a new instance: replace with it.
-				ReplaceWith: []pulumi.Resource{machine},
-				// Kept from earlier versions only so that their state sees no
-				// change (the vmId never changes for a VM).
-				ReplacementTrigger: machine.ID(),
-			}
-		}
 	}
-	targs := args.TalosArgs(img.Installer)
-	targs.NodeOptions = nodeOpts
-	targs.Leaver = leaver
-	// Bootstrap, kubeconfig and Helm releases go with the first control
-	// plane: a whole-stack destroy makes no call to the dying cluster.
-	targs.DeletedWith = c.machineOf(args.Nodes[0].Name)
-	c.Talos, err = talos.NewClusterWithDeps(ctx, name, targs, deps.Talos, parent)
+	return m, nil
+}
+
+// newVMs makes a Proxmox VE host's ISOs, reservations and VMs, and adds the
+// VMs to m.
+func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, host hostView, hostPVE []pulumi.ResourceOption, in machinesArgs, m *machines) error {
+	isos, err := downloadISOs(ctx, name, args, host, in.img, append(slices.Clone(hostPVE), host.goneOptions("fileName", "url")...)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
-
-	if err := c.ejectISOs(ctx, name, args, hooks, apis, deps.Talos, parent); err != nil {
-		return nil, err
-	}
-	if args.CSI != nil {
-		s := args.CSI.withDefaults()
-		// One token per Proxmox VE host with VMs, each its own API's: the
-		// plugin knows each host as a cluster of its region.
-		var clusters []csiCluster
-		for _, host := range args.hostViews() {
-			if host.VPS != nil || (host.Name != "" && len(host.Nodes) == 0) {
-				continue
-			}
-			opts := pve
-			if host.Name != "" {
-				opts = []pulumi.ResourceOption{parent, pulumi.Provider(c.HostProviders[host.Name])}
-			}
-			id, secret, err := args.csiToken(ctx, name, s, host, c.VMs, opts)
-			if err != nil {
-				return nil, err
-			}
-			clusters = append(clusters, csiCluster{settings: host.Settings, region: args.regionOf(host.Name), id: id, secret: secret})
+	maps.Copy(c.ISOs, isos)
+	var vmDeps []pulumi.Resource
+	if host.Settings.DNSMasq != nil {
+		dhcp, err := newReservations(ctx, name, args, host, in.macs, append([]pulumi.ResourceOption{in.parent}, host.goneOptions("connection", "create", "update", "delete", "stdin")...)...)
+		if err != nil {
+			return err
 		}
-		// After Cilium (its pods need the network); with the machines on
-		// a whole-stack destroy, as the other releases: no call to the
-		// dying cluster.
-		k8sOpts := []pulumi.ResourceOption{parent, pulumi.DependsOn([]pulumi.Resource{c.Talos.Cilium}), pulumi.DeletedWith(targs.DeletedWith)}
-		if err := args.csiPlugin(ctx, name, s, clusters, c.Talos.KubernetesProvider, k8sOpts); err != nil {
-			return nil, err
+		if host.Name == "" {
+			c.DHCP = dhcp
+		} else {
+			c.HostDHCP[host.Name] = dhcp
+		}
+		vmDeps = append(vmDeps, dhcp)
+	}
+	agent := hasGuestAgent(args.Schematic)
+	for _, ref := range host.Nodes {
+		iso := c.ISOs[placement(ref)]
+		a := vmArgs(args, ref, vmSpec{
+			Cluster: args.Cluster.Name, Stack: ctx.Stack(), MAC: pulumi.String(in.macs[ref.Name]),
+			ISO: iso.ID().ToStringOutput(), Agent: agent,
+		})
+		// VMs start only once their DHCP reservation is live and their ISO
+		// is in storage.
+		deps := append([]pulumi.Resource{iso}, vmDeps...)
+		vmName := name + vmInfix + ref.Name
+		stop, err := in.bindStop(vmName)
+		if err != nil {
+			return err
+		}
+		vmOpts := append(slices.Clone(hostPVE),
+			pulumi.DependsOn(deps),
+			// The replacement has the same vmId (and name, MAC, IP): it can
+			// only be created once the old VM is gone. The fast-stop hook,
+			// when bound, runs for this delete too, as for every delete.
+			pulumi.DeleteBeforeReplace(true),
+			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
+			stop,
+		)
+		machine, err := vm.NewVirtualMachine(ctx, vmName, a, append(vmOpts, host.goneOptions()...)...)
+		if err != nil {
+			return fmt.Errorf("unable to create VM for node %q: %w", ref.Name, err)
+		}
+		c.VMs[ref.Name] = machine
+		m.vmIDs[ref.Name] = machine.VmId
+		m.macs[ref.Name] = pulumi.String(in.macs[ref.Name])
+		m.nodeOpts[ref.Name] = talos.NodeOptions{
+			DependsOn:   []pulumi.Resource{machine},
+			DeletedWith: machine,
+			// A VM replaced with the same IP boots the ISO again in
+			// maintenance mode, while its apply would show no diff. The
+			// provider's id is the vmId, the same for the new VM, so only
+			// the engine knows it is a new instance: replace with it.
+			ReplaceWith: []pulumi.Resource{machine},
+			// Kept from earlier versions only so that their state sees no
+			// change (the vmId never changes for a VM).
+			ReplacementTrigger: machine.ID(),
 		}
 	}
+	return nil
+}
 
+// talosArgs are the TalosCluster's arguments: the nodes on their machines.
+// Bootstrap, kubeconfig and Helm releases go with the first control plane:
+// a whole-stack destroy makes no call to the dying cluster.
+func (c *Cluster) talosArgs(args *ClusterArgs, img *image.Image, m *machines, leaver *talos.Leaver) *talos.ClusterArgs {
+	targs := args.TalosArgs(img.Installer)
+	targs.NodeOptions = m.nodeOpts
+	targs.Leaver = leaver
+	targs.DeletedWith = c.machineOf(args.Nodes[0].Name)
+	return targs
+}
+
+// newCSI makes the Proxmox CSI plugin, when asked for: one token per
+// Proxmox VE host with VMs, each its own API's (the plugin knows each host
+// as a cluster of its region), then its release.
+func (c *Cluster) newCSI(ctx *pulumi.Context, name string, args *ClusterArgs, pve []pulumi.ResourceOption, parent pulumi.ResourceOrInvokeOption) error {
+	if args.CSI == nil {
+		return nil
+	}
+	s := args.CSI.withDefaults()
+	var clusters []csiCluster
+	for _, host := range args.hostViews() {
+		if host.VPS != nil || (host.Name != "" && len(host.Nodes) == 0) {
+			continue
+		}
+		opts := pve
+		if host.Name != "" {
+			opts = []pulumi.ResourceOption{parent, pulumi.Provider(c.HostProviders[host.Name])}
+		}
+		id, secret, err := args.csiToken(ctx, name, s, host, c.VMs, opts)
+		if err != nil {
+			return err
+		}
+		clusters = append(clusters, csiCluster{settings: host.Settings, region: args.regionOf(host.Name), id: id, secret: secret})
+	}
+	// After Cilium (its pods need the network); with the machines on a
+	// whole-stack destroy, as the other releases: no call to the dying
+	// cluster.
+	k8sOpts := []pulumi.ResourceOption{parent, pulumi.DependsOn([]pulumi.Resource{c.Talos.Cilium}), pulumi.DeletedWith(c.machineOf(args.Nodes[0].Name))}
+	return args.csiPlugin(ctx, name, s, clusters, c.Talos.KubernetesProvider, k8sOpts)
+}
+
+// registerOutputs copies the TalosCluster's outputs and the machines' and
+// registers them.
+func (c *Cluster) registerOutputs(ctx *pulumi.Context, m *machines) error {
 	c.Kubeconfig = c.Talos.Kubeconfig
 	c.Talosconfig = c.Talos.Talosconfig
 	c.Endpoint = c.Talos.Endpoint
@@ -263,12 +328,9 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	c.KubernetesVersion = c.Talos.KubernetesVersion
 	c.Nodes = c.Talos.Nodes
 	c.KubernetesProvider = c.Talos.KubernetesProvider
-	c.VMIDs = vmIDs.ToIntMapOutput()
-	c.MACs = macMap.ToStringMapOutput()
-	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
-		return nil, err
-	}
-	return c, nil
+	c.VMIDs = m.vmIDs.ToIntMapOutput()
+	c.MACs = m.macs.ToStringMapOutput()
+	return ctx.RegisterResourceOutputs(c, c.Outputs())
 }
 
 // Outputs are the TalosCluster's outputs plus the Proxmox ones.

@@ -244,7 +244,7 @@ bench: ## Run the Go benchmarks (program evaluation per node count, ...).
 # (exec, proxy, the driver's cancellation). The rest of the tree is sequential code under Pulumi's
 # mocks: make test runs it without the detector (NORACE_PACKAGES), so every test runs once.
 RACE_PACKAGES ?= ./internal/pveapi/... ./internal/talosapi/... ./internal/kubeapi/... ./internal/backupstore/... \
-	./components/talos/... ./components/proxmox/... ./components/vps/... ./cmd/stackctl/...
+	./components/talos/... ./components/proxmox/... ./components/vps/... ./components/servers/... ./cmd/stackctl/...
 # The main module's other packages (evaluated only by the targets that use it).
 NORACE_PACKAGES = $(filter-out $(shell $(GO) list $(RACE_PACKAGES)),$(shell $(GO) list ./...))
 

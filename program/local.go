@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
 	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 // localKeys are the DockerCluster's inputs LocalArgs fills from stack keys

@@ -10,8 +10,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/cancelfile"
 	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -41,7 +41,7 @@ type Options struct {
 	ProxmoxAPI proxmox.API
 	// TalosProbe tells whether a VPS node already runs Talos in maintenance
 	// mode (a probe of its Talos API when nil).
-	TalosProbe vps.MaintenanceProbe
+	TalosProbe servers.MaintenanceProbe
 	// Talos are the TalosCluster's seams: its day-2 hooks and how they
 	// reach the cluster (the engine's and real clients when zero).
 	Talos talos.Deps

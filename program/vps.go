@@ -1,13 +1,15 @@
 package program
 
 import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/program/overrides"
 	"github.com/fluodata/talos-pulumi/stacks"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
 // vpsKeys are the VpsCluster's inputs VPSArgs fills from stack keys of
@@ -32,7 +34,7 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 		VPS: vpsSettings(&cfg.VPS, cfg.Cluster.Network.Gateway, cfg.Cluster.Network.PrefixLength),
 	}
 	for _, ref := range cfg.Nodes.Refs() {
-		args.Nodes = append(args.Nodes, vps.Node{
+		args.Nodes = append(args.Nodes, servers.Node{
 			Name:              ref.Name,
 			Role:              RoleOf(ref.Role),
 			IP:                ref.IP,
@@ -51,8 +53,8 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 // entry's) as the components take them, the nodes' default gateway and
 // prefix length those given (a node's own are passed as the file gives
 // them).
-func vpsSettings(v *stacks.VPSConfig, gateway string, prefixLength int) vps.Settings {
-	return vps.Settings{
+func vpsSettings(v *stacks.VPSConfig, gateway string, prefixLength int) servers.Settings {
+	return servers.Settings{
 		AllowedCIDRs:   v.AllowedCIDRs,
 		PublicTCPPorts: v.PublicTCPPorts,
 		ImageURL:       v.ImageURL,
@@ -69,8 +71,8 @@ func vpsSettings(v *stacks.VPSConfig, gateway string, prefixLength int) vps.Sett
 // rescueOf is a node's rescue access as the components take it: the
 // password a secret, the host key reduced to the "<type> <base64>" line
 // the command provider reads.
-func rescueOf(r stacks.RescueConfig) vps.Rescue {
-	return vps.Rescue{
+func rescueOf(r stacks.RescueConfig) servers.Rescue {
+	return servers.Rescue{
 		Host:     r.Host,
 		Port:     r.Port,
 		User:     r.User,
@@ -96,7 +98,7 @@ func (p *vpsPlatform) share(inputName func(string) string, etcdBackup *talos.Etc
 func (p *vpsPlatform) remember(last Last) { p.args.Previous = last.Cluster }
 
 func (p *vpsPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {
-	c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, vps.Deps{Probe: o.TalosProbe, Talos: o.Talos})
+	c, err := vps.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, servers.Deps{Probe: o.TalosProbe, Talos: o.Talos})
 	if err != nil {
 		return nil, err
 	}

@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // Defaults that are plain literals. Defaults that refer to another key (a
@@ -17,7 +17,7 @@ const (
 	DefaultSSHPort       = proxmox.DefaultSSHPort
 	DefaultSSHUser       = proxmox.DefaultSSHUser
 	DefaultProxmoxPrefix = proxmox.DefaultPrefixLength
-	DefaultVPSPrefix     = vps.DefaultPrefixLength
+	DefaultVPSPrefix     = servers.DefaultPrefixLength
 	// A week of daily backups, a month of weekly ones.
 	DefaultBackupKeepLast   = 7
 	DefaultBackupKeepDaily  = 7

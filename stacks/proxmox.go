@@ -10,7 +10,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/components/servers"
 )
 
 // DefaultProxmoxExtensions are the system extensions of the Proxmox image:
@@ -25,7 +25,7 @@ func proxmoxDefaults(cfg *Config) {
 	for _, n := range cfg.Nodes.All() {
 		if cfg.OnServers(n.Host) {
 			// The front-end's own, as on platform vps (known_hosts).
-			setInt(&n.Rescue.Port, vps.DefaultRescuePort)
+			setInt(&n.Rescue.Port, servers.DefaultRescuePort)
 		}
 	}
 }

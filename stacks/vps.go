@@ -3,8 +3,8 @@ package stacks
 import (
 	"reflect"
 
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // DefaultVPSNameservers are public resolvers; a VPS has no local DNS server.
@@ -19,7 +19,7 @@ func vpsDefaults(cfg *Config) {
 	// up in known_hosts there. The VPS settings and the rescue user
 	// are the VpsCluster's defaults.
 	for _, n := range cfg.Nodes.All() {
-		setInt(&n.Rescue.Port, vps.DefaultRescuePort)
+		setInt(&n.Rescue.Port, servers.DefaultRescuePort)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
-	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/internal/shell/shelltest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -193,8 +193,8 @@ func runInstallPreamble(t *testing.T, e *componentstest.Engine, cfg *stacks.Conf
 	ref := cfg.Nodes.Refs()[0]
 	install := e.Named(t, componentstest.RemoteCommand, cfg.Cluster.Name+"-install-"+ref.Name)
 	stdin := plainString(install.Inputs["stdin"])
-	require.True(t, strings.HasSuffix(stdin, vps.InstallScript))
-	preamble := strings.TrimSuffix(stdin, vps.InstallScript)
+	require.True(t, strings.HasSuffix(stdin, servers.InstallScript))
+	preamble := strings.TrimSuffix(stdin, servers.InstallScript)
 	cmd := exec.Command("bash", "-c", preamble+`printf '%s\0' "$IMAGE_URL" "$TARGET" "$REQUIRE_RESCUE"`)
 	cmd.Dir = scratch
 	out, err := cmd.Output()

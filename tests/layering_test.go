@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,4 +138,36 @@ func TestInternalIsTheBottomLayer(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// No platform imports another (issue 49): a platform (components/proxmox,
+// vps, docker) composes machine kinds (components/servers: rented servers
+// installed from rescue; a platform's own VMs or containers) and the
+// TalosCluster, as Talos's provisioners embed a shared kit and never
+// import each other; and a machine kind imports no platform.
+func TestNoPlatformImportsAnother(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/fluodata/talos-pulumi/components/"
+	platforms := []string{"proxmox", "vps", "docker"}
+	kinds := []string{"servers"}
+	root := stackstest.RepoRoot(t)
+	for _, pkg := range append(slices.Clone(platforms), kinds...) {
+		files, err := filepath.Glob(filepath.Join(root, "components", pkg, "*.go"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files, pkg)
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+			require.NoError(t, err)
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				other, ok := strings.CutPrefix(path, module)
+				if ok && other != pkg && slices.Contains(platforms, other) {
+					t.Errorf("%s imports the platform %s: put what both need in a machine kind's package (components/servers) or in components/talos", file, other)
+				}
+			}
+		}
+	}
 }

@@ -45,7 +45,7 @@ func TestARuleIsDefinedOnce(t *testing.T) {
 	}
 	var tables []table
 	messages := map[string]map[string]string{} // message format -> package dir -> where
-	bodies := map[string][]string{}             // a function's body -> where
+	bodies := map[string][]string{}            // a function's body -> where
 	for _, layer := range ruleLayers {
 		err := filepath.WalkDir(filepath.Join(root, layer), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -64,7 +64,7 @@ func TestVPSExampleGraph(t *testing.T) {
 	stdin := install.Inputs["stdin"].StringValue()
 	assert.True(t, strings.HasPrefix(stdin, "IMAGE_URL='https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.13.9/metal-amd64.raw.zst'\n"+
 		"REQUIRE_RESCUE='1'\nTARGET='/dev/sda'\n"), "variables first:\n%s", stdin[:200])
-	assert.True(t, strings.HasSuffix(stdin, vps.InstallScript), "then the repo's install script as it is")
+	assert.True(t, strings.HasSuffix(stdin, servers.InstallScript), "then the repo's install script as it is")
 	assert.Nil(t, install.Inputs["delete"].V, "destroy never touches the server's disk")
 	assert.Subset(t, install.IgnoreChanges, []string{"create", "stdin", "connection"},
 		"a new Talos version, image or password never re-images a running node")

@@ -10,8 +10,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // ComponentName is how errors name the component.
@@ -130,7 +130,7 @@ type Host struct {
 	// rescue system, as a VpsCluster installs them (their nodes give
 	// rescue, and gateway and prefixLength where vps gives none), instead
 	// of a Proxmox VE host.
-	VPS *vps.Settings `pulumi:"vps,optional"`
+	VPS *servers.Settings `pulumi:"vps,optional"`
 	// Gone says the host is lost for good: nothing calls its API or SSH
 	// any more, and its VMs, ISOs and reservations are dropped from the
 	// stack without a call once its nodes are removed (an `up` with it
@@ -206,7 +206,7 @@ type Node struct {
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
 	// Rescue is SSH access to the rescue system of a node on a hosts
 	// entry of rented servers (vps), which its install runs in.
-	Rescue *vps.Rescue `pulumi:"rescue,optional"`
+	Rescue *servers.Rescue `pulumi:"rescue,optional"`
 	// Gateway is such a server's IPv4 default gateway, where its host's
 	// vps settings give none.
 	Gateway string `pulumi:"gateway,optional"`
@@ -229,8 +229,8 @@ type Deps struct {
 	// entry's endpoint when missing).
 	HostAPIs HostAPIs
 	// Probe tells whether a rented server already runs Talos in
-	// maintenance mode (vps.TalosMaintenanceProbe when nil).
-	Probe vps.MaintenanceProbe
+	// maintenance mode (servers.TalosMaintenanceProbe when nil).
+	Probe servers.MaintenanceProbe
 	// Talos are the TalosCluster's seams (its day-2 hooks).
 	Talos talos.Deps
 	// FastStop binds the fast-stop hook to every VM (see bindFastStop):

@@ -15,8 +15,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/image"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // ClusterType is the component's type token.
@@ -70,7 +70,7 @@ type Cluster struct {
 	HostDHCP      map[string]*remote.Command
 	// Servers are the installs of hosts entries of rented servers, by
 	// host name.
-	Servers map[string]*vps.Servers
+	Servers map[string]*servers.Servers
 	VMs     map[string]*vm.VirtualMachine
 	Ejects  map[string]*local.Command
 	Talos   *talos.Cluster
@@ -150,7 +150,7 @@ func validated(ctx *pulumi.Context, name string, in *ClusterArgs) (*ClusterArgs,
 // parents its children.
 func registerCluster(ctx *pulumi.Context, name string, deps Deps, opts []pulumi.ResourceOption) (*Cluster, pulumi.ResourceOrInvokeOption, error) {
 	c := &Cluster{VMs: map[string]*vm.VirtualMachine{}, Ejects: map[string]*local.Command{}, ISOs: map[string]*download.File{},
-		HostProviders: map[string]*proxmoxve.Provider{}, HostDHCP: map[string]*remote.Command{}, Servers: map[string]*vps.Servers{}}
+		HostProviders: map[string]*proxmoxve.Provider{}, HostDHCP: map[string]*remote.Command{}, Servers: map[string]*servers.Servers{}}
 	typ, aliases := talos.ComponentType(deps.Talos.Package, "ProxmoxCluster")
 	if err := ctx.RegisterComponentResource(typ, name, c, append(opts, aliases...)...); err != nil {
 		return nil, nil, err

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // Defaults of the optional inputs of a ProxmoxCluster: a usual single
@@ -48,8 +47,8 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	hosts := make([]Host, len(a.Hosts))
 	for i, h := range a.Hosts {
 		if h.VPS != nil {
-			// The VpsCluster's defaults of its settings.
-			s := (vps.ClusterArgs{VPS: *h.VPS}).WithDefaults().VPS
+			// The servers' defaults of their settings.
+			s := h.VPS.WithDefaults()
 			h.VPS = &s
 		} else if h.Proxmox != nil {
 			px := *h.Proxmox

@@ -8,8 +8,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // HostTagPrefix starts the tag that names the host of a VM on one of the
@@ -38,7 +38,7 @@ type hostView struct {
 	// Gone: the host is lost for good (Host.Gone).
 	Gone bool
 	// VPS: the entry is rented servers (Host.VPS), not a Proxmox VE host.
-	VPS *vps.Settings
+	VPS *servers.Settings
 }
 
 // goneOptions keep a lost host's resources from any call to it: their

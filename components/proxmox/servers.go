@@ -9,13 +9,13 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // A hosts entry with vps settings is rented servers, installed from their
-// provider's rescue system by the VpsCluster's own steps (vps.NewServers),
-// their Talos configs with its firewall (vps.ServerSpec): a cluster whose
+// provider's rescue system by the VpsCluster's own steps (servers.NewServers),
+// their Talos configs with its firewall (servers.ServerSpec): a cluster whose
 // control planes sit at home and on a rented server.
 
 // anywhere is the source of a rule open to every address.
@@ -23,7 +23,7 @@ const anywhere = "0.0.0.0/0"
 
 // serverSettings are the vps settings of the host a node names, nil when
 // it is a Proxmox VE host.
-func (a *ClusterArgs) serverSettings(host string) *vps.Settings {
+func (a *ClusterArgs) serverSettings(host string) *servers.Settings {
 	for _, h := range a.Hosts {
 		if h.Name == host && host != "" {
 			return h.VPS
@@ -37,22 +37,22 @@ func (a *ClusterArgs) onServer(n Node) bool { return a.serverSettings(n.Host) !=
 
 // serverNode is a node as vps takes a server, with the VpsCluster's
 // defaults (the rescue port and user).
-func serverNode(n Node) vps.Node {
-	s := vps.Node{
+func serverNode(n Node) servers.Node {
+	s := servers.Node{
 		Name: n.Name, Role: n.Role, IP: n.IP, PrefixLength: n.PrefixLength, Gateway: n.Gateway,
 		InstallDisk: n.InstallDisk, Patches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints,
 	}
 	if n.Rescue != nil {
 		s.Rescue = *n.Rescue
 	}
-	return (vps.ClusterArgs{Nodes: []vps.Node{s}}).WithDefaults().Nodes[0]
+	return s.WithDefaults()
 }
 
 // serverSpec is a rented server as the TalosCluster takes it: its static
 // address and firewall as on a VpsCluster, and its failure domain (region
 // its host, zone the server itself) when the nodes spread.
-func (a *ClusterArgs) serverSpec(s vps.Settings, n Node, spread bool) talos.NodeSpec {
-	spec := vps.ServerSpec(a.serverFirewall(s, n.Host), s, serverNode(n))
+func (a *ClusterArgs) serverSpec(s servers.Settings, n Node, spread bool) talos.NodeSpec {
+	spec := servers.ServerSpec(a.serverFirewall(s, n.Host), s, serverNode(n))
 	// A rented server is a site of its own: the stack does not know
 	// where the provider put it.
 	spec.Host = placementOf(n.Host, n.Name)
@@ -70,9 +70,9 @@ func (a *ClusterArgs) serverSpec(s vps.Settings, n Node, spread bool) talos.Node
 // to any address when a node elsewhere gives none, as its packets then
 // come from an address the stack does not know (kubeSpanWarnings says
 // so). WireGuard answers no packet it cannot authenticate either way.
-func (a *ClusterArgs) serverFirewall(s vps.Settings, host string) vps.Firewall {
-	f := vps.Firewall{
-		OperatorCIDRs: s.AllowedCIDRs, PublicTCPPorts: s.PublicTCPPorts, PodCIDR: vps.DefaultPodCIDR,
+func (a *ClusterArgs) serverFirewall(s servers.Settings, host string) servers.Firewall {
+	f := servers.Firewall{
+		OperatorCIDRs: s.AllowedCIDRs, PublicTCPPorts: s.PublicTCPPorts, PodCIDR: servers.DefaultPodCIDR,
 		KubeSpan: a.Cluster.KubeSpan != nil && a.Cluster.KubeSpan.Enabled,
 	}
 	sources, unknown := a.kubeSpanPeers(host)
@@ -156,7 +156,7 @@ func (a *ClusterArgs) checkServers(p *inputs.Problems) {
 		if h.Gone {
 			p.Add(at+"gone", "is for Proxmox VE hosts: remove a rented server's node from the stack instead (vps.onDestroy forget makes no call to it)")
 		}
-		var nodes []vps.Node
+		var nodes []servers.Node
 		var index []int
 		for j, n := range a.Nodes {
 			if n.Host != h.Name || h.Name == "" {
@@ -175,7 +175,7 @@ func (a *ClusterArgs) checkServers(p *inputs.Problems) {
 			p.Add(at+"vps", "rented servers boot Talos's metal image, and proxmox.addressing %s the nocloud one: the nodes of one cluster share one installer; use addressing %s with rented servers",
 				AddressingStatic, AddressingDHCPReservation)
 		}
-		vps.CheckServers(p, *h.VPS, nodes, at+"vps.", func(k int) string { return fmt.Sprintf("nodes[%d]", index[k]) })
+		servers.CheckServers(p, *h.VPS, nodes, at+"vps.", func(k int) string { return fmt.Sprintf("nodes[%d]", index[k]) })
 	}
 }
 
@@ -191,14 +191,14 @@ func (a *ClusterArgs) refuseServerKeys(p *inputs.Problems, at string, n Node) {
 // newServers registers the installs of host's rented servers and returns
 // their TalosCluster options. They write the factory's disk image of the
 // cluster's schematic and version, or the entry's own vps.imageUrl (a
-// presigned one as a secret), as on a VpsCluster (vps.ImageURLs).
+// presigned one as a secret), as on a VpsCluster (servers.ImageURLs).
 func (c *Cluster) newServers(ctx *pulumi.Context, name string, host hostView, factoryImage pulumi.StringOutput, deps Deps, parent pulumi.ResourceOption) (map[string]talos.NodeOptions, error) {
-	installURL, _ := vps.ImageURLs(factoryImage, *host.VPS)
-	nodes := make([]vps.Node, 0, len(host.Nodes))
+	installURL, _ := servers.ImageURLs(factoryImage, *host.VPS)
+	nodes := make([]servers.Node, 0, len(host.Nodes))
 	for _, n := range host.Nodes {
 		nodes = append(nodes, serverNode(n))
 	}
-	servers, err := vps.NewServers(ctx, name, *host.VPS, nodes, installURL, vps.Deps{Probe: deps.Probe, Talos: deps.Talos}, parent)
+	servers, err := servers.NewServers(ctx, name, *host.VPS, nodes, installURL, servers.Deps{Probe: deps.Probe, Talos: deps.Talos}, parent)
 	if err != nil {
 		return nil, fmt.Errorf("unable to install the servers of %s: %w", host.label(), err)
 	}

@@ -19,8 +19,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
 )
 
@@ -39,7 +39,7 @@ const (
 // needed by any rule here.
 func serversArgs() *proxmox.ClusterArgs {
 	a := hostsArgs()
-	a.Hosts = append(a.Hosts, proxmox.Host{Name: "hetzner", VPS: &vps.Settings{
+	a.Hosts = append(a.Hosts, proxmox.Host{Name: "hetzner", VPS: &servers.Settings{
 		AllowedCIDRs: []string{operatorCIDR}, PublicTCPPorts: []int{443},
 		Gateway: "172.31.1.1", PrefixLength: 32,
 	}})
@@ -51,7 +51,7 @@ func serversArgs() *proxmox.ClusterArgs {
 // host key, every other rescue key left to its default.
 func serverNode(name string, role talos.Role, ip string) proxmox.Node {
 	return proxmox.Node{Name: name, Role: role, IP: ip, Host: "hetzner",
-		Rescue: &vps.Rescue{Password: pulumi.String(serverPassword), HostKey: serverHostKey}}
+		Rescue: &servers.Rescue{Password: pulumi.String(serverPassword), HostKey: serverHostKey}}
 }
 
 // hetzner is the index of the servers entry in serversArgs' hosts, and
@@ -74,7 +74,7 @@ func TestServersValidClusterHasNoProblems(t *testing.T) {
 
 	a = serversArgs()
 	a.Nodes = a.Nodes[:server]
-	a.Hosts[hetzner].VPS = &vps.Settings{}
+	a.Hosts[hetzner].VPS = &servers.Settings{}
 	a.Proxmox.Addressing, a.Hosts[0].Proxmox.Addressing = proxmox.AddressingStatic, proxmox.AddressingStatic
 	paths, msgs = problemsAt(a)
 	assert.Empty(t, paths, "an entry of servers without nodes asks nothing (no gateway, static addressing allowed): %v", msgs)
@@ -133,7 +133,7 @@ func TestServersProblems(t *testing.T) {
 			a.Nodes[server].PrefixLength, a.Nodes[server].Gateway = 24, "192.0.3.1"
 		}, []string{"nodes[4].gateway"}, []string{"192.0.3.1 is outside 192.0.2.0/24, the network of ", "(192.0.2.30)"}},
 		{"a server's keys on VMs", func(a *proxmox.ClusterArgs) {
-			a.Nodes[1].Rescue = &vps.Rescue{Password: pulumi.String(serverPassword)}
+			a.Nodes[1].Rescue = &servers.Rescue{Password: pulumi.String(serverPassword)}
 			a.Nodes[2].Gateway = "192.168.50.1"
 			a.Nodes[3].PrefixLength = 24
 		}, []string{"nodes[1].rescue", "nodes[2].gateway", "nodes[3].prefixLength"},
@@ -228,9 +228,9 @@ func TestServersDefaults(t *testing.T) {
 	d := a.WithDefaults()
 	s := d.Hosts[hetzner].VPS
 	require.NotNil(t, s)
-	assert.Equal(t, vps.DefaultTalosWaitTimeout, s.TalosWaitTimeout)
-	assert.Equal(t, vps.OnDestroyForget, s.OnDestroy)
-	assert.Equal(t, vps.DefaultPrefixLength, s.PrefixLength)
+	assert.Equal(t, servers.DefaultTalosWaitTimeout, s.TalosWaitTimeout)
+	assert.Equal(t, servers.OnDestroyForget, s.OnDestroy)
+	assert.Equal(t, servers.DefaultPrefixLength, s.PrefixLength)
 	assert.Zero(t, a.Hosts[hetzner].VPS.PrefixLength, "the caller's settings are left alone")
 	assert.Zero(t, d.Hosts[hetzner].Proxmox, "no Proxmox defaults for servers")
 	n := d.Nodes[server]
@@ -448,8 +448,8 @@ func TestServersUnderTheEngine(t *testing.T) {
 		conn := install.Inputs["connection"]
 		require.True(t, conn.IsSecret(), "the connection holds the rescue password")
 		assert.Equal(t, serverIP, prop(conn, "host").StringValue(), "the rescue host defaults to the node's IP")
-		assert.Equal(t, float64(vps.DefaultRescuePort), prop(conn, "port").NumberValue())
-		assert.Equal(t, vps.DefaultRescueUser, prop(conn, "user").StringValue())
+		assert.Equal(t, float64(servers.DefaultRescuePort), prop(conn, "port").NumberValue())
+		assert.Equal(t, servers.DefaultRescueUser, prop(conn, "user").StringValue())
 		assert.Equal(t, serverPassword, prop(conn, "password").StringValue())
 		assert.Equal(t, serverHostKey, prop(conn, "hostKey").StringValue())
 		assert.Equal(t, "bash -s", install.Inputs["create"].StringValue())
@@ -469,7 +469,7 @@ func TestServersUnderTheEngine(t *testing.T) {
 		assert.Equal(t, "1800", env["WAIT_TIMEOUT"], "30m by default")
 		bound := h.talos.On("homelab-wait-cp-hetzner")
 		require.Len(t, bound, 1)
-		assert.Equal(t, "homelab"+vps.TalosWaitHookSuffix, bound[0].Hook)
+		assert.Equal(t, "homelab"+servers.TalosWaitHookSuffix, bound[0].Hook)
 		assert.Equal(t, talos.BeforeCreate, bound[0].Point)
 		for _, r := range e.ByType(componentstest.LocalCommand) {
 			assert.NotContains(t, r.Name, "homelab-reboot-", "no reboot command: none")
@@ -494,7 +494,7 @@ func TestServersUnderTheEngine(t *testing.T) {
 		assert.Equal(t, rule{Protocol: "udp", Ports: []string{"51820"}, Sources: []string{"0.0.0.0/0"}}, rules["kubespan"],
 			"KubeSpan open to any address: the other hosts' nodes come from their routers' addresses")
 		assert.Equal(t, append([]string{operatorCIDR}, allNodes...), rules["apid"].Sources, "the operators and every node")
-		assert.Equal(t, append([]string{operatorCIDR}, append(slices.Clone(allNodes), vps.DefaultPodCIDR)...), rules["kubernetes-api"].Sources)
+		assert.Equal(t, append([]string{operatorCIDR}, append(slices.Clone(allNodes), servers.DefaultPodCIDR)...), rules["kubernetes-api"].Sources)
 		assert.Equal(t, []string{"10.10.0.10/32", serverIP + "/32"}, rules["etcd"].Sources, "every control plane")
 		assert.Equal(t, allNodes, rules["trustd"].Sources)
 		assert.Equal(t, rule{Protocol: "tcp", Ports: []string{"443"}, Sources: []string{"0.0.0.0/0"}}, rules["public-tcp"])
@@ -520,7 +520,7 @@ func TestServersRebootAndReset(t *testing.T) {
 	t.Parallel()
 	h := newServersHarness(t, func(a *proxmox.ClusterArgs) {
 		a.Hosts[hetzner].VPS.RebootCommand = "hcloud server reboot $NODE_NAME"
-		a.Hosts[hetzner].VPS.OnDestroy = vps.OnDestroyReset
+		a.Hosts[hetzner].VPS.OnDestroy = servers.OnDestroyReset
 		a.Hosts[hetzner].VPS.TalosWaitTimeout = "10m"
 	})
 	e := h.engine
@@ -601,7 +601,7 @@ func TestServersKubeSpanFromIPv6Endpoints(t *testing.T) {
 
 // TestServersInstallTheirOwnImage: a servers entry's vps.imageUrl is what
 // its installs write, a presigned one's query as a secret, as on a
-// VpsCluster (vps.ImageURLs).
+// VpsCluster (servers.ImageURLs).
 func TestServersInstallTheirOwnImage(t *testing.T) {
 	t.Parallel()
 	const own = "https://images.example.com/metal.raw.zst?X-Amz-Signature=s3cr3t"

@@ -18,6 +18,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 )
@@ -28,16 +29,16 @@ const edKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEONt2yazdFZHClu6cvjSAE8PwBKu
 // validArgs are two control planes and a worker on /32 addresses, every
 // optional input left out.
 func validArgs() *vps.ClusterArgs {
-	node := func(name string, role talos.Role, ip string) vps.Node {
-		return vps.Node{
+	node := func(name string, role talos.Role, ip string) servers.Node {
+		return servers.Node{
 			Name: name, Role: role, IP: ip, PrefixLength: 32, Gateway: "203.0.113.254",
-			Rescue: vps.Rescue{Port: 22, User: "root", Password: pulumi.String("rescue-pw"), HostKey: edKey},
+			Rescue: servers.Rescue{Port: 22, User: "root", Password: pulumi.String("rescue-pw"), HostKey: edKey},
 		}
 	}
 	return &vps.ClusterArgs{
 		Cluster: talos.ClusterSettings{Name: "prod", TalosVersion: "v1.12.4"},
-		VPS:     vps.Settings{AllowedCIDRs: []string{"198.51.100.0/24"}, RequireRescue: pulumi.BoolRef(true)},
-		Nodes: []vps.Node{
+		VPS:     servers.Settings{AllowedCIDRs: []string{"198.51.100.0/24"}, RequireRescue: pulumi.BoolRef(true)},
+		Nodes: []servers.Node{
 			node("cp-0", talos.RoleControlPlane, "203.0.113.10"),
 			node("cp-1", talos.RoleControlPlane, "203.0.113.11"),
 			node("w-0", talos.RoleWorker, "203.0.113.20"),
@@ -68,7 +69,7 @@ func run(t *testing.T, args *vps.ClusterArgs) (*componentstest.Engine, []string,
 		return false
 	}
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		_, err := vps.NewClusterWithDeps(ctx, "prod", args, vps.Deps{Probe: probe, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
+		_, err := vps.NewClusterWithDeps(ctx, "prod", args, servers.Deps{Probe: probe, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
 		return err
 	}, pulumi.WithMocks("talos-cluster", "test", e))
 	return e, probed, err
@@ -274,13 +275,13 @@ func TestValidateAcceptsEveryValidSpelling(t *testing.T) {
 	args.Nodes[0].Rescue.HostKey = "203.0.113.10 " + edKey + " root@rescue"
 	args.Nodes[1].InstallDisk = "/dev/disk/by-id/nvme-eui.0025388b91b2c1a4"
 	args.Nodes[2].PrefixLength, args.Nodes[2].Gateway = 24, "203.0.113.1"
-	args.VPS = vps.Settings{
+	args.VPS = servers.Settings{
 		AllowedCIDRs: []string{"198.51.100.0/24", "2001:db8::/32"}, PublicTCPPorts: []int{80, 443},
 		ImageURL: "https://mirror.example.com/metal-amd64.raw.xz?X-Amz-Signature=abc", RebootCommand: "./flip-boot.sh",
-		TalosWaitTimeout: "1h30m", OnDestroy: vps.OnDestroyReset,
+		TalosWaitTimeout: "1h30m", OnDestroy: servers.OnDestroyReset,
 	}
 	require.NoError(t, args.Validate("prod"))
-	args.VPS.OnDestroy = vps.OnDestroyForget
+	args.VPS.OnDestroy = servers.OnDestroyForget
 	require.NoError(t, args.Validate("prod"))
 }
 
@@ -289,7 +290,7 @@ func TestValidateAcceptsEveryValidSpelling(t *testing.T) {
 func TestResetOnDestroy(t *testing.T) {
 	t.Parallel()
 	args := validArgs()
-	args.VPS.OnDestroy = vps.OnDestroyReset
+	args.VPS.OnDestroy = servers.OnDestroyReset
 	e, _, err := run(t, args)
 	require.NoError(t, err)
 	for _, r := range e.ByType(componentstest.Apply) {
@@ -324,7 +325,7 @@ func TestPresignedImageURLStaysSecret(t *testing.T) {
 	// always wait for: the value comes back over a channel.
 	shown := make(chan string, 1)
 	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
-		c, err := vps.NewClusterWithDeps(ctx, "prod", args, vps.Deps{Probe: func(context.Context, string) bool { return false }, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
+		c, err := vps.NewClusterWithDeps(ctx, "prod", args, servers.Deps{Probe: func(context.Context, string) bool { return false }, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
 		if err != nil {
 			return err
 		}
@@ -349,7 +350,7 @@ func TestPresignedImageURLStaysSecret(t *testing.T) {
 // on port 22 to the rescue system, a /32 node network, public resolvers.
 func TestVPSDefaults(t *testing.T) {
 	t.Parallel()
-	a := vps.ClusterArgs{Nodes: []vps.Node{{Name: "node-0", PrefixLength: 29, Rescue: vps.Rescue{User: "admin"}}, {Name: "node-1"}}}
+	a := vps.ClusterArgs{Nodes: []servers.Node{{Name: "node-0", PrefixLength: 29, Rescue: servers.Rescue{User: "admin"}}, {Name: "node-1"}}}
 	d := a.WithDefaults()
 	assert.Equal(t, []string{"1.1.1.1", "9.9.9.9"}, d.Cluster.Nameservers)
 	assert.Equal(t, []int{29, 22}, []int{d.Nodes[0].PrefixLength, d.Nodes[0].Rescue.Port})

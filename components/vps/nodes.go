@@ -3,10 +3,9 @@
 package vps
 
 import (
-	"fmt"
-
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
 )
 
@@ -18,11 +17,11 @@ func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs
 }
 
 // FirewallOf is the cluster's ingress firewall.
-func FirewallOf(args *ClusterArgs) Firewall {
-	f := Firewall{
+func FirewallOf(args *ClusterArgs) servers.Firewall {
+	f := servers.Firewall{
 		OperatorCIDRs:  args.VPS.AllowedCIDRs,
 		PublicTCPPorts: args.VPS.PublicTCPPorts,
-		PodCIDR:        DefaultPodCIDR,
+		PodCIDR:        servers.DefaultPodCIDR,
 		KubeSpan:       args.Cluster.KubeSpan != nil && args.Cluster.KubeSpan.Enabled,
 	}
 	for _, n := range args.Nodes {
@@ -43,38 +42,7 @@ func TalosNodes(args *ClusterArgs) []talos.NodeSpec {
 	fw := FirewallOf(args)
 	out := make([]talos.NodeSpec, 0, len(args.Nodes))
 	for _, n := range args.Nodes {
-		out = append(out, ServerSpec(fw, args.VPS, n))
+		out = append(out, servers.ServerSpec(fw, args.VPS, n))
 	}
 	return out
-}
-
-// ServerSpec is one server as the TalosCluster takes it (see TalosNodes),
-// behind the firewall fw, with settings' defaults.
-func ServerSpec(fw Firewall, settings Settings, n Node) talos.NodeSpec {
-	gateway, prefix := n.gateway(settings), n.prefixLength(settings)
-	var routes []talos.Route
-	if prefix == 32 {
-		routes = append(routes, talos.Route{Network: gateway + "/32"})
-	}
-	routes = append(routes, talos.Route{Network: "0.0.0.0/0", Gateway: gateway})
-	return talos.NodeSpec{
-		Name:        n.Name,
-		IP:          n.IP,
-		Role:        n.Role,
-		InstallDisk: n.installDisk(),
-		Hostname:    n.Name,
-		UserPatches: n.Patches,
-		// KubeSpan's extra endpoints, announced through discovery.
-		KubeSpanEndpoints: n.KubeSpanEndpoints,
-		// The firewall comes before the user's patches, so they can
-		// add rules (a NetworkRuleConfig of their own) or replace ours.
-		PlatformPatches: []string{fw.Patch(n.Role)},
-		// A rented server may have a private network's NIC besides its
-		// public one: the kubelet and etcd keep to IP.
-		PinAddress: true,
-		Network: talos.NodeNetwork{
-			Addresses: []string{fmt.Sprintf("%s/%d", n.IP, prefix)},
-			Routes:    routes,
-		},
-	}
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -30,9 +30,9 @@ func TestExampleStackFileArgs(t *testing.T) {
 	assert.Equal(t, "prod", args.Cluster.Name)
 	assert.Equal(t, "https://203.0.113.10:6443", args.Cluster.Endpoint)
 	assert.Equal(t, []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}, args.Schematic.Extensions)
-	assert.Equal(t, vps.Settings{
+	assert.Equal(t, servers.Settings{
 		AllowedCIDRs:     []string{"198.51.100.0/24"},
-		TalosWaitTimeout: "30m", OnDestroy: vps.OnDestroyForget,
+		TalosWaitTimeout: "30m", OnDestroy: servers.OnDestroyForget,
 		Gateway: "203.0.113.254", PrefixLength: 32, // cluster.network, the nodes' defaults
 	}, args.VPS)
 	require.Len(t, args.Nodes, 1)
@@ -115,7 +115,7 @@ func TestStackFileNodesAndOverrides(t *testing.T) {
 	assert.Contains(t, w.Patches[0], "a.b")
 	require.NotNil(t, args.VPS.RequireRescue)
 	assert.False(t, *args.VPS.RequireRescue)
-	assert.Equal(t, vps.OnDestroyReset, args.VPS.OnDestroy)
+	assert.Equal(t, servers.OnDestroyReset, args.VPS.OnDestroy)
 	assert.Equal(t, "45m", args.VPS.TalosWaitTimeout)
 	assert.Equal(t, []int{80, 443}, args.VPS.PublicTCPPorts)
 	assert.Equal(t, "./flip-boot.sh", args.VPS.RebootCommand)

@@ -22,12 +22,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
-	"github.com/fluodata/talos-pulumi/internal/agekeys"
-	"github.com/fluodata/talos-pulumi/internal/backuptarget"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/s3blob"
 	"gocloud.dev/gcerrors"
+
+	"github.com/fluodata/talos-pulumi/internal/agekeys"
+	"github.com/fluodata/talos-pulumi/internal/backuptarget"
 )
 
 // Suffix ends the name of every backup object. List shows only objects

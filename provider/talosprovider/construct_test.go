@@ -21,8 +21,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
@@ -58,7 +58,7 @@ func constructWith(t *testing.T, e *componentstest.Engine, typ, name string, inp
 		// As in programtest.Run: recording hooks (the mock engine cannot
 		// register real ones), and no node answers in maintenance mode.
 		Proxmox: proxmox.Deps{Hooks: &componentstest.Hooks{}},
-		VPS:     vps.Deps{Probe: programtest.NoTalosYet},
+		VPS:     servers.Deps{Probe: programtest.NoTalosYet},
 		Talos:   talos.Deps{Hooks: &componentstest.Hooks{}},
 	})
 	require.NoError(t, err)

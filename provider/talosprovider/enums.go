@@ -8,8 +8,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // An enum is an input with a closed set of values: a string enum type of
@@ -80,10 +80,10 @@ var enums = []enum{
 	},
 	{
 		name: "VpsOnDestroy", description: "What a destroy does to the servers, which are never deleted.",
-		fields: []fieldRef{field[vps.Settings]("onDestroy")},
+		fields: []fieldRef{field[servers.Settings]("onDestroy")},
 		values: []enumValue{
-			{vps.OnDestroyForget, "Drop the nodes from the stack and leave Talos running."},
-			{vps.OnDestroyReset, "Wipe each node's Talos state and reboot it into maintenance mode."},
+			{servers.OnDestroyForget, "Drop the nodes from the stack and leave Talos running."},
+			{servers.OnDestroyReset, "Wipe each node's Talos state and reboot it into maintenance mode."},
 		},
 	},
 }
@@ -117,9 +117,9 @@ var defaults = []schemaDefault{
 	{in: reflect.TypeFor[talos.RolloutSettings](), path: []string{"workerParallelism"}, value: talos.ClusterSettings{}.WorkerParallelism()},
 	{in: reflect.TypeFor[talos.NodeSpec](), path: []string{"installDisk"}, value: talos.DefaultInstallDisk},
 	{in: reflect.TypeFor[proxmox.Node](), path: []string{"installDisk"}, value: talos.DefaultInstallDisk},
-	{in: reflect.TypeFor[vps.Node](), path: []string{"installDisk"}, value: talos.DefaultInstallDisk},
-	{in: reflect.TypeFor[vps.Settings](), path: []string{"talosWaitTimeout"}, value: vps.DefaultTalosWaitTimeout},
-	{in: reflect.TypeFor[vps.Settings](), path: []string{"onDestroy"}, value: vps.OnDestroyForget},
+	{in: reflect.TypeFor[servers.Node](), path: []string{"installDisk"}, value: talos.DefaultInstallDisk},
+	{in: reflect.TypeFor[servers.Settings](), path: []string{"talosWaitTimeout"}, value: servers.DefaultTalosWaitTimeout},
+	{in: reflect.TypeFor[servers.Settings](), path: []string{"onDestroy"}, value: servers.OnDestroyForget},
 	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"bridge"}, value: proxmox.DefaultBridge},
 	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"diskDatastore"}, value: proxmox.DefaultDiskDatastore},
 	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"isoDatastore"}, value: proxmox.DefaultISODatastore},
@@ -135,16 +135,16 @@ var defaults = []schemaDefault{
 	{in: reflect.TypeFor[proxmox.Node](), path: []string{"diskSize"}, value: proxmox.DefaultDiskSize},
 	// A node's prefix length defaults to the VPS-wide one, which has this
 	// default: a schema default on the node would override vps.prefixLength.
-	{in: reflect.TypeFor[vps.Settings](), path: []string{"prefixLength"}, value: vps.DefaultPrefixLength},
-	{in: reflect.TypeFor[vps.Rescue](), path: []string{"port"}, value: vps.DefaultRescuePort},
-	{in: reflect.TypeFor[vps.Settings](), path: []string{"requireRescue"}, value: vps.DefaultRequireRescue},
+	{in: reflect.TypeFor[servers.Settings](), path: []string{"prefixLength"}, value: servers.DefaultPrefixLength},
+	{in: reflect.TypeFor[servers.Rescue](), path: []string{"port"}, value: servers.DefaultRescuePort},
+	{in: reflect.TypeFor[servers.Settings](), path: []string{"requireRescue"}, value: servers.DefaultRequireRescue},
 	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"storageClass"}, value: proxmox.DefaultStorageClass},
 	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"region"}, value: proxmox.DefaultCSIRegion},
 	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"fsType"}, value: proxmox.DefaultCSIFsType},
 	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"chartVersion"}, value: proxmox.DefaultCSIChartVersion},
 	{in: reflect.TypeFor[talos.DataVolumeSettings](), path: []string{"name"}, value: talos.DefaultDataVolumeName},
 	{in: reflect.TypeFor[talos.DataVolumeSettings](), path: []string{"layout"}, value: talos.LayoutLonghorn},
-	{in: reflect.TypeFor[vps.Rescue](), path: []string{"user"}, value: vps.DefaultRescueUser},
+	{in: reflect.TypeFor[servers.Rescue](), path: []string{"user"}, value: servers.DefaultRescueUser},
 	{in: reflect.TypeFor[docker.Settings](), path: []string{"kubernetesPort"}, value: docker.DefaultKubernetesPort},
 	{in: reflect.TypeFor[docker.Settings](), path: []string{"talosPort"}, value: docker.DefaultTalosPort},
 	{in: reflect.TypeFor[docker.Settings](), path: []string{"privileged"}, value: true},

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/helmrelease"
@@ -188,7 +189,7 @@ var resourceDocs = func() map[string]struct{ inputs, outputs string } {
 // engine, a Proxmox client and a probe of each VPS node).
 type Options struct {
 	Proxmox proxmox.Deps
-	VPS     vps.Deps
+	VPS     servers.Deps
 	Docker  docker.Deps
 	// Talos are the TalosCluster's seams, for a TalosCluster and inside
 	// the platform components when their own Talos seams are zero.
@@ -234,7 +235,7 @@ func (c *ProxmoxCluster) Annotate(a infer.Annotator) {
 }
 
 // VpsCluster serves vps.NewClusterWithDeps.
-type VpsCluster struct{ deps vps.Deps }
+type VpsCluster struct{ deps servers.Deps }
 
 // Construct builds the component from the caller's inputs.
 func (c *VpsCluster) Construct(ctx *pulumi.Context, name, _ string, args vps.ClusterArgs, opts pulumi.ResourceOption) (*vps.Cluster, error) {

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 	"github.com/pulumi/pulumi/pkg/v3/resource/plugin"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/workspace"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 )
 
 // `make release` builds only a release: a development VERSION (this

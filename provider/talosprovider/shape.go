@@ -324,6 +324,12 @@ func isInput(t reflect.Type) bool {
 		reflect.PointerTo(t).Implements(reflect.TypeFor[pulumi.Output]())
 }
 
+// typePrefixes name the types of a Go package whose name is not the
+// prefix its types keep in the schema: the rented servers' settings, node
+// and rescue moved from package vps to the machine kind's own package,
+// and keep their names (VpsSettings, ...) for the SDKs already generated.
+var typePrefixes = map[string]string{"servers": "Vps"}
+
 // moveTypesToIndex renames every type token pkg:mod:Name outside the index
 // module to pkg:index:ModName and rewrites every reference to it.
 func moveTypesToIndex(spec, types, resources map[string]any) error {
@@ -333,7 +339,11 @@ func moveTypesToIndex(spec, types, resources map[string]any) error {
 		if mod == "index" || pkg == "" {
 			continue
 		}
-		renamed[token] = pkg + ":index:" + strings.ToUpper(mod[:1]) + mod[1:] + name
+		prefix, ok := typePrefixes[mod]
+		if !ok {
+			prefix = strings.ToUpper(mod[:1]) + mod[1:]
+		}
+		renamed[token] = pkg + ":index:" + prefix + name
 	}
 	moved := map[string]any{}
 	for old, tok := range renamed {

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/factoryfake"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
@@ -78,10 +78,10 @@ type multiWorld struct {
 func TestE2EClusterSpansThreeProxmoxHosts(t *testing.T) {
 	w := newMultiWorld(t)
 	// The rented server runs Talos in maintenance mode already: up's probe
-	// (vps.TalosMaintenanceProbe) skips its rescue install.
+	// (servers.TalosMaintenanceProbe) skips its rescue install.
 	probeCtx, probeCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer probeCancel()
-	require.True(t, vps.TalosMaintenanceProbe(50000)(probeCtx, "10.81.0.20"), "the server answers in maintenance mode")
+	require.True(t, servers.TalosMaintenanceProbe(50000)(probeCtx, "10.81.0.20"), "the server answers in maintenance mode")
 
 	start := time.Now()
 	w.make("up", "YES=1")

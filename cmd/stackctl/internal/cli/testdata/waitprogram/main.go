@@ -1,7 +1,7 @@
 // Command waitprogram is a Pulumi program for the integration test of the
 // waits that run in the program (issue 25): a Kubernetes API wait and a
 // VPS node's Talos wait, each a command resource that runs no command with
-// the components' own before-create hook (talos.RunKubeWait, vps.RunWait),
+// the components' own before-create hook (talos.RunKubeWait, servers.RunWait),
 // against the loopback servers the test names in the environment
 // (WAIT_KUBECONFIG_FILE, WAIT_TALOS_PORT).
 package main
@@ -14,8 +14,8 @@ import (
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/components/vps"
 	"github.com/fluodata/talos-pulumi/internal/cancelfile"
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
@@ -48,10 +48,10 @@ func main() {
 			return err
 		}
 
-		env := vps.Wait{NodeName: "node-0", NodeIP: "127.0.0.1", Timeout: 3 * time.Second, TimeoutLabel: "3s", Hint: "switch its boot to the disk"}.Env()
+		env := servers.Wait{NodeName: "node-0", NodeIP: "127.0.0.1", Timeout: 3 * time.Second, TimeoutLabel: "3s", Hint: "switch its boot to the disk"}.Env()
 		env["TALOS_PORT"] = os.Getenv("WAIT_TALOS_PORT")
 		node, err := deps.Hooks.Bind("it-talos-wait", talos.BeforeCreate, "it-wait-node-0", func(a *pulumi.ResourceHookArgs) error {
-			return vps.RunWait(deps.Context, deps.Log(ctx, a.URN), talos.HookEnv(a.NewInputs), deps.Timing)
+			return servers.RunWait(deps.Context, deps.Log(ctx, a.URN), talos.HookEnv(a.NewInputs), deps.Timing)
 		})
 		if err != nil {
 			return err

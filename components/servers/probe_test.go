@@ -1,4 +1,4 @@
-package vps_test
+package servers_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/internal/pkitest"
 )
 
@@ -56,18 +56,18 @@ func TestTalosMaintenanceProbe(t *testing.T) {
 	ctx := t.Context()
 
 	maintenance := serveTalosAPI(t, p, versionServer{}, false)
-	assert.True(t, vps.TalosMaintenanceProbe(maintenance)(ctx, "127.0.0.1"), "answers without a client certificate: maintenance mode")
+	assert.True(t, servers.TalosMaintenanceProbe(maintenance)(ctx, "127.0.0.1"), "answers without a client certificate: maintenance mode")
 
 	noVersion := serveTalosAPI(t, p, machine.UnimplementedMachineServiceServer{}, false)
-	assert.True(t, vps.TalosMaintenanceProbe(noVersion)(ctx, "127.0.0.1"), "an unauthenticated request reached the service")
+	assert.True(t, servers.TalosMaintenanceProbe(noVersion)(ctx, "127.0.0.1"), "an unauthenticated request reached the service")
 
 	configured := serveTalosAPI(t, p, versionServer{}, true)
-	assert.False(t, vps.TalosMaintenanceProbe(configured)(ctx, "127.0.0.1"), "a configured node demands the client certificate")
+	assert.False(t, servers.TalosMaintenanceProbe(configured)(ctx, "127.0.0.1"), "a configured node demands the client certificate")
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	closed := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
-	assert.False(t, vps.TalosMaintenanceProbe(closed)(ctx, "127.0.0.1"), "a rescue system: nothing on the port")
+	assert.False(t, servers.TalosMaintenanceProbe(closed)(ctx, "127.0.0.1"), "a rescue system: nothing on the port")
 
 }

@@ -1,4 +1,4 @@
-package vps_test
+package servers_test
 
 import (
 	"bytes"

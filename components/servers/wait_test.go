@@ -1,4 +1,4 @@
-package vps_test
+package servers_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/components/vps"
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 	"github.com/fluodata/talos-pulumi/internal/sshtest"
 )
@@ -40,7 +40,7 @@ var fast = rollout.Timing{Poll: 5 * time.Millisecond, ProgressEvery: 20 * time.M
 
 // waitEnv is the environment of node-0's wait resource, for a port on loopback.
 func waitEnv(port int, timeout string) map[string]string {
-	env := vps.Wait{NodeName: "node-0", NodeIP: "127.0.0.1", TimeoutLabel: timeout + "s", Hint: "switch the boot mode"}.Env()
+	env := servers.Wait{NodeName: "node-0", NodeIP: "127.0.0.1", TimeoutLabel: timeout + "s", Hint: "switch the boot mode"}.Env()
 	env["TALOS_PORT"], env["WAIT_TIMEOUT"] = strconv.Itoa(port), timeout
 	return env
 }
@@ -62,7 +62,7 @@ func TestWaitReturnsWhenTalosAnswers(t *testing.T) {
 	srv := httptest.NewTLSServer(http.NotFoundHandler())
 	defer srv.Close()
 	log := &said{}
-	require.NoError(t, vps.RunWait(t.Context(), log, waitEnv(portOf(srv), "30"), fast))
+	require.NoError(t, servers.RunWait(t.Context(), log, waitEnv(portOf(srv), "30"), fast))
 	assert.Contains(t, log.info, "switch the boot mode", "what the operator must do stays among the diagnostics")
 	assert.Contains(t, log.String(), "node-0 answers on port "+strconv.Itoa(portOf(srv)))
 }
@@ -75,7 +75,7 @@ func TestWaitAcceptsANodeThatWantsAClientCertificate(t *testing.T) {
 		srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert, MinVersion: version, MaxVersion: version}
 		srv.StartTLS()
 		log := &said{}
-		require.NoError(t, vps.RunWait(t.Context(), log, waitEnv(portOf(srv), "30"), fast), "TLS %x", version)
+		require.NoError(t, servers.RunWait(t.Context(), log, waitEnv(portOf(srv), "30"), fast), "TLS %x", version)
 		assert.Contains(t, log.String(), "answers on port")
 		srv.Close()
 	}
@@ -88,7 +88,7 @@ func TestWaitKeepsWaitingUntilTheNodeBoots(t *testing.T) {
 	port := freePort(t)
 	log := &said{}
 	done := make(chan error, 1)
-	go func() { done <- vps.RunWait(t.Context(), log, waitEnv(port, "60"), fast) }()
+	go func() { done <- servers.RunWait(t.Context(), log, waitEnv(port, "60"), fast) }()
 	require.Eventually(t, func() bool { return strings.Contains(log.String(), "connection refused") }, 10*time.Second, 5*time.Millisecond)
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func TestWaitKeepsWaitingUntilTheNodeBoots(t *testing.T) {
 func TestWaitTimesOutWithInstructions(t *testing.T) {
 	t.Parallel()
 	port := freePort(t) // nothing listens: a node still in rescue
-	err := vps.RunWait(t.Context(), &said{}, waitEnv(port, "1"), fast)
+	err := servers.RunWait(t.Context(), &said{}, waitEnv(port, "1"), fast)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "node-0 (127.0.0.1) does not answer on port "+strconv.Itoa(port)+" within 1s")
 	assert.Contains(t, err.Error(), "connection refused")
@@ -125,7 +125,7 @@ func TestWaitDoesNotTakeAnyListenerForTalos(t *testing.T) {
 	// 5 s, not 1: under -race on a loaded CI machine the first probe's
 	// dial alone has outlasted a 1 s wait (seen once), leaving no answer
 	// to report.
-	err = vps.RunWait(t.Context(), &said{}, waitEnv(p, "5"), fast)
+	err = servers.RunWait(t.Context(), &said{}, waitEnv(p, "5"), fast)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "took the connection, then")
 }
@@ -134,7 +134,7 @@ func TestWaitStopsWhenTheRunIsCancelled(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- vps.RunWait(ctx, &said{}, waitEnv(freePort(t), "600"), fast) }()
+	go func() { done <- servers.RunWait(ctx, &said{}, waitEnv(freePort(t), "600"), fast) }()
 	time.Sleep(50 * time.Millisecond)
 	cancel()
 	select {

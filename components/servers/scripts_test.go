@@ -1,4 +1,4 @@
-package vps_test
+package servers_test
 
 import (
 	"bytes"
@@ -15,12 +15,11 @@ import (
 	"time"
 	"unicode/utf16"
 
+	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/internal/testscript"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/fluodata/talos-pulumi/components/vps"
 )
 
 // talosLikeImage is a small disk image laid out like a Talos metal image: a
@@ -130,7 +129,7 @@ func installEnv(h host, path string, settings ...string) []string {
 // the variables in a preamble, plus test-only overrides in the environment.
 func runInstall(t *testing.T, h host, imageURL, path string) (stdout, stderr string, err error) {
 	t.Helper()
-	in := vps.Install{Disk: h.target, ImageURL: imageURL, RequireRescue: true}
+	in := servers.Install{Disk: h.target, ImageURL: imageURL, RequireRescue: true}
 	cmd := exec.Command("bash", "-s")
 	cmd.Stdin = strings.NewReader(in.Stdin())
 	cmd.Env = installEnv(h, path, fastInstall...)
@@ -264,7 +263,7 @@ func TestInstallRescueCheckOverrides(t *testing.T) {
 	assert.Contains(t, stdout, "rescue system: host name rescue12-pro")
 
 	h = newHost(t, "/dev/sda1 / ext4 rw 0 0", "web-1")
-	in := vps.Install{Disk: h.target, ImageURL: srv.URL + "/i.raw", RequireRescue: false}
+	in := servers.Install{Disk: h.target, ImageURL: srv.URL + "/i.raw", RequireRescue: false}
 	cmd := exec.Command("bash", "-s")
 	cmd.Stdin = strings.NewReader(in.Stdin())
 	cmd.Env = installEnv(h, os.Getenv("PATH"), fastInstall...)
@@ -287,7 +286,7 @@ func TestInstallDefaultsSyncEveryFileSystem(t *testing.T) {
 	install := func(settings ...string) string {
 		t.Helper()
 		h := newHost(t, rescueRoot, "rescue")
-		in := vps.Install{Disk: h.target, ImageURL: srv.URL + "/i.raw", RequireRescue: true}
+		in := servers.Install{Disk: h.target, ImageURL: srv.URL + "/i.raw", RequireRescue: true}
 		cmd := exec.Command("bash", "-s")
 		cmd.Stdin = strings.NewReader(in.Stdin())
 		cmd.Env = installEnv(h, path, settings...)
@@ -325,7 +324,7 @@ func TestInstallRefusesBadSettings(t *testing.T) {
 		h := newHost(t, rescueRoot, "rescue")
 		before, err := os.ReadFile(h.target)
 		require.NoError(t, err)
-		in := vps.Install{Disk: h.target, ImageURL: "http://127.0.0.1:1/i.raw", RequireRescue: true}
+		in := servers.Install{Disk: h.target, ImageURL: "http://127.0.0.1:1/i.raw", RequireRescue: true}
 		cmd := exec.Command("bash", "-s")
 		cmd.Stdin = strings.NewReader(in.Stdin())
 		cmd.Env = installEnv(h, os.Getenv("PATH"), setting)
@@ -343,7 +342,7 @@ func TestInstallRefusesBadSettings(t *testing.T) {
 func TestInstallWantsABlockDevice(t *testing.T) {
 	t.Parallel()
 	h := newHost(t, rescueRoot, "rescue")
-	in := vps.Install{Disk: h.target, ImageURL: "http://127.0.0.1:1/i.raw", RequireRescue: true}
+	in := servers.Install{Disk: h.target, ImageURL: "http://127.0.0.1:1/i.raw", RequireRescue: true}
 	cmd := exec.Command("bash", "-s")
 	cmd.Stdin = strings.NewReader(in.Stdin())
 	cmd.Env = append([]string{"PROC_DIR=" + h.proc, "SYS_DIR=" + h.sys, "PATH=" + os.Getenv("PATH")}, fastInstall...)

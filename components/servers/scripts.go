@@ -1,4 +1,4 @@
-package vps
+package servers
 
 import (
 	_ "embed" // the install script is a file in the repo, run as it is

@@ -199,7 +199,7 @@ func (a *ClusterArgs) check(p *inputs.Problems) {
 // the TalosCluster checks them, and each IP inside the subnet.
 func (a *ClusterArgs) checkNodes(p *inputs.Problems, subnet netip.Prefix, gw netip.Addr) {
 	(&talos.ClusterArgs{
-		Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous, NodeNetwork: a.subnet(), NodeGateway: a.gateway(),
+		Cluster: a.Cluster, Nodes: a.talosNodes(), Previous: a.Previous, Machines: talos.Machines{NodeNetwork: a.subnet(), NodeGateway: a.gateway()},
 	}).CheckNodes(p, "")
 	if !subnet.IsValid() || !subnet.Addr().Is4() || !gw.IsValid() {
 		return
@@ -239,7 +239,7 @@ func (s Settings) privileged() bool { return s.Privileged == nil || *s.Privilege
 func (a *ClusterArgs) TalosArgs() *talos.ClusterArgs {
 	return &talos.ClusterArgs{
 		Cluster: a.Cluster, InstallerImage: pulumi.String(""), Nodes: a.talosNodes(),
-		Previous: a.Previous, InputName: a.InputName, NodeNetwork: a.subnet(), NodeGateway: a.gateway(), InContainer: true,
+		Previous: a.Previous, InputName: a.InputName, Machines: talos.Machines{NodeNetwork: a.subnet(), NodeGateway: a.gateway(), InContainer: true},
 	}
 }
 

@@ -285,7 +285,7 @@ func (d Deps) withDefaults(ctx *pulumi.Context, a *ClusterArgs) (Hooks, HostAPIs
 func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs {
 	return &talos.ClusterArgs{
 		Cluster: a.Cluster, InstallerImage: installer, Nodes: a.talosNodes(), Previous: a.Previous,
-		NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway(), InputName: a.InputName,
+		Machines: talos.Machines{NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway()}, InputName: a.InputName,
 	}
 }
 
@@ -411,7 +411,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		}
 	}
 	(&talos.ClusterArgs{
-		Cluster: a.Cluster, Nodes: nodes, Previous: a.Previous, NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway(),
+		Cluster: a.Cluster, Nodes: nodes, Previous: a.Previous, Machines: talos.Machines{NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway()},
 	}).CheckNodes(p, "")
 	for _, h := range a.hostViews() {
 		if h.VPS == nil {

@@ -105,9 +105,8 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 				{Name: "cp-0", IP: e2eControlPlaneIP, Role: RoleControlPlane},
 				{Name: "worker-0", IP: e2eWorkerIP, Role: RoleWorker, KubeSpanEndpoints: []string{"198.51.100.7:51821"}}, // a NAT's forwarded port
 			},
-			NodeNetwork: netip.MustParsePrefix("10.77.0.0/24"),
-			NodeGateway: netip.MustParseAddr("10.77.0.1"),
-			Previous:    previous,
+			Machines: Machines{NodeNetwork: netip.MustParsePrefix("10.77.0.0/24"), NodeGateway: netip.MustParseAddr("10.77.0.1")},
+			Previous: previous,
 		})
 		if err != nil {
 			return err

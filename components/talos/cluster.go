@@ -158,6 +158,34 @@ func (c ClusterSettings) WorkerParallelism() int {
 	return c.Rollout.WorkerParallelism
 }
 
+// Machines is the contract between a platform's machine kinds (VMs, rented
+// servers, containers) and the TalosCluster: what the machines are to the
+// cluster beyond each node's NodeSpec. docs/extending.md gives the rules:
+// which a platform must set, which it may, and why.
+type Machines struct {
+	// NodeOptions are per-node resource options by node name: a node's
+	// config waits for its machine (DependsOn), goes with it
+	// (DeletedWith) and is replaced with it (ReplaceWith).
+	NodeOptions map[string]NodeOptions
+	// Leaver, when set, is how the platform takes a node out of the cluster
+	// before its replaced machine goes (see Leaver).
+	Leaver *Leaver
+	// DeletedWith is the resource whose deletion takes the whole cluster with
+	// it (e.g. the first control plane's VM). In-cluster resources (Helm
+	// releases) and the bootstrap carry it, so a destroy of the whole stack
+	// makes no call to a cluster that is going away.
+	DeletedWith pulumi.Resource
+	// NodeNetwork is the nodes' network when the platform knows it: the
+	// overrides guard judges the approver's prefixes against it.
+	NodeNetwork netip.Prefix
+	// NodeGateway is the nodes' gateway when the platform knows it: no
+	// load balancer pool may hold it.
+	NodeGateway netip.Addr
+	// InContainer says the nodes run Talos in containers: the overrides
+	// guard refuses the patches Talos's container mode refuses or ignores.
+	InContainer bool
+}
+
 // ClusterArgs are the inputs of a TalosCluster. The fields tagged `pulumi`
 // are the component's inputs in every language; the others are Go-only
 // wiring a platform component adds (its machines as resources).
@@ -176,30 +204,13 @@ type ClusterArgs struct {
 	// or the stack is destroyed: for machines that outlive the stack.
 	ResetOnDestroy bool `pulumi:"resetOnDestroy,optional"`
 
-	// NodeOptions are per-node resource options by node name (Go only).
-	NodeOptions map[string]NodeOptions
+	// Machines is what the platform's machine kinds hand on (Go only): see
+	// Machines. Its fields are promoted: a.NodeOptions is a.Machines'.
+	Machines
 	// Previous is the cluster as the last `up` left it (Go only; the
 	// program reads it from the stack's outputs): changes a rollout
 	// cannot make safely are refused against it.
 	Previous *Previous
-	// Leaver, when set, is how the platform takes a node out of the cluster
-	// before its replaced machine goes (Go only; see Leaver).
-	Leaver *Leaver
-	// DeletedWith is the resource whose deletion takes the whole cluster with
-	// it (e.g. the first control plane's VM). In-cluster resources (Helm
-	// releases) and the bootstrap carry it, so a destroy of the whole stack
-	// makes no call to a cluster that is going away (Go only).
-	DeletedWith pulumi.Resource
-	// NodeNetwork is the nodes' network when the platform knows it (Go
-	// only): the overrides guard judges the approver's prefixes against it.
-	NodeNetwork netip.Prefix
-	// NodeGateway is the nodes' gateway when the platform knows it (Go
-	// only): no load balancer pool may hold it.
-	NodeGateway netip.Addr
-	// InContainer says the nodes run Talos in containers (Go only): the
-	// overrides guard refuses the patches Talos's container mode refuses
-	// or ignores.
-	InContainer bool
 	// InputName names an input path of this component in the caller's
 	// terms (Go only; the stack file's keys for the program): the warnings
 	// the component logs carry it. The path itself when nil.

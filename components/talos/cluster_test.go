@@ -60,7 +60,7 @@ func runClusterWith(t *testing.T, ns []talos.NodeSpec, edit func(*talos.ClusterA
 			},
 			InstallerImage: pulumi.String("factory.talos.dev/metal-installer/abc:v1.12.4"),
 			Nodes:          ns,
-			DeletedWith:    &vm,
+			Machines:       talos.Machines{DeletedWith: &vm},
 		}
 		if edit != nil {
 			edit(args)

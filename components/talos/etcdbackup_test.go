@@ -55,7 +55,7 @@ func runWithBackupOn(t *testing.T, m *componentstest.Engine, ns []talos.NodeSpec
 			},
 			InstallerImage: pulumi.String("factory.talos.dev/metal-installer/abc:v1.12.4"),
 			Nodes:          ns,
-			DeletedWith:    &vm,
+			Machines:       talos.Machines{DeletedWith: &vm},
 		}, talos.Deps{Hooks: &componentstest.Hooks{}})
 		return err
 	}, pulumi.WithMocks("talos-cluster", "test", m))

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/certs"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 )
 
 type noResources struct{}

@@ -14,7 +14,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 )
 
 // downloadFile is a model of what the proxmoxve provider's download.File
@@ -40,7 +40,7 @@ import (
 // checks (they need overwrite=true, which the program does not set) and the
 // version lookup that only decorates a download error.
 type downloadFile struct {
-	fake *pvefake.Server
+	fake *pveapitest.Server
 }
 
 // downloadInputs are a registered download.File's inputs, with the
@@ -192,7 +192,7 @@ func (d downloadFile) do(ctx context.Context, method, path string, form url.Valu
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "PVEAPIToken="+pvefake.TokenID+"="+pvefake.TokenSecret)
+	req.Header.Set("Authorization", "PVEAPIToken="+pveapitest.TokenID+"="+pveapitest.TokenSecret)
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}

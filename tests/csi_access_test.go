@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -32,7 +32,7 @@ import (
 // (dependents first), except when its DeletedWith resource goes too.
 type accessModel struct {
 	t     *testing.T
-	pve   *pvefake.Server
+	pve   *pveapitest.Server
 	state map[string]componentstest.Registered // by URN, with their order
 	order []string
 	calls int
@@ -45,7 +45,7 @@ func (m *accessModel) call(method, path string, form url.Values) {
 	m.calls++
 	req, err := http.NewRequest(method, m.pve.URL+"/api2/json"+path, strings.NewReader(form.Encode()))
 	require.NoError(m.t, err)
-	req.Header.Set("Authorization", "PVEAPIToken="+pvefake.TokenID+"="+pvefake.TokenSecret)
+	req.Header.Set("Authorization", "PVEAPIToken="+pveapitest.TokenID+"="+pveapitest.TokenSecret)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := m.pve.Client().Do(req)
 	require.NoError(m.t, err)
@@ -209,14 +209,14 @@ func (m *accessModel) deleteExcept(keep, gone map[string]bool) {
 // already gone.
 func TestTheCSIPluginsAccessThroughAStacksLife(t *testing.T) {
 	t.Parallel()
-	vms := map[int]*pvefake.VM{}
+	vms := map[int]*pveapitest.VM{}
 	src := withCSI(t, map[string]any{"datastore": "local-zfs"})
 	cfg, d := stacks.Load(src)
 	require.NoError(t, d.Err())
 	for _, ref := range cfg.Nodes.Refs() {
-		vms[ref.VMID] = &pvefake.VM{Node: ref.ProxmoxNode, Name: ref.Name}
+		vms[ref.VMID] = &pveapitest.VM{Node: ref.ProxmoxNode, Name: ref.Name}
 	}
-	m := &accessModel{t: t, pve: pvefake.New(t, vms), state: map[string]componentstest.Registered{}}
+	m := &accessModel{t: t, pve: pveapitest.New(t, vms), state: map[string]componentstest.Registered{}}
 
 	require.Equal(t, 7, m.up(src), "role, user, token, and the ACLs of the datastore and 3 VMs")
 	roles, users, tokens, acls := m.pve.Access()
@@ -225,7 +225,7 @@ func TestTheCSIPluginsAccessThroughAStacksLife(t *testing.T) {
 	assert.Equal(t, []string{"homelab-csi@pve!csi"}, tokens)
 	var paths []string
 	for _, a := range acls {
-		assert.Equal(t, pvefake.ACL{Path: a.Path, Role: "homelab-csi", User: "homelab-csi@pve"}, a, "no propagation")
+		assert.Equal(t, pveapitest.ACL{Path: a.Path, Role: "homelab-csi", User: "homelab-csi@pve"}, a, "no propagation")
 		paths = append(paths, a.Path)
 	}
 	assert.Equal(t, []string{"/storage/local-zfs", "/vms/110", "/vms/120", "/vms/121"}, paths)
@@ -244,7 +244,7 @@ func TestTheCSIPluginsAccessThroughAStacksLife(t *testing.T) {
 	added := stackstest.EditSection(t, src, "nodes", func(n map[string]any) {
 		n["workers"] = append(n["workers"].([]any), map[string]any{"name": "worker-2", "ip": "10.10.0.22", "vmId": 122})
 	})
-	vms[122] = &pvefake.VM{Node: "pve", Name: "worker-2"}
+	vms[122] = &pveapitest.VM{Node: "pve", Name: "worker-2"}
 	assert.Equal(t, 1, m.up(added), "the new VM's ACL")
 	_, _, _, acls = m.pve.Access()
 	assert.Len(t, acls, 5)

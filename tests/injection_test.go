@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/assert"
@@ -104,7 +104,7 @@ func TestEveryValueThatReachesAShellIsRefusedOrData(t *testing.T) {
 		"dnsmasq":      "#!/bin/sh\nexit 0\n",
 		"dhcp_release": "#!/bin/sh\nexit 0\n",
 	} {
-		testscript.Write(t, filepath.Join(fakeBin, name), script)
+		scripttest.Write(t, filepath.Join(fakeBin, name), script)
 	}
 	for _, payload := range shelltest.Breakouts {
 		for _, platform := range []stacks.Platform{stacks.PlatformProxmox, stacks.PlatformVPS} {

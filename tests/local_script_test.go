@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,7 +34,7 @@ func localScript(t *testing.T, tools map[string]string, env ...string) (dir, out
 		}
 	}
 	for name, body := range tools {
-		testscript.Write(t, filepath.Join(bin, name), "#!"+mustLook(t, "bash")+"\n"+body+"\n")
+		scripttest.Write(t, filepath.Join(bin, name), "#!"+mustLook(t, "bash")+"\n"+body+"\n")
 	}
 	cmd := exec.Command(mustLook(t, "bash"), filepath.Join(dir, "scripts/local.sh"))
 	cmd.Env = append([]string{"PATH=" + bin, "HOME=" + filepath.Join(dir, "home"), "MAKE=" + filepath.Join(bin, "make")}, env...)

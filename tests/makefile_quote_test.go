@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,7 +41,7 @@ func makeQuoted(t *testing.T, args ...string) (dir string, calls [][]string, out
 	bin := filepath.Join(dir, "fakes")
 	require.NoError(t, os.Mkdir(bin, 0o700))
 	for _, name := range []string{"pulumi", "stackctl", "program"} {
-		testscript.Write(t, filepath.Join(bin, name), argLogger)
+		scripttest.Write(t, filepath.Join(bin, name), argLogger)
 	}
 	log := filepath.Join(dir, "args.log")
 	cmd := exec.Command("make", append([]string{"--no-print-directory", "PULUMI=" + filepath.Join(bin, "pulumi"),

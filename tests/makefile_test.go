@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"go.yaml.in/yaml/v4"
 
@@ -25,8 +25,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -80,7 +80,7 @@ func makeIn(t *testing.T, env []string, args ...string) (dir, log, out string, e
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.test.yaml"), []byte("config: {}\n"), 0o600))
 	// The program: these tests do not build it (TestMakeBuildsOncePerSourceChange does).
 	program := filepath.Join(dir, "program")
-	testscript.Write(t, program, "#!/bin/sh\n")
+	scripttest.Write(t, program, "#!/bin/sh\n")
 	log = filepath.Join(dir, "pulumi.log")
 	out, err = runMake(t, dir, log, env, append([]string{"STACKCTL=" + stackctl(t), "PROGRAM=" + program}, args...)...)
 	return dir, log, out, err
@@ -93,7 +93,7 @@ func runMake(t *testing.T, dir, log string, env []string, args ...string) (strin
 		t.Skip("make is not installed")
 	}
 	fake := filepath.Join(dir, "fake-pulumi")
-	testscript.Write(t, fake, fakePulumi)
+	scripttest.Write(t, fake, fakePulumi)
 	cmd := exec.Command("make", append([]string{"--no-print-directory", "PULUMI=" + fake}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), append([]string{"FAKE_LOG=" + log}, env...)...)
@@ -333,7 +333,7 @@ func TestMakeBuildsOncePerSourceChange(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.test.yaml"), []byte("config: {}\n"), 0o600))
 	scratch := t.TempDir()
 	fakeGoPath, goLog, log := filepath.Join(scratch, "go"), filepath.Join(scratch, "go.log"), filepath.Join(scratch, "pulumi.log")
-	testscript.Write(t, fakeGoPath, fakeGo)
+	scripttest.Write(t, fakeGoPath, fakeGo)
 	env := []string{"FAKE_GO_LOG=" + goLog, "REAL_STACKCTL=" + stackctl(t)}
 	run := func(args ...string) string {
 		t.Helper()
@@ -617,7 +617,7 @@ func TestMakeDepsCheckShowsDrift(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	fakeGo := filepath.Join(dir, "go")
-	testscript.Write(t, fakeGo, fakeGoList)
+	scripttest.Write(t, fakeGo, fakeGoList)
 	_, _, out, err := makeIn(t, nil, "deps-check", "GO="+fakeGo,
 		"DEPS_PINNED=github.com/pulumi/pulumi/sdk/v3 github.com/muhlba91/pulumi-proxmoxve/sdk/v7 github.com/pulumiverse/pulumi-talos/sdk",
 		"DEPS_PINNED_PROVIDER=github.com/pulumi/pulumi-go-provider")

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -37,7 +37,7 @@ func isoDownloads(t *testing.T, src stacks.Source, stack string) []downloadInput
 
 // isoUp is the provider creating every download of a stack's `up`; the
 // factory serves the ISOs.
-func isoUp(t *testing.T, fake *pvefake.Server, stack string, downloads []downloadInputs) []string {
+func isoUp(t *testing.T, fake *pveapitest.Server, stack string, downloads []downloadInputs) []string {
 	t.Helper()
 	var ids []string
 	for _, d := range downloads {
@@ -51,7 +51,7 @@ func isoUp(t *testing.T, fake *pvefake.Server, stack string, downloads []downloa
 
 // isoDestroy is the engine's destroy: the provider deletes each download
 // unless it is retained.
-func isoDestroy(t *testing.T, fake *pvefake.Server, downloads []downloadInputs, ids []string) {
+func isoDestroy(t *testing.T, fake *pveapitest.Server, downloads []downloadInputs, ids []string) {
 	t.Helper()
 	for i, d := range downloads {
 		if !d.RetainOnDelete {
@@ -63,7 +63,7 @@ func isoDestroy(t *testing.T, fake *pvefake.Server, downloads []downloadInputs, 
 func TestProxmoxISOKeptByDestroyThenUpAgain(t *testing.T) {
 	t.Parallel()
 	src := edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "proxmox", func(m map[string]any) { m["keepIso"] = true })
-	fake := pvefake.New(t, nil)
+	fake := pveapitest.New(t, nil)
 	const stack = "proxmox-homelab"
 
 	first := isoDownloads(t, src, stack)
@@ -84,7 +84,7 @@ func TestProxmoxISOTwoStacksOnOneHostDestroyOne(t *testing.T) {
 	// Two stacks from the same example: same cluster name, Talos version,
 	// extensions and Proxmox node.
 	src := stackstest.Example(t, stackstest.ProxmoxExample)
-	fake := pvefake.New(t, nil)
+	fake := pveapitest.New(t, nil)
 
 	homelab := isoDownloads(t, src, "proxmox-homelab")
 	staging := isoDownloads(t, src, "proxmox-staging")

@@ -18,7 +18,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -376,11 +376,11 @@ func TestFastDestroyWiring(t *testing.T) {
 
 	// The hook from a real program run, against a fake Proxmox API, with the
 	// VM's registered inputs standing in for its state.
-	fake := pvefake.New(t, map[int]*pvefake.VM{
+	fake := pveapitest.New(t, map[int]*pveapitest.VM{
 		110: {Node: "pve", Name: "cp-0", Tags: "cluster-homelab;stack-proxmox-homelab;talos", Running: true},
 		120: {Node: "pve", Name: "worker-0", Tags: "cluster-homelab;stack-proxmox-homelab;talos", Running: true},
 	})
-	api, err := pveapi.New(fake.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: fake.Client()})
+	api, err := pveapi.New(fake.URL, pveapitest.TokenID, pveapitest.TokenSecret, pveapi.Options{HTTPClient: fake.Client()})
 	require.NoError(t, err)
 	_, _, hooks2, err := programtest.Run(t, src, "proxmox-homelab", program.Options{ProxmoxAPI: api})
 	require.NoError(t, err)

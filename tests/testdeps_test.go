@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,7 +30,7 @@ func runTestDeps(t *testing.T, mode string, fakes map[string]string) (int, strin
 	require.NoError(t, os.Symlink(envBin, filepath.Join(bin, "env")))
 	for name, body := range fakes {
 		script := "#!/bin/sh\necho \"" + name + " $*\" >> " + calls + "\n" + body + "\n"
-		testscript.Write(t, filepath.Join(bin, name), script)
+		scripttest.Write(t, filepath.Join(bin, name), script)
 	}
 	bash, err := exec.LookPath("bash")
 	require.NoError(t, err)

@@ -21,14 +21,14 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/dockertest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/dockertest"
 )
 
 // TestIntegrationContainersLiveTheirLifeInDocker runs the DockerCluster's
 // containers (NewContainers: the network, the state volumes, the
 // containers) with the real pulumi CLI, the real Docker provider plugin
 // (4.11.0, built by ../shared/harness) and the real Docker daemon, on the
-// stand-in image (internal/dockertest/standin). What differs from the real image: the
+// stand-in image (internal/testkit/dockertest/standin). What differs from the real image: the
 // stand-in runs unprivileged (this machine refuses privileged containers),
 // serves neither API, and no TalosCluster applies a config (that part runs
 // on the Talos API fake in the other tests).

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -130,7 +130,7 @@ rc=$?
 case "$*" in *--conf-dir=*) ` + sabotage + ` ;; esac
 exit $rc
 `
-	testscript.Write(t, filepath.Join(h.bin, "dnsmasq"), script)
+	scripttest.Write(t, filepath.Join(h.bin, "dnsmasq"), script)
 }
 
 // The rollback after a rejected configuration: when the previous file

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,7 +56,7 @@ func (h dnsmasqHost) file() DNSMasqFile {
 func (h dnsmasqHost) fakeDHCPRelease(t *testing.T, fail string) {
 	t.Helper()
 	script := "#!/bin/sh\necho \"$*\" >> " + h.released + "\n" + fail + "\n"
-	testscript.Write(t, filepath.Join(h.bin, "dhcp_release"), script)
+	scripttest.Write(t, filepath.Join(h.bin, "dhcp_release"), script)
 }
 
 // releases returns the recorded dhcp_release calls, one argument list each.

@@ -18,7 +18,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -38,7 +38,7 @@ func (s *said) logger() talos.Logger { return s }
 // ejectHarness is the example cluster under mocks, its VMs on the fake
 // Proxmox API with the Talos ISO in their CD-ROM, and its eject hook.
 type ejectHarness struct {
-	pve    *pvefake.Server
+	pve    *pveapitest.Server
 	engine *componentstest.Engine
 	hooks  *componentstest.Hooks
 	log    *said
@@ -46,15 +46,15 @@ type ejectHarness struct {
 
 func newEjectHarness(t *testing.T, secret string) *ejectHarness {
 	t.Helper()
-	vms := map[int]*pvefake.VM{}
+	vms := map[int]*pveapitest.VM{}
 	cfg, d := stacks.Load(stackstest.Example(t, stackstest.ProxmoxExample))
 	require.NoError(t, d.Err())
 	args := program.ProxmoxArgs(cfg)
 	for _, n := range args.Nodes {
-		vms[n.VMID] = &pvefake.VM{Node: n.ProxmoxNode, Name: n.Name, Running: true, Config: map[string]string{"ide2": "local:iso/talos.iso,media=cdrom"}}
+		vms[n.VMID] = &pveapitest.VM{Node: n.ProxmoxNode, Name: n.Name, Running: true, Config: map[string]string{"ide2": "local:iso/talos.iso,media=cdrom"}}
 	}
-	h := &ejectHarness{pve: pvefake.New(t, vms), engine: &componentstest.Engine{}, hooks: &componentstest.Hooks{}, log: &said{}}
-	api, err := pveapi.New(h.pve.URL, pvefake.TokenID, secret,
+	h := &ejectHarness{pve: pveapitest.New(t, vms), engine: &componentstest.Engine{}, hooks: &componentstest.Hooks{}, log: &said{}}
+	api, err := pveapi.New(h.pve.URL, pveapitest.TokenID, secret,
 		pveapi.Options{HTTPClient: h.pve.Client(), Backoff: 5 * time.Millisecond, CallTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	err = pulumi.RunErr(func(ctx *pulumi.Context) error {
@@ -86,14 +86,14 @@ func (h *ejectHarness) eject(t *testing.T, node string) (int, error) {
 
 func TestEjectEmptiesTheCDROMInTheProgram(t *testing.T) {
 	t.Parallel()
-	h := newEjectHarness(t, pvefake.TokenSecret)
+	h := newEjectHarness(t, pveapitest.TokenSecret)
 	for _, r := range h.engine.ByType(componentstest.LocalCommand) {
 		if !strings.Contains(r.Name, "-eject-iso-") {
 			continue
 		}
 		assert.False(t, r.Inputs.HasValue("create"), "%s runs no command on the operator's machine", r.Name)
 		assert.False(t, r.Inputs.HasValue("stdin"), "%s carries no token", r.Name)
-		assert.NotContains(t, fmt.Sprint(r.Inputs.Mappable()), pvefake.TokenSecret)
+		assert.NotContains(t, fmt.Sprint(r.Inputs.Mappable()), pveapitest.TokenSecret)
 	}
 	vmid, err := h.eject(t, "cp-0")
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestEjectEmptiesTheCDROMInTheProgram(t *testing.T) {
 
 func TestEjectRetriesTransientErrors(t *testing.T) {
 	t.Parallel()
-	h := newEjectHarness(t, pvefake.TokenSecret)
+	h := newEjectHarness(t, pveapitest.TokenSecret)
 	h.pve.Fail500 = 2
 	vmid, err := h.eject(t, "worker-0")
 	require.NoError(t, err)
@@ -121,7 +121,7 @@ func TestEjectFailsWithWhatTheTokenNeeds(t *testing.T) {
 	assert.Contains(t, err.Error(), "run 'pulumi up' again to retry")
 	assert.Empty(t, h.pve.ConfigUpdates(vmid))
 
-	h = newEjectHarness(t, pvefake.TokenSecret)
+	h = newEjectHarness(t, pveapitest.TokenSecret)
 	h.pve.Forbidden = true
 	vmid, err = h.eject(t, "cp-0")
 	require.Error(t, err)

@@ -13,16 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 )
 
 const ourTags = "cluster-homelab;stack-proxmox-homelab;talos"
 
 var ourTag = StackTag("proxmox-homelab")
 
-func client(t testing.TB, s *pvefake.Server) *pveapi.Client {
+func client(t testing.TB, s *pveapitest.Server) *pveapi.Client {
 	t.Helper()
-	c, err := pveapi.New(s.URL, pvefake.TokenID, pvefake.TokenSecret,
+	c, err := pveapi.New(s.URL, pveapitest.TokenID, pveapitest.TokenSecret,
 		pveapi.Options{HTTPClient: s.Client(), Backoff: 5 * time.Millisecond, CallTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	return c
@@ -45,14 +45,14 @@ func oldOutputs(vmid int, name string, tags ...string) resource.PropertyMap {
 	}
 }
 
-func hook(t testing.TB, s *pvefake.Server, timeout time.Duration) pulumi.ResourceHookFunction {
+func hook(t testing.TB, s *pveapitest.Server, timeout time.Duration) pulumi.ResourceHookFunction {
 	return FastStopHook(client(t, s), ourTag, timeout, 10*time.Millisecond)
 }
 
 func TestHardStopRunningVMOnceAndWaits(t *testing.T) {
 	t.Parallel()
 	const latency = 150 * time.Millisecond
-	s := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
+	s := pveapitest.New(t, map[int]*pveapitest.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
 	s.TaskLatency = latency
 	start := time.Now()
 	require.NoError(t, hook(t, s, time.Minute)(&pulumi.ResourceHookArgs{Name: "homelab-vm-cp-0", OldOutputs: oldOutputs(110, "cp-0")}))
@@ -63,7 +63,7 @@ func TestHardStopRunningVMOnceAndWaits(t *testing.T) {
 
 func TestHardStopNoOpCases(t *testing.T) {
 	t.Parallel()
-	s := pvefake.New(t, map[int]*pvefake.VM{120: {Node: "pve", Name: "worker-0", Tags: ourTags}})
+	s := pveapitest.New(t, map[int]*pveapitest.VM{120: {Node: "pve", Name: "worker-0", Tags: ourTags}})
 	h := hook(t, s, time.Minute)
 	require.NoError(t, h(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(120, "worker-0")}), "stopped VM")
 	assert.Zero(t, s.StopCalls(120), "a stopped VM is not stopped again")
@@ -72,7 +72,7 @@ func TestHardStopNoOpCases(t *testing.T) {
 
 func TestHardStopRefusesForeignVMs(t *testing.T) {
 	t.Parallel()
-	s := pvefake.New(t, map[int]*pvefake.VM{
+	s := pveapitest.New(t, map[int]*pveapitest.VM{
 		110: {Node: "pve", Name: "nas", Tags: ourTags, Running: true},
 		111: {Node: "pve", Name: "cp-1", Tags: "talos;stack-other", Running: true},
 		112: {Node: "pve", Name: "cp-2", Tags: ourTags, Running: true},
@@ -93,7 +93,7 @@ func TestHardStopRefusesForeignVMs(t *testing.T) {
 
 func TestHardStopRetriesTransientErrors(t *testing.T) {
 	t.Parallel()
-	s := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
+	s := pveapitest.New(t, map[int]*pveapitest.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
 	s.Fail500 = 2
 	require.NoError(t, hook(t, s, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")}))
 	assert.Equal(t, 1, s.StopCalls(110))
@@ -102,14 +102,14 @@ func TestHardStopRetriesTransientErrors(t *testing.T) {
 
 func TestHardStopPermanentErrorsAreClear(t *testing.T) {
 	t.Parallel()
-	s := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
+	s := pveapitest.New(t, map[int]*pveapitest.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
 	s.Forbidden = true
 	err := hook(t, s, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "unable to hard-stop VM 110 (cp-0) on pve")
 	assert.Contains(t, err.Error(), "Permission check failed (/vms/110, VM.PowerMgmt)")
 
-	locked := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, Locked: true}})
+	locked := pveapitest.New(t, map[int]*pveapitest.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, Locked: true}})
 	err = hook(t, locked, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "unable to hard-stop VM 110 (cp-0) on pve: proxmox task")
@@ -123,7 +123,7 @@ func TestHardStopPermanentErrorsAreClear(t *testing.T) {
 // the VM's lock; the hard stop overrules it instead of failing on the lock.
 func TestHardStopOverrulesPendingShutdown(t *testing.T) {
 	t.Parallel()
-	s := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, ShutdownPending: true}})
+	s := pveapitest.New(t, map[int]*pveapitest.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, ShutdownPending: true}})
 	require.NoError(t, hook(t, s, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")}))
 	assert.Equal(t, 1, s.StopCalls(110))
 	assert.False(t, s.Running(110))
@@ -137,21 +137,21 @@ func TestHardStopOverrulesPendingShutdown(t *testing.T) {
 // it for HA-managed VMs: the stop is sent again without it.
 func TestHardStopWhereOverruleIsRefused(t *testing.T) {
 	t.Parallel()
-	old := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
+	old := pveapitest.New(t, map[int]*pveapitest.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
 	old.OldPVE = true
 	require.NoError(t, hook(t, old, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")}))
 	assert.Equal(t, 1, old.StopCalls(110), "one stop accepted")
 	assert.Len(t, old.StopForms(110), 2, "the first, with overrule-shutdown, refused")
 	assert.False(t, old.Running(110))
 
-	ha := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, HA: true}})
+	ha := pveapitest.New(t, map[int]*pveapitest.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, HA: true}})
 	require.NoError(t, hook(t, ha, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")}))
 	assert.Equal(t, 1, ha.StopCalls(110))
 	assert.Len(t, ha.StopForms(110), 2)
 	assert.False(t, ha.Running(110))
 
 	// Without overrule a pending shutdown still wins: the lock error, named.
-	stuck := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, ShutdownPending: true}})
+	stuck := pveapitest.New(t, map[int]*pveapitest.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true, ShutdownPending: true}})
 	stuck.OldPVE = true
 	err := hook(t, stuck, time.Minute)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")})
 	require.Error(t, err)
@@ -162,7 +162,7 @@ func TestHardStopWhereOverruleIsRefused(t *testing.T) {
 
 func TestHardStopHonoursDeadline(t *testing.T) {
 	t.Parallel()
-	s := pvefake.New(t, map[int]*pvefake.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
+	s := pveapitest.New(t, map[int]*pveapitest.VM{110: {Node: "pve", Name: "cp-0", Tags: ourTags, Running: true}})
 	s.TaskLatency = time.Hour
 	start := time.Now()
 	err := hook(t, s, 100*time.Millisecond)(&pulumi.ResourceHookArgs{OldOutputs: oldOutputs(110, "cp-0")})
@@ -174,11 +174,11 @@ func TestHardStopHonoursDeadline(t *testing.T) {
 
 func TestHardStopTenVMsInParallel(t *testing.T) {
 	t.Parallel()
-	vms := map[int]*pvefake.VM{}
+	vms := map[int]*pveapitest.VM{}
 	for i := range 10 {
-		vms[200+i] = &pvefake.VM{Node: "pve", Name: "w-" + string(rune('0'+i)), Tags: ourTags, Running: true}
+		vms[200+i] = &pveapitest.VM{Node: "pve", Name: "w-" + string(rune('0'+i)), Tags: ourTags, Running: true}
 	}
-	s := pvefake.New(t, vms)
+	s := pveapitest.New(t, vms)
 	s.TaskLatency = 50 * time.Millisecond
 	h := hook(t, s, time.Minute)
 	errs := runParallel(h, vms)
@@ -191,7 +191,7 @@ func TestHardStopTenVMsInParallel(t *testing.T) {
 
 // runParallel runs the hook for every VM at once, as the engine does for
 // independent deletes.
-func runParallel(h pulumi.ResourceHookFunction, vms map[int]*pvefake.VM) map[int]error {
+func runParallel(h pulumi.ResourceHookFunction, vms map[int]*pveapitest.VM) map[int]error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := map[int]error{}
@@ -216,11 +216,11 @@ func BenchmarkHardStop(b *testing.B) {
 			var total time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				vms := map[int]*pvefake.VM{}
+				vms := map[int]*pveapitest.VM{}
 				for i := range n {
-					vms[300+i] = &pvefake.VM{Node: "pve", Name: "vm-" + string(rune('a'+i)), Tags: ourTags, Running: true}
+					vms[300+i] = &pveapitest.VM{Node: "pve", Name: "vm-" + string(rune('a'+i)), Tags: ourTags, Running: true}
 				}
-				s := pvefake.New(b, vms)
+				s := pveapitest.New(b, vms)
 				s.TaskLatency = latency
 				h := FastStopHook(client(b, s), ourTag, time.Minute, fastStopPoll)
 				b.StartTimer()

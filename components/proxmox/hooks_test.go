@@ -13,7 +13,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -69,13 +69,13 @@ func TestWithoutFastStopNoVMCarriesAHook(t *testing.T) {
 func TestTwoClustersBindHooksOfTheirOwn(t *testing.T) {
 	t.Parallel()
 	const tags = "cluster-%s;stack-test;talos"
-	pve := pvefake.New(t, map[int]*pvefake.VM{
+	pve := pveapitest.New(t, map[int]*pveapitest.VM{
 		110: {Node: "pve", Name: "cp-0", Tags: fmt.Sprintf(tags, "homelab"), Running: true},
 		120: {Node: "pve", Name: "worker-0", Tags: fmt.Sprintf(tags, "homelab"), Running: true},
 		210: {Node: "pve", Name: "cp-0", Tags: fmt.Sprintf(tags, "lab2"), Running: true},
 		220: {Node: "pve", Name: "worker-0", Tags: fmt.Sprintf(tags, "lab2"), Running: true},
 	})
-	api, err := pveapi.New(pve.URL, pvefake.TokenID, pvefake.TokenSecret,
+	api, err := pveapi.New(pve.URL, pveapitest.TokenID, pveapitest.TokenSecret,
 		pveapi.Options{HTTPClient: pve.Client(), Backoff: 5 * time.Millisecond, CallTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	cfg, d := stacks.Load(stackstest.Example(t, stackstest.ProxmoxExample))

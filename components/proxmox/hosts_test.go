@@ -20,7 +20,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 )
 
 // Token secrets of the two hosts' APIs in the cluster below: fixtures.
@@ -342,7 +342,7 @@ func TestHostsTalosNodes(t *testing.T) {
 type hostsHarness struct {
 	engine       *componentstest.Engine
 	hooks        *componentstest.Hooks
-	home, office *pvefake.Server
+	home, office *pveapitest.Server
 }
 
 const hostsStackTags = "cluster-homelab;stack-test;talos"
@@ -350,15 +350,15 @@ const hostsStackTags = "cluster-homelab;stack-test;talos"
 func newHostsHarness(t *testing.T, edit func(a *proxmox.ClusterArgs)) *hostsHarness {
 	t.Helper()
 	iso := map[string]string{"ide2": "local:iso/talos.iso,media=cdrom"}
-	vm := func(node, name, tags string) *pvefake.VM {
-		return &pvefake.VM{Node: node, Name: name, Tags: tags, Running: true, Config: maps.Clone(iso)}
+	vm := func(node, name, tags string) *pveapitest.VM {
+		return &pveapitest.VM{Node: node, Name: name, Tags: tags, Running: true, Config: maps.Clone(iso)}
 	}
 	h := &hostsHarness{
 		engine: &componentstest.Engine{}, hooks: &componentstest.Hooks{},
-		home: pvefake.New(t, map[int]*pvefake.VM{
+		home: pveapitest.New(t, map[int]*pveapitest.VM{
 			110: vm("pve", "cp-0", hostsStackTags), 120: vm("pve", "worker-0", hostsStackTags),
 		}),
-		office: pvefake.New(t, map[int]*pvefake.VM{
+		office: pveapitest.New(t, map[int]*pveapitest.VM{
 			110: vm("pve", "worker-1", "cluster-homelab;host-office;stack-test;talos"),
 			111: vm("pve-b", "worker-2", "cluster-homelab;host-office;stack-test;talos"),
 		}),
@@ -379,9 +379,9 @@ func newHostsHarness(t *testing.T, edit func(a *proxmox.ClusterArgs)) *hostsHarn
 	return h
 }
 
-func fakeClient(t *testing.T, s *pvefake.Server) *pveapi.Client {
+func fakeClient(t *testing.T, s *pveapitest.Server) *pveapi.Client {
 	t.Helper()
-	c, err := pveapi.New(s.URL, pvefake.TokenID, pvefake.TokenSecret,
+	c, err := pveapi.New(s.URL, pveapitest.TokenID, pveapitest.TokenSecret,
 		pveapi.Options{HTTPClient: s.Client(), Backoff: 5 * time.Millisecond, CallTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	return c
@@ -655,13 +655,13 @@ func TestFastStopHookOnHosts(t *testing.T) {
 	const stackTag = "stack-test"
 	// The same VM on both, so that a stop through the wrong API would
 	// succeed there, unseen but for the counts.
-	both := func() map[int]*pvefake.VM {
-		return map[int]*pvefake.VM{
+	both := func() map[int]*pveapitest.VM {
+		return map[int]*pveapitest.VM{
 			110: {Node: "pve", Name: "w-1", Tags: "host-office;stack-test;talos", Running: true},
 			120: {Node: "pve", Name: "w-0", Tags: "stack-test;talos", Running: true},
 		}
 	}
-	home, office := pvefake.New(t, both()), pvefake.New(t, both())
+	home, office := pveapitest.New(t, both()), pveapitest.New(t, both())
 	hook := proxmox.FastStopHookOnHosts(proxmox.HostAPIs{"": fakeClient(t, home), "office": fakeClient(t, office)},
 		stackTag, time.Minute, 10*time.Millisecond)
 	state := func(vmid int, name string, tags ...string) resource.PropertyMap {
@@ -678,7 +678,7 @@ func TestFastStopHookOnHosts(t *testing.T) {
 	// A host the program no longer knows: the provider's to stop, no
 	// call to any API (every VM still runs).
 	require.NoError(t, hook(&pulumi.ResourceHookArgs{Name: "homelab-vm-w-1", OldOutputs: state(110, "w-1", "host-lab", "stack-test", "talos")}))
-	for _, s := range []*pvefake.Server{home, office} {
+	for _, s := range []*pveapitest.Server{home, office} {
 		assert.Zero(t, s.StopCalls(110))
 		assert.True(t, s.Running(110))
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 )
 
 // Fixtures of the hosts entry of rented servers below.
@@ -338,8 +338,8 @@ type serversHarness struct {
 func newServersHarness(t *testing.T, edit func(a *proxmox.ClusterArgs)) *serversHarness {
 	t.Helper()
 	h := &serversHarness{engine: &componentstest.Engine{}, hooks: &componentstest.Hooks{}, talos: &componentstest.Hooks{}}
-	home := pvefake.New(t, map[int]*pvefake.VM{})
-	office := pvefake.New(t, map[int]*pvefake.VM{})
+	home := pveapitest.New(t, map[int]*pveapitest.VM{})
+	office := pveapitest.New(t, map[int]*pveapitest.VM{})
 	a := serversArgs()
 	if edit != nil {
 		edit(a)

@@ -24,8 +24,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/factoryfake"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/factorytest"
 )
 
 // TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider registers the
@@ -51,13 +51,13 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
 	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
-	pve := pvefake.New(t, map[int]*pvefake.VM{})
-	pve.AddDatastore("local-lvm", pvefake.Datastore{Content: []string{"images", "rootdir"}})
+	pve := pveapitest.New(t, map[int]*pveapitest.VM{})
+	pve.AddDatastore("local-lvm", pveapitest.Datastore{Content: []string{"images", "rootdir"}})
 	pve.AgentAddresses(110, "10.10.0.10")
 	// The Talos provider registers the schematic with the factory fake
 	// (trusted through SSL_CERT_FILE, as a private CA would be), and the
 	// Proxmox node downloads the ISO from it.
-	factory := factoryfake.New(t)
+	factory := factorytest.New(t)
 	pve.Web = factory.Client()
 	caFile := filepath.Join(dir, "factory-ca.pem")
 	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: factory.Certificate().Raw}), 0o600))
@@ -75,7 +75,7 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 	memory, disk := 4096, 20
 	program := func(ctx *pulumi.Context) error {
 		prov, err := proxmoxve.NewProvider(ctx, "pve", &proxmoxve.ProviderArgs{
-			Endpoint: pulumi.String(pve.URL + "/"), ApiToken: pulumi.String(pvefake.TokenID + "=" + pvefake.TokenSecret), Insecure: pulumi.Bool(true),
+			Endpoint: pulumi.String(pve.URL + "/"), ApiToken: pulumi.String(pveapitest.TokenID + "=" + pveapitest.TokenSecret), Insecure: pulumi.Bool(true),
 		})
 		if err != nil {
 			return err

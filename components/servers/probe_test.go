@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/fluodata/talos-pulumi/components/servers"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 )
 
 // versionServer answers Version, like the Talos API.

@@ -16,7 +16,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/fluodata/talos-pulumi/components/servers"
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -281,7 +281,7 @@ func TestInstallDefaultsSyncEveryFileSystem(t *testing.T) {
 	srv := newImageServer(t, map[string][]byte{"/i.raw": img})
 	bin := t.TempDir()
 	calls := filepath.Join(bin, "sync.calls")
-	testscript.Write(t, filepath.Join(bin, "sync"), "#!/bin/sh\necho \"$*\" >> '"+calls+"'\n")
+	scripttest.Write(t, filepath.Join(bin, "sync"), "#!/bin/sh\necho \"$*\" >> '"+calls+"'\n")
 	path := bin + string(os.PathListSeparator) + os.Getenv("PATH")
 	install := func(settings ...string) string {
 		t.Helper()

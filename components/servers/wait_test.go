@@ -17,7 +17,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/internal/rollout"
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 )
 
 // said records what the wait says.

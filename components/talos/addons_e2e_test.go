@@ -24,8 +24,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
+	"github.com/fluodata/talos-pulumi/internal/testkit/e2etest"
 )
 
 // redisHAVersion is the redis-ha chart the argo-cd chart of
@@ -46,7 +46,7 @@ const redisHAVersion = "4.38.0"
 // Service is gone; then destroys the stack.
 func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	skipOutsideTheNamespace(t)
-	crdDir := filepath.Join(e2eworld.GoModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "pkg/k8s/apis/cilium.io/client/crds")
+	crdDir := filepath.Join(e2etest.GoModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "pkg/k8s/apis/cilium.io/client/crds")
 	var operatorCRDs [][]byte
 	for _, f := range []string{"v2/ciliumloadbalancerippools.yaml", "v2alpha1/ciliuml2announcementpolicies.yaml"} {
 		data, err := os.ReadFile(filepath.Join(crdDir, f)) //nolint:gosec // the module cache's file
@@ -55,8 +55,8 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 		}
 		operatorCRDs = append(operatorCRDs, data)
 	}
-	argo := e2eworld.ArgoCD(t, DefaultArgoCDVersion, redisHAVersion)
-	dir := e2eworld.Charts(t, DefaultCiliumVersion, DefaultApproverVersion, argo).Dir
+	argo := e2etest.ArgoCD(t, DefaultArgoCDVersion, redisHAVersion)
+	dir := e2etest.Charts(t, DefaultCiliumVersion, DefaultApproverVersion, argo).Dir
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()

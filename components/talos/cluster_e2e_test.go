@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/e2etest"
 )
 
 // The e2e cluster's addresses: one control plane, whose API server is the
@@ -43,7 +43,7 @@ func skipOutsideTheNamespace(t *testing.T) {
 // apply starts the real kube-apiserver with its config, and kubesim with
 // operatorCRDs (cilium-operator's, by its Deployment). applied is the last
 // config applied to a node, by its IP.
-func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][][]byte) (nodes *talosapitest.Cluster, kube *e2eworld.Kube, applied func(ip string) []byte) {
+func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][][]byte) (nodes *talosapitest.Cluster, kube *e2etest.Kube, applied func(ip string) []byte) {
 	t.Helper()
 	nodes = talosapitest.StartFresh(t,
 		talosapitest.NodeSpec{IP: e2eControlPlaneIP, Hostname: "cp-0", Role: talosapitest.ControlPlane, Listen: e2eControlPlaneIP + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond, Version: "v1.13.9"},
@@ -51,7 +51,7 @@ func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][]
 	)
 	simCtx, stopSim := context.WithCancel(ctx)
 	t.Cleanup(stopSim)
-	kube = &e2eworld.Kube{
+	kube = &e2etest.Kube{
 		Addr: e2eEndpoint, CNI: SystemNamespace + "/" + CiliumRelease,
 		Nodes: []kubesim.Node{
 			{Name: "cp-0", IP: e2eControlPlaneIP, ControlPlane: true, KubeletVersion: "v1.35.4"},
@@ -90,7 +90,7 @@ func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][]
 // make e2e runs the test in (skipped, saying so, elsewhere).
 func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	skipOutsideTheNamespace(t)
-	dir := e2eworld.Charts(t, DefaultCiliumVersion, DefaultApproverVersion).Dir
+	dir := e2etest.Charts(t, DefaultCiliumVersion, DefaultApproverVersion).Dir
 	// gRPC honours HTTPS_PROXY too: the Talos provider and the program's
 	// hooks reach the nodes and the API directly.
 	t.Setenv("NO_PROXY", "10.77.0.0/24")

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
+	"github.com/fluodata/talos-pulumi/internal/testkit/e2etest"
 )
 
 // TestE2ETheReleasesInstallWithTheRealPluginAndAPIServer registers the
@@ -33,13 +33,13 @@ import (
 // It walks: first up (both releases ready, the nodes Ready once Cilium
 // is), a preview with no change, a values change (an upgrade), destroy.
 func TestE2ETheReleasesInstallWithTheRealPluginAndAPIServer(t *testing.T) {
-	dir := e2eworld.Charts(t, DefaultCiliumVersion, DefaultApproverVersion).Dir
+	dir := e2etest.Charts(t, DefaultCiliumVersion, DefaultApproverVersion).Dir
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	kubeCA := realapiserver.NewCA(t)
 	api := realapiserver.Start(ctx, t, kubeCA)
 
-	sim := kubesim.New(api.URL(), e2eworld.SimClient(t, api, kubeCA))
+	sim := kubesim.New(api.URL(), e2etest.SimClient(t, api, kubeCA))
 	sim.CNI = SystemNamespace + "/" + CiliumRelease
 	nodes := []NodeSpec{{Name: "cp-0", IP: "10.10.0.10", Role: RoleControlPlane}, {Name: "worker-0", IP: "10.10.0.20", Role: RoleWorker}}
 	for _, n := range nodes {

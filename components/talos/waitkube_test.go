@@ -26,8 +26,8 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/rollout"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 )
 
 // apiServer is a Kubernetes API stand-in that demands the client

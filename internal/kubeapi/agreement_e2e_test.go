@@ -17,7 +17,7 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 )
 
 // scene is what a test sets up in an API server: kubeapitest's fake and

@@ -8,12 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 )
 
-func fakeClient(t *testing.T, s *pvefake.Server) *pveapi.Client {
+func fakeClient(t *testing.T, s *pveapitest.Server) *pveapi.Client {
 	t.Helper()
-	c, err := pveapi.New(s.URL, pvefake.TokenID, pvefake.TokenSecret,
+	c, err := pveapi.New(s.URL, pveapitest.TokenID, pveapitest.TokenSecret,
 		pveapi.Options{HTTPClient: s.Client(), Backoff: time.Millisecond, CallTimeout: time.Second})
 	require.NoError(t, err)
 	return c
@@ -23,7 +23,7 @@ func fakeClient(t *testing.T, s *pvefake.Server) *pveapi.Client {
 // ACLs propagate; none holds elsewhere.
 func TestPermissionsInheritFromParentPaths(t *testing.T) {
 	t.Parallel()
-	s := pvefake.New(t, nil)
+	s := pveapitest.New(t, nil)
 	s.ACLs = map[string][]string{"/vms": {"VM.Audit", "VM.PowerMgmt"}, "/storage/local": {"Datastore.AllocateTemplate"}}
 	c := fakeClient(t, s)
 	got, err := c.Permissions(t.Context(), "/vms/110")
@@ -36,7 +36,7 @@ func TestPermissionsInheritFromParentPaths(t *testing.T) {
 
 func TestQueryURLMetadataSaysWhenTheNodeCannotConnect(t *testing.T) {
 	t.Parallel()
-	s := pvefake.New(t, nil)
+	s := pveapitest.New(t, nil)
 	s.Serve("https://factory.talos.dev/versions", 512)
 	c := fakeClient(t, s)
 	md, err := c.QueryURLMetadata(t.Context(), "pve", "https://factory.talos.dev/versions")

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 )
 
 // A port that takes the connection and says nothing: a probe the caller's

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 )
 
 // Timings of the fake: reboots of tens of milliseconds, polls of a few.

@@ -25,7 +25,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/provider/talosprovider"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -219,7 +219,7 @@ func TestTwoProxmoxClustersInOneProgram(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			const tags = "cluster-%s;stack-stack;talos"
-			pve := pvefake.New(t, map[int]*pvefake.VM{
+			pve := pveapitest.New(t, map[int]*pveapitest.VM{
 				110: {Node: "pve", Name: "cp-0", Tags: fmt.Sprintf(tags, "homelab"), Running: true},
 				210: {Node: "pve", Name: "cp-0", Tags: fmt.Sprintf(tags, "lab2"), Running: true},
 				220: {Node: "pve", Name: "worker-0", Tags: fmt.Sprintf(tags, "lab2"), Running: true},
@@ -228,7 +228,7 @@ func TestTwoProxmoxClustersInOneProgram(t *testing.T) {
 				a := program.ProxmoxArgs(cfg)
 				a.Cluster.Name = cluster
 				a.Proxmox.Endpoint, a.Proxmox.Insecure = pve.URL, true
-				a.Proxmox.APITokenID, a.Proxmox.APITokenSecret = pvefake.TokenID, pulumi.String(pvefake.TokenSecret)
+				a.Proxmox.APITokenID, a.Proxmox.APITokenSecret = pveapitest.TokenID, pulumi.String(pveapitest.TokenSecret)
 				for i := range a.Nodes {
 					a.Nodes[i].VMID += vmidOffset
 				}

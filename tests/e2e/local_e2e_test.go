@@ -26,11 +26,11 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/dockertest"
-	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest/realetcd"
+	"github.com/fluodata/talos-pulumi/internal/testkit/dockertest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/e2etest"
 )
 
 // localStack is the local e2e stack's name; its file is
@@ -40,7 +40,7 @@ const localStack = "local"
 // localMachines are the local e2e stack's nodes.
 var localMachines = []machine{{"cp-0", "10.214.0.2", 0, true}, {"worker-0", "10.214.0.3", 0, false}, {"worker-1", "10.214.0.4", 0, false}}
 
-// The host's ports of the stand-in's relay (internal/dockertest/standin).
+// The host's ports of the stand-in's relay (internal/testkit/dockertest/standin).
 const (
 	talosBase      = 40000
 	kubernetesBase = 41000
@@ -77,7 +77,7 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	t.Cleanup(cancel)
-	e2eworld.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion)
+	e2etest.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion)
 	t.Setenv("NO_PROXY", "10.214.0.0/24,127.0.0.1")
 
 	suffix := make([]byte, 3)
@@ -100,7 +100,7 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	// snapshot.
 	nodes := realetcd.StartFresh(t, specs...)
 	cp := localMachines[0].ip
-	kube := &e2eworld.Kube{Addr: fmt.Sprintf("127.0.0.1:%d", kubernetesBase+lastByte(cp)), More: []string{cp}, CNI: talos.SystemNamespace + "/" + talos.CiliumRelease, Nodes: kubeNodes}
+	kube := &e2etest.Kube{Addr: fmt.Sprintf("127.0.0.1:%d", kubernetesBase+lastByte(cp)), More: []string{cp}, CNI: talos.SystemNamespace + "/" + talos.CiliumRelease, Nodes: kubeNodes}
 	nodes.OnApply(func(node string, config []byte) {
 		if node == cp {
 			kube.Start(ctx, t, config)

@@ -20,12 +20,12 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/e2eworld"
-	"github.com/fluodata/talos-pulumi/internal/factoryfake"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest/realetcd"
+	"github.com/fluodata/talos-pulumi/internal/testkit/e2etest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/factorytest"
 )
 
 // multiHostStack is the stack of testdata/Pulumi.e2e-multihost.yaml.
@@ -58,7 +58,7 @@ var (
 // multiWorld is a world of several Proxmox VE hosts.
 type multiWorld struct {
 	*world
-	pves map[string]*pvefake.Server
+	pves map[string]*pveapitest.Server
 	// configs are the machine configs the nodes were last given, by IP.
 	mu      sync.Mutex
 	configs map[string][]byte
@@ -235,11 +235,11 @@ func (w *multiWorld) setGarage(add bool) {
 		w.pulumi("config", "set", "--path", kv[0], kv[1])
 	}
 	// Pulumi takes a key named like a token for a secret: the id is not.
-	w.pulumi("config", "set", "--path", "--plaintext", "hosts[3].proxmox.apiTokenId", pvefake.TokenID)
+	w.pulumi("config", "set", "--path", "--plaintext", "hosts[3].proxmox.apiTokenId", pveapitest.TokenID)
 	w.pulumi("config", "set", "--path", "--type", "int", "nodes.workers[3].vmId", "120")
 	w.pulumi("config", "set", "--path", "nodes.workers[3].kubeSpanEndpoints[0]", "10.80.0.2:51820")
 	w.pulumi("config", "set", "--path", "--type", "bool", "hosts[3].proxmox.dnsmasq.enabled", "false")
-	w.pulumi("config", "set", "--secret", "--path", "hosts[3].proxmox.apiTokenSecret", pvefake.TokenSecret)
+	w.pulumi("config", "set", "--secret", "--path", "hosts[3].proxmox.apiTokenSecret", pveapitest.TokenSecret)
 }
 
 // config is the machine config a node was last given.
@@ -284,16 +284,16 @@ func newMultiWorld(t *testing.T) *multiWorld {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	t.Cleanup(cancel)
-	charts := e2eworld.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion)
+	charts := e2etest.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion)
 	t.Setenv("NO_PROXY", "10.77.0.0/24,10.78.0.0/24,10.79.0.0/24,10.80.0.0/24,10.81.0.0/24")
-	w := &multiWorld{world: &world{t: t, ctx: ctx, stack: multiHostStack}, pves: map[string]*pvefake.Server{}, configs: map[string][]byte{}}
+	w := &multiWorld{world: &world{t: t, ctx: ctx, stack: multiHostStack}, pves: map[string]*pveapitest.Server{}, configs: map[string][]byte{}}
 
-	factory := factoryfake.New(t)
+	factory := factorytest.New(t)
 	charts.Trust(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: factory.Certificate().Raw}))
 	for host, addr := range hostAPIs {
-		pve := pvefake.NewAt(t, map[int]*pvefake.VM{}, addr)
+		pve := pveapitest.NewAt(t, map[int]*pveapitest.VM{}, addr)
 		charts.Trust(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pve.Certificate().Raw}))
-		pve.AddDatastore("local-lvm", pvefake.Datastore{Content: []string{"images", "rootdir"}})
+		pve.AddDatastore("local-lvm", pveapitest.Datastore{Content: []string{"images", "rootdir"}})
 		pve.Web = factory.Client()
 		w.pves[host] = pve
 	}
@@ -314,7 +314,7 @@ func newMultiWorld(t *testing.T) *multiWorld {
 	}
 	w.nodes = realetcd.StartFresh(t, specs...)
 	// No VIP across networks: the endpoint is the first control plane.
-	w.kube = &e2eworld.Kube{Addr: cpIPs[0] + ":6443", More: cpIPs[1:], CNI: talos.SystemNamespace + "/" + talos.CiliumRelease}
+	w.kube = &e2etest.Kube{Addr: cpIPs[0] + ":6443", More: cpIPs[1:], CNI: talos.SystemNamespace + "/" + talos.CiliumRelease}
 	for _, m := range spread {
 		w.kube.Nodes = append(w.kube.Nodes, kubesim.Node{Name: m.name, IP: m.ip, ControlPlane: m.cp, KubeletVersion: "v1.35.4"})
 	}
@@ -340,13 +340,13 @@ func newMultiWorld(t *testing.T) *multiWorld {
 	stackFile, err := os.ReadFile("testdata/Pulumi." + multiHostStack + ".yaml")
 	require.NoError(t, err)
 	stackFile = bytes.ReplaceAll(stackFile, []byte("FACTORY_URL"), []byte(factory.URL))
-	stackFile = bytes.ReplaceAll(stackFile, []byte("TOKEN_ID"), []byte(pvefake.TokenID))
+	stackFile = bytes.ReplaceAll(stackFile, []byte("TOKEN_ID"), []byte(pveapitest.TokenID))
 	require.NoError(t, os.WriteFile(filepath.Join(w.repo, "Pulumi."+multiHostStack+".yaml"), stackFile, 0o600))
 	w.make("init")
 	for _, key := range []string{"proxmox", "hosts[0].proxmox", "hosts[1].proxmox"} {
-		w.pulumi("config", "set", "--secret", "--path", key+".apiTokenSecret", pvefake.TokenSecret)
+		w.pulumi("config", "set", "--secret", "--path", key+".apiTokenSecret", pveapitest.TokenSecret)
 	}
 	w.pulumi("config", "set", "--secret", "--path", "nodes.workers[2].rescue.password", "rescue-not-used")
-	require.False(t, strings.Contains(string(stackFile), pvefake.TokenSecret), "no token in the stack file in plain text")
+	require.False(t, strings.Contains(string(stackFile), pveapitest.TokenSecret), "no token in the stack file in plain text")
 	return w
 }

@@ -26,13 +26,13 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/chartfake"
-	"github.com/fluodata/talos-pulumi/internal/e2eworld"
-	"github.com/fluodata/talos-pulumi/internal/factoryfake"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest/realetcd"
+	"github.com/fluodata/talos-pulumi/internal/testkit/charttest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/e2etest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/factorytest"
 )
 
 // stack is the e2e stack's name; its file is testdata/Pulumi.e2e.yaml.
@@ -64,9 +64,9 @@ type world struct {
 	repo string // the copy of this repository make runs in
 	// identityFile is the age identity the backups are encrypted to.
 	identityFile string
-	pve          *pvefake.Server
+	pve          *pveapitest.Server
 	nodes        *talosapitest.Cluster
-	kube         *e2eworld.Kube
+	kube         *e2etest.Kube
 	// stack is the stack's name; the const stack when empty.
 	stack string
 }
@@ -169,8 +169,8 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	assert.Nil(t, w.pve.VM(121), "worker-1's VM is gone")
 	assert.NotNil(t, w.pve.VM(120), "worker-0's VM is kept")
 	_, _, _, acls = w.pve.Access()
-	assert.NotContains(t, acls, pvefake.ACL{Path: "/vms/121", Role: "homelab-csi", User: "homelab-csi@pve"}, "the CSI user's grant on its VM goes with it")
-	assert.Contains(t, acls, pvefake.ACL{Path: "/vms/120", Role: "homelab-csi", User: "homelab-csi@pve"})
+	assert.NotContains(t, acls, pveapitest.ACL{Path: "/vms/121", Role: "homelab-csi", User: "homelab-csi@pve"}, "the CSI user's grant on its VM goes with it")
+	assert.Contains(t, acls, pveapitest.ACL{Path: "/vms/120", Role: "homelab-csi", User: "homelab-csi@pve"})
 	w.noChange("after the worker left")
 
 	// A backup, of a cluster with data in its etcd.
@@ -251,18 +251,18 @@ func newWorld(t *testing.T) *world {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	t.Cleanup(cancel)
-	charts := e2eworld.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion,
-		e2eworld.Repo{Host: "ghcr.io", Chart: chartfake.Chart{Dir: csiChart(t), Version: proxmox.DefaultCSIChartVersion}})
+	charts := e2etest.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion,
+		e2etest.Repo{Host: "ghcr.io", Chart: charttest.Chart{Dir: csiChart(t), Version: proxmox.DefaultCSIChartVersion}})
 	// gRPC honours HTTPS_PROXY too: the plugins and the program's hooks
 	// reach the machines, the API server and Proxmox directly.
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
 	w := &world{t: t, ctx: ctx}
 
-	factory := factoryfake.New(t)
+	factory := factorytest.New(t)
 	charts.Trust(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: factory.Certificate().Raw}))
-	w.pve = pvefake.NewAt(t, map[int]*pvefake.VM{}, pveAddr)
+	w.pve = pveapitest.NewAt(t, map[int]*pveapitest.VM{}, pveAddr)
 	charts.Trust(t, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: w.pve.Certificate().Raw}))
-	w.pve.AddDatastore("local-lvm", pvefake.Datastore{Content: []string{"images", "rootdir"}})
+	w.pve.AddDatastore("local-lvm", pveapitest.Datastore{Content: []string{"images", "rootdir"}})
 	w.pve.Web = factory.Client()
 
 	var specs []talosapitest.NodeSpec
@@ -285,7 +285,7 @@ func newWorld(t *testing.T) *world {
 	// As Talos's bootstrap: the API server at the VIP and on each control
 	// plane's address (its own API server, which the rollout's waits
 	// read), one etcd behind them all.
-	w.kube = &e2eworld.Kube{Addr: vip + ":6443", More: cpIPs, CNI: talos.SystemNamespace + "/" + talos.CiliumRelease}
+	w.kube = &e2etest.Kube{Addr: vip + ":6443", More: cpIPs, CNI: talos.SystemNamespace + "/" + talos.CiliumRelease}
 	for _, m := range machines {
 		w.kube.Nodes = append(w.kube.Nodes, kubesim.Node{Name: m.name, IP: m.ip, ControlPlane: m.cp, KubeletVersion: "v1.35.4"})
 	}
@@ -312,12 +312,12 @@ func newWorld(t *testing.T) *world {
 	stackFile, err := os.ReadFile("testdata/Pulumi.e2e.yaml")
 	require.NoError(t, err)
 	stackFile = bytes.ReplaceAll(stackFile, []byte("FACTORY_URL"), []byte(factory.URL))
-	stackFile = bytes.ReplaceAll(stackFile, []byte("TOKEN_ID"), []byte(pvefake.TokenID))
+	stackFile = bytes.ReplaceAll(stackFile, []byte("TOKEN_ID"), []byte(pveapitest.TokenID))
 	stackFile = bytes.ReplaceAll(stackFile, []byte("BACKUP_TARGET"), []byte("file://"+t.TempDir()))
 	stackFile = bytes.ReplaceAll(stackFile, []byte("BACKUP_RECIPIENT"), []byte(key.Recipient().String()))
 	require.NoError(t, os.WriteFile(filepath.Join(w.repo, "Pulumi."+stack+".yaml"), stackFile, 0o600))
 	w.make("init")
-	w.pulumi("config", "set", "--secret", "--path", "proxmox.apiTokenSecret", pvefake.TokenSecret)
+	w.pulumi("config", "set", "--secret", "--path", "proxmox.apiTokenSecret", pveapitest.TokenSecret)
 	return w
 }
 

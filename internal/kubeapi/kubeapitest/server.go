@@ -71,7 +71,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 )
 
 // DefaultVersion is the API server's gitVersion unless SetVersion changes

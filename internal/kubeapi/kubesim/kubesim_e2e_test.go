@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/e2eworld"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
+	"github.com/fluodata/talos-pulumi/internal/testkit/e2etest"
 )
 
 // ciliumVersion is the Cilium release whose operator's CRD the test
@@ -35,9 +35,9 @@ func TestSimStatefulSetsJobsAndOperatorCRDsAgainstTheRealAPIServer(t *testing.T)
 	defer cancel()
 	ca := realapiserver.NewCA(t)
 	api := realapiserver.Start(ctx, t, ca)
-	sim := kubesim.New(api.URL(), e2eworld.SimClient(t, api, ca))
+	sim := kubesim.New(api.URL(), e2etest.SimClient(t, api, ca))
 
-	crdFile := filepath.Join(e2eworld.GoModCache(t), "github.com/cilium/cilium@v"+ciliumVersion, "pkg/k8s/apis/cilium.io/client/crds/v2/ciliumloadbalancerippools.yaml")
+	crdFile := filepath.Join(e2etest.GoModCache(t), "github.com/cilium/cilium@v"+ciliumVersion, "pkg/k8s/apis/cilium.io/client/crds/v2/ciliumloadbalancerippools.yaml")
 	crdYAML, err := os.ReadFile(crdFile) //nolint:gosec // the module cache's file
 	if err != nil {
 		t.Skipf("SKIPPED: no Cilium CRD at %s (go mod download github.com/cilium/cilium@v%s): %v", crdFile, ciliumVersion, err)

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/net/http/httpproxy"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )

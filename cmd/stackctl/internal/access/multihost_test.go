@@ -21,7 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 )
 
 func newSSHServer(t *testing.T) *sshtest.Server {

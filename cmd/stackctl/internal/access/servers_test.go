@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/access"
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v4"
 
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/adopt"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -80,7 +80,7 @@ func newAdoptRunWith(t *testing.T, importExit string, config []byte) (*adoptRun,
 
 	r := &adoptRun{dir: dir, pulumi: filepath.Join(dir, "pulumi"), log: filepath.Join(dir, "log")}
 	r.config = filepath.Join(dir, "config.json")
-	testscript.Write(t, r.pulumi, fmt.Sprintf(fakePulumi, r.config))
+	scripttest.Write(t, r.pulumi, fmt.Sprintf(fakePulumi, r.config))
 	require.NoError(t, os.WriteFile(r.config, config, 0o600))
 	r.env, r.out, r.errOut = accessEnvFor(nil, nil)
 	r.env.ReadConfig = nil

@@ -19,9 +19,9 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver/drivertest"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -53,7 +53,7 @@ func (okAPI) VMs(context.Context) ([]pveapi.ClusterVM, error) { return nil, nil 
 // Permissions grants every privilege the doctor asks for.
 func (okAPI) Permissions(context.Context, string) (map[string]bool, error) {
 	all := map[string]bool{"VM.Monitor": true}
-	for _, p := range pvefake.AllPrivileges {
+	for _, p := range pveapitest.AllPrivileges {
 		all[p] = true
 	}
 	return all, nil

@@ -16,7 +16,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -28,12 +28,12 @@ import (
 // error; each refusal leaves every volume where it was.
 func TestCSIVolumeRm(t *testing.T) {
 	t.Parallel()
-	vms := map[int]*pvefake.VM{
+	vms := map[int]*pveapitest.VM{
 		120: {Node: "pve", Name: "worker-0", Config: map[string]string{"scsi2": "local-zfs:vm-9999-pvc-used,size=8G"}},
 		300: {Node: "pve", Name: "other-worker", Config: map[string]string{"scsi1": "local-zfs:vm-9999-pvc-other,size=8G"}},
 	}
-	s := pvefake.New(t, vms)
-	s.AddDatastore("local-zfs", pvefake.Datastore{Content: []string{"images"}})
+	s := pveapitest.New(t, vms)
+	s.AddDatastore("local-zfs", pveapitest.Datastore{Content: []string{"images"}})
 	for _, v := range []string{"local-zfs:vm-9999-pvc-used", "local-zfs:vm-9999-pvc-left", "local-zfs:vm-120-disk-1", "local-zfs:vm-9999-pvc-other", "local-zfs:vm-9999-pvc-bound"} {
 		s.PutFile("pve", v, 1<<30)
 	}
@@ -55,7 +55,7 @@ func TestCSIVolumeRm(t *testing.T) {
 	configFile := filepath.Join(t.TempDir(), "config.json")
 	require.NoError(t, os.WriteFile(configFile, stackstest.ConfigJSON(t, src), 0o600))
 	newAPI := func(*stacks.Config) (csiAPI, error) {
-		return pveapi.New(s.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: s.Client()})
+		return pveapi.New(s.URL, pveapitest.TokenID, pveapitest.TokenSecret, pveapi.Options{HTTPClient: s.Client()})
 	}
 	run := func(volume string) (int, string) {
 		var out, errOut bytes.Buffer

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 )
 
 // TestIntegrationTheCSIGrantsSurviveARefreshWithTheRealProvider runs the
@@ -41,12 +41,12 @@ func TestIntegrationTheCSIGrantsSurviveARefreshWithTheRealProvider(t *testing.T)
 	dir := t.TempDir()
 	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
 	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
-	pve := pvefake.New(t, map[int]*pvefake.VM{})
+	pve := pveapitest.New(t, map[int]*pveapitest.VM{})
 
 	program := func(ignore bool) pulumi.RunFunc {
 		return func(ctx *pulumi.Context) error {
 			prov, err := proxmoxve.NewProvider(ctx, "pve", &proxmoxve.ProviderArgs{
-				Endpoint: pulumi.String(pve.URL + "/"), ApiToken: pulumi.String(pvefake.TokenID + "=" + pvefake.TokenSecret), Insecure: pulumi.Bool(true),
+				Endpoint: pulumi.String(pve.URL + "/"), ApiToken: pulumi.String(pveapitest.TokenID + "=" + pveapitest.TokenSecret), Insecure: pulumi.Bool(true),
 			})
 			if err != nil {
 				return err

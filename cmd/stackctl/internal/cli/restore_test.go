@@ -20,10 +20,10 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/certs"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )

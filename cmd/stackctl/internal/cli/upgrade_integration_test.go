@@ -24,8 +24,8 @@ import (
 	"github.com/fluodata/talos-pulumi/components/componentstest"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
@@ -132,7 +132,7 @@ func TestIntegrationWriteUpgradeFixture(t *testing.T) {
 	// fake, which serves the ISO; a given schematic (the Image Factory is
 	// not reachable here); the host's SSH on a closed port, so the dnsmasq
 	// reservations fail at once.
-	pve := pvefake.New(t, map[int]*pvefake.VM{})
+	pve := pveapitest.New(t, map[int]*pveapitest.VM{})
 	stack := string(example)
 	for old, repl := range map[string]string{
 		"access: ssh-proxy":            "access: direct",

@@ -13,9 +13,9 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/certs"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 )
 
 // certLines are the doctor's lines about the access files' certificates.

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,7 +18,7 @@ import (
 func TestDNSMasqCheckCommandQuotesAnyDirectory(t *testing.T) {
 	t.Parallel()
 	fakeBin := t.TempDir()
-	testscript.Write(t, filepath.Join(fakeBin, "dnsmasq"), "#!/bin/sh\n")
+	scripttest.Write(t, filepath.Join(fakeBin, "dnsmasq"), "#!/bin/sh\n")
 	for _, name := range []string{"plain", "it's", `'; touch pwned; '`, `"; touch pwned; "`, "$(touch pwned)", "`touch pwned`", "a\nb; touch pwned", `\`, "-n"} {
 		scratch := t.TempDir()
 		dir := filepath.Join(scratch, name)

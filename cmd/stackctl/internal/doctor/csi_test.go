@@ -12,7 +12,7 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -99,21 +99,21 @@ func TestTheDoctorListsTheCSIPluginsVolumes(t *testing.T) {
 // vm-9999-pvc-*), which VM has each attached, and a VM that is gone.
 func TestCSIVolumesThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	vms := map[int]*pvefake.VM{
+	vms := map[int]*pveapitest.VM{
 		120: {Node: "pve", Name: "worker-0", Config: map[string]string{"scsi2": "local-zfs:vm-9999-pvc-aaa,size=8G"}},
 		// Another cluster's worker on the same node and datastore (issue
 		// 35, item C.10): its plugin's volume is not free.
 		300: {Node: "pve", Name: "other-worker", Config: map[string]string{"scsi1": "local-zfs:vm-9999-pvc-ccc,size=2G"}},
 	}
-	s := pvefake.New(t, vms)
-	s.AddDatastore("local-zfs", pvefake.Datastore{Content: []string{"images"}})
+	s := pveapitest.New(t, vms)
+	s.AddDatastore("local-zfs", pveapitest.Datastore{Content: []string{"images"}})
 	s.PutFile("pve", "local-zfs:vm-9999-pvc-aaa", 8<<30)
 	s.PutFile("pve", "local-zfs:vm-9999-pvc-bbb", 1<<30)
 	s.PutFile("pve", "local-zfs:vm-9999-pvc-ccc", 2<<30)
 	s.PutFile("pve", "local-zfs:vm-9999-pvc-ddd", 3<<30)
 	s.PutFile("pve", "local-zfs:vm-120-disk-1", 20<<30)
 	s.PutFile("pve", "local:iso/talos.iso", 1<<20)
-	api, err := pveapi.New(s.URL, pvefake.TokenID, pvefake.TokenSecret, pveapi.Options{HTTPClient: s.Client()})
+	api, err := pveapi.New(s.URL, pveapitest.TokenID, pveapitest.TokenSecret, pveapi.Options{HTTPClient: s.Client()})
 	require.NoError(t, err)
 	cfg, d := stacks.Load(withCSI(t))
 	require.NoError(t, d.Err())

@@ -18,8 +18,8 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/pveapi/pvefake"
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -91,7 +91,7 @@ func (f *fakeAPI) Permissions(_ context.Context, path string) (map[string]bool, 
 		return nil, f.permErr
 	}
 	have := map[string]bool{}
-	for _, p := range append(pvefake.AllPrivileges, "VM.Monitor") {
+	for _, p := range append(pveapitest.AllPrivileges, "VM.Monitor") {
 		have[p] = !slices.Contains(f.lacks[path], p)
 	}
 	return have, nil

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +29,7 @@ import (
 func TestDoctorRemoteCommandRunsConfigDirAsData(t *testing.T) {
 	t.Parallel()
 	fakeBin := t.TempDir()
-	testscript.Write(t, filepath.Join(fakeBin, "dnsmasq"), "#!/bin/sh\nexit 0\n")
+	scripttest.Write(t, filepath.Join(fakeBin, "dnsmasq"), "#!/bin/sh\nexit 0\n")
 	for _, payload := range shelltest.Breakouts {
 		for _, exists := range []bool{true, false} {
 			scratch := t.TempDir()

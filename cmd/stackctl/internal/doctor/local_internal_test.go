@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/dockertest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/dockertest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/doctor"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
-	"github.com/fluodata/talos-pulumi/internal/sshtest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/sshtest"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 

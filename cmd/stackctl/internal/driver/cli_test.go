@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
-	"github.com/fluodata/talos-pulumi/internal/testscript"
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
 )
 
 // fakePulumiScript behaves like the CLI on an interrupt: it notes each
@@ -35,7 +35,7 @@ func fakeCLI(t *testing.T) (string, *driver.CLI) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pulumi")
-	testscript.Write(t, path, fakePulumiScript)
+	scripttest.Write(t, path, fakePulumiScript)
 	cli, err := driver.NewCLI(context.Background(), path, 20*time.Second)
 	require.NoError(t, err)
 	return dir, cli

@@ -22,10 +22,10 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/restore"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest/realetcd"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 )
 
 // etcdKeys are cluster A's etcd contents, which the backup carries.

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/pkitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
 )
 
 // Without the binary, a test that needs the API server is skipped, never

@@ -1,4 +1,4 @@
-package pvefake
+package pveapitest
 
 import (
 	"crypto/sha1" //nolint:gosec // Proxmox's config digest is a SHA-1, not a security check

@@ -1,7 +1,7 @@
-// Package testscript writes the executable scripts tests run as stand-ins
+// Package scripttest writes the executable scripts tests run as stand-ins
 // for other programs (a fake pulumi), without the race that makes running
 // one fail with "text file busy".
-package testscript
+package scripttest
 
 import (
 	"os"

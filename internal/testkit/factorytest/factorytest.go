@@ -1,4 +1,4 @@
-// Package factoryfake is an httptest Talos Image Factory for tests: the
+// Package factorytest is an httptest Talos Image Factory for tests: the
 // schematic registration the Talos provider's schematic resource makes
 // (POST /schematics) and the image downloads a Proxmox node makes from the
 // URLs the provider's getUrls function builds (/image/<schematic>/<version>/<file>).
@@ -9,7 +9,7 @@
 // refused) and its id is the sha256 of its canonical YAML; the fake mirrors
 // the schematic's fields rather than importing the package, which would
 // bring the whole Talos module (pkg/imager/profile) into go.mod.
-package factoryfake
+package factorytest
 
 import (
 	"bytes"

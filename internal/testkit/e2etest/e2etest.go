@@ -1,8 +1,8 @@
-// Package e2eworld sets up what the e2e tests (build tag e2e, run by make
+// Package e2etest sets up what the e2e tests (build tag e2e, run by make
 // e2e in a network namespace) share around the real Pulumi CLI and
 // plugins: the real Helm charts behind an HTTPS proxy under their public
 // repositories' names, the CAs the plugins trust, a local backend.
-package e2eworld
+package e2etest
 
 import (
 	"crypto/tls"
@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/fluodata/talos-pulumi/internal/chartfake"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
+	"github.com/fluodata/talos-pulumi/internal/testkit/charttest"
 )
 
 // ApproverMirror is where the harness's fetch puts the kubelet-csr-approver
@@ -44,7 +44,7 @@ type World struct {
 // repository and OCI registry at once).
 type Repo struct {
 	Host  string
-	Chart chartfake.Chart
+	Chart charttest.Chart
 }
 
 // Charts skips the test, saying why, without the pulumi CLI or the charts;
@@ -68,20 +68,20 @@ func Charts(t *testing.T, ciliumVersion, approverVersion string, more ...Repo) *
 	if out, err := exec.Command("sh", "-c", "mkdir -p "+approverDir+" && git --git-dir="+ApproverMirror+" archive v"+approverVersion+" charts/kubelet-csr-approver | tar -x -C "+approverDir).CombinedOutput(); err != nil { //nolint:gosec // the test's own folder and the pinned version
 		t.Skipf("SKIPPED: the kubelet-csr-approver chart (fetch github:postfinance/kubelet-csr-approver into %s): %v: %s", ApproverMirror, err, out)
 	}
-	ciliumRepo := chartfake.New(t, []string{"helm.cilium.io"}, chartfake.Chart{Dir: ciliumDir})
-	approverRepo := chartfake.New(t, []string{"postfinance.github.io"},
-		chartfake.Chart{Dir: filepath.Join(approverDir, "charts/kubelet-csr-approver"), Version: approverVersion})
+	ciliumRepo := charttest.New(t, []string{"helm.cilium.io"}, charttest.Chart{Dir: ciliumDir})
+	approverRepo := charttest.New(t, []string{"postfinance.github.io"},
+		charttest.Chart{Dir: filepath.Join(approverDir, "charts/kubelet-csr-approver"), Version: approverVersion})
 	routes := map[string]string{
 		"helm.cilium.io:443":        ciliumRepo.Listener.Addr().String(),
 		"postfinance.github.io:443": approverRepo.Listener.Addr().String(),
 	}
 	cas := append(append([]byte{}, ciliumRepo.CA...), approverRepo.CA...)
 	for _, r := range more {
-		repo := chartfake.New(t, []string{r.Host}, r.Chart)
+		repo := charttest.New(t, []string{r.Host}, r.Chart)
 		routes[r.Host+":443"] = repo.Listener.Addr().String()
 		cas = append(cas, repo.CA...)
 	}
-	proxy := chartfake.Proxy(t, routes)
+	proxy := charttest.Proxy(t, routes)
 	w := &World{Dir: t.TempDir()}
 	w.CAFile = filepath.Join(w.Dir, "repos-ca.pem")
 	require.NoError(t, os.WriteFile(w.CAFile, cas, 0o600))
@@ -98,7 +98,7 @@ func Charts(t *testing.T, ciliumVersion, approverVersion string, more ...Repo) *
 // as `helm dependency build` leaves it (Helm refuses a chart whose
 // dependency is missing, even a disabled one), served under
 // argoproj.github.io: its repository, https://argoproj.github.io/argo-helm,
-// sits under a path, which chartfake serves by the files' names.
+// sits under a path, which charttest serves by the files' names.
 func ArgoCD(t *testing.T, argoCDVersion, redisHAVersion string) Repo {
 	t.Helper()
 	dir := t.TempDir()
@@ -116,7 +116,7 @@ func ArgoCD(t *testing.T, argoCDVersion, redisHAVersion string) Repo {
 	}
 	require.NoError(t, os.MkdirAll(filepath.Join(chart, "charts"), 0o750))
 	require.NoError(t, os.Rename(filepath.Join(redis, "charts/redis-ha"), filepath.Join(chart, "charts/redis-ha")))
-	return Repo{Host: "argoproj.github.io", Chart: chartfake.Chart{Dir: chart, Version: argoCDVersion}}
+	return Repo{Host: "argoproj.github.io", Chart: charttest.Chart{Dir: chart, Version: argoCDVersion}}
 }
 
 // Trust adds a CA certificate (PEM) to the bundle the plugins trust.

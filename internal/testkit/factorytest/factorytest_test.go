@@ -1,4 +1,4 @@
-package factoryfake
+package factorytest
 
 import (
 	"testing"

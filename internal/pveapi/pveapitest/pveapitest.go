@@ -1,4 +1,4 @@
-// Package pvefake is an httptest Proxmox VE API that behaves like the real
+// Package pveapitest is an httptest Proxmox VE API that behaves like the real
 // one for the calls this project, and the provider around it, make:
 // API-token authentication, VM status, a hard stop that returns a task id
 // (UPID) and finishes after a configurable latency, task status polling, 404
@@ -11,7 +11,7 @@
 // parameter the method's schema lacks or refuses is a 400 "Parameter
 // verification failed." with the reason per parameter under "errors", before
 // any task starts; a failure inside a task is the task's exit status.
-package pvefake
+package pveapitest
 
 import (
 	"crypto/ecdsa"
@@ -137,15 +137,15 @@ func NewAt(t testing.TB, vms map[int]*VM, addr string) *Server {
 	t.Helper()
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil || net.ParseIP(host) == nil {
-		t.Fatalf("pvefake: %q is not an IP address and port", addr)
+		t.Fatalf("pveapitest: %q is not an IP address and port", addr)
 	}
 	cert, err := selfSigned(net.ParseIP(host))
 	if err != nil {
-		t.Fatalf("pvefake: unable to make a certificate for %s: %v", host, err)
+		t.Fatalf("pveapitest: unable to make a certificate for %s: %v", host, err)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatalf("pvefake: unable to listen on %s: %v", addr, err)
+		t.Fatalf("pveapitest: unable to listen on %s: %v", addr, err)
 	}
 	return start(t, vms, l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 }

@@ -1,4 +1,4 @@
-package pvefake
+package pveapitest
 
 import (
 	"encoding/json"

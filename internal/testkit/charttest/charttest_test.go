@@ -1,4 +1,4 @@
-package chartfake
+package charttest
 
 import (
 	"archive/tar"

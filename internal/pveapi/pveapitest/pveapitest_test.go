@@ -1,4 +1,4 @@
-package pvefake
+package pveapitest
 
 import (
 	"crypto/tls"

@@ -1,4 +1,4 @@
-package e2eworld
+package e2etest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package chartfake is an httptest Helm chart repository for tests: the
+// Package charttest is an httptest Helm chart repository for tests: the
 // index.yaml and chart archives a Helm client (the one inside the
 // pulumi-kubernetes plugin's Release) fetches for RepositoryOpts.Repo.
 //
@@ -10,7 +10,7 @@
 // Helm's repo.IndexFile (apiVersion v1, entries by name, each version with
 // its URL and sha256 digest). It is an OCI registry of the same charts too
 // (see oci.go).
-package chartfake
+package charttest
 
 import (
 	"archive/tar"
@@ -77,12 +77,12 @@ func New(t testing.TB, hosts []string, charts ...Chart) *Server {
 	s := &Server{archives: map[string][]byte{}, images: map[string]ociImage{}, blobs: map[string][]byte{}}
 	ca, err := sx509.NewSelfSignedCertificateAuthority(sx509.ECDSA(true))
 	if err != nil {
-		t.Fatalf("chartfake: CA: %v", err)
+		t.Fatalf("charttest: CA: %v", err)
 	}
 	kp, err := sx509.NewKeyPair(ca, sx509.DNSNames(hosts), sx509.IPAddresses([]net.IP{net.ParseIP("127.0.0.1")}),
 		sx509.NotAfter(time.Now().Add(24*time.Hour)), sx509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageServerAuth}))
 	if err != nil {
-		t.Fatalf("chartfake: certificate: %v", err)
+		t.Fatalf("charttest: certificate: %v", err)
 	}
 	s.CA = ca.CrtPEM
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.handle))
@@ -93,14 +93,14 @@ func New(t testing.TB, hosts []string, charts ...Chart) *Server {
 	for _, c := range charts {
 		meta, archive, err := pack(c)
 		if err != nil {
-			t.Fatalf("chartfake: %v", err)
+			t.Fatalf("charttest: %v", err)
 		}
 		name, _ := meta["name"].(string)
 		version, _ := meta["version"].(string)
 		file := fmt.Sprintf("%s-%s.tgz", name, version)
 		s.archives[file] = archive
 		if err := s.addOCI(name, version, meta, archive); err != nil {
-			t.Fatalf("chartfake: %v", err)
+			t.Fatalf("charttest: %v", err)
 		}
 		sum := sha256.Sum256(archive)
 		entry := map[string]any{"urls": []string{file}, "digest": hex.EncodeToString(sum[:]), "created": time.Now().UTC().Format(time.RFC3339)}
@@ -113,7 +113,7 @@ func New(t testing.TB, hosts []string, charts ...Chart) *Server {
 	}
 	index, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "entries": entries, "generated": time.Now().UTC().Format(time.RFC3339)})
 	if err != nil {
-		t.Fatalf("chartfake: unable to write the index: %v", err)
+		t.Fatalf("charttest: unable to write the index: %v", err)
 	}
 	s.index = index
 	return s

@@ -112,37 +112,17 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	// address are the new one's), after its node's gate, and waited for
 	// once it runs again: the talos.Leaver seam.
 	leaver := talos.NewLeaver()
-	restartHooks := func(container string) ([]pulumi.ResourceOption, error) {
-		var out []pulumi.ResourceOption
-		for _, h := range []struct {
-			suffix string
-			point  talos.HookPoint
-			fn     func(node string) error
-		}{
-			{RestartHookSuffix, talos.BeforeDelete, leaver.Restart},
-			{RestartedHookSuffix, talos.AfterCreate, leaver.Restarted},
-		} {
-			bound, err := deps.Talos.Hooks.Bind(name+h.suffix, h.point, container, nodeHook(name, h.fn))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, bound)
-		}
-		return out, nil
-	}
-	machines, err := NewContainers(ctx, name, args, restartHooks, parent)
+	machines, err := NewContainers(ctx, name, args, restartHooks(deps.Talos.Hooks, name, leaver), parent)
 	if err != nil {
 		return nil, err
 	}
 	c.Network, c.Volumes, c.Containers = machines.Network, machines.Volumes, machines.Containers
 	network := machines.Network
 	targs := args.TalosArgs()
-	nodeOpts := map[string]talos.NodeOptions{}
+	targs.NodeOptions = map[string]talos.NodeOptions{}
 	for n, ctr := range machines.Containers {
-		nodeOpts[n] = talos.NodeOptions{DependsOn: []pulumi.Resource{ctr}}
+		targs.NodeOptions[n] = talos.NodeOptions{DependsOn: []pulumi.Resource{ctr}}
 	}
-
-	targs.NodeOptions = nodeOpts
 	targs.Leaver = leaver
 	// Destroying the network means every container went: nothing of the
 	// cluster is called on its way out.
@@ -151,12 +131,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	if err != nil {
 		return nil, err
 	}
-	t := c.Talos
-	c.Kubeconfig, c.Talosconfig, c.Endpoint, c.NodeIPs = t.Kubeconfig, t.Talosconfig, t.Endpoint, t.NodeIPs
-	c.TalosVersion, c.KubernetesVersion, c.Nodes = t.TalosVersion, t.KubernetesVersion, t.Nodes
-	c.KubernetesProvider = t.KubernetesProvider
-	c.LocalEndpoint = pulumi.Sprintf("https://127.0.0.1:%d", args.Docker.KubernetesPort)
-	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
+	if err := c.registerOutputs(ctx, args); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -167,4 +142,37 @@ func (c *Cluster) Outputs() pulumi.Map {
 	out := c.Talos.Outputs()
 	out["localEndpoint"] = c.LocalEndpoint
 	return out
+}
+
+// restartHooks binds, for each container, the hooks that gate its node
+// before a replacement deletes it and wait for it once it runs again.
+func restartHooks(hooks talos.Hooks, name string, leaver *talos.Leaver) RestartHooks {
+	return func(container string) ([]pulumi.ResourceOption, error) {
+		var out []pulumi.ResourceOption
+		for _, h := range []struct {
+			suffix string
+			point  talos.HookPoint
+			fn     func(node string) error
+		}{
+			{RestartHookSuffix, talos.BeforeDelete, leaver.Restart},
+			{RestartedHookSuffix, talos.AfterCreate, leaver.Restarted},
+		} {
+			bound, err := hooks.Bind(name+h.suffix, h.point, container, nodeHook(name, h.fn))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, bound)
+		}
+		return out, nil
+	}
+}
+
+// registerOutputs copies the TalosCluster's outputs and registers them.
+func (c *Cluster) registerOutputs(ctx *pulumi.Context, args *ClusterArgs) error {
+	t := c.Talos
+	c.Kubeconfig, c.Talosconfig, c.Endpoint, c.NodeIPs = t.Kubeconfig, t.Talosconfig, t.Endpoint, t.NodeIPs
+	c.TalosVersion, c.KubernetesVersion, c.Nodes = t.TalosVersion, t.KubernetesVersion, t.Nodes
+	c.KubernetesProvider = t.KubernetesProvider
+	c.LocalEndpoint = pulumi.Sprintf("https://127.0.0.1:%d", args.Docker.KubernetesPort)
+	return ctx.RegisterResourceOutputs(c, c.Outputs())
 }

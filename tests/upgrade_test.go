@@ -141,6 +141,14 @@ func droppedShell(urn string, want any) {
 // never touches a disk with other contents (its block volume controller's
 // CheckDiskForProvisioning). It reports whether it took them out.
 func addedDataVolume(urn string, got any) bool {
+	return droppedPatches(urn, got, func(text string) bool {
+		return strings.Contains(text, "kind: UserVolumeConfig\n") || strings.Contains(text, "extraMounts:") && strings.Contains(text, talos.DataVolumeMountRoot)
+	})
+}
+
+// droppedPatches takes the config patches that added match out of a
+// config apply's inputs, and reports whether it took any.
+func droppedPatches(urn string, got any, added func(text string) bool) bool {
 	if !strings.Contains(urn, "$talos:machine/configurationApply:ConfigurationApply::") || got == nil {
 		return false
 	}
@@ -148,8 +156,7 @@ func addedDataVolume(urn string, got any) bool {
 	patches, _ := inputs["configPatches"].([]any)
 	kept := patches[:0:0]
 	for _, p := range patches {
-		text, _ := p.(string)
-		if strings.Contains(text, "kind: UserVolumeConfig\n") || strings.Contains(text, "extraMounts:") && strings.Contains(text, talos.DataVolumeMountRoot) {
+		if text, _ := p.(string); added(text) {
 			continue
 		}
 		kept = append(kept, p)
@@ -165,20 +172,7 @@ func addedDataVolume(urn string, got any) bool {
 // machine with one address it is the one Talos chose: a config change
 // without a reboot, rolled out as any. It reports whether it took one out.
 func addedAddressPin(urn string, got any) bool {
-	if !strings.Contains(urn, "$talos:machine/configurationApply:ConfigurationApply::") || got == nil {
-		return false
-	}
-	inputs := got.(map[string]any)["inputs"].(map[string]any)
-	patches, _ := inputs["configPatches"].([]any)
-	kept := patches[:0:0]
-	for _, p := range patches {
-		if text, _ := p.(string); strings.Contains(text, "validSubnets:") {
-			continue
-		}
-		kept = append(kept, p)
-	}
-	inputs["configPatches"] = kept
-	return len(kept) < len(patches)
+	return droppedPatches(urn, got, func(text string) bool { return strings.Contains(text, "validSubnets:") })
 }
 
 // pinnedNodes counts the nodes of a stack pinned to their IP: all with

@@ -162,18 +162,7 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 // creates both and deletes the old ones.
 func renamedPackageKeepsItsStack(t *testing.T, dir string, env []string, name string, args []string) {
 	t.Helper()
-	// A stack of its own, the test's "it" selected again afterwards.
-	for _, cmd := range [][]string{
-		{"stack", "init", "renamed"},
-		{"config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token"},
-	} {
-		out, err := runIn(t, dir, env, time.Minute, "pulumi", cmd...)
-		require.NoError(t, err, out)
-	}
-	defer func() {
-		out, err := runIn(t, dir, env, time.Minute, "pulumi", "stack", "select", "it")
-		require.NoError(t, err, out)
-	}()
+	defer otherStack(t, dir, env, "renamed")()
 	out, err := runIn(t, dir, env, time.Minute, "pulumi", "stack", "export")
 	require.NoError(t, err, out)
 	var exported map[string]any
@@ -216,6 +205,23 @@ func renamedPackageKeepsItsStack(t *testing.T, dir string, env []string, name st
 	}
 }
 
+// otherStack makes a stack of that name with the example's secret and
+// selects it; the function it returns selects the test's "it" again.
+func otherStack(t *testing.T, dir string, env []string, name string) func() {
+	t.Helper()
+	for _, cmd := range [][]string{
+		{"stack", "init", name},
+		{"config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token"},
+	} {
+		out, err := runIn(t, dir, env, time.Minute, "pulumi", cmd...)
+		require.NoError(t, err, out)
+	}
+	return func() {
+		out, err := runIn(t, dir, env, time.Minute, "pulumi", "stack", "select", "it")
+		require.NoError(t, err, out)
+	}
+}
+
 // destroyRunProgramWithNothingInState (issue 48, item 17): a stack whose
 // last `up` had no cluster, destroyed with `--run-program` by a program
 // that declares it again. The engine skips the children's creates and
@@ -230,17 +236,7 @@ func destroyRunProgramWithNothingInState(t *testing.T, dir string, env []string)
 	project, err := os.ReadFile(file)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, os.WriteFile(file, project, 0o600)) }()
-	for _, cmd := range [][]string{
-		{"stack", "init", "emptied"},
-		{"config", "set", "--secret", "proxmoxApiTokenSecret", "not-a-real-token"},
-	} {
-		out, err := runIn(t, dir, env, time.Minute, "pulumi", cmd...)
-		require.NoError(t, err, out)
-	}
-	defer func() {
-		out, err := runIn(t, dir, env, time.Minute, "pulumi", "stack", "select", "it")
-		require.NoError(t, err, out)
-	}()
+	defer otherStack(t, dir, env, "emptied")()
 	// The project without its resources and outputs blocks (top-level keys).
 	var kept []string
 	skipping := false

@@ -13,13 +13,13 @@ const SchemaFile = "docs/stack-file.schema.json"
 
 // JSONSchema is the JSON Schema (draft-07, what editors' YAML language
 // servers read) of a whole stack file, Pulumi.<stack>.yaml, generated from
-// the same struct tags as the configuration reference: every key of the
+// the same doc comments and tags as the configuration reference: every key of the
 // project's namespace with its type and description, unknown keys refused
 // as the loader refuses them, secrets only in the encrypted form `pulumi
 // config set --secret` writes. Keys of other namespaces (provider config,
 // `pulumi:tags`) are left free.
-func JSONSchema() ([]byte, error) {
-	props, required := objectProperties(reflect.TypeFor[Config](), Namespace+":")
+func JSONSchema(docs KeyDocs) ([]byte, error) {
+	props, required := docs.objectProperties(reflect.TypeFor[Config](), Namespace+":")
 	doc := map[string]any{
 		"$schema":     "http://json-schema.org/draft-07/schema#",
 		"$id":         "https://github.com/fluodata/talos-pulumi/" + SchemaFile,
@@ -45,11 +45,11 @@ func JSONSchema() ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// fieldSchema is the schema of one struct field, its description and
-// default from its tags.
-func fieldSchema(sf reflect.StructField) map[string]any {
-	s := typeSchema(sf.Type)
-	desc := Markdown(fieldDoc(sf))
+// fieldSchema is the schema of one field of the struct parent, its
+// description from its doc comment and its default from its tag.
+func (d KeyDocs) fieldSchema(parent reflect.Type, sf reflect.StructField) map[string]any {
+	s := d.typeSchema(sf.Type)
+	desc := Markdown(d.fieldDoc(parent, sf))
 	if def := sf.Tag.Get("default"); def != "" {
 		desc += " Default: `" + def + "`."
 		if v, ok := typedDefault(sf.Type, def); ok {
@@ -68,7 +68,7 @@ func fieldSchema(sf reflect.StructField) map[string]any {
 }
 
 // typeSchema is the schema of a Go type of the stack's structs.
-func typeSchema(t reflect.Type) map[string]any {
+func (d KeyDocs) typeSchema(t reflect.Type) map[string]any {
 	switch t {
 	case secretType:
 		return map[string]any{
@@ -87,14 +87,14 @@ func typeSchema(t reflect.Type) map[string]any {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		props, required := objectProperties(t, "")
+		props, required := d.objectProperties(t, "")
 		s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 		if len(required) > 0 {
 			s["required"] = required
 		}
 		return s
 	case reflect.Slice:
-		return map[string]any{"type": "array", "items": typeSchema(t.Elem())}
+		return map[string]any{"type": "array", "items": d.typeSchema(t.Elem())}
 	case reflect.Int, reflect.Int64:
 		return map[string]any{"type": "integer"}
 	case reflect.Bool:
@@ -107,7 +107,7 @@ func typeSchema(t reflect.Type) map[string]any {
 // objectProperties are the schemas of a struct's keys, each named prefix +
 // its JSON name, and the keys required everywhere (required:"true"; a key
 // required on one platform only is the loader's to check).
-func objectProperties(t reflect.Type, prefix string) (map[string]any, []string) {
+func (d KeyDocs) objectProperties(t reflect.Type, prefix string) (map[string]any, []string) {
 	props := map[string]any{}
 	var required []string
 	for i := range t.NumField() {
@@ -116,7 +116,7 @@ func objectProperties(t reflect.Type, prefix string) (map[string]any, []string) 
 		if name == "" {
 			continue
 		}
-		props[prefix+name] = fieldSchema(sf)
+		props[prefix+name] = d.fieldSchema(t, sf)
 		if sf.Tag.Get("required") == "true" {
 			required = append(required, prefix+name)
 		}

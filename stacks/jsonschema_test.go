@@ -22,7 +22,7 @@ import (
 func TestStackFileSchemaIsCurrent(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(stackstest.RepoRoot(t), filepath.FromSlash(stacks.SchemaFile))
-	want, err := stacks.JSONSchema()
+	want, err := stacks.JSONSchema(stackstest.KeyDocs(t))
 	require.NoError(t, err)
 	if *update {
 		require.NoError(t, os.WriteFile(path, want, 0o644)) //nolint:gosec // the documentation is public
@@ -37,7 +37,7 @@ func TestStackFileSchemaIsCurrent(t *testing.T) {
 // compileSchema is the stack file's schema, as an editor's validator reads it.
 func compileSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	raw, err := stacks.JSONSchema()
+	raw, err := stacks.JSONSchema(stackstest.KeyDocs(t))
 	require.NoError(t, err)
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft7

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/fluodata/talos-pulumi/internal/godoc"
 )
 
 // Field describes one configuration key for the reference documentation.
@@ -20,13 +22,29 @@ type Field struct {
 	Go reflect.StructField
 }
 
-// fieldDoc is a key's description: its doc tag, after the platform it is
-// only valid on (its platform tag), as in "proxmox: VM id ...".
-func fieldDoc(sf reflect.StructField) string {
-	if p := sf.Tag.Get("platform"); p != "" {
-		return p + ": " + sf.Tag.Get("doc")
+// KeyDocs are the stack keys' descriptions: the doc comments of the fields
+// of this package's struct types, read from its source.
+type KeyDocs struct{ pkg godoc.Package }
+
+// ReadKeyDocs reads the doc comments of the stack keys from dir, this
+// package's source folder.
+func ReadKeyDocs(dir string) (KeyDocs, error) {
+	pkg, err := godoc.Read(dir, "json")
+	if err != nil {
+		return KeyDocs{}, fmt.Errorf("unable to read the stack keys' doc comments: %w", err)
 	}
-	return sf.Tag.Get("doc")
+	return KeyDocs{pkg: pkg}, nil
+}
+
+// fieldDoc is a key's description, the field sf of the struct parent: its
+// doc comment, after the platform it is only valid on (its platform tag),
+// as in "proxmox: VM id ...".
+func (d KeyDocs) fieldDoc(parent reflect.Type, sf reflect.StructField) string {
+	text := d.pkg.Structs[parent.Name()].FieldDoc(jsonName(sf))
+	if p := sf.Tag.Get("platform"); p != "" {
+		return p + ": " + text
+	}
+	return text
 }
 
 // ComponentKeys are the keys whose rules are their platform component's
@@ -53,14 +71,17 @@ func ComponentKeys() []string {
 }
 
 // Fields lists every configuration key, in declaration order, walking into
-// objects and lists of objects.
-func Fields() []Field {
+// objects and lists of objects; their Doc is left empty (KeyDocs.Fields).
+func Fields() []Field { return KeyDocs{}.Fields() }
+
+// Fields is the package's Fields with each key's description.
+func (d KeyDocs) Fields() []Field {
 	var out []Field
-	walkFields("", reflect.TypeFor[Config](), &out)
+	d.walkFields("", reflect.TypeFor[Config](), &out)
 	return out
 }
 
-func walkFields(prefix string, t reflect.Type, out *[]Field) {
+func (d KeyDocs) walkFields(prefix string, t reflect.Type, out *[]Field) {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		name := jsonName(sf)
@@ -71,13 +92,13 @@ func walkFields(prefix string, t reflect.Type, out *[]Field) {
 		ft := sf.Type
 		*out = append(*out, Field{
 			Path: path, Type: typeName(sf), Required: requiredText(sf.Tag.Get("required")),
-			Default: sf.Tag.Get("default"), Doc: fieldDoc(sf), Go: sf,
+			Default: sf.Tag.Get("default"), Doc: d.fieldDoc(t, sf), Go: sf,
 		})
 		switch {
 		case ft.Kind() == reflect.Struct && ft != secretType && ft != patchType:
-			walkFields(path, ft, out)
+			d.walkFields(path, ft, out)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct && ft.Elem() != patchType:
-			walkFields(path+"[]", ft.Elem(), out)
+			d.walkFields(path+"[]", ft.Elem(), out)
 		}
 	}
 }
@@ -130,16 +151,15 @@ func requiredText(tag string) string {
 
 var quotedRe = regexp.MustCompile(`'([^' ]+)'`)
 
-// Markdown renders a doc string: 'token' becomes `token` (struct tags cannot
-// hold backquotes).
+// Markdown renders a doc string: 'token' becomes `token`.
 func Markdown(doc string) string { return quotedRe.ReplaceAllString(doc, "`$1`") }
 
 // Reference renders the configuration reference as a Markdown table.
-func Reference() string {
+func (d KeyDocs) Reference() string {
 	var b strings.Builder
 	b.WriteString("| Key | Type | Required | Default | Description |\n")
 	b.WriteString("|---|---|---|---|---|\n")
-	for _, f := range Fields() {
+	for _, f := range d.Fields() {
 		def := f.Default
 		if def != "" {
 			def = "`" + def + "`"

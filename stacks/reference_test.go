@@ -30,7 +30,7 @@ const (
 )
 
 // The configuration reference in docs/configuration.md is generated from the
-// struct tags; this fails when a key is added, renamed or re-documented without
+// doc comments and tags; this fails when a key is added, renamed or re-documented without
 // `make docs`.
 func TestConfigurationReferenceIsCurrent(t *testing.T) {
 	t.Parallel()
@@ -41,7 +41,7 @@ func TestConfigurationReferenceIsCurrent(t *testing.T) {
 	begin := strings.Index(doc, refBegin)
 	end := strings.Index(doc, refEnd)
 	require.True(t, begin >= 0 && end > begin, "%s lacks the reference markers", referenceDoc)
-	want := doc[:begin+len(refBegin)] + stacks.Reference() + doc[end:]
+	want := doc[:begin+len(refBegin)] + stackstest.KeyDocs(t).Reference() + doc[end:]
 	if *update {
 		require.NoError(t, os.WriteFile(path, []byte(want), 0o644)) //nolint:gosec // the documentation is public
 		return
@@ -59,7 +59,7 @@ func TestPulumiYamlDeclaresEveryTopLevelKey(t *testing.T) {
 		declared[k] = v.Description
 	}
 	want := map[string]string{}
-	for _, f := range stacks.Fields() {
+	for _, f := range stackstest.KeyDocs(t).Fields() {
 		if !strings.Contains(f.Path, ".") {
 			want[f.Path] = stacks.Markdown(f.Doc)
 		}
@@ -70,7 +70,7 @@ func TestPulumiYamlDeclaresEveryTopLevelKey(t *testing.T) {
 
 func TestEveryKeyIsDocumented(t *testing.T) {
 	t.Parallel()
-	for _, f := range stacks.Fields() {
+	for _, f := range stackstest.KeyDocs(t).Fields() {
 		assert.NotEmpty(t, f.Doc, f.Path)
 		if f.Go.Type == reflect.TypeFor[stacks.Secret]() {
 			assert.Equal(t, "true", f.Go.Tag.Get("secret"), "%s: secrets say so in their tag", f.Path)

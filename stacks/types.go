@@ -3,9 +3,10 @@
 // namespace, given defaults and validated in one pass that reports every
 // problem at once.
 //
-// Every field carries a `doc` tag (and, where it has one, a `default` tag);
-// the configuration reference in docs/configuration.md is generated from these
-// tags, and a test keeps the two in sync.
+// Every field's doc comment describes its key (internal/godoc reads it, as it
+// reads the components' inputs), and a `default` tag gives its default where
+// it has one; docs/configuration.md and the stack file's JSON Schema are
+// generated from them (`make docs`), and a test keeps them in sync.
 package stacks
 
 import "strings"
@@ -53,26 +54,52 @@ const Namespace = "talos-cluster"
 // Config is the whole stack configuration. Each field is one top-level key in
 // the project's config namespace (`talos-cluster:<key>`).
 type Config struct {
-	Platform Platform      `json:"platform" doc:"Where the cluster runs: 'proxmox' (VMs on Proxmox VE), 'vps' (rented servers installed from rescue mode) or 'local' (Docker containers on this machine, docs/local.md)." required:"true"`
-	Cluster  ClusterConfig `json:"cluster" doc:"The Talos/Kubernetes cluster, shared by both platforms."`
-	Nodes    NodesConfig   `json:"nodes" doc:"The machines of the cluster."`
-	Proxmox  ProxmoxConfig `json:"proxmox" doc:"The Proxmox VE host(s); only for platform 'proxmox'."`
-	Hosts    []HostConfig  `json:"hosts" doc:"Further Proxmox VE hosts of the cluster that are not 'proxmox''s PVE cluster, each with its own API, token, datastores, bridge, network, reservations and SSH (docs/multi-host.md); a node names its own with 'host'. Only for platform 'proxmox'."`
-	VPS      VPSConfig     `json:"vps" doc:"Settings of the rescue-mode install; only for platform 'vps'."`
-	Local    LocalConfig   `json:"local" doc:"The Docker containers of the nodes; only for platform 'local'."`
-	Backup   BackupConfig  `json:"backup" doc:"Encrypted backups of etcd, the stack's state and this file (docs/backup.md); none when left out."`
-	Storage  StorageConfig `json:"storage" doc:"Storage for the workloads besides the workers' data disks (docs/storage.md)."`
-	GitOps   GitOpsConfig  `json:"gitops" doc:"Hand the cluster to Argo CD after the bootstrap: Argo CD with KSOPS, the SOPS age key, the repository credential and a root Application (docs/gitops.md); none when left out." rules:"component"`
+	// Where the cluster runs: 'proxmox' (VMs on Proxmox VE), 'vps' (rented servers installed from
+	// rescue mode) or 'local' (Docker containers on this machine, docs/local.md).
+	Platform Platform `json:"platform" required:"true"`
+	// The Talos/Kubernetes cluster, shared by both platforms.
+	Cluster ClusterConfig `json:"cluster"`
+	// The machines of the cluster.
+	Nodes NodesConfig `json:"nodes"`
+	// The Proxmox VE host(s); only for platform 'proxmox'.
+	Proxmox ProxmoxConfig `json:"proxmox"`
+	// Further Proxmox VE hosts of the cluster that are not 'proxmox''s PVE cluster, each with its own
+	// API, token, datastores, bridge, network, reservations and SSH (docs/multi-host.md); a node names
+	// its own with 'host'. Only for platform 'proxmox'.
+	Hosts []HostConfig `json:"hosts"`
+	// Settings of the rescue-mode install; only for platform 'vps'.
+	VPS VPSConfig `json:"vps"`
+	// The Docker containers of the nodes; only for platform 'local'.
+	Local LocalConfig `json:"local"`
+	// Encrypted backups of etcd, the stack's state and this file (docs/backup.md); none when left out.
+	Backup BackupConfig `json:"backup"`
+	// Storage for the workloads besides the workers' data disks (docs/storage.md).
+	Storage StorageConfig `json:"storage"`
+	// Hand the cluster to Argo CD after the bootstrap: Argo CD with KSOPS, the SOPS age key, the
+	// repository credential and a root Application (docs/gitops.md); none when left out.
+	GitOps GitOpsConfig `json:"gitops" rules:"component"`
 }
 
 // GitOpsConfig is the GitOps hand-off.
 type GitOpsConfig struct {
-	Repository           GitOpsRepositoryConfig `json:"repository" doc:"The GitOps repository the root Application follows." rules:"component"`
-	SopsAgeKey           Secret                 `json:"sopsAgeKey" doc:"The age identity KSOPS decrypts the repository's SOPS files with: the text of an age keys.txt (AGE-SECRET-KEY-1...; secret): 'pulumi config set --secret --path gitops.sopsAgeKey < keys.txt'. None when left out." secret:"true"`
-	ArgoCD               ArgoCDConfig           `json:"argoCd" doc:"Argo CD's Helm chart (https://argoproj.github.io/argo-helm)."`
-	KsopsImage           string                 `json:"ksopsImage" doc:"The KSOPS image the repository server's init container runs 'ksops install --with-kustomize' from (v4.5.1 or newer)." default:"viaductoss/ksops:v4.5.1" rules:"component"`
-	PrivilegedNamespaces []string               `json:"privilegedNamespaces" doc:"Namespaces labelled for Pod Security's privileged level (created when missing) before Argo CD syncs into them, e.g. 'longhorn-system'. Left out later: the labels go, the namespace stays." rules:"component"`
-	OwnsAddons           bool                   `json:"ownsAddons" doc:"Argo CD manages Cilium and the approver from the repository: 'up' installs them at the bootstrap, then never changes or deletes their releases (cluster.cilium and cluster.certApprover no longer apply)." default:"false"`
+	// The GitOps repository the root Application follows.
+	Repository GitOpsRepositoryConfig `json:"repository" rules:"component"`
+	// The age identity KSOPS decrypts the repository's SOPS files with: the text of an age keys.txt
+	// (AGE-SECRET-KEY-1...; secret): 'pulumi config set --secret --path gitops.sopsAgeKey < keys.txt'.
+	// None when left out.
+	SopsAgeKey Secret `json:"sopsAgeKey" secret:"true"`
+	// Argo CD's Helm chart (https://argoproj.github.io/argo-helm).
+	ArgoCD ArgoCDConfig `json:"argoCd"`
+	// The KSOPS image the repository server's init container runs 'ksops install --with-kustomize'
+	// from (v4.5.1 or newer).
+	KsopsImage string `json:"ksopsImage" default:"viaductoss/ksops:v4.5.1" rules:"component"`
+	// Namespaces labelled for Pod Security's privileged level (created when missing) before Argo CD
+	// syncs into them, e.g. 'longhorn-system'. Left out later: the labels go, the namespace stays.
+	PrivilegedNamespaces []string `json:"privilegedNamespaces" rules:"component"`
+	// Argo CD manages Cilium and the approver from the repository: 'up' installs them at the
+	// bootstrap, then never changes or deletes their releases (cluster.cilium and cluster.certApprover
+	// no longer apply).
+	OwnsAddons bool `json:"ownsAddons" default:"false"`
 }
 
 // Enabled reports whether the section says anything.
@@ -83,34 +110,60 @@ func (c GitOpsConfig) Enabled() bool {
 
 // GitOpsRepositoryConfig is the repository and its credential.
 type GitOpsRepositoryConfig struct {
-	URL           string `json:"url" doc:"The Git URL: 'https://github.com/me/gitops.git' or 'git@github.com:me/gitops.git'; required with the section." rules:"component"`
-	Revision      string `json:"revision" doc:"Branch, tag or commit the root Application follows." default:"HEAD" rules:"component"`
-	Path          string `json:"path" doc:"Folder of the root Application's manifests in the repository." default:"." rules:"component"`
-	Username      string `json:"username" doc:"User name for an https URL, with password." rules:"component"`
-	Password      Secret `json:"password" doc:"Password or token for an https URL (secret): 'pulumi config set --secret --path gitops.repository.password'." secret:"true" rules:"component"`
-	SSHPrivateKey Secret `json:"sshPrivateKey" doc:"Deploy key for an SSH URL, PEM or OpenSSH (secret): 'pulumi config set --secret --path gitops.repository.sshPrivateKey < key'." secret:"true"`
+	// The Git URL: 'https://github.com/me/gitops.git' or 'git@github.com:me/gitops.git'; required with
+	// the section.
+	URL string `json:"url" rules:"component"`
+	// Branch, tag or commit the root Application follows.
+	Revision string `json:"revision" default:"HEAD" rules:"component"`
+	// Folder of the root Application's manifests in the repository.
+	Path string `json:"path" default:"." rules:"component"`
+	// User name for an https URL, with password.
+	Username string `json:"username" rules:"component"`
+	// Password or token for an https URL (secret): 'pulumi config set --secret --path
+	// gitops.repository.password'.
+	Password Secret `json:"password" secret:"true" rules:"component"`
+	// Deploy key for an SSH URL, PEM or OpenSSH (secret): 'pulumi config set --secret --path
+	// gitops.repository.sshPrivateKey < key'.
+	SSHPrivateKey Secret `json:"sshPrivateKey" secret:"true"`
 }
 
 // ArgoCDConfig pins Argo CD's chart and adds values.
 type ArgoCDConfig struct {
-	Version string         `json:"version" doc:"argo-cd chart version, without a 'v' prefix." default:"10.1.1" rules:"component"`
-	Values  map[string]any `json:"values" doc:"Extra Helm values, merged over the ones KSOPS needs."`
+	// argo-cd chart version, without a 'v' prefix.
+	Version string `json:"version" default:"10.1.1" rules:"component"`
+	// Extra Helm values, merged over the ones KSOPS needs.
+	Values map[string]any `json:"values"`
 }
 
 // StorageConfig is the cluster's storage plugins.
 type StorageConfig struct {
-	ProxmoxCSI ProxmoxCSIConfig `json:"proxmoxCsi" doc:"The Proxmox CSI plugin (sergelogvinov/proxmox-csi-plugin): volumes as disks of a Proxmox datastore, a StorageClass whose volumes are kept (Retain); platform 'proxmox' only; none when left out." rules:"component"`
+	// The Proxmox CSI plugin (sergelogvinov/proxmox-csi-plugin): volumes as disks of a Proxmox
+	// datastore, a StorageClass whose volumes are kept (Retain); platform 'proxmox' only; none when
+	// left out.
+	ProxmoxCSI ProxmoxCSIConfig `json:"proxmoxCsi" rules:"component"`
 }
 
 // ProxmoxCSIConfig installs the Proxmox CSI plugin.
 type ProxmoxCSIConfig struct {
-	Datastore    string `json:"datastore" doc:"The Proxmox storage the volumes are disks of, e.g. 'local-zfs'; required with the section."`
-	StorageClass string `json:"storageClass" doc:"The StorageClass's name; default 'proxmox'."`
-	Region       string `json:"region" doc:"The nodes' topology.kubernetes.io/region, the Proxmox cluster's name; default 'proxmox'. Their zone is their proxmoxNode. Every volume carries it in its handle, so a change is refused once the plugin ran."`
-	FsType       string `json:"fsType" doc:"The volumes' filesystem, 'ext4' (default) or 'xfs'."`
-	TokenID      string `json:"tokenId" doc:"A Proxmox API token of yours for the plugin (user@realm!name), with tokenSecret; without, the program makes a role with the plugin's five privileges, a user, ACLs on the datastore and the cluster's VMs only, and a token."`
-	TokenSecret  Secret `json:"tokenSecret" doc:"The secret of tokenId (secret): 'pulumi config set --secret --path storage.proxmoxCsi.tokenSecret'." secret:"true"`
-	ChartVersion string `json:"chartVersion" doc:"The plugin's Helm chart version; default 0.3.5."`
+	// The Proxmox storage the volumes are disks of, e.g. 'local-zfs'; required with the section.
+	Datastore string `json:"datastore"`
+	// The StorageClass's name; default 'proxmox'.
+	StorageClass string `json:"storageClass"`
+	// The nodes' topology.kubernetes.io/region, the Proxmox cluster's name; default 'proxmox'. Their
+	// zone is their proxmoxNode. Every volume carries it in its handle, so a change is refused once
+	// the plugin ran.
+	Region string `json:"region"`
+	// The volumes' filesystem, 'ext4' (default) or 'xfs'.
+	FsType string `json:"fsType"`
+	// A Proxmox API token of yours for the plugin (user@realm!name), with tokenSecret; without, the
+	// program makes a role with the plugin's five privileges, a user, ACLs on the datastore and the
+	// cluster's VMs only, and a token.
+	TokenID string `json:"tokenId"`
+	// The secret of tokenId (secret): 'pulumi config set --secret --path
+	// storage.proxmoxCsi.tokenSecret'.
+	TokenSecret Secret `json:"tokenSecret" secret:"true"`
+	// The plugin's Helm chart version; default 0.3.5.
+	ChartVersion string `json:"chartVersion"`
 }
 
 // Enabled reports whether the section says anything.
@@ -120,34 +173,66 @@ func (c ProxmoxCSIConfig) Enabled() bool {
 
 // ClusterConfig describes the Talos cluster independently of the platform.
 type ClusterConfig struct {
-	Name              string             `json:"name" doc:"Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file names." required:"true" rules:"component"`
-	TalosVersion      string             `json:"talosVersion" doc:"Talos version with the 'v' prefix, e.g. 'v1.13.9' (v1.8 or newer)." required:"true" rules:"component"`
-	KubernetesVersion string             `json:"kubernetesVersion" doc:"Kubernetes version, e.g. '1.36.3'; empty means the default of the Talos release." rules:"component"`
-	Schematic         SchematicConfig    `json:"schematic" doc:"Image Factory schematic: a given id, or one built from a list of system extensions." rules:"component"`
-	InstallDisk       string             `json:"installDisk" doc:"Disk Talos installs itself to." default:"/dev/sda"`
-	Network           NetworkConfig      `json:"network" doc:"Node network shared by all nodes." rules:"component"`
-	VIP               string             `json:"vip" doc:"Shared layer-2 virtual IP of the control planes (Proxmox); the Kubernetes endpoint when 'endpoint' is empty." rules:"component"`
-	Endpoint          string             `json:"endpoint" doc:"Host name or IP in the Kubernetes API URL 'https://<endpoint>:6443'; default: the VIP (Proxmox) or the first control plane's IP."`
-	Cilium            CiliumConfig       `json:"cilium" doc:"Cilium CNI Helm chart (https://helm.cilium.io)."`
-	CertApprover      ApproverConfig     `json:"certApprover" doc:"Kubelet serving-certificate approver Helm chart (postfinance/kubelet-csr-approver)."`
-	Patches           PatchesConfig      `json:"patches" doc:"Extra Talos machine-config patches (strategic merge), applied after the generated ones."`
-	Rollout           RolloutConfig      `json:"rollout" doc:"How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at a time." rules:"component"`
-	DataVolume        DataVolumeConfig   `json:"dataVolume" doc:"What a worker's data disk (nodes.workers[].dataDiskSize) becomes: a Talos user volume at /var/mnt/<name> (docs/storage.md)."`
-	KubeSpan          KubeSpanConfig     `json:"kubeSpan" doc:"Talos's KubeSpan: a WireGuard mesh between the nodes, found through Talos's discovery service, for nodes on networks that do not reach each other in the clear (docs/talos-cluster.md#kubespan)."`
-	LoadBalancer      LoadBalancerConfig `json:"loadBalancer" doc:"Addresses for Services of type LoadBalancer: Cilium hands them out of these pools and answers ARP for them on the node network (L2 announcements; docs/load-balancer.md). Platforms proxmox and local; none when left out." rules:"component"`
+	// Cluster name: a DNS label (lowercase letters, digits, '-'), also used in VM tags, MACs and file
+	// names.
+	Name string `json:"name" required:"true" rules:"component"`
+	// Talos version with the 'v' prefix, e.g. 'v1.13.9' (v1.8 or newer).
+	TalosVersion string `json:"talosVersion" required:"true" rules:"component"`
+	// Kubernetes version, e.g. '1.36.3'; empty means the default of the Talos release.
+	KubernetesVersion string `json:"kubernetesVersion" rules:"component"`
+	// Image Factory schematic: a given id, or one built from a list of system extensions.
+	Schematic SchematicConfig `json:"schematic" rules:"component"`
+	// Disk Talos installs itself to.
+	InstallDisk string `json:"installDisk" default:"/dev/sda"`
+	// Node network shared by all nodes.
+	Network NetworkConfig `json:"network" rules:"component"`
+	// Shared layer-2 virtual IP of the control planes (Proxmox); the Kubernetes endpoint when
+	// 'endpoint' is empty.
+	VIP string `json:"vip" rules:"component"`
+	// Host name or IP in the Kubernetes API URL 'https://<endpoint>:6443'; default: the VIP (Proxmox)
+	// or the first control plane's IP.
+	Endpoint string `json:"endpoint"`
+	// Cilium CNI Helm chart (https://helm.cilium.io).
+	Cilium CiliumConfig `json:"cilium"`
+	// Kubelet serving-certificate approver Helm chart (postfinance/kubelet-csr-approver).
+	CertApprover ApproverConfig `json:"certApprover"`
+	// Extra Talos machine-config patches (strategic merge), applied after the generated ones.
+	Patches PatchesConfig `json:"patches"`
+	// How upgrades and config changes reach running nodes (docs/day2.md): control planes always one at
+	// a time.
+	Rollout RolloutConfig `json:"rollout" rules:"component"`
+	// What a worker's data disk (nodes.workers[].dataDiskSize) becomes: a Talos user volume at
+	// /var/mnt/<name> (docs/storage.md).
+	DataVolume DataVolumeConfig `json:"dataVolume"`
+	// Talos's KubeSpan: a WireGuard mesh between the nodes, found through Talos's discovery service,
+	// for nodes on networks that do not reach each other in the clear
+	// (docs/talos-cluster.md#kubespan).
+	KubeSpan KubeSpanConfig `json:"kubeSpan"`
+	// Addresses for Services of type LoadBalancer: Cilium hands them out of these pools and answers
+	// ARP for them on the node network (L2 announcements; docs/load-balancer.md). Platforms proxmox
+	// and local; none when left out.
+	LoadBalancer LoadBalancerConfig `json:"loadBalancer" rules:"component"`
 }
 
 // KubeSpanConfig turns KubeSpan on.
 type KubeSpanConfig struct {
-	Enabled bool `json:"enabled" doc:"Join the nodes in the KubeSpan mesh (and turn on the cluster discovery it needs); on a VPS the firewall opens UDP 51820 to the cluster's nodes." default:"false"`
+	// Join the nodes in the KubeSpan mesh (and turn on the cluster discovery it needs); on a VPS the
+	// firewall opens UDP 51820 to the cluster's nodes.
+	Enabled bool `json:"enabled" default:"false"`
 }
 
 // LoadBalancerConfig is the LoadBalancer address pools and who announces
 // them.
 type LoadBalancerConfig struct {
-	Pools      []LBPoolConfig `json:"pools" doc:"The address pools (at least one with the section)." rules:"component"`
-	Interfaces []string       `json:"interfaces" doc:"Node interfaces that announce the addresses, as regular expressions (e.g. '^ens[0-9]+': Talos names a Proxmox VM's virtio NIC ens18); every interface Cilium manages when left out. A regular expression that matches no NIC leaves the addresses unannounced." rules:"component"`
-	Nodes      []string       `json:"nodes" doc:"Names of the nodes that may announce the addresses (one at a time, by lease); every node when left out." rules:"component"`
+	// The address pools (at least one with the section).
+	Pools []LBPoolConfig `json:"pools" rules:"component"`
+	// Node interfaces that announce the addresses, as regular expressions (e.g. '^ens[0-9]+': Talos
+	// names a Proxmox VM's virtio NIC ens18); every interface Cilium manages when left out. A regular
+	// expression that matches no NIC leaves the addresses unannounced.
+	Interfaces []string `json:"interfaces" rules:"component"`
+	// Names of the nodes that may announce the addresses (one at a time, by lease); every node when
+	// left out.
+	Nodes []string `json:"nodes" rules:"component"`
 }
 
 // Enabled reports whether the section says anything.
@@ -157,53 +242,81 @@ func (c LoadBalancerConfig) Enabled() bool {
 
 // LBPoolConfig is one pool of LoadBalancer addresses.
 type LBPoolConfig struct {
-	Name            string         `json:"name" doc:"The pool's name (its CiliumLoadBalancerIPPool's): a DNS label, unique." required:"true" rules:"component"`
-	Blocks          []string       `json:"blocks" doc:"The pool's addresses: IPv4 CIDRs ('192.168.1.240/28') or first-last ranges ('192.168.1.240-192.168.1.250'), inside the node network and clear of the nodes, the VIP, the gateway, your DHCP server's range and the other pools." required:"true" rules:"component"`
-	ServiceSelector map[string]any `json:"serviceSelector" doc:"Labels (name: value) a Service must have to get an address of this pool; every Service when left out."`
-	Routed          bool           `json:"routed" doc:"Your router sends the pool's addresses to the nodes (a static route): the blocks lie outside the node network, where nobody asks for them by ARP (the announcement policy, which selects Services and not pools, still covers their Services)." default:"false" rules:"component"`
+	// The pool's name (its CiliumLoadBalancerIPPool's): a DNS label, unique.
+	Name string `json:"name" required:"true" rules:"component"`
+	// The pool's addresses: IPv4 CIDRs ('192.168.1.240/28') or first-last ranges
+	// ('192.168.1.240-192.168.1.250'), inside the node network and clear of the nodes, the VIP, the
+	// gateway, your DHCP server's range and the other pools.
+	Blocks []string `json:"blocks" required:"true" rules:"component"`
+	// Labels (name: value) a Service must have to get an address of this pool; every Service when left
+	// out.
+	ServiceSelector map[string]any `json:"serviceSelector"`
+	// Your router sends the pool's addresses to the nodes (a static route): the blocks lie outside the
+	// node network, where nobody asks for them by ARP (the announcement policy, which selects Services
+	// and not pools, still covers their Services).
+	Routed bool `json:"routed" default:"false" rules:"component"`
 }
 
 // DataVolumeConfig is what the workers' data disks become.
 type DataVolumeConfig struct {
-	Name   string `json:"name" doc:"The volume's name: it is mounted at /var/mnt/<name>; letters, digits and '-', at most 34 characters." default:"longhorn" rules:"component"`
-	Layout string `json:"layout" doc:"'longhorn': the volume and the kubelet's rshared mount of it that Longhorn needs (set Longhorn's default data path to /var/mnt/<name>); 'plain': the volume alone." default:"longhorn" enum:"longhorn,plain" rules:"component"`
+	// The volume's name: it is mounted at /var/mnt/<name>; letters, digits and '-', at most 34
+	// characters.
+	Name string `json:"name" default:"longhorn" rules:"component"`
+	// 'longhorn': the volume and the kubelet's rshared mount of it that Longhorn needs (set Longhorn's
+	// default data path to /var/mnt/<name>); 'plain': the volume alone.
+	Layout string `json:"layout" default:"longhorn" enum:"longhorn,plain" rules:"component"`
 }
 
 // RolloutConfig shapes the rollout of a change to running nodes.
 type RolloutConfig struct {
-	WorkerParallelism int `json:"workerParallelism" doc:"How many workers take a change (an upgrade, a config apply) at once." default:"1"`
+	// How many workers take a change (an upgrade, a config apply) at once.
+	WorkerParallelism int `json:"workerParallelism" default:"1"`
 }
 
 // SchematicConfig selects the Talos Image Factory schematic.
 type SchematicConfig struct {
-	ID         string   `json:"id" doc:"An existing schematic id (64 hex digits); excludes 'extensions'."`
-	Extensions []string `json:"extensions" doc:"Official system extensions to build a schematic from." default:"proxmox: siderolabs/qemu-guest-agent, siderolabs/iscsi-tools, siderolabs/util-linux-tools; vps: none"`
+	// An existing schematic id (64 hex digits); excludes 'extensions'.
+	ID string `json:"id"`
+	// Official system extensions to build a schematic from.
+	Extensions []string `json:"extensions" default:"proxmox: siderolabs/qemu-guest-agent, siderolabs/iscsi-tools, siderolabs/util-linux-tools; vps: none"`
 }
 
 // NetworkConfig is the node network.
 type NetworkConfig struct {
-	Gateway      string   `json:"gateway" doc:"IPv4 default gateway of the nodes (a VPS node may override it); on platform local, the Docker network's gateway, this machine's address on it (default 10.5.0.1 when prefixLength is left out too)." required:"true"`
-	PrefixLength int      `json:"prefixLength" doc:"Prefix length of the node network (a VPS node may override it)." default:"proxmox: 24; vps: 32; local: 24"`
-	Nameservers  []string `json:"nameservers" doc:"DNS servers of the nodes." default:"proxmox: the gateway; vps and local: 1.1.1.1, 9.9.9.9"`
+	// IPv4 default gateway of the nodes (a VPS node may override it); on platform local, the Docker
+	// network's gateway, this machine's address on it (default 10.5.0.1 when prefixLength is left out
+	// too).
+	Gateway string `json:"gateway" required:"true"`
+	// Prefix length of the node network (a VPS node may override it).
+	PrefixLength int `json:"prefixLength" default:"proxmox: 24; vps: 32; local: 24"`
+	// DNS servers of the nodes.
+	Nameservers []string `json:"nameservers" default:"proxmox: the gateway; vps and local: 1.1.1.1, 9.9.9.9"`
 }
 
 // CiliumConfig pins the Cilium chart and adds values.
 type CiliumConfig struct {
-	Version string         `json:"version" doc:"Cilium chart version, without a 'v' prefix." default:"1.18.4" rules:"component"`
-	Values  map[string]any `json:"values" doc:"Extra Helm values, merged over the ones Talos needs."`
+	// Cilium chart version, without a 'v' prefix.
+	Version string `json:"version" default:"1.18.4" rules:"component"`
+	// Extra Helm values, merged over the ones Talos needs.
+	Values map[string]any `json:"values"`
 }
 
 // ApproverConfig pins the kubelet-csr-approver chart and adds values.
 type ApproverConfig struct {
-	Version string         `json:"version" doc:"kubelet-csr-approver chart version, without a 'v' prefix." default:"1.2.10" rules:"component"`
-	Values  map[string]any `json:"values" doc:"Extra Helm values, merged over the ones this project sets."`
+	// kubelet-csr-approver chart version, without a 'v' prefix.
+	Version string `json:"version" default:"1.2.10" rules:"component"`
+	// Extra Helm values, merged over the ones this project sets.
+	Values map[string]any `json:"values"`
 }
 
 // PatchesConfig holds user patches per scope.
 type PatchesConfig struct {
-	All          []Patch `json:"all" doc:"Patches for every node."`
-	ControlPlane []Patch `json:"controlPlane" doc:"Patches for control-plane nodes."`
-	Worker       []Patch `json:"worker" doc:"Patches for worker nodes."`
+	// Patches for every node.
+	All []Patch `json:"all"`
+	// Patches for control-plane nodes.
+	ControlPlane []Patch `json:"controlPlane"`
+	// Patches for worker nodes.
+	Worker []Patch `json:"worker"`
 }
 
 // Patch is one Talos strategic-merge patch, given in the stack file either as
@@ -215,52 +328,99 @@ type Patch struct {
 
 // NodesConfig lists the cluster's machines by role.
 type NodesConfig struct {
-	ControlPlanes []NodeConfig `json:"controlPlanes" doc:"Control-plane nodes (etcd members); an odd number is recommended." required:"true"`
-	Workers       []NodeConfig `json:"workers" doc:"Worker nodes; none makes the control planes schedulable."`
+	// Control-plane nodes (etcd members); an odd number is recommended.
+	ControlPlanes []NodeConfig `json:"controlPlanes" required:"true"`
+	// Worker nodes; none makes the control planes schedulable.
+	Workers []NodeConfig `json:"workers"`
 }
 
 // NodeConfig is one machine. A field tagged `platform` is only valid on
 // that platform (rejectOtherPlatforms refuses it elsewhere).
 type NodeConfig struct {
-	Name              string   `json:"name" doc:"Node name: a DNS label, unique in the cluster; the VM name and hostname." required:"true" rules:"component"`
-	IP                string   `json:"ip" doc:"The node's IPv4 address (a VPS's public IP)." required:"true" rules:"component"`
-	Patches           []Patch  `json:"patches" doc:"Talos patches for this node only."`
-	KubeSpanEndpoints []string `json:"kubeSpanEndpoints" doc:"Extra addresses (ip:port) the other nodes reach this node's KubeSpan at, announced through discovery: a NAT's forwarded port to this node's 51820/udp, e.g. '198.51.100.7:51820'; only with cluster.kubeSpan.enabled." rules:"component"`
+	// Node name: a DNS label, unique in the cluster; the VM name and hostname.
+	Name string `json:"name" required:"true" rules:"component"`
+	// The node's IPv4 address (a VPS's public IP).
+	IP string `json:"ip" required:"true" rules:"component"`
+	// Talos patches for this node only.
+	Patches []Patch `json:"patches"`
+	// Extra addresses (ip:port) the other nodes reach this node's KubeSpan at, announced through
+	// discovery: a NAT's forwarded port to this node's 51820/udp, e.g. '198.51.100.7:51820'; only with
+	// cluster.kubeSpan.enabled.
+	KubeSpanEndpoints []string `json:"kubeSpanEndpoints" rules:"component"`
 
 	// Proxmox.
-	VMID         int    `json:"vmId" doc:"VM id, unique on the Proxmox cluster (100-999999999)." required:"proxmox" platform:"proxmox" rules:"component"`
-	MAC          string `json:"mac" doc:"MAC address of the VM's NIC, in any spelling (52:54:00:12:34:56, 52-54-00-12-34-56, 5254.0012.3456; handed on in the first), unicast and not all zero; default: derived from the stack, cluster and node names (the same after a destroy and up)." platform:"proxmox"`
-	Cores        int    `json:"cores" doc:"virtual CPU cores (1-256)." default:"2 (control plane), 4 (worker)" platform:"proxmox" rules:"component"`
-	Memory       int    `json:"memory" doc:"memory in MiB (1024-4194304, i.e. at most 4 TiB)." default:"4096 (control plane), 8192 (worker)" platform:"proxmox" rules:"component"`
-	DiskSize     int    `json:"diskSize" doc:"boot disk size in GiB (10-131072, i.e. at most 128 TiB)." default:"20" platform:"proxmox" rules:"component"`
-	DataDiskSize int    `json:"dataDiskSize" doc:"size in GiB of a second disk (e.g. for Longhorn) on workers (at most 131072); 0 means none." default:"0" platform:"proxmox" rules:"component"`
-	ProxmoxNode  string `json:"proxmoxNode" doc:"Proxmox node (host) that runs this VM; default: its host's 'node' ('proxmox.node')." platform:"proxmox"`
-	Host         string `json:"host" doc:"The entry of 'hosts' this VM runs on; default: the 'proxmox' host." platform:"proxmox" rules:"component"`
+
+	// VM id, unique on the Proxmox cluster (100-999999999).
+	VMID int `json:"vmId" required:"proxmox" platform:"proxmox" rules:"component"`
+	// MAC address of the VM's NIC, in any spelling (52:54:00:12:34:56, 52-54-00-12-34-56,
+	// 5254.0012.3456; handed on in the first), unicast and not all zero; default: derived from the
+	// stack, cluster and node names (the same after a destroy and up).
+	MAC string `json:"mac" platform:"proxmox"`
+	// virtual CPU cores (1-256).
+	Cores int `json:"cores" default:"2 (control plane), 4 (worker)" platform:"proxmox" rules:"component"`
+	// memory in MiB (1024-4194304, i.e. at most 4 TiB).
+	Memory int `json:"memory" default:"4096 (control plane), 8192 (worker)" platform:"proxmox" rules:"component"`
+	// boot disk size in GiB (10-131072, i.e. at most 128 TiB).
+	DiskSize int `json:"diskSize" default:"20" platform:"proxmox" rules:"component"`
+	// size in GiB of a second disk (e.g. for Longhorn) on workers (at most 131072); 0 means none.
+	DataDiskSize int `json:"dataDiskSize" default:"0" platform:"proxmox" rules:"component"`
+	// Proxmox node (host) that runs this VM; default: its host's 'node' ('proxmox.node').
+	ProxmoxNode string `json:"proxmoxNode" platform:"proxmox"`
+	// The entry of 'hosts' this VM runs on; default: the 'proxmox' host.
+	Host string `json:"host" platform:"proxmox" rules:"component"`
 
 	// VPS.
-	Gateway      string       `json:"gateway" doc:"this node's gateway; default: 'cluster.network.gateway'." platform:"vps" rules:"component"`
-	PrefixLength int          `json:"prefixLength" doc:"this node's prefix length; default: 'cluster.network.prefixLength'." platform:"vps" rules:"component"`
-	InstallDisk  string       `json:"installDisk" doc:"disk to write Talos to; default: 'cluster.installDisk'." platform:"vps"`
-	Rescue       RescueConfig `json:"rescue" doc:"SSH access to the provider's rescue system." platform:"vps"`
+
+	// this node's gateway; default: 'cluster.network.gateway'.
+	Gateway string `json:"gateway" platform:"vps" rules:"component"`
+	// this node's prefix length; default: 'cluster.network.prefixLength'.
+	PrefixLength int `json:"prefixLength" platform:"vps" rules:"component"`
+	// disk to write Talos to; default: 'cluster.installDisk'.
+	InstallDisk string `json:"installDisk" platform:"vps"`
+	// SSH access to the provider's rescue system.
+	Rescue RescueConfig `json:"rescue" platform:"vps"`
 }
 
 // RescueConfig is SSH access to a VPS's rescue system.
 type RescueConfig struct {
-	Host     string `json:"host" doc:"Address of the rescue system; default: the node's IP." rules:"component"`
-	Port     int    `json:"port" doc:"SSH port of the rescue system." default:"22" rules:"component"`
-	User     string `json:"user" doc:"SSH user of the rescue system." default:"root" rules:"component"`
-	Password Secret `json:"password" doc:"Rescue SSH password (secret): 'pulumi config set --secret --path 'nodes.controlPlanes[0].rescue.password''." required:"vps" secret:"true"`
-	HostKey  string `json:"hostKey" doc:"The rescue system's SSH host key, checked by the install: its public key line as 'ssh-keyscan -t ed25519 <host>' prints it (known_hosts host names in front are allowed), once its fingerprint matches the one the provider shows. A whole ed25519 or ECDSA key: the command provider takes no fingerprint, and offers only SHA-1 signatures for an RSA key. Taken when the install is created, like the password. Empty: any key is accepted (warned)."`
+	// Address of the rescue system; default: the node's IP.
+	Host string `json:"host" rules:"component"`
+	// SSH port of the rescue system.
+	Port int `json:"port" default:"22" rules:"component"`
+	// SSH user of the rescue system.
+	User string `json:"user" default:"root" rules:"component"`
+	// Rescue SSH password (secret): 'pulumi config set --secret --path
+	// 'nodes.controlPlanes[0].rescue.password''.
+	Password Secret `json:"password" required:"vps" secret:"true"`
+	// The rescue system's SSH host key, checked by the install: its public key line as 'ssh-keyscan -t
+	// ed25519 <host>' prints it (known_hosts host names in front are allowed), once its fingerprint
+	// matches the one the provider shows. A whole ed25519 or ECDSA key: the command provider takes no
+	// fingerprint, and offers only SHA-1 signatures for an RSA key. Taken when the install is created,
+	// like the password. Empty: any key is accepted (warned).
+	HostKey string `json:"hostKey"`
 }
 
 // HostConfig is one more Proxmox VE host of the cluster, or rented
 // servers.
 type HostConfig struct {
-	Name    string            `json:"name" doc:"The host's name in nodes[].host and messages, and its nodes' topology.kubernetes.io/region: a DNS label, not the 'proxmox' host's region." required:"true" rules:"component"`
-	Proxmox ProxmoxConfig     `json:"proxmox" doc:"The host's Proxmox VE API and VM settings, with the keys and defaults of the top-level 'proxmox' section; or vps."`
-	VPS     VPSConfig         `json:"vps" doc:"Makes the entry rented servers installed from their provider's rescue system instead of a Proxmox VE host, with the keys and defaults of the top-level 'vps' section (its 'network' gives their default gateway and prefix length); its nodes give 'rescue' (and 'gateway', 'prefixLength', 'installDisk') as on platform vps (docs/multi-host.md#rented-servers)." rules:"component"`
-	Network HostNetworkConfig `json:"network" doc:"The network of the host's VMs; default: 'cluster.network''s. On another network than the 'proxmox' host's, the cluster needs 'cluster.kubeSpan.enabled' and no VIP."`
-	Gone    bool              `json:"gone" doc:"The host is lost for good: nothing asks its API or SSH anything any more. Set it and run up, then remove its nodes (their VMs, ISOs and reservations leave the stack without a call to it), then the entry (docs/multi-host.md#a-host-lost-for-good)." default:"false" rules:"component"`
+	// The host's name in nodes[].host and messages, and its nodes' topology.kubernetes.io/region: a
+	// DNS label, not the 'proxmox' host's region.
+	Name string `json:"name" required:"true" rules:"component"`
+	// The host's Proxmox VE API and VM settings, with the keys and defaults of the top-level 'proxmox'
+	// section; or vps.
+	Proxmox ProxmoxConfig `json:"proxmox"`
+	// Makes the entry rented servers installed from their provider's rescue system instead of a
+	// Proxmox VE host, with the keys and defaults of the top-level 'vps' section (its 'network' gives
+	// their default gateway and prefix length); its nodes give 'rescue' (and 'gateway',
+	// 'prefixLength', 'installDisk') as on platform vps (docs/multi-host.md#rented-servers).
+	VPS VPSConfig `json:"vps" rules:"component"`
+	// The network of the host's VMs; default: 'cluster.network''s. On another network than the
+	// 'proxmox' host's, the cluster needs 'cluster.kubeSpan.enabled' and no VIP.
+	Network HostNetworkConfig `json:"network"`
+	// The host is lost for good: nothing asks its API or SSH anything any more. Set it and run up,
+	// then remove its nodes (their VMs, ISOs and reservations leave the stack without a call to it),
+	// then the entry (docs/multi-host.md#a-host-lost-for-good).
+	Gone bool `json:"gone" default:"false" rules:"component"`
 
 	// servers: the stack gives the entry's vps section (Load sets it).
 	servers bool
@@ -271,32 +431,67 @@ func (h HostConfig) Servers() bool { return h.servers }
 
 // HostNetworkConfig is the network of a host's VMs.
 type HostNetworkConfig struct {
-	Gateway      string `json:"gateway" doc:"IPv4 default gateway of the host's VMs; default: 'cluster.network.gateway'." rules:"component"`
-	PrefixLength int    `json:"prefixLength" doc:"Prefix length of the host's VM network; default: 'cluster.network.prefixLength'." rules:"component"`
+	// IPv4 default gateway of the host's VMs; default: 'cluster.network.gateway'.
+	Gateway string `json:"gateway" rules:"component"`
+	// Prefix length of the host's VM network; default: 'cluster.network.prefixLength'.
+	PrefixLength int `json:"prefixLength" rules:"component"`
 }
 
 // ProxmoxConfig is access to the Proxmox VE API and host.
 type ProxmoxConfig struct {
-	Endpoint       string        `json:"endpoint" doc:"Proxmox VE API URL, e.g. 'https://192.168.122.70:8006/'." required:"proxmox"`
-	APITokenID     string        `json:"apiTokenId" doc:"API token id, 'user@realm!tokenname'." required:"proxmox" rules:"component"`
-	APITokenSecret Secret        `json:"apiTokenSecret" doc:"API token secret (a UUID, secret): 'pulumi config set --secret --path proxmox.apiTokenSecret'." required:"proxmox" secret:"true"`
-	Insecure       bool          `json:"insecure" doc:"Skip TLS verification of the API (self-signed certificate). Off by default." default:"false"`
-	LocalForward   bool          `json:"localForward" doc:"'proxmox.endpoint' and 'proxmox.ssh.host' may be loopback addresses (127.0.0.1, ::1, localhost): the local ends of SSH port forwards (ssh -L) to the Proxmox host. Off by default, since a loopback address reaches this machine itself." default:"false"`
-	Node           string        `json:"node" doc:"Default Proxmox node (host) for VMs and the ISO." default:"pve"`
-	Bridge         string        `json:"bridge" doc:"Bridge the VM NICs attach to." default:"vmbr0" rules:"component"`
-	VLANID         int           `json:"vlanId" doc:"VLAN tag of the VM NICs (1-4094); 0 means untagged." default:"0" rules:"component"`
-	DiskDatastore  string        `json:"diskDatastore" doc:"Datastore for VM disks." default:"local-lvm" rules:"component"`
-	ISODatastore   string        `json:"isoDatastore" doc:"Datastore (with ISO content) for the Talos ISO." default:"local" rules:"component"`
-	KeepISO        bool          `json:"keepIso" doc:"Leave the downloaded Talos ISO in the datastore on destroy (it is deleted by default)." default:"false"`
-	CPUType        string        `json:"cpuType" doc:"QEMU CPU type; Talos needs 'host' or 'x86-64-v2-AES' or newer." default:"host" rules:"component"`
-	BIOS           string        `json:"bios" doc:"Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk)." default:"seabios" rules:"component"`
-	Addressing     string        `json:"addressing" doc:"How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image + cloud-init drive)." default:"dhcp-reservation" rules:"component"`
-	SSH            SSHConfig     `json:"ssh" doc:"SSH access to the Proxmox host (for dnsmasq and the 'ssh-proxy' access)."`
-	DNSMasq        DNSMasqConfig `json:"dnsmasq" doc:"DHCP reservations in dnsmasq on the Proxmox host."`
-	Access         string        `json:"access" doc:"How this machine reaches the VM network (Talos and Kubernetes APIs): 'direct' (it routes there itself, e.g. a route through the Proxmox host) or 'ssh-proxy' (make up / stackctl tunnel through one SSH connection to the Proxmox host; with hosts entries, each host's VMs through its own host's connection, a direct host's kept out of the tunnels)." default:"direct"`
-	Site           string        `json:"site" doc:"The place this host stands (a house, an office, a data centre), a DNS label. Hosts at one site share its power and uplink (the quorum warning counts sites); hosts whose VMs have the same gateway and prefix length share one network only when they name the same site, and must both name one." default:"the host's name ('proxmox' for this section)" rules:"component"`
-	CSIEndpoint    string        `json:"csiEndpoint" doc:"The API URL the Proxmox CSI plugin uses from inside the cluster. Its controller runs on the control planes, which may not reach the address this machine uses (a LAN address of another site, a local port forward's loopback). Default: 'endpoint'." rules:"component"`
-	NoProxy        []string      `json:"noProxy" doc:"ssh-proxy: extra hosts that must bypass the proxy (NO_PROXY entries: names, .domains, IPs, CIDRs), e.g. a private chart mirror; the Proxmox API, chart repositories, Image Factory and Pulumi hosts are already in."`
+	// Proxmox VE API URL, e.g. 'https://192.168.122.70:8006/'.
+	Endpoint string `json:"endpoint" required:"proxmox"`
+	// API token id, 'user@realm!tokenname'.
+	APITokenID string `json:"apiTokenId" required:"proxmox" rules:"component"`
+	// API token secret (a UUID, secret): 'pulumi config set --secret --path proxmox.apiTokenSecret'.
+	APITokenSecret Secret `json:"apiTokenSecret" required:"proxmox" secret:"true"`
+	// Skip TLS verification of the API (self-signed certificate). Off by default.
+	Insecure bool `json:"insecure" default:"false"`
+	// 'proxmox.endpoint' and 'proxmox.ssh.host' may be loopback addresses (127.0.0.1, ::1, localhost):
+	// the local ends of SSH port forwards (ssh -L) to the Proxmox host. Off by default, since a
+	// loopback address reaches this machine itself.
+	LocalForward bool `json:"localForward" default:"false"`
+	// Default Proxmox node (host) for VMs and the ISO.
+	Node string `json:"node" default:"pve"`
+	// Bridge the VM NICs attach to.
+	Bridge string `json:"bridge" default:"vmbr0" rules:"component"`
+	// VLAN tag of the VM NICs (1-4094); 0 means untagged.
+	VLANID int `json:"vlanId" default:"0" rules:"component"`
+	// Datastore for VM disks.
+	DiskDatastore string `json:"diskDatastore" default:"local-lvm" rules:"component"`
+	// Datastore (with ISO content) for the Talos ISO.
+	ISODatastore string `json:"isoDatastore" default:"local" rules:"component"`
+	// Leave the downloaded Talos ISO in the datastore on destroy (it is deleted by default).
+	KeepISO bool `json:"keepIso" default:"false"`
+	// QEMU CPU type; Talos needs 'host' or 'x86-64-v2-AES' or newer.
+	CPUType string `json:"cpuType" default:"host" rules:"component"`
+	// Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk).
+	BIOS string `json:"bios" default:"seabios" rules:"component"`
+	// How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image +
+	// cloud-init drive).
+	Addressing string `json:"addressing" default:"dhcp-reservation" rules:"component"`
+	// SSH access to the Proxmox host (for dnsmasq and the 'ssh-proxy' access).
+	SSH SSHConfig `json:"ssh"`
+	// DHCP reservations in dnsmasq on the Proxmox host.
+	DNSMasq DNSMasqConfig `json:"dnsmasq"`
+	// How this machine reaches the VM network (Talos and Kubernetes APIs): 'direct' (it routes there
+	// itself, e.g. a route through the Proxmox host) or 'ssh-proxy' (make up / stackctl tunnel through
+	// one SSH connection to the Proxmox host; with hosts entries, each host's VMs through its own
+	// host's connection, a direct host's kept out of the tunnels).
+	Access string `json:"access" default:"direct"`
+	// The place this host stands (a house, an office, a data centre), a DNS label. Hosts at one site
+	// share its power and uplink (the quorum warning counts sites); hosts whose VMs have the same
+	// gateway and prefix length share one network only when they name the same site, and must both
+	// name one.
+	Site string `json:"site" default:"the host's name ('proxmox' for this section)" rules:"component"`
+	// The API URL the Proxmox CSI plugin uses from inside the cluster. Its controller runs on the
+	// control planes, which may not reach the address this machine uses (a LAN address of another
+	// site, a local port forward's loopback). Default: 'endpoint'.
+	CSIEndpoint string `json:"csiEndpoint" rules:"component"`
+	// ssh-proxy: extra hosts that must bypass the proxy (NO_PROXY entries: names, .domains, IPs,
+	// CIDRs), e.g. a private chart mirror; the Proxmox API, chart repositories, Image Factory and
+	// Pulumi hosts are already in.
+	NoProxy []string `json:"noProxy"`
 }
 
 // How the operator's machine reaches the VM network.
@@ -310,22 +505,45 @@ const (
 
 // SSHConfig is SSH access to the Proxmox host.
 type SSHConfig struct {
-	Host           string `json:"host" doc:"SSH host; default: the host of 'proxmox.endpoint'."`
-	Port           int    `json:"port" doc:"SSH port." default:"22"`
-	User           string `json:"user" doc:"SSH user." default:"root"`
-	PrivateKey     Secret `json:"privateKey" doc:"Private key (secret); default: the SSH agent ('SSH_AUTH_SOCK') or 'privateKeyFile'." secret:"true"`
-	PrivateKeyFile string `json:"privateKeyFile" doc:"Path of a private key file on the operator's machine; excludes 'privateKey'."`
-	HostKey        string `json:"hostKey" doc:"The host's SSH host key, checked by every SSH connection to it (dnsmasq reservations, ssh-proxy helper, 'make doctor'): its public key line as 'ssh-keyscan -t ed25519 <host>' prints it (known_hosts host names in front are allowed); 'make doctor' prints it. A fingerprint 'SHA256:...' only with the reservations off: the command provider that writes them takes only a whole key, and no RSA key. Empty: any key is accepted (warned)."`
+	// SSH host; default: the host of 'proxmox.endpoint'.
+	Host string `json:"host"`
+	// SSH port.
+	Port int `json:"port" default:"22"`
+	// SSH user.
+	User string `json:"user" default:"root"`
+	// Private key (secret); default: the SSH agent ('SSH_AUTH_SOCK') or 'privateKeyFile'.
+	PrivateKey Secret `json:"privateKey" secret:"true"`
+	// Path of a private key file on the operator's machine; excludes 'privateKey'.
+	PrivateKeyFile string `json:"privateKeyFile"`
+	// The host's SSH host key, checked by every SSH connection to it (dnsmasq reservations, ssh-proxy
+	// helper, 'make doctor'): its public key line as 'ssh-keyscan -t ed25519 <host>' prints it
+	// (known_hosts host names in front are allowed); 'make doctor' prints it. A fingerprint
+	// 'SHA256:...' only with the reservations off: the command provider that writes them takes only a
+	// whole key, and no RSA key. Empty: any key is accepted (warned).
+	HostKey string `json:"hostKey"`
 }
 
 // DNSMasqConfig controls the DHCP reservation file.
 type DNSMasqConfig struct {
-	Enabled   *bool  `json:"enabled" doc:"Write reservations; default: on with 'dhcp-reservation' addressing. Turn off if DHCP is managed elsewhere."`
-	ConfigDir string `json:"configDir" doc:"Directory dnsmasq reads extra config from." default:"/etc/dnsmasq.d" rules:"component"`
-	Restart   string `json:"restartCommand" doc:"Shell command on the host that makes dnsmasq read the reservations (dnsmasq rereads dhcp-host lines only on restart)." default:"systemctl restart dnsmasq" rules:"component"`
-	LeaseFile string `json:"leaseFile" doc:"dnsmasq's lease file on the host (its 'dhcp-leasefile'). 'up' and 'destroy' drop from it the leases that would keep a node from its reserved address (the old MAC's lease after a MAC change, a removed node's lease), also through 'dhcp_release' on 'proxmox.bridge' when dnsmasq-utils is installed." default:"/var/lib/misc/dnsmasq.leases" rules:"component"`
+	// Write reservations; default: on with 'dhcp-reservation' addressing. Turn off if DHCP is managed
+	// elsewhere.
+	Enabled *bool `json:"enabled"`
+	// Directory dnsmasq reads extra config from.
+	ConfigDir string `json:"configDir" default:"/etc/dnsmasq.d" rules:"component"`
+	// Shell command on the host that makes dnsmasq read the reservations (dnsmasq rereads dhcp-host
+	// lines only on restart).
+	Restart string `json:"restartCommand" default:"systemctl restart dnsmasq" rules:"component"`
+	// dnsmasq's lease file on the host (its 'dhcp-leasefile'). 'up' and 'destroy' drop from it the
+	// leases that would keep a node from its reserved address (the old MAC's lease after a MAC change,
+	// a removed node's lease), also through 'dhcp_release' on 'proxmox.bridge' when dnsmasq-utils is
+	// installed.
+	LeaseFile string `json:"leaseFile" default:"/var/lib/misc/dnsmasq.leases" rules:"component"`
 	// BridgeSpansHosts lifts the single-host check of validateDNSMasqPlacement.
-	BridgeSpansHosts bool `json:"bridgeSpansHosts" doc:"The bridge carries one layer-2 network across the Proxmox nodes (e.g. an SDN VXLAN or VLAN zone), so the reserving host's dnsmasq also serves VMs on other nodes. Without it, reservations refuse VMs on a 'proxmoxNode' other than 'proxmox.node'." default:"false"`
+
+	// The bridge carries one layer-2 network across the Proxmox nodes (e.g. an SDN VXLAN or VLAN
+	// zone), so the reserving host's dnsmasq also serves VMs on other nodes. Without it, reservations
+	// refuse VMs on a 'proxmoxNode' other than 'proxmox.node'.
+	BridgeSpansHosts bool `json:"bridgeSpansHosts" default:"false"`
 }
 
 // What `pulumi destroy` does to VPS nodes. Servers are never deleted.
@@ -339,44 +557,96 @@ const (
 
 // LocalConfig holds the settings of a cluster in Docker containers.
 type LocalConfig struct {
-	Network        string `json:"network" doc:"The Docker network the program makes for the nodes, on the node network (cluster.network); default: the cluster's name." rules:"component"`
-	Image          string `json:"image" doc:"The Talos container image; default: 'ghcr.io/siderolabs/talos:<cluster.talosVersion>'. A new one (or a new talosVersion) replaces the containers one at a time in the rollout's order, their volumes kept." rules:"component"`
-	KubernetesPort int    `json:"kubernetesPort" doc:"Port on 127.0.0.1 that reaches the first control plane's Kubernetes API." default:"6443" rules:"component"`
-	TalosPort      int    `json:"talosPort" doc:"Port on 127.0.0.1 that reaches the first control plane's Talos API." default:"50000" rules:"component"`
-	Privileged     *bool  `json:"privileged" doc:"Run the containers privileged, as Talos needs. Off only for a stand-in image that needs no privileges (the project's tests)." default:"true"`
+	// The Docker network the program makes for the nodes, on the node network (cluster.network);
+	// default: the cluster's name.
+	Network string `json:"network" rules:"component"`
+	// The Talos container image; default: 'ghcr.io/siderolabs/talos:<cluster.talosVersion>'. A new one
+	// (or a new talosVersion) replaces the containers one at a time in the rollout's order, their
+	// volumes kept.
+	Image string `json:"image" rules:"component"`
+	// Port on 127.0.0.1 that reaches the first control plane's Kubernetes API.
+	KubernetesPort int `json:"kubernetesPort" default:"6443" rules:"component"`
+	// Port on 127.0.0.1 that reaches the first control plane's Talos API.
+	TalosPort int `json:"talosPort" default:"50000" rules:"component"`
+	// Run the containers privileged, as Talos needs. Off only for a stand-in image that needs no
+	// privileges (the project's tests).
+	Privileged *bool `json:"privileged" default:"true"`
 }
 
 // VPSConfig holds VPS-wide settings.
 type VPSConfig struct {
-	AllowedCIDRs     []string `json:"allowedCidrs" doc:"Operator networks allowed to reach the Talos API (50000) and Kubernetes API (6443); empty, or entries that together cover every address (0.0.0.0/0), leave them open (warned)." rules:"component"`
-	PublicTCPPorts   []int    `json:"publicTcpPorts" doc:"TCP ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to the internet by the Talos firewall." rules:"component"`
-	ImageURL         string   `json:"imageUrl" doc:"Raw disk image the install writes (.raw.zst, .raw.xz, .raw.gz or .raw); default: the Image Factory's disk image of the schematic and Talos version (.raw.zst, or .raw.xz when the rescue system has no zstd). A query string (a presigned object-store URL) is kept: the format is read from the path before it, the URL is fetched as given (never switched to .xz), and output leaves the query out." rules:"component"`
-	RequireRescue    *bool    `json:"requireRescue" doc:"Refuse to install unless the server runs from RAM/network (a rescue system) or its host name says rescue. Turn off only for a rescue system installed on a disk." default:"true"`
-	RebootCommand    string   `json:"rebootCommand" doc:"Shell command run on the operator's machine after a node's install that switches its boot from rescue to disk and reboots it (e.g. the provider's CLI); gets NODE_NAME, NODE_IP, RESCUE_HOST. Empty: do it by hand while 'up' waits." rules:"component"`
-	TalosWaitTimeout string   `json:"talosWaitTimeout" doc:"How long 'up' waits, after a node's install, for its Talos API (port 50000) to answer; a duration like '30m'. Run 'up' again after a timeout to go on waiting." default:"30m" rules:"component"`
-	OnDestroy        string   `json:"onDestroy" doc:"What 'pulumi destroy' does to the servers (never deleted): 'forget' leaves Talos running and only empties the stack; 'reset' wipes each node's Talos state and reboots it into maintenance mode." default:"forget" rules:"component"`
+	// Operator networks allowed to reach the Talos API (50000) and Kubernetes API (6443); empty, or
+	// entries that together cover every address (0.0.0.0/0), leave them open (warned).
+	AllowedCIDRs []string `json:"allowedCidrs" rules:"component"`
+	// TCP ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port
+	// is closed to the internet by the Talos firewall.
+	PublicTCPPorts []int `json:"publicTcpPorts" rules:"component"`
+	// Raw disk image the install writes (.raw.zst, .raw.xz, .raw.gz or .raw); default: the Image
+	// Factory's disk image of the schematic and Talos version (.raw.zst, or .raw.xz when the rescue
+	// system has no zstd). A query string (a presigned object-store URL) is kept: the format is read
+	// from the path before it, the URL is fetched as given (never switched to .xz), and output leaves
+	// the query out.
+	ImageURL string `json:"imageUrl" rules:"component"`
+	// Refuse to install unless the server runs from RAM/network (a rescue system) or its host name
+	// says rescue. Turn off only for a rescue system installed on a disk.
+	RequireRescue *bool `json:"requireRescue" default:"true"`
+	// Shell command run on the operator's machine after a node's install that switches its boot from
+	// rescue to disk and reboots it (e.g. the provider's CLI); gets NODE_NAME, NODE_IP, RESCUE_HOST.
+	// Empty: do it by hand while 'up' waits.
+	RebootCommand string `json:"rebootCommand" rules:"component"`
+	// How long 'up' waits, after a node's install, for its Talos API (port 50000) to answer; a
+	// duration like '30m'. Run 'up' again after a timeout to go on waiting.
+	TalosWaitTimeout string `json:"talosWaitTimeout" default:"30m" rules:"component"`
+	// What 'pulumi destroy' does to the servers (never deleted): 'forget' leaves Talos running and
+	// only empties the stack; 'reset' wipes each node's Talos state and reboots it into maintenance
+	// mode.
+	OnDestroy string `json:"onDestroy" default:"forget" rules:"component"`
 }
 
 // BackupConfig is where 'make backup' stores the cluster's backups and whom
 // they are encrypted to.
 type BackupConfig struct {
-	Target     string           `json:"target" doc:"Where backups go, a URL: 'file:///abs/path' or 's3://bucket/prefix?endpoint=https://s3.example:9000&region=us-east-1&use_path_style=true' for an S3-compatible store (MinIO, Backblaze B2, Cloudflare R2, Ceph); the endpoint may be left out for AWS."`
-	Recipients []string         `json:"recipients" doc:"Public keys every backup is encrypted to (age): 'age1...' keys or SSH public key lines ('ssh-ed25519 AAAA...'); at least one. The matching private key (identity) is never in the stack: 'make restore' reads it from a file."`
-	Keep       BackupKeepConfig `json:"keep" doc:"Which backups 'make backup' keeps at the target; the newest is never deleted."`
-	S3         BackupS3Config   `json:"s3" doc:"Credentials of an s3:// target; default: the usual AWS environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and files."`
-	Schedule   string           `json:"schedule" doc:"Also take etcd snapshots inside the cluster on this cron schedule (UTC, e.g. '0 */6 * * *' or '@daily'): a CronJob of Sidero's talos-backup puts them under <target>/<stack>/in-cluster/<instance>/ (the cluster instance, named by its Talos CA). It needs an s3:// target with an https endpoint (or AWS, with its region), backup.s3 credentials (the nodes have no instance role) and exactly one age1... recipient; none when empty." rules:"component"`
+	// Where backups go, a URL: 'file:///abs/path' or
+	// 's3://bucket/prefix?endpoint=https://s3.example:9000&region=us-east-1&use_path_style=true' for
+	// an S3-compatible store (MinIO, Backblaze B2, Cloudflare R2, Ceph); the endpoint may be left out
+	// for AWS.
+	Target string `json:"target"`
+	// Public keys every backup is encrypted to (age): 'age1...' keys or SSH public key lines
+	// ('ssh-ed25519 AAAA...'); at least one. The matching private key (identity) is never in the
+	// stack: 'make restore' reads it from a file.
+	Recipients []string `json:"recipients"`
+	// Which backups 'make backup' keeps at the target; the newest is never deleted.
+	Keep BackupKeepConfig `json:"keep"`
+	// Credentials of an s3:// target; default: the usual AWS environment (AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY, AWS_PROFILE) and files.
+	S3 BackupS3Config `json:"s3"`
+	// Also take etcd snapshots inside the cluster on this cron schedule (UTC, e.g. '0 */6 * * *' or
+	// '@daily'): a CronJob of Sidero's talos-backup puts them under
+	// <target>/<stack>/in-cluster/<instance>/ (the cluster instance, named by its Talos CA). It needs
+	// an s3:// target with an https endpoint (or AWS, with its region), backup.s3 credentials (the
+	// nodes have no instance role) and exactly one age1... recipient; none when empty.
+	Schedule string `json:"schedule" rules:"component"`
 }
 
 // BackupKeepConfig is the retention of backups.
 type BackupKeepConfig struct {
-	Last   int  `json:"last" doc:"The newest backups kept, whatever their age." default:"7"`
-	Daily  *int `json:"daily" doc:"Days back for which the newest backup of each day is kept too (0: none)." default:"7"`
-	Weekly *int `json:"weekly" doc:"Weeks back (ISO weeks, UTC) for which the newest backup of each week is kept too (0: none)." default:"4"`
+	// The newest backups kept, whatever their age.
+	Last int `json:"last" default:"7"`
+	// Days back for which the newest backup of each day is kept too (0: none).
+	Daily *int `json:"daily" default:"7"`
+	// Weeks back (ISO weeks, UTC) for which the newest backup of each week is kept too (0: none).
+	Weekly *int `json:"weekly" default:"4"`
 }
 
 // BackupS3Config are explicit credentials of an S3-compatible target.
 type BackupS3Config struct {
-	AccessKeyID     string `json:"accessKeyId" doc:"Access key id of the target's credentials."`
-	SecretAccessKey Secret `json:"secretAccessKey" doc:"Secret access key (secret): 'pulumi config set --secret --path backup.s3.secretAccessKey'." secret:"true"`
-	CAFile          string `json:"caFile" doc:"Path of a PEM file on the operator's machine with the CA that signed the endpoint's certificate (a private CA, e.g. a home lab MinIO): make backup, make restore and the in-cluster snapshots check the endpoint against it alone (the AWS SDK's custom bundle replaces the system's roots); default: the system's roots."`
+	// Access key id of the target's credentials.
+	AccessKeyID string `json:"accessKeyId"`
+	// Secret access key (secret): 'pulumi config set --secret --path backup.s3.secretAccessKey'.
+	SecretAccessKey Secret `json:"secretAccessKey" secret:"true"`
+	// Path of a PEM file on the operator's machine with the CA that signed the endpoint's certificate
+	// (a private CA, e.g. a home lab MinIO): make backup, make restore and the in-cluster snapshots
+	// check the endpoint against it alone (the AWS SDK's custom bundle replaces the system's roots);
+	// default: the system's roots.
+	CAFile string `json:"caFile"`
 }

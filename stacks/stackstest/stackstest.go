@@ -282,3 +282,14 @@ func EditSection(t testing.TB, src stacks.Source, section string, edit func(map[
 	out.Values[key] = string(b)
 	return out
 }
+
+// KeyDocs are the stack keys' doc comments, read from the stacks package's
+// source in this repository.
+func KeyDocs(t testing.TB) stacks.KeyDocs {
+	t.Helper()
+	docs, err := stacks.ReadKeyDocs(filepath.Join(RepoRoot(t), "stacks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}

@@ -9,16 +9,13 @@ package docs
 import (
 	"encoding/json"
 	"fmt"
-	"go/ast"
-	"go/doc"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/fluodata/talos-pulumi/internal/godoc"
 )
 
 // Type is one struct type's documentation: its own, and each field's by the
@@ -34,110 +31,36 @@ type Type struct {
 func Collect(dirs ...string) (map[string]Type, error) {
 	out := map[string]Type{}
 	for _, dir := range dirs {
-		fset := token.NewFileSet()
-		entries, err := os.ReadDir(dir)
+		pkg, err := godoc.Read(dir, "pulumi")
 		if err != nil {
-			return nil, fmt.Errorf("unable to read package %s: %w", dir, err)
+			return nil, err
 		}
-		var files []*ast.File
-		for _, e := range entries {
-			name := e.Name()
-			if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
-			if err != nil {
-				return nil, fmt.Errorf("unable to parse %s: %w", name, err)
-			}
-			files = append(files, f)
-		}
-		if len(files) == 0 {
-			continue
-		}
-		pkg, err := doc.NewFromFiles(fset, files, "x", doc.PreserveAST)
-		if err != nil {
-			return nil, fmt.Errorf("unable to read the documentation of %s: %w", dir, err)
-		}
-		consts := constValues(pkg)
-		for _, t := range pkg.Types {
-			if td, ok := structDoc(t, consts); ok {
-				out[pkg.Name+"."+t.Name] = td
+		for name, s := range pkg.Structs {
+			if td, ok := structDoc(name, s, pkg.Consts); ok {
+				out[pkg.Name+"."+name] = td
 			}
 		}
 	}
 	return out, nil
 }
 
-func structDoc(t *doc.Type, consts map[string]string) (Type, bool) {
-	var st *ast.StructType
-	for _, spec := range t.Decl.Specs {
-		if ts, ok := spec.(*ast.TypeSpec); ok && ts.Name.Name == t.Name {
-			st, _ = ts.Type.(*ast.StructType)
-		}
-	}
-	if st == nil {
-		return Type{}, false
-	}
-	td := Type{Doc: neutral(clean(t.Doc), t.Name, nil, consts), Fields: map[string]string{}}
+func structDoc(typeName string, s godoc.Struct, consts map[string]string) (Type, bool) {
+	td := Type{Doc: neutral(s.Doc, typeName, nil, consts), Fields: map[string]string{}}
 	// The Go names of the fields, as the schema names them: a description
 	// that mentions a sibling field names it the schema's way.
 	names := map[string]string{}
-	for _, f := range st.Fields.List {
-		if f.Tag == nil {
-			continue
-		}
-		tag := reflect.StructTag(strings.Trim(f.Tag.Value, "`")).Get("pulumi")
-		name, _, _ := strings.Cut(tag, ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		for _, id := range f.Names {
-			names[id.Name] = name
-		}
+	for _, f := range s.Fields {
+		names[f.GoName] = f.Name
 	}
-	for _, f := range st.Fields.List {
-		if f.Tag == nil || f.Doc == nil || len(f.Names) == 0 {
-			continue
+	for _, f := range s.Fields {
+		if f.Doc != "" {
+			td.Fields[f.Name] = neutral(f.Doc, f.GoName, names, consts)
 		}
-		name := names[f.Names[0].Name]
-		if name == "" {
-			continue
-		}
-		td.Fields[name] = neutral(clean(f.Doc.Text()), f.Names[0].Name, names, consts)
 	}
 	if len(td.Fields) == 0 {
 		return Type{}, false
 	}
 	return td, true
-}
-
-// constValues are the package's constants with a literal value (strings
-// unquoted), by name.
-func constValues(pkg *doc.Package) map[string]string {
-	out := map[string]string{}
-	add := func(values []*doc.Value) {
-		for _, v := range values {
-			for _, spec := range v.Decl.Specs {
-				vs, ok := spec.(*ast.ValueSpec)
-				if !ok {
-					continue
-				}
-				for i, id := range vs.Names {
-					if i >= len(vs.Values) {
-						continue
-					}
-					if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
-						out[id.Name] = strings.Trim(lit.Value, "`\"")
-					}
-				}
-			}
-		}
-	}
-	add(pkg.Consts)
-	for _, t := range pkg.Types {
-		add(t.Consts)
-	}
-	return out
 }
 
 var (
@@ -229,16 +152,6 @@ func lowerFirst(s string) string {
 		return s
 	}
 	return strings.ToLower(s[:1]) + s[1:]
-}
-
-// clean joins a comment's lines into paragraphs, as a schema description
-// reads them.
-func clean(s string) string {
-	paras := strings.Split(strings.TrimSpace(s), "\n\n")
-	for i, p := range paras {
-		paras[i] = strings.Join(strings.Fields(p), " ")
-	}
-	return strings.Join(paras, "\n\n")
 }
 
 // ComponentDirs are the component packages under the repository root:

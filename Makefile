@@ -200,7 +200,7 @@ e2e: $(KUBE_APISERVER) build ## Run the Proxmox example's program through make (
 	$(GO) test -c -tags e2e -o bin/e2e/talos.test ./components/talos
 	$(GO) test -c -tags e2e -o bin/e2e/e2e.test ./tests/e2e
 	cd components/talos && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && ip addr add 10.77.0.1/24 dev lo && exec ../../bin/e2e/talos.test -test.run "$$E2E_RUN" -test.v -test.timeout 20m'
-	cd tests/e2e && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && for n in 77 78 79 80 81; do ip addr add 10.$$n.0.1/24 dev lo; done && exec ../../bin/e2e/e2e.test -test.run "$$E2E_RUN" -test.v -test.timeout 40m'
+	cd tests/e2e && E2E_RUN=$(call quote,$(E2E_RUN)) $(E2E_NETNS) sh -c 'ip link set lo up && for n in 77 78 79 80 81; do ip addr add 10.$$n.0.1/24 dev lo; done && exec ../../bin/e2e/e2e.test -test.run "$$E2E_RUN" -test.v -test.timeout 55m'
 	@# Again outside the namespace, for the local stack's life, which needs the Docker daemon's
 	@# network (each test skips itself where it cannot run, saying so).
 	cd tests/e2e && E2E_RUN=$(call quote,$(E2E_RUN)) sh -c 'exec ../../bin/e2e/e2e.test -test.run "$$E2E_RUN" -test.v -test.timeout 20m'

@@ -39,8 +39,8 @@ const (
 	L2PolicySuffix       = "-l2-announcement"
 	L2PolicyName         = "talos-cluster"
 	lbWaitTimeoutSecs    = 600
-	lbManagedByLabel     = "app.kubernetes.io/managed-by"
-	lbManagedByValue     = "talos-cluster"
+	LBManagedByLabel     = "app.kubernetes.io/managed-by"
+	LBManagedByValue     = "talos-cluster"
 	hostnameLabel        = "kubernetes.io/hostname"
 	ciliumClientQPS      = 30
 	ciliumClientBurst    = 60
@@ -373,7 +373,7 @@ func (b *build) loadBalancer(k8s *kubernetes.Provider, after []pulumi.Resource) 
 	}
 	opts := b.clusterOpts(pulumi.Provider(k8s), pulumi.DependsOn([]pulumi.Resource{guard}))
 	meta := func(n string) *metav1.ObjectMetaArgs {
-		return &metav1.ObjectMetaArgs{Name: pulumi.String(n), Labels: pulumi.StringMap{lbManagedByLabel: pulumi.String(lbManagedByValue)}}
+		return &metav1.ObjectMetaArgs{Name: pulumi.String(n), Labels: pulumi.StringMap{LBManagedByLabel: pulumi.String(LBManagedByValue)}}
 	}
 	out := []pulumi.Resource{guard}
 	if len(lb.Pools) == 0 {
@@ -427,7 +427,7 @@ func guardPools(ctx context.Context, client *kubeapi.Client, poolsText string, w
 	if err := client.WaitCRDs(ctx, []string{lbPoolCRD, l2PolicyCRD}, w); err != nil {
 		return kubeWaitFailed(err, "look at 'kubectl -n kube-system logs deploy/cilium-operator' (make outputs writes the kubeconfig)")
 	}
-	live, err := client.IPPools(ctx, lbManagedByLabel+"="+lbManagedByValue)
+	live, err := client.IPPools(ctx, LBManagedByLabel+"="+LBManagedByValue)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package talos
+package e2e
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/internal/testkit/e2etest"
@@ -52,7 +53,7 @@ func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][]
 	simCtx, stopSim := context.WithCancel(ctx)
 	t.Cleanup(stopSim)
 	kube = &e2etest.Kube{
-		Addr: e2eEndpoint, CNI: SystemNamespace + "/" + CiliumRelease,
+		Addr: e2eEndpoint, CNI: talos.SystemNamespace + "/" + talos.CiliumRelease,
 		Nodes: []kubesim.Node{
 			{Name: "cp-0", IP: e2eControlPlaneIP, ControlPlane: true, KubeletVersion: "v1.35.4"},
 			{Name: "worker-0", IP: e2eWorkerIP, KubeletVersion: "v1.35.4"},
@@ -90,7 +91,7 @@ func twoFreshNodes(ctx context.Context, t *testing.T, operatorCRDs map[string][]
 // make e2e runs the test in (skipped, saying so, elsewhere).
 func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 	skipOutsideTheNamespace(t)
-	dir := e2etest.Charts(t, DefaultCiliumVersion, DefaultApproverVersion).Dir
+	dir := e2etest.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion).Dir
 	// gRPC honours HTTPS_PROXY too: the Talos provider and the program's
 	// hooks reach the nodes and the API directly.
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
@@ -100,14 +101,14 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 
 	talosVersion := "v1.13.9"
 	program := func(ctx *pulumi.Context) error {
-		c, err := NewCluster(ctx, "lab", &ClusterArgs{
-			Cluster: ClusterSettings{
+		c, err := talos.NewCluster(ctx, "lab", &talos.ClusterArgs{
+			Cluster: talos.ClusterSettings{
 				Name: "lab", Endpoint: "https://" + e2eEndpoint, TalosVersion: talosVersion, KubernetesVersion: "1.35.4", // what bin/kube-apiserver runs
 			},
 			InstallerImage: pulumi.String("factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:" + talosVersion),
-			Nodes: []NodeSpec{
-				{Name: "cp-0", IP: e2eControlPlaneIP, Role: RoleControlPlane},
-				{Name: "worker-0", IP: e2eWorkerIP, Role: RoleWorker},
+			Nodes: []talos.NodeSpec{
+				{Name: "cp-0", IP: e2eControlPlaneIP, Role: talos.RoleControlPlane},
+				{Name: "worker-0", IP: e2eWorkerIP, Role: talos.RoleWorker},
 			},
 		})
 		if err != nil {
@@ -159,7 +160,7 @@ func TestE2ETheClusterComesUpWithTheRealPlugins(t *testing.T) {
 
 	// A whole-stack destroy, as make destroy runs it (the program knows it
 	// is one: no node leaves the cluster one by one).
-	t.Setenv(DestroyEnv, "1")
+	t.Setenv(talos.DestroyEnv, "1")
 	out.Reset()
 	start = time.Now()
 	_, err = s.Destroy(ctx, optdestroy.ProgressStreams(&out))

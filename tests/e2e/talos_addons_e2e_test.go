@@ -1,6 +1,6 @@
 //go:build e2e
 
-package talos
+package e2e
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
 	"github.com/fluodata/talos-pulumi/internal/testkit/e2etest"
 )
@@ -46,21 +47,21 @@ const redisHAVersion = "4.38.0"
 // Service is gone; then destroys the stack.
 func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	skipOutsideTheNamespace(t)
-	crdDir := filepath.Join(e2etest.GoModCache(t), "github.com/cilium/cilium@v"+DefaultCiliumVersion, "pkg/k8s/apis/cilium.io/client/crds")
+	crdDir := filepath.Join(e2etest.GoModCache(t), "github.com/cilium/cilium@v"+talos.DefaultCiliumVersion, "pkg/k8s/apis/cilium.io/client/crds")
 	var operatorCRDs [][]byte
 	for _, f := range []string{"v2/ciliumloadbalancerippools.yaml", "v2alpha1/ciliuml2announcementpolicies.yaml"} {
 		data, err := os.ReadFile(filepath.Join(crdDir, f)) //nolint:gosec // the module cache's file
 		if err != nil {
-			t.Skipf("SKIPPED: no Cilium CRD at %s (go mod download github.com/cilium/cilium@v%s): %v", filepath.Join(crdDir, f), DefaultCiliumVersion, err)
+			t.Skipf("SKIPPED: no Cilium CRD at %s (go mod download github.com/cilium/cilium@v%s): %v", filepath.Join(crdDir, f), talos.DefaultCiliumVersion, err)
 		}
 		operatorCRDs = append(operatorCRDs, data)
 	}
-	argo := e2etest.ArgoCD(t, DefaultArgoCDVersion, redisHAVersion)
-	dir := e2etest.Charts(t, DefaultCiliumVersion, DefaultApproverVersion, argo).Dir
+	argo := e2etest.ArgoCD(t, talos.DefaultArgoCDVersion, redisHAVersion)
+	dir := e2etest.Charts(t, talos.DefaultCiliumVersion, talos.DefaultApproverVersion, argo).Dir
 	t.Setenv("NO_PROXY", "10.77.0.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	_, kube, applied := twoFreshNodes(ctx, t, map[string][][]byte{SystemNamespace + "/cilium-operator": operatorCRDs})
+	_, kube, applied := twoFreshNodes(ctx, t, map[string][][]byte{talos.SystemNamespace + "/cilium-operator": operatorCRDs})
 
 	const token = "tok3n-S3cret"
 	identity, err := age.GenerateX25519Identity()
@@ -70,10 +71,10 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	blocks := []string{"10.77.0.224/28"}
 	var ciliumValues map[string]any
 	ownsAddons, handOff := true, true
-	var previous *Previous
+	var previous *talos.Previous
 	program := func(ctx *pulumi.Context) error {
-		gitops := &GitOpsSettings{
-			Repository: GitOpsRepository{
+		gitops := &talos.GitOpsSettings{
+			Repository: talos.GitOpsRepository{
 				URL: "https://git.example.com/lab/gitops.git", Revision: "main", Path: "clusters/lab",
 				Username: "lab", Password: pulumi.ToSecret(pulumi.String(token)).(pulumi.StringOutput),
 			},
@@ -81,7 +82,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 			PrivilegedNamespaces: []string{"longhorn-system"},
 			OwnsAddons:           ownsAddons,
 			// Values of the kind the KSOPS README gives: added to KSOPS's.
-			ArgoCD: &ChartSettings{Values: map[string]any{
+			ArgoCD: &talos.ChartSettings{Values: map[string]any{
 				"configs":    map[string]any{"cm": map[string]any{"kustomize.buildOptions": "--load-restrictor LoadRestrictionsNone"}},
 				"repoServer": map[string]any{"env": []any{map[string]any{"name": "XDG_CONFIG_HOME", "value": "/.config"}}},
 			}},
@@ -89,23 +90,23 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 		if !handOff {
 			gitops = nil
 		}
-		c, err := NewCluster(ctx, "lab", &ClusterArgs{
-			Cluster: ClusterSettings{
+		c, err := talos.NewCluster(ctx, "lab", &talos.ClusterArgs{
+			Cluster: talos.ClusterSettings{
 				Name: "lab", Endpoint: "https://" + e2eEndpoint, TalosVersion: "v1.13.9", KubernetesVersion: "1.35.4",
-				Cilium:   &ChartSettings{Values: ciliumValues},
-				KubeSpan: &KubeSpanSettings{Enabled: true}, // the talos provider patches with its own machinery (v1.12.0): it must take the patch
-				LoadBalancer: &LoadBalancerSettings{
-					Pools:      []LBPool{{Name: "home", Blocks: blocks}},
+				Cilium:   &talos.ChartSettings{Values: ciliumValues},
+				KubeSpan: &talos.KubeSpanSettings{Enabled: true}, // the talos provider patches with its own machinery (v1.12.0): it must take the patch
+				LoadBalancer: &talos.LoadBalancerSettings{
+					Pools:      []talos.LBPool{{Name: "home", Blocks: blocks}},
 					Interfaces: []string{"^eth0$"},
 				},
 				GitOps: gitops,
 			},
 			InstallerImage: pulumi.String("factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9"),
-			Nodes: []NodeSpec{
-				{Name: "cp-0", IP: e2eControlPlaneIP, Role: RoleControlPlane},
-				{Name: "worker-0", IP: e2eWorkerIP, Role: RoleWorker, KubeSpanEndpoints: []string{"198.51.100.7:51821"}}, // a NAT's forwarded port
+			Nodes: []talos.NodeSpec{
+				{Name: "cp-0", IP: e2eControlPlaneIP, Role: talos.RoleControlPlane},
+				{Name: "worker-0", IP: e2eWorkerIP, Role: talos.RoleWorker, KubeSpanEndpoints: []string{"198.51.100.7:51821"}}, // a NAT's forwarded port
 			},
-			Machines: Machines{NodeNetwork: netip.MustParsePrefix("10.77.0.0/24"), NodeGateway: netip.MustParseAddr("10.77.0.1")},
+			Machines: talos.Machines{NodeNetwork: netip.MustParsePrefix("10.77.0.0/24"), NodeGateway: netip.MustParseAddr("10.77.0.1")},
 			Previous: previous,
 		})
 		if err != nil {
@@ -138,16 +139,16 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 
 	pool := get(ctx, t, api, "/apis/cilium.io/v2/ciliumloadbalancerippools/home")
 	assert.Equal(t, []any{map[string]any{"cidr": "10.77.0.224/28"}}, dig(pool, "spec", "blocks"), "the pool's blocks")
-	assert.Equal(t, lbManagedByValue, dig(pool, "metadata", "labels", lbManagedByLabel))
-	policy := get(ctx, t, api, "/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies/"+L2PolicyName)
+	assert.Equal(t, talos.LBManagedByValue, dig(pool, "metadata", "labels", talos.LBManagedByLabel))
+	policy := get(ctx, t, api, "/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies/"+talos.L2PolicyName)
 	assert.Equal(t, true, dig(policy, "spec", "loadBalancerIPs"))
 	assert.Equal(t, false, dig(policy, "spec", "externalIPs"))
 	assert.Equal(t, []any{"^eth0$"}, dig(policy, "spec", "interfaces"))
 
-	get(ctx, t, api, "/api/v1/namespaces/"+ArgoCDNamespace)
-	ageSecret := get(ctx, t, api, "/api/v1/namespaces/argocd/secrets/"+SopsAgeSecret)
+	get(ctx, t, api, "/api/v1/namespaces/"+talos.ArgoCDNamespace)
+	ageSecret := get(ctx, t, api, "/api/v1/namespaces/argocd/secrets/"+talos.SopsAgeSecret)
 	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte(ageKey)), dig(ageSecret, "data", "keys.txt"), "the age key as keys.txt")
-	repo := get(ctx, t, api, "/api/v1/namespaces/argocd/secrets/"+RepoSecret)
+	repo := get(ctx, t, api, "/api/v1/namespaces/argocd/secrets/"+talos.RepoSecret)
 	assert.Equal(t, "repository", dig(repo, "metadata", "labels", "argocd.argoproj.io/secret-type"))
 	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte(token)), dig(repo, "data", "password"))
 	assert.Equal(t, base64.StdEncoding.EncodeToString([]byte("https://git.example.com/lab/gitops.git")), dig(repo, "data", "url"))
@@ -176,7 +177,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 
 	longhorn := get(ctx, t, api, "/api/v1/namespaces/longhorn-system")
 	assert.Equal(t, "privileged", dig(longhorn, "metadata", "labels", "pod-security.kubernetes.io/enforce"))
-	app := get(ctx, t, api, "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+RootApplicationName)
+	app := get(ctx, t, api, "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+talos.RootApplicationName)
 	assert.Equal(t, "https://git.example.com/lab/gitops.git", dig(app, "spec", "source", "repoURL"))
 	assert.Equal(t, "clusters/lab", dig(app, "spec", "source", "path"))
 	assert.Empty(t, dig(app, "metadata", "finalizers"), "no resources finalizer")
@@ -305,7 +306,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	// release into Previous.GitOps): the preview says what goes and what
 	// stays; the up deletes Argo CD, the root Application and the
 	// Secrets, keeps the argocd namespace and the privileged namespace.
-	handOff, previous = false, &Previous{GitOps: true, LoadBalancerPools: []string{"home"}}
+	handOff, previous = false, &talos.Previous{GitOps: true, LoadBalancerPools: []string{"home"}}
 	out.Reset()
 	_, err = s.Preview(ctx, optpreview.ProgressStreams(&out))
 	require.NoError(t, err)
@@ -316,15 +317,15 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	require.NoError(t, err, "the gitops section removed:\n%s", out.String())
 	t.Logf("gitops section removed: %s", time.Since(start).Round(time.Second))
 	for _, gone := range []string{
-		"/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/" + RootApplicationName,
-		"/api/v1/namespaces/argocd/secrets/" + SopsAgeSecret, "/api/v1/namespaces/argocd/secrets/" + RepoSecret,
+		"/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/" + talos.RootApplicationName,
+		"/api/v1/namespaces/argocd/secrets/" + talos.SopsAgeSecret, "/api/v1/namespaces/argocd/secrets/" + talos.RepoSecret,
 		"/apis/apps/v1/namespaces/argocd/deployments/argocd-repo-server",
 	} {
 		code, body, err := api.Call(ctx, http.MethodGet, gone, "", nil)
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusNotFound, code, "%s deleted with the section: %s", gone, body)
 	}
-	get(ctx, t, api, "/api/v1/namespaces/"+ArgoCDNamespace)
+	get(ctx, t, api, "/api/v1/namespaces/"+talos.ArgoCDNamespace)
 	longhorn = get(ctx, t, api, "/api/v1/namespaces/longhorn-system")
 	assert.Nil(t, dig(longhorn, "metadata", "labels", "pod-security.kubernetes.io/enforce"), "the labels go, the namespace stays")
 	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
@@ -332,19 +333,19 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 
 	// The section added back: the namespace the removal left is adopted,
 	// not created again (a create would fail with AlreadyExists).
-	handOff, previous = true, &Previous{LoadBalancerPools: []string{"home"}}
+	handOff, previous = true, &talos.Previous{LoadBalancerPools: []string{"home"}}
 	out.Reset()
 	start = time.Now()
 	_, err = s.Up(ctx, optup.ProgressStreams(&out))
 	require.NoError(t, err, "the gitops section added back:\n%s", out.String())
 	t.Logf("gitops section added back: %s", time.Since(start).Round(time.Second))
 	get(ctx, t, api, "/apis/apps/v1/namespaces/argocd/deployments/argocd-repo-server")
-	get(ctx, t, api, "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+RootApplicationName)
+	get(ctx, t, api, "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/"+talos.RootApplicationName)
 	_, err = s.Preview(ctx, optpreview.ExpectNoChanges())
 	require.NoError(t, err, "a preview after the section came back shows no change")
 
 	// A whole-stack destroy, as make destroy runs it.
-	t.Setenv(DestroyEnv, "1")
+	t.Setenv(talos.DestroyEnv, "1")
 	out.Reset()
 	start = time.Now()
 	_, err = s.Destroy(ctx, optdestroy.ProgressStreams(&out))
@@ -353,7 +354,7 @@ func TestE2EAddonsLoadBalancerPoolsAndGitOpsHandOff(t *testing.T) {
 	require.NoError(t, err, "destroy:\n%s", out.String())
 	t.Logf("destroy: %s", time.Since(start).Round(time.Second))
 	for _, gone := range []string{
-		"/apis/cilium.io/v2/ciliumloadbalancerippools/home", "/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies/" + L2PolicyName,
+		"/apis/cilium.io/v2/ciliumloadbalancerippools/home", "/apis/cilium.io/v2alpha1/ciliuml2announcementpolicies/" + talos.L2PolicyName,
 	} {
 		code, body, err := api.Call(ctx, http.MethodGet, gone, "", nil)
 		require.NoError(t, err)

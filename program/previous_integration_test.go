@@ -5,7 +5,6 @@ package program_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/internal/testkit/clitest"
 	"github.com/fluodata/talos-pulumi/program"
 )
 
@@ -29,14 +29,9 @@ import (
 // stack that has outputs or none yet, no warning. Run it with `make
 // integration`; it is skipped, saying so, where pulumi is not on PATH.
 func TestIntegrationReadPreviousWithTheRealCLI(t *testing.T) {
-	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the read of the last outputs was not checked")
-	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
+	dir := clitest.Backend(t, "the read of the last outputs was not checked")
 	t.Setenv("PULUMI_HOME", filepath.Join(dir, ".pulumi-home"))
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
 
 	// Each run exports the cluster it was asked for (the version given)
 	// and what it read of the last run.
@@ -95,7 +90,7 @@ func TestIntegrationReadPreviousWithTheRealCLI(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, out["kubeconfig"].Secret, "kubeconfig is still a secret output")
 	// The backend's own file (the Automation API's export decrypts).
-	stackDir := filepath.Join(dir, ".pulumi", "stacks", "previous-it")
+	stackDir := filepath.Join(dir, "state", ".pulumi", "stacks", "previous-it")
 	for _, f := range []string{filepath.Join(stackDir, "it.json"), filepath.Join(stackDir, "it.json.bak")} {
 		state, err := os.ReadFile(f)
 		require.NoError(t, err)

@@ -4,9 +4,6 @@ package program_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/testkit/clitest"
 )
 
 // TestIntegrationTheSecretsSurviveALowerTalosVersionWithTheRealCLI checks,
@@ -29,14 +27,8 @@ import (
 // secrets unchanged. The program registers the secrets as the component
 // does (talos.NewMachineSecrets): the rest of a cluster would dial nodes.
 func TestIntegrationTheSecretsSurviveALowerTalosVersionWithTheRealCLI(t *testing.T) {
-	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the secrets were not checked with the real Talos plugin")
-	}
 	ctx := context.Background()
-	dir := t.TempDir()
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "state"), 0o700))
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+filepath.Join(dir, "state"))
+	dir := clitest.Backend(t, "the secrets were not checked with the real Talos plugin")
 
 	version := "v1.12.6"
 	prog := func(ctx *pulumi.Context) error {

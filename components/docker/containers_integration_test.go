@@ -21,6 +21,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/testkit/clitest"
 	"github.com/fluodata/talos-pulumi/internal/testkit/dockertest"
 )
 
@@ -39,18 +40,13 @@ import (
 // container and volumes go, nothing else); destroy (no container, volume
 // or network of the stack left).
 func TestIntegrationContainersLiveTheirLifeInDocker(t *testing.T) {
-	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH (../shared/harness)")
-	}
+	clitest.Backend(t, "the containers' life was not run with the real docker plugin")
 	dockertest.Available(t)
 	if out, _ := exec.Command("pulumi", "plugin", "ls").CombinedOutput(); !bytes.Contains(out, []byte(docker.PluginVersion)) {
 		t.Skipf("SKIPPED: no docker plugin %s (../shared/harness; scripts/harness-docker-plugin.sh builds it):\n%s", docker.PluginVersion, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
 
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)

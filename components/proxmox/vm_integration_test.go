@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/clitest"
 	"github.com/fluodata/talos-pulumi/internal/testkit/factorytest"
 )
 
@@ -43,14 +43,9 @@ import (
 // bpg skips, see below), destroy (the VMs and their disks gone).
 // Skipped, saying so, without pulumi on PATH.
 func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
-	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the VM lifecycle was not run with the real provider")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
+	dir := clitest.Backend(t, "the VM lifecycle was not run with the real provider")
 	pve := pveapitest.New(t, map[int]*pveapitest.VM{})
 	pve.AddDatastore("local-lvm", pveapitest.Datastore{Content: []string{"images", "rootdir"}})
 	pve.AgentAddresses(110, "10.10.0.10")

@@ -4,7 +4,6 @@ package talosapitest_test
 
 import (
 	"context"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/clitest"
 )
 
 // TestIntegrationTheTalosPluginInstallsFreshMachines runs the real talos
@@ -32,14 +32,9 @@ import (
 // port 50000) since the plugin dials the node's address. Skipped, saying
 // so, without pulumi on PATH.
 func TestIntegrationTheTalosPluginInstallsFreshMachines(t *testing.T) {
-	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the fake was not run with the real talos plugin")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
+	dir := clitest.Backend(t, "the fake was not run with the real talos plugin")
 	const cp, worker = "127.0.77.11", "127.0.77.21"
 	nodes := talosapitest.StartFresh(t,
 		talosapitest.NodeSpec{IP: cp, Hostname: "cp-0", Role: talosapitest.ControlPlane, Listen: cp + ":50000", Maintenance: true, RebootLatency: 200 * time.Millisecond},

@@ -5,7 +5,6 @@ package cli
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/clitest"
 )
 
 // TestIntegrationTheCSIGrantsSurviveARefreshWithTheRealProvider runs the
@@ -33,14 +33,9 @@ import (
 // entry into the user's acl, and its update deletes that set. Skipped,
 // saying so, without pulumi on PATH.
 func TestIntegrationTheCSIGrantsSurviveARefreshWithTheRealProvider(t *testing.T) {
-	if _, err := exec.LookPath("pulumi"); err != nil {
-		t.Skip("SKIPPED: the pulumi CLI is not on PATH, so the refresh cycle was not run with the real provider")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	t.Setenv("PULUMI_CONFIG_PASSPHRASE", "integration-test")
-	t.Setenv("PULUMI_BACKEND_URL", "file://"+dir)
+	dir := clitest.Backend(t, "the refresh cycle was not run with the real provider")
 	pve := pveapitest.New(t, map[int]*pveapitest.VM{})
 
 	program := func(ignore bool) pulumi.RunFunc {

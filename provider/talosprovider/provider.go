@@ -360,7 +360,7 @@ func NewWith(o Options) (p.Provider, error) {
 	// The components register the package's type tokens.
 	o.Talos.Package, o.Proxmox.Talos.Package, o.VPS.Talos.Package, o.Docker.Talos.Package = Name, Name, Name, Name
 	prov, err := infer.NewProviderBuilder().
-		WithDisplayName("Talos cluster").
+		WithDisplayName("Talos Anywhere").
 		WithDescription("Talos Linux Kubernetes clusters on Proxmox VE VMs, rescue-installed VPS machines or local Docker containers.").
 		WithKeywords("talos", "kubernetes", "proxmox", "vps", "docker", "category/infrastructure", "kind/component").
 		WithNamespace(Namespace).

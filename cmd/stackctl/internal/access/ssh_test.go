@@ -205,7 +205,7 @@ func TestScanHostKey(t *testing.T) {
 	require.ErrorContains(t, err, "unable to read the host key of 127.0.0.1:"+strconv.Itoa(closed)+": ")
 }
 
-// The documented way to get the pin (README.md, docs/ssh-host-keys.md):
+// The documented way to get the pin (docs/ssh-host-keys.md):
 // ssh-keyscan's lines are pins as they are, and ssh-keygen -lf prints the
 // fingerprints the pins carry.
 func TestSSHKeyscanLinesArePins(t *testing.T) {

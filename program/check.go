@@ -9,17 +9,11 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// delegated are the stack keys whose rules are the platform component's
-// (issue 25; their tag rules:"component" in stacks/types.go): stacks.Load
-// no longer checks what the component checks of them, and the component's
-// problems there are named by these keys. At some, Load keeps rules of the
-// file's own (explicit zeros, a Proxmox stack's gateway required, the keys
-// of the other platforms). The other keys are checked by stacks.Load with
-// the components' own functions (components/inputs,
-// components/proxmox/rules.go and network.go), where the file needs them
-// valid for its own defaults (the Proxmox endpoint, of which the SSH host
-// is one) or for its own features (the SSH settings serve the access proxy
-// too).
+// delegated are the stack keys whose rules are the platform component's (tag
+// rules:"component" in stacks/types.go, issue 25); the component's problems
+// there are named by these keys. stacks.Load checks the other keys with the
+// components' own functions, where the file needs them valid for its own
+// defaults or features (the Proxmox endpoint is the SSH host's default).
 var delegated = stacks.ComponentKeys()
 
 // isDelegated reports whether the stack key is, or is under, a delegated

@@ -46,20 +46,11 @@ func ReadPrevious(ctx *pulumi.Context) (*talos.Previous, error) {
 	return last.Cluster, err
 }
 
-// ReadLast reads the stack as the last `up` left it from its own outputs:
-// the engine keeps the root stack's outputs of the last deployment until
-// this run registers new ones, so a run (a preview too) sees the previous
-// cluster before it registers anything. Its Cluster is nil when the stack
-// has none (its first `up`, or a stack from before the `nodes` output): the
-// checks against it are then skipped.
-//
-// It calls the engine's built-in readStackOutputs function rather than
-// registering a StackReference: a stack reference is a read step, whose
-// failure fails the whole deployment (the engine cancels it whatever the
-// program does with the error), and which counts as a change ("1 to read")
-// in every preview. A failed function call is only an error returned here:
-// it is reported as a warning, and the checks that need the last outputs say
-// that they were skipped.
+// ReadLast reads the stack as the last `up` left it from the stack's own
+// outputs, which the engine keeps until this run registers new ones; Cluster is
+// nil when there are none. It calls readStackOutputs, not a StackReference, so
+// that a failure is only a warning and a preview shows no read
+// (docs/decisions/0001-day2-hooks.md#consequences).
 func ReadLast(ctx *pulumi.Context) (Last, error) {
 	name := fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), ctx.Stack())
 	outputs, err := readStack(ctx, ReadStackOutputsToken, &readStackOutputsArgs{Name: name},
@@ -86,18 +77,10 @@ func ReadLast(ctx *pulumi.Context) (Last, error) {
 	return last, nil
 }
 
-// readStack calls one of the engine's functions that read a stack and
-// returns its outputs; a failed call is the warning unreadable says (its
-// %v the error), and nil outputs.
-//
-// Every real stack's outputs and state hold secrets (the kubeconfig, the
-// talosconfig, the machine secrets), and the SDK's plain Invoke refuses a
-// result with a secret in it ("unexpected secret result returned to invoke
-// call"): InvokePackageRaw returns it and reports the secret bit instead.
-// The values come unwrapped; the callers read only the plain facts they
-// compare with (names, roles, addresses, versions) and keep nothing else,
-// so no secret leaves this function in a form that could be exported or
-// logged.
+// readStack calls an engine function that reads a stack and returns its
+// outputs, or nil and the warning unreadable (its %v the error). The outputs
+// hold secrets, so it invokes raw and the callers keep only plain facts
+// (docs/decisions/0004-upstream-behaviours.md#invoke-results-that-hold-secrets).
 func readStack(ctx *pulumi.Context, token string, args any, unreadable string) (map[string]any, error) {
 	var res struct {
 		Outputs map[string]any `pulumi:"outputs"`

@@ -18,23 +18,9 @@ type credentialCheck struct {
 }
 
 // checkCredentials checks every credential of the config on its own: each
-// Secret field, and credential-like values given to plain keys (a token
-// secret in proxmox.apiTokenId, a private key pasted into a key that takes
-// none).
-//
-// The rule: every credential (every secret:"true" field: each node's
-// rescue.password, proxmox.apiTokenSecret, proxmox.ssh.privateKey) must be
-// stored encrypted, whether or not the stack uses secrets elsewhere, so a
-// plain one is an error naming its key, never quoting it. It is plain when
-// its top-level key holds no secret at all (the engine tells the program
-// only which top-level keys hold a secret somewhere), or when the stack
-// file, read into src.PlainInFile, holds it as a plain value (merge keys
-// followed) equal to what the engine handed over, next to another key's
-// secure one. Without the stack file (src.PlainInFile nil: config from
-// elsewhere, or a file the program could not find), two or more credentials
-// under one secret top-level key cannot be told apart: each gets a warning
-// naming it. A lone credential under a secret top-level key is taken to be
-// the secure value there.
+// Secret field must be stored encrypted (a plain one is an error naming its key,
+// never quoting it), and a plain key must hold no credential-like value
+// (docs/decisions/0004-upstream-behaviours.md#which-config-values-are-secret).
 func checkCredentials(d *Diagnostics, src Source, cfg *Config) credentialCheck {
 	var c credentialCheck
 	root := reflect.ValueOf(cfg).Elem()

@@ -8,22 +8,10 @@ import (
 	"strings"
 )
 
-// The Pulumi CLI's Go language host starts the program with the whole stack
-// config in one environment variable, PULUMI_CONFIG: every key of the stack
-// (all namespaces) with its value, as the JSON object encoding/json makes of
-// a map[string]string. Linux refuses to exec a program when one argument or
-// environment string, with its terminating NUL, is longer than
-// MAX_ARG_STRLEN, 32 pages (128 KiB with the usual 4 KiB pages): execve
-// fails with E2BIG, "argument list too long", and the program never runs to
-// say which key is to blame. macOS has no limit per string, only ARG_MAX
-// (1 MiB) for all of them, which a config within this limit leaves room in.
-//
-// The program's own commands put user values into environments and
-// arguments too (vps.rebootCommand runs as `/bin/sh -c <command>`, the node
-// names and addresses the waits get, proxmox.noProxy in NO_PROXY), but each
-// is one value of the config, or a short text around one, so a config that
-// fits in PULUMI_CONFIG fits there as well. Patches and Helm values reach
-// Talos and Helm over the providers' gRPC, with no such limit.
+// The Go language host passes the whole stack config in one environment
+// string, PULUMI_CONFIG, which Linux caps at MAX_ARG_STRLEN (128 KiB): a larger
+// config fails execve before the program can name the key to blame
+// (docs/decisions/0004-upstream-behaviours.md#the-stack-config-travels-in-one-environment-string).
 
 // maxEnvString is MAX_ARG_STRLEN with 4 KiB pages: the longest environment
 // string, NUL included, execve takes (envsize_internal_test.go execs one).

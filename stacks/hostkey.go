@@ -161,17 +161,10 @@ type hostKeyUse struct {
 	unpinned, howTo string
 }
 
-// validateHostKey checks one pin against how it is used.
-//
-// pulumi-command (v1.1.3, provider/pkg/provider/remote/connection.go,
-// connectionBase.SShConfig) reads hostKey with ssh.ParseAuthorizedKey and
-// checks it with ssh.FixedHostKey, offering only that key's type as host-key
-// algorithm. Two consequences: a fingerprint cannot be handed to it, so where
-// it connects a fingerprint would silently check nothing and is refused; and
-// an RSA key makes it offer only "ssh-rsa" (SHA-1 signatures), which OpenSSH
-// 8.8 and later (every supported Proxmox VE, current rescue systems) no
-// longer accept, so the handshake would fail: the host's ed25519 or ECDSA
-// key is asked for instead.
+// validateHostKey checks one pin against how it is used. Where pulumi-command
+// connects, only a whole key other than RSA works: a fingerprint would check
+// nothing, and an RSA key fails against OpenSSH 8.8 and later
+// (docs/decisions/0004-upstream-behaviours.md#pulumi-command-checks-one-host-key).
 func validateHostKey(d *Diagnostics, value string, use hostKeyUse) {
 	if strings.TrimSpace(value) == "" {
 		if use.contacted {

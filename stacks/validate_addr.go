@@ -8,16 +8,10 @@ import (
 	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
-// Addresses a stack must not configure. Every address of a stack names a
-// machine that the nodes, the operator's machine or a rescue system connects
-// to (or, for a node IP, the node itself), and a loopback, unspecified,
-// multicast or link-local address names no such machine: a loopback address
-// reaches whichever machine uses it, so a VPS node given 127.0.0.1 (whose
-// rescue host defaults to its IP) would have the install SSH into the
-// operator's own machine. The components refuse them in the IP inputs
-// (inputs.SpecialAddress) and skip what follows from such an address (a
-// node network around a loopback gateway, ...), so each mistake is reported
-// once; validateAddresses refuses them in the file's host fields.
+// A loopback, unspecified, multicast or link-local address names no machine a
+// stack can mean: a VPS node given 127.0.0.1 would have the install SSH into
+// the operator's own machine. The components refuse them in the IP inputs
+// (inputs.SpecialAddress); validateAddresses refuses them in the host fields.
 
 // specialHost is specialAddr for a host name or IP literal: "localhost" and
 // names under .localhost (RFC 6761) are loopback.

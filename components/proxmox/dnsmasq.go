@@ -53,21 +53,12 @@ func (f DNSMasqFile) Render(rs []Reservation) string {
 	return b.String()
 }
 
-// InstallScript is the POSIX shell script that installs the new file (read
-// from stdin) on the host. It never leaves a broken file live:
-//  1. the new file alone must pass `dnsmasq --test`;
-//  2. it then replaces the live file, and the whole configuration (the main
-//     file plus the conf-dir, which Debian's service adds on its command
-//     line rather than in dnsmasq.conf) must pass `dnsmasq --test`; if not,
-//     the previous file (or none) is put back;
-//  3. the leases that would keep a node from its reserved address are
-//     released: those of a reserved address held by another MAC, and those
-//     of a reservation the previous file had and the new one drops (a node
-//     removed, its MAC or IP changed);
-//  4. only then is dnsmasq restarted.
-//
-// The running dnsmasq is never restarted with an unchecked file. The staging
-// file lives outside the conf-dir, which dnsmasq would read whatever its name.
+// InstallScript is the POSIX shell script that installs the new file (from
+// stdin) on the host without ever leaving a broken file live: the new file,
+// then the whole configuration, must pass `dnsmasq --test` (else the previous
+// file is put back), the leases that would keep a node from its reserved
+// address are released, and only then is dnsmasq restarted
+// (docs/decisions/0004-upstream-behaviours.md#dnsmasq-keeps-its-leases-in-memory).
 func (f DNSMasqFile) InstallScript() string {
 	return f.preamble() + `new=$tmp/new
 old=$tmp/old
@@ -149,35 +140,12 @@ trap 'rm -rf "$tmp"' EXIT
 ` + leaseFunctions
 }
 
-// leaseFunctions are the shell functions both scripts release leases with.
-//
-// A lease is stale when it holds an address the new file reserves for another
-// MAC, or when it is the lease of a reservation the old file had and the new
-// one drops. Leases of addresses this cluster never reserved, and leases of a
-// dropped address held by a MAC that was not the reserved one, belong to
-// someone else and stay.
-//
-// dnsmasq keeps its leases in memory, reads the lease file only when it
-// starts, and rewrites the whole file from memory whenever a lease changes
-// (it does not write it when it stops). So a stale lease goes in two ways:
-//   - dhcp_release (Debian's dnsmasq-utils), when installed, sends a
-//     DHCPRELEASE in through the bridge, as the client would: the running
-//     dnsmasq forgets the lease, so a rewrite of the file from memory before
-//     the restart cannot bring it back. It is best effort: it needs root, an
-//     address of the bridge in the lease's subnet, and dnsmasq listening
-//     there, and it cannot tell whether dnsmasq acted on the packet. Its
-//     failure is printed, not fatal.
-//   - the stale lines are removed from the lease file right before the
-//     restart, which is what the restarted dnsmasq reads: this is the step
-//     that must work, so its failure fails the script. The file is rewritten
-//     in place, not replaced: dnsmasq keeps it open and rewrites it through
-//     that descriptor, so a new file would be orphaned from the running
-//     dnsmasq's point of view, and in place also keeps its owner and mode.
-//
-// A missing lease file holds no leases (a host whose dnsmasq never served
-// DHCP yet); it is said, not an error. The awk program compares MACs in lower
-// case (dnsmasq writes them so) and leaves every other line alone, including
-// the DHCPv6 "duid" line and IPv6 leases.
+// leaseFunctions are the shell functions both scripts release leases with. A
+// lease is stale when it holds an address the new file reserves for another
+// MAC, or is the lease of a reservation the new file drops; others stay. Stale
+// leases are released with dhcp_release (best effort) and removed from the
+// lease file in place (which must work) before the restart
+// (docs/decisions/0004-upstream-behaviours.md#dnsmasq-keeps-its-leases-in-memory).
 const leaseFunctions = `# leases MODE NEW OLD < lease file: MODE stale prints the stale leases, keep
 # the others.
 leases() {

@@ -194,30 +194,12 @@ var (
 	_ Hooks = (*talos.SDKHooks)(nil)
 )
 
-// bindFastStop registers the fast-stop hooks of the cluster named cluster
-// and returns the option that binds its own to the VM resource named vm.
-//
-// The earlier versions' name is registered too, bound to nothing, for the
-// VMs whose state still names it. Clusters that share one Hooks register
-// it once (the first cluster's function); with a Hooks each (the default,
-// and always through the component provider, which builds each component
-// in a pulumi.Context of its own, so that no registry per context could
-// see both) the engine keeps the first registration and refuses the
-// others, which fails nothing: in the Go SDK (v3.219 to v3.259) only a binding waits
-// for a registration (the provider's TestTwoProxmoxClustersInOneProgram
-// holds it to that). The earlier versions registered that name for the
-// VMs of one cluster per program (a second cluster's was refused), so the
-// registered function stops the VMs of its own cluster and leaves any
-// other to the provider's own stop (stopOnDestroy, 60 s timeouts: slower,
-// not stuck), rather than ask what may be another cluster's Proxmox API.
-//
-// Nothing binds it, so nothing waits for its registration: it is sent
-// before the cluster registers anything, and its only users are deletes,
-// which come after a VM's registration and the provider's diff (a
-// replacement) or after the program has finished (a removed VM, destroy).
-//
-// With bind false (Deps.FastStop), both names are registered and no VM is
-// bound: the VMs whose state names one are still stopped by it.
+// bindFastStop registers the cluster's fast-stop hook and the earlier
+// versions' name (bound to nothing, for the VMs whose state still names it),
+// and returns the option that binds the cluster's hook to the VM named vm; with
+// bind false (Deps.FastStop) no VM is bound. Another cluster's registration of
+// the earlier name is refused, which fails nothing
+// (docs/decisions/0004-upstream-behaviours.md#hook-registration-when-clusters-share-a-program).
 func bindFastStop(hooks Hooks, cluster string, bind bool, fn pulumi.ResourceHookFunction) (func(vm string) (pulumi.ResourceOption, error), error) {
 	own := cluster + vmInfix
 	legacy := func(args *pulumi.ResourceHookArgs) error {

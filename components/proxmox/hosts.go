@@ -41,16 +41,11 @@ type hostView struct {
 	VPS *servers.Settings
 }
 
-// goneOptions keep a lost host's resources from any call to it: their
-// deletes drop them from the state (the engine runs no provider Delete for
-// a resource retained on delete; it reads that from the state, which the
-// `up` that marks the host gone writes), and the changes a new Talos
-// version or node list would make to its ISOs and reservations are not
-// made. ignore names those inputs; not "*", which resets every input to
-// the state's, where bpg v0.95's VM holds values its own Check refuses
-// (cpu.affinity "", memory.hugepages "": the real-CLI e2e caught it), so a
-// VM's own changes are the operator's to leave alone. Nothing for a host
-// that is not gone.
+// goneOptions keep a lost host's resources from any call to it: retained on
+// delete, so their deletes only drop them from the state, and the inputs named
+// by ignore left as they are. Any other change to a gone host's VM is the
+// operator's to avoid. Nothing for a host that is not gone
+// (docs/decisions/0004-upstream-behaviours.md#the-resources-of-a-lost-host).
 func (h hostView) goneOptions(ignore ...string) []pulumi.ResourceOption {
 	if !h.Gone {
 		return nil

@@ -42,21 +42,10 @@ const isoPartMax = 40
 var isoUnsafeRe = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
 
 // ISOFileName names the ISO in Proxmox storage:
-// talos-<version>-<schematic>-<platform>-<stack>-<cluster>-<hash>-amd64.iso.
-//
-// The factory's own basename (metal-amd64.iso) is the same for every version
-// and schematic, so a new version would otherwise overwrite, or be mistaken
-// for, the old one. Stack and cluster make the file this stack's alone: two
-// stacks with the same version and schematic on one host each have their
-// own, so destroying one never deletes the file the other's VMs boot from,
-// and a file already in the way can only be this stack's (see downloadISOs).
-//
-// Every part is reduced to the characters Proxmox keeps: it stores a file
-// under its normalized name, while the provider keeps the name it asked for
-// as the resource's id, and would then never find its own file. Parts are
-// cut to isoPartMax; the hash (of all inputs, unreduced) keeps names distinct
-// where cutting, reducing or the dashes between parts would not (stack "a-b"
-// with cluster "c", and stack "a" with cluster "b-c").
+// talos-<version>-<schematic>-<platform>-<stack>-<cluster>-<hash>-amd64.iso,
+// so no other version, schematic or stack overwrites or deletes it. Parts are
+// reduced to what Proxmox keeps and cut to isoPartMax; the hash keeps them apart
+// (docs/decisions/0004-upstream-behaviours.md#proxmox-normalizes-stored-file-names).
 func ISOFileName(f ISOFile) string {
 	id := f.SchematicID
 	if len(id) > 12 {

@@ -9,23 +9,11 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
-// proxmoxProvider is the proxmoxve provider of the cluster's Proxmox
-// resources and the options they are made with: the caller's, when the
-// component's options pass one (providers, or provider in a language that
-// maps it to the package), else an explicit provider of the component's
-// own (<name>-pve) made from the proxmox inputs, so that nothing depends on
-// ambient proxmoxve:* config and the token is a secret from the stack
-// config to the provider.
-//
-// Switching between the two on a running cluster replaces nothing: the
-// engine asks the new provider's DiffConfig (pkg/v3 step_generator.go
-// providerChanged), which the bridge answers with a replacement only for a
-// ForceNew config key, and the proxmoxve provider has none.
-//
-// The component's own calls (the ISO ejects, the CSI plugin's API URL)
-// still use proxmox.endpoint and the token: the caller's provider must
-// reach the same API. Its endpoint, when it sets one, is compared with
-// proxmox.endpoint before any Proxmox resource is registered.
+// proxmoxProvider uses the caller's proxmoxve provider when opts pass one, else
+// one of the component's own (<name>-pve) made from the proxmox inputs, so that
+// nothing depends on ambient proxmoxve:* config. A caller's endpoint must be
+// proxmox.endpoint, which the component's own calls use. Switching between the
+// two replaces nothing (docs/decisions/0004-upstream-behaviours.md#switching-proxmox-providers-replaces-nothing).
 func (c *Cluster) proxmoxProvider(ctx *pulumi.Context, name string, px HostSettings, opts []pulumi.ResourceOption, parent pulumi.ResourceOption) ([]pulumi.ResourceOption, error) {
 	if caller := callerProvider(opts); caller != nil {
 		c.Provider = caller

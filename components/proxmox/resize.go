@@ -25,15 +25,9 @@ type PreviousVM struct {
 }
 
 // checkResizes refuses, for each node the last run knew, a boot disk that
-// shrinks (a VM's disk cannot shrink: the provider would fail halfway
-// through the run), and a disk that grows in the same run as a change the
-// provider applies only with a reboot (cores, memory, CPU type, BIOS, the
-// guest agent): bpg v0.95 (inside proxmoxve 7.13) then returns its
-// "reboot required" warning before it resizes (vmUpdateDiskLocationAndSize,
-// since the VMs may not reboot: rebootAfterUpdate is false), yet records
-// the new size, so the disk stays as it was with nothing to show it until
-// a refresh. TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider shows
-// it with the real plugin.
+// shrinks, and a disk that grows in the same run as a change the provider
+// applies only with a reboot: that resize would be recorded but not made
+// (docs/decisions/0004-upstream-behaviours.md#a-disk-cannot-grow-with-a-reboot-only-change).
 func (a *ClusterArgs) checkResizes(p *inputs.Problems) {
 	agent := hasGuestAgent(a.Schematic)
 	for i, n := range a.Nodes {

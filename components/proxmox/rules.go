@@ -9,16 +9,10 @@ import (
 	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
-// The names and limits of Proxmox VE inputs, each defined once:
-// ProxmoxCluster checks its Args with them, and the stack file's front-end
-// (package stacks) its keys.
-//
-// Where the limits come from: MinVMID-MaxVMID is Proxmox VE's 'pve-vmid',
-// 100-999999999 (pve-common, src/PVE/JSONSchema.pm), and MaxVLAN that of a
-// NIC's 'tag', 1-4094 (qemu-server, src/PVE/QemuServer/Network.pm; vlanId 0
-// leaves the tag off). The upper bounds of a VM's size are what Proxmox VE
-// accepts or offers; the lower bounds (MinDiskGiB, MinMemoryMiB) are what
-// Talos needs, which is more than Proxmox's own minimums (1 core, 16 MiB).
+// The names and limits of Proxmox VE inputs, defined once for ProxmoxCluster's
+// Args and the stack file's keys. MinVMID-MaxVMID is 'pve-vmid' (pve-common,
+// src/PVE/JSONSchema.pm) and MaxVLAN a NIC's 'tag' (qemu-server,
+// src/PVE/QemuServer/Network.pm; vlanId 0 leaves the tag off).
 const (
 	MinVMID = 100
 	MaxVMID = 999999999

@@ -45,22 +45,11 @@ type Overrides struct {
 	Errors, Warnings []inputs.Problem
 }
 
-// CheckOverrides reports what the user patches (cluster.patches and each
-// node's patches) and Helm values (cluster.cilium.values,
-// cluster.certApprover.values) do to the settings the cluster relies on:
-// errors for what breaks the cluster (a node's machine type against its
-// role, another CNI, kube-proxy on, KubePrism off or on another port than
-// Cilium's, Cilium's kube-proxy replacement off or its API endpoint away
-// from KubePrism, ...), warnings for what only weakens it (the approver
-// opened to other names or addresses, more operator replicas than nodes,
-// Hubble published outside the cluster, ...). The nodes' platform patches
-// are applied before the user's, as in the cluster. network is the nodes'
-// network when the platform knows it (the approver's prefixes are judged
-// against it); the zero prefix when not. It registers nothing.
-//
-// Nodes share the config work: one chain of patches per role (and platform
-// patches), one more step per node that has patches of its own, so its cost
-// grows with the number of distinct patch sets, not of nodes.
+// CheckOverrides reports what the user's patches and Helm values do to the
+// settings the cluster relies on: errors for what breaks it (another CNI,
+// kube-proxy on, KubePrism moved, ...), warnings for what only weakens it.
+// Platform patches apply first, as in the cluster; network (zero if unknown)
+// judges the approver's prefixes. The cost grows with distinct patch sets.
 func (a *ClusterArgs) CheckOverrides(network netip.Prefix) Overrides {
 	args := a.WithDefaults()
 	g := &guard{args: &args, nodes: args.Nodes, spec: args.PatchSpec(), network: network, index: map[string]*finding{}}

@@ -7,17 +7,10 @@ import (
 	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
-// checkIdentity refuses the edits that would give a running cluster or one
-// of its nodes another identity in the resource graph:
-//
-//   - a new cluster name: every resource's name starts with it, so the
-//     engine would create a second cluster's resources (new machine
-//     secrets, a new CA) and delete the running cluster's, and the new
-//     name goes into every node's machine config;
-//   - a node that changes role under the same name: its membership is
-//     named after the node, so no removal runs for the old role while the
-//     apply brings the other role's config, and every gate refuses the
-//     node it cannot place.
+// checkIdentity refuses the edits that give a running cluster or node another
+// identity in the resource graph: a new cluster name (every resource's name
+// starts with it, so the engine would replace the whole cluster), and a node
+// that changes role under the same name (no removal runs for the old role).
 func (a *ClusterArgs) checkIdentity(p *inputs.Problems, prefix string) {
 	prev := a.Previous
 	if prev.ClusterName != "" && a.Cluster.Name != prev.ClusterName {

@@ -13,18 +13,12 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
 
-// remove runs before a node's membership is deleted. Only a node whose
-// removal resets it has the hook bound (a reset is code that must run
-// when the node goes, a destroy too); the name stays registered on every
-// run because the state of earlier versions binds it to every membership.
-// Its identity comes from the membership's old inputs. Pulumi runs a
-// before-delete hook even where DeletedWith then skips the delete (a
-// whole-stack `destroy --run-program`, which runs this program with the
-// stack's config): a node the program still has is not leaving the
-// cluster, the whole cluster is going, and it is only reset. A node the
-// roster took out in this run is done. A node that left the stack in the
-// first run of this version (the roster is created in it, so its hook did
-// not run) is taken out here, as the earlier versions did.
+// remove runs before a node's membership is deleted (bound only where the
+// removal resets the node; registered always, for earlier versions' state).
+// Pulumi runs it even in a whole-stack destroy, where a node the program still
+// has is only reset. A node the roster took out is done; one that left before
+// the roster existed is taken out here
+// (docs/decisions/0001-day2-hooks.md#consequences).
 func (d *dayTwo) remove(args *pulumi.ResourceHookArgs) error {
 	n, err := memberNode(args.OldInputs)
 	if err != nil {
@@ -71,17 +65,11 @@ func (d *dayTwo) removalTurn(n rollout.Node) (release func(), err error) {
 	}
 }
 
-// rejoin runs before a node's config apply is created. On a first `up`, or
-// for a node the last run did not have, there is nothing to do. A node the
-// last run had gets a new apply when its machine was replaced (a new VM,
-// a reinstalled server): the old machine's etcd member and Kubernetes Node
-// are stale, and a new control plane with the same name and address cannot
-// join etcd while its old member is listed. So, when the node does not
-// answer as a configured member (the new machine waits in maintenance
-// mode), its old member is removed through another control plane and its
-// Node deleted, behind the same checks as a removal. A node that answers
-// is the running machine (its apply was replaced for another reason): it
-// is left alone.
+// rejoin runs before a node's config apply is created. A node the last run had
+// gets a new apply when its machine was replaced, and its stale etcd member
+// would keep the new machine from joining: if the node does not answer as a
+// configured member, its old member and Node are removed, behind a removal's
+// checks. A node that answers is the running machine, left alone.
 func (d *dayTwo) rejoin(args *pulumi.ResourceHookArgs) error {
 	n, err := d.node(args.Name)
 	if err != nil || !d.hadBefore(n) || d.deps.Destroy {

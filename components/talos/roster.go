@@ -15,18 +15,10 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
 
-// RosterSuffix names the cluster's roster (after the cluster's name): the
-// resource that lists the nodes, and whose update takes the nodes that
-// left the stack out of the cluster.
-//
-// Why a roster and not a hook on each node's deletion: Pulumi finds a
-// deleted resource's hooks by the names kept in its state, and only a
-// program that constructs the cluster registers them. A cluster removed
-// from a program (a Pulumi YAML or TypeScript program that drops its
-// ProxmoxCluster) constructs nothing, and every delete with a hook failed
-// with `hook "<name>-node-remove" was not registered`. The roster's hook
-// runs at its update, which only a constructed cluster makes; its delete
-// has no hook, so the cluster's resources are deleted like any other.
+// RosterSuffix names the cluster's roster: the resource that lists the nodes
+// and whose update takes those that left the stack out of the cluster. A hook
+// on each node's delete failed once the cluster left the program
+// (docs/decisions/0004-upstream-behaviours.md#hooks-of-a-cluster-removed-from-a-program).
 const RosterSuffix = "-roster"
 
 // rosterEnv is the roster's environment (a command that runs nothing: the

@@ -38,16 +38,11 @@ const minRSABits = 2048
 // into memory whole.
 const maxIdentityFile = 1 << 20
 
-// ParseRecipients parses the stack's backup.recipients: age X25519 public
-// keys ("age1...") and SSH public key lines ("ssh-ed25519 AAAA... comment"
-// or "ssh-rsa AAAA... comment", as in authorized_keys), so an operator can
-// encrypt to the SSH key already on their laptop. Other SSH key types
-// (ECDSA, security keys) have no age recipient type and are refused, as are
-// age's post-quantum and plugin recipients: the first cannot be mixed with
-// the others in one file, the second would run external programs.
-//
-// Each problem names the entry by its index (recipients[2]) so the operator
-// finds it in the stack's list. An empty list is ErrNoRecipients.
+// ParseRecipients parses backup.recipients: age X25519 keys ("age1...") and
+// ssh-ed25519 or ssh-rsa authorized_keys lines, so an operator can use the SSH
+// key on their laptop. Other SSH key types have no age recipient; post-quantum
+// (cannot be mixed) and plugin (run programs) recipients are refused. Problems
+// name the entry (recipients[2]); an empty list is ErrNoRecipients.
 func ParseRecipients(keys []string) ([]age.Recipient, error) {
 	if len(keys) == 0 {
 		return nil, ErrNoRecipients

@@ -6,21 +6,10 @@ import (
 	"time"
 )
 
-// Policy says which backups retention keeps.
-//
-// Last is the number of newest backups kept. Last 0 means "no limit":
-// every backup is kept and Daily and Weekly change nothing, so the zero
-// Policy (retention not configured) never deletes anything. A policy that
-// thins out old backups therefore sets Last to 1 or more.
-//
-// On top of the newest Last, Daily keeps the newest backup of each of the
-// Daily most recent days that have a backup, and Weekly the newest of each
-// of the Weekly most recent ISO weeks that have one (days and weeks in
-// UTC, so the result does not depend on where retention runs). Days or
-// weeks without a backup do not count: a cluster that was off for a month
-// keeps its Daily last backups rather than none.
-//
-// Negative counts are taken as 0 (for Last: no limit, the safe side).
+// Policy says which backups retention keeps: the newest Last, plus the newest
+// of each of the Daily most recent days and the Weekly most recent ISO weeks
+// that have a backup (UTC). Last 0 or less keeps everything, so the zero Policy
+// deletes nothing; a negative Daily or Weekly counts as 0.
 type Policy struct {
 	Last, Daily, Weekly int
 }

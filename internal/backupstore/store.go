@@ -115,20 +115,12 @@ type Object struct {
 	Meta map[string]string
 }
 
-// Open opens a backup target URL:
-//
-//   - file:///abs/path: a directory, created (mode 0700, as the backups'
-//     names and metadata are in clear) if it is missing. A writer's
-//     temporary file is made next to its object, not in $TMPDIR, so the
-//     final rename never crosses file systems.
-//   - s3://bucket/prefix?endpoint=https://minio.example:9000&region=us-east-1&use_path_style=true:
-//     an S3 or S3-compatible bucket (MinIO, B2, R2, Ceph). Objects live
-//     under the prefix. endpoint, region and use_path_style are the only
-//     parameters; any other is refused, so a typo does not silently send
-//     backups to AWS's default endpoint.
-//
-// Credentials never come from the URL (it is refused if it has some): see
-// Options. For S3, Open checks that the bucket can be reached.
+// Open opens a backup target URL: file:///abs/path (a directory, made with
+// mode 0700 if missing: names and metadata are in clear) or
+// s3://bucket/prefix?endpoint=...&region=...&use_path_style=true (any other
+// parameter is refused, so a typo cannot send backups to AWS's default
+// endpoint). Credentials never come from the URL (see Options); for S3, Open
+// checks that the bucket can be reached.
 func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	t, err := backuptarget.Parse(target)
 	if err != nil {
@@ -153,7 +145,8 @@ func Open(ctx context.Context, target string, opts Options) (*Store, error) {
 	return &Store{bucket: b, partSize: partSize}, nil
 }
 
-// openFile opens a file:///abs/path target.
+// openFile opens a file:///abs/path target. A writer's temporary file goes
+// next to its object (NoTempDir), so the final rename never crosses file systems.
 func openFile(t backuptarget.Target) (*blob.Bucket, error) {
 	dir := filepath.FromSlash(t.Dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -269,23 +262,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Put encrypts plain to the recipients and writes it as name, for example
-// "<cluster>/2026-05-04T03:00:00Z.tar.age"; the name must end in Suffix.
-//
-// It streams: plain is read, encrypted (age's STREAM, 64 KiB chunks) and
-// written as it comes, so a backup is never held in memory whole (an S3
-// upload keeps a few parts, see Options.PartSize).
-//
-// The write is atomic: until it succeeds no reader sees the object, and if
-// plain fails, the store fails or ctx is cancelled, the write is aborted
-// and nothing is left (fileblob removes its temporary file, S3 aborts the
-// multipart upload or never completes the single one). An object of the
-// same name is replaced only by a complete new one.
-//
-// meta is stored as the object's metadata, IN CLEAR, so that List can show
-// it without a private key: only small facts that are not secret (time,
-// versions, node name). Keys are a-z, 0-9 and '-' (S3 folds their case),
-// values at most 256 bytes, and the whole at most 2 KiB (S3's limit).
+// Put encrypts plain to the recipients and streams it (age STREAM chunks) to
+// name, which must end in Suffix. The write is atomic: a failure or a
+// cancellation leaves nothing, and an object is replaced only by a complete
+// one. meta is stored IN CLEAR so that List shows it without a key: small facts,
+// not secret; keys a-z, 0-9 and '-', values up to 256 bytes, 2 KiB in all (S3).
 func (s *Store) Put(ctx context.Context, name string, plain io.Reader, to []age.Recipient, meta map[string]string) (Object, error) {
 	if err := checkName(name); err != nil {
 		return Object{}, fmt.Errorf("unable to write backup %q: %w", name, err)
@@ -427,16 +408,10 @@ func sortNewestFirst(objs []Object) {
 	})
 }
 
-// Get decrypts the backup name with the identities and writes the plain
-// bytes to w as they are decrypted (streaming, nothing held whole).
-//
-// age authenticates each 64 KiB chunk before it is written, but a damaged
-// or truncated object is only noticed at the chunk where it breaks: if Get
-// returns an error, what it wrote to w so far is incomplete and must be
-// discarded (restore into a temporary file, use it only on success).
-//
-// An identity that is not a recipient of the backup gives ErrWrongIdentity;
-// a missing backup gives ErrNotFound.
+// Get decrypts the backup name with ids and streams the plain bytes to w. A
+// damaged object fails only at the chunk where it breaks, so after an error
+// what w got is incomplete and must be discarded. ErrWrongIdentity: no id is a
+// recipient; ErrNotFound: no such backup.
 func (s *Store) Get(ctx context.Context, name string, ids []age.Identity, w io.Writer) error {
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("unable to read backup %q: %w", name, err)

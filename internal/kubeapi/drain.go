@@ -93,22 +93,11 @@ type drained struct {
 
 func (p *drained) String() string { return p.namespace + "/" + p.name }
 
-// Drain empties the node as kubectl drain does: it cordons the node, then
-// evicts (the Eviction API, which honours PodDisruptionBudgets) every pod
-// on it but those of DaemonSets, mirror pods of static pods and pods that
-// have finished, and waits until the evicted pods are gone (deleted, or
-// replaced by a pod of the same name and another UID). Pods without a
-// controller and pods with emptyDir volumes are evicted too: the node is
-// being removed.
-//
-// An eviction a PodDisruptionBudget refuses for now (HTTP 429) is retried
-// every opts.Poll; a pod already gone (404) is fine. When opts.Timeout runs
-// out first, the error wraps ErrDrainTimeout and names every pod that did
-// not move (namespace/name) with the reason. Any other refusal stops the
-// drain at once. A cancelled ctx stops it within a poll, with an error
-// that says so and names the pods left. The node stays cordoned in every
-// case. See DrainOptions.SkipWaitForDelete for a node whose kubelet is
-// gone.
+// Drain empties the node as kubectl drain does: it cordons it, evicts (with
+// PodDisruptionBudgets) every pod but DaemonSets', mirror and finished ones,
+// unmanaged and emptyDir pods too since the node is going, and waits until they
+// are gone. A 429 is retried every opts.Poll until opts.Timeout (ErrDrainTimeout,
+// naming the pods left); any other refusal stops it. The node stays cordoned.
 func (c *Client) Drain(ctx context.Context, node string, opts DrainOptions) error {
 	_, err := c.DrainWithResult(ctx, node, opts)
 	return err

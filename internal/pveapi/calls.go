@@ -137,21 +137,10 @@ func (c *Client) VMStatus(ctx context.Context, node string, vmid int) (VMStatus,
 // 8.1.2 (Proxmox VE 8.2); older versions reject it.
 const OverruleShutdown = "overrule-shutdown"
 
-// StopVM hard-stops a VM (power off, no guest shutdown) and returns the
-// task's UPID.
-//
-// It asks Proxmox to overrule a pending graceful shutdown: such a task holds
-// the VM's lock, and a plain stop then fails after 10 s with "can't lock file
-// ... got timeout", which is exactly the VM a destroy finds still running.
-//
-// When Proxmox refuses the parameter (a 400 naming it, before any task
-// starts), the stop is sent again without it. That is chosen over reading
-// /version first because the version cannot tell: the parameter belongs to
-// the qemu-server package, not to the pve-manager version /version reports;
-// the stop runs on the VM's node, which in a cluster being upgraded may not
-// be the node answering /version; and Proxmox refuses it with the same 400
-// for HA-managed VMs on every version ("Not applicable for HA resources.").
-// The retry costs one refused call on those, nothing elsewhere.
+// StopVM hard-stops a VM (no guest shutdown) and returns the task's UPID. It
+// overrules a pending graceful shutdown, whose lock would fail a plain stop,
+// and sends the stop again without that when Proxmox refuses the parameter
+// (docs/decisions/0004-upstream-behaviours.md#stopping-a-vm-that-is-shutting-down).
 func (c *Client) StopVM(ctx context.Context, node string, vmid int) (string, error) {
 	path := vmPath(node, vmid) + "/status/stop"
 	var upid string

@@ -561,18 +561,12 @@ func (o Ops) UpgradeControlPlane(ctx context.Context, n Node, config []byte, ver
 	return o.waitControlPlane(ctx, n, version, t)
 }
 
-// Remove takes the node out of the cluster before its machine goes: a
-// control plane's etcd member leaves first (gracefully through the node,
-// or removed through another control plane when the node does not answer;
-// a member already gone is success), refused when the others are not all
-// healthy or it is the last one; a worker is cordoned and drained. Then the
-// Kubernetes Node is deleted, through another control plane's API server
-// for a control plane (the cluster's endpoint may be its own).
-//
-// A worker that does not answer (its Talos API does not answer, or its
-// Kubernetes Node is NotReady: the machine is off) is drained without
-// waiting for its pods, which its kubelet would never confirm gone: they
-// go with its Node. A warning names the pods it did not wait for.
+// Remove takes the node out of the cluster before its machine goes. A control
+// plane's etcd member leaves, through another control plane if the node does
+// not answer (refused unless the others are healthy and it is not the last).
+// A worker is drained, without waiting for its pods if it does not answer: no
+// kubelet would confirm them gone. Then its Node is deleted, for a control
+// plane through another one's API server (the endpoint may be its own).
 func (o Ops) Remove(ctx context.Context, n Node) error {
 	t := o.Timing.WithDefaults()
 	_, talosErr := o.API.Version(ctx, n.IP)

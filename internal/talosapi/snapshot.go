@@ -50,22 +50,12 @@ type Snapshot struct {
 	Took time.Duration
 }
 
-// EtcdSnapshot streams an etcd snapshot of the control plane node into w
-// and checks it as etcd's restore will: it is not empty and ends with the
-// sha256 of what comes before it. A snapshot that fails the check gives an
-// error wrapping ErrSnapshotCorrupt (w has received it all the same: the
-// caller discards it). The snapshot is never held in memory. opts may add
-// a progress reporter (WithProgress): it says how much was received, every
-// DefaultProgressEvery by default. A cancelled ctx ends the stream at once,
-// with an error wrapping ctx's. A node that sends nothing for the read
-// timeout gives ErrTimeout; the whole download is bounded by
-// DefaultSnapshotTimeout.
-//
-// The stream is read here rather than with the machinery client's
-// EtcdSnapshot: that one reads it through ReadStream, which takes a
-// cancellation or a deadline in the middle of the stream (codes.Canceled,
-// codes.DeadlineExceeded) for its end, so that a cut stream would look
-// like a whole one, short.
+// EtcdSnapshot streams an etcd snapshot of the control plane node into w,
+// checked as etcd's restore will (else ErrSnapshotCorrupt, and the caller
+// discards w). It reads the stream itself so that a cut stream is an error, not
+// a short snapshot: ctx's, ErrTimeout when the node goes silent, or
+// DefaultSnapshotTimeout overall. opts may add WithProgress
+// (docs/decisions/0004-upstream-behaviours.md#etcd-snapshots-end-with-their-sha256).
 func (c *Client) EtcdSnapshot(ctx context.Context, node string, w io.Writer, opts ...WaitOption) (Snapshot, error) {
 	var cfg waitConfig
 	for _, o := range opts {
@@ -182,19 +172,10 @@ func (c *Client) Bootstrap(ctx context.Context, node string, recoverEtcd bool) e
 	}
 }
 
-// snapshotCheck is etcd's integrity check of a snapshot, on a stream: the
-// snapshot ends with the sha256 of everything before it. etcd's server
-// appends it (etcd server/etcdserver/api/v3rpc/maintenance.go,
-// maintenanceServer.Snapshot: "send SHA digest for integrity checks during
-// snapshot restore operation", a last message of sha256.Size bytes after
-// the data), and its restore checks it (etcdutl/snapshot/v3_snapshot.go,
-// saveDB: hasHash := (off % 512) == sha256.Size, then the sha256 of the
-// file without its last 32 bytes must equal them, unless
-// --skip-hash-check). Talos passes the stream of its etcd client's
-// Snapshot through unchanged (machined's EtcdSnapshot) and restores with
-// etcd's snapshot manager, hash check included (its etcd service's
-// recoverFromSnapshot). The check keeps the last 32 bytes in a window and
-// hashes what leaves it.
+// snapshotCheck is etcd's restore check of a snapshot, on a stream: the
+// snapshot ends with the sha256 of everything before it. It keeps the last 32
+// bytes in a window and hashes what leaves it
+// (docs/decisions/0004-upstream-behaviours.md#etcd-snapshots-end-with-their-sha256).
 type snapshotCheck struct {
 	// body hashes all but the last sha256.Size bytes; whole hashes all.
 	body, whole hash.Hash

@@ -22,23 +22,11 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/version"
 )
 
-// releaseDefaults is the Kubernetes version each Talos minor release
-// before the pinned machinery's runs by default: the value of
-// constants.DefaultKubernetesVersion at that minor's vX.Y.0 tag in
-// siderolabs/talos. The compatibility data gives only a range of
-// Kubernetes versions (its maximum is a placeholder like 1.32.99, not a
-// release), so a real x.y.z needs Talos's own release constants; the test
-// checks each against the data (supported, and of the newest minor the
-// release runs). One value per minor, so a Talos patch upgrade never moves
-// Kubernetes as well. A row, once written, never changes: it is what an
-// empty kubernetesVersion has meant for that minor since this project
-// knew it, so a machinery bump never moves (or lowers, which is refused)
-// the Kubernetes of a stack that leaves it empty. Rows up to v1.11 are the
-// .0 tags'; v1.12's is the default of machinery v1.12.0, the pinned one
-// until v1.13.9 (the same value). The pinned minor's default is
-// constants.DefaultKubernetesVersion of the pinned machinery (v1.13.9:
-// 1.36.3); when the machinery moves to a new minor, its row records that
-// value.
+// releaseDefaults is the Kubernetes version each Talos minor before the pinned
+// machinery's runs by default (constants.DefaultKubernetesVersion at its vX.Y.0
+// tag). A row never changes once written, so that a machinery bump never moves
+// the Kubernetes of a stack that leaves kubernetesVersion empty
+// (docs/decisions/0004-upstream-behaviours.md#the-kubernetes-version-of-each-talos-minor).
 var releaseDefaults = map[[2]int]string{
 	{1, 2}:  "1.25.0",
 	{1, 3}:  "1.26.0",

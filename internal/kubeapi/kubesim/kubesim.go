@@ -452,18 +452,10 @@ func yamlDocuments(stream []byte) [][]byte {
 	return append(docs, cur)
 }
 
-// statefulSets reports every StatefulSet rolled out, as the StatefulSet
-// controller (pkg/controller/statefulset/stateful_set_control.go of
-// Kubernetes v1.35, updateStatefulSetStatus) does once every Pod of the
-// current template runs and is ready: observedGeneration, every count at
-// spec.replicas (default 1), and currentRevision = updateRevision, the
-// name of the template's ControllerRevision (<name>-<hash>, as
-// history.ControllerRevisionName; no ControllerRevision is created).
-// Helm's statefulSetReady wants observedGeneration = generation, for a
-// RollingUpdate updatedReplicas >= replicas - partition, readyReplicas =
-// replicas and, without partition, currentRevision = updateRevision: all
-// are met whatever the strategy and the partition (every Pod is taken as
-// made from the current template, as on a first install).
+// statefulSets reports every StatefulSet rolled out, with the status the
+// StatefulSet controller of Kubernetes v1.35 writes once every Pod is ready,
+// which meets Helm's statefulSetReady whatever the strategy
+// (docs/decisions/0004-upstream-behaviours.md#what-the-kubernetes-simulator-stands-in-for).
 func (s *Sim) statefulSets(ctx context.Context) error {
 	var list objectList
 	if err := s.call(ctx, http.MethodGet, "/apis/apps/v1/statefulsets", "", nil, &list); err != nil {
@@ -503,20 +495,10 @@ func (s *Sim) statefulSets(ctx context.Context) error {
 // controller manages (empty: the same).
 const jobControllerName = "kubernetes.io/job-controller"
 
-// jobs completes every Job that is not finished, not suspended and left to
-// the built-in controller, as the job controller (pkg/controller/job of
-// Kubernetes v1.35) does once its Pods have succeeded: succeeded at
-// spec.completions (1 without), no Pod active, ready or terminating,
-// startTime kept or set, completionTime, and the conditions
-// SuccessCriteriaMet then Complete, both True for the reason
-// CompletionsReached (newSuccessCondition, then enactJobFinished turning
-// it into Complete). The API server of v1.35 refuses a Complete=True Job
-// status without SuccessCriteriaMet=True, completionTime and startTime, or
-// with a completionTime before startTime (pkg/apis/batch/validation,
-// validateJobStatus; the checks JobManagedBy, GA in 1.35, turns on in
-// pkg/registry/batch/job/strategy.go). Helm's hooks wait for Complete=True
-// (pkg/kube/client.go, waitForJob); its --wait-for-jobs for succeeded to
-// reach spec.completions (ready.go, jobReady).
+// jobs completes every Job that is not finished, not suspended and left to the
+// built-in controller, with the status the job controller of Kubernetes v1.35
+// writes once its Pods succeed, which the API server accepts and Helm waits for
+// (docs/decisions/0004-upstream-behaviours.md#what-the-kubernetes-simulator-stands-in-for).
 func (s *Sim) jobs(ctx context.Context) error {
 	var list objectList
 	if err := s.call(ctx, http.MethodGet, "/apis/batch/v1/jobs", "", nil, &list); err != nil {

@@ -278,16 +278,11 @@ func (s *server) EtcdRecover(stream grpc.ClientStreamingServer[common.Data, mach
 	return stream.SendAndClose(&machine.EtcdRecoverResponse{Messages: []*machine.EtcdRecover{{Metadata: s.meta()}}})
 }
 
-// Bootstrap bootstraps etcd on the node: it becomes the first member, with
-// empty contents or, with RecoverEtcd, those of the snapshot EtcdRecover
-// stored on it; the other control planes then join. Talos's refusals: a
-// worker and a node rebooting (FailedPrecondition), a node whose etcd has
-// data (AlreadyExists, "etcd data directory is not empty"). The fake
-// refuses a second bootstrap on any node of the cluster as well (Talos
-// would let a control plane that has not joined yet start a second
-// cluster), and a recovery without an upload with FailedPrecondition
-// (Talos accepts it, and its etcd then fails to start). With a real etcd,
-// see bootstrapRealEtcd.
+// Bootstrap makes the node etcd's first member, empty or, with RecoverEtcd,
+// from the snapshot EtcdRecover stored. It refuses as Talos does (a worker or a
+// rebooting node: FailedPrecondition; etcd data: AlreadyExists), and also a
+// second bootstrap in the cluster and a recovery without an upload, which Talos
+// accepts and then fails on. With a real etcd, see bootstrapRealEtcd.
 func (s *server) Bootstrap(_ context.Context, req *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	if s.n.c.realEtcd != nil {
 		return s.bootstrapRealEtcd(req)
@@ -351,17 +346,11 @@ func (n *Node) bootstrapped(args string) {
 	}
 }
 
-// bootstrapRealEtcd is Bootstrap with a real etcd: Talos's refusals, then
-// etcd starts empty or, with RecoverEtcd, from the uploaded snapshot,
-// restored with etcdutl as Talos's etcd service does (EtcdBackend.Recover).
-// As in Talos, the call succeeds whatever the restore does: Talos answers
-// once its etcd service starts, before the service restores the snapshot
-// in its pre stage; a restore that fails (no upload, a corrupt snapshot)
-// leaves the service Failed with the restore's error, the snapshot kept,
-// no member, and, when etcdutl wrote into the data directory before it
-// failed, a data directory that refuses the next bootstrap until the
-// node's EPHEMERAL is wiped. Unlike Talos, the fake answers after the
-// restore and etcd's start, so that a test sees their outcome at once.
+// bootstrapRealEtcd is Bootstrap with a real etcd, restored with etcdutl as
+// Talos's EtcdBackend.Recover does. As in Talos, the call succeeds whatever the
+// restore does (a failure leaves the service Failed, no member, and maybe a data
+// directory that refuses the next bootstrap); unlike Talos, it answers after the
+// restore and etcd's start, so that a test sees the outcome at once.
 func (s *server) bootstrapRealEtcd(req *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	n := s.n
 	c := n.c

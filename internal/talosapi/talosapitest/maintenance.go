@@ -19,21 +19,12 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
-// A node started with NodeSpec.Maintenance is a machine booted from the
-// Talos ISO before its config: as Talos's maintenance service serves it
-// (machined's maintenance mode, talos v1.13.9), apid answers over TLS with
-// a self-signed certificate and asks for no client certificate, and only
-// what a machine without a config can do: ApplyConfiguration, Version and
-// the storage service's Disks (which the Talos provider calls to tell
-// maintenance mode from a configured node). The first applied config is
-// the machine's: the node installs and reboots (RebootLatency), and comes
-// back configured, its API then served with a certificate of the config's
-// OS CA and verifying clients against it, as apid does.
-//
-// The cluster adopts the OS CA of the first control plane config applied
-// (its certificate and key: a worker's config has no key, its certificate
-// comes from a control plane's trustd), so a worker comes back only once a
-// control plane's config is in; a config of another CA is refused.
+// NodeSpec.Maintenance starts a node as Talos's maintenance mode serves it
+// (talos v1.13.9): self-signed TLS, no client certificate, and only
+// ApplyConfiguration, Version and Disks. The first config applied installs and
+// reboots it into a configured node. The cluster adopts the OS CA of the first
+// control plane config (a worker's has no key), so a worker comes back only
+// after one; a config of another CA is refused.
 
 // maintenanceCalls are what the fake answers in maintenance mode.
 var maintenanceCalls = map[string]bool{"ApplyConfiguration": true, "Version": true, "Disks": true}

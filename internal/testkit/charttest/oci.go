@@ -11,16 +11,11 @@ import (
 	"strconv"
 )
 
-// The chart repository is an OCI registry too (oci://<host>/<path>/<name>,
-// as ghcr.io serves the Proxmox CSI plugin's chart): each chart is an OCI
-// image manifest tagged with its version, whose config is the chart's
-// metadata and whose one layer is its archive, with the media types Helm
-// pushes and pulls (helm v3.20.2, pkg/registry/constants.go and
-// client.go Pull, which copies the manifest and its blobs with oras-go:
-// the manifest resolved by tag with a HEAD or GET that gives
-// Docker-Content-Digest, then fetched by digest, the blobs by digest).
-// An exact chart version needs no tag listing (client.go ValidateReference).
-// Anonymous pulls are allowed, as on a public ghcr.io repository.
+// The chart repository is an OCI registry too (oci://<host>/<path>/<name>, as
+// ghcr.io serves the Proxmox CSI plugin's chart), with Helm's media types (helm
+// v3.20.2, pkg/registry/constants.go). It serves what client.go Pull asks: the
+// manifest by tag (HEAD or GET, Docker-Content-Digest), then it and the blobs by
+// digest; no tag listing (ValidateReference), anonymous pulls.
 const (
 	ociManifestType = "application/vnd.oci.image.manifest.v1+json"
 	helmConfigType  = "application/vnd.cncf.helm.config.v1+json"

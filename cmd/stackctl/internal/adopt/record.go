@@ -11,22 +11,10 @@ import (
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
-// Why the bootstrap is recorded rather than imported: the Talos plugin 0.7.1
-// cannot import it. Its ImportState (terraform-provider-talos 0.10.1) sets
-// only the id and an empty `timeouts` object, whatever the id, and the
-// bridge (pulumi-terraform-bridge 3.116) then fails its own raw-state check
-// on that state: `failed recovering value for turnaround check: Data
-// integrity error: "__pulumi_raw_state_delta" does not apply cleanly to the
-// resource state` (rawStateRecoverNatural: "map vs object confusion"). A
-// create is no way either: it calls Talos's Bootstrap API, which a
-// bootstrapped etcd answers with AlreadyExists, and the provider retries that
-// until its 10-minute timeout, then fails (and on a new control plane that
-// has not joined etcd yet it would start a second etcd cluster).
-//
-// So the bootstrap is written into the stack's state as `up` records one:
-// the provider's Create keeps its inputs and the id "machine_bootstrap",
-// its Read, Update and Delete do nothing and no input forces a replacement.
-// With the inputs the program gives it, the next preview shows it unchanged.
+// The bootstrap is written into the state rather than imported: the Talos
+// plugin cannot import it, and a create would call Bootstrap on a running
+// etcd. Recorded as `up` records it, the next preview shows it unchanged
+// (docs/decisions/0004-upstream-behaviours.md#the-talos-bootstrap-cannot-be-imported).
 
 // Import returns the entries of the plan that `pulumi import` takes: every
 // one but the bootstrap, which RecordBootstrap writes into the state.

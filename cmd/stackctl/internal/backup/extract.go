@@ -158,18 +158,10 @@ func writeSnapshot(tr io.Reader, dir string, want SnapshotInfo) (string, error) 
 	return path, nil
 }
 
-// ExtractInCluster reads the in-cluster snapshot name (age-encrypted, as
-// talos-backup writes it) with ids into dir and checks it as etcd's
-// restore will, together with the stack's backup full (Extract), whose
-// state and stack file a restore needs and a snapshot taken in the cluster
-// cannot carry: the cluster's secrets are the same for its whole life. The
-// manifest is the backup's, with the snapshot's size, sha256 and time.
-//
-// The snapshot must be of the backup's cluster instance (its directory
-// named by the instance of the Talos CA the backup's manifest records): a
-// snapshot of another instance of the stack (destroyed and made again)
-// holds Secrets encrypted with another key, which the backup's secrets
-// cannot read.
+// ExtractInCluster decrypts the in-cluster snapshot name (age, as talos-backup
+// writes it) into dir and checks it as etcd's restore will, with the state and
+// stack file from the stack's backup full. The snapshot must be of that backup's
+// cluster instance: another instance's Secrets use a key its secrets cannot read.
 func ExtractInCluster(ctx context.Context, store Store, full, name string, created time.Time, ids []age.Identity, dir string) (Extracted, error) {
 	x, err := Extract(ctx, store, full, ids, dir)
 	if err != nil {

@@ -20,16 +20,10 @@ const rootType = "pulumi:pulumi:Stack"
 // providerPrefix starts the type of every provider resource.
 const providerPrefix = "pulumi:providers:"
 
-// waitSuffixes name the program's waits among the bootstrap's dependents:
-// they stand for nothing in etcd and must run again once etcd is back, yet
-// they stay in the seed, tainted, so that the next whole `up` replaces
-// them, which runs them again. Left out, they broke the first `up` of every
-// restore: the engine registers every provider even in an `up` with
-// --exclude (pulumi/pulumi#13557; pkg/v3 step_generator.go,
-// isImplicitlyTargetedResource), so the Kubernetes provider was written
-// with its dependency on the API wait, which the excluded run neither
-// made nor found in the state, and the engine refused its own snapshot
-// ("refers to missing dependency ...-api-ready").
+// waitSuffixes name the program's waits: they stay in the seed, tainted, so
+// that the next whole `up` runs them again. Left out, they broke the first `up`
+// of every restore through the Kubernetes provider's dependency on them
+// (docs/decisions/0004-upstream-behaviours.md#an-excluded-run-still-registers-every-provider).
 var waitSuffixes = []string{talos.APIReadySuffix, talos.NodesReadySuffix}
 
 // Seeded is the state a restore starts from.
@@ -140,24 +134,12 @@ func Started(current []byte) (string, error) {
 	return "", nil
 }
 
-// Seed returns the state a restore of stack starts from, made of the
-// backup's state export: the resources whose real counterpart is in the
-// etcd snapshot or nowhere but the state, with their dependencies on the
-// rest cut. These are
-//   - the root stack, without its outputs: the first `up` of a restore is
-//     a new cluster's, with no last run to compare with;
-//   - the components;
-//   - the cluster's secrets (the snapshot is encrypted with them, its
-//     Kubernetes secrets too: new ones would lock the cluster out of it);
-//   - the bootstrap, which the restore does as a recovery;
-//   - what depends on the bootstrap (the kubeconfig, the Kubernetes
-//     provider, the Helm releases, whose records are in etcd), the waits
-//     tainted (see waitSuffixes);
-//   - the providers these use.
-//
-// Everything else (machines, images, config applies, memberships) is made
-// again by `up`. The stack must hold nothing yet but providers and its root
-// (after a destroy, or new): a restore never overwrites a live state.
+// Seed returns the state a restore of stack starts from: the part of the
+// backup's state export whose counterpart is in the etcd snapshot or nowhere
+// else (the root stack without outputs, the components, the secrets the
+// snapshot is encrypted with, the bootstrap and its dependents with the waits
+// tainted, their providers). `up` makes the rest again. The stack must hold
+// only providers and its root: a restore never overwrites a live state.
 func Seed(current, backupState []byte, stack string) (Seeded, error) {
 	cur, err := parseExport(current, "the stack's state")
 	if err != nil {

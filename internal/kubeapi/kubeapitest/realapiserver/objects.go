@@ -70,17 +70,10 @@ func condition(b bool) string {
 	return "False"
 }
 
-// AddPod creates the pod as the fake shows it (label app=<name>, an owner
-// reference of OwnerKind, the mirror annotation, one container "main" of
-// Image, bound to Node), then writes its status as its kubelet would: Phase
-// (default Running) and the Ready condition. PDBBlocks Forever makes a
-// PodDisruptionBudget <name>-pdb of it whose status (written as the
-// disruption controller would) allows no disruption while the pod counts
-// as healthy: 1 healthy of 1 desired. A real budget refuses every eviction
-// or none, so a count of refusals cannot be had, nor Recreate (no
-// StatefulSet controller runs). TerminationDelay means nothing here: a pod
-// deleted on a node stays terminating until its kubelet confirms it, and
-// no kubelet runs.
+// AddPod creates the pod as the fake shows it, with the status its kubelet
+// would write. PDBBlocks Forever adds a budget <name>-pdb allowing no
+// disruption. Refusal counts, Recreate and TerminationDelay are not supported:
+// a real budget refuses all or none, and no StatefulSet controller or kubelet runs.
 func (s *Server) AddPod(spec kubeapitest.PodSpec) {
 	s.t.Helper()
 	if spec.Namespace == "" {

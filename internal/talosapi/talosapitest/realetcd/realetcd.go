@@ -127,25 +127,11 @@ func (e *Etcd) Bootstrap(member, _ string) error {
 	return e.startLocked(member, e.nextPath("data"))
 }
 
-// Recover restores snapshot as Talos's etcd service does in its pre stage
-// after a bootstrap with recover_etcd (machined's recoverFromSnapshot,
-// Talos 1.13: etcdutl's Status, then its Restore into the empty data
-// directory with the member's name and peer URL, the hash check on unless
-// skipHashCheck, then the uploaded file deleted), and starts etcd from
-// the restored directory. Its errors are Talos's, word for word ("error
-// verifying snapshot: ...", "error recovering from the snapshot: ..."), so
-// a test sees what an operator would.
-//
-// One departure: etcdutl's Status opens the file with bbolt and runs its
-// consistency check (Tx.Check) in a goroutine of its own, which panics on
-// some corrupt pages (a flipped byte in a page header: "assertion failed:
-// Page expected to be: 0, but self identifies as 255"), a panic nobody can
-// recover; in Talos that is machined's. A snapshot whose sha256 trailer is
-// missing or does not match is therefore not given to Status: with the
-// hash check on, it goes straight to the restore, whose check refuses it
-// before bbolt opens it (Talos gives that same error whenever Status
-// passes); with the check off, one whose trailer does not match is
-// refused.
+// Recover restores snapshot as Talos 1.13's etcd service does after a bootstrap
+// with recover_etcd, with Talos's error messages word for word, then starts
+// etcd. One departure: a snapshot whose sha256 trailer is missing or wrong never
+// reaches etcdutl's Status, which can panic on it
+// (docs/decisions/0004-upstream-behaviours.md#etcdutls-status-can-panic-on-a-corrupt-snapshot).
 func (e *Etcd) Recover(member, peerURL string, data []byte, skipHashCheck bool) (talosapitest.EtcdRestore, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

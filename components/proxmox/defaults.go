@@ -71,6 +71,9 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	}
 	nodes := make([]Node, len(a.Nodes))
 	for i, n := range a.Nodes {
+		if n.InstallDisk == "" {
+			n.InstallDisk = talos.DefaultInstallDisk
+		}
 		if a.onServer(n) {
 			// A rented server: no VM to size (its rescue defaults are
 			// the VpsCluster's, applied where it is installed).
@@ -93,6 +96,10 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 		nodes[i] = n
 	}
 	a.Nodes = nodes
+	if a.CSI != nil {
+		csi := a.CSI.withDefaults()
+		a.CSI = &csi
+	}
 	return a
 }
 

@@ -401,11 +401,19 @@ func (s Settings) WithDefaults() Settings {
 	if s.PrefixLength == 0 {
 		s.PrefixLength = DefaultPrefixLength
 	}
+	if s.RequireRescue == nil {
+		require := DefaultRequireRescue
+		s.RequireRescue = &require
+	}
 	return s
 }
 
-// WithDefaults returns the node with its rescue access's defaults.
+// WithDefaults returns the node with its install disk's and rescue
+// access's defaults.
 func (n Node) WithDefaults() Node {
+	if n.InstallDisk == "" {
+		n.InstallDisk = talos.DefaultInstallDisk
+	}
 	if n.Rescue.Port == 0 {
 		n.Rescue.Port = DefaultRescuePort
 	}

@@ -46,6 +46,11 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 	}
 	dv := c.dataVolume()
 	c.DataVolume = &dv
+	if c.Rollout != nil && c.Rollout.WorkerParallelism == 0 {
+		r := *c.Rollout
+		r.WorkerParallelism = c.WorkerParallelism()
+		c.Rollout = &r
+	}
 	nodes := make([]NodeSpec, len(a.Nodes))
 	for i, n := range a.Nodes {
 		if n.InstallDisk == "" {

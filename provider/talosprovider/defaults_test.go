@@ -154,7 +154,7 @@ func serversInput(token string, path []string) bool {
 // component built through the provider with the input left out and with
 // the schema's default makes the same resources with the same inputs and
 // options and the same outputs. (The values come from the components'
-// constants and defaulting functions, enums.go; this holds them to what
+// defaulting functions, defaults.go; this holds them to what
 // the components do, whatever code applies the default.)
 func TestSchemaDefaultsAreWhatTheComponentsApply(t *testing.T) {
 	t.Parallel()
@@ -429,7 +429,7 @@ func TestEveryConstantDefaultIsInTheSchema(t *testing.T) {
 				continue // derived from other inputs, or not always filled
 			}
 			found++
-			assert.True(t, inSchema[c.token+" "+path], "%s %s: the component defaults it to %v; the schema gives no default (enums.go defaults)",
+			assert.True(t, inSchema[c.token+" "+path], "%s %s: the component defaults it to %v; the schema gives no default: its WithDefaults does not fill it (defaults.go)",
 				c.token, path, slices.Collect(maps.Keys(vs))[0])
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -86,68 +85,6 @@ var enums = []enum{
 			{servers.OnDestroyReset, "Wipe each node's Talos state and reboot it into maintenance mode."},
 		},
 	},
-}
-
-// A schemaDefault is a default a component applies to an input left out,
-// set as the schema's default so that every SDK (and the docs) shows it:
-// the Go struct the path starts from, the path of pulumi property names,
-// and the value, taken from the component (its constants and defaulting
-// functions). A test constructs each component with the input left out
-// and with this value and finds the same resources
-// (TestSchemaDefaultsAreWhatTheComponentsApply). Defaults derived from
-// other inputs (the endpoint, the Kubernetes version, a node's MAC, the
-// rescue host) are in the descriptions only.
-type schemaDefault struct {
-	in    reflect.Type
-	path  []string
-	value any
-	// forks are the names of the object types on the path that get a copy
-	// of their own, so that this default does not reach another use of
-	// the same Go type (Cilium's and the approver's charts share
-	// talos.ChartSettings, with different default versions). One per
-	// path element but the last; "" for no copy.
-	forks []string
-}
-
-var defaults = []schemaDefault{
-	{in: reflect.TypeFor[talos.ClusterSettings](), path: []string{"cilium", "version"}, value: talos.DefaultCiliumVersion,
-		forks: []string{"CiliumChartSettings"}},
-	{in: reflect.TypeFor[talos.ClusterSettings](), path: []string{"certApprover", "version"}, value: talos.DefaultApproverVersion,
-		forks: []string{"CertApproverChartSettings"}},
-	{in: reflect.TypeFor[talos.RolloutSettings](), path: []string{"workerParallelism"}, value: talos.ClusterSettings{}.WorkerParallelism()},
-	{in: reflect.TypeFor[talos.NodeSpec](), path: []string{"installDisk"}, value: talos.DefaultInstallDisk},
-	{in: reflect.TypeFor[proxmox.Node](), path: []string{"installDisk"}, value: talos.DefaultInstallDisk},
-	{in: reflect.TypeFor[servers.Node](), path: []string{"installDisk"}, value: talos.DefaultInstallDisk},
-	{in: reflect.TypeFor[servers.Settings](), path: []string{"talosWaitTimeout"}, value: servers.DefaultTalosWaitTimeout},
-	{in: reflect.TypeFor[servers.Settings](), path: []string{"onDestroy"}, value: servers.OnDestroyForget},
-	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"bridge"}, value: proxmox.DefaultBridge},
-	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"diskDatastore"}, value: proxmox.DefaultDiskDatastore},
-	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"isoDatastore"}, value: proxmox.DefaultISODatastore},
-	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"cpuType"}, value: proxmox.DefaultCPUType},
-	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"bios"}, value: proxmox.DefaultBIOS},
-	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"addressing"}, value: proxmox.DefaultAddressing},
-	{in: reflect.TypeFor[proxmox.HostSettings](), path: []string{"prefixLength"}, value: proxmox.DefaultPrefixLength},
-	{in: reflect.TypeFor[proxmox.DNSMasqSettings](), path: []string{"configDir"}, value: proxmox.DefaultDNSMasqDir},
-	{in: reflect.TypeFor[proxmox.DNSMasqSettings](), path: []string{"leaseFile"}, value: proxmox.DefaultDNSMasqLeaseFile},
-	{in: reflect.TypeFor[proxmox.DNSMasqSettings](), path: []string{"restartCommand"}, value: proxmox.DefaultDNSMasqRestart},
-	{in: reflect.TypeFor[proxmox.SSHSettings](), path: []string{"port"}, value: proxmox.DefaultSSHPort},
-	{in: reflect.TypeFor[proxmox.SSHSettings](), path: []string{"user"}, value: proxmox.DefaultSSHUser},
-	{in: reflect.TypeFor[proxmox.Node](), path: []string{"diskSize"}, value: proxmox.DefaultDiskSize},
-	// A node's prefix length defaults to the VPS-wide one, which has this
-	// default: a schema default on the node would override vps.prefixLength.
-	{in: reflect.TypeFor[servers.Settings](), path: []string{"prefixLength"}, value: servers.DefaultPrefixLength},
-	{in: reflect.TypeFor[servers.Rescue](), path: []string{"port"}, value: servers.DefaultRescuePort},
-	{in: reflect.TypeFor[servers.Settings](), path: []string{"requireRescue"}, value: servers.DefaultRequireRescue},
-	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"storageClass"}, value: proxmox.DefaultStorageClass},
-	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"region"}, value: proxmox.DefaultCSIRegion},
-	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"fsType"}, value: proxmox.DefaultCSIFsType},
-	{in: reflect.TypeFor[proxmox.CSISettings](), path: []string{"chartVersion"}, value: proxmox.DefaultCSIChartVersion},
-	{in: reflect.TypeFor[talos.DataVolumeSettings](), path: []string{"name"}, value: talos.DefaultDataVolumeName},
-	{in: reflect.TypeFor[talos.DataVolumeSettings](), path: []string{"layout"}, value: talos.LayoutLonghorn},
-	{in: reflect.TypeFor[servers.Rescue](), path: []string{"user"}, value: servers.DefaultRescueUser},
-	{in: reflect.TypeFor[docker.Settings](), path: []string{"kubernetesPort"}, value: docker.DefaultKubernetesPort},
-	{in: reflect.TypeFor[docker.Settings](), path: []string{"talosPort"}, value: docker.DefaultTalosPort},
-	{in: reflect.TypeFor[docker.Settings](), path: []string{"privileged"}, value: true},
 }
 
 // enumTypes are the schema types of the enums, under their index tokens.

@@ -93,6 +93,16 @@ ifeq ($(filter file:///% file://~%,$(PULUMI_BACKEND_URL)),)
 override PULUMI_BACKEND_URL := file://$(CURDIR)/$(patsubst file://%,%,$(PULUMI_BACKEND_URL))
 endif
 endif
+# With no passphrase set, a stack's own passphrase file is used where it exists: `make local` writes
+# one for the local stack, so every later target finds it in a new shell too.
+STACK_PASSPHRASE_FILE = $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/talos-cluster/$(STACK)-passphrase
+ifeq ($(PULUMI_CONFIG_PASSPHRASE)$(PULUMI_CONFIG_PASSPHRASE_FILE),)
+ifneq ($(STACK),)
+ifneq ($(wildcard $(STACK_PASSPHRASE_FILE)),)
+PULUMI_CONFIG_PASSPHRASE_FILE := $(STACK_PASSPHRASE_FILE)
+endif
+endif
+endif
 ifneq ($(PULUMI_CONFIG_PASSPHRASE_FILE),)
 override PULUMI_CONFIG_PASSPHRASE_FILE := $(abspath $(PULUMI_CONFIG_PASSPHRASE_FILE))
 export PULUMI_CONFIG_PASSPHRASE_FILE
@@ -327,12 +337,15 @@ release: ## Build a release of the component package into RELEASE_DIR (dist/): t
 build: $(STACKCTL) $(PROGRAM) ## Build bin/stackctl and the program (bin/talos-cluster); the stack targets do it when a source changed.
 
 # Built under a temporary name and renamed, so a running pulumi or stackctl keeps its binary.
+# A first build compiles the provider SDKs and takes minutes on a laptop: say so before it starts.
 bin/talos-cluster: $(PROGRAM_INPUTS)
 	@mkdir -p $(@D)
+	@echo "building the program into $@ (minutes the first time, seconds after a change)"
 	$(GO) build -o $@.tmp . && mv -f $@.tmp $@
 
 bin/stackctl: $(STACKCTL_INPUTS)
 	@mkdir -p $(@D)
+	@echo "building stackctl into $@ (minutes the first time, seconds after a change)"
 	$(GO) build -o $@.tmp ./cmd/stackctl && mv -f $@.tmp $@
 
 # Written on every run (a moved checkout gets the new path), replaced only when it changed.

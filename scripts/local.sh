@@ -10,7 +10,7 @@ make=${MAKE:-make}
 missing=()
 [ "$(uname -s)" = Linux ] || missing+=("Linux: this machine reaches the nodes through Docker's bridge, which Docker Desktop's VM does not route to")
 command -v pulumi >/dev/null 2>&1 || missing+=("the Pulumi CLI 3.259 or newer: https://www.pulumi.com/docs/install/")
-command -v go >/dev/null 2>&1 || missing+=("Go 1.26 or newer: https://go.dev/dl/ (Pulumi builds the program)")
+command -v go >/dev/null 2>&1 || missing+=("Go 1.26.6 or newer: https://go.dev/dl/ (make builds the program)")
 if ! command -v docker >/dev/null 2>&1; then
   missing+=("Docker Engine: Debian/Ubuntu \`sudo apt-get install docker.io\`, then \`sudo systemctl start docker\`")
 elif ! err=$(docker info 2>&1 >/dev/null); then
@@ -30,7 +30,8 @@ if [ ! -f Pulumi.local.yaml ]; then
   echo "wrote Pulumi.local.yaml from Pulumi.local.yaml.example"
 fi
 # The state holds the cluster's machine secrets, encrypted with the passphrase: one of the local
-# stack's own, in a file only this user reads, unless one is set.
+# stack's own, in a file only this user reads, unless one is set. The Makefile finds the file
+# again for every later target of the stack (STACK_PASSPHRASE_FILE).
 if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
   dir=${XDG_CONFIG_HOME:-$HOME/.config}/talos-cluster
   export PULUMI_CONFIG_PASSPHRASE_FILE=$dir/local-passphrase
@@ -39,9 +40,13 @@ if [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FI
     echo "wrote a passphrase for the local stack to $PULUMI_CONFIG_PASSPHRASE_FILE (mode 0600)"
   fi
 fi
+started=$(date +%s)
 "$make" --no-print-directory init STACK=local
 # What `up` needs of this machine besides: the image (or its registry), the published ports.
 "$make" --no-print-directory doctor STACK=local
 "$make" --no-print-directory up STACK=local YES=1
 "$make" --no-print-directory outputs STACK=local
-echo "next: KUBECONFIG=$PWD/.access/local/kubeconfig kubectl get nodes"
+took=$(($(date +%s) - started))
+echo "the local cluster is up ($((took / 60))m$((took % 60))s)"
+echo "reach it:  KUBECONFIG=$PWD/.access/local/kubeconfig kubectl get nodes"
+echo "remove it: make destroy STACK=local"

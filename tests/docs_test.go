@@ -125,13 +125,20 @@ func TestReadmeIsTheFrontDoor(t *testing.T) {
 	lines := strings.Count(readme, "\n")
 	assert.LessOrEqual(t, lines, readmeMaxLines,
 		"README.md has %d lines: move the details into a page under docs/ and link it", lines)
-	for _, want := range []string{"## Prerequisites", "## Quick start", "## Testing", "## Documentation",
+	for _, want := range []string{"## Prerequisites", "## Quick start", "## Develop", "## Documentation",
 		"make test", ".ci/run", "make init", "make secret", "make up", "make outputs", "make destroy"} {
 		assert.Contains(t, readme, want)
 	}
 	for _, page := range docPages(t, root)[1:] {
 		assert.Contains(t, readme, "]("+page+")", "README.md's Documentation list does not link %s", page)
 	}
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindStringSubmatch(readDoc(t, root, "go.mod"))
+	require.NotNil(t, goVersion)
+	assert.Contains(t, readme, "[Go](https://go.dev/dl/) "+goVersion[1]+" or newer", "the README's Go is go.mod's")
+	assert.Contains(t, readDoc(t, root, "scripts/local.sh"), "Go "+goVersion[1]+" or newer", "make local's Go is go.mod's")
+	try, _, _ := strings.Cut(readme, "## ")
+	assert.Contains(t, try, "make destroy STACK=local", "the try-it commands end with the teardown")
+	assert.NotContains(t, try, "make test", "the test suite is for developers: its own section")
 	contributing := readDoc(t, root, "CONTRIBUTING.md")
 	for _, want := range []string{"## Running the tests", "make test", "make verify", "make race", "make integration",
 		"## Golden files and generated files", "## Test kits", "## Fuzzing", "## Integration tests"} {
@@ -180,4 +187,26 @@ func TestLayoutNamesExistingPaths(t *testing.T) {
 		}
 	}
 	assert.Greater(t, checked, 15)
+}
+
+// The access files the README, the examples and `make local` name are the
+// ones `make outputs` writes: <ACCESS_DIR>/<stack>/kubeconfig.
+func TestTheNamedKubeconfigIsTheOneMakeOutputsWrites(t *testing.T) {
+	t.Parallel()
+	root := stackstest.RepoRoot(t)
+	accessDir := regexp.MustCompile(`(?m)^ACCESS_DIR \?= (\S+)$`).FindStringSubmatch(readDoc(t, root, "Makefile"))
+	require.NotNil(t, accessDir, "the Makefile sets ACCESS_DIR")
+	named := regexp.MustCompile(`KUBECONFIG=\$PWD/(\S+)`)
+	files, err := filepath.Glob(filepath.Join(root, "Pulumi.*.yaml.example"))
+	require.NoError(t, err)
+	checked := 0
+	for _, f := range append(files, filepath.Join(root, "README.md"), filepath.Join(root, "scripts", "local.sh")) {
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range named.FindAllStringSubmatch(string(raw), -1) {
+			assert.Regexp(t, "^"+regexp.QuoteMeta(accessDir[1])+`/[A-Za-z0-9._-]+/kubeconfig$`, m[1], "%s names %s", filepath.Base(f), m[1])
+			checked++
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 3)
 }

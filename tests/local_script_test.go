@@ -28,7 +28,7 @@ func localScript(t *testing.T, tools map[string]string, env ...string) (dir, out
 		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o600))
 	}
 	// The shell's own tools, and the ones the test gives.
-	for _, tool := range []string{"bash", "cat", "cp", "head", "od", "tr", "mkdir", "tail", "printf", "dirname"} {
+	for _, tool := range []string{"bash", "cat", "cp", "head", "od", "tr", "mkdir", "tail", "printf", "dirname", "date"} {
 		if p, err := exec.LookPath(tool); err == nil {
 			require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
 		}
@@ -61,7 +61,7 @@ func TestMakeLocalNamesWhatIsMissing(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, out, "make local needs:")
 	assert.Contains(t, out, "the Pulumi CLI 3.259 or newer")
-	assert.Contains(t, out, "Go 1.26 or newer")
+	assert.Contains(t, out, "Go 1.26.6 or newer")
 	assert.Contains(t, out, "sudo usermod -aG docker $USER")
 	assert.NotContains(t, out, "make must not run")
 	assert.NoFileExists(t, filepath.Join(dir, "Pulumi.local.yaml"))
@@ -97,4 +97,6 @@ func TestMakeLocalBringsTheClusterUp(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
 	assert.Contains(t, out, "kubectl get nodes")
+	assert.Regexp(t, `the local cluster is up \(\d+m\d+s\)`, out, "the first run's time")
+	assert.Contains(t, out, "remove it: make destroy STACK=local")
 }

@@ -692,3 +692,26 @@ func TestTheReleaseWorkflowPublishesMakeRelease(t *testing.T) {
 	assert.Contains(t, string(makefile), "RELEASE_DIR ?= dist\n", "where make release writes")
 	assert.Contains(t, runs[1], "gh release create \"$GITHUB_REF_NAME\" dist/*")
 }
+
+// A stack's own passphrase file (`make local` writes the local stack's) is
+// found by every later target in a new shell, unless a passphrase is set.
+func TestMakeFindsTheStacksOwnPassphraseFile(t *testing.T) {
+	t.Parallel()
+	config := t.TempDir()
+	file := filepath.Join(config, "talos-cluster", "test-passphrase")
+	require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o700))
+	require.NoError(t, os.WriteFile(file, []byte("secret"), 0o600))
+
+	_, log, out, err := makeIn(t, []string{"XDG_CONFIG_HOME=" + config}, "destroy", "STACK=test")
+	require.NoError(t, err, out)
+	assert.Contains(t, readLog(t, log+".env"), "passphrase-file="+file)
+
+	for _, set := range []string{"PULUMI_CONFIG_PASSPHRASE=given", "PULUMI_CONFIG_PASSPHRASE_FILE=/elsewhere"} {
+		_, log, out, err = makeIn(t, []string{"XDG_CONFIG_HOME=" + config, set}, "destroy", "STACK=test")
+		require.NoError(t, err, out)
+		assert.NotContains(t, readLog(t, log+".env"), "passphrase-file="+file, "a passphrase the user set wins: %s", set)
+	}
+	_, log, out, err = makeIn(t, []string{"XDG_CONFIG_HOME=" + t.TempDir()}, "destroy", "STACK=test")
+	require.NoError(t, err, out)
+	assert.NotContains(t, readLog(t, log+".env"), "passphrase-file=", "no file, no passphrase file")
+}

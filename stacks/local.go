@@ -54,8 +54,6 @@ func validateLocalStack(d *Diagnostics, cfg *Config) {
 var containerCannot = map[string]string{
 	"vmId":         "a container is no VM",
 	"mac":          "Docker gives the container's interface its MAC",
-	"cores":        "the containers share this machine's CPUs",
-	"memory":       "the containers share this machine's memory",
 	"diskSize":     "a container's disks are Docker volumes",
 	"dataDiskSize": "a container has no disk for a Talos user volume",
 	"proxmoxNode":  "a container runs on this machine",
@@ -66,8 +64,12 @@ var containerCannot = map[string]string{
 	"rescue":       "a container has no rescue system",
 }
 
+// containerTakes are the machine keys of another platform a container
+// takes too: its CPU and memory limits.
+var containerTakes = []string{"cores", "memory"}
+
 // validateLocalStackNode refuses a node's keys of a machine: a container
 // has no VM, disk, NIC or rescue system of its own.
 func validateLocalStackNode(d *Diagnostics, ref NodeRef, _ map[string]string) {
-	rejectOtherPlatforms(d, ref, PlatformLocal, containerCannot)
+	rejectOtherPlatforms(d, ref, PlatformLocal, containerCannot, containerTakes...)
 }

@@ -290,7 +290,7 @@ type NetworkConfig struct {
 	// Prefix length of the node network (a VPS node may override it).
 	PrefixLength int `json:"prefixLength" default:"proxmox: 24; vps: 32; local: 24"`
 	// DNS servers of the nodes.
-	Nameservers []string `json:"nameservers" default:"proxmox: the gateway; vps and local: 1.1.1.1, 9.9.9.9"`
+	Nameservers []string `json:"nameservers" default:"proxmox: the gateway; vps: 1.1.1.1, 9.9.9.9; local: Docker's resolver (the host's)"`
 }
 
 // CiliumConfig pins the Cilium chart and adds values.
@@ -356,10 +356,12 @@ type NodeConfig struct {
 	// 5254.0012.3456; handed on in the first), unicast and not all zero; default: derived from the
 	// stack, cluster and node names (the same after a destroy and up).
 	MAC string `json:"mac" platform:"proxmox"`
-	// virtual CPU cores (1-256).
-	Cores int `json:"cores" default:"2 (control plane), 4 (worker)" platform:"proxmox" rules:"component"`
-	// memory in MiB (1024-4194304, i.e. at most 4 TiB).
-	Memory int `json:"memory" default:"4096 (control plane), 8192 (worker)" platform:"proxmox" rules:"component"`
+	// virtual CPU cores (1-256); local: the CPUs the container may use, a new value replaces
+	// it (its state kept), left out a running container keeps its limit.
+	Cores int `json:"cores" default:"2 (control plane), 4 (worker); local: 2" platform:"proxmox" rules:"component"`
+	// memory in MiB (1024-4194304, i.e. at most 4 TiB); local: the container's limit, changed in
+	// place, left out a running container keeps its limit.
+	Memory int `json:"memory" default:"4096 (control plane), 8192 (worker); local: 2048" platform:"proxmox" rules:"component"`
 	// boot disk size in GiB (10-131072, i.e. at most 128 TiB).
 	DiskSize int `json:"diskSize" default:"20" platform:"proxmox" rules:"component"`
 	// size in GiB of a second disk (e.g. for Longhorn) on workers (at most 131072); 0 means none.

@@ -102,6 +102,34 @@ func TestLocalExampleGraph(t *testing.T) {
 	assert.True(t, slices.ContainsFunc(e.All(), func(r componentstest.Registered) bool { return r.Type == docker.ClusterType }))
 }
 
+// A container's CPU and memory limits: talosctl's defaults for a new
+// container, kept as created (ignoreChanges) while the stack leaves them
+// out, so that stacks from before the defaults replace no container; given,
+// they are the container's inputs (cpus replaces it, memory updates it).
+func TestLocalContainerLimits(t *testing.T) {
+	t.Parallel()
+	example := stackstest.Example(t, stackstest.LocalExample)
+	e, _, _, err := programtest.Run(t, example, "local", program.Options{})
+	require.NoError(t, err)
+	for _, node := range []string{"cp1", "w1"} {
+		ctr := e.Named(t, dockerContainer, "local-node-"+node)
+		assert.Equal(t, "2", ctr.Inputs["cpus"].StringValue())
+		assert.Equal(t, 2048.0, ctr.Inputs["memory"].NumberValue())
+		assert.ElementsMatch(t, []string{"cpus", "memory"}, ctr.IgnoreChanges)
+	}
+	sized := edit(t, example, "nodes", func(m map[string]any) {
+		w := m["workers"].([]any)[0].(map[string]any)
+		w["cores"], w["memory"] = 3, 4096
+	})
+	e, _, _, err = programtest.Run(t, sized, "local", program.Options{})
+	require.NoError(t, err)
+	w := e.Named(t, dockerContainer, "local-node-w1")
+	assert.Equal(t, "3", w.Inputs["cpus"].StringValue())
+	assert.Equal(t, 4096.0, w.Inputs["memory"].NumberValue())
+	assert.Empty(t, w.IgnoreChanges, "given limits are applied")
+	assert.ElementsMatch(t, []string{"cpus", "memory"}, e.Named(t, dockerContainer, "local-node-cp1").IgnoreChanges)
+}
+
 // slugOf is a mount path as a volume's name ends: /system/state is
 // system-state.
 func slugOf(path string) string { return strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "-") }
@@ -117,8 +145,10 @@ func TestLocalStackRefusesWhatAContainerCannotDo(t *testing.T) {
 	}{
 		{"data disk", "nodes", "nodes.workers[0].dataDiskSize", "a container has no disk for a Talos user volume",
 			func(m map[string]any) { m["workers"].([]any)[0].(map[string]any)["dataDiskSize"] = 20 }},
-		{"vm size", "nodes", "nodes.controlPlanes[0].memory", "share this machine's memory",
-			func(m map[string]any) { m["controlPlanes"].([]any)[0].(map[string]any)["memory"] = 4096 }},
+		{"vm disk", "nodes", "nodes.controlPlanes[0].diskSize", "a container's disks are Docker volumes",
+			func(m map[string]any) { m["controlPlanes"].([]any)[0].(map[string]any)["diskSize"] = 40 }},
+		{"too little memory", "nodes", "nodes.controlPlanes[0].memory", "512 MiB is below the 1024 MiB a Talos node needs",
+			func(m map[string]any) { m["controlPlanes"].([]any)[0].(map[string]any)["memory"] = 512 }},
 		{"vip", "cluster", "cluster.vip", "publishes the first control plane's Kubernetes API on 127.0.0.1:6443",
 			func(m map[string]any) { m["vip"] = "10.5.0.9" }},
 		{"extensions", "cluster", "cluster.schematic", "a container loads no system extension",

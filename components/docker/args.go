@@ -27,6 +27,15 @@ const (
 	// 127.0.0.1 that reach the first control plane's APIs.
 	DefaultKubernetesPort = constants.DefaultControlPlanePort
 	DefaultTalosPort      = constants.ApidPort
+	// DefaultCores and DefaultMemory (MiB) are a new container's limits,
+	// talosctl cluster create's for both roles (talos v1.13.9,
+	// cmd/talosctl/cmd/mgmt/cluster/create/clusterops/options.go,
+	// GetCommon: CPU "2.0", Memory 2.0GiB).
+	DefaultCores  = 2
+	DefaultMemory = 2048
+	// MinMemory (MiB) is the least a node gets: Talos's minimum for a
+	// worker.
+	MinMemory = 1024
 )
 
 // ClusterArgs are the inputs of a DockerCluster: the cluster settings, the
@@ -89,6 +98,14 @@ type Node struct {
 	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
 	// cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
+	// Cores are the CPUs the container may use (default 2, as talosctl
+	// cluster create). A new value replaces the container, its state kept.
+	// Left out, a running container keeps the limit it was created with.
+	Cores int `pulumi:"cores,optional"`
+	// Memory is the container's memory limit in MiB (at least 1024;
+	// default 2048, as talosctl cluster create), changed in place. Left
+	// out, a running container keeps the limit it was created with.
+	Memory int `pulumi:"memory,optional"`
 }
 
 // Deps are what the component talks to besides the engine: seams for
@@ -123,11 +140,10 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 		on := true
 		s.Privileged = &on
 	}
-	if a.Cluster.Nameservers == nil {
-		a.Cluster.Nameservers = talos.PublicNameservers() // through Docker's NAT
-	} else {
-		a.Cluster.Nameservers = slices.Clone(a.Cluster.Nameservers)
-	}
+	// No nameservers unless given: Talos's container platform takes the
+	// container's resolv.conf, Docker's resolver, which asks the host's (as
+	// talosctl's clusters do), so internal or filtered DNS works.
+	a.Cluster.Nameservers = slices.Clone(a.Cluster.Nameservers)
 	a.Nodes = slices.Clone(a.Nodes)
 	return a
 }
@@ -205,6 +221,12 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems, subnet netip.Prefix, gw net
 		return
 	}
 	for i, n := range a.Nodes {
+		if n.Cores < 0 {
+			p.Add(fmt.Sprintf("nodes[%d].cores", i), "%d: give at least 1, or leave it out for %d", n.Cores, DefaultCores)
+		}
+		if n.Memory != 0 && n.Memory < MinMemory {
+			p.Add(fmt.Sprintf("nodes[%d].memory", i), "%d MiB is below the %d MiB a Talos node needs", n.Memory, MinMemory)
+		}
 		ip, err := netip.ParseAddr(n.IP)
 		if err != nil || !ip.Is4() {
 			continue // CheckNodes named it

@@ -20,7 +20,8 @@ func minimal() docker.ClusterArgs {
 
 // The optional inputs' defaults: the subnet's first address as gateway,
 // the cluster's name as network, the release's image, the ports of
-// talosctl cluster create, privileged; the input itself is not changed.
+// talosctl cluster create, privileged, no nameservers; the input itself is
+// not changed.
 func TestDefaults(t *testing.T) {
 	t.Parallel()
 	in := minimal()
@@ -32,7 +33,10 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 50000, d.Docker.TalosPort)
 	require.NotNil(t, d.Docker.Privileged)
 	assert.True(t, *d.Docker.Privileged)
-	assert.Equal(t, []string{"1.1.1.1", "9.9.9.9"}, d.Cluster.Nameservers)
+	// Docker's resolver, as talosctl's clusters: Talos's container platform
+	// reads the container's resolv.conf (talos v1.13.9,
+	// internal/app/machined/pkg/runtime/v1alpha1/platform/container/container.go).
+	assert.Nil(t, d.Cluster.Nameservers, "no nameservers of ours")
 	assert.Empty(t, in.Docker.Gateway, "the input is left alone")
 	require.NoError(t, in.Validate("lab"))
 }

@@ -1,9 +1,11 @@
 package docker
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	dk "github.com/pulumi/pulumi-docker/sdk/v4/go/docker"
@@ -143,6 +145,8 @@ func (m *Containers) node(ctx *pulumi.Context, name string, args *ClusterArgs, n
 		}},
 		Ports:  ports,
 		Labels: ctrLabels,
+		Cpus:   pulumi.String(strconv.Itoa(cmp.Or(n.Cores, DefaultCores))),
+		Memory: pulumi.Int(cmp.Or(n.Memory, DefaultMemory)),
 		// Back after this machine restarts, unless stopped on purpose.
 		Restart:             pulumi.String("unless-stopped"),
 		DestroyGraceSeconds: pulumi.Int(stopGraceSeconds),
@@ -150,12 +154,29 @@ func (m *Containers) node(ctx *pulumi.Context, name string, args *ClusterArgs, n
 		pulumi.DependsOn(previous),
 		// Its name and address are the new container's.
 		pulumi.DeleteBeforeReplace(true),
+		pulumi.IgnoreChanges(keptLimits(n)),
 	}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create the container of node %q: %w", n.Name, err)
 	}
 	m.Containers[n.Name] = ctr
 	return ctr, nil
+}
+
+// keptLimits are the limits the node leaves out: a new container takes
+// the defaults, and a running one keeps what it was created with (none,
+// before the defaults existed), instead of being replaced for them (the
+// engine applies ignoreChanges only against an old state: pulumi
+// pkg/resource/deploy/step_generator.go, processIgnoreChanges).
+func keptLimits(n Node) []string {
+	var out []string
+	if n.Cores == 0 {
+		out = append(out, "cpus")
+	}
+	if n.Memory == 0 {
+		out = append(out, "memory")
+	}
+	return out
 }
 
 // nodeHook calls fn with the node of a container's hook, for containers

@@ -562,9 +562,9 @@ type LocalConfig struct {
 	// The Docker network the program makes for the nodes, on the node network (cluster.network);
 	// default: the cluster's name.
 	Network string `json:"network" rules:"component"`
-	// The Talos container image; default: 'ghcr.io/siderolabs/talos:<cluster.talosVersion>'. A new one
-	// (or a new talosVersion) replaces the containers one at a time in the rollout's order, their
-	// volumes kept.
+	// The Talos container image; default: 'ghcr.io/siderolabs/talos:<cluster.talosVersion>'. Talos's
+	// own image at another release is refused: change cluster.talosVersion. A new image replaces the
+	// containers one at a time in the rollout's order, their volumes kept.
 	Image string `json:"image" rules:"component"`
 	// Port on 127.0.0.1 that reaches the first control plane's Kubernetes API.
 	KubernetesPort int `json:"kubernetesPort" default:"6443" rules:"component"`

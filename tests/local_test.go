@@ -157,6 +157,8 @@ func TestLocalStackRefusesWhatAContainerCannotDo(t *testing.T) {
 			func(m map[string]any) { m["workers"].([]any)[0].(map[string]any)["ip"] = "10.6.0.3" }},
 		{"gateway as node", "nodes", "nodes.workers[0].ip", "10.5.0.1 is the gateway's address",
 			func(m map[string]any) { m["workers"].([]any)[0].(map[string]any)["ip"] = "10.5.0.1" }},
+		{"image past the version check", "local", "local.image", "is Talos v1.12.4, not cluster.talosVersion v1.13.9",
+			func(m map[string]any) { m["image"] = "ghcr.io/siderolabs/talos:v1.12.4" }},
 		{"one port twice", "local", "local.talosPort", "6443 is the Kubernetes API's port too",
 			func(m map[string]any) { m["talosPort"] = 6443 }},
 		{"proxmox csi", "storage", "storage.proxmoxCsi", "only valid for platform proxmox",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
@@ -197,6 +198,10 @@ func (a *ClusterArgs) check(p *inputs.Problems) {
 	if !inputs.IsDNSLabel(s.Network) {
 		p.Add("docker.network", "%q is not a Docker network name this component makes: a DNS label", s.Network)
 	}
+	if tag, ok := talosImageTag(s.Image); ok && a.Cluster.TalosVersion != "" && tag != a.Cluster.TalosVersion {
+		p.Add("docker.image", "%q is Talos %s, not cluster.talosVersion %s: change cluster.talosVersion instead, whose change is checked and rolled out, and leave docker.image out",
+			s.Image, tag, a.Cluster.TalosVersion)
+	}
 	if s.Image == "" {
 		p.Add("docker.image", "is required when cluster.talosVersion is empty")
 	}
@@ -238,6 +243,21 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems, subnet netip.Prefix, gw net
 			p.Add(at, "%s", msg)
 		}
 	}
+}
+
+// talosImageTag is the tag of Talos's own image (DefaultImageRepository),
+// which names the Talos release it runs; ok is false for any other image.
+func talosImageTag(image string) (tag string, ok bool) {
+	repo, tag, found := strings.Cut(image, "@")
+	if found {
+		return "", false // pinned by digest: no release in the name
+	}
+	slash := strings.LastIndex(repo, "/")
+	colon := strings.LastIndex(repo, ":")
+	if colon < 0 || colon < slash || repo[:colon] != DefaultImageRepository {
+		return "", false
+	}
+	return repo[colon+1:], true
 }
 
 // subnet is the Docker network, valid after check.

@@ -65,3 +65,29 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 }
+
+// Talos's own image at another release than cluster.talosVersion is
+// refused by key: the version check and the rollout read talosVersion, so
+// the image would bypass them. Other images (a stand-in, a digest) pass.
+func TestTheImageCannotBypassTheTalosVersion(t *testing.T) {
+	t.Parallel()
+	for image, refused := range map[string]bool{
+		"ghcr.io/siderolabs/talos:v1.12.4":        true,
+		"ghcr.io/siderolabs/talos:v1.13.9":        false,
+		"ghcr.io/siderolabs/talos@sha256:0123abc": false,
+		"ghcr.io/siderolabs/talos":                false,
+		"talos":                                   false,
+		"registry.local:5000/talos:v1.12.4":       false,
+		"localhost/stand-in:latest":               false,
+	} {
+		in := minimal()
+		in.Docker.Image = image
+		err := in.Validate("lab")
+		if !refused {
+			assert.NoError(t, err, image)
+			continue
+		}
+		require.Error(t, err, image)
+		assert.Contains(t, err.Error(), `docker.image: "`+image+`" is Talos v1.12.4, not cluster.talosVersion v1.13.9: change cluster.talosVersion instead`)
+	}
+}

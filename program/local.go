@@ -38,7 +38,7 @@ func LocalArgs(cfg *stacks.Config) *docker.ClusterArgs {
 		Cluster: ClusterSettings(cfg),
 		Docker: docker.Settings{
 			Subnet: subnet, Gateway: n.Gateway, Network: l.Network, Image: l.Image,
-			KubernetesPort: l.KubernetesPort, TalosPort: l.TalosPort, Privileged: l.Privileged,
+			KubernetesPort: l.KubernetesPort, TalosPort: l.TalosPort, Privileged: l.Privileged, DisableIPv6: l.DisableIPv6,
 		},
 	}
 	for _, ref := range cfg.Nodes.Refs() {

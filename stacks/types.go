@@ -573,6 +573,9 @@ type LocalConfig struct {
 	// Run the containers privileged, as Talos needs. Off only for a stand-in image that needs no
 	// privileges (the project's tests).
 	Privileged *bool `json:"privileged" default:"true"`
+	// Leave IPv6 off in the containers, for a machine whose kernel has none ('make doctor' says so).
+	// A change replaces the containers, their state kept.
+	DisableIPv6 bool `json:"disableIPv6" default:"false" rules:"component"`
 }
 
 // VPSConfig holds VPS-wide settings.

@@ -210,3 +210,20 @@ func TestLocalStackRefusesPatchesAContainerCannotTake(t *testing.T) {
 		}
 	}
 }
+
+// local.disableIPv6 leaves the IPv6 sysctl out, as talosctl's
+// --disable-ipv6, for a machine whose kernel has no IPv6.
+func TestLocalDisableIPv6(t *testing.T) {
+	t.Parallel()
+	example := stackstest.Example(t, stackstest.LocalExample)
+	e, _, _, err := programtest.Run(t, example, "local", program.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, "0", e.Named(t, dockerContainer, "local-node-cp1").Inputs["sysctls"].ObjectValue()["net.ipv6.conf.all.disable_ipv6"].StringValue())
+	off := edit(t, example, "local", func(m map[string]any) { m["disableIPv6"] = true })
+	e, _, _, err = programtest.Run(t, off, "local", program.Options{})
+	require.NoError(t, err)
+	for _, node := range []string{"cp1", "w1"} {
+		in := e.Named(t, dockerContainer, "local-node-"+node).Inputs
+		assert.True(t, in["sysctls"].IsNull() || len(in["sysctls"].ObjectValue()) == 0, "no IPv6 sysctl on %s", node)
+	}
+}

@@ -82,6 +82,10 @@ type Settings struct {
 	// Privileged runs the containers privileged, as Talos needs (default
 	// true). Off only for a stand-in image that needs no privileges.
 	Privileged *bool `pulumi:"privileged,optional"`
+	// DisableIPv6 leaves IPv6 off in the containers, for a Docker host
+	// whose kernel has none (talosctl cluster create's --disable-ipv6);
+	// a change replaces the containers, their state kept.
+	DisableIPv6 bool `pulumi:"disableIpv6,optional"`
 }
 
 // Node is one container.

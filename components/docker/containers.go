@@ -139,7 +139,7 @@ func (m *Containers) node(ctx *pulumi.Context, name string, args *ClusterArgs, n
 		SecurityOpts: pulumi.StringArray{pulumi.String("seccomp=unconfined")},
 		ReadOnly:     pulumi.Bool(true),
 		Mounts:       mounts,
-		Sysctls:      pulumi.StringMap{"net.ipv6.conf.all.disable_ipv6": pulumi.String("0")},
+		Sysctls:      sysctls(s),
 		NetworksAdvanced: dk.ContainerNetworksAdvancedArray{dk.ContainerNetworksAdvancedArgs{
 			Name: m.Network.Name, Ipv4Address: pulumi.String(n.IP),
 		}},
@@ -161,6 +161,15 @@ func (m *Containers) node(ctx *pulumi.Context, name string, args *ClusterArgs, n
 	}
 	m.Containers[n.Name] = ctr
 	return ctr, nil
+}
+
+// sysctls turn IPv6 on in the container, as Talos's provisioner does
+// unless told not to (talos pkg/provision/providers/docker/node.go).
+func sysctls(s Settings) pulumi.StringMap {
+	if s.DisableIPv6 {
+		return nil
+	}
+	return pulumi.StringMap{"net.ipv6.conf.all.disable_ipv6": pulumi.String("0")}
 }
 
 // keptLimits are the limits the node leaves out: a new container takes

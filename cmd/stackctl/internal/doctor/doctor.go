@@ -100,6 +100,9 @@ type Env struct {
 	InClusterSnapshots func(ctx context.Context, cfg *stacks.Config, stack string) ([]backupstore.Object, error)
 	// Timeout bounds each network check.
 	Timeout time.Duration
+	// Stat reads a file's information on this machine (os.Stat); nil: the
+	// local platform's check of this machine's IPv6 is skipped.
+	Stat func(name string) (os.FileInfo, error)
 }
 
 // DefaultEnv is the real world.
@@ -117,6 +120,7 @@ func DefaultEnv() Env {
 		Getenv:        os.Getenv,
 		Dial:          d.DialContext,
 		Timeout:       5 * time.Second,
+		Stat:          os.Stat,
 		InClusterSnapshots: func(ctx context.Context, cfg *stacks.Config, stack string) ([]backupstore.Object, error) {
 			opts, err := backup.StoreOptions(cfg.Backup)
 			if err != nil {

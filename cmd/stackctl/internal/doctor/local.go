@@ -10,11 +10,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/fluodata/talos-pulumi/components/docker"
+	"github.com/fluodata/talos-pulumi/internal/talosversion"
 	"github.com/fluodata/talos-pulumi/stacks"
 )
 
@@ -30,7 +32,11 @@ func checkLocal(ctx context.Context, env Env, cfg *stacks.Config, _ string) []Re
 	daemon := checkDocker(ctx, env)
 	out := []Result{daemon}
 	if daemon.Level == OK {
+		out = append(out, checkDockerHost(ctx, env, cfg)...)
 		out = append(out, checkImage(ctx, env, localImage(cfg)), checkSubnet(ctx, env, cfg))
+	}
+	if r, ok := checkIPv6(env, cfg); ok {
+		out = append(out, r)
 	}
 	for _, p := range []struct {
 		key  string
@@ -66,7 +72,8 @@ func dockerSocket(env Env) string {
 func checkDocker(ctx context.Context, env Env) Result {
 	socket := dockerSocket(env)
 	if socket == "" {
-		return Result{Warn, "docker", fmt.Sprintf("DOCKER_HOST=%s is not a unix:// socket: not checked", env.Getenv("DOCKER_HOST"))}
+		return Result{Fail, "docker", fmt.Sprintf("DOCKER_HOST=%s is not this machine's daemon socket: the nodes' addresses would be on the Docker host's bridge, "+
+			"which this machine does not route to; run on the Docker host itself, with its unix:// socket", env.Getenv("DOCKER_HOST"))}
 	}
 	status, header, err := dockerGet(ctx, env, socket, "/_ping")
 	switch {
@@ -119,6 +126,72 @@ func dockerRead(ctx context.Context, env Env, socket, path string) (int, http.He
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	return resp.StatusCode, resp.Header, body, err
 }
+
+// dockerInfo is what checkDockerHost reads of GET /info, as `docker info`
+// shows it (moby api/types/system.Info).
+type dockerInfo struct {
+	OperatingSystem string
+	CgroupVersion   string
+	SecurityOptions []string
+}
+
+// checkDockerHost refuses, by what to do instead, a daemon the local
+// platform cannot work with: Docker Desktop and rootless Docker keep the
+// bridge in a VM or a user namespace this machine does not route to, and
+// kubelet 1.35 and later refuse a host on cgroup v1.
+func checkDockerHost(ctx context.Context, env Env, cfg *stacks.Config) []Result {
+	status, _, body, err := dockerRead(ctx, env, dockerSocket(env), "/info")
+	var info dockerInfo
+	if err == nil && status == http.StatusOK {
+		err = json.Unmarshal(body, &info)
+	}
+	if err != nil || status != http.StatusOK {
+		return []Result{{Warn, "docker", fmt.Sprintf("unable to read the daemon's /info (%d, %v): Docker Desktop, rootless Docker and cgroup v1 not checked", status, err)}}
+	}
+	var out []Result
+	switch {
+	case info.OperatingSystem == "Docker Desktop":
+		out = append(out, Result{Fail, "docker", "Docker Desktop runs the containers in a VM whose bridge this machine does not route to, so the program could not reach the nodes: " +
+			"use Docker Engine on Linux (docs/local.md)"})
+	case slices.Contains(info.SecurityOptions, "name=rootless"):
+		out = append(out, Result{Fail, "docker", "this daemon is rootless Docker: its bridge lives in a user namespace this machine does not route to, and Talos needs privileged containers; " +
+			"use the system daemon (DOCKER_HOST=unix:///var/run/docker.sock)"})
+	}
+	kube := cfg.Cluster.KubernetesVersion
+	if kube == "" {
+		kube = talosversion.DefaultKubernetes(cfg.Cluster.TalosVersion)
+	}
+	if minor, ok := talosversion.Minor(kube); ok && info.CgroupVersion == "1" && minor >= firstKubeletWithoutCgroupV1 {
+		out = append(out, Result{Fail, "cgroups", fmt.Sprintf("the Docker host runs cgroup v1, which kubelet 1.%d and later refuse (Kubernetes %s): "+
+			"boot it with cgroup v2 (kernel argument systemd.unified_cgroup_hierarchy=1), or set cluster.kubernetesVersion to 1.%d", firstKubeletWithoutCgroupV1, kube, firstKubeletWithoutCgroupV1-1)})
+	}
+	if len(out) == 0 {
+		out = append(out, Result{OK, "docker", fmt.Sprintf("%s, cgroup v%s", info.OperatingSystem, info.CgroupVersion)})
+	}
+	return out
+}
+
+// firstKubeletWithoutCgroupV1 is the Kubernetes minor whose kubelet
+// refuses to start on cgroup v1 (its failCgroupV1, on by default since
+// Kubernetes 1.35).
+const firstKubeletWithoutCgroupV1 = 35
+
+// checkIPv6 fails when this machine's kernel has no IPv6 and the
+// containers would turn it on (their sysctl fails their start); ok is false
+// when it was not checked (no Stat, or another machine's daemon).
+func checkIPv6(env Env, cfg *stacks.Config) (Result, bool) {
+	if env.Stat == nil || dockerSocket(env) == "" || cfg.Local.DisableIPv6 {
+		return Result{}, false
+	}
+	if _, err := env.Stat(ipv6Sysctl); err != nil {
+		return Result{Fail, "ipv6", fmt.Sprintf("this machine's kernel has no IPv6 (%s: %v): the containers' IPv6 sysctl would stop them from starting; set local.disableIPv6: true", ipv6Sysctl, err)}, true
+	}
+	return Result{OK, "ipv6", "this machine's kernel has IPv6"}, true
+}
+
+// ipv6Sysctl is the sysctl Talos's provisioner sets in each container
+// (net.ipv6.conf.all.disable_ipv6), absent where the kernel has no IPv6.
+const ipv6Sysctl = "/proc/sys/net/ipv6/conf/all/disable_ipv6"
 
 // localImage is the nodes' image, as the DockerCluster defaults it.
 func localImage(cfg *stacks.Config) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,11 +41,21 @@ func localEnv(dockerHost string, routes ...map[string]string) Env {
 	}
 }
 
+// engineInfo is GET /info of Debian's Docker Engine on cgroup v2, the
+// fields the doctor reads (moby api/types/system.Info).
+const engineInfo = `{"OperatingSystem":"Debian GNU/Linux 13 (trixie)","CgroupVersion":"2","SecurityOptions":["name=seccomp,profile=builtin","name=cgroupns"]}`
+
 // pingServer answers /_ping on a Unix socket as dockerd does (moby's
-// api/server/router/system: 200 "OK" with an Api-Version header), and
-// /images/<name>/json (api/server/router/image: 200 for an image it
-// holds, 404 otherwise) for the images given.
+// api/server/router/system: 200 "OK" with an Api-Version header), /info
+// (engineInfo), and /images/<name>/json (api/server/router/image: 200 for
+// an image it holds, 404 otherwise) for the images given.
 func pingServer(t *testing.T, status int, images ...string) string {
+	t.Helper()
+	return infoServer(t, status, engineInfo, images...)
+}
+
+// infoServer is pingServer answering /info with info.
+func infoServer(t *testing.T, status int, info string, images ...string) string {
 	t.Helper()
 	socket := filepath.Join(t.TempDir(), "docker.sock")
 	l, err := net.Listen("unix", socket)
@@ -56,6 +67,10 @@ func pingServer(t *testing.T, status int, images ...string) string {
 				return
 			}
 			http.Error(w, `{"message":"No such image"}`, http.StatusNotFound)
+			return
+		}
+		if r.URL.Path == "/info" {
+			_, _ = w.Write([]byte(info))
 			return
 		}
 		if r.URL.Path == "/networks" {
@@ -94,7 +109,62 @@ func TestLocalChecksTheDockerDaemon(t *testing.T) {
 	assert.Equal(t, Fail, none.Level)
 	assert.Contains(t, none.Message, "install Docker Engine")
 
-	assert.Equal(t, Warn, checkDocker(ctx, localEnv("tcp://10.0.0.5:2375")).Level)
+	remote := checkDocker(ctx, localEnv("tcp://10.0.0.5:2375"))
+	assert.Equal(t, Fail, remote.Level)
+	assert.Contains(t, remote.Message, "run on the Docker host itself")
+}
+
+// A daemon the local platform cannot work with is refused by name, with
+// what to do instead: Docker Desktop, rootless Docker, cgroup v1 under a
+// kubelet that refuses it (Talos v1.13.9's default Kubernetes is 1.36).
+func TestLocalChecksTheDockerHost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := &stacks.Config{Platform: stacks.PlatformLocal, Cluster: stacks.ClusterConfig{TalosVersion: "v1.13.9"}}
+	check := func(info string, cfg *stacks.Config) []Result {
+		return checkDockerHost(ctx, localEnv("unix://"+infoServer(t, http.StatusOK, info)), cfg)
+	}
+	assert.Equal(t, []Result{{OK, "docker", "Debian GNU/Linux 13 (trixie), cgroup v2"}}, check(engineInfo, cfg))
+
+	desktop := check(`{"OperatingSystem":"Docker Desktop","CgroupVersion":"2"}`, cfg)
+	require.Len(t, desktop, 1)
+	assert.Equal(t, Fail, desktop[0].Level)
+	assert.Contains(t, desktop[0].Message, "use Docker Engine on Linux")
+
+	rootless := check(`{"OperatingSystem":"Ubuntu 24.04","CgroupVersion":"2","SecurityOptions":["name=seccomp,profile=builtin","name=rootless","name=cgroupns"]}`, cfg)
+	require.Len(t, rootless, 1)
+	assert.Equal(t, Fail, rootless[0].Level)
+	assert.Contains(t, rootless[0].Message, "use the system daemon")
+
+	v1 := check(`{"OperatingSystem":"CentOS Linux 7","CgroupVersion":"1"}`, cfg)
+	require.Len(t, v1, 1)
+	assert.Equal(t, Result{Fail, "cgroups", "the Docker host runs cgroup v1, which kubelet 1.35 and later refuse (Kubernetes 1.36.3): " +
+		"boot it with cgroup v2 (kernel argument systemd.unified_cgroup_hierarchy=1), or set cluster.kubernetesVersion to 1.34"}, v1[0])
+	older := *cfg
+	older.Cluster.KubernetesVersion = "1.34.2"
+	assert.Equal(t, OK, check(`{"OperatingSystem":"CentOS Linux 7","CgroupVersion":"1"}`, &older)[0].Level, "kubelet 1.34 runs on cgroup v1")
+}
+
+// A kernel without IPv6 fails unless local.disableIPv6 says so.
+func TestLocalChecksIPv6(t *testing.T) {
+	t.Parallel()
+	env := localEnv("")
+	cfg := &stacks.Config{Platform: stacks.PlatformLocal}
+	env.Stat = func(string) (os.FileInfo, error) { return nil, os.ErrNotExist }
+	r, ok := checkIPv6(env, cfg)
+	require.True(t, ok)
+	assert.Equal(t, Fail, r.Level)
+	assert.Contains(t, r.Message, "set local.disableIPv6: true")
+	cfg.Local.DisableIPv6 = true
+	_, ok = checkIPv6(env, cfg)
+	assert.False(t, ok, "not checked when IPv6 is off")
+
+	env.Stat = os.Stat // this machine: the real file
+	if _, err := os.Stat(ipv6Sysctl); err == nil {
+		r, ok = checkIPv6(env, &stacks.Config{Platform: stacks.PlatformLocal})
+		require.True(t, ok)
+		assert.Equal(t, OK, r.Level, r.Message)
+	}
 }
 
 // Another Docker network on the nodes' subnet (talosctl cluster create's
@@ -123,8 +193,8 @@ func TestLocalChecksTheImage(t *testing.T) {
 	const image = "ghcr.io/siderolabs/talos:v1.13.9"
 
 	rs := checkLocal(ctx, localEnv("unix://"+pingServer(t, http.StatusOK, image)), cfg, "local")
-	require.Len(t, rs, 5)
-	assert.Equal(t, Result{OK, "image", image + " is on this machine"}, rs[1])
+	require.Len(t, rs, 6)
+	assert.Equal(t, Result{OK, "image", image + " is on this machine"}, rs[2])
 
 	registry, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -150,6 +220,11 @@ func TestLocalChecksTheRealDockerDaemon(t *testing.T) {
 	r := checkDocker(context.Background(), localEnv(""))
 	require.Equal(t, OK, r.Level, r.Message)
 	assert.Contains(t, r.Message, "API 1.")
+	// Its /info reads as the fake's: an engine, a cgroup version.
+	host := checkDockerHost(context.Background(), localEnv(""), &stacks.Config{Platform: stacks.PlatformLocal, Cluster: stacks.ClusterConfig{TalosVersion: "v1.13.9"}})
+	require.NotEmpty(t, host)
+	assert.NotEqual(t, Warn, host[0].Level, host[0].Message)
+	assert.Contains(t, host[len(host)-1].Message, "cgroup v")
 
 	// The image's read answers as the fake's: 200 for one it holds, 404
 	// (then the registry, unreachable from the test) for another.

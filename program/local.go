@@ -51,7 +51,12 @@ func LocalArgs(cfg *stacks.Config) *docker.ClusterArgs {
 }
 
 // localPlatform is a DockerCluster.
-type localPlatform struct{ args *docker.ClusterArgs }
+type localPlatform struct {
+	args *docker.ClusterArgs
+	// lastPorts are the host ports the last run published, by container
+	// port.
+	lastPorts map[int]int
+}
 
 func (p *localPlatform) problems(string) []inputs.Problem { return p.args.Problems() }
 
@@ -64,7 +69,46 @@ func (p *localPlatform) share(inputName func(string) string, etcdBackup *talos.E
 	p.args.InputName, p.args.Cluster.EtcdBackup = inputName, etcdBackup
 }
 
-func (p *localPlatform) remember(last Last) { p.args.Previous = last.Cluster }
+func (p *localPlatform) remember(last Last) {
+	p.args.Previous, p.lastPorts = last.Cluster, last.LocalPorts
+}
+
+// portChooser is a platform that publishes ports on this machine.
+type portChooser interface {
+	choosePorts(free func(preferred []int) ([]int, error)) error
+}
+
+// choosePorts fills the host ports the stack leaves out: the last run's,
+// so a running cluster keeps its ports; on a first up, the defaults where
+// free, else ports free must choose.
+func (p *localPlatform) choosePorts(free func(preferred []int) ([]int, error)) error {
+	s := &p.args.Docker
+	var open []*int
+	var preferred []int
+	for i, port := range []*int{&s.KubernetesPort, &s.TalosPort} {
+		if *port != 0 {
+			continue
+		}
+		if last, ok := p.lastPorts[localPortsInside[i]]; ok {
+			*port = last
+			continue
+		}
+		if p.args.Previous == nil { // a first up
+			open, preferred = append(open, port), append(preferred, []int{docker.DefaultKubernetesPort, docker.DefaultTalosPort}[i])
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	ports, err := free(preferred)
+	if err != nil {
+		return err
+	}
+	for i, port := range open {
+		*port = ports[i]
+	}
+	return nil
+}
 
 func (p *localPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {
 	c, err := docker.NewClusterWithDeps(ctx, cfg.Cluster.Name, p.args, docker.Deps{Talos: o.Talos})

@@ -37,6 +37,9 @@ type Last struct {
 	// CSIRegions are the Proxmox CSI plugin's regions as the last run gave
 	// them, by API URL (nil without the plugin).
 	CSIRegions map[string]string
+	// LocalPorts are the host ports a local cluster's first control plane
+	// published, by container port (nil on other platforms).
+	LocalPorts map[int]int
 }
 
 // ReadPrevious reads the cluster as the last `up` left it from this stack's
@@ -74,6 +77,7 @@ func ReadLast(ctx *pulumi.Context) (Last, error) {
 	addAddons(last.Cluster, resources)
 	last.VMs = previousVMs(resources)
 	last.CSIRegions = previousCSIRegions(resources)
+	last.LocalPorts = previousLocalPorts(resources)
 	return last, nil
 }
 

@@ -45,6 +45,9 @@ type Options struct {
 	// Talos are the TalosCluster's seams: its day-2 hooks and how they
 	// reach the cluster (the engine's and real clients when zero).
 	Talos talos.Deps
+	// FreePorts chooses a first local cluster's host ports
+	// (FreeLocalPorts when nil).
+	FreePorts func(preferred []int) ([]int, error)
 }
 
 // Deploy registers the stack's resources and returns the stack outputs.
@@ -95,6 +98,15 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	// keys like the rest (it refuses it too, by its own paths, when called
 	// from another program).
 	args.remember(prev)
+	if pc, ok := args.(portChooser); ok {
+		free := o.FreePorts
+		if free == nil {
+			free = FreeLocalPorts
+		}
+		if err := pc.choosePorts(free); err != nil {
+			return nil, err
+		}
+	}
 	var changes stacks.Diagnostics
 	changes.AddErrors(componentProblems(cfg, args.problems(ctx.Stack()), nil)...)
 	if err := changes.Err(); err != nil {

@@ -566,9 +566,11 @@ type LocalConfig struct {
 	// own image at another release is refused: change cluster.talosVersion. A new image replaces the
 	// containers one at a time in the rollout's order, their volumes kept.
 	Image string `json:"image" rules:"component"`
-	// Port on 127.0.0.1 that reaches the first control plane's Kubernetes API.
+	// Port on 127.0.0.1 that reaches the first control plane's Kubernetes API. Left out: the default
+	// where free at the first 'up', else a free port; later runs keep the port the cluster has.
 	KubernetesPort int `json:"kubernetesPort" default:"6443" rules:"component"`
-	// Port on 127.0.0.1 that reaches the first control plane's Talos API.
+	// Port on 127.0.0.1 that reaches the first control plane's Talos API; left out, chosen as
+	// kubernetesPort is.
 	TalosPort int `json:"talosPort" default:"50000" rules:"component"`
 	// Run the containers privileged, as Talos needs. Off only for a stand-in image that needs no
 	// privileges (the project's tests).

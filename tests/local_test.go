@@ -227,3 +227,61 @@ func TestLocalDisableIPv6(t *testing.T) {
 		assert.True(t, in["sysctls"].IsNull() || len(in["sysctls"].ObjectValue()) == 0, "no IPv6 sysctl on %s", node)
 	}
 }
+
+// The published ports through a local stack's life: a first up takes the
+// defaults where free, else free ports; every later run keeps the ports
+// the last one published (read from the container's state) without
+// looking again, so the container is not replaced; ports the stack gives
+// win.
+func TestLocalPortsAreChosenOnceAndKept(t *testing.T) {
+	t.Parallel()
+	example := stackstest.Example(t, stackstest.LocalExample)
+	unset := edit(t, example, "local", func(m map[string]any) { delete(m, "kubernetesPort"); delete(m, "talosPort") })
+	published := func(e *componentstest.Engine) map[float64]float64 {
+		out := map[float64]float64{}
+		for _, p := range e.Named(t, dockerContainer, "local-node-cp1").Inputs["ports"].ArrayValue() {
+			o := p.ObjectValue()
+			out[o["internal"].NumberValue()] = o["external"].NumberValue()
+		}
+		return out
+	}
+
+	// A first up on a machine where 6443 and 50000 are taken.
+	var asked [][]int
+	first, outs, _, err := programtest.Run(t, unset, "local", program.Options{FreePorts: func(p []int) ([]int, error) {
+		asked = append(asked, p)
+		return []int{16443, 50001}, nil
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, [][]int{{6443, 50000}}, asked, "the defaults are preferred")
+	assert.Equal(t, map[float64]float64{6443: 16443, 50000: 50001}, published(first))
+	assert.Equal(t, "https://127.0.0.1:16443", outs["localEndpoint"].Value)
+
+	// The next run: the last outputs and the container's state.
+	cp := first.Named(t, dockerContainer, "local-node-cp1")
+	last := &componentstest.Engine{
+		StackOutputs: resource.PropertyMap{
+			"kubernetesVersion": resource.NewProperty("1.36.3"),
+			"nodes":             nodesOutput([]string{"cp1"}, []string{"w1"}),
+		},
+		StackResources: resource.PropertyMap{
+			resource.PropertyKey(cp.URN): resource.NewProperty(resource.PropertyMap{
+				"type":    resource.NewProperty(dockerContainer),
+				"outputs": resource.NewProperty(resource.PropertyMap{"ports": cp.Inputs["ports"]}),
+			}),
+		},
+	}
+	noLook := program.Options{FreePorts: func([]int) ([]int, error) {
+		t.Error("a later run looks for free ports")
+		return nil, nil
+	}}
+	next, _, _, err := programtest.RunOn(t, last, unset, "local", noLook)
+	require.NoError(t, err)
+	assert.Equal(t, map[float64]float64{6443: 16443, 50000: 50001}, published(next), "the running cluster keeps its ports")
+
+	given := edit(t, unset, "local", func(m map[string]any) { m["kubernetesPort"] = 7443 })
+	again := &componentstest.Engine{StackOutputs: last.StackOutputs, StackResources: last.StackResources}
+	moved, _, _, err := programtest.RunOn(t, again, given, "local", noLook)
+	require.NoError(t, err)
+	assert.Equal(t, map[float64]float64{6443: 7443, 50000: 50001}, published(moved), "a port the stack gives wins")
+}

@@ -44,7 +44,7 @@ func TestNoStackEditReplacesTheMachineSecrets(t *testing.T) {
 			last := lastOutputs(outs)
 
 			edits := stackEdits(t, src)
-			require.Greater(t, len(edits), 10, "every value of the example is edited")
+			require.GreaterOrEqual(t, len(edits), 10, "every value of the example is edited")
 			refused, kept := 0, 0
 			for _, ed := range edits {
 				e := &componentstest.Engine{StackOutputs: last}

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,11 +47,11 @@ func checkLocal(ctx context.Context, env Env, cfg *stacks.Config, _ string) []Re
 		{"local.kubernetesPort", cfg.Local.KubernetesPort, docker.DefaultKubernetesPort},
 		{"local.talosPort", cfg.Local.TalosPort, docker.DefaultTalosPort},
 	} {
-		port := p.port
-		if port == 0 {
-			port = p.def
+		r := checkLocalPort(ctx, env, p.key, cmp.Or(p.port, p.def))
+		if p.port == 0 && r.Level == Warn {
+			r = Result{OK, "port", fmt.Sprintf("%s is left out and %d is taken: a first `up` publishes on another free port, later runs keep theirs", p.key, p.def)}
 		}
-		out = append(out, checkLocalPort(ctx, env, p.key, port))
+		out = append(out, r)
 	}
 	return out
 }

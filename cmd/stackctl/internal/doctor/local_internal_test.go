@@ -254,4 +254,12 @@ func TestLocalChecksItsPorts(t *testing.T) {
 	assert.Equal(t, Warn, rs[1].Level)
 	assert.True(t, strings.HasPrefix(rs[1].Message, "local.kubernetesPort: something listens on 127.0.0.1:"), rs[1].Message)
 	assert.Equal(t, OK, rs[2].Level, rs[2].Message)
+
+	// Left out, a taken default is no problem: a first up takes another.
+	if l6443, err := net.Listen("tcp", "127.0.0.1:6443"); err == nil { // else taken already
+		defer func() { _ = l6443.Close() }()
+	}
+	rs = checkLocal(context.Background(), localEnv("unix:///nonexistent"), &stacks.Config{Platform: stacks.PlatformLocal}, "local")
+	require.Len(t, rs, 3)
+	assert.Equal(t, Result{OK, "port", "local.kubernetesPort is left out and 6443 is taken: a first `up` publishes on another free port, later runs keep theirs"}, rs[1])
 }

@@ -27,6 +27,8 @@ TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/talos-pulumi/tools
 TOOLS_DIR = $(abspath $(TOOLS_CACHE))
 GO_VERSION = $(shell $(GO) env GOVERSION)
 GOLANGCI_LINT = $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_VERSION)/golangci-lint
+ACTIONLINT_VERSION ?= v1.7.12
+ACTIONLINT = $(TOOLS_DIR)/actionlint-$(ACTIONLINT_VERSION)-$(GO_VERSION)/actionlint
 # YES=1: no confirmation prompt (--yes) for up, refresh, destroy and adopt, e.g. outside a terminal,
 # where pulumi refuses to prompt.
 YES ?=
@@ -285,15 +287,26 @@ verify: ## Regenerate what is generated (docs, schema, golden files, URN lists, 
 	@echo "make verify: every generated file is current"
 
 .PHONY: lint
-lint: golangci-lint ## Run golangci-lint (pinned; built once per machine from the Go module proxy): vet's checks and more, on every build tag's files.
+lint: golangci-lint actionlint ## Run golangci-lint (vet's checks and more, on every build tag's files) and actionlint on the GitHub workflows (both pinned; built once per machine from the Go module proxy).
 	$(GOLANGCI_LINT) run ./...
 	cd $(PROVIDER_DIR) && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
+	$(ACTIONLINT) -shellcheck= .github/workflows/*.yml examples/github-actions/*.yml
 
 .PHONY: tools golangci-lint
-tools: golangci-lint $(KUBE_APISERVER) ## Build the pinned tools (golangci-lint, kube-apiserver) now, e.g. beside the tests (CI does).
+tools: golangci-lint actionlint $(KUBE_APISERVER) ## Build the pinned tools (golangci-lint, actionlint, kube-apiserver) now, e.g. beside the tests (CI does).
 
 golangci-lint:
 	@$(MAKE) --no-print-directory $(call quote,$(GOLANGCI_LINT))
+
+.PHONY: actionlint
+actionlint:
+	@$(MAKE) --no-print-directory $(call quote,$(ACTIONLINT))
+
+$(TOOLS_DIR)/actionlint-%/actionlint:
+	@echo "building actionlint $(ACTIONLINT_VERSION) into $(@D) (once per machine)"
+	@mkdir -p $(call quote,$(@D))
+	GOBIN=$(call quote,$(abspath $(@D))/.tmp) $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	@mv -f $(call quote,$(@D)/.tmp/actionlint) $(call quote,$@) && rmdir $(call quote,$(@D)/.tmp)
 
 $(TOOLS_DIR)/golangci-lint-%/golangci-lint:
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) into $(@D) (once per machine)"
@@ -439,12 +452,16 @@ proxy: require-stack $(STACKCTL) ## Serve the ssh-proxy helper until Ctrl-C and 
 	$(STACKCTL) proxy --stack $(call quote,$(STACK)) --pulumi $(call quote,$(PULUMI))
 
 .PHONY: preview
-preview: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Show what `up` would change.
-	$(WITH_ACCESS) $(PULUMI) preview $(IN_PROJECT) --diff --stack $(call quote,$(STACK))
+preview: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Show what `up` would change (EXPECT_NO_CHANGES=1: fail if anything would).
+	$(WITH_ACCESS) $(PULUMI) preview $(IN_PROJECT) --diff $(if $(filter 1 y yes true,$(EXPECT_NO_CHANGES)),--expect-no-changes) --stack $(call quote,$(STACK))
 
 .PHONY: up
 up: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Create or update the cluster (YES=1: no confirmation prompt).
 	$(WITH_ACCESS) $(PULUMI) up $(IN_PROJECT) $(YES_FLAG) --stack $(call quote,$(STACK))
+
+.PHONY: smoke
+smoke: ## Bring STACK=local up with the real Talos image, check every node Ready, Cilium rolled out and a preview without changes, destroy it and check nothing is left (needs Docker, network, kubectl).
+	@MAKE=$(call quote,$(MAKE)) STACK=$(call quote,$(STACK)) bash scripts/smoke.sh
 
 .PHONY: local
 local: ## Bring up the local cluster in Docker from a fresh clone: checks what it needs (Linux, pulumi, Go, Docker), writes Pulumi.local.yaml from its example, init, doctor, up (no prompt), outputs.

@@ -34,17 +34,17 @@ func localScript(t *testing.T, tools map[string]string, env ...string) (dir, out
 		}
 	}
 	for name, body := range tools {
-		scripttest.Write(t, filepath.Join(bin, name), "#!"+mustLook(t, "bash")+"\n"+body+"\n")
+		scripttest.Write(t, filepath.Join(bin, name), "#!"+bashPath(t)+"\n"+body+"\n")
 	}
-	cmd := exec.Command(mustLook(t, "bash"), filepath.Join(dir, "scripts/local.sh"))
+	cmd := exec.Command(bashPath(t), filepath.Join(dir, "scripts/local.sh"))
 	cmd.Env = append([]string{"PATH=" + bin, "HOME=" + filepath.Join(dir, "home"), "MAKE=" + filepath.Join(bin, "make")}, env...)
 	b, err := cmd.CombinedOutput()
 	return dir, string(b), err
 }
 
-func mustLook(t *testing.T, tool string) string {
+func bashPath(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath(tool)
+	p, err := exec.LookPath("bash")
 	require.NoError(t, err)
 	return p
 }

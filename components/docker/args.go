@@ -252,10 +252,10 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems, subnet netip.Prefix, gw net
 // talosImageTag is the tag of Talos's own image (DefaultImageRepository),
 // which names the Talos release it runs; ok is false for any other image.
 func talosImageTag(image string) (tag string, ok bool) {
-	repo, tag, found := strings.Cut(image, "@")
-	if found {
+	if strings.Contains(image, "@") {
 		return "", false // pinned by digest: no release in the name
 	}
+	repo := image
 	slash := strings.LastIndex(repo, "/")
 	colon := strings.LastIndex(repo, ":")
 	if colon < 0 || colon < slash || repo[:colon] != DefaultImageRepository {

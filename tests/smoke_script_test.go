@@ -1,0 +1,95 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fluodata/talos-pulumi/internal/testkit/scripttest"
+)
+
+// smokeScript runs scripts/smoke.sh in a folder of its own with the local
+// example as the stack file and the given tools as small scripts; make,
+// kubectl and docker log their arguments to calls.log.
+func smokeScript(t *testing.T, tools map[string]string, env ...string) (calls []string, out string, err error) {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "scripts"), 0o700))
+	require.NoError(t, os.MkdirAll(bin, 0o700))
+	for from, to := range map[string]string{"scripts/smoke.sh": "scripts/smoke.sh", "Pulumi.local.yaml.example": "Pulumi.local.yaml"} {
+		b, err := os.ReadFile(filepath.Join("..", from))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, to), b, 0o600))
+	}
+	for _, tool := range []string{"bash", "cat", "grep", "date", "dirname"} {
+		p, err := exec.LookPath(tool)
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	log := filepath.Join(dir, "calls.log")
+	for _, name := range []string{"make", "kubectl", "docker"} {
+		body := tools[name]
+		scripttest.Write(t, filepath.Join(bin, name), "#!"+bashPath(t)+"\necho \""+name+" $*\" >> "+log+"\n"+body+"\n")
+	}
+	cmd := exec.Command(bashPath(t), filepath.Join(dir, "scripts/smoke.sh"))
+	cmd.Env = append([]string{"PATH=" + bin, "MAKE=" + filepath.Join(bin, "make"), "STACK=local"}, env...)
+	b, err := cmd.CombinedOutput()
+	raw, _ := os.ReadFile(log)
+	return strings.Split(strings.TrimSpace(string(raw)), "\n"), string(b), err
+}
+
+// make smoke: make local, the checks, a preview that must show no change,
+// make destroy, and the Docker objects of the stack gone, in that order.
+func TestMakeSmokeWalksTheLocalClustersLife(t *testing.T) {
+	t.Parallel()
+	calls, out, err := smokeScript(t, map[string]string{
+		"kubectl": `[ "$1" = get ] && printf 'cp1   Ready   control-plane   1m   v1.36.3\nw1   Ready   <none>   1m   v1.36.3\n'; exit 0`,
+	})
+	require.NoError(t, err, out)
+	assert.Equal(t, []string{
+		"make --no-print-directory local",
+		"kubectl wait --for=condition=Ready nodes --all --timeout=10m",
+		"kubectl get nodes --no-headers",
+		"kubectl -n kube-system rollout status daemonset/cilium --timeout=10m",
+		"make --no-print-directory preview STACK=local EXPECT_NO_CHANGES=1",
+		"make --no-print-directory destroy STACK=local YES=1",
+		"docker container ls -q --filter label=io.fluodata.talos.stack=talos-cluster/local",
+		"docker volume ls -q --filter label=io.fluodata.talos.stack=talos-cluster/local",
+		"docker network ls -q --filter label=io.fluodata.talos.stack=talos-cluster/local",
+	}, calls)
+	assert.Contains(t, out, "=== smoke")
+	assert.Contains(t, out, "passed")
+}
+
+// A failed check destroys the cluster all the same (unless SMOKE_KEEP),
+// and fails; a node not Ready, or anything left after destroy, fails.
+func TestMakeSmokeFailsAndCleansUp(t *testing.T) {
+	t.Parallel()
+	calls, out, err := smokeScript(t, map[string]string{
+		"kubectl": `[ "$1" = get ] && printf 'cp1   Ready   control-plane   1m   v1.36.3\nw1   NotReady   <none>   1m   v1.36.3\n'; exit 0`,
+	})
+	require.Error(t, err)
+	assert.Contains(t, out, "1 nodes Ready, the stack has 2")
+	assert.Equal(t, "make --no-print-directory destroy STACK=local YES=1", calls[len(calls)-1], "destroyed after the failure")
+
+	calls, _, err = smokeScript(t, map[string]string{"kubectl": "exit 1"}, "SMOKE_KEEP=1")
+	require.Error(t, err)
+	assert.NotContains(t, strings.Join(calls, "\n"), "destroy", "SMOKE_KEEP keeps the cluster")
+
+	_, out, err = smokeScript(t, map[string]string{
+		"kubectl": `[ "$1" = get ] && printf 'cp1   Ready   x   1m   v\nw1   Ready   x   1m   v\n'; exit 0`,
+		"docker":  `[ "$1" = volume ] && echo local-cp1-var; exit 0`,
+	})
+	require.Error(t, err)
+	assert.Contains(t, out, "left after destroy: volume: local-cp1-var")
+
+	_, out, err = smokeScript(t, nil, "STACK=prod")
+	require.Error(t, err)
+	assert.Contains(t, out, "only STACK=local")
+}

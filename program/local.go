@@ -41,6 +41,12 @@ func LocalArgs(cfg *stacks.Config) *docker.ClusterArgs {
 			KubernetesPort: l.KubernetesPort, TalosPort: l.TalosPort, Privileged: l.Privileged, DisableIPv6: l.DisableIPv6,
 		},
 	}
+	for _, p := range l.Ports {
+		args.Docker.Ports = append(args.Docker.Ports, docker.PublishedPort(p))
+	}
+	for _, m := range l.Mounts {
+		args.Docker.Mounts = append(args.Docker.Mounts, docker.Mount(m))
+	}
 	for _, ref := range cfg.Nodes.Refs() {
 		args.Nodes = append(args.Nodes, docker.Node{
 			Name: ref.Name, Role: RoleOf(ref.Role), IP: ref.IP, Patches: PatchTexts(ref.Patches), KubeSpanEndpoints: ref.KubeSpanEndpoints,

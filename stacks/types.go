@@ -578,6 +578,34 @@ type LocalConfig struct {
 	// Leave IPv6 off in the containers, for a machine whose kernel has none ('make doctor' says so).
 	// A change replaces the containers, their state kept.
 	DisableIPv6 bool `json:"disableIPv6" default:"false" rules:"component"`
+	// More ports of the first control plane published on this machine, e.g. an ingress controller's
+	// 80 and 443. A change replaces that container, its state kept.
+	Ports []LocalPortConfig `json:"ports" rules:"component"`
+	// Folders of this machine mounted into every node's container. A change replaces the containers
+	// one at a time, their state kept.
+	Mounts []LocalMountConfig `json:"mounts" rules:"component"`
+}
+
+// LocalPortConfig is one published port of the first control plane.
+type LocalPortConfig struct {
+	// Port on this machine.
+	HostPort int `json:"hostPort" required:"true" rules:"component"`
+	// Port in the container.
+	ContainerPort int `json:"containerPort" required:"true" rules:"component"`
+	// 'tcp' or 'udp'.
+	Protocol string `json:"protocol" default:"tcp" rules:"component"`
+	// Address of this machine it is published on; '0.0.0.0' opens it to this machine's networks.
+	HostIP string `json:"hostIp" default:"127.0.0.1" rules:"component"`
+}
+
+// LocalMountConfig is one folder of this machine in the nodes' containers.
+type LocalMountConfig struct {
+	// Absolute path on this machine.
+	Source string `json:"source" required:"true" rules:"component"`
+	// Absolute path in the containers, outside the paths Talos keeps (/var, /system, /run, ...).
+	Target string `json:"target" required:"true" rules:"component"`
+	// Mount it read-only.
+	ReadOnly bool `json:"readOnly" default:"false" rules:"component"`
 }
 
 // VPSConfig holds VPS-wide settings.

@@ -130,6 +130,46 @@ func TestLocalContainerLimits(t *testing.T) {
 	assert.ElementsMatch(t, []string{"cpus", "memory"}, e.Named(t, dockerContainer, "local-node-cp1").IgnoreChanges)
 }
 
+// local.ports are published from the first control plane only, on
+// 127.0.0.1 unless said otherwise (talosctl's --exposed-ports publish on
+// the init node); local.mounts go into every node's container.
+func TestLocalPortsAndMounts(t *testing.T) {
+	t.Parallel()
+	src := edit(t, stackstest.Example(t, stackstest.LocalExample), "local", func(m map[string]any) {
+		m["ports"] = []any{
+			map[string]any{"hostPort": 8080, "containerPort": 80},
+			map[string]any{"hostPort": 8443, "containerPort": 443, "hostIp": "0.0.0.0"},
+			map[string]any{"hostPort": 5353, "containerPort": 53, "protocol": "udp"},
+		}
+		m["mounts"] = []any{map[string]any{"source": "/srv/models", "target": "/mnt/models", "readOnly": true}}
+	})
+	e, _, _, err := programtest.Run(t, src, "local", program.Options{})
+	require.NoError(t, err)
+	type port struct {
+		host, inside float64
+		ip, proto    string
+	}
+	var published []port
+	for _, p := range e.Named(t, dockerContainer, "local-node-cp1").Inputs["ports"].ArrayValue() {
+		o := p.ObjectValue()
+		published = append(published, port{o["external"].NumberValue(), o["internal"].NumberValue(), o["ip"].StringValue(), o["protocol"].StringValue()})
+	}
+	assert.Equal(t, []port{
+		{50000, 50000, "127.0.0.1", "tcp"}, {6443, 6443, "127.0.0.1", "tcp"},
+		{8080, 80, "127.0.0.1", "tcp"}, {8443, 443, "0.0.0.0", "tcp"}, {5353, 53, "127.0.0.1", "udp"},
+	}, published)
+	w := e.Named(t, dockerContainer, "local-node-w1").Inputs
+	assert.True(t, w["ports"].IsNull() || len(w["ports"].ArrayValue()) == 0, "the first control plane only")
+	for _, node := range []string{"cp1", "w1"} {
+		mounts := e.Named(t, dockerContainer, "local-node-"+node).Inputs["mounts"].ArrayValue()
+		last := mounts[len(mounts)-1].ObjectValue()
+		assert.Equal(t, "bind", last["type"].StringValue())
+		assert.Equal(t, "/srv/models", last["source"].StringValue())
+		assert.Equal(t, "/mnt/models", last["target"].StringValue())
+		assert.True(t, last["readOnly"].BoolValue())
+	}
+}
+
 // slugOf is a mount path as a volume's name ends: /system/state is
 // system-state.
 func slugOf(path string) string { return strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "-") }
@@ -159,6 +199,18 @@ func TestLocalStackRefusesWhatAContainerCannotDo(t *testing.T) {
 			func(m map[string]any) { m["workers"].([]any)[0].(map[string]any)["ip"] = "10.5.0.1" }},
 		{"image past the version check", "local", "local.image", "is Talos v1.12.4, not cluster.talosVersion v1.13.9",
 			func(m map[string]any) { m["image"] = "ghcr.io/siderolabs/talos:v1.12.4" }},
+		{"published port twice", "local", "local.ports[1].hostPort", "8080/tcp is published by an entry before already",
+			func(m map[string]any) {
+				m["ports"] = []any{map[string]any{"hostPort": 8080, "containerPort": 80}, map[string]any{"hostPort": 8080, "containerPort": 443}}
+			}},
+		{"published API port", "local", "local.ports[0].hostPort", "6443/tcp is published by the Kubernetes API already",
+			func(m map[string]any) {
+				m["ports"] = []any{map[string]any{"hostPort": 6443, "containerPort": 443}}
+			}},
+		{"mount over Talos's state", "local", "local.mounts[0].target", "/var/lib/data is on a path Talos keeps for itself",
+			func(m map[string]any) { m["mounts"] = []any{map[string]any{"source": "/srv/data", "target": "/var/lib/data"}} }},
+		{"relative mount", "local", "local.mounts[0].source", `"data" is not an absolute path of this machine`,
+			func(m map[string]any) { m["mounts"] = []any{map[string]any{"source": "data", "target": "/mnt/data"}} }},
 		{"one port twice", "local", "local.talosPort", "6443 is the Kubernetes API's port too",
 			func(m map[string]any) { m["talosPort"] = 6443 }},
 		{"proxmox csi", "storage", "storage.proxmoxCsi", "only valid for platform proxmox",

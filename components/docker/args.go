@@ -4,8 +4,10 @@
 package docker
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"path"
 	"slices"
 	"strings"
 
@@ -86,6 +88,39 @@ type Settings struct {
 	// whose kernel has none (talosctl cluster create's --disable-ipv6);
 	// a change replaces the containers, their state kept.
 	DisableIPv6 bool `pulumi:"disableIpv6,optional"`
+	// Ports are more ports of the first control plane published on this
+	// machine, e.g. an ingress controller's (talosctl cluster create's
+	// --exposed-ports). A change replaces that container, its state kept.
+	Ports []PublishedPort `pulumi:"ports,optional"`
+	// Mounts are folders of this machine mounted into every node's
+	// container (talosctl cluster create's --mount). A change replaces the
+	// containers one at a time, their state kept.
+	Mounts []Mount `pulumi:"mounts,optional"`
+}
+
+// PublishedPort is one port of the first control plane published on this
+// machine.
+type PublishedPort struct {
+	// HostPort is the port on this machine.
+	HostPort int `pulumi:"hostPort"`
+	// ContainerPort is the port in the container.
+	ContainerPort int `pulumi:"containerPort"`
+	// Protocol is tcp (the default) or udp.
+	Protocol string `pulumi:"protocol,optional"`
+	// HostIP is the address of this machine it is published on (default
+	// 127.0.0.1: this machine only; 0.0.0.0 opens it to its networks).
+	HostIP string `pulumi:"hostIp,optional"`
+}
+
+// Mount is a folder of this machine mounted into the nodes' containers.
+type Mount struct {
+	// Source is the folder on this machine: an absolute path.
+	Source string `pulumi:"source"`
+	// Target is where the containers see it: an absolute path outside
+	// the ones Talos keeps (its state volumes and tmpfs mounts).
+	Target string `pulumi:"target"`
+	// ReadOnly mounts it read-only.
+	ReadOnly bool `pulumi:"readOnly,optional"`
 }
 
 // Node is one container.
@@ -179,6 +214,7 @@ func (a *ClusterArgs) Problems() []inputs.Problem {
 // check records the problems of the inputs (with their defaults).
 func (a *ClusterArgs) check(p *inputs.Problems) {
 	a.Cluster.Check(p, "cluster.")
+	a.checkPortsAndMounts(p)
 	if a.Cluster.VIP != "" {
 		p.Add("cluster.vip", "a DockerCluster publishes the first control plane's Kubernetes API on 127.0.0.1:%d instead of a VIP; leave it out", a.Docker.KubernetesPort)
 	}
@@ -245,6 +281,58 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems, subnet netip.Prefix, gw net
 			p.Add(at, "%s is outside the nodes' network %s", ip, subnet)
 		} else if msg := inputs.HostAddressProblem(ip, gw, subnet); msg != "" {
 			p.Add(at, "%s", msg)
+		}
+	}
+}
+
+// checkPortsAndMounts records the problems of the extra published ports
+// and mounts: ports in range, each host port once and not the APIs', tcp
+// or udp, an address; mounts of absolute paths outside Talos's own.
+func (a *ClusterArgs) checkPortsAndMounts(p *inputs.Problems) {
+	s := a.Docker
+	used := map[string]string{
+		fmt.Sprintf("%d/tcp", s.KubernetesPort): "the Kubernetes API",
+		fmt.Sprintf("%d/tcp", s.TalosPort):      "the Talos API",
+	}
+	for i, pp := range s.Ports {
+		at := fmt.Sprintf("docker.ports[%d]", i)
+		for _, port := range []struct {
+			key   string
+			value int
+		}{{"hostPort", pp.HostPort}, {"containerPort", pp.ContainerPort}} {
+			if port.value < 1 || port.value > 65535 {
+				p.Add(at+"."+port.key, "%d is not a port (1-65535)", port.value)
+			}
+		}
+		proto := cmp.Or(pp.Protocol, "tcp")
+		if proto != "tcp" && proto != "udp" {
+			p.Add(at+".protocol", "%q is not tcp or udp", pp.Protocol)
+		}
+		if pp.HostIP != "" {
+			if ip, err := netip.ParseAddr(pp.HostIP); err != nil || !ip.Is4() {
+				p.Add(at+".hostIp", "%q is not an IPv4 address of this machine (127.0.0.1, 0.0.0.0, ...)", pp.HostIP)
+			}
+		}
+		key := fmt.Sprintf("%d/%s", pp.HostPort, proto)
+		if other, ok := used[key]; ok {
+			p.Add(at+".hostPort", "%s is published by %s already: give another host port", key, other)
+		}
+		used[key] = "an entry before"
+	}
+	talosOwn := slices.Concat(StateMounts, TmpfsMounts)
+	for i, m := range s.Mounts {
+		at := fmt.Sprintf("docker.mounts[%d]", i)
+		if !path.IsAbs(m.Source) {
+			p.Add(at+".source", "%q is not an absolute path of this machine", m.Source)
+		}
+		target := path.Clean(m.Target)
+		switch {
+		case !path.IsAbs(m.Target):
+			p.Add(at+".target", "%q is not an absolute path", m.Target)
+		case target == "/" || slices.ContainsFunc(talosOwn, func(own string) bool {
+			return target == own || strings.HasPrefix(target, own+"/") || strings.HasPrefix(own, target+"/")
+		}):
+			p.Add(at+".target", "%s is on a path Talos keeps for itself (%s): mount it elsewhere, e.g. /mnt/...", m.Target, strings.Join(talosOwn, ", "))
 		}
 	}
 }

@@ -113,11 +113,22 @@ func (m *Containers) node(ctx *pulumi.Context, name string, args *ClusterArgs, n
 		m.Volumes[n.Name] = append(m.Volumes[n.Name], vol)
 		mounts = append(mounts, dk.ContainerMountArgs{Type: pulumi.String("volume"), Target: pulumi.String(path), Source: vol.Name})
 	}
+	for _, mt := range s.Mounts {
+		mounts = append(mounts, dk.ContainerMountArgs{
+			Type: pulumi.String("bind"), Source: pulumi.String(mt.Source), Target: pulumi.String(mt.Target), ReadOnly: pulumi.Bool(mt.ReadOnly),
+		})
+	}
 	var ports dk.ContainerPortArray
 	if publish {
 		for _, p := range [][2]int{{s.TalosPort, talosAPIPort}, {s.KubernetesPort, kubernetesAPIPort}} {
 			ports = append(ports, dk.ContainerPortArgs{
 				Internal: pulumi.Int(p[1]), External: pulumi.Int(p[0]), Ip: pulumi.String("127.0.0.1"), Protocol: pulumi.String("tcp"),
+			})
+		}
+		for _, p := range s.Ports {
+			ports = append(ports, dk.ContainerPortArgs{
+				Internal: pulumi.Int(p.ContainerPort), External: pulumi.Int(p.HostPort),
+				Ip: pulumi.String(cmp.Or(p.HostIP, "127.0.0.1")), Protocol: pulumi.String(cmp.Or(p.Protocol, "tcp")),
 			})
 		}
 	}

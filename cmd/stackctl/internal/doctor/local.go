@@ -39,6 +39,7 @@ func checkLocal(ctx context.Context, env Env, cfg *stacks.Config, _ string) []Re
 	if r, ok := checkIPv6(env, cfg); ok {
 		out = append(out, r)
 	}
+	out = append(out, checkMountSources(env, cfg)...)
 	for _, p := range []struct {
 		key  string
 		port int
@@ -188,6 +189,24 @@ func checkIPv6(env Env, cfg *stacks.Config) (Result, bool) {
 		return Result{Fail, "ipv6", fmt.Sprintf("this machine's kernel has no IPv6 (%s: %v): the containers' IPv6 sysctl would stop them from starting; set local.disableIPv6: true", ipv6Sysctl, err)}, true
 	}
 	return Result{OK, "ipv6", "this machine's kernel has IPv6"}, true
+}
+
+// checkMountSources fails for a local.mounts source missing on this
+// machine: Docker refuses to bind a folder that does not exist.
+func checkMountSources(env Env, cfg *stacks.Config) []Result {
+	if env.Stat == nil || dockerSocket(env) == "" {
+		return nil
+	}
+	var out []Result
+	for i, m := range cfg.Local.Mounts {
+		key := fmt.Sprintf("local.mounts[%d].source", i)
+		if _, err := env.Stat(m.Source); err != nil {
+			out = append(out, Result{Fail, "mount", fmt.Sprintf("%s: %s is not on this machine (%v): Docker refuses to mount a missing folder; create it or fix the path", key, m.Source, err)})
+			continue
+		}
+		out = append(out, Result{OK, "mount", fmt.Sprintf("%s: %s is there", key, m.Source)})
+	}
+	return out
 }
 
 // ipv6Sysctl is the sysctl Talos's provisioner sets in each container

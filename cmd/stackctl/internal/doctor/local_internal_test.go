@@ -145,6 +145,22 @@ func TestLocalChecksTheDockerHost(t *testing.T) {
 	assert.Equal(t, OK, check(`{"OperatingSystem":"CentOS Linux 7","CgroupVersion":"1"}`, &older)[0].Level, "kubelet 1.34 runs on cgroup v1")
 }
 
+// A mount's source missing on this machine fails by its key.
+func TestLocalChecksMountSources(t *testing.T) {
+	t.Parallel()
+	here := t.TempDir()
+	env := localEnv("")
+	env.Stat = os.Stat
+	cfg := &stacks.Config{Platform: stacks.PlatformLocal, Local: stacks.LocalConfig{Mounts: []stacks.LocalMountConfig{
+		{Source: here, Target: "/mnt/a"}, {Source: filepath.Join(here, "missing"), Target: "/mnt/b"},
+	}}}
+	rs := checkMountSources(env, cfg)
+	require.Len(t, rs, 2)
+	assert.Equal(t, OK, rs[0].Level)
+	assert.Equal(t, Fail, rs[1].Level)
+	assert.Contains(t, rs[1].Message, "local.mounts[1].source: "+filepath.Join(here, "missing")+" is not on this machine")
+}
+
 // A kernel without IPv6 fails unless local.disableIPv6 says so.
 func TestLocalChecksIPv6(t *testing.T) {
 	t.Parallel()

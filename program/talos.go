@@ -26,19 +26,29 @@ func ClusterSettings(cfg *stacks.Config) talos.ClusterSettings {
 			ControlPlane: PatchTexts(c.Patches.ControlPlane),
 			Worker:       PatchTexts(c.Patches.Worker),
 		},
-		Cilium:       &talos.ChartSettings{Version: c.Cilium.Version, Values: c.Cilium.Values},
-		CertApprover: &talos.ChartSettings{Version: c.CertApprover.Version, Values: c.CertApprover.Values},
-		Rollout:      &talos.RolloutSettings{WorkerParallelism: c.Rollout.WorkerParallelism},
-		EtcdBackup:   EtcdBackupSettings(cfg, ""),
-		DataVolume:   &talos.DataVolumeSettings{Name: c.DataVolume.Name, Layout: c.DataVolume.Layout},
-		LoadBalancer: LoadBalancerSettings(c.LoadBalancer),
-		KubeSpan:     kubeSpanSettings(c.KubeSpan),
-		GitOps:       GitOpsSettings(cfg.GitOps),
+		Cilium:          &talos.ChartSettings{Version: c.Cilium.Version, Values: c.Cilium.Values},
+		CertApprover:    &talos.ChartSettings{Version: c.CertApprover.Version, Values: c.CertApprover.Values},
+		Rollout:         &talos.RolloutSettings{WorkerParallelism: c.Rollout.WorkerParallelism},
+		EtcdBackup:      EtcdBackupSettings(cfg, ""),
+		DataVolume:      &talos.DataVolumeSettings{Name: c.DataVolume.Name, Layout: c.DataVolume.Layout},
+		LoadBalancer:    LoadBalancerSettings(c.LoadBalancer),
+		KubeSpan:        kubeSpanSettings(c.KubeSpan),
+		RegistryMirrors: registryMirrors(c.RegistryMirrors),
+		GitOps:          GitOpsSettings(cfg.GitOps),
 	}
 }
 
 // kubeSpanSettings are cluster.kubeSpan as the TalosCluster takes it; nil
 // when off, so that a stack without it registers what it did before.
+// registryMirrors are the stack's mirrors as the TalosCluster takes them.
+func registryMirrors(in []stacks.RegistryMirrorConfig) []talos.RegistryMirror {
+	var out []talos.RegistryMirror
+	for _, m := range in {
+		out = append(out, talos.RegistryMirror(m))
+	}
+	return out
+}
+
 func kubeSpanSettings(c stacks.KubeSpanConfig) *talos.KubeSpanSettings {
 	if !c.Enabled {
 		return nil

@@ -208,10 +208,23 @@ type ClusterConfig struct {
 	// for nodes on networks that do not reach each other in the clear
 	// (docs/talos-cluster.md#kubespan).
 	KubeSpan KubeSpanConfig `json:"kubeSpan"`
+	// Mirrors the nodes pull images from first, e.g. a pull-through cache on the operator's network.
+	RegistryMirrors []RegistryMirrorConfig `json:"registryMirrors" rules:"component"`
 	// Addresses for Services of type LoadBalancer: Cilium hands them out of these pools and answers
 	// ARP for them on the node network (L2 announcements; docs/load-balancer.md). Platforms proxmox
 	// and local; none when left out.
 	LoadBalancer LoadBalancerConfig `json:"loadBalancer" rules:"component"`
+}
+
+// RegistryMirrorConfig is one registry's mirrors.
+type RegistryMirrorConfig struct {
+	// The registry whose pulls go to the mirrors, as images name it ('docker.io', 'ghcr.io',
+	// 'registry.local:5000'), or '*' for every registry.
+	Registry string `json:"registry" required:"true" rules:"component"`
+	// The mirrors' URLs ('http://10.5.0.1:5000', 'https://...'), tried in order.
+	Endpoints []string `json:"endpoints" required:"true" rules:"component"`
+	// Pull nothing from the registry itself when no mirror has the image.
+	SkipFallback bool `json:"skipFallback" default:"false" rules:"component"`
 }
 
 // KubeSpanConfig turns KubeSpan on.

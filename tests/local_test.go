@@ -170,6 +170,21 @@ func TestLocalPortsAndMounts(t *testing.T) {
 	}
 }
 
+// cluster.registryMirrors reach every node's config as Talos 1.13's
+// RegistryMirrorConfig documents (validated in components/talos).
+func TestLocalRegistryMirrors(t *testing.T) {
+	t.Parallel()
+	src := edit(t, stackstest.Example(t, stackstest.LocalExample), "cluster", func(m map[string]any) {
+		m["registryMirrors"] = []any{map[string]any{"registry": "docker.io", "endpoints": []any{"http://10.5.0.1:5000"}}}
+	})
+	e, _, _, err := programtest.Run(t, src, "local", program.Options{})
+	require.NoError(t, err)
+	for _, node := range []string{"cp1", "w1"} {
+		patches := e.Named(t, componentstest.Apply, "local-apply-"+node).Inputs["configPatches"].String()
+		assert.Contains(t, patches, "kind: RegistryMirrorConfig\nname: docker.io\nendpoints:\n    - url: http://10.5.0.1:5000\n", node)
+	}
+}
+
 // slugOf is a mount path as a volume's name ends: /system/state is
 // system-state.
 func slugOf(path string) string { return strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "-") }
@@ -211,6 +226,10 @@ func TestLocalStackRefusesWhatAContainerCannotDo(t *testing.T) {
 			func(m map[string]any) { m["mounts"] = []any{map[string]any{"source": "/srv/data", "target": "/var/lib/data"}} }},
 		{"relative mount", "local", "local.mounts[0].source", `"data" is not an absolute path of this machine`,
 			func(m map[string]any) { m["mounts"] = []any{map[string]any{"source": "data", "target": "/mnt/data"}} }},
+		{"mirror not a URL", "cluster", "cluster.registryMirrors[0].endpoints[0]", `"10.5.0.1:5000" is not an http:// or https:// URL`,
+			func(m map[string]any) {
+				m["registryMirrors"] = []any{map[string]any{"registry": "docker.io", "endpoints": []any{"10.5.0.1:5000"}}}
+			}},
 		{"one port twice", "local", "local.talosPort", "6443 is the Kubernetes API's port too",
 			func(m map[string]any) { m["talosPort"] = 6443 }},
 		{"proxmox csi", "storage", "storage.proxmoxCsi", "only valid for platform proxmox",

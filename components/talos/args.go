@@ -134,6 +134,7 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 		p.Add(at("kubernetesVersion"), "%q is not a Kubernetes version like 1.35.0", c.KubernetesVersion)
 	}
 	c.checkKubernetesSupport(p, prefix)
+	c.checkRegistryMirrors(p, prefix)
 	for i, ns := range c.Nameservers {
 		p.MachineIP(at(fmt.Sprintf("nameservers[%d]", i)), ns)
 	}
@@ -220,6 +221,7 @@ func (a *ClusterArgs) PatchSpec() PatchSpec {
 		SchedulableControlPlanes: workers == 0,
 		TalosAPIAccess:           c.EtcdBackup != nil,
 		KubeSpan:                 c.kubeSpanOn(),
+		RegistryMirrors:          c.RegistryMirrors,
 		DataVolume:               c.dataVolume(),
 		AllPatches:               patches.All,
 		ControlPlanePatches:      patches.ControlPlane,

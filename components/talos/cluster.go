@@ -107,6 +107,9 @@ type ClusterSettings struct {
 	KubernetesVersion string `pulumi:"kubernetesVersion,optional"`
 	// Nameservers replace the DHCP-given or default DNS servers.
 	Nameservers []string `pulumi:"nameservers,optional"`
+	// RegistryMirrors send the nodes' image pulls to mirrors first, e.g. a
+	// pull-through cache (Talos's RegistryMirrorConfig).
+	RegistryMirrors []RegistryMirror `pulumi:"registryMirrors,optional"`
 	// VIP is a shared layer-2 address the control planes hold (none when
 	// empty).
 	VIP string `pulumi:"vip,optional"`

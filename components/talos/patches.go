@@ -122,6 +122,8 @@ type PatchSpec struct {
 	// KubeSpan turns on Talos's WireGuard mesh between the nodes
 	// (KubeSpanPatch).
 	KubeSpan bool
+	// RegistryMirrors send image pulls to mirrors (RegistryMirrorPatches).
+	RegistryMirrors []RegistryMirror
 	// User patches from the stack config, after the generated ones.
 	AllPatches, ControlPlanePatches, WorkerPatches []string
 }
@@ -134,10 +136,11 @@ type (
 		Cluster *clusterPatch `yaml:"cluster,omitempty"`
 	}
 	machinePatch struct {
-		Install  *installPatch  `yaml:"install,omitempty"`
-		Kubelet  *kubeletPatch  `yaml:"kubelet,omitempty"`
-		Network  *networkPatch  `yaml:"network,omitempty"`
-		Features *featuresPatch `yaml:"features,omitempty"`
+		Install    *installPatch    `yaml:"install,omitempty"`
+		Kubelet    *kubeletPatch    `yaml:"kubelet,omitempty"`
+		Network    *networkPatch    `yaml:"network,omitempty"`
+		Features   *featuresPatch   `yaml:"features,omitempty"`
+		Registries *registriesPatch `yaml:"registries,omitempty"`
 	}
 	installPatch struct {
 		Disk  string `yaml:"disk"`
@@ -249,7 +252,7 @@ func clusterPatches(spec PatchSpec) []string {
 	if spec.KubeSpan {
 		out = append(out, KubeSpanPatch())
 	}
-	return out
+	return append(out, RegistryMirrorPatches(spec.RegistryMirrors, spec.TalosVersion)...)
 }
 
 // InstallPatch pins the install disk and the installer image. The image must

@@ -47,6 +47,6 @@ func TestOneKubernetesVersion(t *testing.T) {
 		}
 	}
 	require.NoError(t, json.Unmarshal(golden, &languages))
-	assert.Equal(t, "~"+talosprovider.KubernetesVersion, languages.Language.NodeJS.Dependencies["@pulumi/kubernetes"])
-	assert.Equal(t, "~="+talosprovider.KubernetesVersion, languages.Language.Python.Requires["pulumi-kubernetes"])
+	assert.Equal(t, "^"+talosprovider.KubernetesVersion, languages.Language.NodeJS.Dependencies["@pulumi/kubernetes"], "any 4.x from ours")
+	assert.Equal(t, ">="+talosprovider.KubernetesVersion+",<5", languages.Language.Python.Requires["pulumi-kubernetes"], "any 4.x from ours")
 }

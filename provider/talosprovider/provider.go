@@ -316,16 +316,18 @@ func inferred(o Options) []infer.InferredComponent {
 }
 
 // languages are the SDKs' settings: infer's defaults (each SDK's version is
-// the schema's) with the package names.
+// the schema's) with the package names. The Kubernetes SDK may be any 4.x
+// from the one the schema refers to, so a program on a newer 4.x shares
+// its copy instead of installing a second.
 func languages() map[string]any {
 	return map[string]any{
 		"nodejs": map[string]any{
 			"respectSchemaVersion": true, "packageName": NPMPackage,
-			"dependencies": map[string]any{"@pulumi/kubernetes": "~" + KubernetesVersion},
+			"dependencies": map[string]any{"@pulumi/kubernetes": "^" + KubernetesVersion},
 		},
 		"python": map[string]any{
 			"respectSchemaVersion": true, "packageName": PythonPackage,
-			"requires":  map[string]any{"pulumi-kubernetes": "~=" + KubernetesVersion},
+			"requires":  map[string]any{"pulumi-kubernetes": ">=" + KubernetesVersion + ",<5"},
 			"pyproject": map[string]any{"enabled": true},
 		},
 		"go": map[string]any{

@@ -315,8 +315,9 @@ $(TOOLS_DIR)/golangci-lint-%/golangci-lint:
 	@mv -f $(call quote,$(@D)/.tmp/golangci-lint) $(call quote,$@) && rmdir $(call quote,$(@D)/.tmp)
 
 .PHONY: schema
-schema: ## Regenerate the component package's descriptions (from the doc comments), the part of the kubernetes schema it refers to, and the golden schema.
+schema: ## Regenerate the component package's descriptions (from the doc comments), the part of the kubernetes schema it refers to, the golden schema, and the committed Go SDK (sdk/go/talos-anywhere).
 	cd $(PROVIDER_DIR) && $(GO) generate ./talosprovider ./internal/kubeschema && $(GO) test ./talosprovider -run 'TestSchemaIsCurrent|TestDescriptionsAreCurrent' -update -count=1
+	cd $(PROVIDER_DIR) && $(GO) test ./internal/sdkgen -run 'TestTheCommittedGoSDKIsCurrent' -update-go-sdk -count=1
 
 .PHONY: provider
 provider: $(PROVIDER_BIN) ## Build the component provider (bin/pulumi-resource-talos-anywhere), as `pulumi package add` does.

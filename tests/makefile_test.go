@@ -685,12 +685,15 @@ func TestTheReleaseWorkflowPublishesMakeRelease(t *testing.T) {
 			runs = append(runs, s.Run)
 		}
 	}
-	require.Len(t, runs, 2)
+	require.Len(t, runs, 3)
 	assert.Equal(t, "make release", runs[0])
 	makefile, err := os.ReadFile(filepath.Join("..", "Makefile"))
 	require.NoError(t, err)
 	assert.Contains(t, string(makefile), "RELEASE_DIR ?= dist\n", "where make release writes")
 	assert.Contains(t, runs[1], "gh release create \"$GITHUB_REF_NAME\" dist/*")
+	// Go resolves a module in a folder of the repository by the folder's
+	// tag: sdk/go/talos-anywhere/v<version>.
+	assert.Contains(t, runs[2], "git push origin \"sdk/go/talos-anywhere/$GITHUB_REF_NAME\"")
 }
 
 // A stack's own passphrase file (`make local` writes the local stack's) is

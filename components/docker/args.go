@@ -134,7 +134,7 @@ type Node struct {
 	// Patches are this node's own machine-config patches (YAML), applied
 	// last.
 	Patches []string `pulumi:"patches,optional" package:"input,secret"`
-	// KubeSpanEndpoints are extra addresses (ip:port) the other nodes reach
+	// KubeSpanEndpoints are the extra addresses (ip:port) the other nodes reach
 	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
 	// cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`

@@ -76,7 +76,7 @@ type ClusterArgs struct {
 type HostSettings struct {
 	// Endpoint is the API URL, e.g. https://192.168.122.70:8006/.
 	Endpoint string `pulumi:"endpoint" package:"input"`
-	// APITokenID is user@realm!tokenname.
+	// APITokenID is the API token's id, user@realm!tokenname.
 	APITokenID string `pulumi:"apiTokenId" package:"input"`
 	// APITokenSecret is the token's secret (a UUID).
 	APITokenSecret pulumi.StringInput `pulumi:"apiTokenSecret" provider:"secret"`
@@ -147,7 +147,7 @@ type DNSMasqSettings struct {
 	// RestartCommand makes dnsmasq read the reservations: one line of shell
 	// (default systemctl restart dnsmasq).
 	RestartCommand string `pulumi:"restartCommand,optional"`
-	// LeaseFile is dnsmasq's lease file; stale leases are dropped from it
+	// LeaseFile is the dnsmasq lease file; stale leases are dropped from it
 	// (default /var/lib/misc/dnsmasq.leases).
 	LeaseFile string `pulumi:"leaseFile,optional"`
 	// SSH reaches the host.
@@ -200,18 +200,19 @@ type Node struct {
 	InstallDisk string `pulumi:"installDisk,optional"`
 	// Patches are this node's own machine-config patches (YAML).
 	Patches []string `pulumi:"patches,optional" package:"input,secret"`
-	// KubeSpanEndpoints are extra addresses (ip:port) the other nodes reach
+	// KubeSpanEndpoints are the extra addresses (ip:port) the other nodes reach
 	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
 	// cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
 	// Rescue is SSH access to the rescue system of a node on a hosts
 	// entry of rented servers (vps), which its install runs in.
 	Rescue *servers.Rescue `pulumi:"rescue,optional"`
-	// Gateway is such a server's IPv4 default gateway, where its host's
-	// vps settings give none.
+	// Gateway is the IPv4 default gateway of a node on a hosts entry of
+	// rented servers (vps), where the entry's vps settings give none.
 	Gateway string `pulumi:"gateway,optional"`
-	// PrefixLength is such a server's network length (8-32), where its
-	// host's vps settings give none.
+	// PrefixLength is the network length (8-32) of a node on a hosts
+	// entry of rented servers (vps), where the entry's vps settings give
+	// none.
 	PrefixLength int `pulumi:"prefixLength,optional"`
 }
 

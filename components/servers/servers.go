@@ -50,7 +50,7 @@ type Settings struct {
 	// (50000) and the Kubernetes API (6443); empty leaves both open to the
 	// internet (they still require mTLS).
 	AllowedCIDRs []string `pulumi:"allowedCidrs,optional"`
-	// PublicTCPPorts are open to the whole internet, e.g. [80, 443] for an
+	// PublicTCPPorts are the ports open to the whole internet, e.g. [80, 443] for an
 	// ingress controller; every other port is closed to it by the Talos
 	// firewall.
 	PublicTCPPorts []int `pulumi:"publicTcpPorts,optional"`
@@ -101,7 +101,7 @@ type Node struct {
 	// Patches are this node's own machine-config patches (YAML), applied
 	// last.
 	Patches []string `pulumi:"patches,optional" package:"input,secret"`
-	// KubeSpanEndpoints are extra addresses (ip:port) the other nodes reach
+	// KubeSpanEndpoints are the extra addresses (ip:port) the other nodes reach
 	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
 	// cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`

@@ -75,7 +75,7 @@ type GitOpsSettings struct {
 	// KsopsImage is the KSOPS image the repository server's init container
 	// copies ksops and kustomize from (default DefaultKsopsImage).
 	KsopsImage string `pulumi:"ksopsImage,optional"`
-	// PrivilegedNamespaces are labelled for the Pod Security admission's
+	// PrivilegedNamespaces are the namespaces labelled for the Pod Security admission's
 	// privileged level (created when missing) before Argo CD syncs.
 	PrivilegedNamespaces []string `pulumi:"privilegedNamespaces,optional"`
 	// OwnsAddons says that Argo CD manages Cilium and the approver from

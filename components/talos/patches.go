@@ -82,7 +82,7 @@ type NodeSpec struct {
 	// UserPatches are the node's own patches (YAML machine-config patches),
 	// applied last.
 	UserPatches []string `pulumi:"patches,optional" package:"input,secret"`
-	// KubeSpanEndpoints are extra addresses (ip:port) the other nodes
+	// KubeSpanEndpoints are the extra addresses (ip:port) the other nodes
 	// reach this node's KubeSpan at (a NAT's forwarded port), announced
 	// through discovery; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`

@@ -81,6 +81,15 @@ var leadVerbs = map[string]bool{
 	"holds": true, "names": true, "selects": true, "installs": true, "makes": true, "reaches": true, "writes": true,
 	"skips": true, "leaves": true, "tags": true, "resets": true, "says": true, "schedules": true, "replace": true,
 	"shapes": true, "addresses": true, "takes": true, "refuses": true, "pins": true, "sets": true,
+	"mounts": true, "sends": true, "stops": true, "hands": true, "joins": true, "gives": true, "limits": true,
+	"describes": true, "turns": true,
+}
+
+// pluralVerbs are lead verbs after a plural name ("DataVolumeSettings say
+// ..."), read in the singular once the name is gone ("Says ...").
+var pluralVerbs = map[string]string{
+	"say": "says", "send": "sends", "give": "gives", "hand": "hands", "turn": "turns", "shape": "shapes",
+	"schedule": "schedules", "hold": "holds", "limit": "limits",
 }
 
 // neutral is a doc comment in the words of any language's user rather than
@@ -124,7 +133,7 @@ func lead(text, goName, schemaName string) string {
 	switch {
 	case verb == "is" || verb == "are":
 		first, _, _ := strings.Cut(after, " ")
-		if determiners[strings.ToLower(first)] {
+		if determiners[strings.ToLower(first)] || first != "" && unicode.IsUpper(rune(first[0])) {
 			return capitalize(after)
 		}
 		if schemaName != "" {
@@ -132,6 +141,8 @@ func lead(text, goName, schemaName string) string {
 		}
 	case leadVerbs[verb]:
 		return capitalize(rest)
+	case pluralVerbs[verb] != "":
+		return capitalize(pluralVerbs[verb] + " " + after)
 	}
 	return text
 }

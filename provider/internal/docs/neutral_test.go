@@ -10,7 +10,7 @@ import (
 // start, no Go names of fields or constants, no nil.
 func TestDocCommentsReadWithoutGo(t *testing.T) {
 	t.Parallel()
-	fields := map[string]string{"TokenID": "tokenId", "TokenSecret": "tokenSecret", "APITokenID": "apiTokenId", "Proxmox": "proxmox"}
+	fields := map[string]string{"TokenID": "tokenId", "TokenSecret": "tokenSecret", "APITokenID": "apiTokenId", "Proxmox": "proxmox", "Protocol": "protocol"}
 	consts := map[string]string{"DefaultCSIChartVersion": "0.3.5"}
 	for _, c := range []struct{ text, goName, want string }{
 		{"InstallerImage is the installer the nodes install from.", "InstallerImage", "The installer the nodes install from."},
@@ -22,6 +22,11 @@ func TestDocCommentsReadWithoutGo(t *testing.T) {
 		{"DataVolume says what the data disks (NodeSpec.DataDiskSize) become.", "DataVolume", "Says what the data disks (dataDiskSize) become."},
 		{"CSI installs the Proxmox CSI plugin.", "CSI", "Installs the Proxmox CSI plugin."},
 		{"All nodes.", "All", "All nodes."},
+		{"KubeSpanEndpoints are the extra addresses (ip:port).", "KubeSpanEndpoints", "The extra addresses (ip:port)."},
+		{"Protocol is tcp or udp.", "Protocol", "protocol is tcp or udp."},
+		{"DataVolumeSettings say what a node's data disk becomes.", "DataVolumeSettings", "Says what a node's data disk becomes."},
+		{"GitOps hands the cluster to Argo CD.", "GitOps", "Hands the cluster to Argo CD."},
+		{"CABundle is PEM of the CA.", "CABundle", "PEM of the CA."},
 	} {
 		assert.Equal(t, c.want, neutral(c.text, c.goName, fields, consts), c.text)
 	}

@@ -15,7 +15,7 @@ var _ = internal.GetEnvOrDefault
 
 // A folder of this machine mounted into the nodes' containers.
 type DockerMount struct {
-	// ReadOnly mounts it read-only.
+	// Mounts it read-only.
 	ReadOnly *bool `pulumi:"readOnly"`
 	// The folder on this machine: an absolute path.
 	Source string `pulumi:"source"`
@@ -36,7 +36,7 @@ type DockerMountInput interface {
 
 // A folder of this machine mounted into the nodes' containers.
 type DockerMountArgs struct {
-	// ReadOnly mounts it read-only.
+	// Mounts it read-only.
 	ReadOnly *bool `pulumi:"readOnly"`
 	// The folder on this machine: an absolute path.
 	Source string `pulumi:"source"`
@@ -96,7 +96,7 @@ func (o DockerMountOutput) ToDockerMountOutputWithContext(ctx context.Context) D
 	return o
 }
 
-// ReadOnly mounts it read-only.
+// Mounts it read-only.
 func (o DockerMountOutput) ReadOnly() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v DockerMount) *bool { return v.ReadOnly }).(pulumi.BoolPtrOutput)
 }
@@ -137,7 +137,7 @@ type DockerNode struct {
 	Cores *int `pulumi:"cores"`
 	// The container's IPv4 address in docker.subnet.
 	Ip string `pulumi:"ip"`
-	// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
+	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// The container's memory limit in MiB (at least 1024; default 2048, as talosctl cluster create), changed in place. Left out, a running container keeps the limit it was created with.
 	Memory *int `pulumi:"memory"`
@@ -166,7 +166,7 @@ type DockerNodeArgs struct {
 	Cores *int `pulumi:"cores"`
 	// The container's IPv4 address in docker.subnet.
 	Ip string `pulumi:"ip"`
-	// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
+	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// The container's memory limit in MiB (at least 1024; default 2048, as talosctl cluster create), changed in place. Left out, a running container keeps the limit it was created with.
 	Memory *int `pulumi:"memory"`
@@ -240,7 +240,7 @@ func (o DockerNodeOutput) Ip() pulumi.StringOutput {
 	return o.ApplyT(func(v DockerNode) string { return v.Ip }).(pulumi.StringOutput)
 }
 
-// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
+// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 func (o DockerNodeOutput) KubeSpanEndpoints() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v DockerNode) []string { return v.KubeSpanEndpoints }).(pulumi.StringArrayOutput)
 }
@@ -965,7 +965,7 @@ func (o ProxmoxCSISettingsPtrOutput) TokenSecret() pulumi.StringPtrOutput {
 type ProxmoxDNSMasqSettings struct {
 	// The directory dnsmasq reads extra config from (default /etc/dnsmasq.d).
 	ConfigDir *string `pulumi:"configDir"`
-	// leaseFile is dnsmasq's lease file; stale leases are dropped from it (default /var/lib/misc/dnsmasq.leases).
+	// The dnsmasq lease file; stale leases are dropped from it (default /var/lib/misc/dnsmasq.leases).
 	LeaseFile *string `pulumi:"leaseFile"`
 	// Makes dnsmasq read the reservations: one line of shell (default systemctl restart dnsmasq).
 	RestartCommand *string `pulumi:"restartCommand"`
@@ -988,7 +988,7 @@ type ProxmoxDNSMasqSettingsInput interface {
 type ProxmoxDNSMasqSettingsArgs struct {
 	// The directory dnsmasq reads extra config from (default /etc/dnsmasq.d).
 	ConfigDir *string `pulumi:"configDir"`
-	// leaseFile is dnsmasq's lease file; stale leases are dropped from it (default /var/lib/misc/dnsmasq.leases).
+	// The dnsmasq lease file; stale leases are dropped from it (default /var/lib/misc/dnsmasq.leases).
 	LeaseFile *string `pulumi:"leaseFile"`
 	// Makes dnsmasq read the reservations: one line of shell (default systemctl restart dnsmasq).
 	RestartCommand *string `pulumi:"restartCommand"`
@@ -1079,7 +1079,7 @@ func (o ProxmoxDNSMasqSettingsOutput) ConfigDir() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v ProxmoxDNSMasqSettings) *string { return v.ConfigDir }).(pulumi.StringPtrOutput)
 }
 
-// leaseFile is dnsmasq's lease file; stale leases are dropped from it (default /var/lib/misc/dnsmasq.leases).
+// The dnsmasq lease file; stale leases are dropped from it (default /var/lib/misc/dnsmasq.leases).
 func (o ProxmoxDNSMasqSettingsOutput) LeaseFile() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v ProxmoxDNSMasqSettings) *string { return v.LeaseFile }).(pulumi.StringPtrOutput)
 }
@@ -1128,7 +1128,7 @@ func (o ProxmoxDNSMasqSettingsPtrOutput) ConfigDir() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// leaseFile is dnsmasq's lease file; stale leases are dropped from it (default /var/lib/misc/dnsmasq.leases).
+// The dnsmasq lease file; stale leases are dropped from it (default /var/lib/misc/dnsmasq.leases).
 func (o ProxmoxDNSMasqSettingsPtrOutput) LeaseFile() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *ProxmoxDNSMasqSettings) *string {
 		if v == nil {
@@ -1289,7 +1289,7 @@ func (o ProxmoxHostArrayOutput) Index(i pulumi.IntInput) ProxmoxHostOutput {
 type ProxmoxHostSettings struct {
 	// addressing is dhcp-reservation (the default) or static.
 	Addressing *ProxmoxAddressing `pulumi:"addressing"`
-	// apiTokenId is user@realm!tokenname.
+	// The API token's id, user@realm!tokenname.
 	ApiTokenId string `pulumi:"apiTokenId"`
 	// The token's secret (a UUID).
 	ApiTokenSecret string `pulumi:"apiTokenSecret"`
@@ -1338,7 +1338,7 @@ type ProxmoxHostSettingsInput interface {
 type ProxmoxHostSettingsArgs struct {
 	// addressing is dhcp-reservation (the default) or static.
 	Addressing *ProxmoxAddressing `pulumi:"addressing"`
-	// apiTokenId is user@realm!tokenname.
+	// The API token's id, user@realm!tokenname.
 	ApiTokenId pulumi.StringInput `pulumi:"apiTokenId"`
 	// The token's secret (a UUID).
 	ApiTokenSecret pulumi.StringInput `pulumi:"apiTokenSecret"`
@@ -1455,7 +1455,7 @@ func (o ProxmoxHostSettingsOutput) Addressing() ProxmoxAddressingPtrOutput {
 	return o.ApplyT(func(v ProxmoxHostSettings) *ProxmoxAddressing { return v.Addressing }).(ProxmoxAddressingPtrOutput)
 }
 
-// apiTokenId is user@realm!tokenname.
+// The API token's id, user@realm!tokenname.
 func (o ProxmoxHostSettingsOutput) ApiTokenId() pulumi.StringOutput {
 	return o.ApplyT(func(v ProxmoxHostSettings) string { return v.ApiTokenId }).(pulumi.StringOutput)
 }
@@ -1569,7 +1569,7 @@ func (o ProxmoxHostSettingsPtrOutput) Addressing() ProxmoxAddressingPtrOutput {
 	}).(ProxmoxAddressingPtrOutput)
 }
 
-// apiTokenId is user@realm!tokenname.
+// The API token's id, user@realm!tokenname.
 func (o ProxmoxHostSettingsPtrOutput) ApiTokenId() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *ProxmoxHostSettings) *string {
 		if v == nil {
@@ -1737,7 +1737,7 @@ type ProxmoxNode struct {
 	DataDiskSize *int `pulumi:"dataDiskSize"`
 	// The boot disk's size in GiB (default 20).
 	DiskSize *int `pulumi:"diskSize"`
-	// gateway is such a server's IPv4 default gateway, where its host's vps settings give none.
+	// The IPv4 default gateway of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
 	Gateway *string `pulumi:"gateway"`
 	// Names the entry of hosts the VM runs on; the proxmox input's host when empty.
 	Host *string `pulumi:"host"`
@@ -1745,7 +1745,7 @@ type ProxmoxNode struct {
 	InstallDisk *string `pulumi:"installDisk"`
 	// The node's IPv4 address.
 	Ip string `pulumi:"ip"`
-	// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
+	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// MAC of the NIC; derived from the stack, cluster and node names when empty (the same after a destroy and up).
 	Mac *string `pulumi:"mac"`
@@ -1755,11 +1755,11 @@ type ProxmoxNode struct {
 	Name string `pulumi:"name"`
 	// This node's own machine-config patches (YAML).
 	Patches []string `pulumi:"patches"`
-	// prefixLength is such a server's network length (8-32), where its host's vps settings give none.
+	// The network length (8-32) of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
 	PrefixLength *int `pulumi:"prefixLength"`
 	// The Proxmox node (host) that runs the VM.
 	ProxmoxNode string `pulumi:"proxmoxNode"`
-	// rescue is SSH access to the rescue system of a node on a hosts entry of rented servers (vps), which its install runs in.
+	// SSH access to the rescue system of a node on a hosts entry of rented servers (vps), which its install runs in.
 	Rescue *VpsRescue `pulumi:"rescue"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
@@ -1786,7 +1786,7 @@ type ProxmoxNodeArgs struct {
 	DataDiskSize pulumi.IntPtrInput `pulumi:"dataDiskSize"`
 	// The boot disk's size in GiB (default 20).
 	DiskSize pulumi.IntPtrInput `pulumi:"diskSize"`
-	// gateway is such a server's IPv4 default gateway, where its host's vps settings give none.
+	// The IPv4 default gateway of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
 	Gateway *string `pulumi:"gateway"`
 	// Names the entry of hosts the VM runs on; the proxmox input's host when empty.
 	Host *string `pulumi:"host"`
@@ -1794,7 +1794,7 @@ type ProxmoxNodeArgs struct {
 	InstallDisk *string `pulumi:"installDisk"`
 	// The node's IPv4 address.
 	Ip string `pulumi:"ip"`
-	// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
+	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// MAC of the NIC; derived from the stack, cluster and node names when empty (the same after a destroy and up).
 	Mac *string `pulumi:"mac"`
@@ -1804,11 +1804,11 @@ type ProxmoxNodeArgs struct {
 	Name string `pulumi:"name"`
 	// This node's own machine-config patches (YAML).
 	Patches pulumi.StringArrayInput `pulumi:"patches"`
-	// prefixLength is such a server's network length (8-32), where its host's vps settings give none.
+	// The network length (8-32) of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
 	PrefixLength *int `pulumi:"prefixLength"`
 	// The Proxmox node (host) that runs the VM.
 	ProxmoxNode string `pulumi:"proxmoxNode"`
-	// rescue is SSH access to the rescue system of a node on a hosts entry of rented servers (vps), which its install runs in.
+	// SSH access to the rescue system of a node on a hosts entry of rented servers (vps), which its install runs in.
 	Rescue *VpsRescueArgs `pulumi:"rescue"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
@@ -1883,7 +1883,7 @@ func (o ProxmoxNodeOutput) DiskSize() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v ProxmoxNode) *int { return v.DiskSize }).(pulumi.IntPtrOutput)
 }
 
-// gateway is such a server's IPv4 default gateway, where its host's vps settings give none.
+// The IPv4 default gateway of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
 func (o ProxmoxNodeOutput) Gateway() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v ProxmoxNode) *string { return v.Gateway }).(pulumi.StringPtrOutput)
 }
@@ -1903,7 +1903,7 @@ func (o ProxmoxNodeOutput) Ip() pulumi.StringOutput {
 	return o.ApplyT(func(v ProxmoxNode) string { return v.Ip }).(pulumi.StringOutput)
 }
 
-// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
+// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 func (o ProxmoxNodeOutput) KubeSpanEndpoints() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v ProxmoxNode) []string { return v.KubeSpanEndpoints }).(pulumi.StringArrayOutput)
 }
@@ -1928,7 +1928,7 @@ func (o ProxmoxNodeOutput) Patches() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v ProxmoxNode) []string { return v.Patches }).(pulumi.StringArrayOutput)
 }
 
-// prefixLength is such a server's network length (8-32), where its host's vps settings give none.
+// The network length (8-32) of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
 func (o ProxmoxNodeOutput) PrefixLength() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v ProxmoxNode) *int { return v.PrefixLength }).(pulumi.IntPtrOutput)
 }
@@ -1938,7 +1938,7 @@ func (o ProxmoxNodeOutput) ProxmoxNode() pulumi.StringOutput {
 	return o.ApplyT(func(v ProxmoxNode) string { return v.ProxmoxNode }).(pulumi.StringOutput)
 }
 
-// rescue is SSH access to the rescue system of a node on a hosts entry of rented servers (vps), which its install runs in.
+// SSH access to the rescue system of a node on a hosts entry of rented servers (vps), which its install runs in.
 func (o ProxmoxNodeOutput) Rescue() VpsRescuePtrOutput {
 	return o.ApplyT(func(v ProxmoxNode) *VpsRescue { return v.Rescue }).(VpsRescuePtrOutput)
 }
@@ -1973,7 +1973,7 @@ func (o ProxmoxNodeArrayOutput) Index(i pulumi.IntInput) ProxmoxNodeOutput {
 	}).(ProxmoxNodeOutput)
 }
 
-// SSHSettings are SSH access to the Proxmox host.
+// SSH access to the Proxmox host.
 type ProxmoxSSHSettings struct {
 	// The SSH host.
 	Host string `pulumi:"host"`
@@ -1998,7 +1998,7 @@ type ProxmoxSSHSettingsInput interface {
 	ToProxmoxSSHSettingsOutputWithContext(context.Context) ProxmoxSSHSettingsOutput
 }
 
-// SSHSettings are SSH access to the Proxmox host.
+// SSH access to the Proxmox host.
 type ProxmoxSSHSettingsArgs struct {
 	// The SSH host.
 	Host string `pulumi:"host"`
@@ -2065,7 +2065,7 @@ func (i *proxmoxSSHSettingsPtrType) ToProxmoxSSHSettingsPtrOutputWithContext(ctx
 	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxSSHSettingsPtrOutput)
 }
 
-// SSHSettings are SSH access to the Proxmox host.
+// SSH access to the Proxmox host.
 type ProxmoxSSHSettingsOutput struct{ *pulumi.OutputState }
 
 func (ProxmoxSSHSettingsOutput) ElementType() reflect.Type {
@@ -2856,13 +2856,13 @@ type TalosClusterSettings struct {
 	Endpoint *string `pulumi:"endpoint"`
 	// Schedules etcd snapshots taken inside the cluster (a CronJob of talos-backup) to an S3-compatible store; none when unset.
 	EtcdBackup *TalosEtcdBackupSettings `pulumi:"etcdBackup"`
-	// GitOps hands the cluster to Argo CD after the bootstrap; none when unset.
+	// Hands the cluster to Argo CD after the bootstrap; none when unset.
 	Gitops *TalosGitOpsSettings `pulumi:"gitops"`
-	// KubeSpan joins the nodes in Talos's WireGuard mesh; off when unset.
+	// Joins the nodes in Talos's WireGuard mesh; off when unset.
 	KubeSpan *TalosKubeSpanSettings `pulumi:"kubeSpan"`
 	// The Kubernetes version, e.g. 1.34.1; the Talos release's default when empty.
 	KubernetesVersion *string `pulumi:"kubernetesVersion"`
-	// LoadBalancer gives Services of type LoadBalancer addresses out of pools, announced on the node network by Cilium; none when unset.
+	// Gives Services of type LoadBalancer addresses out of pools, announced on the node network by Cilium; none when unset.
 	LoadBalancer *TalosLoadBalancerSettings `pulumi:"loadBalancer"`
 	// The Kubernetes cluster's name: a DNS label.
 	Name string `pulumi:"name"`
@@ -2870,7 +2870,7 @@ type TalosClusterSettings struct {
 	Nameservers []string `pulumi:"nameservers"`
 	// The user's machine-config patches for all nodes and per role, applied after the generated ones.
 	Patches *TalosClusterPatches `pulumi:"patches"`
-	// RegistryMirrors send the nodes' image pulls to mirrors first, e.g. a pull-through cache (Talos's RegistryMirrorConfig).
+	// Sends the nodes' image pulls to mirrors first, e.g. a pull-through cache (Talos's RegistryMirrorConfig).
 	RegistryMirrors []TalosRegistryMirror `pulumi:"registryMirrors"`
 	// Shapes how a change reaches running nodes.
 	Rollout *TalosRolloutSettings `pulumi:"rollout"`
@@ -2903,13 +2903,13 @@ type TalosClusterSettingsArgs struct {
 	Endpoint pulumi.StringPtrInput `pulumi:"endpoint"`
 	// Schedules etcd snapshots taken inside the cluster (a CronJob of talos-backup) to an S3-compatible store; none when unset.
 	EtcdBackup *TalosEtcdBackupSettingsArgs `pulumi:"etcdBackup"`
-	// GitOps hands the cluster to Argo CD after the bootstrap; none when unset.
+	// Hands the cluster to Argo CD after the bootstrap; none when unset.
 	Gitops *TalosGitOpsSettingsArgs `pulumi:"gitops"`
-	// KubeSpan joins the nodes in Talos's WireGuard mesh; off when unset.
+	// Joins the nodes in Talos's WireGuard mesh; off when unset.
 	KubeSpan *TalosKubeSpanSettingsArgs `pulumi:"kubeSpan"`
 	// The Kubernetes version, e.g. 1.34.1; the Talos release's default when empty.
 	KubernetesVersion *string `pulumi:"kubernetesVersion"`
-	// LoadBalancer gives Services of type LoadBalancer addresses out of pools, announced on the node network by Cilium; none when unset.
+	// Gives Services of type LoadBalancer addresses out of pools, announced on the node network by Cilium; none when unset.
 	LoadBalancer *TalosLoadBalancerSettingsArgs `pulumi:"loadBalancer"`
 	// The Kubernetes cluster's name: a DNS label.
 	Name string `pulumi:"name"`
@@ -2917,7 +2917,7 @@ type TalosClusterSettingsArgs struct {
 	Nameservers []string `pulumi:"nameservers"`
 	// The user's machine-config patches for all nodes and per role, applied after the generated ones.
 	Patches *TalosClusterPatchesArgs `pulumi:"patches"`
-	// RegistryMirrors send the nodes' image pulls to mirrors first, e.g. a pull-through cache (Talos's RegistryMirrorConfig).
+	// Sends the nodes' image pulls to mirrors first, e.g. a pull-through cache (Talos's RegistryMirrorConfig).
 	RegistryMirrors []TalosRegistryMirrorArgs `pulumi:"registryMirrors"`
 	// Shapes how a change reaches running nodes.
 	Rollout *TalosRolloutSettingsArgs `pulumi:"rollout"`
@@ -2979,12 +2979,12 @@ func (o TalosClusterSettingsOutput) EtcdBackup() TalosEtcdBackupSettingsPtrOutpu
 	return o.ApplyT(func(v TalosClusterSettings) *TalosEtcdBackupSettings { return v.EtcdBackup }).(TalosEtcdBackupSettingsPtrOutput)
 }
 
-// GitOps hands the cluster to Argo CD after the bootstrap; none when unset.
+// Hands the cluster to Argo CD after the bootstrap; none when unset.
 func (o TalosClusterSettingsOutput) Gitops() TalosGitOpsSettingsPtrOutput {
 	return o.ApplyT(func(v TalosClusterSettings) *TalosGitOpsSettings { return v.Gitops }).(TalosGitOpsSettingsPtrOutput)
 }
 
-// KubeSpan joins the nodes in Talos's WireGuard mesh; off when unset.
+// Joins the nodes in Talos's WireGuard mesh; off when unset.
 func (o TalosClusterSettingsOutput) KubeSpan() TalosKubeSpanSettingsPtrOutput {
 	return o.ApplyT(func(v TalosClusterSettings) *TalosKubeSpanSettings { return v.KubeSpan }).(TalosKubeSpanSettingsPtrOutput)
 }
@@ -2994,7 +2994,7 @@ func (o TalosClusterSettingsOutput) KubernetesVersion() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v TalosClusterSettings) *string { return v.KubernetesVersion }).(pulumi.StringPtrOutput)
 }
 
-// LoadBalancer gives Services of type LoadBalancer addresses out of pools, announced on the node network by Cilium; none when unset.
+// Gives Services of type LoadBalancer addresses out of pools, announced on the node network by Cilium; none when unset.
 func (o TalosClusterSettingsOutput) LoadBalancer() TalosLoadBalancerSettingsPtrOutput {
 	return o.ApplyT(func(v TalosClusterSettings) *TalosLoadBalancerSettings { return v.LoadBalancer }).(TalosLoadBalancerSettingsPtrOutput)
 }
@@ -3014,7 +3014,7 @@ func (o TalosClusterSettingsOutput) Patches() TalosClusterPatchesPtrOutput {
 	return o.ApplyT(func(v TalosClusterSettings) *TalosClusterPatches { return v.Patches }).(TalosClusterPatchesPtrOutput)
 }
 
-// RegistryMirrors send the nodes' image pulls to mirrors first, e.g. a pull-through cache (Talos's RegistryMirrorConfig).
+// Sends the nodes' image pulls to mirrors first, e.g. a pull-through cache (Talos's RegistryMirrorConfig).
 func (o TalosClusterSettingsOutput) RegistryMirrors() TalosRegistryMirrorArrayOutput {
 	return o.ApplyT(func(v TalosClusterSettings) []TalosRegistryMirror { return v.RegistryMirrors }).(TalosRegistryMirrorArrayOutput)
 }
@@ -3034,7 +3034,7 @@ func (o TalosClusterSettingsOutput) Vip() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v TalosClusterSettings) *string { return v.Vip }).(pulumi.StringPtrOutput)
 }
 
-// DataVolumeSettings say what a node's data disk becomes.
+// Says what a node's data disk becomes.
 type TalosDataVolumeSettings struct {
 	// layout is longhorn (the volume and the kubelet mount Longhorn needs; the default) or plain (the volume alone).
 	Layout *TalosDataVolumeLayout `pulumi:"layout"`
@@ -3053,7 +3053,7 @@ type TalosDataVolumeSettingsInput interface {
 	ToTalosDataVolumeSettingsOutputWithContext(context.Context) TalosDataVolumeSettingsOutput
 }
 
-// DataVolumeSettings say what a node's data disk becomes.
+// Says what a node's data disk becomes.
 type TalosDataVolumeSettingsArgs struct {
 	// layout is longhorn (the volume and the kubelet mount Longhorn needs; the default) or plain (the volume alone).
 	Layout *TalosDataVolumeLayout `pulumi:"layout"`
@@ -3114,7 +3114,7 @@ func (i *talosDataVolumeSettingsPtrType) ToTalosDataVolumeSettingsPtrOutputWithC
 	return pulumi.ToOutputWithContext(ctx, i).(TalosDataVolumeSettingsPtrOutput)
 }
 
-// DataVolumeSettings say what a node's data disk becomes.
+// Says what a node's data disk becomes.
 type TalosDataVolumeSettingsOutput struct{ *pulumi.OutputState }
 
 func (TalosDataVolumeSettingsOutput) ElementType() reflect.Type {
@@ -3193,13 +3193,13 @@ func (o TalosDataVolumeSettingsPtrOutput) Name() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// EtcdBackupSettings schedule etcd snapshots taken inside the cluster, as a CronJob, to an S3-compatible store.
+// Schedules etcd snapshots taken inside the cluster, as a CronJob, to an S3-compatible store.
 type TalosEtcdBackupSettings struct {
 	// The store's access key id, with secretAccessKey: the nodes have no instance role to fall back on.
 	AccessKeyId *string `pulumi:"accessKeyId"`
 	// The S3 bucket.
 	Bucket string `pulumi:"bucket"`
-	// caBundle is PEM of the CA that signed the endpoint's certificate (a private CA): the snapshots' uploads check the endpoint against it alone; none: the image's own roots.
+	// PEM of the CA that signed the endpoint's certificate (a private CA): the snapshots' uploads check the endpoint against it alone; none: the image's own roots.
 	CaBundle *string `pulumi:"caBundle"`
 	// An S3-compatible store's https URL; AWS when empty.
 	Endpoint *string `pulumi:"endpoint"`
@@ -3230,13 +3230,13 @@ type TalosEtcdBackupSettingsInput interface {
 	ToTalosEtcdBackupSettingsOutputWithContext(context.Context) TalosEtcdBackupSettingsOutput
 }
 
-// EtcdBackupSettings schedule etcd snapshots taken inside the cluster, as a CronJob, to an S3-compatible store.
+// Schedules etcd snapshots taken inside the cluster, as a CronJob, to an S3-compatible store.
 type TalosEtcdBackupSettingsArgs struct {
 	// The store's access key id, with secretAccessKey: the nodes have no instance role to fall back on.
 	AccessKeyId *string `pulumi:"accessKeyId"`
 	// The S3 bucket.
 	Bucket string `pulumi:"bucket"`
-	// caBundle is PEM of the CA that signed the endpoint's certificate (a private CA): the snapshots' uploads check the endpoint against it alone; none: the image's own roots.
+	// PEM of the CA that signed the endpoint's certificate (a private CA): the snapshots' uploads check the endpoint against it alone; none: the image's own roots.
 	CaBundle *string `pulumi:"caBundle"`
 	// An S3-compatible store's https URL; AWS when empty.
 	Endpoint *string `pulumi:"endpoint"`
@@ -3309,7 +3309,7 @@ func (i *talosEtcdBackupSettingsPtrType) ToTalosEtcdBackupSettingsPtrOutputWithC
 	return pulumi.ToOutputWithContext(ctx, i).(TalosEtcdBackupSettingsPtrOutput)
 }
 
-// EtcdBackupSettings schedule etcd snapshots taken inside the cluster, as a CronJob, to an S3-compatible store.
+// Schedules etcd snapshots taken inside the cluster, as a CronJob, to an S3-compatible store.
 type TalosEtcdBackupSettingsOutput struct{ *pulumi.OutputState }
 
 func (TalosEtcdBackupSettingsOutput) ElementType() reflect.Type {
@@ -3344,7 +3344,7 @@ func (o TalosEtcdBackupSettingsOutput) Bucket() pulumi.StringOutput {
 	return o.ApplyT(func(v TalosEtcdBackupSettings) string { return v.Bucket }).(pulumi.StringOutput)
 }
 
-// caBundle is PEM of the CA that signed the endpoint's certificate (a private CA): the snapshots' uploads check the endpoint against it alone; none: the image's own roots.
+// PEM of the CA that signed the endpoint's certificate (a private CA): the snapshots' uploads check the endpoint against it alone; none: the image's own roots.
 func (o TalosEtcdBackupSettingsOutput) CaBundle() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v TalosEtcdBackupSettings) *string { return v.CaBundle }).(pulumi.StringPtrOutput)
 }
@@ -3433,7 +3433,7 @@ func (o TalosEtcdBackupSettingsPtrOutput) Bucket() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// caBundle is PEM of the CA that signed the endpoint's certificate (a private CA): the snapshots' uploads check the endpoint against it alone; none: the image's own roots.
+// PEM of the CA that signed the endpoint's certificate (a private CA): the snapshots' uploads check the endpoint against it alone; none: the image's own roots.
 func (o TalosEtcdBackupSettingsPtrOutput) CaBundle() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v *TalosEtcdBackupSettings) *string {
 		if v == nil {
@@ -3758,15 +3758,15 @@ func (o TalosGitOpsRepositoryPtrOutput) Username() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// GitOpsSettings hand the cluster to Argo CD after the bootstrap.
+// Hands the cluster to Argo CD after the bootstrap.
 type TalosGitOpsSettings struct {
-	// argoCd is Argo CD's chart version and values.
+	// Argo CD's chart version and values.
 	ArgoCd *TalosChartSettings `pulumi:"argoCd"`
 	// The KSOPS image the repository server's init container copies ksops and kustomize from (default viaductoss/ksops:v4.5.1).
 	KsopsImage *string `pulumi:"ksopsImage"`
 	// Says that Argo CD manages Cilium and the approver from the repository: their releases are installed at the bootstrap and left alone after it (never upgraded, never deleted).
 	OwnsAddons *bool `pulumi:"ownsAddons"`
-	// privilegedNamespaces are labelled for the Pod Security admission's privileged level (created when missing) before Argo CD syncs.
+	// The namespaces labelled for the Pod Security admission's privileged level (created when missing) before Argo CD syncs.
 	PrivilegedNamespaces []string `pulumi:"privilegedNamespaces"`
 	// The GitOps repository the root Application follows.
 	Repository TalosGitOpsRepository `pulumi:"repository"`
@@ -3785,15 +3785,15 @@ type TalosGitOpsSettingsInput interface {
 	ToTalosGitOpsSettingsOutputWithContext(context.Context) TalosGitOpsSettingsOutput
 }
 
-// GitOpsSettings hand the cluster to Argo CD after the bootstrap.
+// Hands the cluster to Argo CD after the bootstrap.
 type TalosGitOpsSettingsArgs struct {
-	// argoCd is Argo CD's chart version and values.
+	// Argo CD's chart version and values.
 	ArgoCd *TalosChartSettingsArgs `pulumi:"argoCd"`
 	// The KSOPS image the repository server's init container copies ksops and kustomize from (default viaductoss/ksops:v4.5.1).
 	KsopsImage *string `pulumi:"ksopsImage"`
 	// Says that Argo CD manages Cilium and the approver from the repository: their releases are installed at the bootstrap and left alone after it (never upgraded, never deleted).
 	OwnsAddons *bool `pulumi:"ownsAddons"`
-	// privilegedNamespaces are labelled for the Pod Security admission's privileged level (created when missing) before Argo CD syncs.
+	// The namespaces labelled for the Pod Security admission's privileged level (created when missing) before Argo CD syncs.
 	PrivilegedNamespaces []string `pulumi:"privilegedNamespaces"`
 	// The GitOps repository the root Application follows.
 	Repository TalosGitOpsRepositoryArgs `pulumi:"repository"`
@@ -3854,7 +3854,7 @@ func (i *talosGitOpsSettingsPtrType) ToTalosGitOpsSettingsPtrOutputWithContext(c
 	return pulumi.ToOutputWithContext(ctx, i).(TalosGitOpsSettingsPtrOutput)
 }
 
-// GitOpsSettings hand the cluster to Argo CD after the bootstrap.
+// Hands the cluster to Argo CD after the bootstrap.
 type TalosGitOpsSettingsOutput struct{ *pulumi.OutputState }
 
 func (TalosGitOpsSettingsOutput) ElementType() reflect.Type {
@@ -3879,7 +3879,7 @@ func (o TalosGitOpsSettingsOutput) ToTalosGitOpsSettingsPtrOutputWithContext(ctx
 	}).(TalosGitOpsSettingsPtrOutput)
 }
 
-// argoCd is Argo CD's chart version and values.
+// Argo CD's chart version and values.
 func (o TalosGitOpsSettingsOutput) ArgoCd() TalosChartSettingsPtrOutput {
 	return o.ApplyT(func(v TalosGitOpsSettings) *TalosChartSettings { return v.ArgoCd }).(TalosChartSettingsPtrOutput)
 }
@@ -3894,7 +3894,7 @@ func (o TalosGitOpsSettingsOutput) OwnsAddons() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v TalosGitOpsSettings) *bool { return v.OwnsAddons }).(pulumi.BoolPtrOutput)
 }
 
-// privilegedNamespaces are labelled for the Pod Security admission's privileged level (created when missing) before Argo CD syncs.
+// The namespaces labelled for the Pod Security admission's privileged level (created when missing) before Argo CD syncs.
 func (o TalosGitOpsSettingsOutput) PrivilegedNamespaces() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v TalosGitOpsSettings) []string { return v.PrivilegedNamespaces }).(pulumi.StringArrayOutput)
 }
@@ -3933,7 +3933,7 @@ func (o TalosGitOpsSettingsPtrOutput) Elem() TalosGitOpsSettingsOutput {
 	}).(TalosGitOpsSettingsOutput)
 }
 
-// argoCd is Argo CD's chart version and values.
+// Argo CD's chart version and values.
 func (o TalosGitOpsSettingsPtrOutput) ArgoCd() TalosChartSettingsPtrOutput {
 	return o.ApplyT(func(v *TalosGitOpsSettings) *TalosChartSettings {
 		if v == nil {
@@ -3963,7 +3963,7 @@ func (o TalosGitOpsSettingsPtrOutput) OwnsAddons() pulumi.BoolPtrOutput {
 	}).(pulumi.BoolPtrOutput)
 }
 
-// privilegedNamespaces are labelled for the Pod Security admission's privileged level (created when missing) before Argo CD syncs.
+// The namespaces labelled for the Pod Security admission's privileged level (created when missing) before Argo CD syncs.
 func (o TalosGitOpsSettingsPtrOutput) PrivilegedNamespaces() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v *TalosGitOpsSettings) []string {
 		if v == nil {
@@ -3993,9 +3993,9 @@ func (o TalosGitOpsSettingsPtrOutput) SopsAgeKey() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// KubeSpanSettings turn on Talos's KubeSpan: a WireGuard mesh between the nodes, whose peers find each other through Talos's discovery service (discovery.talos.dev; the cluster's id and secret, from its machine secrets, keep the data end-to-end encrypted). For nodes on networks that do not reach each other in the clear (several hosts, rented servers at different providers).
+// Turns on Talos's KubeSpan: a WireGuard mesh between the nodes, whose peers find each other through Talos's discovery service (discovery.talos.dev; the cluster's id and secret, from its machine secrets, keep the data end-to-end encrypted). For nodes on networks that do not reach each other in the clear (several hosts, rented servers at different providers).
 type TalosKubeSpanSettings struct {
-	// Enabled turns KubeSpan (and cluster discovery, which it needs) on.
+	// Turns KubeSpan (and cluster discovery, which it needs) on.
 	Enabled bool `pulumi:"enabled"`
 }
 
@@ -4010,9 +4010,9 @@ type TalosKubeSpanSettingsInput interface {
 	ToTalosKubeSpanSettingsOutputWithContext(context.Context) TalosKubeSpanSettingsOutput
 }
 
-// KubeSpanSettings turn on Talos's KubeSpan: a WireGuard mesh between the nodes, whose peers find each other through Talos's discovery service (discovery.talos.dev; the cluster's id and secret, from its machine secrets, keep the data end-to-end encrypted). For nodes on networks that do not reach each other in the clear (several hosts, rented servers at different providers).
+// Turns on Talos's KubeSpan: a WireGuard mesh between the nodes, whose peers find each other through Talos's discovery service (discovery.talos.dev; the cluster's id and secret, from its machine secrets, keep the data end-to-end encrypted). For nodes on networks that do not reach each other in the clear (several hosts, rented servers at different providers).
 type TalosKubeSpanSettingsArgs struct {
-	// Enabled turns KubeSpan (and cluster discovery, which it needs) on.
+	// Turns KubeSpan (and cluster discovery, which it needs) on.
 	Enabled bool `pulumi:"enabled"`
 }
 
@@ -4069,7 +4069,7 @@ func (i *talosKubeSpanSettingsPtrType) ToTalosKubeSpanSettingsPtrOutputWithConte
 	return pulumi.ToOutputWithContext(ctx, i).(TalosKubeSpanSettingsPtrOutput)
 }
 
-// KubeSpanSettings turn on Talos's KubeSpan: a WireGuard mesh between the nodes, whose peers find each other through Talos's discovery service (discovery.talos.dev; the cluster's id and secret, from its machine secrets, keep the data end-to-end encrypted). For nodes on networks that do not reach each other in the clear (several hosts, rented servers at different providers).
+// Turns on Talos's KubeSpan: a WireGuard mesh between the nodes, whose peers find each other through Talos's discovery service (discovery.talos.dev; the cluster's id and secret, from its machine secrets, keep the data end-to-end encrypted). For nodes on networks that do not reach each other in the clear (several hosts, rented servers at different providers).
 type TalosKubeSpanSettingsOutput struct{ *pulumi.OutputState }
 
 func (TalosKubeSpanSettingsOutput) ElementType() reflect.Type {
@@ -4094,7 +4094,7 @@ func (o TalosKubeSpanSettingsOutput) ToTalosKubeSpanSettingsPtrOutputWithContext
 	}).(TalosKubeSpanSettingsPtrOutput)
 }
 
-// Enabled turns KubeSpan (and cluster discovery, which it needs) on.
+// Turns KubeSpan (and cluster discovery, which it needs) on.
 func (o TalosKubeSpanSettingsOutput) Enabled() pulumi.BoolOutput {
 	return o.ApplyT(func(v TalosKubeSpanSettings) bool { return v.Enabled }).(pulumi.BoolOutput)
 }
@@ -4123,7 +4123,7 @@ func (o TalosKubeSpanSettingsPtrOutput) Elem() TalosKubeSpanSettingsOutput {
 	}).(TalosKubeSpanSettingsOutput)
 }
 
-// Enabled turns KubeSpan (and cluster discovery, which it needs) on.
+// Turns KubeSpan (and cluster discovery, which it needs) on.
 func (o TalosKubeSpanSettingsPtrOutput) Enabled() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v *TalosKubeSpanSettings) *bool {
 		if v == nil {
@@ -4141,7 +4141,7 @@ type TalosLBPool struct {
 	Name string `pulumi:"name"`
 	// Says the operator's router sends the pool's addresses to the nodes (a static route): the blocks lie outside the node network, where nobody asks for them by ARP (the announcement policy, which selects Services and not pools, still covers their Services).
 	Routed *bool `pulumi:"routed"`
-	// ServiceSelector limits the pool to the Services with these labels; every Service when empty.
+	// Limits the pool to the Services with these labels; every Service when empty.
 	ServiceSelector map[string]string `pulumi:"serviceSelector"`
 }
 
@@ -4164,7 +4164,7 @@ type TalosLBPoolArgs struct {
 	Name string `pulumi:"name"`
 	// Says the operator's router sends the pool's addresses to the nodes (a static route): the blocks lie outside the node network, where nobody asks for them by ARP (the announcement policy, which selects Services and not pools, still covers their Services).
 	Routed *bool `pulumi:"routed"`
-	// ServiceSelector limits the pool to the Services with these labels; every Service when empty.
+	// Limits the pool to the Services with these labels; every Service when empty.
 	ServiceSelector map[string]string `pulumi:"serviceSelector"`
 }
 
@@ -4235,7 +4235,7 @@ func (o TalosLBPoolOutput) Routed() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v TalosLBPool) *bool { return v.Routed }).(pulumi.BoolPtrOutput)
 }
 
-// ServiceSelector limits the pool to the Services with these labels; every Service when empty.
+// Limits the pool to the Services with these labels; every Service when empty.
 func (o TalosLBPoolOutput) ServiceSelector() pulumi.StringMapOutput {
 	return o.ApplyT(func(v TalosLBPool) map[string]string { return v.ServiceSelector }).(pulumi.StringMapOutput)
 }
@@ -4260,7 +4260,7 @@ func (o TalosLBPoolArrayOutput) Index(i pulumi.IntInput) TalosLBPoolOutput {
 	}).(TalosLBPoolOutput)
 }
 
-// LoadBalancerSettings give Services of type LoadBalancer their addresses: Cilium hands them out of the pools and answers ARP for them on the node network from one node at a time (L2 announcements).
+// Gives Services of type LoadBalancer their addresses: Cilium hands them out of the pools and answers ARP for them on the node network from one node at a time (L2 announcements).
 type TalosLoadBalancerSettings struct {
 	// The node interfaces that announce the addresses, as regular expressions (e.g. ^ens[0-9]+: Talos names a Proxmox VM's virtio NIC ens18); every interface Cilium manages when empty.
 	Interfaces []string `pulumi:"interfaces"`
@@ -4281,7 +4281,7 @@ type TalosLoadBalancerSettingsInput interface {
 	ToTalosLoadBalancerSettingsOutputWithContext(context.Context) TalosLoadBalancerSettingsOutput
 }
 
-// LoadBalancerSettings give Services of type LoadBalancer their addresses: Cilium hands them out of the pools and answers ARP for them on the node network from one node at a time (L2 announcements).
+// Gives Services of type LoadBalancer their addresses: Cilium hands them out of the pools and answers ARP for them on the node network from one node at a time (L2 announcements).
 type TalosLoadBalancerSettingsArgs struct {
 	// The node interfaces that announce the addresses, as regular expressions (e.g. ^ens[0-9]+: Talos names a Proxmox VM's virtio NIC ens18); every interface Cilium manages when empty.
 	Interfaces []string `pulumi:"interfaces"`
@@ -4344,7 +4344,7 @@ func (i *talosLoadBalancerSettingsPtrType) ToTalosLoadBalancerSettingsPtrOutputW
 	return pulumi.ToOutputWithContext(ctx, i).(TalosLoadBalancerSettingsPtrOutput)
 }
 
-// LoadBalancerSettings give Services of type LoadBalancer their addresses: Cilium hands them out of the pools and answers ARP for them on the node network from one node at a time (L2 announcements).
+// Gives Services of type LoadBalancer their addresses: Cilium hands them out of the pools and answers ARP for them on the node network from one node at a time (L2 announcements).
 type TalosLoadBalancerSettingsOutput struct{ *pulumi.OutputState }
 
 func (TalosLoadBalancerSettingsOutput) ElementType() reflect.Type {
@@ -4511,7 +4511,7 @@ func (o TalosNodeNetworkOutput) Routes() TalosRouteArrayOutput {
 	return o.ApplyT(func(v TalosNodeNetwork) []TalosRoute { return v.Routes }).(TalosRouteArrayOutput)
 }
 
-// NodeSpec describes one node to the TalosCluster.
+// Describes one node to the TalosCluster.
 type TalosNodeSpec struct {
 	// The size in GiB of the node's second disk, which becomes a user volume (cluster.dataVolume); 0: none. Shrinking or removing it is refused (its data would be lost).
 	DataDiskSize *int `pulumi:"dataDiskSize"`
@@ -4521,7 +4521,7 @@ type TalosNodeSpec struct {
 	InstallDisk *string `pulumi:"installDisk"`
 	// The node's IPv4 address: where the Talos API is reached and the address its kubelet serving certificate is approved for.
 	Ip string `pulumi:"ip"`
-	// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at (a NAT's forwarded port), announced through discovery; only with cluster.kubeSpan.
+	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at (a NAT's forwarded port), announced through discovery; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// Names the node's resources (<cluster>-apply-<name>) and is the Kubernetes node name the serving-certificate approver accepts.
 	Name string `pulumi:"name"`
@@ -4544,7 +4544,7 @@ type TalosNodeSpecInput interface {
 	ToTalosNodeSpecOutputWithContext(context.Context) TalosNodeSpecOutput
 }
 
-// NodeSpec describes one node to the TalosCluster.
+// Describes one node to the TalosCluster.
 type TalosNodeSpecArgs struct {
 	// The size in GiB of the node's second disk, which becomes a user volume (cluster.dataVolume); 0: none. Shrinking or removing it is refused (its data would be lost).
 	DataDiskSize pulumi.IntPtrInput `pulumi:"dataDiskSize"`
@@ -4554,7 +4554,7 @@ type TalosNodeSpecArgs struct {
 	InstallDisk *string `pulumi:"installDisk"`
 	// The node's IPv4 address: where the Talos API is reached and the address its kubelet serving certificate is approved for.
 	Ip pulumi.StringInput `pulumi:"ip"`
-	// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at (a NAT's forwarded port), announced through discovery; only with cluster.kubeSpan.
+	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at (a NAT's forwarded port), announced through discovery; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// Names the node's resources (<cluster>-apply-<name>) and is the Kubernetes node name the serving-certificate approver accepts.
 	Name string `pulumi:"name"`
@@ -4603,7 +4603,7 @@ func (i TalosNodeSpecArray) ToTalosNodeSpecArrayOutputWithContext(ctx context.Co
 	return pulumi.ToOutputWithContext(ctx, i).(TalosNodeSpecArrayOutput)
 }
 
-// NodeSpec describes one node to the TalosCluster.
+// Describes one node to the TalosCluster.
 type TalosNodeSpecOutput struct{ *pulumi.OutputState }
 
 func (TalosNodeSpecOutput) ElementType() reflect.Type {
@@ -4638,7 +4638,7 @@ func (o TalosNodeSpecOutput) Ip() pulumi.StringOutput {
 	return o.ApplyT(func(v TalosNodeSpec) string { return v.Ip }).(pulumi.StringOutput)
 }
 
-// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at (a NAT's forwarded port), announced through discovery; only with cluster.kubeSpan.
+// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at (a NAT's forwarded port), announced through discovery; only with cluster.kubeSpan.
 func (o TalosNodeSpecOutput) KubeSpanEndpoints() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v TalosNodeSpec) []string { return v.KubeSpanEndpoints }).(pulumi.StringArrayOutput)
 }
@@ -4683,13 +4683,13 @@ func (o TalosNodeSpecArrayOutput) Index(i pulumi.IntInput) TalosNodeSpecOutput {
 	}).(TalosNodeSpecOutput)
 }
 
-// RegistryMirror sends a registry's image pulls to mirrors first: a pull-through cache or a registry on the operator's network.
+// Sends a registry's image pulls to mirrors first: a pull-through cache or a registry on the operator's network.
 type TalosRegistryMirror struct {
 	// The mirrors' URLs (http:// or https://), tried in order.
 	Endpoints []string `pulumi:"endpoints"`
 	// The registry whose pulls go to the mirrors, as the first part of an image's name (docker.io, ghcr.io, registry.local:5000), or * for every registry.
 	Registry string `pulumi:"registry"`
-	// SkipFallback stops pulls from the registry itself when no mirror has the image.
+	// Stops pulls from the registry itself when no mirror has the image.
 	SkipFallback *bool `pulumi:"skipFallback"`
 }
 
@@ -4704,13 +4704,13 @@ type TalosRegistryMirrorInput interface {
 	ToTalosRegistryMirrorOutputWithContext(context.Context) TalosRegistryMirrorOutput
 }
 
-// RegistryMirror sends a registry's image pulls to mirrors first: a pull-through cache or a registry on the operator's network.
+// Sends a registry's image pulls to mirrors first: a pull-through cache or a registry on the operator's network.
 type TalosRegistryMirrorArgs struct {
 	// The mirrors' URLs (http:// or https://), tried in order.
 	Endpoints []string `pulumi:"endpoints"`
 	// The registry whose pulls go to the mirrors, as the first part of an image's name (docker.io, ghcr.io, registry.local:5000), or * for every registry.
 	Registry string `pulumi:"registry"`
-	// SkipFallback stops pulls from the registry itself when no mirror has the image.
+	// Stops pulls from the registry itself when no mirror has the image.
 	SkipFallback *bool `pulumi:"skipFallback"`
 }
 
@@ -4751,7 +4751,7 @@ func (i TalosRegistryMirrorArray) ToTalosRegistryMirrorArrayOutputWithContext(ct
 	return pulumi.ToOutputWithContext(ctx, i).(TalosRegistryMirrorArrayOutput)
 }
 
-// RegistryMirror sends a registry's image pulls to mirrors first: a pull-through cache or a registry on the operator's network.
+// Sends a registry's image pulls to mirrors first: a pull-through cache or a registry on the operator's network.
 type TalosRegistryMirrorOutput struct{ *pulumi.OutputState }
 
 func (TalosRegistryMirrorOutput) ElementType() reflect.Type {
@@ -4776,7 +4776,7 @@ func (o TalosRegistryMirrorOutput) Registry() pulumi.StringOutput {
 	return o.ApplyT(func(v TalosRegistryMirror) string { return v.Registry }).(pulumi.StringOutput)
 }
 
-// SkipFallback stops pulls from the registry itself when no mirror has the image.
+// Stops pulls from the registry itself when no mirror has the image.
 func (o TalosRegistryMirrorOutput) SkipFallback() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v TalosRegistryMirror) *bool { return v.SkipFallback }).(pulumi.BoolPtrOutput)
 }
@@ -4801,7 +4801,7 @@ func (o TalosRegistryMirrorArrayOutput) Index(i pulumi.IntInput) TalosRegistryMi
 	}).(TalosRegistryMirrorOutput)
 }
 
-// RolloutSettings shape how upgrades and config changes reach running nodes: control planes always go one at a time.
+// Shapes how upgrades and config changes reach running nodes: control planes always go one at a time.
 type TalosRolloutSettings struct {
 	// How many workers take a change at once (default 1).
 	WorkerParallelism *int `pulumi:"workerParallelism"`
@@ -4818,7 +4818,7 @@ type TalosRolloutSettingsInput interface {
 	ToTalosRolloutSettingsOutputWithContext(context.Context) TalosRolloutSettingsOutput
 }
 
-// RolloutSettings shape how upgrades and config changes reach running nodes: control planes always go one at a time.
+// Shapes how upgrades and config changes reach running nodes: control planes always go one at a time.
 type TalosRolloutSettingsArgs struct {
 	// How many workers take a change at once (default 1).
 	WorkerParallelism *int `pulumi:"workerParallelism"`
@@ -4877,7 +4877,7 @@ func (i *talosRolloutSettingsPtrType) ToTalosRolloutSettingsPtrOutputWithContext
 	return pulumi.ToOutputWithContext(ctx, i).(TalosRolloutSettingsPtrOutput)
 }
 
-// RolloutSettings shape how upgrades and config changes reach running nodes: control planes always go one at a time.
+// Shapes how upgrades and config changes reach running nodes: control planes always go one at a time.
 type TalosRolloutSettingsOutput struct{ *pulumi.OutputState }
 
 func (TalosRolloutSettingsOutput) ElementType() reflect.Type {
@@ -5058,7 +5058,7 @@ type VpsNode struct {
 	InstallDisk *string `pulumi:"installDisk"`
 	// The server's public IPv4 address.
 	Ip string `pulumi:"ip"`
-	// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
+	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// The node's hostname and Kubernetes node name: a DNS label.
 	Name string `pulumi:"name"`
@@ -5066,7 +5066,7 @@ type VpsNode struct {
 	Patches []string `pulumi:"patches"`
 	// The length of the node's network (8-32; default: vps.prefixLength).
 	PrefixLength *int `pulumi:"prefixLength"`
-	// rescue is SSH access to the provider's rescue system, which the install runs in.
+	// SSH access to the provider's rescue system, which the install runs in.
 	Rescue VpsRescue `pulumi:"rescue"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
@@ -5091,7 +5091,7 @@ type VpsNodeArgs struct {
 	InstallDisk *string `pulumi:"installDisk"`
 	// The server's public IPv4 address.
 	Ip pulumi.StringInput `pulumi:"ip"`
-	// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
+	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// The node's hostname and Kubernetes node name: a DNS label.
 	Name string `pulumi:"name"`
@@ -5099,7 +5099,7 @@ type VpsNodeArgs struct {
 	Patches pulumi.StringArrayInput `pulumi:"patches"`
 	// The length of the node's network (8-32; default: vps.prefixLength).
 	PrefixLength *int `pulumi:"prefixLength"`
-	// rescue is SSH access to the provider's rescue system, which the install runs in.
+	// SSH access to the provider's rescue system, which the install runs in.
 	Rescue VpsRescueArgs `pulumi:"rescue"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
@@ -5172,7 +5172,7 @@ func (o VpsNodeOutput) Ip() pulumi.StringOutput {
 	return o.ApplyT(func(v VpsNode) string { return v.Ip }).(pulumi.StringOutput)
 }
 
-// kubeSpanEndpoints are extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
+// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 func (o VpsNodeOutput) KubeSpanEndpoints() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v VpsNode) []string { return v.KubeSpanEndpoints }).(pulumi.StringArrayOutput)
 }
@@ -5192,7 +5192,7 @@ func (o VpsNodeOutput) PrefixLength() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v VpsNode) *int { return v.PrefixLength }).(pulumi.IntPtrOutput)
 }
 
-// rescue is SSH access to the provider's rescue system, which the install runs in.
+// SSH access to the provider's rescue system, which the install runs in.
 func (o VpsNodeOutput) Rescue() VpsRescueOutput {
 	return o.ApplyT(func(v VpsNode) VpsRescue { return v.Rescue }).(VpsRescueOutput)
 }
@@ -5222,7 +5222,7 @@ func (o VpsNodeArrayOutput) Index(i pulumi.IntInput) VpsNodeOutput {
 	}).(VpsNodeOutput)
 }
 
-// Rescue is SSH access to a server's rescue system.
+// SSH access to a server's rescue system.
 type VpsRescue struct {
 	// The rescue system's address (default: the node's IP).
 	Host *string `pulumi:"host"`
@@ -5247,7 +5247,7 @@ type VpsRescueInput interface {
 	ToVpsRescueOutputWithContext(context.Context) VpsRescueOutput
 }
 
-// Rescue is SSH access to a server's rescue system.
+// SSH access to a server's rescue system.
 type VpsRescueArgs struct {
 	// The rescue system's address (default: the node's IP).
 	Host pulumi.StringPtrInput `pulumi:"host"`
@@ -5314,7 +5314,7 @@ func (i *vpsRescuePtrType) ToVpsRescuePtrOutputWithContext(ctx context.Context) 
 	return pulumi.ToOutputWithContext(ctx, i).(VpsRescuePtrOutput)
 }
 
-// Rescue is SSH access to a server's rescue system.
+// SSH access to a server's rescue system.
 type VpsRescueOutput struct{ *pulumi.OutputState }
 
 func (VpsRescueOutput) ElementType() reflect.Type {
@@ -5450,7 +5450,7 @@ type VpsSettings struct {
 	OnDestroy *VpsOnDestroy `pulumi:"onDestroy"`
 	// The network length of the nodes that give none (8-32; the default 32 for point-to-point addressing with the gateway outside the node's network).
 	PrefixLength *int `pulumi:"prefixLength"`
-	// publicTcpPorts are open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to it by the Talos firewall.
+	// The ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to it by the Talos firewall.
 	PublicTcpPorts []int `pulumi:"publicTcpPorts"`
 	// One line of shell run on the operator's machine after a node's install, to switch its boot from rescue to disk and reboot it; it gets NODE_NAME, NODE_IP and RESCUE_HOST. Empty: the operator does it by hand while the wait runs.
 	RebootCommand *string `pulumi:"rebootCommand"`
@@ -5483,7 +5483,7 @@ type VpsSettingsArgs struct {
 	OnDestroy *VpsOnDestroy `pulumi:"onDestroy"`
 	// The network length of the nodes that give none (8-32; the default 32 for point-to-point addressing with the gateway outside the node's network).
 	PrefixLength *int `pulumi:"prefixLength"`
-	// publicTcpPorts are open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to it by the Talos firewall.
+	// The ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to it by the Talos firewall.
 	PublicTcpPorts []int `pulumi:"publicTcpPorts"`
 	// One line of shell run on the operator's machine after a node's install, to switch its boot from rescue to disk and reboot it; it gets NODE_NAME, NODE_IP and RESCUE_HOST. Empty: the operator does it by hand while the wait runs.
 	RebootCommand *string `pulumi:"rebootCommand"`
@@ -5596,7 +5596,7 @@ func (o VpsSettingsOutput) PrefixLength() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v VpsSettings) *int { return v.PrefixLength }).(pulumi.IntPtrOutput)
 }
 
-// publicTcpPorts are open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to it by the Talos firewall.
+// The ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to it by the Talos firewall.
 func (o VpsSettingsOutput) PublicTcpPorts() pulumi.IntArrayOutput {
 	return o.ApplyT(func(v VpsSettings) []int { return v.PublicTcpPorts }).(pulumi.IntArrayOutput)
 }
@@ -5690,7 +5690,7 @@ func (o VpsSettingsPtrOutput) PrefixLength() pulumi.IntPtrOutput {
 	}).(pulumi.IntPtrOutput)
 }
 
-// publicTcpPorts are open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to it by the Talos firewall.
+// The ports open to the whole internet, e.g. [80, 443] for an ingress controller; every other port is closed to it by the Talos firewall.
 func (o VpsSettingsPtrOutput) PublicTcpPorts() pulumi.IntArrayOutput {
 	return o.ApplyT(func(v *VpsSettings) []int {
 		if v == nil {

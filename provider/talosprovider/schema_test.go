@@ -196,3 +196,35 @@ func TestEveryComponentHasTheClusterOutputs(t *testing.T) {
 		assert.Subset(t, outputs(c), cluster, "%s has every output of a TalosCluster", token)
 	}
 }
+
+// No description of the schema starts with a Go or schema name: an IDE
+// shows them to users of every language ("KubeSpanSettings turn on ..."
+// reads as Go).
+func TestDescriptionsDoNotStartWithAName(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("testdata", "schema.json"))
+	require.NoError(t, err)
+	var spec any
+	require.NoError(t, json.Unmarshal(raw, &spec))
+	camel := regexp.MustCompile(`^(?:[A-Z][a-z0-9]+[A-Z][a-z]|[a-z]+[A-Z][a-z])[A-Za-z0-9]*\b`)
+	checked := 0
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if d, ok := v["description"].(string); ok {
+				checked++
+				assert.False(t, camel.MatchString(d), "%s: %q starts with a name", path, d)
+			}
+			for k, e := range v {
+				walk(path+"/"+k, e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(path, e)
+			}
+		}
+	}
+	walk("", spec)
+	assert.Greater(t, checked, 100)
+}

@@ -3,6 +3,7 @@
 // talos-anywhere package's generated SDK (`pulumi install` makes it from
 // ../../provider). Inputs: docs/component-package.md.
 import * as pulumi from "@pulumi/pulumi";
+import * as k8s from "@pulumi/kubernetes";
 import * as talos from "@fluodata/talos-anywhere";
 
 const config = new pulumi.Config();
@@ -41,6 +42,11 @@ const homelab = new talos.ProxmoxCluster("homelab", {
         vm("worker-1", "worker", "10.10.0.21", 121, 4, 8192, 20),
     ],
 });
+
+// A provider of the program's own @pulumi/kubernetes, from the cluster's
+// kubeconfig: the objects a program makes go through it.
+const cluster = new k8s.Provider("homelab", { kubeconfig: homelab.kubeconfig });
+new k8s.core.v1.Namespace("apps", { metadata: { name: "apps" } }, { provider: cluster });
 
 export const kubeconfig = homelab.kubeconfig;
 export const talosconfig = homelab.talosconfig;

@@ -326,3 +326,30 @@ func TestYAMLExampleMakesTheStackExamplesGraph(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, children(want), children(got))
 }
+
+// The local YAML example builds, through the provider, the same cluster as
+// the local example stack file through the Go program (the Kubernetes
+// objects it adds aside).
+func TestLocalYAMLExampleMakesTheStackExamplesGraph(t *testing.T) {
+	t.Parallel()
+	src := stackstest.Example(t, stackstest.LocalExample)
+	want, _, _, err := programtest.Run(t, src, stack, program.Options{})
+	require.NoError(t, err)
+	cfg, d := stacks.Load(src)
+	require.NoError(t, d.Err())
+
+	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), "examples", "local-yaml", "Pulumi.yaml"))
+	require.NoError(t, err)
+	var project struct {
+		Resources map[string]struct {
+			Type       string         `yaml:"type"`
+			Properties map[string]any `yaml:"properties"`
+		} `yaml:"resources"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &project))
+	res := project.Resources[cfg.Cluster.Name]
+	require.Equal(t, talosprovider.DockerToken, res.Type)
+	got, _, err := construct(t, res.Type, cfg.Cluster.Name, resource.NewPropertyMapFromMap(res.Properties))
+	require.NoError(t, err)
+	assert.Equal(t, children(want), children(got))
+}

@@ -187,9 +187,11 @@ func TestTheTypeScriptSDKAndExampleCompile(t *testing.T) {
 	require.NoError(t, os.MkdirAll(scope, 0o700))
 	require.NoError(t, os.Symlink(filepath.Join(sdk, "bin"), filepath.Join(dir, "node_modules", talosprovider.NPMPackage)))
 
-	example := filepath.Join(dir, "example")
-	require.NoError(t, os.CopyFS(example, os.DirFS(filepath.Join("..", "..", "..", "examples", "proxmox-typescript"))))
-	run(t, example, os.Environ(), tsc, "-p", ".", "--noEmit")
+	for _, name := range []string{"proxmox-typescript", "local-typescript"} {
+		example := filepath.Join(dir, name)
+		require.NoError(t, os.CopyFS(example, os.DirFS(filepath.Join("..", "..", "..", "examples", name))))
+		run(t, example, os.Environ(), tsc, "-p", ".", "--noEmit")
+	}
 }
 
 // kubernetesVersion is the version of the kubernetes package the schema

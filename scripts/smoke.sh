@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `make smoke STACK=local`: the local cluster's life with the real Talos image, as CI's
-# local-cluster workflow runs it and any user with Docker, network and kubectl can: make local,
-# every node Ready, Cilium rolled out, a preview without changes, make destroy, nothing left.
-# The cluster is destroyed on failure too (SMOKE_KEEP=1 keeps it to look at).
+# local-cluster workflow runs it and any user with Docker, network and kubectl can: make local
+# at SMOKE_FROM (a Talos release before the example's), every node Ready, Cilium rolled out, a
+# preview without changes, the example's release rolled through the containers (every node on it,
+# Ready), make destroy, nothing left. The cluster is destroyed on failure too (SMOKE_KEEP=1 keeps
+# it to look at).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make=${MAKE:-make}
@@ -25,21 +27,40 @@ teardown() {
 }
 trap teardown EXIT
 
-step "make local"
-"$make" --no-print-directory local
-export KUBECONFIG=$PWD/.access/local/kubeconfig
+# The stack file from the example, at the release the smoke starts from.
+[ -f Pulumi.local.yaml ] || cp Pulumi.local.yaml.example Pulumi.local.yaml
+to=$(sed -nE 's/^[[:space:]]+talosVersion:[[:space:]]*(v[0-9.]+).*/\1/p' Pulumi.local.yaml)
+from=${SMOKE_FROM:-v1.13.8}
+[ -n "$to" ] || { echo "make smoke: no cluster.talosVersion in Pulumi.local.yaml" >&2; exit 1; }
+set_release() { sed -i -E "s/^([[:space:]]+talosVersion:[[:space:]]*)v[0-9.]+/\1$1/" Pulumi.local.yaml; }
+set_release "$from"
 
 nodes=$(grep -cE '^[[:space:]]+ip:' Pulumi.local.yaml)
-step "every node Ready ($nodes)"
-kubectl wait --for=condition=Ready nodes --all --timeout=10m
-ready=$(kubectl get nodes --no-headers | grep -c ' Ready ')
-[ "$ready" -eq "$nodes" ] || { echo "make smoke: $ready nodes Ready, the stack has $nodes" >&2; exit 1; }
+# healthy RELEASE: every node Ready and on RELEASE, Cilium rolled out.
+healthy() {
+  step "every node Ready ($nodes) on Talos $1"
+  kubectl wait --for=condition=Ready nodes --all --timeout=10m
+  ready=$(kubectl get nodes --no-headers | grep -c ' Ready ')
+  [ "$ready" -eq "$nodes" ] || { echo "make smoke: $ready nodes Ready, the stack has $nodes" >&2; exit 1; }
+  images=$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.nodeInfo.osImage}{"\n"}{end}')
+  on=$(printf '%s\n' "$images" | grep -c "($1)" || true)
+  [ "$on" -eq "$nodes" ] || { echo "make smoke: $on of $nodes nodes run Talos $1: $images" >&2; exit 1; }
+  step "Cilium rolled out"
+  kubectl -n kube-system rollout status daemonset/cilium --timeout=10m
+}
 
-step "Cilium rolled out"
-kubectl -n kube-system rollout status daemonset/cilium --timeout=10m
+step "make local at Talos $from"
+"$make" --no-print-directory local
+export KUBECONFIG=$PWD/.access/local/kubeconfig
+healthy "$from"
 
 step "a preview without changes"
 "$make" --no-print-directory preview STACK=local EXPECT_NO_CHANGES=1
+
+step "Talos $from to $to through the containers"
+set_release "$to"
+"$make" --no-print-directory up STACK=local YES=1
+healthy "$to"
 
 step "make destroy"
 "$make" --no-print-directory destroy STACK=local YES=1

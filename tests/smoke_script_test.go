@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,12 +23,12 @@ func smokeScript(t *testing.T, tools map[string]string, env ...string) (calls []
 	bin := filepath.Join(dir, "bin")
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "scripts"), 0o700))
 	require.NoError(t, os.MkdirAll(bin, 0o700))
-	for from, to := range map[string]string{"scripts/smoke.sh": "scripts/smoke.sh", "Pulumi.local.yaml.example": "Pulumi.local.yaml"} {
+	for from, to := range map[string]string{"scripts/smoke.sh": "scripts/smoke.sh", "Pulumi.local.yaml.example": "Pulumi.local.yaml.example"} {
 		b, err := os.ReadFile(filepath.Join("..", from))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(dir, to), b, 0o600))
 	}
-	for _, tool := range []string{"bash", "cat", "grep", "date", "dirname"} {
+	for _, tool := range []string{"bash", "cat", "grep", "date", "dirname", "sed", "cp"} {
 		p, err := exec.LookPath(tool)
 		require.NoError(t, err)
 		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
@@ -38,31 +39,43 @@ func smokeScript(t *testing.T, tools map[string]string, env ...string) (calls []
 		scripttest.Write(t, filepath.Join(bin, name), "#!"+bashPath(t)+"\necho \""+name+" $*\" >> "+log+"\n"+body+"\n")
 	}
 	cmd := exec.Command(bashPath(t), filepath.Join(dir, "scripts/smoke.sh"))
-	cmd.Env = append([]string{"PATH=" + bin, "MAKE=" + filepath.Join(bin, "make"), "STACK=local"}, env...)
+	cmd.Env = append([]string{"PATH=" + bin, "MAKE=" + filepath.Join(bin, "make"), "STACK=local", "UPGRADED=" + filepath.Join(dir, "upgraded")}, env...)
 	b, err := cmd.CombinedOutput()
 	raw, _ := os.ReadFile(log)
 	return strings.Split(strings.TrimSpace(string(raw)), "\n"), string(b), err
 }
 
-// make smoke: make local, the checks, a preview that must show no change,
-// make destroy, and the Docker objects of the stack gone, in that order.
+// readyNodes is kubectl answering as a two-node cluster that runs Talos
+// v1.13.8 until make up ran ($UPGRADED), v1.13.9 after.
+const readyNodes = `if [ "$3" = -o ]; then v=v1.13.8; [ -f "$UPGRADED" ] && v=v1.13.9; printf 'Talos (%s)\nTalos (%s)\n' $v $v; exit 0; fi
+[ "$1" = get ] && printf 'cp1   Ready   control-plane   1m   v1.36.3\nw1   Ready   <none>   1m   v1.36.3\n'; exit 0`
+
+// make smoke: make local at the release before the example's, the checks,
+// a preview that must show no change, the example's release rolled out
+// and checked, make destroy, and the Docker objects of the stack gone, in
+// that order.
 func TestMakeSmokeWalksTheLocalClustersLife(t *testing.T) {
 	t.Parallel()
 	calls, out, err := smokeScript(t, map[string]string{
-		"kubectl": `[ "$1" = get ] && printf 'cp1   Ready   control-plane   1m   v1.36.3\nw1   Ready   <none>   1m   v1.36.3\n'; exit 0`,
+		"kubectl": readyNodes,
+		"make":    `if [ "$2" = up ]; then grep -q 'talosVersion: v1.13.9' Pulumi.local.yaml && : > "$UPGRADED"; fi; exit 0`,
 	})
 	require.NoError(t, err, out)
-	assert.Equal(t, []string{
-		"make --no-print-directory local",
+	checks := []string{
 		"kubectl wait --for=condition=Ready nodes --all --timeout=10m",
 		"kubectl get nodes --no-headers",
+		"kubectl get nodes -o jsonpath={range .items[*]}{.status.nodeInfo.osImage}{\"\\n\"}{end}",
 		"kubectl -n kube-system rollout status daemonset/cilium --timeout=10m",
+	}
+	assert.Equal(t, slices.Concat([]string{"make --no-print-directory local"}, checks, []string{
 		"make --no-print-directory preview STACK=local EXPECT_NO_CHANGES=1",
+		"make --no-print-directory up STACK=local YES=1",
+	}, checks, []string{
 		"make --no-print-directory destroy STACK=local YES=1",
 		"docker container ls -q --filter label=io.fluodata.talos.stack=talos-cluster/local",
 		"docker volume ls -q --filter label=io.fluodata.talos.stack=talos-cluster/local",
 		"docker network ls -q --filter label=io.fluodata.talos.stack=talos-cluster/local",
-	}, calls)
+	}), calls)
 	assert.Contains(t, out, "=== smoke")
 	assert.Contains(t, out, "passed")
 }
@@ -83,11 +96,17 @@ func TestMakeSmokeFailsAndCleansUp(t *testing.T) {
 	assert.NotContains(t, strings.Join(calls, "\n"), "destroy", "SMOKE_KEEP keeps the cluster")
 
 	_, out, err = smokeScript(t, map[string]string{
-		"kubectl": `[ "$1" = get ] && printf 'cp1   Ready   x   1m   v\nw1   Ready   x   1m   v\n'; exit 0`,
+		"kubectl": readyNodes,
+		"make":    `if [ "$2" = up ]; then : > "$UPGRADED"; fi; exit 0`,
 		"docker":  `[ "$1" = volume ] && echo local-cp1-var; exit 0`,
 	})
 	require.Error(t, err)
 	assert.Contains(t, out, "left after destroy: volume: local-cp1-var")
+
+	// The upgrade that leaves a node on the old release fails.
+	_, out, err = smokeScript(t, map[string]string{"kubectl": readyNodes})
+	require.Error(t, err)
+	assert.Contains(t, out, "0 of 2 nodes run Talos v1.13.9")
 
 	_, out, err = smokeScript(t, nil, "STACK=prod")
 	require.Error(t, err)

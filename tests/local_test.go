@@ -223,7 +223,9 @@ func TestLocalStackRefusesWhatAContainerCannotDo(t *testing.T) {
 				m["ports"] = []any{map[string]any{"hostPort": 6443, "containerPort": 443}}
 			}},
 		{"mount over Talos's state", "local", "local.mounts[0].target", "/var/lib/data is on a path Talos keeps for itself",
-			func(m map[string]any) { m["mounts"] = []any{map[string]any{"source": "/srv/data", "target": "/var/lib/data"}} }},
+			func(m map[string]any) {
+				m["mounts"] = []any{map[string]any{"source": "/srv/data", "target": "/var/lib/data"}}
+			}},
 		{"relative mount", "local", "local.mounts[0].source", `"data" is not an absolute path of this machine`,
 			func(m map[string]any) { m["mounts"] = []any{map[string]any{"source": "data", "target": "/mnt/data"}} }},
 		{"mirror not a URL", "cluster", "cluster.registryMirrors[0].endpoints[0]", `"10.5.0.1:5000" is not an http:// or https:// URL`,

@@ -60,7 +60,7 @@ func TestTheCommittedGoSDKIsCurrent(t *testing.T) {
 		}))
 		for name, body := range want {
 			path := filepath.Join(committedGoSDK, filepath.FromSlash(name))
-			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))     //nolint:gosec // source folders, meant to be read
+			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))  //nolint:gosec // source folders, meant to be read
 			require.NoError(t, os.WriteFile(path, []byte(body), 0o644)) //nolint:gosec // source files, meant to be read
 		}
 	}

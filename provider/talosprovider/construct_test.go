@@ -306,23 +306,12 @@ func TestYAMLExampleMakesTheStackExamplesGraph(t *testing.T) {
 	cfg, d := stacks.Load(src)
 	require.NoError(t, d.Err())
 
-	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), "examples", "proxmox-yaml", "Pulumi.yaml"))
-	require.NoError(t, err)
-	var project struct {
-		Resources map[string]struct {
-			Type       string         `yaml:"type"`
-			Properties map[string]any `yaml:"properties"`
-		} `yaml:"resources"`
-	}
-	require.NoError(t, yaml.Unmarshal(raw, &project))
-	res := project.Resources[cfg.Cluster.Name]
-	require.Equal(t, talosprovider.ProxmoxToken, res.Type)
-	inputs := resource.NewPropertyMapFromMap(res.Properties)
+	inputs := yamlExampleInputs(t, "proxmox-yaml", cfg.Cluster.Name, talosprovider.ProxmoxToken)
 	px := inputs["proxmox"].ObjectValue()
 	require.Equal(t, "${proxmoxApiTokenSecret}", px["apiTokenSecret"].StringValue())
 	px["apiTokenSecret"] = resource.MakeSecret(resource.NewProperty(cfg.Proxmox.APITokenSecret.Reveal()))
 
-	got, _, err := construct(t, res.Type, cfg.Cluster.Name, inputs)
+	got, _, err := construct(t, talosprovider.ProxmoxToken, cfg.Cluster.Name, inputs)
 	require.NoError(t, err)
 	assert.Equal(t, children(want), children(got))
 }
@@ -338,7 +327,17 @@ func TestLocalYAMLExampleMakesTheStackExamplesGraph(t *testing.T) {
 	cfg, d := stacks.Load(src)
 	require.NoError(t, d.Err())
 
-	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), "examples", "local-yaml", "Pulumi.yaml"))
+	inputs := yamlExampleInputs(t, "local-yaml", cfg.Cluster.Name, talosprovider.DockerToken)
+	got, _, err := construct(t, talosprovider.DockerToken, cfg.Cluster.Name, inputs)
+	require.NoError(t, err)
+	assert.Equal(t, children(want), children(got))
+}
+
+// yamlExampleInputs are the properties of the resource name, of type
+// token, in the YAML example program in examples/<dir>.
+func yamlExampleInputs(t *testing.T, dir, name, token string) resource.PropertyMap {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(stackstest.RepoRoot(t), "examples", dir, "Pulumi.yaml"))
 	require.NoError(t, err)
 	var project struct {
 		Resources map[string]struct {
@@ -347,9 +346,7 @@ func TestLocalYAMLExampleMakesTheStackExamplesGraph(t *testing.T) {
 		} `yaml:"resources"`
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &project))
-	res := project.Resources[cfg.Cluster.Name]
-	require.Equal(t, talosprovider.DockerToken, res.Type)
-	got, _, err := construct(t, res.Type, cfg.Cluster.Name, resource.NewPropertyMapFromMap(res.Properties))
-	require.NoError(t, err)
-	assert.Equal(t, children(want), children(got))
+	res := project.Resources[name]
+	require.Equal(t, token, res.Type)
+	return resource.NewPropertyMapFromMap(res.Properties)
 }

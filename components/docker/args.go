@@ -343,13 +343,8 @@ func talosImageTag(image string) (tag string, ok bool) {
 	if strings.Contains(image, "@") {
 		return "", false // pinned by digest: no release in the name
 	}
-	repo := image
-	slash := strings.LastIndex(repo, "/")
-	colon := strings.LastIndex(repo, ":")
-	if colon < 0 || colon < slash || repo[:colon] != DefaultImageRepository {
-		return "", false
-	}
-	return repo[colon+1:], true
+	repo, tag := talos.SplitImage(image)
+	return tag, repo == DefaultImageRepository && tag != ""
 }
 
 // subnet is the Docker network, valid after check.

@@ -111,8 +111,9 @@ func installerImage(inputs resource.PropertyMap) string {
 	return image
 }
 
-// splitImage splits an image reference into its repository and its tag.
-func splitImage(ref string) (repo, tag string) {
+// SplitImage splits an image reference into its repository and its tag
+// (a digest dropped).
+func SplitImage(ref string) (repo, tag string) {
 	ref, _, _ = strings.Cut(ref, "@")
 	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
 		return ref[:i], ref[i+1:]

@@ -285,14 +285,22 @@ var contractRe = regexp.MustCompile(`^v(\d+)\.(\d+)`)
 // next to it fails validation, so the document itself is patched, with auto
 // off as the two are exclusive.
 func HostnamePatch(hostname, talosVersion string) string {
-	if m := contractRe.FindStringSubmatch(talosVersion); m != nil {
-		major, _ := strconv.Atoi(m[1])
-		minor, _ := strconv.Atoi(m[2])
-		if major > 1 || minor >= 12 {
-			return render(hostnameDoc{APIVersion: "v1alpha1", Kind: "HostnameConfig", Auto: "off", Hostname: hostname})
-		}
+	if atLeast1x(talosVersion, 12) {
+		return render(hostnameDoc{APIVersion: "v1alpha1", Kind: "HostnameConfig", Auto: "off", Hostname: hostname})
 	}
 	return render(patchDoc{Machine: &machinePatch{Network: &networkPatch{Hostname: hostname}}})
+}
+
+// atLeast1x tells whether a Talos version is 1.<minor> or later (false
+// for one that does not read as a version: validation refuses it).
+func atLeast1x(talosVersion string, minor int) bool {
+	m := contractRe.FindStringSubmatch(talosVersion)
+	if m == nil {
+		return false
+	}
+	major, _ := strconv.Atoi(m[1])
+	got, _ := strconv.Atoi(m[2])
+	return major > 1 || got >= minor
 }
 
 // AddressPatch pins the kubelet's node IP and, on a control plane, etcd's

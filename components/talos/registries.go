@@ -76,7 +76,7 @@ func RegistryMirrorPatches(mirrors []RegistryMirror, talosVersion string) []stri
 	if len(mirrors) == 0 {
 		return nil
 	}
-	if !hasMultidocRegistries(talosVersion) {
+	if !atLeast1x(talosVersion, 12) {
 		legacy := map[string]legacyMirror{}
 		for _, m := range mirrors {
 			legacy[m.Registry] = legacyMirror{Endpoints: m.Endpoints, SkipFallback: skipFallback(m)}
@@ -99,18 +99,6 @@ func skipFallback(m RegistryMirror) *bool {
 		return nil
 	}
 	return &m.SkipFallback
-}
-
-// hasMultidocRegistries tells whether a Talos release takes the
-// RegistryMirrorConfig document (1.12 and later).
-func hasMultidocRegistries(talosVersion string) bool {
-	m := contractRe.FindStringSubmatch(talosVersion)
-	if m == nil {
-		return true
-	}
-	major, _ := strconv.Atoi(m[1])
-	minor, _ := strconv.Atoi(m[2])
-	return major > 1 || minor >= 12
 }
 
 type (

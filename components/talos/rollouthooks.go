@@ -44,8 +44,8 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 		// A new image of the same version is a new schematic: the upgrade
 		// reinstalls the node. A node already on a new version got there
 		// with the new image (a resumed rollout): it is not upgraded again.
-		oldRepo, oldTag := splitImage(oldImage)
-		newRepo, newTag := splitImage(newImage)
+		oldRepo, oldTag := SplitImage(oldImage)
+		newRepo, newTag := SplitImage(newImage)
 		force := oldImage != "" && oldTag == newTag && oldRepo != newRepo && running == d.talos
 		if err := ops.UpgradeTalos(ctx, n, newImage, d.talos, force); err != nil {
 			return err

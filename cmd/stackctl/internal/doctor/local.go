@@ -130,7 +130,9 @@ func dockerRead(ctx context.Context, env Env, socket, path string) (int, http.He
 }
 
 // dockerInfo is what checkDockerHost reads of GET /info, as `docker info`
-// shows it (moby api/types/system.Info).
+// shows it (moby v28.5.2 api/types/system/info.go; "name=rootless" is
+// what daemon/info.go lists for a rootless daemon; "Docker Desktop" is the
+// OperatingSystem Docker Desktop's daemon reports, not in moby's source).
 type dockerInfo struct {
 	OperatingSystem string
 	CgroupVersion   string
@@ -174,8 +176,8 @@ func checkDockerHost(ctx context.Context, env Env, cfg *stacks.Config) []Result 
 }
 
 // firstKubeletWithoutCgroupV1 is the Kubernetes minor whose kubelet
-// refuses to start on cgroup v1 (its failCgroupV1, on by default since
-// Kubernetes 1.35).
+// refuses to start on cgroup v1: failCgroupV1 defaults to true (kubernetes
+// v1.35.4 pkg/kubelet/apis/config/v1beta1/defaults.go).
 const firstKubeletWithoutCgroupV1 = 35
 
 // checkIPv6 fails when this machine's kernel has no IPv6 and the

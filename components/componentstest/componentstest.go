@@ -72,6 +72,10 @@ type Registered struct {
 
 // Engine answers registrations and invokes and records them.
 type Engine struct {
+	// TalosKubeconfigs makes the Kubeconfig resource's kubeconfig one in
+	// the shape Talos gives (TalosKubeconfig) rather than a stub, for a
+	// program that reads it.
+	TalosKubeconfigs bool
 	// ClientConfiguration, when set, is what the machine secrets hold as
 	// their client configuration (PEM): tests that run the day-2 hooks
 	// against talosapitest give the fake's CA and admin certificate, so
@@ -205,6 +209,11 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 		out["machineSecrets"] = resource.NewObjectProperty(resource.PropertyMap{})
 	case Kubeconfig:
 		out["kubeconfigRaw"] = resource.NewStringProperty("apiVersion: v1\nkind: Config\n")
+		if e.TalosKubeconfigs {
+			// The API at the cluster's endpoint: the first control
+			// plane's IP by default.
+			out["kubeconfigRaw"] = resource.NewStringProperty(TalosKubeconfig("https://" + args.Inputs["node"].StringValue() + ":6443"))
+		}
 	case Release:
 		out["status"] = resource.NewObjectProperty(resource.PropertyMap{"status": resource.NewStringProperty("deployed")})
 	case Schematic:
@@ -530,4 +539,13 @@ func (h *Hooks) On(resource string) []Binding {
 		}
 	}
 	return out
+}
+
+// TalosKubeconfig is an admin kubeconfig in the shape Talos generates one
+// (talos v1.13.9 pkg/kubeconfig/generate.go), for the API at
+// server; its certificates are placeholders.
+func TalosKubeconfig(server string) string {
+	return "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: " + server +
+		"\n    certificate-authority-data: Y2E=\nusers:\n- name: admin@lab\n  user:\n    client-certificate-data: Y3J0\n    client-key-data: a2V5\n" +
+		"contexts:\n- context:\n    cluster: lab\n    namespace: default\n    user: admin@lab\n  name: admin@lab\ncurrent-context: admin@lab\n"
 }

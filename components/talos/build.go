@@ -11,6 +11,7 @@ import (
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/cluster"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
 
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 )
 
@@ -26,12 +27,15 @@ type build struct {
 	c      *Cluster
 	parent pulumi.ResourceOption
 
-	day2        *dayTwo
-	secrets     *machine.Secrets
-	base        map[Role]pulumi.StringOutput
-	kubeconfig  *cluster.Kubeconfig
-	talosconfig pulumi.StringOutput
-	nodeIPs     pulumi.StringMap
+	day2       *dayTwo
+	secrets    *machine.Secrets
+	base       map[Role]pulumi.StringOutput
+	kubeconfig *cluster.Kubeconfig
+	// kubeconfigRaw is the kubeconfig this machine uses: the resource's,
+	// its server replaced where the platform publishes the API elsewhere.
+	kubeconfigRaw pulumi.StringOutput
+	talosconfig   pulumi.StringOutput
+	nodeIPs       pulumi.StringMap
 }
 
 // clusterOpts are the options of the resources of the whole cluster: the
@@ -185,7 +189,7 @@ func (b *build) access() error {
 	bootstrap, err := machine.NewBootstrap(ctx, name+BootstrapSuffix, &machine.BootstrapArgs{
 		ClientConfiguration: b.secrets.ClientConfiguration,
 		Node:                pulumi.String(first.IP),
-		Endpoint:            pulumi.String(first.IP),
+		Endpoint:            pulumi.String(args.talosAddress(first.IP)),
 	}, b.clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.Applies[first.Name]}))...)
 	if err != nil {
 		return fmt.Errorf("unable to create bootstrap: %w", err)
@@ -201,7 +205,7 @@ func (b *build) access() error {
 			CaCertificate: cc.CaCertificate(), ClientCertificate: cc.ClientCertificate(), ClientKey: cc.ClientKey(),
 		},
 		Node:     pulumi.String(first.IP),
-		Endpoint: pulumi.String(first.IP),
+		Endpoint: pulumi.String(args.talosAddress(first.IP)),
 	}, b.clusterOpts(pulumi.DependsOn([]pulumi.Resource{bootstrap}))...)
 	if err != nil {
 		return fmt.Errorf("unable to create kubeconfig: %w", err)
@@ -211,7 +215,7 @@ func (b *build) access() error {
 	b.nodeIPs = pulumi.StringMap{}
 	for _, n := range args.Nodes {
 		if n.Role == RoleControlPlane {
-			cpIPs = append(cpIPs, pulumi.String(n.IP))
+			cpIPs = append(cpIPs, pulumi.String(args.talosAddress(n.IP)))
 		}
 		allIPs = append(allIPs, pulumi.String(n.IP))
 		b.nodeIPs[n.Name] = pulumi.String(n.IP)
@@ -227,6 +231,15 @@ func (b *build) access() error {
 		Nodes:     allIPs,
 	}, pulumi.Parent(c)).TalosConfig()
 	b.kubeconfig = kubeconfig
+	b.kubeconfigRaw = kubeconfig.KubeconfigRaw
+	if server := args.kubeServer(args.Cluster.Endpoint); server != args.Cluster.Endpoint {
+		// This machine reaches the API elsewhere than the nodes do: the
+		// kubeconfig it uses and hands out names that address.
+		b.kubeconfigRaw = kubeconfig.KubeconfigRaw.ApplyT(func(kc string) (string, error) {
+			out, err := kubeapi.SetServer([]byte(kc), server)
+			return string(out), err
+		}).(pulumi.StringOutput)
+	}
 	return nil
 }
 
@@ -243,7 +256,7 @@ func (b *build) addons() error {
 	// away, so the provider waits for the API (a provider's registration
 	// waits until its dependencies are created).
 	c.APIReady, err = newKubeWait(ctx, deps, name, name+APIReadySuffix, kubeWait{
-		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "api", timeoutSecs: apiReadyTimeoutSecs,
+		kubeconfig: b.kubeconfigRaw, waitFor: "api", timeoutSecs: apiReadyTimeoutSecs,
 		// Once created it never runs again: a later `up` finds the API up,
 		// and a renewed kubeconfig is no reason to wait.
 		triggers: pulumi.Array{pulumi.String(args.Cluster.Endpoint)},
@@ -252,7 +265,7 @@ func (b *build) addons() error {
 		return err
 	}
 	k8s, err := kubernetes.NewProvider(ctx, name+K8sProviderSuffix, &kubernetes.ProviderArgs{
-		Kubeconfig:        kubeconfig.KubeconfigRaw,
+		Kubeconfig:        b.kubeconfigRaw,
 		DeleteUnreachable: pulumi.Bool(true),
 	}, b.parent, pulumi.DependsOn([]pulumi.Resource{kubeconfig, c.APIReady}))
 	if err != nil {
@@ -308,7 +321,7 @@ func (b *build) addons() error {
 	// when the cluster gains or loses nodes (a renewed kubeconfig is no
 	// reason to wait again).
 	c.NodesReady, err = newKubeWait(ctx, deps, name, name+NodesReadySuffix, kubeWait{
-		kubeconfig: kubeconfig.KubeconfigRaw, waitFor: "nodes", timeoutSecs: nodesReadyTimeoutSecs,
+		kubeconfig: b.kubeconfigRaw, waitFor: "nodes", timeoutSecs: nodesReadyTimeoutSecs,
 		env:      pulumi.StringMap{"NODE_COUNT": pulumi.String(strconv.Itoa(len(args.Nodes)))},
 		triggers: pulumi.Array{pulumi.String(strconv.Itoa(len(args.Nodes)))},
 	}, b.clusterOpts(pulumi.DependsOn([]pulumi.Resource{c.CertApprover}))...)
@@ -323,11 +336,11 @@ func (b *build) addons() error {
 // they run, not what the config asks for), and the kubeconfig resolves
 // only once the cluster is usable.
 func (b *build) outputs() {
-	args, c, kubeconfig, day2 := b.args, b.c, b.kubeconfig, b.day2
+	args, c, day2 := b.args, b.c, b.day2
 	c.Talosconfig = pulumi.ToSecret(b.talosconfig).(pulumi.StringOutput)
 	c.Endpoint = pulumi.String(args.Cluster.Endpoint).ToStringOutput()
 	c.NodeIPs = b.nodeIPs.ToStringMapOutput()
-	done := []any{kubeconfig.KubeconfigRaw, c.NodesReady.Stdout}
+	done := []any{b.kubeconfigRaw, c.NodesReady.Stdout}
 	for _, n := range args.Nodes {
 		done = append(done, c.Applies[n.Name].ID(), c.Members[n.Name].ID())
 	}
@@ -353,7 +366,7 @@ func (b *build) outputs() {
 	// The kubeconfig output resolves only after the cluster is usable, so
 	// whoever reads it (a stack export) waits for Cilium, the approver and
 	// Ready nodes.
-	c.Kubeconfig = pulumi.ToSecret(pulumi.All(kubeconfig.KubeconfigRaw, c.CertApprover.Status, c.NodesReady.Stdout).ApplyT(func(xs []any) string {
+	c.Kubeconfig = pulumi.ToSecret(pulumi.All(b.kubeconfigRaw, c.CertApprover.Status, c.NodesReady.Stdout).ApplyT(func(xs []any) string {
 		return xs[0].(string)
 	})).(pulumi.StringOutput)
 }

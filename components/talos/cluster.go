@@ -3,12 +3,15 @@ package talos
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/pulumi/pulumi-command/sdk/go/command/local"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/pulumiverse/pulumi-talos/sdk/go/talos/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 
 	"github.com/fluodata/talos-pulumi/internal/helmrelease"
 )
@@ -187,6 +190,43 @@ type Machines struct {
 	// InContainer says the nodes run Talos in containers: the overrides
 	// guard refuses the patches Talos's container mode refuses or ignores.
 	InContainer bool
+	// APIAddresses, by node IP, are where this machine reaches a node's
+	// APIs when it cannot reach the node's IP: a container's ports
+	// published on 127.0.0.1 where Docker's bridge is not routed (Docker
+	// Desktop). Every call this machine makes goes there; the nodes still
+	// reach each other at their IPs.
+	APIAddresses map[string]APIAddress
+}
+
+// APIAddress is where this machine reaches one node's APIs.
+type APIAddress struct {
+	// Talos is the host:port of the node's Talos API.
+	Talos string
+	// Kubernetes is the URL of a control plane's Kubernetes API.
+	Kubernetes string
+}
+
+// talosAddress is where this machine reaches the Talos API of the node at
+// ip: its IP unless the platform gave another address.
+func (m Machines) talosAddress(ip string) string {
+	if a := m.APIAddresses[ip].Talos; a != "" {
+		return a
+	}
+	return ip
+}
+
+// kubeServer is the URL this machine reaches a Kubernetes API server at:
+// server itself unless it is a node's (https://<ip>:6443) and the
+// platform gave another address for it.
+func (m Machines) kubeServer(server string) string {
+	u, err := url.Parse(server)
+	if err != nil || u.Port() != strconv.Itoa(constants.DefaultControlPlanePort) {
+		return server
+	}
+	if a := m.APIAddresses[u.Hostname()].Kubernetes; a != "" {
+		return a
+	}
+	return server
 }
 
 // ClusterArgs are the inputs of a TalosCluster. The fields tagged `pulumi`
@@ -355,7 +395,7 @@ func newApply(ctx *pulumi.Context, resourceName string, args *ClusterArgs, n Nod
 		MachineConfigurationInput: base,
 		ConfigPatches:             patches,
 		Node:                      pulumi.String(n.IP),
-		Endpoint:                  pulumi.String(n.IP),
+		Endpoint:                  pulumi.String(args.talosAddress(n.IP)),
 		ApplyMode:                 pulumi.String("auto"),
 	}
 	// No reset on the apply's delete (the provider's onDestroy): the

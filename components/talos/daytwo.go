@@ -32,7 +32,7 @@ type Deps struct {
 	// Hooks binds the day-2 hooks (the engine's own when nil).
 	Hooks Hooks
 	// Talos opens the cluster's Talos API (talosapi.New when nil).
-	Talos func(creds talosapi.Credentials) (talosapi.API, error)
+	Talos func(creds talosapi.Credentials, opts ...talosapi.Option) (talosapi.API, error)
 	// Kube opens the Kubernetes API with a kubeconfig; server, when not
 	// empty, replaces the kubeconfig's (kubeapi.New when nil).
 	Kube func(kubeconfig []byte, server string) (rollout.Kube, error)
@@ -81,10 +81,10 @@ func (d Deps) WithDefaults(ctx *pulumi.Context) Deps {
 		d.Log = func(ctx *pulumi.Context, urn pulumi.URN) Logger { return NewHookLog(ctx, urn) }
 	}
 	if d.Talos == nil {
-		d.Talos = func(creds talosapi.Credentials) (talosapi.API, error) {
+		d.Talos = func(creds talosapi.Credentials, opts ...talosapi.Option) (talosapi.API, error) {
 			// Dial as the Talos provider does: through HTTPS_PROXY when the
 			// stack reaches its nodes through the ssh-proxy helper.
-			return talosapi.New(creds, talosapi.WithDialOptions(grpc.WithContextDialer(dialer.DynamicProxyDialer)))
+			return talosapi.New(creds, append([]talosapi.Option{talosapi.WithDialOptions(grpc.WithContextDialer(dialer.DynamicProxyDialer))}, opts...)...)
 		}
 	}
 	if d.Kube == nil {
@@ -149,6 +149,11 @@ type dayTwo struct {
 	// cluster (see removalTurn).
 	workerTurns, controlPlaneTurn chan struct{}
 
+	// machines say where this machine reaches the nodes' APIs; endpoint
+	// is the cluster's Kubernetes API URL.
+	machines Machines
+	endpoint string
+
 	kubeMu     sync.Mutex
 	kubeconfig []byte                  // the admin kubeconfig, fetched once per run
 	kubes      map[string]rollout.Kube // a client per server, made once per run
@@ -174,6 +179,7 @@ func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string)
 		controlPlaneTurn: make(chan struct{}, args.Cluster.Policy().AtOnce(true)),
 	}
 	d.previous, d.applyPrefix, d.machineChanged = args.Previous, prefix, map[string]bool{}
+	d.machines, d.endpoint = args.Machines, args.Cluster.Endpoint
 	for _, n := range args.Nodes {
 		d.machineChanged[n.Name] = machineReplaced(args.Previous, n)
 	}
@@ -211,7 +217,13 @@ func (d *dayTwo) ops(ctx context.Context, at pulumi.URN, extraCPs ...string) (ro
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.api == nil {
-		if d.api, err = d.deps.Talos(creds); err != nil {
+		var opts []talosapi.Option
+		if len(d.machines.APIAddresses) > 0 {
+			opts = append(opts, talosapi.WithAddress(func(node string) string {
+				return talosapi.Address(d.machines.talosAddress(node))
+			}))
+		}
+		if d.api, err = d.deps.Talos(creds, opts...); err != nil {
 			return rollout.Ops{}, fmt.Errorf("unable to open the Talos API: %w", err)
 		}
 	}
@@ -265,7 +277,7 @@ func (d *dayTwo) kubeConnector(api talosapi.API, cps []string) rollout.KubeConne
 				return nil, fmt.Errorf("unable to fetch the admin kubeconfig from a control plane: %w", last)
 			}
 		}
-		k, err := d.deps.Kube(d.kubeconfig, server)
+		k, err := d.openKube(d.kubeconfig, server)
 		if err != nil {
 			return nil, err
 		}
@@ -275,6 +287,15 @@ func (d *dayTwo) kubeConnector(api talosapi.API, cps []string) rollout.KubeConne
 		d.kubes[server] = k
 		return k, nil
 	}
+}
+
+// openKube opens the Kubernetes API at server ("": the kubeconfig's),
+// where this machine reaches it (see Machines.APIAddresses).
+func (d *dayTwo) openKube(kubeconfig []byte, server string) (rollout.Kube, error) {
+	if server == "" && len(d.machines.APIAddresses) > 0 {
+		server = d.endpoint
+	}
+	return d.deps.Kube(kubeconfig, d.machines.kubeServer(server))
 }
 
 // has reports whether the program has a node of that name.

@@ -65,6 +65,10 @@ type lab struct {
 	createEffects bool
 	// ctx is the run's cancellation (the operator's Ctrl-C); nil: none.
 	ctx context.Context
+	// published gives every node's APIs another address
+	// (Machines.APIAddresses), as a DockerCluster with published ports
+	// does: the nodes' IPs then answer neither API.
+	published bool
 	// said is what the hooks say, by the URN of their resource.
 	said *saidBy
 
@@ -114,7 +118,28 @@ func (k kube) ServerVersion(ctx context.Context) (string, error) {
 	k.l.mu.Lock()
 	defer k.l.mu.Unlock()
 	ip := strings.TrimSuffix(strings.TrimPrefix(k.server, "https://"), ":6443")
+	if k.l.published {
+		ip = strings.TrimPrefix(k.server, publishedKube)
+	}
 	return k.l.apiServers[ip], nil
+}
+
+// publishedKube is where a published lab's control plane's Kubernetes API
+// is, followed by its IP.
+const publishedKube = "https://published.test/"
+
+// apiAddresses are a published lab's: each node's Talos API at the fake's
+// loopback port, each control plane's Kubernetes API at publishedKube.
+func (l *lab) apiAddresses() map[string]talos.APIAddress {
+	out := map[string]talos.APIAddress{}
+	for _, n := range l.talos.Nodes() {
+		a := talos.APIAddress{Talos: l.talos.Address(n.IP())}
+		if n.Role() == talosapitest.ControlPlane {
+			a.Kubernetes = publishedKube + n.IP()
+		}
+		out[n.IP()] = a
+	}
+	return out
 }
 
 // machineConfig generates the role's base config as the provider's
@@ -223,17 +248,28 @@ type run struct {
 func (l *lab) run(args talos.ClusterArgs) run {
 	l.t.Helper()
 	crt, key := l.talos.AdminCert()
-	e := &componentstest.Engine{ClientConfiguration: &componentstest.ClientConfiguration{CA: string(l.talos.CA()), Cert: string(crt), Key: string(key)}}
+	e := &componentstest.Engine{
+		ClientConfiguration: &componentstest.ClientConfiguration{CA: string(l.talos.CA()), Cert: string(crt), Key: string(key)},
+		TalosKubeconfigs:    l.published,
+	}
 	if l.realConfigs {
 		e.MachineConfiguration = l.machineConfig
 	}
 	hooks := &componentstest.Hooks{}
 	deps := talos.Deps{
 		Hooks: hooks,
-		Talos: func(creds talosapi.Credentials) (talosapi.API, error) {
-			return talosapi.New(creds, talosapi.WithAddress(l.talos.Address), talosapi.WithTimeouts(500*time.Millisecond, time.Second))
+		Talos: func(creds talosapi.Credentials, opts ...talosapi.Option) (talosapi.API, error) {
+			address := l.talos.Address
+			if l.published {
+				address = talosapi.Address // the nodes' IPs: nothing answers there
+			}
+			// The component's options last: an address it gives wins.
+			return talosapi.New(creds, append([]talosapi.Option{talosapi.WithAddress(address), talosapi.WithTimeouts(500*time.Millisecond, time.Second)}, opts...)...)
 		},
 		Kube: func(_ []byte, server string) (rollout.Kube, error) {
+			if l.published && !strings.HasPrefix(server, publishedKube) {
+				return nil, fmt.Errorf("%s does not answer: the lab's APIs are published elsewhere", server)
+			}
 			c, err := kubeapi.New(l.kube.Kubeconfig(), kubeapi.WithTimeout(time.Second))
 			return kube{Client: c, l: l, server: server}, err
 		},
@@ -241,6 +277,9 @@ func (l *lab) run(args talos.ClusterArgs) run {
 		Destroy: l.destroy,
 		Context: l.ctx,
 		Log:     func(_ *pulumi.Context, urn pulumi.URN) talos.Logger { return l.said.of(string(urn)) },
+	}
+	if l.published {
+		args.APIAddresses = l.apiAddresses()
 	}
 	if l.workerParallelism > 0 {
 		args.Cluster.Rollout = &talos.RolloutSettings{WorkerParallelism: l.workerParallelism}
@@ -441,7 +480,24 @@ func upgraded(c *talosapitest.Cluster) []string {
 
 func TestTalosUpgradeReachesOneNodeAtATime(t *testing.T) {
 	t.Parallel()
+	eachAccess(t, testTalosUpgradeReachesOneNodeAtATime)
+}
+
+// eachAccess runs a test with the nodes' APIs at their IPs, and again
+// with every API published elsewhere (Machines.APIAddresses), where a call
+// to a node's IP finds nothing.
+func eachAccess(t *testing.T, test func(t *testing.T, published bool)) {
+	for _, published := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at the nodes' IPs", true: "published"}[published], func(t *testing.T) {
+			t.Parallel()
+			test(t, published)
+		})
+	}
+}
+
+func testTalosUpgradeReachesOneNodeAtATime(t *testing.T, published bool) {
 	l := newLab(t, talosapitest.Topology(3, 2, oldTalos, 30*time.Millisecond)...)
+	l.published = published
 	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
 
 	next := l.run(clusterArgs(newTalos, l.nodes()))
@@ -748,9 +804,14 @@ func TestAnEarlierVersionsStateTakesARemovedNodeOutThroughItsHook(t *testing.T) 
 // No kubelet is ever newer than an API server.
 func TestAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T) {
 	t.Parallel()
+	eachAccess(t, testAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet)
+}
+
+func testAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T, published bool) {
 	const from, to = "1.34.1", "1.35.0"
 	l := newLab(t, talosapitest.Topology(3, 2, oldTalos, 30*time.Millisecond)...)
 	l.realConfigs = true
+	l.published = published
 	var log []string
 	var skew []string
 	l.talos.OnApply(func(ip string, data []byte) {

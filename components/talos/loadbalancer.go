@@ -364,7 +364,7 @@ func (b *build) loadBalancer(k8s *kubernetes.Provider, after []pulumi.Resource) 
 	}
 	pools := poolsJSON(lb)
 	guard, err := newKubeWait(ctx, b.deps, name, name+LBPoolsSuffix, kubeWait{
-		kubeconfig: b.kubeconfig.KubeconfigRaw, waitFor: "pools", timeoutSecs: lbWaitTimeoutSecs,
+		kubeconfig: b.kubeconfigRaw, waitFor: "pools", timeoutSecs: lbWaitTimeoutSecs,
 		env:      pulumi.StringMap{"POOLS": pulumi.String(pools)},
 		triggers: pulumi.Array{pulumi.String(pools)},
 	}, b.clusterOpts(pulumi.DependsOn(after))...)

@@ -76,7 +76,7 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 				continue
 			}
 			wg.Go(func() {
-				kube, err := d.deps.Kube([]byte(kubeconfig), "https://"+n.IP+":6443")
+				kube, err := d.openKube([]byte(kubeconfig), "https://"+n.IP+":6443")
 				if err != nil {
 					return
 				}
@@ -89,7 +89,7 @@ func (d *dayTwo) observe(kubeconfig string, nodes []NodeSpec) observation {
 			})
 		}
 		wg.Go(func() {
-			kube, err := d.deps.Kube([]byte(kubeconfig), "")
+			kube, err := d.openKube([]byte(kubeconfig), "")
 			if err != nil {
 				return
 			}

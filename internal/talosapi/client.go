@@ -146,6 +146,15 @@ func WithAddress(address func(node string) string) Option {
 	return func(c *Client) { c.address = address }
 }
 
+// Address is the address of a Talos API given as a host or as host:port:
+// the host and ApidPort when it has no port.
+func Address(hostOrHostPort string) string {
+	if _, _, err := net.SplitHostPort(hostOrHostPort); err == nil {
+		return hostOrHostPort
+	}
+	return net.JoinHostPort(hostOrHostPort, strconv.Itoa(ApidPort))
+}
+
 // WithTimeouts sets the timeouts of one call: read for Version, BootTime,
 // ServiceList, EtcdMemberList, EtcdStatus and Kubeconfig; change for the
 // others but Upgrade (see WithUpgradeTimeout).
@@ -191,7 +200,7 @@ func New(creds Credentials, opts ...Option) (*Client, error) {
 	}
 	c := &Client{
 		tlsConfig:      tc,
-		address:        func(node string) string { return net.JoinHostPort(node, strconv.Itoa(ApidPort)) },
+		address:        Address,
 		readTimeout:    DefaultReadTimeout,
 		changeTimeout:  DefaultChangeTimeout,
 		upgradeTimeout: DefaultUpgradeTimeout,

@@ -461,7 +461,7 @@ up: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Create or update the
 	$(WITH_ACCESS) $(PULUMI) up $(IN_PROJECT) $(YES_FLAG) --stack $(call quote,$(STACK))
 
 .PHONY: smoke
-smoke: ## Bring STACK=local up with the real Talos image (SMOKE_FROM, then the example's release rolled out), check every node Ready on it, Cilium rolled out and a preview without changes, destroy it and check nothing is left (needs Docker, network, kubectl).
+smoke: ## Bring STACK=local up with the real Talos image (SMOKE_FROM, then the example's release rolled out), check every node Ready on it, Cilium rolled out, a LoadBalancer Service answering on the pool and a preview without changes, destroy it and check nothing is left (needs Docker, network, kubectl).
 	@MAKE=$(call quote,$(MAKE)) STACK=$(call quote,$(STACK)) bash scripts/smoke.sh
 
 .PHONY: local

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 
 	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/inputs"
@@ -39,6 +40,7 @@ func LocalArgs(cfg *stacks.Config) *docker.ClusterArgs {
 		Docker: docker.Settings{
 			Subnet: subnet, Gateway: n.Gateway, Network: l.Network, Image: l.Image,
 			KubernetesPort: l.KubernetesPort, TalosPort: l.TalosPort, Privileged: l.Privileged, DisableIPv6: l.DisableIPv6,
+			APIAccess: l.APIAccess,
 		},
 	}
 	for _, p := range l.Ports {
@@ -59,9 +61,9 @@ func LocalArgs(cfg *stacks.Config) *docker.ClusterArgs {
 // localPlatform is a DockerCluster.
 type localPlatform struct {
 	args *docker.ClusterArgs
-	// lastPorts are the host ports the last run published, by container
-	// port.
-	lastPorts map[int]int
+	// lastPorts are the host ports the last run published, by node and
+	// container port.
+	lastPorts map[string]map[int]int
 }
 
 func (p *localPlatform) problems(string) []inputs.Problem { return p.args.Problems() }
@@ -85,22 +87,34 @@ type portChooser interface {
 }
 
 // choosePorts fills the host ports the stack leaves out: the last run's,
-// so a running cluster keeps its ports; on a first up, the defaults where
+// so a running cluster keeps its ports; on a first up (and, with
+// apiAccess published, for a node the cluster gains) the defaults where
 // free, else ports free must choose.
 func (p *localPlatform) choosePorts(free func(preferred []int) ([]int, error)) error {
 	s := &p.args.Docker
 	var open []*int
 	var preferred []int
-	for i, port := range []*int{&s.KubernetesPort, &s.TalosPort} {
+	want := func(port *int, last map[int]int, inside, fallback int, choose bool) {
 		if *port != 0 {
-			continue
+			return
 		}
-		if last, ok := p.lastPorts[localPortsInside[i]]; ok {
-			*port = last
-			continue
+		if v, ok := last[inside]; ok {
+			*port = v
+		} else if choose {
+			open, preferred = append(open, port), append(preferred, fallback)
 		}
-		if p.args.Previous == nil { // a first up
-			open, preferred = append(open, port), append(preferred, []int{docker.DefaultKubernetesPort, docker.DefaultTalosPort}[i])
+	}
+	first := p.lastOf(0)
+	want(&s.KubernetesPort, first, constants.DefaultControlPlanePort, docker.DefaultKubernetesPort, p.args.Previous == nil)
+	want(&s.TalosPort, first, constants.ApidPort, docker.DefaultTalosPort, p.args.Previous == nil)
+	if s.APIAccess == docker.AccessPublished {
+		for i := 1; i < len(p.args.Nodes); i++ {
+			n := &p.args.Nodes[i]
+			last := p.lastPorts[n.Name]
+			want(&n.TalosPort, last, constants.ApidPort, docker.DefaultTalosPort+i, true)
+			if n.Role == talos.RoleControlPlane {
+				want(&n.KubernetesPort, last, constants.DefaultControlPlanePort, docker.DefaultKubernetesPort+i, true)
+			}
 		}
 	}
 	if len(open) == 0 {
@@ -114,6 +128,28 @@ func (p *localPlatform) choosePorts(free func(preferred []int) ([]int, error)) e
 		*port = ports[i]
 	}
 	return nil
+}
+
+// lastOf is the ports the i-th node published last; for the first, when
+// its own are unknown (it was renamed), those of the one container that
+// published the APIs, if only one did.
+func (p *localPlatform) lastOf(i int) map[int]int {
+	if i < len(p.args.Nodes) {
+		if last, ok := p.lastPorts[p.args.Nodes[i].Name]; ok || i > 0 {
+			return last
+		}
+	}
+	// Before apiAccess published, one container published the APIs.
+	var only map[int]int
+	for _, ports := range p.lastPorts {
+		if _, ok := ports[constants.ApidPort]; ok {
+			if only != nil {
+				return nil
+			}
+			only = ports
+		}
+	}
+	return only
 }
 
 func (p *localPlatform) deploy(ctx *pulumi.Context, cfg *stacks.Config, o Options) (pulumi.Map, error) {

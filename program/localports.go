@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-
-	"github.com/siderolabs/talos/pkg/machinery/constants"
 )
 
 // FreeLocalPorts returns, for each preferred port on 127.0.0.1, that port
@@ -28,21 +26,19 @@ func FreeLocalPorts(preferred []int) ([]int, error) {
 	return out, nil
 }
 
-// localPortsInside are the container ports the first control plane
-// publishes: the Kubernetes API's and the Talos API's.
-var localPortsInside = []int{constants.DefaultControlPlanePort, constants.ApidPort}
-
 // previousLocalPorts reads the host ports the last run published, by
-// container port, from the containers' state (the docker provider's
-// ports output: internal and external port).
-func previousLocalPorts(resources map[string]any) map[int]int {
-	var ports map[int]int
+// node (the container's hostname) and container port, from the
+// containers' state (the docker provider's ports output: internal and
+// external port).
+func previousLocalPorts(resources map[string]any) map[string]map[int]int {
+	var ports map[string]map[int]int
 	for _, r := range resources {
 		m, _ := r.(map[string]any)
 		if m["type"] != containerType {
 			continue
 		}
 		out, _ := m["outputs"].(map[string]any)
+		node, _ := out["hostname"].(string)
 		list, _ := out["ports"].([]any)
 		for _, p := range list {
 			pm, _ := p.(map[string]any)
@@ -52,9 +48,12 @@ func previousLocalPorts(resources map[string]any) map[int]int {
 				continue
 			}
 			if ports == nil {
-				ports = map[int]int{}
+				ports = map[string]map[int]int{}
 			}
-			ports[int(inside)] = int(outside)
+			if ports[node] == nil {
+				ports[node] = map[int]int{}
+			}
+			ports[node][int(inside)] = int(outside)
 		}
 	}
 	return ports

@@ -37,9 +37,9 @@ type Last struct {
 	// CSIRegions are the Proxmox CSI plugin's regions as the last run gave
 	// them, by API URL (nil without the plugin).
 	CSIRegions map[string]string
-	// LocalPorts are the host ports a local cluster's first control plane
-	// published, by container port (nil on other platforms).
-	LocalPorts map[int]int
+	// LocalPorts are the host ports a local cluster's containers
+	// published, by node and container port (nil on other platforms).
+	LocalPorts map[string]map[int]int
 }
 
 // ReadPrevious reads the cluster as the last `up` left it from this stack's

@@ -2,7 +2,7 @@
 # `make smoke STACK=local`: the local cluster's life with the real Talos image, as CI's
 # local-cluster workflow runs it and any user with Docker, network and kubectl can: make local
 # at SMOKE_FROM (a Talos release before the example's), every node Ready, Cilium rolled out, a
-# preview without changes, the example's release rolled through the containers (every node on it,
+# LoadBalancer Service answering on an address of the pool, a preview without changes, the example's release rolled through the containers (every node on it,
 # Ready), make destroy, nothing left. The cluster is destroyed on failure too (SMOKE_KEEP=1 keeps
 # it to look at).
 set -euo pipefail
@@ -53,6 +53,21 @@ step "make local at Talos $from"
 "$make" --no-print-directory local
 export KUBECONFIG=$PWD/.access/local/kubeconfig
 healthy "$from"
+
+# A Service of type LoadBalancer gets an address of the example's pool (Cilium's IPAM) and
+# answers there from this machine (Cilium's L2 announcement on the Docker network).
+step "a LoadBalancer Service answers on an address of the pool"
+kubectl create deployment smoke-lb --image=registry.k8s.io/e2e-test-images/agnhost:2.53 -- /agnhost netexec --http-port=8080
+kubectl expose deployment smoke-lb --type=LoadBalancer --port=80 --target-port=8080
+kubectl wait --for=jsonpath='{.status.loadBalancer.ingress[0].ip}' service/smoke-lb --timeout=3m
+lb=$(kubectl get service smoke-lb -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+case "$lb" in
+  10.5.0.2[0-1][0-9] | 10.5.0.220) ;;
+  *) echo "make smoke: the Service got $lb, not an address of the pool 10.5.0.200-10.5.0.220" >&2; exit 1 ;;
+esac
+kubectl rollout status deployment/smoke-lb --timeout=5m
+curl -fsS --max-time 5 --retry 24 --retry-delay 5 --retry-all-errors "http://$lb/" >/dev/null
+kubectl delete service/smoke-lb deployment/smoke-lb --wait=true
 
 step "a preview without changes"
 "$make" --no-print-directory preview STACK=local EXPECT_NO_CHANGES=1

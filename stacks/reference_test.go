@@ -143,6 +143,7 @@ func componentDefaults(cfg *stacks.Config) map[string]string {
 		out["local.kubernetesPort"] = fmt.Sprint(a.Docker.KubernetesPort)
 		out["local.talosPort"] = fmt.Sprint(a.Docker.TalosPort)
 		out["local.privileged"] = fmt.Sprint(*a.Docker.Privileged)
+		out["local.apiAccess"] = a.Docker.APIAccess
 		return out
 	}
 	if cfg.Platform == stacks.PlatformVPS {

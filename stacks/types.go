@@ -585,6 +585,12 @@ type LocalConfig struct {
 	// Port on 127.0.0.1 that reaches the first control plane's Talos API; left out, chosen as
 	// kubernetesPort is.
 	TalosPort int `json:"talosPort" default:"50000" rules:"component"`
+	// How this machine reaches the nodes' APIs: 'bridge' at their IPs, through the Docker network's
+	// bridge (Docker Engine on Linux); 'published' at ports each node publishes on 127.0.0.1 (its Talos
+	// API, a control plane's Kubernetes API too; chosen free at the first 'up' and kept), for Docker
+	// Desktop (macOS, Windows, Linux), whose bridge this machine cannot route to. A change re-applies
+	// each node's config, with no reboot. 'make backup' and 'make restore' need 'bridge'.
+	APIAccess string `json:"apiAccess" default:"bridge" rules:"component"`
 	// Run the containers privileged, as Talos needs. Off only for a stand-in image that needs no
 	// privileges (the project's tests).
 	Privileged *bool `json:"privileged" default:"true"`

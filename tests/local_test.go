@@ -358,3 +358,81 @@ func TestLocalPortsAreChosenOnceAndKept(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[float64]float64{6443: 7443, 50000: 50001}, published(moved), "a port the stack gives wins")
 }
+
+// With local.apiAccess published (Docker Desktop, rootless Docker) every
+// node publishes its Talos API on 127.0.0.1 and every control plane its
+// Kubernetes API too, each at its own port, chosen free at the first up
+// and kept by node from the containers' state; every Talos call goes to
+// those ports (the node still named by its IP) and the kubeconfig this
+// machine uses and hands out names the first control plane's port.
+func TestLocalPublishedAPIAccess(t *testing.T) {
+	t.Parallel()
+	example := stackstest.Example(t, stackstest.LocalExample)
+	published := edit(t, example, "local", func(m map[string]any) {
+		delete(m, "kubernetesPort")
+		delete(m, "talosPort")
+		m["apiAccess"] = "published"
+	})
+	portsOf := func(e *componentstest.Engine, node string) map[float64]float64 {
+		out := map[float64]float64{}
+		for _, p := range e.Named(t, dockerContainer, "local-node-"+node).Inputs["ports"].ArrayValue() {
+			o := p.ObjectValue()
+			assert.Equal(t, "127.0.0.1", o["ip"].StringValue(), "this machine only")
+			out[o["internal"].NumberValue()] = o["external"].NumberValue()
+		}
+		return out
+	}
+	var asked [][]int
+	first, outs, _, err := programtest.RunOn(t, &componentstest.Engine{TalosKubeconfigs: true}, published, "local", program.Options{FreePorts: func(p []int) ([]int, error) {
+		asked = append(asked, p)
+		return []int{16443, 50010, 50011}, nil
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, [][]int{{6443, 50000, 50001}}, asked, "the defaults, then the next port per node")
+	assert.Equal(t, map[float64]float64{6443: 16443, 50000: 50010}, portsOf(first, "cp1"))
+	assert.Equal(t, map[float64]float64{50000: 50011}, portsOf(first, "w1"), "a worker serves no Kubernetes API")
+
+	for node, want := range map[string]string{"cp1": "127.0.0.1:50010", "w1": "127.0.0.1:50011"} {
+		apply := first.Named(t, componentstest.Apply, "local-apply-"+node)
+		assert.Equal(t, want, apply.Inputs["endpoint"].StringValue(), node)
+		assert.Equal(t, map[string]string{"cp1": "10.5.0.2", "w1": "10.5.0.3"}[node], apply.Inputs["node"].StringValue(), "apid serves the node by its IP")
+	}
+	for _, typ := range []string{componentstest.Bootstrap, componentstest.Kubeconfig} {
+		r := first.ByType(typ)
+		require.Len(t, r, 1, typ)
+		assert.Equal(t, "127.0.0.1:50010", r[0].Inputs["endpoint"].StringValue(), typ)
+	}
+	kc, ok := outs["kubeconfig"].Value.(string)
+	require.True(t, ok, "the kubeconfig output: %#v", outs["kubeconfig"])
+	assert.Contains(t, kc, "server: https://127.0.0.1:16443", "the kubeconfig names the published port")
+	assert.NotContains(t, kc, "10.5.0.2:6443")
+	assert.Equal(t, "https://127.0.0.1:16443", outs["localEndpoint"].Value)
+
+	// The next run keeps every node's ports, read by node (the
+	// container's hostname) from the state, without looking again.
+	state := resource.PropertyMap{}
+	for _, node := range []string{"cp1", "w1"} {
+		ctr := first.Named(t, dockerContainer, "local-node-"+node)
+		state[resource.PropertyKey(ctr.URN)] = resource.NewProperty(resource.PropertyMap{
+			"type": resource.NewProperty(dockerContainer),
+			"outputs": resource.NewProperty(resource.PropertyMap{
+				"hostname": resource.NewProperty(node), "ports": ctr.Inputs["ports"],
+			}),
+		})
+	}
+	last := &componentstest.Engine{
+		StackOutputs: resource.PropertyMap{
+			"kubernetesVersion": resource.NewProperty("1.36.3"),
+			"nodes":             nodesOutput([]string{"cp1"}, []string{"w1"}),
+		},
+		StackResources:   state,
+		TalosKubeconfigs: true,
+	}
+	next, _, _, err := programtest.RunOn(t, last, published, "local", program.Options{FreePorts: func([]int) ([]int, error) {
+		t.Error("a later run looks for free ports")
+		return nil, nil
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, portsOf(first, "cp1"), portsOf(next, "cp1"))
+	assert.Equal(t, portsOf(first, "w1"), portsOf(next, "w1"))
+}

@@ -34,7 +34,7 @@ func smokeScript(t *testing.T, tools map[string]string, env ...string) (calls []
 		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
 	}
 	log := filepath.Join(dir, "calls.log")
-	for _, name := range []string{"make", "kubectl", "docker"} {
+	for _, name := range []string{"make", "kubectl", "docker", "curl"} {
 		body := tools[name]
 		scripttest.Write(t, filepath.Join(bin, name), "#!"+bashPath(t)+"\necho \""+name+" $*\" >> "+log+"\n"+body+"\n")
 	}
@@ -47,7 +47,8 @@ func smokeScript(t *testing.T, tools map[string]string, env ...string) (calls []
 
 // readyNodes is kubectl answering as a two-node cluster that runs Talos
 // v1.13.8 until make up ran ($UPGRADED), v1.13.9 after.
-const readyNodes = `if [ "$3" = -o ]; then v=v1.13.8; [ -f "$UPGRADED" ] && v=v1.13.9; printf 'Talos (%s)\nTalos (%s)\n' $v $v; exit 0; fi
+const readyNodes = `if [ "$2" = service ]; then echo "${LB_IP:-10.5.0.200}"; exit 0; fi
+if [ "$3" = -o ]; then v=v1.13.8; [ -f "$UPGRADED" ] && v=v1.13.9; printf 'Talos (%s)\nTalos (%s)\n' $v $v; exit 0; fi
 [ "$1" = get ] && printf 'cp1   Ready   control-plane   1m   v1.36.3\nw1   Ready   <none>   1m   v1.36.3\n'; exit 0`
 
 // make smoke: make local at the release before the example's, the checks,
@@ -67,7 +68,7 @@ func TestMakeSmokeWalksTheLocalClustersLife(t *testing.T) {
 		"kubectl get nodes -o jsonpath={range .items[*]}{.status.nodeInfo.osImage}{\"\\n\"}{end}",
 		"kubectl -n kube-system rollout status daemonset/cilium --timeout=10m",
 	}
-	assert.Equal(t, slices.Concat([]string{"make --no-print-directory local"}, checks, []string{
+	want := slices.Concat([]string{"make --no-print-directory local"}, checks, []string{
 		"make --no-print-directory preview STACK=local EXPECT_NO_CHANGES=1",
 		"make --no-print-directory up STACK=local YES=1",
 	}, checks, []string{
@@ -75,7 +76,18 @@ func TestMakeSmokeWalksTheLocalClustersLife(t *testing.T) {
 		"docker container ls -q --filter label=io.fluodata.talos.stack=talos-cluster/local",
 		"docker volume ls -q --filter label=io.fluodata.talos.stack=talos-cluster/local",
 		"docker network ls -q --filter label=io.fluodata.talos.stack=talos-cluster/local",
-	}), calls)
+	})
+	lb := []string{
+		"kubectl create deployment smoke-lb --image=registry.k8s.io/e2e-test-images/agnhost:2.53 -- /agnhost netexec --http-port=8080",
+		"kubectl expose deployment smoke-lb --type=LoadBalancer --port=80 --target-port=8080",
+		"kubectl wait --for=jsonpath={.status.loadBalancer.ingress[0].ip} service/smoke-lb --timeout=3m",
+		"kubectl get service smoke-lb -o jsonpath={.status.loadBalancer.ingress[0].ip}",
+		"kubectl rollout status deployment/smoke-lb --timeout=5m",
+		"curl -fsS --max-time 5 --retry 24 --retry-delay 5 --retry-all-errors http://10.5.0.200/",
+		"kubectl delete service/smoke-lb deployment/smoke-lb --wait=true",
+	}
+	want = slices.Insert(want, 1+len(checks), lb...)
+	assert.Equal(t, want, calls)
 	assert.Contains(t, out, "=== smoke")
 	assert.Contains(t, out, "passed")
 }
@@ -107,6 +119,11 @@ func TestMakeSmokeFailsAndCleansUp(t *testing.T) {
 	_, out, err = smokeScript(t, map[string]string{"kubectl": readyNodes})
 	require.Error(t, err)
 	assert.Contains(t, out, "0 of 2 nodes run Talos v1.13.9")
+
+	// A LoadBalancer address outside the pool fails.
+	_, out, err = smokeScript(t, map[string]string{"kubectl": readyNodes}, "LB_IP=10.5.0.3")
+	require.Error(t, err)
+	assert.Contains(t, out, "the Service got 10.5.0.3, not an address of the pool")
 
 	_, out, err = smokeScript(t, nil, "STACK=prod")
 	require.Error(t, err)

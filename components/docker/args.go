@@ -6,9 +6,11 @@ package docker
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"net/netip"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -39,6 +41,16 @@ const (
 	// MinMemory (MiB) is the least a node gets: Talos's minimum for a
 	// worker.
 	MinMemory = 1024
+)
+
+// How this machine reaches the nodes' APIs (Settings.APIAccess).
+const (
+	// AccessBridge: at the nodes' IPs, through the Docker network's bridge
+	// (Docker Engine on Linux).
+	AccessBridge = "bridge"
+	// AccessPublished: at ports each node publishes on 127.0.0.1, where the
+	// bridge is not routed to this machine (Docker Desktop).
+	AccessPublished = "published"
 )
 
 // ClusterArgs are the inputs of a DockerCluster: the cluster settings, the
@@ -92,6 +104,13 @@ type Settings struct {
 	// machine, e.g. an ingress controller's (talosctl cluster create's
 	// --exposed-ports). A change replaces that container, its state kept.
 	Ports []PublishedPort `pulumi:"ports,optional"`
+	// APIAccess is how this machine reaches the nodes' APIs: bridge (the
+	// default) at their IPs, through the Docker network's bridge, as on
+	// Docker Engine for Linux; published at ports each node publishes on
+	// 127.0.0.1 (its Talos API, and a control plane's Kubernetes API), for
+	// Docker Desktop, whose bridge this machine cannot route to. A change
+	// re-applies each node's config, with no reboot.
+	APIAccess string `pulumi:"apiAccess,optional"`
 	// Mounts are folders of this machine mounted into every node's
 	// container (talosctl cluster create's --mount). A change replaces the
 	// containers one at a time, their state kept.
@@ -142,6 +161,15 @@ type Node struct {
 	// cluster create). A new value replaces the container, its state kept.
 	// Left out, a running container keeps the limit it was created with.
 	Cores int `pulumi:"cores,optional"`
+	// TalosPort is the port on 127.0.0.1 that reaches this node's Talos
+	// API, with docker.apiAccess published only (default: docker.talosPort
+	// for the first node, plus the node's index for the others).
+	TalosPort int `pulumi:"talosPort,optional"`
+	// KubernetesPort is the port on 127.0.0.1 that reaches this control
+	// plane's Kubernetes API, with docker.apiAccess published only
+	// (default: docker.kubernetesPort for the first node, plus the node's
+	// index for the others).
+	KubernetesPort int `pulumi:"kubernetesPort,optional"`
 	// Memory is the container's memory limit in MiB (at least 1024;
 	// default 2048, as talosctl cluster create), changed in place. Left
 	// out, a running container keeps the limit it was created with.
@@ -180,11 +208,25 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 		on := true
 		s.Privileged = &on
 	}
+	if s.APIAccess == "" {
+		s.APIAccess = AccessBridge
+	}
+	a.Nodes = slices.Clone(a.Nodes)
+	if s.APIAccess == AccessPublished {
+		for i := range a.Nodes {
+			n := &a.Nodes[i]
+			if n.TalosPort == 0 {
+				n.TalosPort = s.TalosPort + i
+			}
+			if n.KubernetesPort == 0 && n.Role == talos.RoleControlPlane {
+				n.KubernetesPort = s.KubernetesPort + i
+			}
+		}
+	}
 	// No nameservers unless given: Talos's container platform takes the
 	// container's resolv.conf, Docker's resolver, which asks the host's (as
 	// talosctl's clusters do), so internal or filtered DNS works.
 	a.Cluster.Nameservers = slices.Clone(a.Cluster.Nameservers)
-	a.Nodes = slices.Clone(a.Nodes)
 	return a
 }
 
@@ -253,7 +295,11 @@ func (a *ClusterArgs) check(p *inputs.Problems) {
 	if s.KubernetesPort == s.TalosPort {
 		p.Add("docker.talosPort", "%d is the Kubernetes API's port too; give each API its own port", s.TalosPort)
 	}
+	if s.APIAccess != AccessBridge && s.APIAccess != AccessPublished {
+		p.Add("docker.apiAccess", "%q is not %s or %s", s.APIAccess, AccessBridge, AccessPublished)
+	}
 	a.checkNodes(p, subnet, gw)
+	a.checkNodePorts(p)
 }
 
 // checkNodes records the problems of the nodes: names, IPs and roles as
@@ -281,6 +327,49 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems, subnet netip.Prefix, gw net
 			p.Add(at, "%s is outside the nodes' network %s", ip, subnet)
 		} else if msg := inputs.HostAddressProblem(ip, gw, subnet); msg != "" {
 			p.Add(at, "%s", msg)
+		}
+	}
+}
+
+// checkNodePorts records the problems of the nodes' own published
+// ports: only with apiAccess published, the first node's the APIs' ports,
+// a Kubernetes port on control planes only, each host port once.
+func (a *ClusterArgs) checkNodePorts(p *inputs.Problems) {
+	s := a.Docker
+	used := map[int]string{}
+	for _, pp := range s.Ports {
+		if cmp.Or(pp.Protocol, "tcp") == "tcp" {
+			used[pp.HostPort] = "docker.ports"
+		}
+	}
+	for i, n := range a.Nodes {
+		for _, port := range []struct {
+			key     string
+			value   int
+			setting int
+		}{{"talosPort", n.TalosPort, s.TalosPort}, {"kubernetesPort", n.KubernetesPort, s.KubernetesPort}} {
+			at := fmt.Sprintf("nodes[%d].%s", i, port.key)
+			switch {
+			case port.value == 0:
+				continue
+			case s.APIAccess != AccessPublished:
+				p.Add(at, "is used with docker.apiAccess %s only; leave it out", AccessPublished)
+				continue
+			case port.key == "kubernetesPort" && n.Role != talos.RoleControlPlane:
+				p.Add(at, "a worker serves no Kubernetes API; leave it out")
+				continue
+			case i == 0 && port.value != port.setting:
+				p.Add(at, "the first node publishes docker.%s (%d); set that instead", port.key, port.setting)
+				continue
+			}
+			if msg := inputs.PortProblem(port.value); msg != "" {
+				p.Add(at, "%s", msg)
+				continue
+			}
+			if other, ok := used[port.value]; ok {
+				p.Add(at, "%d is published by %s already: give another port", port.value, other)
+			}
+			used[port.value] = fmt.Sprintf("nodes[%d].%s", i, port.key)
 		}
 	}
 }
@@ -368,9 +457,52 @@ func (s Settings) privileged() bool { return s.Privileged == nil || *s.Privilege
 func (a *ClusterArgs) TalosArgs() *talos.ClusterArgs {
 	return &talos.ClusterArgs{
 		Cluster: a.Cluster, InstallerImage: pulumi.String(""), Nodes: a.talosNodes(),
-		Previous: a.Previous, InputName: a.InputName, Machines: talos.Machines{NodeNetwork: a.subnet(), NodeGateway: a.gateway(), InContainer: true},
+		Previous: a.Previous, InputName: a.InputName, Machines: talos.Machines{
+			NodeNetwork: a.subnet(), NodeGateway: a.gateway(), InContainer: true, APIAddresses: a.apiAddresses(),
+		},
 	}
 }
+
+// apiAddresses are where this machine reaches each node's APIs with
+// apiAccess published (nil: at their IPs): the ports the node publishes
+// on 127.0.0.1. Talos puts 127.0.0.1 in the certificates of both APIs
+// (talos v1.13.9 internal/app/machined/pkg/controllers/secrets,
+// api_cert_sans.go and kubernetes_cert_sans.go).
+func (a *ClusterArgs) apiAddresses() map[string]talos.APIAddress {
+	if a.Docker.APIAccess != AccessPublished {
+		return nil
+	}
+	out := map[string]talos.APIAddress{}
+	for _, n := range a.Nodes {
+		addr := talos.APIAddress{Talos: net.JoinHostPort(localhost, strconv.Itoa(n.TalosPort))}
+		if n.KubernetesPort != 0 {
+			addr.Kubernetes = "https://" + net.JoinHostPort(localhost, strconv.Itoa(n.KubernetesPort))
+		}
+		out[n.IP] = addr
+	}
+	return out
+}
+
+// apiPorts are the APIs a node's container publishes, as host port and
+// container port, the Talos API's first: every node's with apiAccess
+// published, else the first control plane's (first) only.
+func (a *ClusterArgs) apiPorts(n Node, first bool) [][2]int {
+	s := a.Docker
+	if s.APIAccess != AccessPublished {
+		if !first {
+			return nil
+		}
+		return [][2]int{{s.TalosPort, talosAPIPort}, {s.KubernetesPort, kubernetesAPIPort}}
+	}
+	out := [][2]int{{n.TalosPort, talosAPIPort}}
+	if n.KubernetesPort != 0 {
+		out = append(out, [2]int{n.KubernetesPort, kubernetesAPIPort})
+	}
+	return out
+}
+
+// localhost is where the nodes' ports are published: this machine only.
+const localhost = "127.0.0.1"
 
 // talosNodes describes the containers to the TalosCluster: Docker gives
 // each its address, hostname and routes, so the generated network patch

@@ -91,3 +91,44 @@ func TestTheImageCannotBypassTheTalosVersion(t *testing.T) {
 		assert.Contains(t, err.Error(), `docker.image: "`+image+`" is Talos v1.12.4, not cluster.talosVersion v1.13.9: change cluster.talosVersion instead`)
 	}
 }
+
+// apiAccess published: each node's own ports default to the first node's
+// plus its index; ports refused by key where they cannot work.
+func TestPublishedAPIPorts(t *testing.T) {
+	t.Parallel()
+	in := minimal()
+	in.Docker.APIAccess = docker.AccessPublished
+	in.Nodes = append(in.Nodes,
+		docker.Node{Name: "cp2", Role: talos.RoleControlPlane, IP: "10.5.0.3"},
+		docker.Node{Name: "w1", Role: talos.RoleWorker, IP: "10.5.0.4"})
+	d := in.WithDefaults()
+	var got [][2]int
+	for _, n := range d.Nodes {
+		got = append(got, [2]int{n.TalosPort, n.KubernetesPort})
+	}
+	assert.Equal(t, [][2]int{{50000, 6443}, {50001, 6444}, {50002, 0}}, got)
+	require.NoError(t, in.Validate("lab"))
+
+	bad := in
+	bad.Docker.APIAccess = "tunnel"
+	assert.ErrorContains(t, bad.Validate("lab"), `docker.apiAccess: "tunnel" is not bridge or published`)
+
+	bad = in
+	bad.Nodes = []docker.Node{in.Nodes[0], in.Nodes[1], in.Nodes[2]}
+	bad.Nodes[0].TalosPort = 50100
+	bad.Nodes[1].TalosPort = 6443
+	bad.Nodes[2].KubernetesPort = 6500
+	err := bad.Validate("lab")
+	require.Error(t, err)
+	for _, want := range []string{
+		"nodes[0].talosPort: the first node publishes docker.talosPort (50000); set that instead",
+		"nodes[1].talosPort: 6443 is published by nodes[0].kubernetesPort already",
+		"nodes[2].kubernetesPort: a worker serves no Kubernetes API; leave it out",
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+
+	bridge := minimal()
+	bridge.Nodes[0].TalosPort = 50000
+	assert.ErrorContains(t, bridge.Validate("lab"), "nodes[0].talosPort: is used with docker.apiAccess published only; leave it out")
+}

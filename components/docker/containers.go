@@ -119,12 +119,12 @@ func (m *Containers) node(ctx *pulumi.Context, name string, args *ClusterArgs, n
 		})
 	}
 	var ports dk.ContainerPortArray
+	for _, p := range args.apiPorts(n, publish) {
+		ports = append(ports, dk.ContainerPortArgs{
+			Internal: pulumi.Int(p[1]), External: pulumi.Int(p[0]), Ip: pulumi.String(localhost), Protocol: pulumi.String("tcp"),
+		})
+	}
 	if publish {
-		for _, p := range [][2]int{{s.TalosPort, talosAPIPort}, {s.KubernetesPort, kubernetesAPIPort}} {
-			ports = append(ports, dk.ContainerPortArgs{
-				Internal: pulumi.Int(p[1]), External: pulumi.Int(p[0]), Ip: pulumi.String("127.0.0.1"), Protocol: pulumi.String("tcp"),
-			})
-		}
 		for _, p := range s.Ports {
 			ports = append(ports, dk.ContainerPortArgs{
 				Internal: pulumi.Int(p.ContainerPort), External: pulumi.Int(p.HostPort),

@@ -139,6 +139,8 @@ type DockerNode struct {
 	Ip string `pulumi:"ip"`
 	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
+	// The port on 127.0.0.1 that reaches this control plane's Kubernetes API, with docker.apiAccess published only (default: docker.kubernetesPort for the first node, plus the node's index for the others).
+	KubernetesPort *int `pulumi:"kubernetesPort"`
 	// The container's memory limit in MiB (at least 1024; default 2048, as talosctl cluster create), changed in place. Left out, a running container keeps the limit it was created with.
 	Memory *int `pulumi:"memory"`
 	// The node's hostname and Kubernetes node name: a DNS label.
@@ -147,6 +149,8 @@ type DockerNode struct {
 	Patches []string `pulumi:"patches"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The port on 127.0.0.1 that reaches this node's Talos API, with docker.apiAccess published only (default: docker.talosPort for the first node, plus the node's index for the others).
+	TalosPort *int `pulumi:"talosPort"`
 }
 
 // DockerNodeInput is an input type that accepts DockerNodeArgs and DockerNodeOutput values.
@@ -168,6 +172,8 @@ type DockerNodeArgs struct {
 	Ip string `pulumi:"ip"`
 	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
+	// The port on 127.0.0.1 that reaches this control plane's Kubernetes API, with docker.apiAccess published only (default: docker.kubernetesPort for the first node, plus the node's index for the others).
+	KubernetesPort *int `pulumi:"kubernetesPort"`
 	// The container's memory limit in MiB (at least 1024; default 2048, as talosctl cluster create), changed in place. Left out, a running container keeps the limit it was created with.
 	Memory *int `pulumi:"memory"`
 	// The node's hostname and Kubernetes node name: a DNS label.
@@ -176,6 +182,8 @@ type DockerNodeArgs struct {
 	Patches pulumi.StringArrayInput `pulumi:"patches"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The port on 127.0.0.1 that reaches this node's Talos API, with docker.apiAccess published only (default: docker.talosPort for the first node, plus the node's index for the others).
+	TalosPort *int `pulumi:"talosPort"`
 }
 
 func (DockerNodeArgs) ElementType() reflect.Type {
@@ -245,6 +253,11 @@ func (o DockerNodeOutput) KubeSpanEndpoints() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v DockerNode) []string { return v.KubeSpanEndpoints }).(pulumi.StringArrayOutput)
 }
 
+// The port on 127.0.0.1 that reaches this control plane's Kubernetes API, with docker.apiAccess published only (default: docker.kubernetesPort for the first node, plus the node's index for the others).
+func (o DockerNodeOutput) KubernetesPort() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v DockerNode) *int { return v.KubernetesPort }).(pulumi.IntPtrOutput)
+}
+
 // The container's memory limit in MiB (at least 1024; default 2048, as talosctl cluster create), changed in place. Left out, a running container keeps the limit it was created with.
 func (o DockerNodeOutput) Memory() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v DockerNode) *int { return v.Memory }).(pulumi.IntPtrOutput)
@@ -263,6 +276,11 @@ func (o DockerNodeOutput) Patches() pulumi.StringArrayOutput {
 // The node's machine type: controlplane or worker.
 func (o DockerNodeOutput) Role() RoleOutput {
 	return o.ApplyT(func(v DockerNode) Role { return v.Role }).(RoleOutput)
+}
+
+// The port on 127.0.0.1 that reaches this node's Talos API, with docker.apiAccess published only (default: docker.talosPort for the first node, plus the node's index for the others).
+func (o DockerNodeOutput) TalosPort() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v DockerNode) *int { return v.TalosPort }).(pulumi.IntPtrOutput)
 }
 
 type DockerNodeArrayOutput struct{ *pulumi.OutputState }
@@ -414,6 +432,8 @@ func (o DockerPublishedPortArrayOutput) Index(i pulumi.IntInput) DockerPublished
 
 // The Docker-wide settings.
 type DockerSettings struct {
+	// How this machine reaches the nodes' APIs: bridge (the default) at their IPs, through the Docker network's bridge, as on Docker Engine for Linux; published at ports each node publishes on 127.0.0.1 (its Talos API, and a control plane's Kubernetes API), for Docker Desktop, whose bridge this machine cannot route to. A change re-applies each node's config, with no reboot.
+	ApiAccess *string `pulumi:"apiAccess"`
 	// Leaves IPv6 off in the containers, for a Docker host whose kernel has none (talosctl cluster create's --disable-ipv6); a change replaces the containers, their state kept.
 	DisableIpv6 *bool `pulumi:"disableIpv6"`
 	// The network's gateway, this machine's address on the bridge (default: the subnet's first address).
@@ -449,6 +469,8 @@ type DockerSettingsInput interface {
 
 // The Docker-wide settings.
 type DockerSettingsArgs struct {
+	// How this machine reaches the nodes' APIs: bridge (the default) at their IPs, through the Docker network's bridge, as on Docker Engine for Linux; published at ports each node publishes on 127.0.0.1 (its Talos API, and a control plane's Kubernetes API), for Docker Desktop, whose bridge this machine cannot route to. A change re-applies each node's config, with no reboot.
+	ApiAccess *string `pulumi:"apiAccess"`
 	// Leaves IPv6 off in the containers, for a Docker host whose kernel has none (talosctl cluster create's --disable-ipv6); a change replaces the containers, their state kept.
 	DisableIpv6 *bool `pulumi:"disableIpv6"`
 	// The network's gateway, this machine's address on the bridge (default: the subnet's first address).
@@ -496,6 +518,11 @@ func (o DockerSettingsOutput) ToDockerSettingsOutput() DockerSettingsOutput {
 
 func (o DockerSettingsOutput) ToDockerSettingsOutputWithContext(ctx context.Context) DockerSettingsOutput {
 	return o
+}
+
+// How this machine reaches the nodes' APIs: bridge (the default) at their IPs, through the Docker network's bridge, as on Docker Engine for Linux; published at ports each node publishes on 127.0.0.1 (its Talos API, and a control plane's Kubernetes API), for Docker Desktop, whose bridge this machine cannot route to. A change re-applies each node's config, with no reboot.
+func (o DockerSettingsOutput) ApiAccess() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v DockerSettings) *string { return v.ApiAccess }).(pulumi.StringPtrOutput)
 }
 
 // Leaves IPv6 off in the containers, for a Docker host whose kernel has none (talosctl cluster create's --disable-ipv6); a change replaces the containers, their state kept.

@@ -18,10 +18,12 @@ import (
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/backup"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/driver"
 	"github.com/fluodata/talos-pulumi/cmd/stackctl/internal/exitcode"
+	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/internal/agekeys"
 	"github.com/fluodata/talos-pulumi/internal/backupstore"
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/program"
+	"github.com/fluodata/talos-pulumi/stacks"
 )
 
 // backupEnv is what `stackctl backup` and `backups` use besides the stack:
@@ -41,6 +43,9 @@ type backupEnv struct {
 func runBackup(ctx context.Context, req driver.BackupRequest, env backupEnv) error {
 	cfg, diags := program.Load(req.Source)
 	if err := diags.Err(); err != nil {
+		return err
+	}
+	if err := reachesNodeIPs(cfg); err != nil {
 		return err
 	}
 	b := cfg.Backup
@@ -286,5 +291,16 @@ func backupGet(ctx context.Context, target, stack, name, identityFile, out strin
 		"  %s  the Pulumi state export (pulumi stack import --file)\n  %s  the stack file\n",
 		name, x.Manifest.Cluster, x.Manifest.TalosVersion, x.Manifest.Created.Format(time.RFC3339), x.Manifest.SourceNode, out,
 		backup.SnapshotFile, backup.StateFile, filepath.Base(x.Manifest.StackFileName))
+	return nil
+}
+
+// reachesNodeIPs refuses a stack whose nodes this machine reaches only
+// through published ports: backup and restore call each control plane at
+// its IP.
+func reachesNodeIPs(cfg *stacks.Config) error {
+	if cfg.Platform == stacks.PlatformLocal && cfg.Local.APIAccess == docker.AccessPublished {
+		return fmt.Errorf("local.apiAccess is %s: backup and restore reach the control planes at their IPs, which this machine does not route to; "+
+			"run them where local.apiAccess is bridge (Docker Engine on Linux)", docker.AccessPublished)
+	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/talosapi"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
+	"github.com/fluodata/talos-pulumi/stacks"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
 
@@ -161,4 +162,15 @@ func TestStackctlBackupGet(t *testing.T) {
 	assert.NotEqual(t, 0, code)
 	assert.Contains(t, stderr.String(), "none of the given identities is a recipient")
 	assert.NoDirExists(t, out2, "nothing of a backup that fails its checks is kept")
+}
+
+// A local stack reached through published ports is refused by key before
+// any call: backup and restore reach the control planes at their IPs.
+func TestBackupAndRestoreRefuseAPublishedLocalStack(t *testing.T) {
+	t.Parallel()
+	cfg := &stacks.Config{Platform: stacks.PlatformLocal}
+	require.NoError(t, reachesNodeIPs(cfg))
+	cfg.Local.APIAccess = "published"
+	require.ErrorContains(t, reachesNodeIPs(cfg), "local.apiAccess is published: backup and restore reach the control planes at their IPs")
+	require.NoError(t, reachesNodeIPs(&stacks.Config{Platform: stacks.PlatformProxmox}))
 }

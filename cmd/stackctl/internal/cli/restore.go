@@ -42,6 +42,9 @@ func runRestore(ctx context.Context, req driver.RestoreRequest, env backupEnv) e
 	if err := diags.Err(); err != nil {
 		return err
 	}
+	if err := reachesNodeIPs(cfg); err != nil {
+		return err
+	}
 	if cfg.Backup.Target == "" {
 		return fmt.Errorf("stack %s has no backup section: set backup.target to where its backups are (docs/backup.md)", req.Name)
 	}

@@ -140,9 +140,10 @@ type dockerInfo struct {
 }
 
 // checkDockerHost refuses, by what to do instead, a daemon the local
-// platform cannot work with: Docker Desktop and rootless Docker keep the
-// bridge in a VM or a user namespace this machine does not route to, and
-// kubelet 1.35 and later refuse a host on cgroup v1.
+// platform cannot work with: Docker Desktop keeps the bridge in a VM this
+// machine does not route to (local.apiAccess published goes around it),
+// rootless Docker cannot give Talos privileged containers, and kubelet
+// 1.35 and later refuse a host on cgroup v1.
 func checkDockerHost(ctx context.Context, env Env, cfg *stacks.Config) []Result {
 	status, _, body, err := dockerRead(ctx, env, dockerSocket(env), "/info")
 	var info dockerInfo
@@ -154,9 +155,9 @@ func checkDockerHost(ctx context.Context, env Env, cfg *stacks.Config) []Result 
 	}
 	var out []Result
 	switch {
-	case info.OperatingSystem == "Docker Desktop":
-		out = append(out, Result{Fail, "docker", "Docker Desktop runs the containers in a VM whose bridge this machine does not route to, so the program could not reach the nodes: " +
-			"use Docker Engine on Linux (docs/local.md)"})
+	case info.OperatingSystem == "Docker Desktop" && cfg.Local.APIAccess != docker.AccessPublished:
+		out = append(out, Result{Fail, "docker", "Docker Desktop runs the containers in a VM whose bridge this machine does not route to, so the program could not reach the nodes at their IPs: " +
+			"set local.apiAccess: published, which reaches them through ports published on 127.0.0.1 (docs/local.md)"})
 	case slices.Contains(info.SecurityOptions, "name=rootless"):
 		out = append(out, Result{Fail, "docker", "this daemon is rootless Docker: its bridge lives in a user namespace this machine does not route to, and Talos needs privileged containers; " +
 			"use the system daemon (DOCKER_HOST=unix:///var/run/docker.sock)"})

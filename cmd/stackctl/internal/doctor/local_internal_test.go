@@ -115,7 +115,8 @@ func TestLocalChecksTheDockerDaemon(t *testing.T) {
 }
 
 // A daemon the local platform cannot work with is refused by name, with
-// what to do instead: Docker Desktop, rootless Docker, cgroup v1 under a
+// what to do instead: Docker Desktop without published APIs, rootless
+// Docker, cgroup v1 under a
 // kubelet that refuses it (Talos v1.13.9's default Kubernetes is 1.36).
 func TestLocalChecksTheDockerHost(t *testing.T) {
 	t.Parallel()
@@ -129,7 +130,11 @@ func TestLocalChecksTheDockerHost(t *testing.T) {
 	desktop := check(`{"OperatingSystem":"Docker Desktop","CgroupVersion":"2"}`, cfg)
 	require.Len(t, desktop, 1)
 	assert.Equal(t, Fail, desktop[0].Level)
-	assert.Contains(t, desktop[0].Message, "use Docker Engine on Linux")
+	assert.Contains(t, desktop[0].Message, "set local.apiAccess: published")
+	published := *cfg
+	published.Local.APIAccess = "published"
+	assert.Equal(t, []Result{{OK, "docker", "Docker Desktop, cgroup v2"}}, check(`{"OperatingSystem":"Docker Desktop","CgroupVersion":"2"}`, &published),
+		"published ports go around the VM's bridge")
 
 	rootless := check(`{"OperatingSystem":"Ubuntu 24.04","CgroupVersion":"2","SecurityOptions":["name=seccomp,profile=builtin","name=rootless","name=cgroupns"]}`, cfg)
 	require.Len(t, rootless, 1)

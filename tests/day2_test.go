@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -84,11 +85,11 @@ func TestTheNextUpReadsTheOutputsOfTheLast(t *testing.T) {
 	src := stackstest.Example(t, stackstest.VPSExample)
 	_, outs, _, err := programtest.Run(t, src, "vps-prod", program.Options{})
 	require.NoError(t, err)
-	nodes, ok := outs["nodes"].Value.(map[string]map[string]string)
-	require.True(t, ok, "nodes is a map of maps: %T", outs["nodes"].Value)
+	nodes, ok := outs["nodes"].Value.(map[string]talos.NodeStatus)
+	require.True(t, ok, "nodes is a map of NodeStatus: %T", outs["nodes"].Value)
 	require.Contains(t, nodes, "node-0")
-	assert.Equal(t, "controlplane", nodes["node-0"]["role"])
-	assert.Equal(t, "unknown", nodes["node-0"]["talosVersion"], "under mocks no node answers")
+	assert.Equal(t, "controlplane", nodes["node-0"].Role)
+	assert.Equal(t, "unknown", nodes["node-0"].TalosVersion, "under mocks no node answers")
 
 	last := lastOutputs(outs)
 	_, _, _, err = programtest.RunOn(t, &componentstest.Engine{StackOutputs: last}, src, "vps-prod", program.Options{})
@@ -155,10 +156,11 @@ func TestADataDiskLivesThroughUps(t *testing.T) {
 	src := stackstest.Example(t, stackstest.ProxmoxExample)
 	_, outs, _, err := programtest.Run(t, src, "proxmox-homelab", program.Options{})
 	require.NoError(t, err)
-	nodes := outs["nodes"].Value.(map[string]map[string]string)
-	assert.Equal(t, "/var/mnt/longhorn", nodes["worker-0"]["dataVolume"])
-	assert.Equal(t, "20", nodes["worker-0"]["dataDiskSize"])
-	assert.NotContains(t, nodes["cp-0"], "dataVolume", "control planes have no data disk")
+	nodes := outs["nodes"].Value.(map[string]talos.NodeStatus)
+	require.NotNil(t, nodes["worker-0"].DataVolume)
+	assert.Equal(t, "/var/mnt/longhorn", *nodes["worker-0"].DataVolume)
+	assert.Equal(t, 20, *nodes["worker-0"].DataDiskSize)
+	assert.Nil(t, nodes["cp-0"].DataVolume, "control planes have no data disk")
 	last := lastOutputs(outs)
 
 	edit := func(size any) stacks.Source {
@@ -173,15 +175,26 @@ func TestADataDiskLivesThroughUps(t *testing.T) {
 	}
 	_, _, _, err = programtest.RunOn(t, &componentstest.Engine{StackOutputs: last}, edit(40), "proxmox-homelab", program.Options{})
 	require.NoError(t, err, "a grown disk")
-	for size, want := range map[any]string{
-		10:  "nodes.workers[0].dataDiskSize: shrinks the data disk of worker-0 from 20 to 10 GiB",
-		nil: "nodes.workers[0].dataDiskSize: removes the 20 GiB data disk of worker-0",
-	} {
-		e := &componentstest.Engine{StackOutputs: last}
-		_, _, _, err = programtest.RunOn(t, e, edit(size), "proxmox-homelab", program.Options{})
-		require.ErrorContains(t, err, want)
-		assert.Empty(t, e.All())
+	// Stacks whose last up ran before the typed nodes output hold the size
+	// as a string: it is read the same.
+	old := last.Copy()
+	oldNodes := old["nodes"].ObjectValue().Copy()
+	w0 := oldNodes["worker-0"].ObjectValue().Copy()
+	w0["dataDiskSize"] = resource.NewProperty("20")
+	oldNodes["worker-0"] = resource.NewProperty(w0)
+	old["nodes"] = resource.NewProperty(oldNodes)
+	for _, outputs := range []resource.PropertyMap{last, old} {
+		for size, want := range map[any]string{
+			10:  "nodes.workers[0].dataDiskSize: shrinks the data disk of worker-0 from 20 to 10 GiB",
+			nil: "nodes.workers[0].dataDiskSize: removes the 20 GiB data disk of worker-0",
+		} {
+			e := &componentstest.Engine{StackOutputs: outputs}
+			_, _, _, err = programtest.RunOn(t, e, edit(size), "proxmox-homelab", program.Options{})
+			require.ErrorContains(t, err, want)
+			assert.Empty(t, e.All())
+		}
 	}
+	assert.True(t, last["nodes"].ObjectValue()["worker-0"].ObjectValue()["dataDiskSize"].IsNumber(), "the typed output sends a number")
 }
 
 // The last state's VMs (what the proxmoxve plugin read back) against this

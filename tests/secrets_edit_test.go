@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -116,8 +118,35 @@ func plainValue(v any) any {
 			m[k] = s
 		}
 		return m
+	case map[string]talos.NodeStatus:
+		m := map[string]any{}
+		for k, n := range x {
+			m[k] = structValue(reflect.ValueOf(n))
+		}
+		return m
 	}
 	return v
+}
+
+// structValue is a struct output as the SDK sends it: its fields by their
+// pulumi names, nil ones left out (pulumi sdk/go/pulumi/rpc.go,
+// marshalInputImpl: a null field is not set).
+func structValue(v reflect.Value) map[string]any {
+	out := map[string]any{}
+	for i := range v.NumField() {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("pulumi"), ",")
+		f := v.Field(i)
+		if name == "" || f.Kind() == reflect.Pointer && f.IsNil() {
+			continue
+		}
+		f = reflect.Indirect(f)
+		if f.CanInt() {
+			out[name] = float64(f.Int())
+			continue
+		}
+		out[name] = f.Interface()
+	}
+	return out
 }
 
 type stackEdit struct {

@@ -71,9 +71,9 @@ type Cluster struct {
 	// KubernetesVersion is the oldest Kubernetes version the API servers
 	// run, read from them (the configured one when none answers).
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
-	// Nodes is, by node name, the node's ip, role, and the talosVersion
-	// and kubeletVersion it runs ("unknown" when it did not answer).
-	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
+	// Nodes are the nodes by name, each as the run found it: its ip, role,
+	// and the Talos and kubelet versions it runs.
+	Nodes talos.NodeStatusMapOutput `pulumi:"nodes"`
 	// KubernetesProvider is a Kubernetes provider for the new cluster,
 	// configured with its admin kubeconfig once its API answers.
 	KubernetesProvider *kubernetes.Provider `pulumi:"kubernetesProvider" provider:"type=kubernetes@v4.32.0:index:Provider"`

@@ -351,18 +351,18 @@ func (b *build) outputs() {
 	}))
 	c.TalosVersion = observed.ApplyT(func(o any) string { return o.(observation).talos }).(pulumi.StringOutput)
 	c.KubernetesVersion = observed.ApplyT(func(o any) string { return o.(observation).kubernetes }).(pulumi.StringOutput)
-	c.Nodes = observed.ApplyT(func(o any) map[string]map[string]string {
-		nodes := o.(observation).nodes
+	c.Nodes = observed.ApplyT(func(o any) map[string]NodeStatus {
+		seen := o.(observation).nodes
+		out := make(map[string]NodeStatus, len(seen))
 		// Where each node's data volume is, and its disk's size, which
 		// the next run may not shrink.
 		for _, n := range args.Nodes {
-			if mount := args.Cluster.DataMount(n); mount != "" && nodes[n.Name] != nil {
-				nodes[n.Name][DataVolumeOutput] = mount
-				nodes[n.Name][DataDiskSizeOutput] = strconv.Itoa(n.DataDiskSize)
+			if m, ok := seen[n.Name]; ok {
+				out[n.Name] = nodeStatus(m, n, args.Cluster.DataMount(n))
 			}
 		}
-		return nodes
-	}).(pulumi.StringMapMapOutput)
+		return out
+	}).(NodeStatusMapOutput)
 	// The kubeconfig output resolves only after the cluster is usable, so
 	// whoever reads it (a stack export) waits for Cilium, the approver and
 	// Ready nodes.

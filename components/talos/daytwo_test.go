@@ -240,7 +240,7 @@ type run struct {
 	hooks  *componentstest.Hooks
 	// The outputs, read from the nodes at the end of the run.
 	talosVersion, kubernetesVersion string
-	nodes                           map[string]map[string]string
+	nodes                           map[string]talos.NodeStatus
 }
 
 // run runs the program under the mock engine; its secrets hold the fake
@@ -303,7 +303,7 @@ func (l *lab) run(args talos.ClusterArgs) run {
 			return err
 		}
 		r.talosVersion, r.kubernetesVersion = tv.Value.(string), kv.Value.(string)
-		r.nodes = nodes.Value.(map[string]map[string]string)
+		r.nodes = nodes.Value.(map[string]talos.NodeStatus)
 		return nil
 	}, pulumi.WithMocks("talos-cluster", "lab", e), func(info *pulumi.RunInfo) { info.DryRun = l.dryRun })
 	require.NoError(l.t, err)
@@ -527,7 +527,7 @@ func testTalosUpgradeReachesOneNodeAtATime(t *testing.T, published bool) {
 	}
 	assert.Equal(t, newTalos, again.talosVersion)
 	assert.Equal(t, "1.34.1", again.kubernetesVersion)
-	assert.Equal(t, map[string]string{"ip": "10.5.0.21", "role": "worker", "talosVersion": newTalos, "kubeletVersion": "v1.34.1"}, again.nodes["worker-1"])
+	assert.Equal(t, talos.NodeStatus{IP: "10.5.0.21", Role: "worker", TalosVersion: newTalos, KubeletVersion: "v1.34.1"}, again.nodes["worker-1"])
 }
 
 // Every wait of a 3+2 rollout reports on the line of the apply it belongs
@@ -605,9 +605,9 @@ func TestAStuckNodeStopsTheRolloutAndTheNextUpResumes(t *testing.T) {
 	// what each runs.
 	mid := l.run(clusterArgs(newTalos, l.nodes()))
 	assert.Equal(t, oldTalos, mid.talosVersion)
-	assert.Equal(t, newTalos, mid.nodes["cp-1"]["talosVersion"])
-	assert.Equal(t, talos.Unknown, mid.nodes["cp-2"]["talosVersion"], "the stuck node does not answer")
-	assert.Equal(t, oldTalos, mid.nodes["cp-3"]["talosVersion"])
+	assert.Equal(t, newTalos, mid.nodes["cp-1"].TalosVersion)
+	assert.Equal(t, talos.Unknown, mid.nodes["cp-2"].TalosVersion, "the stuck node does not answer")
+	assert.Equal(t, oldTalos, mid.nodes["cp-3"].TalosVersion)
 
 	// The next `up` refuses at the gate while the node is down, naming
 	// its etcd member, and touches nothing.
@@ -868,7 +868,7 @@ func testAKubernetesUpgradeMovesTheControlPlanesBeforeAnyKubelet(t *testing.T, p
 	// The outputs of the next run say what runs now.
 	after := l.run(args(to))
 	assert.Equal(t, to, after.kubernetesVersion)
-	assert.Equal(t, "v"+to, after.nodes["worker-2"]["kubeletVersion"])
+	assert.Equal(t, "v"+to, after.nodes["worker-2"].KubeletVersion)
 }
 
 // Ctrl-C during a wait that would last (a node that does not come back
@@ -1285,7 +1285,7 @@ func TestAddingAWorkerTouchesNoRunningNode(t *testing.T) {
 	}
 	assert.Contains(t, s, "lab-apply-worker-2")
 	assert.Contains(t, s, "lab-member-worker-2")
-	assert.Equal(t, oldTalos, next.nodes["worker-2"]["talosVersion"])
+	assert.Equal(t, oldTalos, next.nodes["worker-2"].TalosVersion)
 }
 
 // A whole-stack destroy (`destroy --run-program` runs the program with the
@@ -1335,7 +1335,7 @@ func TestAWholeStackDestroyAfterANodeLeftTheFileTouchesNoNode(t *testing.T) {
 	}
 	assert.Empty(t, l.talos.Events()[before:], "no call to any node")
 	assert.Empty(t, l.kube.Events(), "no drain, no Node deleted")
-	assert.Equal(t, talos.Unknown, during.nodes["cp-1"]["talosVersion"], "nothing read from the nodes")
+	assert.Equal(t, talos.Unknown, during.nodes["cp-1"].TalosVersion, "nothing read from the nodes")
 }
 
 // A preview reads nothing from the nodes (item 11 of issue 23): with every
@@ -1348,7 +1348,7 @@ func TestAPreviewReadsNothingFromTheNodes(t *testing.T) {
 	l.dryRun = true
 	p := l.run(clusterArgs(oldTalos, l.nodes()))
 	assert.Empty(t, l.talos.Events()[before:], "no call to any node")
-	assert.Equal(t, talos.Unknown, p.nodes["cp-1"]["talosVersion"])
+	assert.Equal(t, talos.Unknown, p.nodes["cp-1"].TalosVersion)
 	assert.Equal(t, oldTalos, p.talosVersion, "the version asked for")
 
 	// With the last run's outputs, it shows what the nodes reported then:
@@ -1358,8 +1358,8 @@ func TestAPreviewReadsNothingFromTheNodes(t *testing.T) {
 	args.Previous = &talos.Previous{Reported: map[string]map[string]string{"cp-1": {"talosVersion": oldTalos, "kubeletVersion": "v1.34.1"}}}
 	p = l.run(args)
 	assert.Empty(t, l.talos.Events()[before:], "no call to any node")
-	assert.Equal(t, map[string]string{"ip": p.nodes["cp-1"]["ip"], "role": "controlplane", "talosVersion": oldTalos, "kubeletVersion": "v1.34.1"}, p.nodes["cp-1"])
-	assert.Equal(t, talos.Unknown, p.nodes["worker-1"]["talosVersion"], "a node the last run did not report")
+	assert.Equal(t, talos.NodeStatus{IP: p.nodes["cp-1"].IP, Role: "controlplane", TalosVersion: oldTalos, KubeletVersion: "v1.34.1"}, p.nodes["cp-1"])
+	assert.Equal(t, talos.Unknown, p.nodes["worker-1"].TalosVersion, "a node the last run did not report")
 }
 
 // Several workers removed in one `up` leave the cluster

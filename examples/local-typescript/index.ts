@@ -7,7 +7,12 @@ import * as k8s from "@pulumi/kubernetes";
 import * as talos from "@fluodata/talos-anywhere";
 
 const local = new talos.DockerCluster("local", {
-    cluster: { name: "local", talosVersion: "v1.13.9" },
+    cluster: {
+        name: "local",
+        talosVersion: "v1.13.9",
+        // Services of type LoadBalancer get an address of this pool.
+        loadBalancer: { pools: [{ name: "local", blocks: ["10.5.0.200-10.5.0.220"] }] },
+    },
     docker: { subnet: "10.5.0.0/24" }, // this machine is 10.5.0.1 on the Docker network
     nodes: [
         { name: "cp1", role: "controlplane", ip: "10.5.0.2" },

@@ -29,8 +29,8 @@ type DockerCluster struct {
 	LocalEndpoint pulumi.StringOutput `pulumi:"localEndpoint"`
 	// The nodes' IPs by node name.
 	NodeIps pulumi.StringMapOutput `pulumi:"nodeIps"`
-	// Nodes is, by node name, the node's ip, role, and the talosVersion and kubeletVersion it runs ("unknown" when it did not answer).
-	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
+	// The nodes by name, each as the run found it: its ip, role, and the Talos and kubelet versions it runs.
+	Nodes TalosNodeStatusMapOutput `pulumi:"nodes"`
 	// The oldest Talos version the nodes run, read from them (the configured one when none answers).
 	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
 	// The Talos client config.
@@ -197,9 +197,9 @@ func (o DockerClusterOutput) NodeIps() pulumi.StringMapOutput {
 	return o.ApplyT(func(v *DockerCluster) pulumi.StringMapOutput { return v.NodeIps }).(pulumi.StringMapOutput)
 }
 
-// Nodes is, by node name, the node's ip, role, and the talosVersion and kubeletVersion it runs ("unknown" when it did not answer).
-func (o DockerClusterOutput) Nodes() pulumi.StringMapMapOutput {
-	return o.ApplyT(func(v *DockerCluster) pulumi.StringMapMapOutput { return v.Nodes }).(pulumi.StringMapMapOutput)
+// The nodes by name, each as the run found it: its ip, role, and the Talos and kubelet versions it runs.
+func (o DockerClusterOutput) Nodes() TalosNodeStatusMapOutput {
+	return o.ApplyT(func(v *DockerCluster) TalosNodeStatusMapOutput { return v.Nodes }).(TalosNodeStatusMapOutput)
 }
 
 // The oldest Talos version the nodes run, read from them (the configured one when none answers).

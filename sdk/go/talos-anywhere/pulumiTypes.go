@@ -4710,6 +4710,94 @@ func (o TalosNodeSpecArrayOutput) Index(i pulumi.IntInput) TalosNodeSpecOutput {
 	}).(TalosNodeSpecOutput)
 }
 
+// One node as the run found it: the cluster's nodes output, by node name. The program reads it back on the next run (its roles, versions, machines and data disks), so its keys stay as they are.
+type TalosNodeStatus struct {
+	// The size of the node's data disk in GiB, which a later run may not shrink.
+	DataDiskSize *int `pulumi:"dataDiskSize"`
+	// Where the node's data volume is mounted, for a node with a data disk.
+	DataVolume *string `pulumi:"dataVolume"`
+	// The node's address.
+	Ip string `pulumi:"ip"`
+	// The version its kubelet runs ("unknown" when Kubernetes did not say).
+	KubeletVersion string `pulumi:"kubeletVersion"`
+	// Names what of the node's machine cannot change without a new one (a VM's id and host), where the platform says.
+	Machine *string `pulumi:"machine"`
+	// The node's machine type: controlplane or worker.
+	Role string `pulumi:"role"`
+	// The Talos version the node runs ("unknown" when it did not answer).
+	TalosVersion string `pulumi:"talosVersion"`
+}
+
+// One node as the run found it: the cluster's nodes output, by node name. The program reads it back on the next run (its roles, versions, machines and data disks), so its keys stay as they are.
+type TalosNodeStatusOutput struct{ *pulumi.OutputState }
+
+func (TalosNodeStatusOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*TalosNodeStatus)(nil)).Elem()
+}
+
+func (o TalosNodeStatusOutput) ToTalosNodeStatusOutput() TalosNodeStatusOutput {
+	return o
+}
+
+func (o TalosNodeStatusOutput) ToTalosNodeStatusOutputWithContext(ctx context.Context) TalosNodeStatusOutput {
+	return o
+}
+
+// The size of the node's data disk in GiB, which a later run may not shrink.
+func (o TalosNodeStatusOutput) DataDiskSize() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v TalosNodeStatus) *int { return v.DataDiskSize }).(pulumi.IntPtrOutput)
+}
+
+// Where the node's data volume is mounted, for a node with a data disk.
+func (o TalosNodeStatusOutput) DataVolume() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v TalosNodeStatus) *string { return v.DataVolume }).(pulumi.StringPtrOutput)
+}
+
+// The node's address.
+func (o TalosNodeStatusOutput) Ip() pulumi.StringOutput {
+	return o.ApplyT(func(v TalosNodeStatus) string { return v.Ip }).(pulumi.StringOutput)
+}
+
+// The version its kubelet runs ("unknown" when Kubernetes did not say).
+func (o TalosNodeStatusOutput) KubeletVersion() pulumi.StringOutput {
+	return o.ApplyT(func(v TalosNodeStatus) string { return v.KubeletVersion }).(pulumi.StringOutput)
+}
+
+// Names what of the node's machine cannot change without a new one (a VM's id and host), where the platform says.
+func (o TalosNodeStatusOutput) Machine() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v TalosNodeStatus) *string { return v.Machine }).(pulumi.StringPtrOutput)
+}
+
+// The node's machine type: controlplane or worker.
+func (o TalosNodeStatusOutput) Role() pulumi.StringOutput {
+	return o.ApplyT(func(v TalosNodeStatus) string { return v.Role }).(pulumi.StringOutput)
+}
+
+// The Talos version the node runs ("unknown" when it did not answer).
+func (o TalosNodeStatusOutput) TalosVersion() pulumi.StringOutput {
+	return o.ApplyT(func(v TalosNodeStatus) string { return v.TalosVersion }).(pulumi.StringOutput)
+}
+
+type TalosNodeStatusMapOutput struct{ *pulumi.OutputState }
+
+func (TalosNodeStatusMapOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*map[string]TalosNodeStatus)(nil)).Elem()
+}
+
+func (o TalosNodeStatusMapOutput) ToTalosNodeStatusMapOutput() TalosNodeStatusMapOutput {
+	return o
+}
+
+func (o TalosNodeStatusMapOutput) ToTalosNodeStatusMapOutputWithContext(ctx context.Context) TalosNodeStatusMapOutput {
+	return o
+}
+
+func (o TalosNodeStatusMapOutput) MapIndex(k pulumi.StringInput) TalosNodeStatusOutput {
+	return pulumi.All(o, k).ApplyT(func(vs []interface{}) TalosNodeStatus {
+		return vs[0].(map[string]TalosNodeStatus)[vs[1].(string)]
+	}).(TalosNodeStatusOutput)
+}
+
 // Sends a registry's image pulls to mirrors first: a pull-through cache or a registry on the operator's network.
 type TalosRegistryMirror struct {
 	// The mirrors' URLs (http:// or https://), tried in order.
@@ -5864,6 +5952,8 @@ func init() {
 	pulumi.RegisterOutputType(TalosNodeNetworkOutput{})
 	pulumi.RegisterOutputType(TalosNodeSpecOutput{})
 	pulumi.RegisterOutputType(TalosNodeSpecArrayOutput{})
+	pulumi.RegisterOutputType(TalosNodeStatusOutput{})
+	pulumi.RegisterOutputType(TalosNodeStatusMapOutput{})
 	pulumi.RegisterOutputType(TalosRegistryMirrorOutput{})
 	pulumi.RegisterOutputType(TalosRegistryMirrorArrayOutput{})
 	pulumi.RegisterOutputType(TalosRolloutSettingsOutput{})

@@ -27,8 +27,8 @@ type TalosCluster struct {
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
 	// The nodes' IPs by node name.
 	NodeIps pulumi.StringMapOutput `pulumi:"nodeIps"`
-	// Nodes is, by node name, the node's ip, role, and the talosVersion and kubeletVersion it runs ("unknown" when it did not answer).
-	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
+	// The nodes by name, each as the run found it: its ip, role, and the Talos and kubelet versions it runs.
+	Nodes TalosNodeStatusMapOutput `pulumi:"nodes"`
 	// The oldest Talos version the nodes run, read from them after the rollout (the configured one when none answers).
 	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
 	// The Talos client config: every control plane as an endpoint, every node as a node.
@@ -197,9 +197,9 @@ func (o TalosClusterOutput) NodeIps() pulumi.StringMapOutput {
 	return o.ApplyT(func(v *TalosCluster) pulumi.StringMapOutput { return v.NodeIps }).(pulumi.StringMapOutput)
 }
 
-// Nodes is, by node name, the node's ip, role, and the talosVersion and kubeletVersion it runs ("unknown" when it did not answer).
-func (o TalosClusterOutput) Nodes() pulumi.StringMapMapOutput {
-	return o.ApplyT(func(v *TalosCluster) pulumi.StringMapMapOutput { return v.Nodes }).(pulumi.StringMapMapOutput)
+// The nodes by name, each as the run found it: its ip, role, and the Talos and kubelet versions it runs.
+func (o TalosClusterOutput) Nodes() TalosNodeStatusMapOutput {
+	return o.ApplyT(func(v *TalosCluster) TalosNodeStatusMapOutput { return v.Nodes }).(TalosNodeStatusMapOutput)
 }
 
 // The oldest Talos version the nodes run, read from them after the rollout (the configured one when none answers).

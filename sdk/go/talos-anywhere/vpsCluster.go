@@ -31,8 +31,8 @@ type VpsCluster struct {
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
 	// The nodes' IPs by node name.
 	NodeIps pulumi.StringMapOutput `pulumi:"nodeIps"`
-	// Nodes is, by node name, the node's ip, role, and the talosVersion and kubeletVersion it runs ("unknown" when it did not answer).
-	Nodes pulumi.StringMapMapOutput `pulumi:"nodes"`
+	// The nodes by name, each as the run found it: its ip, role, and the Talos and kubelet versions it runs.
+	Nodes TalosNodeStatusMapOutput `pulumi:"nodes"`
 	// The Image Factory schematic of the image.
 	SchematicId pulumi.StringOutput `pulumi:"schematicId"`
 	// The oldest Talos version the nodes run, read from them (the configured one when none answers).
@@ -210,9 +210,9 @@ func (o VpsClusterOutput) NodeIps() pulumi.StringMapOutput {
 	return o.ApplyT(func(v *VpsCluster) pulumi.StringMapOutput { return v.NodeIps }).(pulumi.StringMapOutput)
 }
 
-// Nodes is, by node name, the node's ip, role, and the talosVersion and kubeletVersion it runs ("unknown" when it did not answer).
-func (o VpsClusterOutput) Nodes() pulumi.StringMapMapOutput {
-	return o.ApplyT(func(v *VpsCluster) pulumi.StringMapMapOutput { return v.Nodes }).(pulumi.StringMapMapOutput)
+// The nodes by name, each as the run found it: its ip, role, and the Talos and kubelet versions it runs.
+func (o VpsClusterOutput) Nodes() TalosNodeStatusMapOutput {
+	return o.ApplyT(func(v *VpsCluster) TalosNodeStatusMapOutput { return v.Nodes }).(TalosNodeStatusMapOutput)
 }
 
 // The Image Factory schematic of the image.

@@ -35,10 +35,11 @@ func adminCreds(c *talosapitest.Cluster) talosapi.Credentials {
 }
 
 // newClient is a client of the fake with the admin credentials and short
-// call timeouts.
+// call timeouts, long enough for a TLS handshake on a loaded 2-core
+// machine under -race (1 s was not: TestEtcdQuorumSafe timed out there).
 func newClient(t *testing.T, c *talosapitest.Cluster, creds talosapi.Credentials) *talosapi.Client {
 	t.Helper()
-	cl, err := talosapi.New(creds, talosapi.WithAddress(c.Address), talosapi.WithTimeouts(time.Second, 2*time.Second))
+	cl, err := talosapi.New(creds, talosapi.WithAddress(c.Address), talosapi.WithTimeouts(4*time.Second, 4*time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, cl.Close()) })
 	return cl

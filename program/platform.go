@@ -65,12 +65,18 @@ func StackKey(cfg *stacks.Config, path string) string {
 	if key, ok := hostKey(path); ok {
 		return key
 	}
+	// A rented server's own keys are a node's keys in the stack file.
+	path = serverInputRe.ReplaceAllString(path, "$1")
 	return overrides.StackPath(cfg.Nodes.Refs(), path, platforms[cfg.Platform].keys...)
 }
 
 // hostRenameRe matches the inputs of a hosts entry that ProxmoxArgs fills
 // from keys of other names (as proxmoxKeys does for the proxmox input).
 var hostRenameRe = regexp.MustCompile(`^(hosts\[\d+\]\.)(?:proxmox|vps)\.(gateway|prefixLength|dnsmasq\.ssh)(\b.*)?$`)
+
+// serverInputRe matches the server input of a ProxmoxCluster's node,
+// whose keys the stack file gives on the node itself.
+var serverInputRe = regexp.MustCompile(`^(nodes\[\d+\])\.server\b`)
 
 // hostKey is the stack key of a hosts entry's renamed input path.
 func hostKey(path string) (string, bool) {

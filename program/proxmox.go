@@ -70,9 +70,8 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 		if cfg.OnServers(ref.Host) {
 			// A rented server: its install's keys instead of a VM's.
 			n := &args.Nodes[len(args.Nodes)-1]
-			n.InstallDisk, n.Gateway, n.PrefixLength = ref.InstallDisk, ref.Gateway, ref.PrefixLength
-			r := rescueOf(ref.Rescue)
-			n.Rescue = &r
+			n.InstallDisk = ref.InstallDisk
+			n.Server = &proxmox.ServerNode{Rescue: rescueOf(ref.Rescue), Gateway: ref.Gateway, PrefixLength: ref.PrefixLength}
 		}
 	}
 	if csi := cfg.Storage.ProxmoxCSI; csi.Enabled() {

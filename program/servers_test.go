@@ -77,26 +77,24 @@ func TestProxmoxArgsMapsAServersEntry(t *testing.T) {
 	assert.Equal(t, "hetzner", n.Host)
 	assert.Empty(t, n.ProxmoxNode, "no Proxmox node")
 	assert.Zero(t, n.VMID)
-	require.NotNil(t, n.Rescue)
-	assert.Equal(t, "192.0.2.30", n.Rescue.Host, "the node's IP")
-	assert.Equal(t, 22, n.Rescue.Port)
-	assert.Empty(t, n.Rescue.User, "the VpsCluster's default")
-	assert.Equal(t, stacks.CommandHostKey(cfg.Nodes.ControlPlanes[serverNode].Rescue.HostKey), n.Rescue.HostKey)
-	assert.NotEmpty(t, n.Rescue.HostKey)
-	pw, err := internals.UnsafeAwaitOutput(context.Background(), n.Rescue.Password.ToStringOutput())
+	require.NotNil(t, n.Server)
+	assert.Equal(t, "192.0.2.30", n.Server.Rescue.Host, "the node's IP")
+	assert.Equal(t, 22, n.Server.Rescue.Port)
+	assert.Empty(t, n.Server.Rescue.User, "the VpsCluster's default")
+	assert.Equal(t, stacks.CommandHostKey(cfg.Nodes.ControlPlanes[serverNode].Rescue.HostKey), n.Server.Rescue.HostKey)
+	assert.NotEmpty(t, n.Server.Rescue.HostKey)
+	pw, err := internals.UnsafeAwaitOutput(context.Background(), n.Server.Rescue.Password.ToStringOutput())
 	require.NoError(t, err)
 	assert.True(t, pw.Secret, "the password goes on as a secret")
 	assert.Equal(t, rescueSecret, pw.Value)
-	assert.Empty(t, n.Gateway, "the entry's")
-	assert.Zero(t, n.PrefixLength, "the entry's")
+	assert.Empty(t, n.Server.Gateway, "the entry's")
+	assert.Zero(t, n.Server.PrefixLength, "the entry's")
 	assert.Empty(t, n.InstallDisk, "cluster.installDisk, unset: the component's default")
 	for i, vm := range args.Nodes {
 		if i == serverNode {
 			continue
 		}
-		assert.Nil(t, vm.Rescue, vm.Name)
-		assert.Empty(t, vm.Gateway, vm.Name)
-		assert.Zero(t, vm.PrefixLength, vm.Name)
+		assert.Nil(t, vm.Server, "%s: no rented server keys on a VM", vm.Name)
 		assert.NotEmpty(t, vm.ProxmoxNode, vm.Name)
 	}
 
@@ -111,8 +109,8 @@ func TestProxmoxArgsMapsAServersEntry(t *testing.T) {
 	cfg = loadValid(t, src)
 	args = program.ProxmoxArgs(cfg)
 	n = args.Nodes[serverNode]
-	assert.Equal(t, []any{"192.0.2.1", 24, "/dev/nvme0n1"}, []any{n.Gateway, n.PrefixLength, n.InstallDisk})
-	assert.Equal(t, []any{"rescue.example.com", 2222, "admin"}, []any{n.Rescue.Host, n.Rescue.Port, n.Rescue.User})
+	assert.Equal(t, []any{"192.0.2.1", 24, "/dev/nvme0n1"}, []any{n.Server.Gateway, n.Server.PrefixLength, n.InstallDisk})
+	assert.Equal(t, []any{"rescue.example.com", 2222, "admin"}, []any{n.Server.Rescue.Host, n.Server.Rescue.Port, n.Server.Rescue.User})
 	assert.Equal(t, "/dev/vdb", args.Nodes[0].InstallDisk, "a VM's: the cluster's")
 	cfg = loadValid(t, stackstest.EditSection(t, src, "nodes", func(nodes map[string]any) {
 		delete(nodes["controlPlanes"].([]any)[serverNode].(map[string]any), "installDisk")
@@ -186,9 +184,11 @@ func TestStackKeyNamesAServersEntrysKeys(t *testing.T) {
 		"hosts[1].vps":                    "hosts[1].vps",
 		"hosts[1].vps.gatewayAddress":     "hosts[1].vps.gatewayAddress",
 		"hosts[1].gone":                   "hosts[1].gone",
-		"nodes[2].rescue.password":        "nodes.controlPlanes[2].rescue.password",
-		"nodes[2].gateway":                "nodes.controlPlanes[2].gateway",
-		"nodes[2].prefixLength":           "nodes.controlPlanes[2].prefixLength",
+		"nodes[2].server.rescue.password": "nodes.controlPlanes[2].rescue.password",
+		"nodes[2].server.gateway":         "nodes.controlPlanes[2].gateway",
+		"nodes[2].server.prefixLength":    "nodes.controlPlanes[2].prefixLength",
+		"nodes[2].server":                 "nodes.controlPlanes[2]",
+		"nodes[2].serverless":             "nodes.controlPlanes[2].serverless",
 		"nodes[4].installDisk":            "nodes.workers[1].installDisk",
 		"cluster.kubeSpan.enabled":        "cluster.kubeSpan.enabled",
 		"hosts[10].vps.prefixLength":      "hosts[10].network.prefixLength",

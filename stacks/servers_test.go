@@ -139,8 +139,8 @@ func TestServersRescuePassword(t *testing.T) {
 		assert.NotContains(t, dump, rescuePW)
 	}
 	args := program.ProxmoxArgs(cfg)
-	require.NotNil(t, args.Nodes[2].Rescue)
-	assert.NotNil(t, args.Nodes[2].Rescue.Password, "handed on to the component")
+	require.NotNil(t, args.Nodes[2].Server)
+	assert.NotNil(t, args.Nodes[2].Server.Rescue.Password, "handed on to the component")
 }
 
 // A server's defaults are a VPS node's: the rescue system at its IP on

@@ -177,13 +177,15 @@ type Node struct {
 	Role talos.Role `pulumi:"role"`
 	// IP is the node's IPv4 address.
 	IP string `pulumi:"ip"`
-	// ProxmoxNode is the Proxmox node (host) that runs the VM.
-	ProxmoxNode string `pulumi:"proxmoxNode"`
+	// ProxmoxNode is the Proxmox node (host) that runs the VM; required
+	// but for a node on rented servers.
+	ProxmoxNode string `pulumi:"proxmoxNode,optional"`
 	// Host names the entry of hosts the VM runs on; the proxmox input's
 	// host when empty.
 	Host string `pulumi:"host,optional"`
-	// VMID is the VM id, unique on the Proxmox cluster.
-	VMID int `pulumi:"vmId"`
+	// VMID is the VM id, unique on the Proxmox cluster; required but for a
+	// node on rented servers.
+	VMID int `pulumi:"vmId,optional"`
 	// MAC of the NIC; derived from the stack, cluster and node names when
 	// empty (the same after a destroy and up).
 	MAC string `pulumi:"mac,optional"`
@@ -204,15 +206,21 @@ type Node struct {
 	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
 	// cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
-	// Rescue is SSH access to the rescue system of a node on a hosts
-	// entry of rented servers (vps), which its install runs in.
-	Rescue *servers.Rescue `pulumi:"rescue,optional"`
-	// Gateway is the IPv4 default gateway of a node on a hosts entry of
-	// rented servers (vps), where the entry's vps settings give none.
+	// Server holds what a node on a hosts entry of rented servers (vps)
+	// has instead of a VM: its rescue system and addressing.
+	Server *ServerNode `pulumi:"server,optional"`
+}
+
+// ServerNode is a node on a hosts entry of rented servers (vps): the keys
+// of a VpsCluster's node that a VM does not have.
+type ServerNode struct {
+	// Rescue is SSH access to the rescue system its install runs in.
+	Rescue servers.Rescue `pulumi:"rescue"`
+	// Gateway is its IPv4 default gateway, where the entry's vps settings
+	// give none.
 	Gateway string `pulumi:"gateway,optional"`
-	// PrefixLength is the network length (8-32) of a node on a hosts
-	// entry of rented servers (vps), where the entry's vps settings give
-	// none.
+	// PrefixLength is its network's length (8-32), where the entry's vps
+	// settings give none.
 	PrefixLength int `pulumi:"prefixLength,optional"`
 }
 

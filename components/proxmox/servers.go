@@ -3,6 +3,7 @@ package proxmox
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -39,11 +40,10 @@ func (a *ClusterArgs) onServer(n Node) bool { return a.serverSettings(n.Host) !=
 // defaults (the rescue port and user).
 func serverNode(n Node) servers.Node {
 	s := servers.Node{
-		Name: n.Name, Role: n.Role, IP: n.IP, PrefixLength: n.PrefixLength, Gateway: n.Gateway,
-		InstallDisk: n.InstallDisk, Patches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints,
+		Name: n.Name, Role: n.Role, IP: n.IP, InstallDisk: n.InstallDisk, Patches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints,
 	}
-	if n.Rescue != nil {
-		s.Rescue = *n.Rescue
+	if n.Server != nil {
+		s.Rescue, s.Gateway, s.PrefixLength = n.Server.Rescue, n.Server.Gateway, n.Server.PrefixLength
 	}
 	return s.WithDefaults()
 }
@@ -162,8 +162,8 @@ func (a *ClusterArgs) checkServers(p *inputs.Problems) {
 			if n.Host != h.Name || h.Name == "" {
 				continue
 			}
-			if n.Rescue == nil {
-				p.Add(fmt.Sprintf("nodes[%d].rescue", j), "is required for a node on %s (rented servers): the rescue system its install runs in", hostLabel(h.Name))
+			if n.Server == nil {
+				p.Add(fmt.Sprintf("nodes[%d].server.rescue", j), "is required for a node on %s (rented servers): the rescue system its install runs in", hostLabel(h.Name))
 			}
 			nodes = append(nodes, serverNode(n))
 			index = append(index, j)
@@ -175,16 +175,23 @@ func (a *ClusterArgs) checkServers(p *inputs.Problems) {
 			p.Add(at+"vps", "rented servers boot Talos's metal image, and proxmox.addressing %s the nocloud one: the nodes of one cluster share one installer; use addressing %s with rented servers",
 				AddressingStatic, AddressingDHCPReservation)
 		}
-		servers.CheckServers(p, *h.VPS, nodes, at+"vps.", func(k int) string { return fmt.Sprintf("nodes[%d]", index[k]) })
+		// A server's own keys are under the node's server input here.
+		var found inputs.Problems
+		servers.CheckServers(&found, *h.VPS, nodes, at+"vps.", func(k int) string { return fmt.Sprintf("nodes[%d]", index[k]) })
+		for _, f := range found.List() {
+			p.Add(serverKeyRe.ReplaceAllString(f.Path, "$1.server.$2"), "%s", f.Message)
+		}
 	}
 }
 
+// serverKeyRe matches the path of a server's own key as vps names it
+// (nodes[4].rescue.password), which is under server here.
+var serverKeyRe = regexp.MustCompile(`^(nodes\[\d+\])\.(rescue|gateway|prefixLength)\b`)
+
 // refuseServerKeys records the keys of a rented server given to a VM.
 func (a *ClusterArgs) refuseServerKeys(p *inputs.Problems, at string, n Node) {
-	for key, given := range map[string]bool{"rescue": n.Rescue != nil, "gateway": n.Gateway != "", "prefixLength": n.PrefixLength != 0} {
-		if given {
-			p.Add(at+key, "is for a node on a hosts entry of rented servers (vps); %s is a VM on %s", n.Name, hostLabel(n.Host))
-		}
+	if n.Server != nil {
+		p.Add(at+"server", "is for a node on a hosts entry of rented servers (vps); %s is a VM on %s", n.Name, hostLabel(n.Host))
 	}
 }
 

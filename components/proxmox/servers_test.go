@@ -51,7 +51,7 @@ func serversArgs() *proxmox.ClusterArgs {
 // host key, every other rescue key left to its default.
 func serverNode(name string, role talos.Role, ip string) proxmox.Node {
 	return proxmox.Node{Name: name, Role: role, IP: ip, Host: "hetzner",
-		Rescue: &servers.Rescue{Password: pulumi.String(serverPassword), HostKey: serverHostKey}}
+		Server: &proxmox.ServerNode{Rescue: servers.Rescue{Password: pulumi.String(serverPassword), HostKey: serverHostKey}}}
 }
 
 // hetzner is the index of the servers entry in serversArgs' hosts, and
@@ -68,7 +68,7 @@ func TestServersValidClusterHasNoProblems(t *testing.T) {
 
 	a := serversArgs()
 	a.Hosts[hetzner].VPS.Gateway = ""
-	a.Nodes[server].Gateway = "172.31.1.1"
+	a.Nodes[server].Server.Gateway = "172.31.1.1"
 	paths, msgs = problemsAt(a)
 	assert.Empty(t, paths, "the node's own gateway stands for the entry's: %v", msgs)
 
@@ -96,12 +96,12 @@ func TestServersProblems(t *testing.T) {
 		}, []string{"hosts[1].vps"}, []string{"and proxmox exclude each other"}},
 		{"servers marked gone", func(a *proxmox.ClusterArgs) { a.Hosts[hetzner].Gone = true },
 			[]string{"hosts[1].gone"}, []string{"is for Proxmox VE hosts", "vps.onDestroy forget"}},
-		{"a server without rescue", func(a *proxmox.ClusterArgs) { a.Nodes[server].Rescue = nil },
+		{"a server without rescue", func(a *proxmox.ClusterArgs) { a.Nodes[server].Server = nil },
 			// The VpsCluster's own check of the (empty) rescue section
 			// names its password too.
-			[]string{"nodes[4].rescue", "nodes[4].rescue.password"}, []string{"is required for a node on host hetzner (rented servers)"}},
-		{"a server's rescue without a password", func(a *proxmox.ClusterArgs) { a.Nodes[server].Rescue.Password = nil },
-			[]string{"nodes[4].rescue.password"}, []string{"is required"}},
+			[]string{"nodes[4].server.rescue", "nodes[4].server.rescue.password"}, []string{"is required for a node on host hetzner (rented servers)"}},
+		{"a server's rescue without a password", func(a *proxmox.ClusterArgs) { a.Nodes[server].Server.Rescue.Password = nil },
+			[]string{"nodes[4].server.rescue.password"}, []string{"is required"}},
 		{"static addressing with servers holding nodes", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.Addressing, a.Hosts[0].Proxmox.Addressing = proxmox.AddressingStatic, proxmox.AddressingStatic
 		}, []string{"hosts[1].vps"}, []string{"Talos's metal image", "proxmox.addressing static", "use addressing dhcp-reservation"}},
@@ -123,20 +123,19 @@ func TestServersProblems(t *testing.T) {
 			[]string{"hosts[1].vps.prefixLength"}, nil},
 		{"a server's own network, disk and rescue, at the node's paths", func(a *proxmox.ClusterArgs) {
 			n := &a.Nodes[server]
-			n.PrefixLength, n.Gateway, n.InstallDisk = 40, "127.0.0.1", "sda"
-			n.Rescue.Port, n.Rescue.HostKey, n.Rescue.Host = 70000, "not a key", "bad host!"
+			n.Server.PrefixLength, n.Server.Gateway, n.InstallDisk = 40, "127.0.0.1", "sda"
+			n.Server.Rescue.Port, n.Server.Rescue.HostKey, n.Server.Rescue.Host = 70000, "not a key", "bad host!"
 		}, []string{
-			"nodes[4].prefixLength", "nodes[4].gateway", "nodes[4].installDisk",
-			"nodes[4].rescue.port", "nodes[4].rescue.hostKey", "nodes[4].rescue.host",
+			"nodes[4].server.prefixLength", "nodes[4].server.gateway", "nodes[4].installDisk",
+			"nodes[4].server.rescue.port", "nodes[4].server.rescue.hostKey", "nodes[4].server.rescue.host",
 		}, nil},
 		{"a server's gateway outside its network", func(a *proxmox.ClusterArgs) {
-			a.Nodes[server].PrefixLength, a.Nodes[server].Gateway = 24, "192.0.3.1"
-		}, []string{"nodes[4].gateway"}, []string{"192.0.3.1 is outside 192.0.2.0/24, the network of ", "(192.0.2.30)"}},
+			a.Nodes[server].Server.PrefixLength, a.Nodes[server].Server.Gateway = 24, "192.0.3.1"
+		}, []string{"nodes[4].server.gateway"}, []string{"192.0.3.1 is outside 192.0.2.0/24, the network of ", "(192.0.2.30)"}},
 		{"a server's keys on VMs", func(a *proxmox.ClusterArgs) {
-			a.Nodes[1].Rescue = &servers.Rescue{Password: pulumi.String(serverPassword)}
-			a.Nodes[2].Gateway = "192.168.50.1"
-			a.Nodes[3].PrefixLength = 24
-		}, []string{"nodes[1].rescue", "nodes[2].gateway", "nodes[3].prefixLength"},
+			a.Nodes[1].Server = &proxmox.ServerNode{Rescue: servers.Rescue{Password: pulumi.String(serverPassword)}}
+			a.Nodes[2].Server = &proxmox.ServerNode{Gateway: "192.168.50.1"}
+		}, []string{"nodes[1].server", "nodes[2].server"},
 			[]string{"is for a node on a hosts entry of rented servers (vps); worker-0 is a VM on the proxmox host"}},
 		// Servers are a network of their own, whatever their addresses:
 		// KubeSpan is required and a VIP refused, even with servers whose
@@ -177,7 +176,7 @@ func TestServersProblemsKnownBugs(t *testing.T) {
 	t.Parallel()
 	t.Run("a server's network problem names no derived path", func(t *testing.T) {
 		for _, edit := range []func(a *proxmox.ClusterArgs){
-			func(a *proxmox.ClusterArgs) { a.Nodes[server].PrefixLength = 40 },
+			func(a *proxmox.ClusterArgs) { a.Nodes[server].Server.PrefixLength = 40 },
 			func(a *proxmox.ClusterArgs) { a.Hosts[hetzner].VPS.Gateway = "" },
 		} {
 			a := serversArgs()
@@ -188,9 +187,9 @@ func TestServersProblemsKnownBugs(t *testing.T) {
 	})
 	t.Run("a server's gateway problem names the server", func(t *testing.T) {
 		a := serversArgs()
-		a.Nodes[server].PrefixLength, a.Nodes[server].Gateway = 24, "192.0.3.1"
+		a.Nodes[server].Server.PrefixLength, a.Nodes[server].Server.Gateway = 24, "192.0.3.1"
 		_, msgs := problemsAt(a)
-		assert.Contains(t, msgs["nodes[4].gateway"], "the network of nodes[4] (192.0.2.30)")
+		assert.Contains(t, msgs["nodes[4].server.gateway"], "the network of nodes[4] (192.0.2.30)")
 	})
 }
 
@@ -265,7 +264,7 @@ func TestServersTalosNode(t *testing.T) {
 	assert.Equal(t, proxmox.TopologyPatch("hetzner", proxmox.Node{ProxmoxNode: "cp-hetzner"}), n.PlatformPatches[1])
 
 	// The node's own network and disk win over the entry's.
-	a.Nodes[server].PrefixLength, a.Nodes[server].Gateway, a.Nodes[server].InstallDisk = 24, "192.0.2.1", "/dev/nvme0n1"
+	a.Nodes[server].Server.PrefixLength, a.Nodes[server].Server.Gateway, a.Nodes[server].InstallDisk = 24, "192.0.2.1", "/dev/nvme0n1"
 	n = a.TalosArgs(nil).Nodes[server]
 	assert.Equal(t, []string{serverIP + "/24"}, n.Network.Addresses)
 	assert.Equal(t, []talos.Route{{Network: "0.0.0.0/0", Gateway: "192.0.2.1"}}, n.Network.Routes)
@@ -558,7 +557,7 @@ func TestServersFirstNodeAndServersOnly(t *testing.T) {
 			serverNode("cp-h1", talos.RoleControlPlane, "192.0.2.31"),
 			serverNode("w-h1", talos.RoleWorker, "192.0.2.41"),
 		}
-		a.Nodes[1].Rescue.Port, a.Nodes[1].Rescue.User, a.Nodes[1].Rescue.Host = 2222, "rescue", "rescue.example.com"
+		a.Nodes[1].Server.Rescue.Port, a.Nodes[1].Server.Rescue.User, a.Nodes[1].Server.Rescue.Host = 2222, "rescue", "rescue.example.com"
 	})
 	e := h.engine
 	assert.Empty(t, e.ByType(componentstest.VM))

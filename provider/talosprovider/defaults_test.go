@@ -139,7 +139,7 @@ func baseInputs(t *testing.T) map[string]resource.PropertyMap {
 }
 
 // serversInput says an input of a ProxmoxCluster is one of its rented
-// servers' (a hosts entry's vps, a node's rescue): the VpsCluster's own
+// servers' (a hosts entry's vps, a node's server): the VpsCluster's own
 // types, whose defaults this test holds on the VpsCluster. The
 // ProxmoxCluster applies the same (vps.ClusterArgs.WithDefaults, in its
 // WithDefaults and serverNode), to a servers entry and its nodes only,
@@ -147,7 +147,7 @@ func baseInputs(t *testing.T) map[string]resource.PropertyMap {
 // Proxmox VE hosts and VMs; components/proxmox/servers_test.go holds them.
 func serversInput(token string, path []string) bool {
 	p := strings.Join(path, ".")
-	return token == talosprovider.ProxmoxToken && (strings.HasPrefix(p, "hosts.[].vps.") || strings.HasPrefix(p, "nodes.[].rescue."))
+	return token == talosprovider.ProxmoxToken && (strings.HasPrefix(p, "hosts.[].vps.") || strings.HasPrefix(p, "nodes.[].server."))
 }
 
 // Every default in the schema is the one the component applies: each

@@ -111,7 +111,7 @@ func main() {
 				Endpoint: pulumi.String("https://192.168.122.70:8006/"), ApiTokenId: pulumi.String("root@pam!pulumi"),
 				ApiTokenSecret: pulumi.ToSecret(pulumi.String("token")).(pulumi.StringOutput),
 			},
-			Nodes: []ta.ProxmoxNodeArgs{{Name: "cp-0", Role: ta.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: "pve", VmId: 110}},
+			Nodes: []ta.ProxmoxNodeArgs{{Name: "cp-0", Role: ta.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: pulumi.StringRef("pve"), VmId: pulumi.IntRef(110)}},
 		})
 		if err != nil {
 			return err

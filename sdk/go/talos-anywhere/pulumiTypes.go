@@ -1764,8 +1764,6 @@ type ProxmoxNode struct {
 	DataDiskSize *int `pulumi:"dataDiskSize"`
 	// The boot disk's size in GiB (default 20).
 	DiskSize *int `pulumi:"diskSize"`
-	// The IPv4 default gateway of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
-	Gateway *string `pulumi:"gateway"`
 	// Names the entry of hosts the VM runs on; the proxmox input's host when empty.
 	Host *string `pulumi:"host"`
 	// The disk Talos installs itself to (default /dev/sda).
@@ -1782,16 +1780,14 @@ type ProxmoxNode struct {
 	Name string `pulumi:"name"`
 	// This node's own machine-config patches (YAML).
 	Patches []string `pulumi:"patches"`
-	// The network length (8-32) of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
-	PrefixLength *int `pulumi:"prefixLength"`
-	// The Proxmox node (host) that runs the VM.
-	ProxmoxNode string `pulumi:"proxmoxNode"`
-	// SSH access to the rescue system of a node on a hosts entry of rented servers (vps), which its install runs in.
-	Rescue *VpsRescue `pulumi:"rescue"`
+	// The Proxmox node (host) that runs the VM; required but for a node on rented servers.
+	ProxmoxNode *string `pulumi:"proxmoxNode"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
-	// The VM id, unique on the Proxmox cluster.
-	VmId int `pulumi:"vmId"`
+	// Holds what a node on a hosts entry of rented servers (vps) has instead of a VM: its rescue system and addressing.
+	Server *ProxmoxServerNode `pulumi:"server"`
+	// The VM id, unique on the Proxmox cluster; required but for a node on rented servers.
+	VmId *int `pulumi:"vmId"`
 }
 
 // ProxmoxNodeInput is an input type that accepts ProxmoxNodeArgs and ProxmoxNodeOutput values.
@@ -1813,8 +1809,6 @@ type ProxmoxNodeArgs struct {
 	DataDiskSize pulumi.IntPtrInput `pulumi:"dataDiskSize"`
 	// The boot disk's size in GiB (default 20).
 	DiskSize pulumi.IntPtrInput `pulumi:"diskSize"`
-	// The IPv4 default gateway of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
-	Gateway *string `pulumi:"gateway"`
 	// Names the entry of hosts the VM runs on; the proxmox input's host when empty.
 	Host *string `pulumi:"host"`
 	// The disk Talos installs itself to (default /dev/sda).
@@ -1831,16 +1825,14 @@ type ProxmoxNodeArgs struct {
 	Name string `pulumi:"name"`
 	// This node's own machine-config patches (YAML).
 	Patches pulumi.StringArrayInput `pulumi:"patches"`
-	// The network length (8-32) of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
-	PrefixLength *int `pulumi:"prefixLength"`
-	// The Proxmox node (host) that runs the VM.
-	ProxmoxNode string `pulumi:"proxmoxNode"`
-	// SSH access to the rescue system of a node on a hosts entry of rented servers (vps), which its install runs in.
-	Rescue *VpsRescueArgs `pulumi:"rescue"`
+	// The Proxmox node (host) that runs the VM; required but for a node on rented servers.
+	ProxmoxNode *string `pulumi:"proxmoxNode"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
-	// The VM id, unique on the Proxmox cluster.
-	VmId int `pulumi:"vmId"`
+	// Holds what a node on a hosts entry of rented servers (vps) has instead of a VM: its rescue system and addressing.
+	Server *ProxmoxServerNodeArgs `pulumi:"server"`
+	// The VM id, unique on the Proxmox cluster; required but for a node on rented servers.
+	VmId *int `pulumi:"vmId"`
 }
 
 func (ProxmoxNodeArgs) ElementType() reflect.Type {
@@ -1910,11 +1902,6 @@ func (o ProxmoxNodeOutput) DiskSize() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v ProxmoxNode) *int { return v.DiskSize }).(pulumi.IntPtrOutput)
 }
 
-// The IPv4 default gateway of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
-func (o ProxmoxNodeOutput) Gateway() pulumi.StringPtrOutput {
-	return o.ApplyT(func(v ProxmoxNode) *string { return v.Gateway }).(pulumi.StringPtrOutput)
-}
-
 // Names the entry of hosts the VM runs on; the proxmox input's host when empty.
 func (o ProxmoxNodeOutput) Host() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v ProxmoxNode) *string { return v.Host }).(pulumi.StringPtrOutput)
@@ -1955,19 +1942,9 @@ func (o ProxmoxNodeOutput) Patches() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v ProxmoxNode) []string { return v.Patches }).(pulumi.StringArrayOutput)
 }
 
-// The network length (8-32) of a node on a hosts entry of rented servers (vps), where the entry's vps settings give none.
-func (o ProxmoxNodeOutput) PrefixLength() pulumi.IntPtrOutput {
-	return o.ApplyT(func(v ProxmoxNode) *int { return v.PrefixLength }).(pulumi.IntPtrOutput)
-}
-
-// The Proxmox node (host) that runs the VM.
-func (o ProxmoxNodeOutput) ProxmoxNode() pulumi.StringOutput {
-	return o.ApplyT(func(v ProxmoxNode) string { return v.ProxmoxNode }).(pulumi.StringOutput)
-}
-
-// SSH access to the rescue system of a node on a hosts entry of rented servers (vps), which its install runs in.
-func (o ProxmoxNodeOutput) Rescue() VpsRescuePtrOutput {
-	return o.ApplyT(func(v ProxmoxNode) *VpsRescue { return v.Rescue }).(VpsRescuePtrOutput)
+// The Proxmox node (host) that runs the VM; required but for a node on rented servers.
+func (o ProxmoxNodeOutput) ProxmoxNode() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxNode) *string { return v.ProxmoxNode }).(pulumi.StringPtrOutput)
 }
 
 // The node's machine type: controlplane or worker.
@@ -1975,9 +1952,14 @@ func (o ProxmoxNodeOutput) Role() RoleOutput {
 	return o.ApplyT(func(v ProxmoxNode) Role { return v.Role }).(RoleOutput)
 }
 
-// The VM id, unique on the Proxmox cluster.
-func (o ProxmoxNodeOutput) VmId() pulumi.IntOutput {
-	return o.ApplyT(func(v ProxmoxNode) int { return v.VmId }).(pulumi.IntOutput)
+// Holds what a node on a hosts entry of rented servers (vps) has instead of a VM: its rescue system and addressing.
+func (o ProxmoxNodeOutput) Server() ProxmoxServerNodePtrOutput {
+	return o.ApplyT(func(v ProxmoxNode) *ProxmoxServerNode { return v.Server }).(ProxmoxServerNodePtrOutput)
+}
+
+// The VM id, unique on the Proxmox cluster; required but for a node on rented servers.
+func (o ProxmoxNodeOutput) VmId() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v ProxmoxNode) *int { return v.VmId }).(pulumi.IntPtrOutput)
 }
 
 type ProxmoxNodeArrayOutput struct{ *pulumi.OutputState }
@@ -2214,6 +2196,184 @@ func (o ProxmoxSSHSettingsPtrOutput) User() pulumi.StringPtrOutput {
 		}
 		return v.User
 	}).(pulumi.StringPtrOutput)
+}
+
+// A node on a hosts entry of rented servers (vps): the keys of a VpsCluster's node that a VM does not have.
+type ProxmoxServerNode struct {
+	// Its IPv4 default gateway, where the entry's vps settings give none.
+	Gateway *string `pulumi:"gateway"`
+	// Its network's length (8-32), where the entry's vps settings give none.
+	PrefixLength *int `pulumi:"prefixLength"`
+	// SSH access to the rescue system its install runs in.
+	Rescue VpsRescue `pulumi:"rescue"`
+}
+
+// ProxmoxServerNodeInput is an input type that accepts ProxmoxServerNodeArgs and ProxmoxServerNodeOutput values.
+// You can construct a concrete instance of `ProxmoxServerNodeInput` via:
+//
+//	ProxmoxServerNodeArgs{...}
+type ProxmoxServerNodeInput interface {
+	pulumi.Input
+
+	ToProxmoxServerNodeOutput() ProxmoxServerNodeOutput
+	ToProxmoxServerNodeOutputWithContext(context.Context) ProxmoxServerNodeOutput
+}
+
+// A node on a hosts entry of rented servers (vps): the keys of a VpsCluster's node that a VM does not have.
+type ProxmoxServerNodeArgs struct {
+	// Its IPv4 default gateway, where the entry's vps settings give none.
+	Gateway *string `pulumi:"gateway"`
+	// Its network's length (8-32), where the entry's vps settings give none.
+	PrefixLength *int `pulumi:"prefixLength"`
+	// SSH access to the rescue system its install runs in.
+	Rescue VpsRescueArgs `pulumi:"rescue"`
+}
+
+func (ProxmoxServerNodeArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxServerNode)(nil)).Elem()
+}
+
+func (i ProxmoxServerNodeArgs) ToProxmoxServerNodeOutput() ProxmoxServerNodeOutput {
+	return i.ToProxmoxServerNodeOutputWithContext(context.Background())
+}
+
+func (i ProxmoxServerNodeArgs) ToProxmoxServerNodeOutputWithContext(ctx context.Context) ProxmoxServerNodeOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxServerNodeOutput)
+}
+
+func (i ProxmoxServerNodeArgs) ToProxmoxServerNodePtrOutput() ProxmoxServerNodePtrOutput {
+	return i.ToProxmoxServerNodePtrOutputWithContext(context.Background())
+}
+
+func (i ProxmoxServerNodeArgs) ToProxmoxServerNodePtrOutputWithContext(ctx context.Context) ProxmoxServerNodePtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxServerNodeOutput).ToProxmoxServerNodePtrOutputWithContext(ctx)
+}
+
+// ProxmoxServerNodePtrInput is an input type that accepts ProxmoxServerNodeArgs, ProxmoxServerNodePtr and ProxmoxServerNodePtrOutput values.
+// You can construct a concrete instance of `ProxmoxServerNodePtrInput` via:
+//
+//	        ProxmoxServerNodeArgs{...}
+//
+//	or:
+//
+//	        nil
+type ProxmoxServerNodePtrInput interface {
+	pulumi.Input
+
+	ToProxmoxServerNodePtrOutput() ProxmoxServerNodePtrOutput
+	ToProxmoxServerNodePtrOutputWithContext(context.Context) ProxmoxServerNodePtrOutput
+}
+
+type proxmoxServerNodePtrType ProxmoxServerNodeArgs
+
+func ProxmoxServerNodePtr(v *ProxmoxServerNodeArgs) ProxmoxServerNodePtrInput {
+	return (*proxmoxServerNodePtrType)(v)
+}
+
+func (*proxmoxServerNodePtrType) ElementType() reflect.Type {
+	return reflect.TypeOf((**ProxmoxServerNode)(nil)).Elem()
+}
+
+func (i *proxmoxServerNodePtrType) ToProxmoxServerNodePtrOutput() ProxmoxServerNodePtrOutput {
+	return i.ToProxmoxServerNodePtrOutputWithContext(context.Background())
+}
+
+func (i *proxmoxServerNodePtrType) ToProxmoxServerNodePtrOutputWithContext(ctx context.Context) ProxmoxServerNodePtrOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxServerNodePtrOutput)
+}
+
+// A node on a hosts entry of rented servers (vps): the keys of a VpsCluster's node that a VM does not have.
+type ProxmoxServerNodeOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxServerNodeOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxServerNode)(nil)).Elem()
+}
+
+func (o ProxmoxServerNodeOutput) ToProxmoxServerNodeOutput() ProxmoxServerNodeOutput {
+	return o
+}
+
+func (o ProxmoxServerNodeOutput) ToProxmoxServerNodeOutputWithContext(ctx context.Context) ProxmoxServerNodeOutput {
+	return o
+}
+
+func (o ProxmoxServerNodeOutput) ToProxmoxServerNodePtrOutput() ProxmoxServerNodePtrOutput {
+	return o.ToProxmoxServerNodePtrOutputWithContext(context.Background())
+}
+
+func (o ProxmoxServerNodeOutput) ToProxmoxServerNodePtrOutputWithContext(ctx context.Context) ProxmoxServerNodePtrOutput {
+	return o.ApplyTWithContext(ctx, func(_ context.Context, v ProxmoxServerNode) *ProxmoxServerNode {
+		return &v
+	}).(ProxmoxServerNodePtrOutput)
+}
+
+// Its IPv4 default gateway, where the entry's vps settings give none.
+func (o ProxmoxServerNodeOutput) Gateway() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxServerNode) *string { return v.Gateway }).(pulumi.StringPtrOutput)
+}
+
+// Its network's length (8-32), where the entry's vps settings give none.
+func (o ProxmoxServerNodeOutput) PrefixLength() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v ProxmoxServerNode) *int { return v.PrefixLength }).(pulumi.IntPtrOutput)
+}
+
+// SSH access to the rescue system its install runs in.
+func (o ProxmoxServerNodeOutput) Rescue() VpsRescueOutput {
+	return o.ApplyT(func(v ProxmoxServerNode) VpsRescue { return v.Rescue }).(VpsRescueOutput)
+}
+
+type ProxmoxServerNodePtrOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxServerNodePtrOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((**ProxmoxServerNode)(nil)).Elem()
+}
+
+func (o ProxmoxServerNodePtrOutput) ToProxmoxServerNodePtrOutput() ProxmoxServerNodePtrOutput {
+	return o
+}
+
+func (o ProxmoxServerNodePtrOutput) ToProxmoxServerNodePtrOutputWithContext(ctx context.Context) ProxmoxServerNodePtrOutput {
+	return o
+}
+
+func (o ProxmoxServerNodePtrOutput) Elem() ProxmoxServerNodeOutput {
+	return o.ApplyT(func(v *ProxmoxServerNode) ProxmoxServerNode {
+		if v != nil {
+			return *v
+		}
+		var ret ProxmoxServerNode
+		return ret
+	}).(ProxmoxServerNodeOutput)
+}
+
+// Its IPv4 default gateway, where the entry's vps settings give none.
+func (o ProxmoxServerNodePtrOutput) Gateway() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v *ProxmoxServerNode) *string {
+		if v == nil {
+			return nil
+		}
+		return v.Gateway
+	}).(pulumi.StringPtrOutput)
+}
+
+// Its network's length (8-32), where the entry's vps settings give none.
+func (o ProxmoxServerNodePtrOutput) PrefixLength() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v *ProxmoxServerNode) *int {
+		if v == nil {
+			return nil
+		}
+		return v.PrefixLength
+	}).(pulumi.IntPtrOutput)
+}
+
+// SSH access to the rescue system its install runs in.
+func (o ProxmoxServerNodePtrOutput) Rescue() VpsRescuePtrOutput {
+	return o.ApplyT(func(v *ProxmoxServerNode) *VpsRescue {
+		if v == nil {
+			return nil
+		}
+		return &v.Rescue
+	}).(VpsRescuePtrOutput)
 }
 
 // Pins a chart version and adds values.
@@ -5867,6 +6027,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxNodeArrayInput)(nil)).Elem(), ProxmoxNodeArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxSSHSettingsInput)(nil)).Elem(), ProxmoxSSHSettingsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxSSHSettingsPtrInput)(nil)).Elem(), ProxmoxSSHSettingsArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxServerNodeInput)(nil)).Elem(), ProxmoxServerNodeArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxServerNodePtrInput)(nil)).Elem(), ProxmoxServerNodeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*TalosCertApproverChartSettingsInput)(nil)).Elem(), TalosCertApproverChartSettingsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*TalosCertApproverChartSettingsPtrInput)(nil)).Elem(), TalosCertApproverChartSettingsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*TalosChartSettingsInput)(nil)).Elem(), TalosChartSettingsArgs{})
@@ -5926,6 +6088,8 @@ func init() {
 	pulumi.RegisterOutputType(ProxmoxNodeArrayOutput{})
 	pulumi.RegisterOutputType(ProxmoxSSHSettingsOutput{})
 	pulumi.RegisterOutputType(ProxmoxSSHSettingsPtrOutput{})
+	pulumi.RegisterOutputType(ProxmoxServerNodeOutput{})
+	pulumi.RegisterOutputType(ProxmoxServerNodePtrOutput{})
 	pulumi.RegisterOutputType(TalosCertApproverChartSettingsOutput{})
 	pulumi.RegisterOutputType(TalosCertApproverChartSettingsPtrOutput{})
 	pulumi.RegisterOutputType(TalosChartSettingsOutput{})

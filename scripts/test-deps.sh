@@ -13,8 +13,9 @@ set -euo pipefail
 tools=(dnsmasq:dnsmasq-base curl:curl+ca-certificates zstd:zstd xz:xz-utils gzip:gzip)
 # Installed by `install` too where apt-get is, never required: the Docker daemon the tests of the
 # local platform run against (they say they were skipped without one; .ci/run starts it).
+# The daemon is what is looked for: a Docker CLI alone (a static docker binary) runs no container.
 if [ "${1:-check}" = install ] && command -v apt-get >/dev/null 2>&1; then
-  tools+=(docker:docker.io)
+  tools+=(dockerd:docker.io)
 fi
 
 have() {

@@ -94,11 +94,20 @@ func TestMakeDepsInstallsWhatIsMissing(t *testing.T) {
 	assert.Equal(t, 0, code, stderr)
 	assert.Empty(t, calls, "without apt-get, Docker is not required: nothing to install, nothing run")
 
-	withDocker := map[string]string{"apt-get": "", "docker": ""}
+	withDocker := map[string]string{"apt-get": "", "dockerd": ""}
 	for tool := range allTools {
 		withDocker[tool] = ""
 	}
 	code, stderr, calls = runTestDeps(t, "install", withDocker)
 	assert.Equal(t, 0, code, stderr)
 	assert.Empty(t, calls, "nothing to install, nothing run")
+
+	// A Docker CLI alone runs no container: the daemon is installed.
+	cliOnly := map[string]string{"apt-get": "", "docker": ""}
+	for tool := range allTools {
+		cliOnly[tool] = ""
+	}
+	code, stderr, calls = runTestDeps(t, "install", cliOnly)
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, calls, "apt-get install -y -qq --no-install-recommends docker.io\n", "a docker CLI without dockerd")
 }

@@ -486,7 +486,7 @@ env: ## Print the export line that points a shell's pulumi at this project's bac
 	@printf 'export PULUMI_BACKEND_URL=%q\n' $(call quote,$(PULUMI_BACKEND_URL))
 
 .PHONY: outputs
-outputs: require-stack ## Write kubeconfig and talosconfig to .access/STACK/ (mode 0600).
+outputs: require-stack $(STACKCTL) ## Write kubeconfig, talosconfig and each node's machine config (machineconfig/NODE.yaml, for talosctl apply-config without Pulumi) to .access/STACK/ (mode 0600).
 	@set -euo pipefail; umask 077; stack=$(call quote,$(STACK)); access=$(call quote,$(ACCESS_DIR)); dir="$$access/$$stack"; \
 		mkdir -p "$$dir"; chmod 700 "$$access" "$$dir"; \
 		for name in kubeconfig talosconfig; do \
@@ -497,5 +497,11 @@ outputs: require-stack ## Write kubeconfig and talosconfig to .access/STACK/ (mo
 			chmod 600 "$$tmp"; mv -f "$$tmp" "$$dir/$$name"; \
 		done; \
 		echo "wrote $$dir/kubeconfig and $$dir/talosconfig (mode 0600)"; \
+		if configs=$$($(PULUMI) stack output machineConfigurations --show-secrets --json --stack "$$stack" 2>/dev/null); then \
+			printf '%s\n' "$$configs" | $(STACKCTL) machine-configs --out "$$dir/machineconfig"; \
+			echo "wrote $$dir/machineconfig/NODE.yaml, each node's machine config (mode 0600)"; \
+		else \
+			echo "note: stack $$stack has no machineConfigurations output yet (the next make up adds it); no machine configs written" >&2; \
+		fi; \
 		case "$$dir" in /*) abs=$$dir;; *) abs=$(call quote,$(CURDIR))/$$dir;; esac; \
 		printf 'export KUBECONFIG=%q TALOSCONFIG=%q\n' "$$abs/kubeconfig" "$$abs/talosconfig"

@@ -126,8 +126,9 @@ func TestMakePassesValuesAsData(t *testing.T) {
 			continue
 		}
 		require.NoError(t, err, "ACCESS_DIR=%q: %s", b.want, out)
-		assert.Len(t, calls, 2, out)
+		require.Len(t, calls, 4, out)
 		assert.FileExists(t, filepath.Join(dir, b.want, "test", "kubeconfig"), "ACCESS_DIR=%q", b.want)
+		assert.Equal(t, []string{"stackctl", "machine-configs", "--out", b.want + "/test/machineconfig"}, calls[3], "ACCESS_DIR=%q", b.want)
 	}
 }
 

@@ -63,6 +63,7 @@ if [ "$1 $2" = "stack export" ]; then
 fi
 if [ "$1 $2" = "stack output" ]; then
   if [ "$3" = "$FAKE_FAIL" ]; then echo "error: no output $3" >&2; exit 1; fi
+  if [ "$3" = machineConfigurations ]; then echo '{"cp-0":"# machine config of cp-0\n","worker-0":"# machine config of worker-0\n"}'; exit 0; fi
   echo "# $3 of the stack"
 fi
 `
@@ -172,6 +173,32 @@ func TestMakeOutputsWritesPrivateAccessFiles(t *testing.T) {
 		assert.Equal(t, os.FileMode(0o700), info.Mode().Perm(), d)
 	}
 	assert.Contains(t, out, "export KUBECONFIG=")
+
+	// Each node's machine config, for talosctl apply-config without Pulumi.
+	assert.Contains(t, readLog(t, log), "stack output machineConfigurations --show-secrets --json --stack test")
+	configs := filepath.Join(dir, ".access", "test", "machineconfig")
+	info, err := os.Stat(configs)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm())
+	for _, node := range []string{"cp-0", "worker-0"} {
+		path := filepath.Join(configs, node+".yaml")
+		info, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), node)
+		assert.Equal(t, "# machine config of "+node+"\n", string(must(os.ReadFile(path))))
+	}
+	assert.Contains(t, out, "machineconfig/NODE.yaml")
+}
+
+// A stack whose last up ran a version without the machineConfigurations
+// output still gets its kubeconfig and talosconfig, and a note.
+func TestMakeOutputsOfAStackWithoutMachineConfigs(t *testing.T) {
+	t.Parallel()
+	dir, _, out, err := makeIn(t, []string{"FAKE_FAIL=machineConfigurations"}, "outputs", "STACK=test")
+	require.NoError(t, err, out)
+	assert.FileExists(t, filepath.Join(dir, ".access", "test", "talosconfig"))
+	assert.NoDirExists(t, filepath.Join(dir, ".access", "test", "machineconfig"))
+	assert.Contains(t, out, "has no machineConfigurations output yet (the next make up adds it)")
 }
 
 func TestMakeOutputsKeepsThePreviousFileOnFailure(t *testing.T) {

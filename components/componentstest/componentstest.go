@@ -214,6 +214,8 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 			// plane's IP by default.
 			out["kubeconfigRaw"] = resource.NewStringProperty(TalosKubeconfig("https://" + args.Inputs["node"].StringValue() + ":6443"))
 		}
+	case Apply:
+		out["machineConfiguration"] = resource.NewStringProperty(appliedConfig(args.Inputs))
 	case Release:
 		out["status"] = resource.NewObjectProperty(resource.PropertyMap{"status": resource.NewStringProperty("deployed")})
 	case Schematic:
@@ -548,4 +550,18 @@ func TalosKubeconfig(server string) string {
 	return "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: " + server +
 		"\n    certificate-authority-data: Y2E=\nusers:\n- name: admin@lab\n  user:\n    client-certificate-data: Y3J0\n    client-key-data: a2V5\n" +
 		"contexts:\n- context:\n    cluster: lab\n    namespace: default\n    user: admin@lab\n  name: admin@lab\ncurrent-context: admin@lab\n"
+}
+
+// appliedConfig is an apply's machineConfiguration output, as the
+// provider's ModifyPlan computes it (talos.MergedConfig). The stub base
+// configs of graph tests are no config: theirs is the base as it is.
+func appliedConfig(inputs resource.PropertyMap) string {
+	b, err := talos.MergedConfig(inputs)
+	if err != nil {
+		if v := talos.PlainValue(inputs["machineConfigurationInput"]); v.IsString() {
+			return v.StringValue()
+		}
+		return ""
+	}
+	return string(b)
 }

@@ -61,6 +61,10 @@ type Cluster struct {
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig" provider:"secret"`
 	// Talosconfig is the Talos client config.
 	Talosconfig pulumi.StringOutput `pulumi:"talosconfig" provider:"secret"`
+	// MachineConfigurations are the nodes' machine configs by node name, as
+	// applied (base and patches merged): for break-glass, `talosctl
+	// apply-config` when this program cannot run.
+	MachineConfigurations pulumi.StringMapOutput `pulumi:"machineConfigurations" provider:"secret"`
 	// Endpoint is the Kubernetes API URL.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
@@ -172,6 +176,7 @@ func (c *Cluster) registerOutputs(ctx *pulumi.Context, args *ClusterArgs) error 
 	t := c.Talos
 	c.Kubeconfig, c.Talosconfig, c.Endpoint, c.NodeIPs = t.Kubeconfig, t.Talosconfig, t.Endpoint, t.NodeIPs
 	c.TalosVersion, c.KubernetesVersion, c.Nodes = t.TalosVersion, t.KubernetesVersion, t.Nodes
+	c.MachineConfigurations = t.MachineConfigurations
 	c.KubernetesProvider = t.KubernetesProvider
 	c.LocalEndpoint = pulumi.Sprintf("https://127.0.0.1:%d", args.Docker.KubernetesPort)
 	return ctx.RegisterResourceOutputs(c, c.Outputs())

@@ -33,6 +33,10 @@ type Cluster struct {
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig" provider:"secret"`
 	// Talosconfig is the Talos client config.
 	Talosconfig pulumi.StringOutput `pulumi:"talosconfig" provider:"secret"`
+	// MachineConfigurations are the nodes' machine configs by node name, as
+	// applied (base and patches merged): for break-glass, `talosctl
+	// apply-config` when this program cannot run.
+	MachineConfigurations pulumi.StringMapOutput `pulumi:"machineConfigurations" provider:"secret"`
 	// Endpoint is the Kubernetes API URL.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
@@ -327,6 +331,7 @@ func (c *Cluster) registerOutputs(ctx *pulumi.Context, m *machines) error {
 	c.TalosVersion = c.Talos.TalosVersion
 	c.KubernetesVersion = c.Talos.KubernetesVersion
 	c.Nodes = c.Talos.Nodes
+	c.MachineConfigurations = c.Talos.MachineConfigurations
 	c.KubernetesProvider = c.Talos.KubernetesProvider
 	c.VMIDs = m.vmIDs.ToIntMapOutput()
 	c.MACs = m.macs.ToStringMapOutput()

@@ -340,6 +340,11 @@ func (b *build) outputs() {
 	c.Talosconfig = pulumi.ToSecret(b.talosconfig).(pulumi.StringOutput)
 	c.Endpoint = pulumi.String(args.Cluster.Endpoint).ToStringOutput()
 	c.NodeIPs = b.nodeIPs.ToStringMapOutput()
+	configs := pulumi.StringMap{}
+	for _, n := range args.Nodes {
+		configs[n.Name] = c.Applies[n.Name].MachineConfiguration
+	}
+	c.MachineConfigurations = pulumi.ToSecret(configs.ToStringMapOutput()).(pulumi.StringMapOutput)
 	done := []any{b.kubeconfigRaw, c.NodesReady.Stdout}
 	for _, n := range args.Nodes {
 		done = append(done, c.Applies[n.Name].ID(), c.Members[n.Name].ID())

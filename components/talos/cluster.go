@@ -270,6 +270,10 @@ type Cluster struct {
 	// Talosconfig is the Talos client config: every control plane as an
 	// endpoint, every node as a node.
 	Talosconfig pulumi.StringOutput `pulumi:"talosconfig" provider:"secret"`
+	// MachineConfigurations are the nodes' machine configs by node name, as
+	// applied (base and patches merged): for break-glass, `talosctl
+	// apply-config` when this program cannot run.
+	MachineConfigurations pulumi.StringMapOutput `pulumi:"machineConfigurations" provider:"secret"`
 	// Endpoint is the Kubernetes API URL.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
@@ -456,13 +460,14 @@ func (p RolloutPolicy) Batches(nodes []NodeSpec) [][]NodeSpec {
 // cluster exports.
 func (c *Cluster) Outputs() pulumi.Map {
 	return pulumi.Map{
-		"kubeconfig":        c.Kubeconfig,
-		"talosconfig":       c.Talosconfig,
-		"endpoint":          c.Endpoint,
-		"nodeIps":           c.NodeIPs,
-		"talosVersion":      c.TalosVersion,
-		"kubernetesVersion": c.KubernetesVersion,
-		"nodes":             c.Nodes,
+		"kubeconfig":            c.Kubeconfig,
+		"talosconfig":           c.Talosconfig,
+		"endpoint":              c.Endpoint,
+		"nodeIps":               c.NodeIPs,
+		"talosVersion":          c.TalosVersion,
+		"kubernetesVersion":     c.KubernetesVersion,
+		"nodes":                 c.Nodes,
+		"machineConfigurations": c.MachineConfigurations,
 	}
 }
 

@@ -145,12 +145,18 @@ func (l *lab) apiAddresses() map[string]talos.APIAddress {
 // machineConfig generates the role's base config as the provider's
 // getConfiguration does, from the fake's secrets bundle.
 func (l *lab) machineConfig(args resource.PropertyMap) (string, error) {
+	return generatedConfig(l.t, args)
+}
+
+// generatedConfig is the provider's getConfiguration for args, generated
+// by Talos's machinery from the fixed secrets bundle.
+func generatedConfig(t testing.TB, args resource.PropertyMap) (string, error) {
 	vc, err := config.ParseContractFromVersion(args["talosVersion"].StringValue())
 	if err != nil {
 		return "", err
 	}
 	in, err := generate.NewInput(args["clusterName"].StringValue(), args["clusterEndpoint"].StringValue(), args["kubernetesVersion"].StringValue(),
-		generate.WithSecretsBundle(talosapitest.Bundle(l.t)), generate.WithVersionContract(vc), generate.WithInstallDisk("/dev/sda"))
+		generate.WithSecretsBundle(talosapitest.Bundle(t)), generate.WithVersionContract(vc), generate.WithInstallDisk("/dev/sda"))
 	if err != nil {
 		return "", err
 	}

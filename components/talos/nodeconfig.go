@@ -39,10 +39,17 @@ func kubeletImage(config string) string {
 	}
 }
 
-// mergedKubelet is the kubelet image of an apply's config: its base config
-// with its patches, as the provider merges them.
+// MergedConfig is an apply's machine config: its base config with its
+// patches applied, what the provider's ModifyPlan stores as its
+// machineConfiguration (terraform-provider-talos v0.10.1,
+// talos_machine_configuration_apply_resource.go:629-673).
+func MergedConfig(inputs resource.PropertyMap) ([]byte, error) {
+	return mergeConfig(nodeConfig{base: baseConfig(inputs), patches: stringsOf(inputs["configPatches"])})
+}
+
+// mergedKubelet is the kubelet image of an apply's config.
 func mergedKubelet(inputs resource.PropertyMap) (string, error) {
-	out, err := mergeConfig(nodeConfig{base: baseConfig(inputs), patches: stringsOf(inputs["configPatches"])})
+	out, err := MergedConfig(inputs)
 	if err != nil {
 		return "", err
 	}

@@ -24,6 +24,10 @@ type Cluster struct {
 	Kubeconfig pulumi.StringOutput `pulumi:"kubeconfig" provider:"secret"`
 	// Talosconfig is the Talos client config.
 	Talosconfig pulumi.StringOutput `pulumi:"talosconfig" provider:"secret"`
+	// MachineConfigurations are the nodes' machine configs by node name, as
+	// applied (base and patches merged): for break-glass, `talosctl
+	// apply-config` when this program cannot run.
+	MachineConfigurations pulumi.StringMapOutput `pulumi:"machineConfigurations" provider:"secret"`
 	// Endpoint is the Kubernetes API URL.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
@@ -110,6 +114,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	t := c.Talos
 	c.Kubeconfig, c.Talosconfig, c.Endpoint, c.NodeIPs = t.Kubeconfig, t.Talosconfig, t.Endpoint, t.NodeIPs
 	c.TalosVersion, c.KubernetesVersion, c.Nodes = t.TalosVersion, t.KubernetesVersion, t.Nodes
+	c.MachineConfigurations = t.MachineConfigurations
 	c.KubernetesProvider = t.KubernetesProvider
 	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {
 		return nil, err

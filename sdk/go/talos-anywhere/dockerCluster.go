@@ -27,6 +27,8 @@ type DockerCluster struct {
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
 	// The Kubernetes API URL on 127.0.0.1, the port published from the first control plane.
 	LocalEndpoint pulumi.StringOutput `pulumi:"localEndpoint"`
+	// The nodes' machine configs by node name, as applied (base and patches merged): for break-glass, `talosctl apply-config` when this program cannot run.
+	MachineConfigurations pulumi.StringMapOutput `pulumi:"machineConfigurations"`
 	// The nodes' IPs by node name.
 	NodeIps pulumi.StringMapOutput `pulumi:"nodeIps"`
 	// The nodes by name, each as the run found it: its ip, role, and the Talos and kubelet versions it runs.
@@ -49,6 +51,7 @@ func NewDockerCluster(ctx *pulumi.Context,
 	}
 	secrets := pulumi.AdditionalSecretOutputs([]string{
 		"kubeconfig",
+		"machineConfigurations",
 		"talosconfig",
 	})
 	opts = append(opts, secrets)
@@ -190,6 +193,11 @@ func (o DockerClusterOutput) KubernetesVersion() pulumi.StringOutput {
 // The Kubernetes API URL on 127.0.0.1, the port published from the first control plane.
 func (o DockerClusterOutput) LocalEndpoint() pulumi.StringOutput {
 	return o.ApplyT(func(v *DockerCluster) pulumi.StringOutput { return v.LocalEndpoint }).(pulumi.StringOutput)
+}
+
+// The nodes' machine configs by node name, as applied (base and patches merged): for break-glass, `talosctl apply-config` when this program cannot run.
+func (o DockerClusterOutput) MachineConfigurations() pulumi.StringMapOutput {
+	return o.ApplyT(func(v *DockerCluster) pulumi.StringMapOutput { return v.MachineConfigurations }).(pulumi.StringMapOutput)
 }
 
 // The nodes' IPs by node name.

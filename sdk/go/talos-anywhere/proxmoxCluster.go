@@ -27,6 +27,8 @@ type ProxmoxCluster struct {
 	KubernetesProvider kubernetes.ProviderOutput `pulumi:"kubernetesProvider"`
 	// The oldest Kubernetes version the API servers run, read from them (the configured one when none answers).
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// The nodes' machine configs by node name, as applied (base and patches merged): for break-glass, `talosctl apply-config` when this program cannot run.
+	MachineConfigurations pulumi.StringMapOutput `pulumi:"machineConfigurations"`
 	// The NICs' MAC addresses by node name (given or derived).
 	Macs pulumi.StringMapOutput `pulumi:"macs"`
 	// The nodes' IPs by node name.
@@ -55,6 +57,7 @@ func NewProxmoxCluster(ctx *pulumi.Context,
 	}
 	secrets := pulumi.AdditionalSecretOutputs([]string{
 		"kubeconfig",
+		"machineConfigurations",
 		"talosconfig",
 	})
 	opts = append(opts, secrets)
@@ -208,6 +211,11 @@ func (o ProxmoxClusterOutput) KubernetesProvider() kubernetes.ProviderOutput {
 // The oldest Kubernetes version the API servers run, read from them (the configured one when none answers).
 func (o ProxmoxClusterOutput) KubernetesVersion() pulumi.StringOutput {
 	return o.ApplyT(func(v *ProxmoxCluster) pulumi.StringOutput { return v.KubernetesVersion }).(pulumi.StringOutput)
+}
+
+// The nodes' machine configs by node name, as applied (base and patches merged): for break-glass, `talosctl apply-config` when this program cannot run.
+func (o ProxmoxClusterOutput) MachineConfigurations() pulumi.StringMapOutput {
+	return o.ApplyT(func(v *ProxmoxCluster) pulumi.StringMapOutput { return v.MachineConfigurations }).(pulumi.StringMapOutput)
 }
 
 // The NICs' MAC addresses by node name (given or derived).

@@ -25,6 +25,8 @@ type TalosCluster struct {
 	KubernetesProvider kubernetes.ProviderOutput `pulumi:"kubernetesProvider"`
 	// The oldest Kubernetes version the control planes' API servers run, read from them after the rollout (the configured one when none answers).
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// The nodes' machine configs by node name, as applied (base and patches merged): for break-glass, `talosctl apply-config` when this program cannot run.
+	MachineConfigurations pulumi.StringMapOutput `pulumi:"machineConfigurations"`
 	// The nodes' IPs by node name.
 	NodeIps pulumi.StringMapOutput `pulumi:"nodeIps"`
 	// The nodes by name, each as the run found it: its ip, role, and the Talos and kubelet versions it runs.
@@ -50,6 +52,7 @@ func NewTalosCluster(ctx *pulumi.Context,
 	}
 	secrets := pulumi.AdditionalSecretOutputs([]string{
 		"kubeconfig",
+		"machineConfigurations",
 		"talosconfig",
 	})
 	opts = append(opts, secrets)
@@ -190,6 +193,11 @@ func (o TalosClusterOutput) KubernetesProvider() kubernetes.ProviderOutput {
 // The oldest Kubernetes version the control planes' API servers run, read from them after the rollout (the configured one when none answers).
 func (o TalosClusterOutput) KubernetesVersion() pulumi.StringOutput {
 	return o.ApplyT(func(v *TalosCluster) pulumi.StringOutput { return v.KubernetesVersion }).(pulumi.StringOutput)
+}
+
+// The nodes' machine configs by node name, as applied (base and patches merged): for break-glass, `talosctl apply-config` when this program cannot run.
+func (o TalosClusterOutput) MachineConfigurations() pulumi.StringMapOutput {
+	return o.ApplyT(func(v *TalosCluster) pulumi.StringMapOutput { return v.MachineConfigurations }).(pulumi.StringMapOutput)
 }
 
 // The nodes' IPs by node name.

@@ -29,6 +29,8 @@ type VpsCluster struct {
 	KubernetesProvider kubernetes.ProviderOutput `pulumi:"kubernetesProvider"`
 	// The oldest Kubernetes version the API servers run, read from them (the configured one when none answers).
 	KubernetesVersion pulumi.StringOutput `pulumi:"kubernetesVersion"`
+	// The nodes' machine configs by node name, as applied (base and patches merged): for break-glass, `talosctl apply-config` when this program cannot run.
+	MachineConfigurations pulumi.StringMapOutput `pulumi:"machineConfigurations"`
 	// The nodes' IPs by node name.
 	NodeIps pulumi.StringMapOutput `pulumi:"nodeIps"`
 	// The nodes by name, each as the run found it: its ip, role, and the Talos and kubelet versions it runs.
@@ -53,6 +55,7 @@ func NewVpsCluster(ctx *pulumi.Context,
 	}
 	secrets := pulumi.AdditionalSecretOutputs([]string{
 		"kubeconfig",
+		"machineConfigurations",
 		"talosconfig",
 	})
 	opts = append(opts, secrets)
@@ -203,6 +206,11 @@ func (o VpsClusterOutput) KubernetesProvider() kubernetes.ProviderOutput {
 // The oldest Kubernetes version the API servers run, read from them (the configured one when none answers).
 func (o VpsClusterOutput) KubernetesVersion() pulumi.StringOutput {
 	return o.ApplyT(func(v *VpsCluster) pulumi.StringOutput { return v.KubernetesVersion }).(pulumi.StringOutput)
+}
+
+// The nodes' machine configs by node name, as applied (base and patches merged): for break-glass, `talosctl apply-config` when this program cannot run.
+func (o VpsClusterOutput) MachineConfigurations() pulumi.StringMapOutput {
+	return o.ApplyT(func(v *VpsCluster) pulumi.StringMapOutput { return v.MachineConfigurations }).(pulumi.StringMapOutput)
 }
 
 // The nodes' IPs by node name.

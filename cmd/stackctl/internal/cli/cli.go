@@ -36,6 +36,7 @@ const usage = `usage:
                                                                      (a backup's files, decrypted and checked, without the stack)
   stackctl csi-volume-rm --stack NAME --volume DATASTORE:vm-9999-pvc-...
                                                                      (delete a volume the Proxmox CSI plugin left, not attached)
+  stackctl machine-configs --out DIR < machineConfigurations.json  (each node's machine config as DIR/<node>.yaml; make outputs)
   stackctl gitops-status --stack NAME                                (the root Argo CD Application's source, sync and health)
   stackctl proxy   --stack NAME [--listen 127.0.0.1:PORT]            (the ssh-proxy helper, until Ctrl-C)
   stackctl exec    --stack NAME -- COMMAND [ARGS...]                 (COMMAND with the helper when the stack uses it)
@@ -65,6 +66,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			px := cfg.Proxmox
 			return pveapi.New(px.Endpoint, px.APITokenID, px.APITokenSecret.Reveal(), pveapi.Options{Insecure: px.Insecure})
 		})
+	case op == "machine-configs":
+		return machineConfigsCmd(args[1:], stdin, stderr)
 	case op == "gitops-status":
 		return gitopsStatusCmd(ctx, args[1:], stdout, stderr)
 	case op == "adopt":

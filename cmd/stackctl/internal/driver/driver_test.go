@@ -53,8 +53,9 @@ func newHarness(t *testing.T, op string) *harness {
 		fake: &drivertest.Pulumi{
 			Stacks: []string{"prod"}, Config: stackstest.ConfigJSON(t, stackstest.Example(t, stackstest.VPSExample)),
 			Changes: map[string]int{"create": 3, "same": 2},
-			Outputs: map[string]string{"kubeconfig": "apiVersion: v1\nkind: Config\n", "talosconfig": "context: prod\n", "endpoint": "https://203.0.113.10:6443"},
-			Secret:  []string{"kubeconfig", "talosconfig"},
+			Outputs: map[string]any{"kubeconfig": "apiVersion: v1\nkind: Config\n", "talosconfig": "context: prod\n", "endpoint": "https://203.0.113.10:6443",
+				"machineConfigurations": map[string]any{"cp-0": "version: v1alpha1 # cp-0\n", "worker-0": "version: v1alpha1 # worker-0\n"}},
+			Secret: []string{"kubeconfig", "talosconfig", "machineConfigurations"},
 		},
 		opts: driver.Options{Op: op, Stack: "prod", WorkDir: dir, SummaryFile: filepath.Join(dir, "summary.json")},
 		env:  map[string]string{"PULUMI_CONFIG_PASSPHRASE": "correct horse"},
@@ -149,7 +150,7 @@ func TestOperationsRunWithTheRightArguments(t *testing.T) {
 			assert.GreaterOrEqual(t, s.DurationSeconds, 0.0)
 			assert.Contains(t, h.stdout.String(), "Resources:", "pulumi's progress is streamed")
 			if c.op == driver.OpUp {
-				assert.Equal(t, []string{"endpoint", "kubeconfig", "talosconfig"}, s.Outputs)
+				assert.Equal(t, []string{"endpoint", "kubeconfig", "machineConfigurations", "talosconfig"}, s.Outputs)
 			}
 			if c.op == driver.OpPreview {
 				assert.True(t, s.ChangesPending)
@@ -290,18 +291,57 @@ func TestOutputsWritesAccessFiles(t *testing.T) {
 		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), name)
 	}
 	assert.Contains(t, h.stdout.String(), "export KUBECONFIG="+filepath.Join(out, "kubeconfig"))
+	for _, node := range []string{"cp-0", "worker-0"} {
+		p := filepath.Join(out, driver.MachineConfigDir, node+".yaml")
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, "version: v1alpha1 # "+node+"\n", string(data))
+		info, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), node)
+	}
 	entries, _ := os.ReadDir(out)
-	assert.Len(t, entries, 2, "no temporary files left")
+	assert.Len(t, entries, 3, "no temporary files left")
 
 	// A stack without outputs yet: an error, and the previous files stay.
 	h2 := newHarness(t, driver.OpOutputs)
 	h2.opts.OutDir = out
-	h2.fake.Outputs = map[string]string{"endpoint": "x"}
+	h2.fake.Outputs = map[string]any{"endpoint": "x"}
 	assert.Equal(t, exitcode.Failed, h2.run(context.Background()))
 	assert.Contains(t, h2.stderr.String(), "has no kubeconfig output yet: run up first")
 	data, err := os.ReadFile(filepath.Join(out, "kubeconfig"))
 	require.NoError(t, err)
 	assert.Equal(t, "apiVersion: v1\nkind: Config\n", string(data))
+}
+
+// The machine configs' directory is the cluster as the last up left it: a
+// node that left loses its file, a name that is no node name is refused
+// before anything is written.
+func TestWriteMachineConfigs(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "machineconfig")
+	require.NoError(t, driver.WriteMachineConfigs(dir, map[string]string{"cp-0": "a\n", "worker-0": "b\n"}))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("the operator's"), 0o600))
+	require.NoError(t, driver.WriteMachineConfigs(dir, map[string]string{"cp-0": "c\n"}))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{"cp-0.yaml", "notes.txt"}, names, "worker-0 left; other files stay")
+	data, err := os.ReadFile(filepath.Join(dir, "cp-0.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "c\n", string(data))
+
+	for _, bad := range []string{"../x", ".hidden", "a/b", ""} {
+		err := driver.WriteMachineConfigs(dir, map[string]string{"cp-0": "d\n", bad: "e\n"})
+		require.ErrorContains(t, err, "is no node name", "%q", bad)
+	}
+	require.ErrorContains(t, driver.WriteMachineConfigs(dir, map[string]string{"cp-0": ""}), "node cp-0 has none")
+	data, err = os.ReadFile(filepath.Join(dir, "cp-0.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "c\n", string(data), "a refused document writes nothing")
 }
 
 func TestGitHubJobSummary(t *testing.T) {

@@ -16,7 +16,8 @@ import (
 // the directory is 0700 and each file 0600.
 var AccessFiles = []string{"kubeconfig", "talosconfig"}
 
-// writeOutputs writes the stack's access files. Each file is written to a
+// writeOutputs writes the stack's access files and its nodes' machine
+// configs. Each file is written to a
 // temporary name and renamed, so a failed run leaves the previous files.
 func writeOutputs(ctx context.Context, stack auto.Stack, o Options, workDir string, env Env, sum *Summary) error {
 	outs, err := stack.Outputs(ctx)
@@ -48,6 +49,17 @@ func writeOutputs(ctx context.Context, stack auto.Stack, o Options, workDir stri
 	for _, name := range AccessFiles {
 		if err := privatefile.Write(filepath.Join(dir, name), []byte(contents[name])); err != nil {
 			return fail(exitcode.Failed, err, "writing %s: %v", name, err)
+		}
+	}
+	configs, ok, err := machineConfigsOf(outs[MachineConfigsOutput].Value)
+	switch {
+	case err != nil:
+		return fail(exitcode.Failed, err, "%v", err)
+	case !ok:
+		_, _ = fmt.Fprintf(env.Stderr, "note: stack %s has no %s output yet (the next up adds it): no machine configs written\n", o.Stack, MachineConfigsOutput)
+	default:
+		if err := WriteMachineConfigs(filepath.Join(dir, MachineConfigDir), configs); err != nil {
+			return fail(exitcode.Failed, err, "%v", err)
 		}
 	}
 	_, _ = fmt.Fprintf(env.Stdout, "export KUBECONFIG=%s TALOSCONFIG=%s\n",

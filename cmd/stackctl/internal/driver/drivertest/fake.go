@@ -36,7 +36,7 @@ type Pulumi struct {
 	// Changes are the resource changes an operation reports.
 	Changes map[string]int
 	// Outputs are the stack outputs (name -> value); Secret names secret ones.
-	Outputs map[string]string
+	Outputs map[string]any
 	Secret  []string
 	// Fail makes the named operation (preview, up, ...) exit 255 with Stderr.
 	Fail   string
@@ -101,10 +101,10 @@ func (p *Pulumi) Run(ctx context.Context, workdir string, _ io.Reader, out, errO
 	case has(args, "config"):
 		return string(p.Config), "", 0, nil
 	case has(args, "stack", "output"):
-		shown := map[string]string{}
+		shown := map[string]any{}
 		for k, v := range p.Outputs {
 			if !slices.Contains(args, "--show-secrets") && slices.Contains(p.Secret, k) {
-				v = "[secret]"
+				v = "[secret]" // as the CLI shows a secret of any type
 			}
 			shown[k] = v
 		}

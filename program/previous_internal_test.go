@@ -11,11 +11,11 @@ import (
 
 func TestPreviousFromTheStackOutputs(t *testing.T) {
 	t.Parallel()
-	assert.Nil(t, previousFrom(nil), "a first up")
-	assert.Nil(t, previousFrom(map[string]any{"kubernetesVersion": "1.34.1", "nodeIps": map[string]any{"cp-0": "10.0.0.10"}}),
+	assert.Nil(t, talos.PreviousFromOutputs(nil), "a first up")
+	assert.Nil(t, talos.PreviousFromOutputs(map[string]any{"kubernetesVersion": "1.34.1", "nodeIps": map[string]any{"cp-0": "10.0.0.10"}}),
 		"a stack from before the nodes output: the roles are unknown")
 
-	prev := previousFrom(map[string]any{
+	prev := talos.PreviousFromOutputs(map[string]any{
 		"kubernetesVersion": "1.34.1",
 		"clusterName":       "homelab",
 		"nodes": map[string]any{
@@ -30,7 +30,7 @@ func TestPreviousFromTheStackOutputs(t *testing.T) {
 		Reported: map[string]map[string]string{"worker-0": {"talosVersion": "v1.13.9"}}, // an unknown version is no version
 	}, prev)
 
-	prev = previousFrom(map[string]any{"kubernetesVersion": talos.Unknown, "nodes": map[string]any{}})
+	prev = talos.PreviousFromOutputs(map[string]any{"kubernetesVersion": talos.Unknown, "nodes": map[string]any{}})
 	assert.Equal(t, &talos.Previous{ControlPlanes: []string{}, Roles: map[string]talos.Role{}}, prev, "an unknown version is no version")
 }
 
@@ -41,24 +41,24 @@ func TestAddonsFromTheLastState(t *testing.T) {
 	t.Parallel()
 	resources := map[string]any{
 		"urn:pulumi:s::p::t$kubernetes:cilium.io/v2:CiliumLoadBalancerIPPool::lab-lb-pool-web": map[string]any{
-			"type": lbPoolType, "outputs": map[string]any{"metadata": map[string]any{"name": "web"}},
+			"type": talos.LBPoolType, "outputs": map[string]any{"metadata": map[string]any{"name": "web"}},
 		},
 		"urn:pulumi:s::p::t$kubernetes:cilium.io/v2:CiliumLoadBalancerIPPool::lab-lb-pool-home": map[string]any{
-			"type": lbPoolType, "outputs": map[string]any{"metadata": map[string]any{"name": "home"}},
+			"type": talos.LBPoolType, "outputs": map[string]any{"metadata": map[string]any{"name": "home"}},
 		},
 		"urn:pulumi:s::p::t$kubernetes:helm.sh/v3:Release::lab-cilium": map[string]any{
-			"type": releaseType, "outputs": map[string]any{"name": "cilium", "namespace": "kube-system"},
+			"type": talos.HelmReleaseType, "outputs": map[string]any{"name": "cilium", "namespace": "kube-system"},
 		},
 	}
 	prev := &talos.Previous{}
-	addAddons(prev, resources)
+	prev.AddAddons(resources)
 	assert.Equal(t, []string{"home", "web"}, prev.LoadBalancerPools)
 	assert.False(t, prev.GitOps, "Cilium's release is no hand-off")
 	resources["urn:pulumi:s::p::t$kubernetes:helm.sh/v3:Release::lab-argocd"] = map[string]any{
-		"type": releaseType, "outputs": map[string]any{"name": "argocd", "namespace": "argocd"},
+		"type": talos.HelmReleaseType, "outputs": map[string]any{"name": "argocd", "namespace": "argocd"},
 	}
 	prev = &talos.Previous{}
-	addAddons(prev, resources)
+	prev.AddAddons(resources)
 	assert.True(t, prev.GitOps)
 }
 
@@ -66,20 +66,20 @@ func TestAddonsFromTheLastState(t *testing.T) {
 // URL, from its release's values in the last state (issue 48, item 16).
 func TestCSIRegionsFromTheLastState(t *testing.T) {
 	t.Parallel()
-	assert.Nil(t, previousCSIRegions(map[string]any{}), "no plugin")
+	assert.Nil(t, proxmox.PreviousCSIRegionsFrom(map[string]any{}), "no plugin")
 	resources := map[string]any{
 		"urn:pulumi:s::p::t$kubernetes:helm.sh/v3:Release::lab-csi": map[string]any{
-			"type": releaseType, "outputs": map[string]any{"name": "proxmox-csi-plugin", "namespace": proxmox.CSINamespace,
+			"type": talos.HelmReleaseType, "outputs": map[string]any{"name": "proxmox-csi-plugin", "namespace": proxmox.CSINamespace,
 				"values": map[string]any{"config": map[string]any{"clusters": []any{
 					map[string]any{"url": "https://192.168.1.70:8006/api2/json", "region": "home", "token_secret": "s"},
 					map[string]any{"url": "https://203.0.113.20:8006/api2/json", "region": "office"},
 				}}}},
 		},
 		"urn:pulumi:s::p::t$kubernetes:helm.sh/v3:Release::lab-cilium": map[string]any{
-			"type": releaseType, "outputs": map[string]any{"name": "cilium", "namespace": "kube-system"},
+			"type": talos.HelmReleaseType, "outputs": map[string]any{"name": "cilium", "namespace": "kube-system"},
 		},
 	}
 	assert.Equal(t, map[string]string{
 		"https://192.168.1.70:8006/api2/json": "home", "https://203.0.113.20:8006/api2/json": "office",
-	}, previousCSIRegions(resources))
+	}, proxmox.PreviousCSIRegionsFrom(resources))
 }

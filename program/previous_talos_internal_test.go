@@ -13,8 +13,8 @@ import (
 // (no node answered) is no version.
 func TestPreviousTalosVersionFromTheStackOutputs(t *testing.T) {
 	t.Parallel()
-	prev := previousFrom(map[string]any{"talosVersion": "v1.11.5", "nodes": map[string]any{}})
+	prev := talos.PreviousFromOutputs(map[string]any{"talosVersion": "v1.11.5", "nodes": map[string]any{}})
 	assert.Equal(t, "v1.11.5", prev.TalosVersion)
-	prev = previousFrom(map[string]any{"talosVersion": talos.Unknown, "nodes": map[string]any{}})
+	prev = talos.PreviousFromOutputs(map[string]any{"talosVersion": talos.Unknown, "nodes": map[string]any{}})
 	assert.Empty(t, prev.TalosVersion)
 }

@@ -61,6 +61,9 @@ func Deploy(ctx *pulumi.Context, src stacks.Source, opts ...Options) (pulumi.Map
 	if os.Getenv(talos.DestroyEnv) == "1" {
 		o.Talos.Destroy = true
 	}
+	// The program reads the last state itself (ReadLast), to name what it
+	// refuses by stack key: the components do not read it again.
+	o.Talos.LastRead = true
 	if o.Talos.Context == nil {
 		o.Talos.Context = cancelfile.ForProgram()
 	}

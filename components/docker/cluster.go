@@ -100,6 +100,17 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 // NewClusterWithDeps is NewCluster with its seams set (see Deps).
 func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	if in != nil {
+		prev, _, err := deps.Talos.OwnPrevious(ctx, ComponentName, name, in.Previous)
+		if err != nil {
+			return nil, err
+		}
+		if prev != in.Previous {
+			own := *in
+			own.Previous, in = prev, &own
+		}
+	}
+	deps.Talos.LastRead = true // its TalosCluster gets it through in
 	if err := in.Validate(name); err != nil {
 		return nil, err
 	}

@@ -90,6 +90,18 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 // NewClusterWithDeps builds the Proxmox platform with the given seams.
 // Nothing is registered unless every input is valid.
 func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	if in != nil {
+		prev, children, err := deps.Talos.OwnPrevious(ctx, "ProxmoxCluster", name, in.Previous)
+		if err != nil {
+			return nil, err
+		}
+		if prev != in.Previous {
+			own := *in
+			own.Previous, in = prev, &own
+			own.PreviousVMs, own.PreviousCSIRegions = PreviousVMsFrom(children), PreviousCSIRegionsFrom(children)
+		}
+	}
+	deps.Talos.LastRead = true // its TalosCluster gets it through in
 	args, macs, err := validated(ctx, name, in)
 	if err != nil {
 		return nil, err

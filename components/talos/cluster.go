@@ -322,6 +322,16 @@ func NewCluster(ctx *pulumi.Context, name string, in *ClusterArgs, opts ...pulum
 
 // NewClusterWithDeps is NewCluster with its seams set (see Deps).
 func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	if in != nil {
+		prev, _, err := deps.OwnPrevious(ctx, "TalosCluster", name, in.Previous)
+		if err != nil {
+			return nil, err
+		}
+		if prev != in.Previous {
+			own := *in
+			own.Previous, in = prev, &own
+		}
+	}
 	guard, err := in.validated(name)
 	if err != nil {
 		return nil, err

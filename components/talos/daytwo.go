@@ -46,6 +46,11 @@ type Deps struct {
 	// component provider set it from the environment variable DestroyEnv,
 	// which `make destroy` sets, and `stackctl destroy` sets it itself.
 	Destroy bool
+	// LastRead says the caller has read the cluster's last state into its
+	// Args' Previous (nil: unknown), as the stack-file program does from
+	// its outputs; the component then does not read it itself
+	// (ReadOwnPrevious).
+	LastRead bool
 	// Context is cancelled when the operator cancels the run (Ctrl-C):
 	// the hooks stop waiting then (context.Background() when nil). The
 	// engine does not tell the program of a cancellation: the program

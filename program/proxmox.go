@@ -66,6 +66,7 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 			InstallDisk:       cfg.Cluster.InstallDisk,
 			Patches:           PatchTexts(ref.Patches),
 			KubeSpanEndpoints: ref.KubeSpanEndpoints,
+			Labels:            ref.Labels,
 		})
 		if cfg.OnServers(ref.Host) {
 			// A rented server: its install's keys instead of a VM's.

@@ -54,6 +54,7 @@ func TestValidateNamesTheComponentsProblemsByStackKeyOnce(t *testing.T) {
 	src := stackstest.EditSection(t, stackstest.Example(t, stackstest.ProxmoxExample), "nodes", func(n map[string]any) {
 		workers := n["workers"].([]any)
 		workers[0].(map[string]any)["cores"] = 300
+		workers[0].(map[string]any)["labels"] = map[string]any{"node-role.kubernetes.io/worker": "", "example.com/tier": "batch"}
 		workers[1].(map[string]any)["memory"] = 0
 		cps := n["controlPlanes"].([]any)
 		cps[0].(map[string]any)["dataDiskSize"] = 20
@@ -67,7 +68,8 @@ func TestValidateNamesTheComponentsProblemsByStackKeyOnce(t *testing.T) {
 		assert.False(t, twice, "%s reported twice", p.Path)
 		got[p.Path] = p.Message
 	}
-	assert.Len(t, got, 5, "%v", d.Err())
+	assert.Len(t, got, 6, "%v", d.Err())
+	assert.Contains(t, got[`nodes.workers[0].labels["node-role.kubernetes.io/worker"]`], "NodeRestriction")
 	assert.Contains(t, got["cluster.talosVersion"], "must be a string")
 	assert.Contains(t, got["nodes.workers[0].cores"], "300 cores is more than 256")
 	assert.Contains(t, got["nodes.workers[1].memory"], "leave the key out for the default")

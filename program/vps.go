@@ -43,6 +43,7 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 			InstallDisk:       ref.InstallDisk,
 			Patches:           PatchTexts(ref.Patches),
 			KubeSpanEndpoints: ref.KubeSpanEndpoints,
+			Labels:            ref.Labels,
 			Rescue:            rescueOf(ref.Rescue),
 		})
 	}

@@ -3,7 +3,9 @@ package stacks
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,6 +86,21 @@ func decodeInto(d *Diagnostics, path string, v any, dst reflect.Value) {
 		if len(d.Errors) == before {
 			dst.Set(elem)
 		}
+	case reflect.Map:
+		// A map of plain values by key (a node's labels): each value is
+		// decoded at path["key"].
+		m, ok := v.(map[string]any)
+		if !ok || t.Key().Kind() != reflect.String {
+			d.errorf(path, "must be an object, got %s", describe(v))
+			return
+		}
+		out := reflect.MakeMapWithSize(t, len(m))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			elem := reflect.New(t.Elem()).Elem()
+			decodeInto(d, fmt.Sprintf("%s[%q]", path, k), m[k], elem)
+			out.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), elem)
+		}
+		dst.Set(out)
 	case reflect.Slice:
 		items, ok := v.([]any)
 		if !ok {

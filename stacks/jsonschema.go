@@ -95,6 +95,8 @@ func (d KeyDocs) typeSchema(t reflect.Type) map[string]any {
 		return s
 	case reflect.Slice:
 		return map[string]any{"type": "array", "items": d.typeSchema(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": d.typeSchema(t.Elem())}
 	case reflect.Int, reflect.Int64:
 		return map[string]any{"type": "integer"}
 	case reflect.Bool:

@@ -129,6 +129,8 @@ func typeName(sf reflect.StructField) string {
 		default:
 			return "list of " + t.Elem().Kind().String() + "s"
 		}
+	case reflect.Map:
+		return "map of " + t.Elem().Kind().String() + "s"
 	case reflect.Int:
 		return "integer"
 	case reflect.Bool:

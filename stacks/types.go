@@ -360,6 +360,11 @@ type NodeConfig struct {
 	// discovery: a NAT's forwarded port to this node's 51820/udp, e.g. '198.51.100.7:51820'; only with
 	// cluster.kubeSpan.enabled.
 	KubeSpanEndpoints []string `json:"kubeSpanEndpoints" rules:"component"`
+	// Kubernetes labels of this node, kept by Talos (machine.nodeLabels): one removed here is removed from
+	// the Node, without a reboot. A worker may not set labels under kubernetes.io or k8s.io but the
+	// kubelet's own (node.kubernetes.io/..., topology.kubernetes.io/zone, ...), e.g.
+	// {example.com/tier: batch}.
+	Labels map[string]string `json:"labels" rules:"component"`
 
 	// Proxmox.
 

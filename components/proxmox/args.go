@@ -206,6 +206,10 @@ type Node struct {
 	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
 	// cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
+	// Labels are the node's Kubernetes labels, set and kept by Talos
+	// (machine.nodeLabels); a worker may not set labels under
+	// kubernetes.io or k8s.io but the kubelet's own.
+	Labels map[string]string `pulumi:"labels,optional"`
 	// Server holds what a node on a hosts entry of rented servers (vps)
 	// has instead of a VM: its rescue system and addressing.
 	Server *ServerNode `pulumi:"server,optional"`
@@ -317,6 +321,7 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			UserPatches: n.Patches,
 			// KubeSpan's extra endpoints, announced through discovery.
 			KubeSpanEndpoints: n.KubeSpanEndpoints,
+			Labels:            n.Labels,
 			Network:           talos.NodeNetwork{DHCP: !static},
 			Hostname:          n.Name,
 			Host:              placement(n),
@@ -416,7 +421,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		if a.onServer(n) {
 			// Its network is the VpsCluster's to check (checkServers), at
 			// its own keys: not the addresses derived from them.
-			nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, KubeSpanEndpoints: n.KubeSpanEndpoints, Host: nodes[i].Host, Site: nodes[i].Site}
+			nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, KubeSpanEndpoints: n.KubeSpanEndpoints, Labels: n.Labels, Host: nodes[i].Host, Site: nodes[i].Site}
 		}
 	}
 	(&talos.ClusterArgs{

@@ -105,6 +105,10 @@ type Node struct {
 	// this node's KubeSpan at, e.g. a NAT's forwarded port; only with
 	// cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
+	// Labels are the node's Kubernetes labels, set and kept by Talos
+	// (machine.nodeLabels); a worker may not set labels under
+	// kubernetes.io or k8s.io but the kubelet's own.
+	Labels map[string]string `pulumi:"labels,optional"`
 	// Rescue is SSH access to the provider's rescue system, which the
 	// install runs in.
 	Rescue Rescue `pulumi:"rescue"`

@@ -186,6 +186,7 @@ func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 			}
 		}
 		a.checkKubeSpanEndpoints(p, np+".kubeSpanEndpoints", n.KubeSpanEndpoints)
+		checkLabels(p, np+".labels", n.Role, n.Labels)
 		if n.Role != RoleControlPlane && n.Role != RoleWorker {
 			p.Add(np+".role", "%q is not a role: controlplane or worker", n.Role)
 		}

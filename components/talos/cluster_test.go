@@ -329,6 +329,15 @@ func TestClusterArgsAreChecked(t *testing.T) {
 			a.Nodes[1].Network.Routes = []talos.Route{{Network: "default", Gateway: "gw"}}
 		}, []string{"cluster.vip", "cluster.nameservers[1]", "nodes[1].ip", "nodes[1].network.routes[0].network", "nodes[1].network.routes[0].gateway"}},
 		{"a VIP that is a node's IP", func(a *talos.ClusterArgs) { a.Cluster.VIP = a.Nodes[1].IP }, []string{"cluster.vip"}},
+		// Talos's machinery rules for machine.nodeLabels, and the API
+		// server's NodeRestriction for what a worker sets on itself.
+		{"labels", func(a *talos.ClusterArgs) {
+			a.Nodes[0].Labels = map[string]string{"node-role.kubernetes.io/infra": "", "Bad Key": "x", "example.com/ok": "not ok!"}
+			a.Nodes[1].Labels = map[string]string{
+				"node-role.kubernetes.io/worker": "", "node.kubernetes.io/pool": "a", "topology.kubernetes.io/zone": "z1", "example.com/tier": "batch",
+				"x.node.kubernetes.io/y": "", "kubernetes.io/os": "linux", "x.k8s.io/y": "",
+			}
+		}, []string{`nodes[0].labels["Bad Key"]`, `nodes[0].labels["example.com/ok"]`, `nodes[1].labels["node-role.kubernetes.io/worker"]`, `nodes[1].labels["x.k8s.io/y"]`}},
 		{"duplicate and invalid names", func(a *talos.ClusterArgs) {
 			a.Nodes[1].Name, a.Nodes[1].IP = a.Nodes[0].Name, a.Nodes[0].IP
 			a.Nodes = append(a.Nodes, talos.NodeSpec{Name: "Node_3", IP: "10.0.0.30", Role: "master"})

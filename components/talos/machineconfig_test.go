@@ -334,6 +334,12 @@ func TestEdgeCasesValidate(t *testing.T) {
 				assert.Equal(t, []any{"10.0.0.1"}, get(d["v1alpha1"], "machine.network.nameservers"))
 				assert.Equal(t, "10.0.0.1", get(d["v1alpha1"], "machine.network.interfaces.0.routes.0.gateway"))
 			}},
+		{"labels", talos.PatchSpec{TalosVersion: "v1.13.9"},
+			talos.NodeSpec{Name: "w-0", IP: "10.0.0.20", Role: talos.RoleWorker, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true},
+				Labels: map[string]string{"example.com/tier": "batch", "node.kubernetes.io/pool": "a"}}, metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Equal(t, map[string]any{"example.com/tier": "batch", "node.kubernetes.io/pool": "a"}, get(d["v1alpha1"], "machine.nodeLabels"))
+			}},
 		{"user patches in order: all, role, node", talos.PatchSpec{TalosVersion: "v1.12.4",
 			AllPatches:          []string{"machine:\n  sysctls:\n    a.b: \"1\"\n"},
 			ControlPlanePatches: []string{"machine:\n  sysctls:\n    a.b: \"2\"\n"},

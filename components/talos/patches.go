@@ -86,6 +86,11 @@ type NodeSpec struct {
 	// reach this node's KubeSpan at (a NAT's forwarded port), announced
 	// through discovery; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints,optional"`
+	// Labels are the node's Kubernetes labels, set and kept by Talos
+	// (machine.nodeLabels); one removed here is removed from the Node. A
+	// worker may not set labels under kubernetes.io or k8s.io but the
+	// kubelet's own (the API server's NodeRestriction).
+	Labels map[string]string `pulumi:"labels,optional"`
 	// Host is the physical machine the node runs on (a Proxmox node), set
 	// by the platform: the control planes' spread over the hosts is
 	// checked against etcd's quorum. Empty: not known.
@@ -345,6 +350,9 @@ func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
 	}
 	if len(n.KubeSpanEndpoints) > 0 {
 		patches = append(patches, KubeSpanEndpointsPatch(n.KubeSpanEndpoints))
+	}
+	if len(n.Labels) > 0 {
+		patches = append(patches, LabelsPatch(n.Labels))
 	}
 	if pin := AddressPatch(n); pin != "" && (spec.KubeSpan || n.PinAddress) {
 		patches = append(patches, pin)

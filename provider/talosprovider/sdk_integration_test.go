@@ -130,6 +130,7 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 	assert.NotContains(t, out, "not-a-real-token", "the token is a secret")
 
 	renamedPackageKeepsItsStack(t, dir, env, name, args)
+	downgradeIsRefused(t, dir, env)
 	callersProxmoxProvider(t, dir, env, name, args)
 	destroyRunProgramWithNothingInState(t, dir, env)
 
@@ -163,29 +164,17 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 func renamedPackageKeepsItsStack(t *testing.T, dir string, env []string, name string, args []string) {
 	t.Helper()
 	defer otherStack(t, dir, env, "renamed")()
-	out, err := runIn(t, dir, env, time.Minute, "pulumi", "stack", "export")
-	require.NoError(t, err, out)
-	var exported map[string]any
-	require.NoError(t, json.Unmarshal([]byte(out), &exported))
 	const prefix = "urn:pulumi:renamed::talos-proxmox-yaml::"
 	root := prefix + "pulumi:pulumi:Stack::talos-proxmox-yaml-renamed"
 	oldCluster := prefix + "talos-cluster:index:ProxmoxCluster::homelab"
 	oldTalos := prefix + "talos-cluster:index:ProxmoxCluster$talos-cluster:index:TalosCluster::homelab"
-	deployment, _ := exported["deployment"].(map[string]any)
-	require.NotNil(t, deployment, out)
-	deployment["resources"] = []map[string]any{
+	importState(t, dir, env, []map[string]any{
 		{"urn": root, "custom": false, "type": "pulumi:pulumi:Stack"},
 		{"urn": oldCluster, "custom": false, "type": "talos-cluster:index:ProxmoxCluster", "parent": root},
 		{"urn": oldTalos, "custom": false, "type": "talos-cluster:index:TalosCluster", "parent": oldCluster},
-	}
-	state, err := json.Marshal(exported)
-	require.NoError(t, err)
-	file := filepath.Join(t.TempDir(), "old-name.json")
-	require.NoError(t, os.WriteFile(file, state, 0o600))
-	out, err = runIn(t, dir, env, time.Minute, "pulumi", "stack", "import", "--file", file)
-	require.NoError(t, err, "pulumi stack import of the old name's state:\n%s", out)
+	})
 
-	out, err = runIn(t, dir, env, 5*time.Minute, name, append(slices.Clone(args), "--json", "--show-sames")...)
+	out, err := runIn(t, dir, env, 5*time.Minute, name, append(slices.Clone(args), "--json", "--show-sames")...)
 	require.NoError(t, err, "pulumi preview after the rename:\n%s", out)
 	var preview struct {
 		Steps []struct {
@@ -203,6 +192,67 @@ func renamedPackageKeepsItsStack(t *testing.T, dir string, env []string, name st
 	for _, old := range []string{oldCluster, oldTalos} {
 		assert.Empty(t, ops[old], "the old state of %s is not deleted", old)
 	}
+}
+
+// downgradeIsRefused (issue 51, item 1): a stack whose last up left the
+// example's ProxmoxCluster on Talos v1.14.0 (its registered outputs, as
+// the engine records them). The example's v1.13.9 is then a downgrade:
+// `pulumi up` fails in the component's construct, naming the input, and
+// the state is as it was (nothing created, updated or deleted).
+func downgradeIsRefused(t *testing.T, dir string, env []string) {
+	t.Helper()
+	defer otherStack(t, dir, env, "downgrade")()
+	const prefix = "urn:pulumi:downgrade::talos-proxmox-yaml::"
+	root := prefix + "pulumi:pulumi:Stack::talos-proxmox-yaml-downgrade"
+	node := func(role, ip string) map[string]any { return map[string]any{"role": role, "ip": ip, "talosVersion": "v1.14.0"} }
+	importState(t, dir, env, []map[string]any{
+		{"urn": root, "custom": false, "type": "pulumi:pulumi:Stack"},
+		{"urn": prefix + "talos-anywhere:index:ProxmoxCluster::homelab", "custom": false, "type": "talos-anywhere:index:ProxmoxCluster", "parent": root,
+			"outputs": map[string]any{"talosVersion": "v1.14.0", "kubernetesVersion": "1.36.0", "nodes": map[string]any{
+				"cp-0": node("controlplane", "10.10.0.10"), "worker-0": node("worker", "10.10.0.20"), "worker-1": node("worker", "10.10.0.21"),
+			}}},
+	})
+
+	name, args := offlinePulumi(t, "up", "--yes", "--non-interactive")
+	out, err := runIn(t, dir, env, 5*time.Minute, name, args...)
+	require.Error(t, err, "a downgrade must be refused:\n%s", out)
+	assert.Contains(t, out, `invalid arguments of ProxmoxCluster "homelab" (nothing was created)`)
+	assert.Contains(t, out, "cluster.talosVersion: v1.13.9 is lower than v1.14.0, which the nodes run")
+
+	out, err = runIn(t, dir, env, time.Minute, "pulumi", "stack", "export")
+	require.NoError(t, err, out)
+	var after struct {
+		Deployment struct {
+			Resources []struct {
+				URN string `json:"urn"`
+			} `json:"resources"`
+		} `json:"deployment"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &after), out)
+	var urns []string
+	for _, r := range after.Deployment.Resources {
+		urns = append(urns, r.URN)
+	}
+	assert.Equal(t, []string{root, prefix + "talos-anywhere:index:ProxmoxCluster::homelab"}, urns, "nothing touched")
+}
+
+// importState replaces the selected stack's state with these resources
+// (`pulumi stack import` of its export with them).
+func importState(t *testing.T, dir string, env []string, resources []map[string]any) {
+	t.Helper()
+	out, err := runIn(t, dir, env, time.Minute, "pulumi", "stack", "export")
+	require.NoError(t, err, out)
+	var exported map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &exported))
+	deployment, _ := exported["deployment"].(map[string]any)
+	require.NotNil(t, deployment, out)
+	deployment["resources"] = resources
+	state, err := json.Marshal(exported)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, os.WriteFile(file, state, 0o600))
+	out, err = runIn(t, dir, env, time.Minute, "pulumi", "stack", "import", "--file", file)
+	require.NoError(t, err, "pulumi stack import:\n%s", out)
 }
 
 // otherStack makes a stack of that name with the example's secret and

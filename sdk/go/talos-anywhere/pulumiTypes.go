@@ -141,6 +141,8 @@ type DockerNode struct {
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// The port on 127.0.0.1 that reaches this control plane's Kubernetes API, with docker.apiAccess published only (default: docker.kubernetesPort for the first node, plus the node's index for the others).
 	KubernetesPort *int `pulumi:"kubernetesPort"`
+	// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); a worker may not set labels under kubernetes.io or k8s.io but the kubelet's own.
+	Labels map[string]string `pulumi:"labels"`
 	// The container's memory limit in MiB (at least 1024; default 2048, as talosctl cluster create), changed in place. Left out, a running container keeps the limit it was created with.
 	Memory *int `pulumi:"memory"`
 	// The node's hostname and Kubernetes node name: a DNS label.
@@ -174,6 +176,8 @@ type DockerNodeArgs struct {
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
 	// The port on 127.0.0.1 that reaches this control plane's Kubernetes API, with docker.apiAccess published only (default: docker.kubernetesPort for the first node, plus the node's index for the others).
 	KubernetesPort *int `pulumi:"kubernetesPort"`
+	// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); a worker may not set labels under kubernetes.io or k8s.io but the kubelet's own.
+	Labels map[string]string `pulumi:"labels"`
 	// The container's memory limit in MiB (at least 1024; default 2048, as talosctl cluster create), changed in place. Left out, a running container keeps the limit it was created with.
 	Memory *int `pulumi:"memory"`
 	// The node's hostname and Kubernetes node name: a DNS label.
@@ -256,6 +260,11 @@ func (o DockerNodeOutput) KubeSpanEndpoints() pulumi.StringArrayOutput {
 // The port on 127.0.0.1 that reaches this control plane's Kubernetes API, with docker.apiAccess published only (default: docker.kubernetesPort for the first node, plus the node's index for the others).
 func (o DockerNodeOutput) KubernetesPort() pulumi.IntPtrOutput {
 	return o.ApplyT(func(v DockerNode) *int { return v.KubernetesPort }).(pulumi.IntPtrOutput)
+}
+
+// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); a worker may not set labels under kubernetes.io or k8s.io but the kubelet's own.
+func (o DockerNodeOutput) Labels() pulumi.StringMapOutput {
+	return o.ApplyT(func(v DockerNode) map[string]string { return v.Labels }).(pulumi.StringMapOutput)
 }
 
 // The container's memory limit in MiB (at least 1024; default 2048, as talosctl cluster create), changed in place. Left out, a running container keeps the limit it was created with.
@@ -1772,6 +1781,8 @@ type ProxmoxNode struct {
 	Ip string `pulumi:"ip"`
 	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
+	// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); a worker may not set labels under kubernetes.io or k8s.io but the kubelet's own.
+	Labels map[string]string `pulumi:"labels"`
 	// MAC of the NIC; derived from the stack, cluster and node names when empty (the same after a destroy and up).
 	Mac *string `pulumi:"mac"`
 	// Memory in MiB (default 4096 for a control plane, 8192 for a worker).
@@ -1817,6 +1828,8 @@ type ProxmoxNodeArgs struct {
 	Ip string `pulumi:"ip"`
 	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
+	// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); a worker may not set labels under kubernetes.io or k8s.io but the kubelet's own.
+	Labels map[string]string `pulumi:"labels"`
 	// MAC of the NIC; derived from the stack, cluster and node names when empty (the same after a destroy and up).
 	Mac *string `pulumi:"mac"`
 	// Memory in MiB (default 4096 for a control plane, 8192 for a worker).
@@ -1920,6 +1933,11 @@ func (o ProxmoxNodeOutput) Ip() pulumi.StringOutput {
 // The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 func (o ProxmoxNodeOutput) KubeSpanEndpoints() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v ProxmoxNode) []string { return v.KubeSpanEndpoints }).(pulumi.StringArrayOutput)
+}
+
+// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); a worker may not set labels under kubernetes.io or k8s.io but the kubelet's own.
+func (o ProxmoxNodeOutput) Labels() pulumi.StringMapOutput {
+	return o.ApplyT(func(v ProxmoxNode) map[string]string { return v.Labels }).(pulumi.StringMapOutput)
 }
 
 // MAC of the NIC; derived from the stack, cluster and node names when empty (the same after a destroy and up).
@@ -4710,6 +4728,8 @@ type TalosNodeSpec struct {
 	Ip string `pulumi:"ip"`
 	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at (a NAT's forwarded port), announced through discovery; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
+	// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); one removed here is removed from the Node. A worker may not set labels under kubernetes.io or k8s.io but the kubelet's own (the API server's NodeRestriction).
+	Labels map[string]string `pulumi:"labels"`
 	// Names the node's resources (<cluster>-apply-<name>) and is the Kubernetes node name the serving-certificate approver accepts.
 	Name string `pulumi:"name"`
 	// The node's interface: DHCP or static addresses and routes.
@@ -4743,6 +4763,8 @@ type TalosNodeSpecArgs struct {
 	Ip pulumi.StringInput `pulumi:"ip"`
 	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at (a NAT's forwarded port), announced through discovery; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
+	// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); one removed here is removed from the Node. A worker may not set labels under kubernetes.io or k8s.io but the kubelet's own (the API server's NodeRestriction).
+	Labels map[string]string `pulumi:"labels"`
 	// Names the node's resources (<cluster>-apply-<name>) and is the Kubernetes node name the serving-certificate approver accepts.
 	Name string `pulumi:"name"`
 	// The node's interface: DHCP or static addresses and routes.
@@ -4828,6 +4850,11 @@ func (o TalosNodeSpecOutput) Ip() pulumi.StringOutput {
 // The extra addresses (ip:port) the other nodes reach this node's KubeSpan at (a NAT's forwarded port), announced through discovery; only with cluster.kubeSpan.
 func (o TalosNodeSpecOutput) KubeSpanEndpoints() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v TalosNodeSpec) []string { return v.KubeSpanEndpoints }).(pulumi.StringArrayOutput)
+}
+
+// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); one removed here is removed from the Node. A worker may not set labels under kubernetes.io or k8s.io but the kubelet's own (the API server's NodeRestriction).
+func (o TalosNodeSpecOutput) Labels() pulumi.StringMapOutput {
+	return o.ApplyT(func(v TalosNodeSpec) map[string]string { return v.Labels }).(pulumi.StringMapOutput)
 }
 
 // Names the node's resources (<cluster>-apply-<name>) and is the Kubernetes node name the serving-certificate approver accepts.
@@ -5335,6 +5362,8 @@ type VpsNode struct {
 	Ip string `pulumi:"ip"`
 	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
+	// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); a worker may not set labels under kubernetes.io or k8s.io but the kubelet's own.
+	Labels map[string]string `pulumi:"labels"`
 	// The node's hostname and Kubernetes node name: a DNS label.
 	Name string `pulumi:"name"`
 	// This node's own machine-config patches (YAML), applied last.
@@ -5368,6 +5397,8 @@ type VpsNodeArgs struct {
 	Ip pulumi.StringInput `pulumi:"ip"`
 	// The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 	KubeSpanEndpoints []string `pulumi:"kubeSpanEndpoints"`
+	// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); a worker may not set labels under kubernetes.io or k8s.io but the kubelet's own.
+	Labels map[string]string `pulumi:"labels"`
 	// The node's hostname and Kubernetes node name: a DNS label.
 	Name string `pulumi:"name"`
 	// This node's own machine-config patches (YAML), applied last.
@@ -5450,6 +5481,11 @@ func (o VpsNodeOutput) Ip() pulumi.StringOutput {
 // The extra addresses (ip:port) the other nodes reach this node's KubeSpan at, e.g. a NAT's forwarded port; only with cluster.kubeSpan.
 func (o VpsNodeOutput) KubeSpanEndpoints() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v VpsNode) []string { return v.KubeSpanEndpoints }).(pulumi.StringArrayOutput)
+}
+
+// The node's Kubernetes labels, set and kept by Talos (machine.nodeLabels); a worker may not set labels under kubernetes.io or k8s.io but the kubelet's own.
+func (o VpsNodeOutput) Labels() pulumi.StringMapOutput {
+	return o.ApplyT(func(v VpsNode) map[string]string { return v.Labels }).(pulumi.StringMapOutput)
 }
 
 // The node's hostname and Kubernetes node name: a DNS label.

@@ -204,7 +204,9 @@ func downgradeIsRefused(t *testing.T, dir string, env []string) {
 	defer otherStack(t, dir, env, "downgrade")()
 	const prefix = "urn:pulumi:downgrade::talos-proxmox-yaml::"
 	root := prefix + "pulumi:pulumi:Stack::talos-proxmox-yaml-downgrade"
-	node := func(role, ip string) map[string]any { return map[string]any{"role": role, "ip": ip, "talosVersion": "v1.14.0"} }
+	node := func(role, ip string) map[string]any {
+		return map[string]any{"role": role, "ip": ip, "talosVersion": "v1.14.0"}
+	}
 	importState(t, dir, env, []map[string]any{
 		{"urn": root, "custom": false, "type": "pulumi:pulumi:Stack"},
 		{"urn": prefix + "talos-anywhere:index:ProxmoxCluster::homelab", "custom": false, "type": "talos-anywhere:index:ProxmoxCluster", "parent": root,

@@ -53,7 +53,7 @@ func ReadPrevious(ctx *pulumi.Context) (*talos.Previous, error) {
 // (docs/decisions/0001-day2-hooks.md#consequences).
 func ReadLast(ctx *pulumi.Context) (Last, error) {
 	name := fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), ctx.Stack())
-	outputs, err := readStack(ctx, ReadStackOutputsToken, &readStackOutputsArgs{Name: name},
+	outputs, err := talos.ReadStack(ctx, ReadStackOutputsToken, &readStackOutputsArgs{Name: name},
 		"unable to read the stack's last outputs (%v): "+talos.SkippedWithoutPrevious)
 	if err != nil || outputs == nil {
 		return Last{}, err
@@ -76,26 +76,6 @@ func ReadLast(ctx *pulumi.Context) (Last, error) {
 	last.CSIRegions = proxmox.PreviousCSIRegionsFrom(resources)
 	last.LocalPorts = previousLocalPorts(resources)
 	return last, nil
-}
-
-// readStack calls an engine function that reads a stack and returns its
-// outputs, or nil and the warning unreadable (its %v the error). The outputs
-// hold secrets, so it invokes raw and the callers keep only plain facts
-// (docs/decisions/0004-upstream-behaviours.md#invoke-results-that-hold-secrets).
-func readStack(ctx *pulumi.Context, token string, args any, unreadable string) (map[string]any, error) {
-	var res struct {
-		Outputs map[string]any `pulumi:"outputs"`
-	}
-	if _, err := ctx.InvokePackageRaw(token, args, &res, ""); err != nil {
-		if werr := ctx.Log.Warn(fmt.Sprintf(unreadable, err), nil); werr != nil {
-			return nil, fmt.Errorf("unable to log a warning: %w", werr)
-		}
-		return nil, nil
-	}
-	if res.Outputs == nil {
-		res.Outputs = map[string]any{}
-	}
-	return res.Outputs, nil
 }
 
 // checkPlatform refuses a move of a running cluster to another platform:

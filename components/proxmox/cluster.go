@@ -90,16 +90,12 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 // NewClusterWithDeps builds the Proxmox platform with the given seams.
 // Nothing is registered unless every input is valid.
 func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if in != nil {
-		prev, children, err := deps.Talos.OwnPrevious(ctx, "ProxmoxCluster", name, in.Previous)
-		if err != nil {
-			return nil, err
-		}
-		if prev != in.Previous {
-			own := *in
-			own.Previous, in = prev, &own
-			own.PreviousVMs, own.PreviousCSIRegions = PreviousVMsFrom(children), PreviousCSIRegionsFrom(children)
-		}
+	in, children, err := talos.OwnArgs(ctx, deps.Talos, "ProxmoxCluster", name, in, func(a *ClusterArgs) **talos.Previous { return &a.Previous })
+	if err != nil {
+		return nil, err
+	}
+	if children != nil {
+		in.PreviousVMs, in.PreviousCSIRegions = PreviousVMsFrom(children), PreviousCSIRegionsFrom(children)
 	}
 	deps.Talos.LastRead = true // its TalosCluster gets it through in
 	args, macs, err := validated(ctx, name, in)

@@ -322,15 +322,9 @@ func NewCluster(ctx *pulumi.Context, name string, in *ClusterArgs, opts ...pulum
 
 // NewClusterWithDeps is NewCluster with its seams set (see Deps).
 func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if in != nil {
-		prev, _, err := deps.OwnPrevious(ctx, "TalosCluster", name, in.Previous)
-		if err != nil {
-			return nil, err
-		}
-		if prev != in.Previous {
-			own := *in
-			own.Previous, in = prev, &own
-		}
+	in, _, err := OwnArgs(ctx, deps, "TalosCluster", name, in, func(a *ClusterArgs) **Previous { return &a.Previous })
+	if err != nil {
+		return nil, err
 	}
 	guard, err := in.validated(name)
 	if err != nil {

@@ -25,17 +25,16 @@ type readStackResourcesArgs struct {
 	StackName string `pulumi:"stackName"`
 }
 
-// ReadStackResources calls ReadStackResourcesToken for this run's own
-// stack; nil and a warning logged with unreadable (its %v the error) when
-// the state cannot be read. The outputs hold secrets, so it invokes raw and
-// the callers keep only plain facts
+// ReadStack calls an engine function that reads a stack (token, args) and
+// returns its outputs, or nil and a warning logged with unreadable (its %v
+// the error). The outputs hold secrets, so it invokes raw and the callers
+// keep only plain facts
 // (docs/decisions/0004-upstream-behaviours.md#invoke-results-that-hold-secrets).
-func ReadStackResources(ctx *pulumi.Context, unreadable string) (map[string]any, error) {
+func ReadStack(ctx *pulumi.Context, token string, args any, unreadable string) (map[string]any, error) {
 	var res struct {
 		Outputs map[string]any `pulumi:"outputs"`
 	}
-	name := fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), ctx.Stack())
-	if _, err := ctx.InvokePackageRaw(ReadStackResourcesToken, &readStackResourcesArgs{StackName: name}, &res, ""); err != nil {
+	if _, err := ctx.InvokePackageRaw(token, args, &res, ""); err != nil {
 		if werr := ctx.Log.Warn(fmt.Sprintf(unreadable, err), nil); werr != nil {
 			return nil, fmt.Errorf("unable to log a warning: %w", werr)
 		}
@@ -45,6 +44,31 @@ func ReadStackResources(ctx *pulumi.Context, unreadable string) (map[string]any,
 		res.Outputs = map[string]any{}
 	}
 	return res.Outputs, nil
+}
+
+// ReadStackResources reads this run's own stack's last state
+// (ReadStackResourcesToken; see ReadStack).
+func ReadStackResources(ctx *pulumi.Context, unreadable string) (map[string]any, error) {
+	name := fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), ctx.Stack())
+	return ReadStack(ctx, ReadStackResourcesToken, &readStackResourcesArgs{StackName: name}, unreadable)
+}
+
+// OwnArgs returns in, or a copy of it whose Previous (previous points at
+// it) is the component's own last state when the caller gave none
+// (Deps.OwnPrevious); children are the component's children in that state
+// (nil unless read).
+func OwnArgs[A any](ctx *pulumi.Context, d Deps, kind, name string, in *A, previous func(*A) **Previous) (args *A, children map[string]any, err error) {
+	if in == nil {
+		return nil, nil, nil
+	}
+	given := *previous(in)
+	prev, children, err := d.OwnPrevious(ctx, kind, name, given)
+	if err != nil || prev == given {
+		return in, children, err
+	}
+	own := *in
+	*previous(&own) = prev
+	return &own, children, nil
 }
 
 // ReadOwnPrevious is the cluster as the last `up` left it, read by a

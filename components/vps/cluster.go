@@ -70,15 +70,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 // NewClusterWithDeps is NewCluster with its seams set (see Deps).
 func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps servers.Deps, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	if in != nil {
-		prev, _, err := deps.Talos.OwnPrevious(ctx, "VpsCluster", name, in.Previous)
-		if err != nil {
-			return nil, err
-		}
-		if prev != in.Previous {
-			own := *in
-			own.Previous, in = prev, &own
-		}
+	in, _, err := talos.OwnArgs(ctx, deps.Talos, "VpsCluster", name, in, func(a *ClusterArgs) **talos.Previous { return &a.Previous })
+	if err != nil {
+		return nil, err
 	}
 	deps.Talos.LastRead = true // its TalosCluster gets it through in
 	if err := in.Validate(name); err != nil {

@@ -52,7 +52,7 @@ func LocalArgs(cfg *stacks.Config) *docker.ClusterArgs {
 	for _, ref := range cfg.Nodes.Refs() {
 		args.Nodes = append(args.Nodes, docker.Node{
 			Name: ref.Name, Role: RoleOf(ref.Role), IP: ref.IP, Patches: PatchTexts(ref.Patches), KubeSpanEndpoints: ref.KubeSpanEndpoints,
-			Labels: ref.Labels, Cores: ref.Cores, Memory: ref.Memory,
+			Labels: ref.Labels, Taints: ref.Taints, Cores: ref.Cores, Memory: ref.Memory,
 		})
 	}
 	return args

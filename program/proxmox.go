@@ -67,6 +67,7 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 			Patches:           PatchTexts(ref.Patches),
 			KubeSpanEndpoints: ref.KubeSpanEndpoints,
 			Labels:            ref.Labels,
+			Taints:            ref.Taints,
 		})
 		if cfg.OnServers(ref.Host) {
 			// A rented server: its install's keys instead of a VM's.

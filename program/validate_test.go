@@ -55,6 +55,7 @@ func TestValidateNamesTheComponentsProblemsByStackKeyOnce(t *testing.T) {
 		workers := n["workers"].([]any)
 		workers[0].(map[string]any)["cores"] = 300
 		workers[0].(map[string]any)["labels"] = map[string]any{"node-role.kubernetes.io/worker": "", "example.com/tier": "batch"}
+		workers[0].(map[string]any)["taints"] = map[string]any{"example.com/gpu": "Never", "example.com/pool": "gpu:NoSchedule"}
 		workers[1].(map[string]any)["memory"] = 0
 		cps := n["controlPlanes"].([]any)
 		cps[0].(map[string]any)["dataDiskSize"] = 20
@@ -68,7 +69,8 @@ func TestValidateNamesTheComponentsProblemsByStackKeyOnce(t *testing.T) {
 		assert.False(t, twice, "%s reported twice", p.Path)
 		got[p.Path] = p.Message
 	}
-	assert.Len(t, got, 6, "%v", d.Err())
+	assert.Len(t, got, 7, "%v", d.Err())
+	assert.Contains(t, got[`nodes.workers[0].taints["example.com/gpu"]`], `invalid taint effect: "Never"`)
 	assert.Contains(t, got[`nodes.workers[0].labels["node-role.kubernetes.io/worker"]`], "NodeRestriction")
 	assert.Contains(t, got["cluster.talosVersion"], "must be a string")
 	assert.Contains(t, got["nodes.workers[0].cores"], "300 cores is more than 256")

@@ -44,6 +44,7 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 			Patches:           PatchTexts(ref.Patches),
 			KubeSpanEndpoints: ref.KubeSpanEndpoints,
 			Labels:            ref.Labels,
+			Taints:            ref.Taints,
 			Rescue:            rescueOf(ref.Rescue),
 		})
 	}

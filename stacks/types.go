@@ -365,6 +365,11 @@ type NodeConfig struct {
 	// kubelet's own (node.kubernetes.io/..., topology.kubernetes.io/zone, ...), e.g.
 	// {example.com/tier: batch}.
 	Labels map[string]string `json:"labels" rules:"component"`
+	// Kubernetes taints of this node, key to 'Effect' or 'value:Effect' (NoSchedule, PreferNoSchedule,
+	// NoExecute), e.g. {example.com/gpu: 'true:NoSchedule'}. A new node registers with them; a change
+	// reaches the Node after the node's config apply, without a reboot; one removed here is removed from
+	// the Node.
+	Taints map[string]string `json:"taints" rules:"component"`
 
 	// Proxmox.
 

@@ -161,6 +161,10 @@ type Node struct {
 	// (machine.nodeLabels); a worker may not set labels under
 	// kubernetes.io or k8s.io but the kubelet's own.
 	Labels map[string]string `pulumi:"labels,optional"`
+	// Taints are the node's Kubernetes taints, key to "Effect" or
+	// "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one
+	// removed here is removed from the Node.
+	Taints map[string]string `pulumi:"taints,optional"`
 	// Cores are the CPUs the container may use (default 2, as talosctl
 	// cluster create). A new value replaces the container, its state kept.
 	// Left out, a running container keeps the limit it was created with.
@@ -514,7 +518,7 @@ const localhost = "127.0.0.1"
 func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 	out := make([]talos.NodeSpec, 0, len(a.Nodes))
 	for _, n := range a.Nodes {
-		out = append(out, talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, UserPatches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints, Labels: n.Labels})
+		out = append(out, talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, UserPatches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints, Labels: n.Labels, Taints: n.Taints})
 	}
 	return out
 }

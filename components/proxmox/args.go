@@ -210,6 +210,10 @@ type Node struct {
 	// (machine.nodeLabels); a worker may not set labels under
 	// kubernetes.io or k8s.io but the kubelet's own.
 	Labels map[string]string `pulumi:"labels,optional"`
+	// Taints are the node's Kubernetes taints, key to "Effect" or
+	// "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one
+	// removed here is removed from the Node.
+	Taints map[string]string `pulumi:"taints,optional"`
 	// Server holds what a node on a hosts entry of rented servers (vps)
 	// has instead of a VM: its rescue system and addressing.
 	Server *ServerNode `pulumi:"server,optional"`
@@ -322,6 +326,7 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			// KubeSpan's extra endpoints, announced through discovery.
 			KubeSpanEndpoints: n.KubeSpanEndpoints,
 			Labels:            n.Labels,
+			Taints:            n.Taints,
 			Network:           talos.NodeNetwork{DHCP: !static},
 			Hostname:          n.Name,
 			Host:              placement(n),
@@ -421,7 +426,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		if a.onServer(n) {
 			// Its network is the VpsCluster's to check (checkServers), at
 			// its own keys: not the addresses derived from them.
-			nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, KubeSpanEndpoints: n.KubeSpanEndpoints, Labels: n.Labels, Host: nodes[i].Host, Site: nodes[i].Site}
+			nodes[i] = talos.NodeSpec{Name: n.Name, IP: n.IP, Role: n.Role, KubeSpanEndpoints: n.KubeSpanEndpoints, Labels: n.Labels, Taints: n.Taints, Host: nodes[i].Host, Site: nodes[i].Site}
 		}
 	}
 	(&talos.ClusterArgs{

@@ -40,7 +40,7 @@ func (a *ClusterArgs) onServer(n Node) bool { return a.serverSettings(n.Host) !=
 // defaults (the rescue port and user).
 func serverNode(n Node) servers.Node {
 	s := servers.Node{
-		Name: n.Name, Role: n.Role, IP: n.IP, InstallDisk: n.InstallDisk, Patches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints, Labels: n.Labels,
+		Name: n.Name, Role: n.Role, IP: n.IP, InstallDisk: n.InstallDisk, Patches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints, Labels: n.Labels, Taints: n.Taints,
 	}
 	if n.Server != nil {
 		s.Rescue, s.Gateway, s.PrefixLength = n.Server.Rescue, n.Server.Gateway, n.Server.PrefixLength

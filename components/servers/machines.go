@@ -221,6 +221,7 @@ func ServerSpec(fw Firewall, settings Settings, n Node) talos.NodeSpec {
 		// KubeSpan's extra endpoints, announced through discovery.
 		KubeSpanEndpoints: n.KubeSpanEndpoints,
 		Labels:            n.Labels,
+		Taints:            n.Taints,
 		// The firewall comes before the user's patches, so they can
 		// add rules (a NetworkRuleConfig of their own) or replace ours.
 		PlatformPatches: []string{fw.Patch(n.Role)},

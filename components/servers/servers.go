@@ -109,6 +109,10 @@ type Node struct {
 	// (machine.nodeLabels); a worker may not set labels under
 	// kubernetes.io or k8s.io but the kubelet's own.
 	Labels map[string]string `pulumi:"labels,optional"`
+	// Taints are the node's Kubernetes taints, key to "Effect" or
+	// "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one
+	// removed here is removed from the Node.
+	Taints map[string]string `pulumi:"taints,optional"`
 	// Rescue is SSH access to the provider's rescue system, which the
 	// install runs in.
 	Rescue Rescue `pulumi:"rescue"`

@@ -187,6 +187,7 @@ func (a *ClusterArgs) CheckNodes(p *inputs.Problems, prefix string) {
 		}
 		a.checkKubeSpanEndpoints(p, np+".kubeSpanEndpoints", n.KubeSpanEndpoints)
 		checkLabels(p, np+".labels", n.Role, n.Labels)
+		checkTaints(p, np+".taints", n.Taints)
 		if n.Role != RoleControlPlane && n.Role != RoleWorker {
 			p.Add(np+".role", "%q is not a role: controlplane or worker", n.Role)
 		}

@@ -338,6 +338,11 @@ func TestClusterArgsAreChecked(t *testing.T) {
 				"x.node.kubernetes.io/y": "", "kubernetes.io/os": "linux", "x.k8s.io/y": "",
 			}
 		}, []string{`nodes[0].labels["Bad Key"]`, `nodes[0].labels["example.com/ok"]`, `nodes[1].labels["node-role.kubernetes.io/worker"]`, `nodes[1].labels["x.k8s.io/y"]`}},
+		// Talos's machinery rules for machine.nodeTaints.
+		{"taints", func(a *talos.ClusterArgs) {
+			a.Nodes[0].Taints = map[string]string{"example.com/dedicated": "db:NoSchedule", "example.com/soft": "PreferNoSchedule", "Bad Key": "NoSchedule"}
+			a.Nodes[1].Taints = map[string]string{"example.com/gpu": "NoExecute", "example.com/effect": "Sometimes", "example.com/value": "not ok!:NoSchedule", "example.com/empty": ""}
+		}, []string{`nodes[0].taints["Bad Key"]`, `nodes[1].taints["example.com/effect"]`, `nodes[1].taints["example.com/empty"]`, `nodes[1].taints["example.com/value"]`}},
 		{"duplicate and invalid names", func(a *talos.ClusterArgs) {
 			a.Nodes[1].Name, a.Nodes[1].IP = a.Nodes[0].Name, a.Nodes[0].IP
 			a.Nodes = append(a.Nodes, talos.NodeSpec{Name: "Node_3", IP: "10.0.0.30", Role: "master"})

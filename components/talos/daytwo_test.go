@@ -1474,3 +1474,61 @@ func TestAClusterOnTalos112MovesTo113OneNodeAtATime(t *testing.T) {
 	after := l.run(clusterArgs(to, l.nodes()))
 	assert.Equal(t, to, after.talosVersion)
 }
+
+// A worker's taints through their life: given in the stack after the
+// node runs, changed, then removed. Its kubelet may not change them
+// (NodeRestriction), so the settle after its apply sets them as admin:
+// the keys it had and lost go, another owner's stay, and a node whose
+// taints did not change is not written.
+func TestAWorkersTaintsAreSetAfterItsApply(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
+	l.realConfigs = true
+	l.talos.SetNeedsReboot(func(string, []byte) bool { return false })
+	unreachable := kubeapi.Taint{Key: "node.kubernetes.io/unreachable", Effect: "NoExecute"}
+	s := stateOf(l.run(clusterArgs(oldTalos, l.nodes())))
+	require.NoError(t, l.kube.SetTaintsOf("worker-2", unreachable))
+
+	withTaints := func(taints map[string]string) talos.ClusterArgs {
+		nodes := l.nodes()
+		for i := range nodes {
+			if nodes[i].Name != "worker-1" {
+				nodes[i].Taints = map[string]string{"example.com/all": "PreferNoSchedule"}
+			}
+		}
+		nodes[1].Taints = taints
+		require.Equal(t, "worker-1", nodes[1].Name)
+		return clusterArgs(oldTalos, nodes)
+	}
+	taintsOf := func(name string) []kubeapi.Taint {
+		n, ok := l.kube.Node(name)
+		require.True(t, ok, name)
+		return n.Taints
+	}
+	steps := []struct {
+		taints map[string]string
+		want   []kubeapi.Taint
+	}{
+		{map[string]string{"example.com/gpu": "NoExecute", "example.com/pool": "gpu:NoSchedule"},
+			[]kubeapi.Taint{{Key: "example.com/gpu", Effect: "NoExecute"}, {Key: "example.com/pool", Value: "gpu", Effect: "NoSchedule"}}},
+		{map[string]string{"example.com/pool": "big:NoSchedule"}, []kubeapi.Taint{{Key: "example.com/pool", Value: "big", Effect: "NoSchedule"}}},
+		{nil, nil},
+	}
+	for i, step := range steps {
+		next := l.run(withTaints(step.taints))
+		res := l.up(s, next, nil)
+		require.NoError(t, res.err, "step %d", i)
+		assert.Empty(t, res.warnings, "step %d", i)
+		s = stateOf(next)
+		assert.Equal(t, step.want, taintsOf("worker-1"), "step %d", i)
+		assert.Equal(t, []kubeapi.Taint{unreachable, {Key: "example.com/all", Effect: "PreferNoSchedule"}}, taintsOf("worker-2"), "step %d: another owner's kept", i)
+		assert.Empty(t, taintsOf("cp-1"), "step %d: a control plane's are Talos's to set", i)
+	}
+	var writes []string
+	for _, e := range l.kube.Events() {
+		if e.Action == "taint" {
+			writes = append(writes, e.String())
+		}
+	}
+	assert.Equal(t, []string{"taint worker-1 200", "taint worker-2 200", "taint worker-1 200", "taint worker-1 200"}, writes, "worker-2's written once")
+}

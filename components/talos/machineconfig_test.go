@@ -340,6 +340,25 @@ func TestEdgeCasesValidate(t *testing.T) {
 			func(t *testing.T, d map[string]map[string]any) {
 				assert.Equal(t, map[string]any{"example.com/tier": "batch", "node.kubernetes.io/pool": "a"}, get(d["v1alpha1"], "machine.nodeLabels"))
 			}},
+		// A control plane's taints are Talos's to keep; a worker's Node
+		// registers with them (its kubelet may not change them later).
+		{"control-plane taints", talos.PatchSpec{TalosVersion: "v1.13.9"},
+			talos.NodeSpec{Name: "cp-0", IP: "10.0.0.10", Role: talos.RoleControlPlane, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true},
+				Taints: map[string]string{"example.com/dedicated": "etcd:NoSchedule"}}, metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Equal(t, map[string]any{"example.com/dedicated": "etcd:NoSchedule"}, get(d["v1alpha1"], "machine.nodeTaints"))
+				assert.Nil(t, get(d["v1alpha1"], "machine.kubelet.extraConfig"))
+			}},
+		{"worker taints", talos.PatchSpec{TalosVersion: "v1.13.9"},
+			talos.NodeSpec{Name: "w-0", IP: "10.0.0.20", Role: talos.RoleWorker, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true},
+				Taints: map[string]string{"example.com/gpu": "NoExecute", "example.com/pool": "gpu:NoSchedule"}}, metal,
+			func(t *testing.T, d map[string]map[string]any) {
+				assert.Nil(t, get(d["v1alpha1"], "machine.nodeTaints"))
+				assert.Equal(t, []any{
+					map[string]any{"key": "example.com/gpu", "effect": "NoExecute"},
+					map[string]any{"key": "example.com/pool", "value": "gpu", "effect": "NoSchedule"},
+				}, get(d["v1alpha1"], "machine.kubelet.extraConfig.registerWithTaints"))
+			}},
 		{"user patches in order: all, role, node", talos.PatchSpec{TalosVersion: "v1.12.4",
 			AllPatches:          []string{"machine:\n  sysctls:\n    a.b: \"1\"\n"},
 			ControlPlanePatches: []string{"machine:\n  sysctls:\n    a.b: \"2\"\n"},

@@ -91,6 +91,12 @@ type NodeSpec struct {
 	// worker may not set labels under kubernetes.io or k8s.io but the
 	// kubelet's own (the API server's NodeRestriction).
 	Labels map[string]string `pulumi:"labels,optional"`
+	// Taints are the node's Kubernetes taints, key to "Effect" or
+	// "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute), as
+	// machine.nodeTaints spells them; one removed here is removed from the
+	// Node. A worker's Node registers with them, and a change is made by
+	// the cluster's admin after the node's apply.
+	Taints map[string]string `pulumi:"taints,optional"`
 	// Host is the physical machine the node runs on (a Proxmox node), set
 	// by the platform: the control planes' spread over the hosts is
 	// checked against etcd's quorum. Empty: not known.
@@ -353,6 +359,9 @@ func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
 	}
 	if len(n.Labels) > 0 {
 		patches = append(patches, LabelsPatch(n.Labels))
+	}
+	if len(n.Taints) > 0 {
+		patches = append(patches, TaintsPatch(n.Role, n.Taints))
 	}
 	if pin := AddressPatch(n); pin != "" && (spec.KubeSpan || n.PinAddress) {
 		patches = append(patches, pin)

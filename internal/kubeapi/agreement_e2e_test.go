@@ -3,6 +3,7 @@
 package kubeapi_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -153,6 +154,33 @@ func TestTheFakeAnswersAsTheRealAPIServer(t *testing.T) {
 	assert.True(t, got.NotFound, got.Err)
 	ask("Nodes after the cordon", admin, func(c *kubeapi.Client) (any, error) { return c.Nodes(ctx) })
 
+	// Taints: another owner's kept (a NoExecute one whole), a key of want
+	// replaced in place, a dropped key gone, nothing written when they are
+	// so already, all of them removed, a missing node not found.
+	each(func(s scene) {
+		s.AddNode(kubeapitest.NodeSpec{Name: "worker-5", Taints: []kubeapi.Taint{
+			{Key: "example.com/other", Effect: "NoExecute"},
+			{Key: "example.com/pool", Value: "old", Effect: "NoSchedule"},
+			{Key: "example.com/gone", Effect: "PreferNoSchedule"},
+		}})
+	})
+	want := []kubeapi.Taint{{Key: "example.com/pool", Value: "gpu", Effect: "NoSchedule"}, {Key: "example.com/new", Effect: "NoExecute"}}
+	ask("SetTaints", admin, func(c *kubeapi.Client) (any, error) {
+		return nil, c.SetTaints(ctx, "worker-5", want, []string{"example.com/gone"})
+	})
+	ask("SetTaints again", admin, func(c *kubeapi.Client) (any, error) {
+		return nil, c.SetTaints(ctx, "worker-5", want, []string{"example.com/gone"})
+	})
+	got = ask("Nodes after SetTaints", admin, func(c *kubeapi.Client) (any, error) { return taintsOf(ctx, c, "worker-5") })
+	assert.Equal(t, []kubeapi.Taint{{Key: "example.com/other", Effect: "NoExecute"}, want[0], want[1]}, got.Value)
+	ask("SetTaints removing all", admin, func(c *kubeapi.Client) (any, error) {
+		return nil, c.SetTaints(ctx, "worker-5", nil, []string{"example.com/other", "example.com/pool", "example.com/new"})
+	})
+	got = ask("Nodes after removing all", admin, func(c *kubeapi.Client) (any, error) { return taintsOf(ctx, c, "worker-5") })
+	assert.Empty(t, got.Value)
+	got = ask("SetTaints of a missing node", admin, func(c *kubeapi.Client) (any, error) { return nil, c.SetTaints(ctx, "worker-9", want, nil) })
+	assert.True(t, got.NotFound, got.Err)
+
 	// Static pods: the mirror pods of the node, not its other pods, nor
 	// another node's.
 	each(func(s scene) {
@@ -225,6 +253,7 @@ func TestTheFakeAnswersAsTheRealAPIServer(t *testing.T) {
 	ask("Readyz as a viewer", viewer, func(c *kubeapi.Client) (any, error) { return nil, c.Readyz(ctx) })
 	got = ask("Nodes as a viewer", viewer, func(c *kubeapi.Client) (any, error) { return c.Nodes(ctx) })
 	assert.True(t, got.Unauthorized, got.Err)
+	ask("SetTaints as a viewer", viewer, func(c *kubeapi.Client) (any, error) { return nil, c.SetTaints(ctx, "worker-1", nil, []string{"x"}) })
 	ask("Cordon as a viewer", viewer, func(c *kubeapi.Client) (any, error) { return nil, c.Cordon(ctx, "worker-1") })
 	ask("DeleteNode as a viewer", viewer, func(c *kubeapi.Client) (any, error) { return nil, c.DeleteNode(ctx, "worker-1") })
 	ask("StaticPods as a viewer", viewer, func(c *kubeapi.Client) (any, error) { return c.StaticPods(ctx, "cp-1") })
@@ -247,5 +276,16 @@ func TestTheFakeAnswersAsTheRealAPIServer(t *testing.T) {
 	ask("DeleteNode again", admin, func(c *kubeapi.Client) (any, error) { return nil, c.DeleteNode(ctx, "worker-1") })
 	ask("DeleteNode of a missing node", admin, func(c *kubeapi.Client) (any, error) { return nil, c.DeleteNode(ctx, "worker-9") })
 	got = ask("Nodes after the deletion", admin, func(c *kubeapi.Client) (any, error) { return c.Nodes(ctx) })
-	assert.Len(t, got.Value, 4)
+	assert.Len(t, got.Value, 5)
+}
+
+// taintsOf is the taints of the Node of that name, nil when it has none.
+func taintsOf(ctx context.Context, c *kubeapi.Client, name string) ([]kubeapi.Taint, error) {
+	nodes, err := c.Nodes(ctx)
+	for _, n := range nodes {
+		if n.Name == name {
+			return n.Taints, err
+		}
+	}
+	return nil, err
 }

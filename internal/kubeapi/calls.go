@@ -35,7 +35,8 @@ type nodeObject struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
 	Spec struct {
-		Unschedulable bool `json:"unschedulable"`
+		Unschedulable bool    `json:"unschedulable"`
+		Taints        []Taint `json:"taints"`
 	} `json:"spec"`
 	Status struct {
 		Conditions conditions `json:"conditions"`
@@ -59,7 +60,7 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	}
 	nodes := make([]Node, 0, len(list.Items))
 	for _, o := range list.Items {
-		n := Node{Name: o.Metadata.Name, KubeletVersion: o.Status.NodeInfo.KubeletVersion, Unschedulable: o.Spec.Unschedulable}
+		n := Node{Name: o.Metadata.Name, KubeletVersion: o.Status.NodeInfo.KubeletVersion, Unschedulable: o.Spec.Unschedulable, Taints: o.Spec.Taints}
 		n.Ready = o.Status.Conditions.isTrue("Ready")
 		for _, a := range o.Status.Addresses {
 			if a.Type == "InternalIP" && n.InternalIP == "" {

@@ -5,11 +5,12 @@
 // It speaks plain HTTPS and JSON to the API server with the client
 // certificate of an admin kubeconfig (the one Talos writes). client-go
 // would bring Kubernetes's whole type system and its dependency tree for
-// the six calls made here: GET /version, the Nodes list, a merge patch of
-// spec.unschedulable, the Pods of one node, the Eviction subresource and
-// DELETE of a Node. Each call has a bounded timeout (WithTimeout) and none
-// is retried, except an eviction a PodDisruptionBudget refuses for now
-// (HTTP 429), which Drain retries until its own timeout.
+// the calls made here: GET /version, the Nodes list, merge patches of
+// spec.unschedulable and spec.taints, the Pods of one node, the Eviction
+// subresource and DELETE of a Node. Each call has a bounded timeout
+// (WithTimeout) and none is retried, except an eviction a
+// PodDisruptionBudget refuses for now (HTTP 429), which Drain retries
+// until its own timeout, and a taint write that met another (409).
 //
 // An answer that is not 2xx is an *APIError carrying the HTTP status and
 // the message of Kubernetes's Status object; errors.Is matches it against
@@ -116,6 +117,8 @@ type Node struct {
 	Unschedulable bool
 	// InternalIP is the node's first InternalIP address, empty if none.
 	InternalIP string
+	// Taints are spec.taints (a NoExecute taint's timeAdded not read).
+	Taints []Taint
 }
 
 // Option configures a Client.

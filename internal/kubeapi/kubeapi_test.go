@@ -318,3 +318,34 @@ func TestReadsAnswered429AreAskedAgain(t *testing.T) {
 	assert.Contains(t, err.Error(), "429")
 	assert.Less(t, time.Since(start), 2*time.Second)
 }
+
+func TestSetTaints(t *testing.T) {
+	t.Parallel()
+	s := kubeapitest.Start(t)
+	other := kubeapi.Taint{Key: "node.kubernetes.io/unreachable", Effect: "NoExecute"}
+	s.AddNode(kubeapitest.NodeSpec{Name: "worker-1", Taints: []kubeapi.Taint{
+		{Key: "example.com/pool", Value: "old", Effect: "NoSchedule"}, other, {Key: "example.com/gone", Effect: "NoSchedule"},
+	}})
+	c := newClient(t, s)
+	want := []kubeapi.Taint{{Key: "example.com/pool", Value: "gpu", Effect: "NoSchedule"}, {Key: "example.com/new", Effect: "PreferNoSchedule"}}
+	require.NoError(t, c.SetTaints(ctxT(t), "worker-1", want, []string{"example.com/gone"}))
+	n, _ := s.Node("worker-1")
+	assert.Equal(t, []kubeapi.Taint{want[0], other, want[1]}, n.Taints, "in place, the other owner's kept, the dropped one gone")
+	require.NoError(t, c.SetTaints(ctxT(t), "worker-1", want, []string{"example.com/gone"}), "again: nothing to write")
+
+	// Another writer changes the Node between each read and write: the
+	// write is refused and made again on a new read, a bounded number of
+	// times.
+	s.RaceNodeWrites("worker-1", 2)
+	require.NoError(t, c.SetTaints(ctxT(t), "worker-1", nil, []string{"example.com/new"}))
+	n, _ = s.Node("worker-1")
+	assert.Equal(t, []kubeapi.Taint{want[0], other}, n.Taints)
+	s.RaceNodeWrites("worker-1", 100)
+	err := c.SetTaints(ctxT(t), "worker-1", nil, []string{"example.com/pool"})
+	assert.ErrorContains(t, err, `unable to set the taints of node "worker-1": kubernetes API PATCH /api/v1/nodes/worker-1: 409 Operation cannot be fulfilled`)
+
+	err = c.SetTaints(ctxT(t), "worker-9", want, nil)
+	assert.ErrorIs(t, err, kubeapi.ErrNotFound)
+	assert.Equal(t, []string{"taint worker-1 200", "taint worker-1 409", "taint worker-1 409", "taint worker-1 200",
+		"taint worker-1 409", "taint worker-1 409", "taint worker-1 409", "taint worker-1 409", "taint worker-1 409"}, events(s))
+}

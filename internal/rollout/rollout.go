@@ -95,6 +95,7 @@ type Kube interface {
 	DrainWithResult(ctx context.Context, node string, opts kubeapi.DrainOptions) (kubeapi.DrainResult, error)
 	DeleteNode(ctx context.Context, node string) error
 	StaticPods(ctx context.Context, node string) ([]kubeapi.StaticPod, error)
+	SetTaints(ctx context.Context, node string, want []kubeapi.Taint, drop []string) error
 }
 
 // ControlPlaneComponents are the static pods of a control plane, by the
@@ -661,6 +662,30 @@ func (o Ops) clusterKube(ctx context.Context, n Node) (Kube, kubeapi.Node, error
 		return kube, kubeapi.Node{}, nil
 	}
 	return nil, kubeapi.Node{}, fmt.Errorf("unable to remove the Kubernetes Node of %s: %w", n, errors.Join(errs...))
+}
+
+// SetTaints makes the Kubernetes Node of n carry want and none of the
+// keys of drop, as the cluster's admin: a worker's own credentials may not
+// change its taints (the API server's NodeRestriction), so Talos sets
+// them only on control planes. A node not registered yet is left to its
+// kubelet, which registers it with the taints of its config.
+func (o Ops) SetTaints(ctx context.Context, n Node, want []kubeapi.Taint, drop []string) error {
+	if o.Kube == nil {
+		return nil
+	}
+	kube, err := o.Kube(ctx, "")
+	if err != nil {
+		return fmt.Errorf("unable to set the taints of %s: %w", n, err)
+	}
+	name, err := nodeName(ctx, kube, n)
+	if err != nil || name == "" {
+		return err
+	}
+	if err := kube.SetTaints(ctx, name, want, drop); err != nil {
+		return fmt.Errorf("unable to set the taints of %s: %w", n, err)
+	}
+	o.logf("%s: its Kubernetes Node %s carries the taints of its config", n, name)
+	return nil
 }
 
 // nodeName finds the Kubernetes Node of n by its InternalIP (the node's

@@ -8,8 +8,11 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 )
 
 // mastersGroup is the group an admin kubeconfig's certificate carries.
@@ -155,6 +158,10 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, n.object())
+	if n.racedReads > 0 {
+		n.racedReads--
+		n.version++
+	}
 }
 
 func (s *Server) patchNode(w http.ResponseWriter, r *http.Request) {
@@ -165,17 +172,30 @@ func (s *Server) patchNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var patch struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
 		Spec struct {
-			Unschedulable *bool `json:"unschedulable"`
+			Unschedulable *bool            `json:"unschedulable"`
+			Taints        *[]kubeapi.Taint `json:"taints"`
 		} `json:"spec"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&patch); err != nil {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil {
+		err = json.Unmarshal(raw, &patch)
+	}
+	if err != nil {
 		writeStatus(w, http.StatusBadRequest, "BadRequest", "error decoding patch: "+err.Error(), nil)
 		return
 	}
+	// "taints": null removes them, as a merge patch's null does.
+	removesTaints := strings.Contains(string(raw), `"taints":null`)
 	n, ok := s.nodes[name]
 	action := "cordon"
-	if patch.Spec.Unschedulable != nil && !*patch.Spec.Unschedulable {
+	switch {
+	case patch.Spec.Taints != nil || removesTaints:
+		action = "taint"
+	case patch.Spec.Unschedulable != nil && !*patch.Spec.Unschedulable:
 		action = "uncordon"
 	}
 	if !ok {
@@ -183,8 +203,22 @@ func (s *Server) patchNode(w http.ResponseWriter, r *http.Request) {
 		notFound(w, "nodes", name)
 		return
 	}
+	if rv := patch.Metadata.ResourceVersion; rv != "" && rv != strconv.Itoa(n.version) {
+		s.record(action, name, http.StatusConflict)
+		writeStatus(w, http.StatusConflict, "Conflict", fmt.Sprintf(`Operation cannot be fulfilled on nodes %q: the object has been modified; please apply your changes to the latest version and try again`, name), nil)
+		return
+	}
 	if patch.Spec.Unschedulable != nil {
 		n.spec.Unschedulable = *patch.Spec.Unschedulable
+		n.version++
+		s.record(action, name, http.StatusOK)
+	}
+	if patch.Spec.Taints != nil || removesTaints {
+		n.spec.Taints = nil
+		if patch.Spec.Taints != nil {
+			n.spec.Taints = *patch.Spec.Taints
+		}
+		n.version++
 		s.record(action, name, http.StatusOK)
 	}
 	writeJSON(w, http.StatusOK, n.object())
@@ -288,6 +322,10 @@ func (s *Server) evict(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *node) object() map[string]any {
+	spec := map[string]any{"unschedulable": n.spec.Unschedulable}
+	if len(n.spec.Taints) > 0 {
+		spec["taints"] = n.spec.Taints
+	}
 	ready := "True"
 	if n.spec.NotReady {
 		ready = "False"
@@ -298,8 +336,8 @@ func (n *node) object() map[string]any {
 	}
 	return map[string]any{
 		"apiVersion": "v1", "kind": "Node",
-		"metadata": map[string]any{"name": n.spec.Name, "uid": n.uid, "labels": map[string]string{"kubernetes.io/hostname": n.spec.Name}},
-		"spec":     map[string]any{"unschedulable": n.spec.Unschedulable},
+		"metadata": map[string]any{"name": n.spec.Name, "uid": n.uid, "resourceVersion": strconv.Itoa(n.version), "labels": map[string]string{"kubernetes.io/hostname": n.spec.Name}},
+		"spec":     spec,
 		"status": map[string]any{
 			"conditions": []map[string]string{
 				{"type": "MemoryPressure", "status": "False"},

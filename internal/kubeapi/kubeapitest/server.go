@@ -8,7 +8,7 @@
 //	GET    /readyz
 //	GET    /api/v1/nodes
 //	GET    /api/v1/nodes/{name}
-//	PATCH  /api/v1/nodes/{name}              (merge patch of spec.unschedulable)
+//	PATCH  /api/v1/nodes/{name}              (merge patch of spec.unschedulable or spec.taints)
 //	DELETE /api/v1/nodes/{name}
 //	GET    /api/v1/pods?fieldSelector=spec.nodeName=...
 //	GET    /api/v1/persistentvolumes
@@ -43,7 +43,11 @@
 // as the pod garbage collector of kube-controller-manager does with the
 // pods of a Node that is gone (the real API server alone keeps them).
 //
-// Cordons, evictions and node deletions are recorded in an ordered event
+// A merge patch that carries metadata.resourceVersion is refused with 409
+// Conflict when the Node changed since (the API server's optimistic
+// concurrency); every write of a Node raises it.
+//
+// Cordons, taint changes, evictions and node deletions are recorded in an ordered event
 // log (Events) that tests assert on.
 package kubeapitest
 
@@ -72,6 +76,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/internal/testkit/pkitest"
+
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 )
 
 // DefaultVersion is the API server's gitVersion unless SetVersion changes
@@ -95,6 +101,8 @@ type NodeSpec struct {
 	NotReady bool
 	// Unschedulable starts it cordoned.
 	Unschedulable bool
+	// Taints are its spec.taints.
+	Taints []kubeapi.Taint
 }
 
 // PodSpec describes a pod.
@@ -147,6 +155,11 @@ func (e Event) String() string {
 type node struct {
 	spec NodeSpec
 	uid  string
+	// version is its metadata.resourceVersion, raised by every write.
+	version int
+	// racedReads is how many more reads another writer follows (see
+	// RaceNodeWrites).
+	racedReads int
 }
 
 type pod struct {
@@ -324,6 +337,35 @@ func (s *Server) AddNode(spec NodeSpec) {
 		spec.KubeletVersion = DefaultVersion
 	}
 	s.nodes[spec.Name] = &node{spec: spec, uid: s.uid()}
+}
+
+// SetTaintsOf sets a node's taints, as another owner (the node
+// controller, an operator) sets them.
+func (s *Server) SetTaintsOf(name string, taints ...kubeapi.Taint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[name]
+	if n == nil {
+		return fmt.Errorf("kubeapitest: no node %q", name)
+	}
+	n.spec.Taints = taints
+	n.version++
+	return nil
+}
+
+// RaceNodeWrites makes another writer (the kubelet's status, the node
+// controller) change the node right after each of its next reads: a
+// write that carries the resourceVersion read is then answered 409.
+func (s *Server) RaceNodeWrites(name string, reads int) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[name]
+	if n == nil {
+		s.t.Fatalf("kubeapitest: no node %q", name)
+		return
+	}
+	n.racedReads = reads
 }
 
 // SetNodeReady sets a node's Ready condition: false as when its kubelet

@@ -151,6 +151,8 @@ type DockerNode struct {
 	Patches []string `pulumi:"patches"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
+	Taints map[string]string `pulumi:"taints"`
 	// The port on 127.0.0.1 that reaches this node's Talos API, with docker.apiAccess published only (default: docker.talosPort for the first node, plus the node's index for the others).
 	TalosPort *int `pulumi:"talosPort"`
 }
@@ -186,6 +188,8 @@ type DockerNodeArgs struct {
 	Patches pulumi.StringArrayInput `pulumi:"patches"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
+	Taints map[string]string `pulumi:"taints"`
 	// The port on 127.0.0.1 that reaches this node's Talos API, with docker.apiAccess published only (default: docker.talosPort for the first node, plus the node's index for the others).
 	TalosPort *int `pulumi:"talosPort"`
 }
@@ -285,6 +289,11 @@ func (o DockerNodeOutput) Patches() pulumi.StringArrayOutput {
 // The node's machine type: controlplane or worker.
 func (o DockerNodeOutput) Role() RoleOutput {
 	return o.ApplyT(func(v DockerNode) Role { return v.Role }).(RoleOutput)
+}
+
+// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
+func (o DockerNodeOutput) Taints() pulumi.StringMapOutput {
+	return o.ApplyT(func(v DockerNode) map[string]string { return v.Taints }).(pulumi.StringMapOutput)
 }
 
 // The port on 127.0.0.1 that reaches this node's Talos API, with docker.apiAccess published only (default: docker.talosPort for the first node, plus the node's index for the others).
@@ -1797,6 +1806,8 @@ type ProxmoxNode struct {
 	Role Role `pulumi:"role"`
 	// Holds what a node on a hosts entry of rented servers (vps) has instead of a VM: its rescue system and addressing.
 	Server *ProxmoxServerNode `pulumi:"server"`
+	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
+	Taints map[string]string `pulumi:"taints"`
 	// The VM id, unique on the Proxmox cluster; required but for a node on rented servers.
 	VmId *int `pulumi:"vmId"`
 }
@@ -1844,6 +1855,8 @@ type ProxmoxNodeArgs struct {
 	Role Role `pulumi:"role"`
 	// Holds what a node on a hosts entry of rented servers (vps) has instead of a VM: its rescue system and addressing.
 	Server *ProxmoxServerNodeArgs `pulumi:"server"`
+	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
+	Taints map[string]string `pulumi:"taints"`
 	// The VM id, unique on the Proxmox cluster; required but for a node on rented servers.
 	VmId *int `pulumi:"vmId"`
 }
@@ -1973,6 +1986,11 @@ func (o ProxmoxNodeOutput) Role() RoleOutput {
 // Holds what a node on a hosts entry of rented servers (vps) has instead of a VM: its rescue system and addressing.
 func (o ProxmoxNodeOutput) Server() ProxmoxServerNodePtrOutput {
 	return o.ApplyT(func(v ProxmoxNode) *ProxmoxServerNode { return v.Server }).(ProxmoxServerNodePtrOutput)
+}
+
+// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
+func (o ProxmoxNodeOutput) Taints() pulumi.StringMapOutput {
+	return o.ApplyT(func(v ProxmoxNode) map[string]string { return v.Taints }).(pulumi.StringMapOutput)
 }
 
 // The VM id, unique on the Proxmox cluster; required but for a node on rented servers.
@@ -4738,6 +4756,8 @@ type TalosNodeSpec struct {
 	Patches []string `pulumi:"patches"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute), as machine.nodeTaints spells them; one removed here is removed from the Node. A worker's Node registers with them, and a change is made by the cluster's admin after the node's apply.
+	Taints map[string]string `pulumi:"taints"`
 }
 
 // TalosNodeSpecInput is an input type that accepts TalosNodeSpecArgs and TalosNodeSpecOutput values.
@@ -4773,6 +4793,8 @@ type TalosNodeSpecArgs struct {
 	Patches pulumi.StringArrayInput `pulumi:"patches"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute), as machine.nodeTaints spells them; one removed here is removed from the Node. A worker's Node registers with them, and a change is made by the cluster's admin after the node's apply.
+	Taints map[string]string `pulumi:"taints"`
 }
 
 func (TalosNodeSpecArgs) ElementType() reflect.Type {
@@ -4875,6 +4897,11 @@ func (o TalosNodeSpecOutput) Patches() pulumi.StringArrayOutput {
 // The node's machine type: controlplane or worker.
 func (o TalosNodeSpecOutput) Role() RoleOutput {
 	return o.ApplyT(func(v TalosNodeSpec) Role { return v.Role }).(RoleOutput)
+}
+
+// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute), as machine.nodeTaints spells them; one removed here is removed from the Node. A worker's Node registers with them, and a change is made by the cluster's admin after the node's apply.
+func (o TalosNodeSpecOutput) Taints() pulumi.StringMapOutput {
+	return o.ApplyT(func(v TalosNodeSpec) map[string]string { return v.Taints }).(pulumi.StringMapOutput)
 }
 
 type TalosNodeSpecArrayOutput struct{ *pulumi.OutputState }
@@ -5374,6 +5401,8 @@ type VpsNode struct {
 	Rescue VpsRescue `pulumi:"rescue"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
+	Taints map[string]string `pulumi:"taints"`
 }
 
 // VpsNodeInput is an input type that accepts VpsNodeArgs and VpsNodeOutput values.
@@ -5409,6 +5438,8 @@ type VpsNodeArgs struct {
 	Rescue VpsRescueArgs `pulumi:"rescue"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
+	Taints map[string]string `pulumi:"taints"`
 }
 
 func (VpsNodeArgs) ElementType() reflect.Type {
@@ -5511,6 +5542,11 @@ func (o VpsNodeOutput) Rescue() VpsRescueOutput {
 // The node's machine type: controlplane or worker.
 func (o VpsNodeOutput) Role() RoleOutput {
 	return o.ApplyT(func(v VpsNode) Role { return v.Role }).(RoleOutput)
+}
+
+// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
+func (o VpsNodeOutput) Taints() pulumi.StringMapOutput {
+	return o.ApplyT(func(v VpsNode) map[string]string { return v.Taints }).(pulumi.StringMapOutput)
 }
 
 type VpsNodeArrayOutput struct{ *pulumi.OutputState }

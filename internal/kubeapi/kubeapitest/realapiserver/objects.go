@@ -34,12 +34,16 @@ func (s *Server) AddNode(spec kubeapitest.NodeSpec) {
 	if spec.InternalIP != "" {
 		addresses = append([]map[string]string{{"type": "InternalIP", "address": spec.InternalIP}}, addresses...)
 	}
+	nodeSpec := map[string]any{"unschedulable": spec.Unschedulable}
+	if len(spec.Taints) > 0 {
+		nodeSpec["taints"] = spec.Taints
+	}
 	// A Node keeps the status it is created with (the node strategy clears
 	// nothing), as the kubelet registers it.
 	s.mustCall(http.MethodPost, "/api/v1/nodes", "", map[string]any{
 		"apiVersion": "v1", "kind": "Node",
 		"metadata": map[string]any{"name": spec.Name, "labels": map[string]string{"kubernetes.io/hostname": spec.Name}},
-		"spec":     map[string]any{"unschedulable": spec.Unschedulable},
+		"spec":     nodeSpec,
 		"status": map[string]any{
 			"conditions": nodeConditions(!spec.NotReady),
 			"addresses":  addresses,

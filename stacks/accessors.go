@@ -34,7 +34,8 @@ type NodeRef struct {
 	Path string
 }
 
-// All returns pointers to every node, control planes first, in file order.
+// All returns pointers to every node, control planes first, in file order,
+// a pool's nodes (expandPools) after the workers.
 func (n *NodesConfig) All() []*NodeConfig {
 	out := make([]*NodeConfig, 0, len(n.ControlPlanes)+len(n.Workers))
 	for i := range n.ControlPlanes {
@@ -43,10 +44,16 @@ func (n *NodesConfig) All() []*NodeConfig {
 	for i := range n.Workers {
 		out = append(out, &n.Workers[i])
 	}
+	for i := range n.pooled {
+		for j := range n.pooled[i] {
+			out = append(out, &n.pooled[i][j])
+		}
+	}
 	return out
 }
 
-// Refs returns every node with its role and key path, control planes first.
+// Refs returns every node with its role and key path, control planes first,
+// then the workers and the pools' nodes.
 func (n *NodesConfig) Refs() []NodeRef {
 	out := make([]NodeRef, 0, len(n.ControlPlanes)+len(n.Workers))
 	for i := range n.ControlPlanes {
@@ -54,6 +61,13 @@ func (n *NodesConfig) Refs() []NodeRef {
 	}
 	for i := range n.Workers {
 		out = append(out, NodeRef{&n.Workers[i], RoleWorker, fmt.Sprintf("nodes.workers[%d]", i)})
+	}
+	// A pool's nodes are named by the pool's keys: what is wrong with one
+	// is wrong with the pool's entry.
+	for i := range n.pooled {
+		for j := range n.pooled[i] {
+			out = append(out, NodeRef{&n.pooled[i][j], RoleWorker, fmt.Sprintf("nodes.pools[%d]", i)})
+		}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package stacks
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -40,15 +41,26 @@ type Diagnostics struct {
 func (d *Diagnostics) AddErrors(ps ...Problem) {
 	added := &Diagnostics{Errors: ps}
 	scrubSecrets(added, d.secrets)
-	d.Errors = append(d.Errors, added.Errors...)
+	for _, p := range added.Errors {
+		d.Errors = addOnce(d.Errors, p)
+	}
 }
 
+// errorf and warnf add a problem once: a pool's nodes share the pool's
+// keys, so what is wrong with one is found on each.
 func (d *Diagnostics) errorf(path, format string, args ...any) {
-	d.Errors = append(d.Errors, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	d.Errors = addOnce(d.Errors, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
 func (d *Diagnostics) warnf(path, format string, args ...any) {
-	d.Warnings = append(d.Warnings, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	d.Warnings = addOnce(d.Warnings, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func addOnce(ps []Problem, p Problem) []Problem {
+	if slices.Contains(ps, p) {
+		return ps
+	}
+	return append(ps, p)
 }
 
 // HasErrors reports whether any error was found.

@@ -59,6 +59,7 @@ func Load(src Source) (*Config, *Diagnostics) {
 	creds := checkCredentials(d, src, cfg)
 	failed = append(failed, creds.failed...)
 	errorsFrom, warningsFrom := len(d.Errors), len(d.Warnings)
+	expandPools(&cfg.Nodes)
 	applyDefaults(cfg)
 	validate(d, cfg)
 	checkConfigSize(d, src)

@@ -345,13 +345,25 @@ type NodesConfig struct {
 	ControlPlanes []NodeConfig `json:"controlPlanes" required:"true"`
 	// Worker nodes; none makes the control planes schedulable.
 	Workers []NodeConfig `json:"workers"`
+	// Worker pools: nodes alike, given once with a count (docs/day2.md#worker-pools). An entry takes a
+	// worker's keys, with 'name' the pool's and 'ip' (and on Proxmox 'vmId') the first node's; its nodes
+	// are <name>-0, <name>-1, ... at consecutive addresses (and VM ids). A lower count removes the
+	// highest-numbered nodes, as removing them from 'workers' would. Not on rented servers.
+	Pools []NodeConfig `json:"pools"`
+
+	// pooled are the nodes of each pool (expandPools), in the order of
+	// Pools.
+	pooled [][]NodeConfig
 }
 
 // NodeConfig is one machine. A field tagged `platform` is only valid on
 // that platform (rejectOtherPlatforms refuses it elsewhere).
 type NodeConfig struct {
-	// Node name: a DNS label, unique in the cluster; the VM name and hostname.
+	// Node name: a DNS label, unique in the cluster; the VM name and hostname. In a pool, the pool's
+	// name, which its nodes' names start with.
 	Name string `json:"name" required:"true" rules:"component"`
+	// pools only: how many nodes the pool has (0-100).
+	Count *int `json:"count"`
 	// The node's IPv4 address (a VPS's public IP).
 	IP string `json:"ip" required:"true" rules:"component"`
 	// Talos patches for this node only.

@@ -43,6 +43,7 @@ func validate(d *Diagnostics, cfg *Config) {
 	}
 	validateCluster(d, cfg)
 	validateNodes(d, cfg)
+	validatePools(d, cfg)
 	validateAddresses(d, cfg)
 	rulesOf(cfg.Platform).validate(d, cfg)
 	validateBackup(d, cfg)

@@ -2,39 +2,29 @@ package stacks
 
 import (
 	"fmt"
-	"net/netip"
+
+	"github.com/fluodata/talos-pulumi/components/inputs"
 )
 
-// MaxPoolCount bounds a pool's count: a typo (1000 for 10) is refused
-// rather than creating machines by the hundred.
-const MaxPoolCount = 100
-
-// PoolNodeName is the name of a pool's node n (0-based): stable, so that a
-// node keeps its name, machine and address while the count changes.
-func PoolNodeName(pool string, n int) string { return fmt.Sprintf("%s-%d", pool, n) }
-
 // expandPools makes the nodes of each pool: the pool's keys with the
-// node's name (PoolNodeName), its address (the pool's ip plus n) and, when the pool
+// node's name (inputs.PoolNodeName), its address (inputs.PoolAddress: the
+// pool's ip plus n) and, when the pool
 // gives one, its VM id (the pool's vmId plus n). An address past
 // 255.255.255.255 is left empty, which validatePools reports.
 func expandPools(nodes *NodesConfig) {
 	nodes.pooled = make([][]NodeConfig, len(nodes.Pools))
 	for i, pool := range nodes.Pools {
 		count := 0
-		if pool.Count != nil && *pool.Count >= 0 && *pool.Count <= MaxPoolCount {
+		if pool.Count != nil && inputs.PoolCountProblem(*pool.Count) == "" {
 			count = *pool.Count // else none: validatePools refuses it
 		}
-		first, firstOK := parseIPv4(pool.IP)
+		_, firstOK := parseIPv4(pool.IP)
 		for n := range count {
 			node := pool
 			node.Count, node.MAC = nil, "" // validatePools refuses a pool's MAC
-			node.Name = PoolNodeName(pool.Name, n)
-			node.IP = pool.IP
+			node.Name = inputs.PoolNodeName(pool.Name, n)
 			if firstOK {
-				node.IP = ""
-				if addr, ok := addIPv4(first, n); ok {
-					node.IP = addr.String()
-				}
+				node.IP, _ = inputs.PoolAddress(pool.IP, n)
 			}
 			if pool.VMID != 0 {
 				node.VMID = pool.VMID + n
@@ -44,17 +34,6 @@ func expandPools(nodes *NodesConfig) {
 	}
 }
 
-// addIPv4 is a plus n, false past the last IPv4 address.
-func addIPv4(a netip.Addr, n int) (netip.Addr, bool) {
-	b := a.As4()
-	v := uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
-	v += uint64(n)
-	if v > 0xffffffff {
-		return netip.Addr{}, false
-	}
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
-}
-
 // validatePools checks what is a pool's own: its count, that its nodes'
 // addresses exist, and the keys a pool cannot give (each of its nodes
 // needs its own: a MAC, a rented server's rescue access). The nodes'
@@ -62,15 +41,13 @@ func addIPv4(a netip.Addr, n int) (netip.Addr, bool) {
 func validatePools(d *Diagnostics, cfg *Config) {
 	for i, pool := range cfg.Nodes.Pools {
 		at := fmt.Sprintf("nodes.pools[%d]", i)
-		switch {
-		case pool.Count == nil:
-			d.errorf(at+".count", "is required: how many nodes the pool has (0 to %d)", MaxPoolCount)
-		case *pool.Count < 0 || *pool.Count > MaxPoolCount:
-			d.errorf(at+".count", "%d is not a pool size: 0 to %d", *pool.Count, MaxPoolCount)
-		}
-		if first, ok := parseIPv4(pool.IP); ok && pool.Count != nil && *pool.Count > 0 {
-			if _, ok := addIPv4(first, *pool.Count-1); !ok {
-				d.errorf(at+".ip", "%s plus %d nodes runs past 255.255.255.255", pool.IP, *pool.Count)
+		if pool.Count == nil {
+			d.errorf(at+".count", "is required: how many nodes the pool has (0 to %d)", inputs.MaxPoolCount)
+		} else {
+			var p inputs.Problems
+			p.CheckPool(at, pool.Name, *pool.Count, pool.IP)
+			for _, pr := range p.List() {
+				d.errorf(pr.Path, "%s", pr.Message)
 			}
 		}
 		if pool.MAC != "" {

@@ -63,6 +63,10 @@ type ClusterArgs struct {
 	// Nodes are the containers, control planes first; the first is
 	// bootstrapped and its APIs published on 127.0.0.1.
 	Nodes []Node `pulumi:"nodes"`
+	// Pools are the groups of alike workers, each Count containers named
+	// <name>-<n>, after the nodes; a lower Count removes the
+	// highest-numbered ones, as removing them from Nodes would.
+	Pools []Pool `pulumi:"pools,optional"`
 
 	// Previous is the cluster as the last `up` left it (Go only, read by
 	// the program from the stack's outputs).
@@ -70,6 +74,11 @@ type ClusterArgs struct {
 	// InputName names an input path of the TalosCluster in the caller's
 	// terms (Go only); see talos.ClusterArgs.InputName.
 	InputName func(path string) string
+
+	// listed is how many of Nodes were given as nodes, the pools' nodes
+	// after them (WithDefaults), poolCounts how many each pool has.
+	listed     int
+	poolCounts []int
 }
 
 // Settings are the Docker-wide settings.
@@ -184,6 +193,49 @@ type Node struct {
 	Memory int `pulumi:"memory,optional"`
 }
 
+// Pool is a group of alike worker containers (a node group): the n-th
+// (from 0) is node <Name>-<n> at IP plus n, each with the pool's limits,
+// labels, taints and patches.
+type Pool struct {
+	// Name names the pool's nodes (<name>-<n>): a DNS label.
+	Name string `pulumi:"name"`
+	// Count is how many nodes the pool has (0-100).
+	Count int `pulumi:"count"`
+	// IP is the first node's IPv4 address in docker.subnet; the others
+	// follow it.
+	IP string `pulumi:"ip"`
+	// Patches are Talos patches of each of the pool's nodes.
+	Patches []string `pulumi:"patches,optional" package:"input,secret"`
+	// Labels are each node's Kubernetes labels, as a node's are.
+	Labels map[string]string `pulumi:"labels,optional"`
+	// Taints are each node's Kubernetes taints, as a node's are.
+	Taints map[string]string `pulumi:"taints,optional"`
+	// Cores are the CPUs each container may use (default 2).
+	Cores int `pulumi:"cores,optional"`
+	// Memory is each container's memory limit in MiB (default 2048).
+	Memory int `pulumi:"memory,optional"`
+}
+
+// nodes are the pool's workers (inputs.PoolNodeName, inputs.PoolAddress);
+// none for a count out of range, which check refuses.
+func (pl Pool) nodes() []Node {
+	if inputs.PoolCountProblem(pl.Count) != "" {
+		return nil
+	}
+	out := make([]Node, 0, pl.Count)
+	for n := range pl.Count {
+		ip, ok := inputs.PoolAddress(pl.IP, n)
+		if !ok {
+			ip = pl.IP
+		}
+		out = append(out, Node{
+			Name: inputs.PoolNodeName(pl.Name, n), Role: talos.RoleWorker, IP: ip,
+			Patches: pl.Patches, Labels: pl.Labels, Taints: pl.Taints, Cores: pl.Cores, Memory: pl.Memory,
+		})
+	}
+	return out
+}
+
 // Deps are what the component talks to besides the engine: seams for
 // tests and for the program. The zero value is the real thing.
 type Deps struct {
@@ -220,6 +272,15 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 		s.APIAccess = AccessBridge
 	}
 	a.Nodes = slices.Clone(a.Nodes)
+	if a.poolCounts == nil {
+		// The pools' nodes after the listed ones, once.
+		a.listed, a.poolCounts = len(a.Nodes), make([]int, len(a.Pools))
+		for i, pl := range a.Pools {
+			pooled := pl.nodes()
+			a.poolCounts[i] = len(pooled)
+			a.Nodes = append(a.Nodes, pooled...)
+		}
+	}
 	if s.APIAccess == AccessPublished {
 		for i := range a.Nodes {
 			n := &a.Nodes[i]
@@ -308,6 +369,10 @@ func (a *ClusterArgs) check(p *inputs.Problems) {
 	}
 	a.checkNodes(p, subnet, gw)
 	a.checkNodePorts(p)
+	for i, pl := range a.Pools {
+		p.CheckPool(fmt.Sprintf("pools[%d]", i), pl.Name, pl.Count, pl.IP)
+	}
+	p.NamePoolNodes(a.listed, a.poolCounts)
 }
 
 // checkNodes records the problems of the nodes: names, IPs and roles as

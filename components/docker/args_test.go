@@ -1,6 +1,7 @@
 package docker_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -131,4 +132,31 @@ func TestPublishedAPIPorts(t *testing.T) {
 	bridge := minimal()
 	bridge.Nodes[0].TalosPort = 50000
 	assert.ErrorContains(t, bridge.Validate("lab"), "nodes[0].talosPort: is used with docker.apiAccess published only; leave it out")
+}
+
+// A pool's containers are workers after the listed nodes, <pool>-<n> at
+// consecutive addresses; a pool's problems are named by the pool's
+// inputs, once.
+func TestPools(t *testing.T) {
+	t.Parallel()
+	in := minimal()
+	in.Pools = []docker.Pool{{Name: "batch", Count: 2, IP: "10.5.0.10", Memory: 4096, Taints: map[string]string{"example.com/batch": "NoSchedule"}}}
+	require.NoError(t, in.Validate("lab"))
+	d := in.WithDefaults()
+	var nodes []string
+	for _, n := range d.Nodes {
+		nodes = append(nodes, n.Name+"@"+n.IP)
+	}
+	assert.Equal(t, []string{"cp1@10.5.0.2", "batch-0@10.5.0.10", "batch-1@10.5.0.11"}, nodes)
+	assert.Equal(t, talos.RoleWorker, d.Nodes[2].Role)
+	assert.Equal(t, 4096, d.Nodes[2].Memory)
+	assert.Len(t, in.Nodes, 1, "the input is left alone")
+	assert.Equal(t, d.Nodes, d.WithDefaults().Nodes, "expanded once")
+
+	in.Pools = append(in.Pools, docker.Pool{Name: "edge", Count: 3, IP: "10.5.0.254", Memory: 512})
+	err := in.Validate("lab")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pools[1].ip: 10.5.1.0 is outside the nodes' network 10.5.0.0/24", "its third node")
+	assert.Contains(t, err.Error(), "pools[1].memory")
+	assert.Equal(t, 1, strings.Count(err.Error(), "pools[1].memory"), "once for the pool's 3 nodes")
 }

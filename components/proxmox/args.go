@@ -50,6 +50,10 @@ type ClusterArgs struct {
 	Hosts []Host `pulumi:"hosts,optional"`
 	// Nodes are the VMs, control planes first; the first is bootstrapped.
 	Nodes []Node `pulumi:"nodes"`
+	// Pools are the groups of alike workers, each Count VMs named
+	// <name>-<n>, after the nodes; a lower Count removes the
+	// highest-numbered ones, as removing them from Nodes would.
+	Pools []Pool `pulumi:"pools,optional"`
 	// CSI installs the Proxmox CSI plugin and a StorageClass on one
 	// datastore; none when unset.
 	CSI *CSISettings `pulumi:"csi,optional"`
@@ -70,6 +74,81 @@ type ClusterArgs struct {
 	// terms (Go only: the program's stack keys), for the warnings it logs;
 	// see talos.ClusterArgs.InputName.
 	InputName func(path string) string
+
+	// listed is how many of Nodes were given as nodes, the pools' nodes
+	// after them (WithDefaults), poolCounts how many each pool has.
+	listed     int
+	poolCounts []int
+}
+
+// Pool is a group of alike worker VMs (a node group): the n-th (from 0)
+// is node <Name>-<n> at IP plus n with VM id VMID plus n, each with the
+// pool's size, labels, taints and patches. Each VM gets its own MAC,
+// derived from its name.
+type Pool struct {
+	// Name names the pool's nodes (<name>-<n>): a DNS label.
+	Name string `pulumi:"name"`
+	// Count is how many nodes the pool has (0-100).
+	Count int `pulumi:"count"`
+	// IP is the first node's IPv4 address; the others follow it.
+	IP string `pulumi:"ip"`
+	// VMID is the first node's VM id; the others follow it.
+	VMID int `pulumi:"vmId"`
+	// ProxmoxNode is the Proxmox node that runs the VMs.
+	ProxmoxNode string `pulumi:"proxmoxNode"`
+	// Host is the entry of Hosts the VMs run on (default: Proxmox); not
+	// one of rented servers.
+	Host string `pulumi:"host,optional"`
+	// Cores are each VM's virtual CPU cores (default 4).
+	Cores int `pulumi:"cores,optional"`
+	// Memory is each VM's memory in MiB (default 8192).
+	Memory int `pulumi:"memory,optional"`
+	// DiskSize is each VM's boot disk size in GiB (default 20).
+	DiskSize int `pulumi:"diskSize,optional"`
+	// DataDiskSize is the size in GiB of each VM's second disk (0: none).
+	DataDiskSize int `pulumi:"dataDiskSize,optional"`
+	// InstallDisk is the disk Talos installs to (default /dev/sda).
+	InstallDisk string `pulumi:"installDisk,optional"`
+	// Patches are Talos patches of each of the pool's nodes.
+	Patches []string `pulumi:"patches,optional" package:"input,secret"`
+	// Labels are each node's Kubernetes labels, as a node's are.
+	Labels map[string]string `pulumi:"labels,optional"`
+	// Taints are each node's Kubernetes taints, as a node's are.
+	Taints map[string]string `pulumi:"taints,optional"`
+}
+
+// nodes are the pool's workers (inputs.PoolNodeName, inputs.PoolAddress);
+// none for a count out of range, which checkPools refuses.
+func (pl Pool) nodes() []Node {
+	if inputs.PoolCountProblem(pl.Count) != "" {
+		return nil
+	}
+	out := make([]Node, 0, pl.Count)
+	for n := range pl.Count {
+		ip, ok := inputs.PoolAddress(pl.IP, n)
+		if !ok {
+			ip = pl.IP
+		}
+		out = append(out, Node{
+			Name: inputs.PoolNodeName(pl.Name, n), Role: talos.RoleWorker, IP: ip, VMID: pl.VMID + n,
+			ProxmoxNode: pl.ProxmoxNode, Host: pl.Host, Cores: pl.Cores, Memory: pl.Memory, DiskSize: pl.DiskSize, DataDiskSize: pl.DataDiskSize,
+			InstallDisk: pl.InstallDisk, Patches: pl.Patches, Labels: pl.Labels, Taints: pl.Taints,
+		})
+	}
+	return out
+}
+
+// checkPools records the problems of the pools' own inputs; their nodes'
+// are checked with the nodes and named by the pool (NamePoolNodes).
+func (a *ClusterArgs) checkPools(p *inputs.Problems) {
+	for i, pl := range a.Pools {
+		at := fmt.Sprintf("pools[%d]", i)
+		p.CheckPool(at, pl.Name, pl.Count, pl.IP)
+		if pl.Host != "" && a.serverSettings(pl.Host) != nil {
+			p.Add(at+".host", "%q is rented servers, which cannot be a pool: each has its own address and rescue access; list them in nodes", pl.Host)
+		}
+	}
+	p.NamePoolNodes(a.listed, a.poolCounts)
 }
 
 // HostSettings are the Proxmox API and the settings shared by the VMs.
@@ -475,6 +554,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 	for _, c := range clashes {
 		p.Add("nodes", "%s", c)
 	}
+	a.checkPools(p)
 	return macs
 }
 

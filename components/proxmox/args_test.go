@@ -1,6 +1,7 @@
 package proxmox_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -48,6 +49,16 @@ func TestProxmoxArgsAreChecked(t *testing.T) {
 			a.Nodes[2].DataDiskSize = proxmox.MaxDiskGiB + 1
 		}, []string{"proxmox.apiTokenId", "proxmox.bridge", "proxmox.diskDatastore", "proxmox.isoDatastore", "proxmox.cpuType",
 			"nodes[0].proxmoxNode", "nodes[1].cores", "nodes[1].memory", "nodes[1].diskSize", "nodes[2].dataDiskSize"}},
+		// A pool's problems at the pool's inputs, once however many nodes
+		// it has; its nodes are checked as nodes (here, their size and
+		// taints, and a clash with a listed node's IP and VM id).
+		{"pools", func(a *proxmox.ClusterArgs) {
+			a.Pools = []proxmox.Pool{
+				{Name: "gpu", Count: 3, IP: "10.10.0.40", VMID: 140, ProxmoxNode: "pve", Cores: proxmox.MaxCores + 1, Taints: map[string]string{"example.com/gpu": "Never"}},
+				{Name: "Big_Pool", Count: 101, IP: "10.10.0.50", VMID: 150, ProxmoxNode: "pve"},
+				{Name: "clash", Count: 2, IP: a.Nodes[2].IP, VMID: a.Nodes[2].VMID, ProxmoxNode: "pve"},
+			}
+		}, []string{"pools[0].cores", `pools[0].taints["example.com/gpu"]`, "pools[1].name", "pools[1].count", "pools[2].ip", "pools[2].vmId"}},
 		{"static addressing without a gateway (the prefix length defaults to 24)", func(a *proxmox.ClusterArgs) {
 			a.Proxmox.Addressing, a.Proxmox.PrefixLength, a.Proxmox.Gateway = proxmox.AddressingStatic, 0, ""
 		}, []string{"proxmox.gateway"}},
@@ -149,6 +160,32 @@ func TestProxmoxDefaults(t *testing.T) {
 	d = a.WithDefaults()
 	assert.Equal(t, []string{"1.1.1.1"}, d.Cluster.Nameservers, "given ones stay")
 	assert.Nil(t, d.Schematic.Extensions, "a given schematic id")
+}
+
+// A pool's nodes are workers after the listed nodes, named <pool>-<n> at
+// consecutive addresses and VM ids, each a VM of the pool's size; the
+// caller's arguments are not changed.
+func TestAPoolIsWorkerVMs(t *testing.T) {
+	t.Parallel()
+	cfg, d := stacks.Load(stackstest.Example(t, stackstest.ProxmoxExample))
+	require.NoError(t, d.Err())
+	a := program.ProxmoxArgs(cfg)
+	a.Pools = []proxmox.Pool{{Name: "gpu", Count: 2, IP: "10.10.0.40", VMID: 140, ProxmoxNode: "pve", Memory: 16384, Labels: map[string]string{"example.com/pool": "gpu"}}}
+	listed := len(a.Nodes)
+	m := &componentstest.Engine{}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, err := proxmox.NewClusterWithDeps(ctx, "lab", a, proxmox.Deps{Hooks: &componentstest.Hooks{}, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
+		return err
+	}, pulumi.WithMocks("talos-cluster", "test", m))
+	require.NoError(t, err)
+	assert.Len(t, a.Nodes, listed, "the caller's nodes as they were")
+	for i, name := range []string{"gpu-0", "gpu-1"} {
+		vm := m.Named(t, componentstest.VM, "lab-vm-"+name)
+		assert.Equal(t, float64(140+i), vm.Inputs["vmId"].NumberValue(), name)
+		assert.Equal(t, float64(16384), vm.Inputs["memory"].ObjectValue()["dedicated"].NumberValue(), name)
+		apply := m.Named(t, componentstest.Apply, "lab-apply-"+name)
+		assert.Equal(t, fmt.Sprintf("10.10.0.4%d", i), apply.Inputs["node"].StringValue())
+	}
 }
 
 // Longhorn data volumes on an image without the extensions Longhorn needs

@@ -69,6 +69,17 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 		// (Talos's own defaults then, or DHCP's).
 		a.Cluster.Nameservers = []string{px.Gateway}
 	}
+	if a.poolCounts == nil {
+		// The pools' nodes after the listed ones, once.
+		a.listed, a.poolCounts = len(a.Nodes), make([]int, len(a.Pools))
+		listed := a.Nodes
+		a.Nodes = slices.Clone(listed)
+		for i, pl := range a.Pools {
+			pooled := pl.nodes()
+			a.poolCounts[i] = len(pooled)
+			a.Nodes = append(a.Nodes, pooled...)
+		}
+	}
 	nodes := make([]Node, len(a.Nodes))
 	for i, n := range a.Nodes {
 		if n.InstallDisk == "" {

@@ -1,11 +1,13 @@
 package talos
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
+	"github.com/hashicorp/go-multierror"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/siderolabs/talos/pkg/machinery/labels"
 	"go.yaml.in/yaml/v3"
@@ -57,6 +59,11 @@ func taintList(taints map[string]string) []kubeapi.Taint {
 func checkTaints(p *inputs.Problems, path string, taints map[string]string) {
 	for _, key := range slices.Sorted(maps.Keys(taints)) {
 		if err := labels.ValidateTaints(map[string]string{key: taints[key]}); err != nil {
+			// One taint: its one error, without the multierror's frame.
+			var multi *multierror.Error
+			if errors.As(err, &multi) && len(multi.Errors) == 1 {
+				err = multi.Errors[0]
+			}
 			p.Add(fmt.Sprintf("%s[%q]", path, key), "%q is not a taint: %v (write \"NoSchedule\", or \"value:NoSchedule\"; the effects are NoSchedule, PreferNoSchedule and NoExecute)", taints[key], err)
 		}
 	}

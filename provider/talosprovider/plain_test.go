@@ -161,7 +161,8 @@ func TestSchemaInputsArePlainWhereTheComponentsTakePlainValues(t *testing.T) {
 		talosprovider.ProxmoxToken+".nodes[].cores", talosprovider.ProxmoxToken+".nodes[].memory", talosprovider.ProxmoxToken+".nodes[].diskSize",
 		talosprovider.ProxmoxToken+".nodes[].dataDiskSize", talosprovider.ProxmoxToken+".nodes[].patches",
 		talosprovider.VpsToken+".nodes[].ip", talosprovider.VpsToken+".nodes[].patches", talosprovider.VpsToken+".nodes[].rescue.host",
-		talosprovider.DockerToken+".nodes[].patches")
+		talosprovider.DockerToken+".nodes[].patches",
+		talosprovider.ProxmoxToken+".pools[].patches", talosprovider.DockerToken+".pools[].patches")
 	assert.ElementsMatch(t, want, packageInputs, "the inputs of the package held plain by the components")
 }
 

@@ -71,6 +71,8 @@ type dockerClusterArgs struct {
 	Docker DockerSettings `pulumi:"docker"`
 	// The containers, control planes first; the first is bootstrapped and its APIs published on 127.0.0.1.
 	Nodes []DockerNode `pulumi:"nodes"`
+	// The groups of alike workers, each Count containers named <name>-<n>, after the nodes; a lower Count removes the highest-numbered ones, as removing them from Nodes would.
+	Pools []DockerPool `pulumi:"pools"`
 }
 
 // The set of arguments for constructing a DockerCluster resource.
@@ -81,6 +83,8 @@ type DockerClusterArgs struct {
 	Docker DockerSettingsArgs
 	// The containers, control planes first; the first is bootstrapped and its APIs published on 127.0.0.1.
 	Nodes []DockerNodeArgs
+	// The groups of alike workers, each Count containers named <name>-<n>, after the nodes; a lower Count removes the highest-numbered ones, as removing them from Nodes would.
+	Pools []DockerPoolArgs
 }
 
 func (DockerClusterArgs) ElementType() reflect.Type {

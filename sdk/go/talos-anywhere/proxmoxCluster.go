@@ -79,6 +79,8 @@ type proxmoxClusterArgs struct {
 	Hosts []ProxmoxHost `pulumi:"hosts"`
 	// The VMs, control planes first; the first is bootstrapped.
 	Nodes []ProxmoxNode `pulumi:"nodes"`
+	// The groups of alike workers, each Count VMs named <name>-<n>, after the nodes; a lower Count removes the highest-numbered ones, as removing them from Nodes would.
+	Pools []ProxmoxPool `pulumi:"pools"`
 	// The API, host and VM settings shared by every VM that names no other host (host).
 	Proxmox ProxmoxHostSettings `pulumi:"proxmox"`
 	// Selects the Image Factory schematic (an id, or extensions to register one from); with neither, the extensions the VMs need: siderolabs/qemu-guest-agent (clean VM status and shutdown), and iscsi-tools and util-linux-tools for Longhorn.
@@ -95,6 +97,8 @@ type ProxmoxClusterArgs struct {
 	Hosts []ProxmoxHostArgs
 	// The VMs, control planes first; the first is bootstrapped.
 	Nodes []ProxmoxNodeArgs
+	// The groups of alike workers, each Count VMs named <name>-<n>, after the nodes; a lower Count removes the highest-numbered ones, as removing them from Nodes would.
+	Pools []ProxmoxPoolArgs
 	// The API, host and VM settings shared by every VM that names no other host (host).
 	Proxmox ProxmoxHostSettingsArgs
 	// Selects the Image Factory schematic (an id, or extensions to register one from); with neither, the extensions the VMs need: siderolabs/qemu-guest-agent (clean VM status and shutdown), and iscsi-tools and util-linux-tools for Longhorn.

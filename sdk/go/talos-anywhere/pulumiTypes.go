@@ -321,6 +321,169 @@ func (o DockerNodeArrayOutput) Index(i pulumi.IntInput) DockerNodeOutput {
 	}).(DockerNodeOutput)
 }
 
+// A group of alike worker containers (a node group): the n-th (from 0) is node <Name>-<n> at IP plus n, each with the pool's limits, labels, taints and patches.
+type DockerPool struct {
+	// The CPUs each container may use (default 2).
+	Cores *int `pulumi:"cores"`
+	// How many nodes the pool has (0-100).
+	Count int `pulumi:"count"`
+	// The first node's IPv4 address in docker.subnet; the others follow it.
+	Ip string `pulumi:"ip"`
+	// Each node's Kubernetes labels, as a node's are.
+	Labels map[string]string `pulumi:"labels"`
+	// Each container's memory limit in MiB (default 2048).
+	Memory *int `pulumi:"memory"`
+	// Names the pool's nodes (<name>-<n>): a DNS label.
+	Name string `pulumi:"name"`
+	// Talos patches of each of the pool's nodes.
+	Patches []string `pulumi:"patches"`
+	// Each node's Kubernetes taints, as a node's are.
+	Taints map[string]string `pulumi:"taints"`
+}
+
+// DockerPoolInput is an input type that accepts DockerPoolArgs and DockerPoolOutput values.
+// You can construct a concrete instance of `DockerPoolInput` via:
+//
+//	DockerPoolArgs{...}
+type DockerPoolInput interface {
+	pulumi.Input
+
+	ToDockerPoolOutput() DockerPoolOutput
+	ToDockerPoolOutputWithContext(context.Context) DockerPoolOutput
+}
+
+// A group of alike worker containers (a node group): the n-th (from 0) is node <Name>-<n> at IP plus n, each with the pool's limits, labels, taints and patches.
+type DockerPoolArgs struct {
+	// The CPUs each container may use (default 2).
+	Cores *int `pulumi:"cores"`
+	// How many nodes the pool has (0-100).
+	Count int `pulumi:"count"`
+	// The first node's IPv4 address in docker.subnet; the others follow it.
+	Ip string `pulumi:"ip"`
+	// Each node's Kubernetes labels, as a node's are.
+	Labels map[string]string `pulumi:"labels"`
+	// Each container's memory limit in MiB (default 2048).
+	Memory *int `pulumi:"memory"`
+	// Names the pool's nodes (<name>-<n>): a DNS label.
+	Name string `pulumi:"name"`
+	// Talos patches of each of the pool's nodes.
+	Patches pulumi.StringArrayInput `pulumi:"patches"`
+	// Each node's Kubernetes taints, as a node's are.
+	Taints map[string]string `pulumi:"taints"`
+}
+
+func (DockerPoolArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*DockerPool)(nil)).Elem()
+}
+
+func (i DockerPoolArgs) ToDockerPoolOutput() DockerPoolOutput {
+	return i.ToDockerPoolOutputWithContext(context.Background())
+}
+
+func (i DockerPoolArgs) ToDockerPoolOutputWithContext(ctx context.Context) DockerPoolOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(DockerPoolOutput)
+}
+
+// DockerPoolArrayInput is an input type that accepts DockerPoolArray and DockerPoolArrayOutput values.
+// You can construct a concrete instance of `DockerPoolArrayInput` via:
+//
+//	DockerPoolArray{ DockerPoolArgs{...} }
+type DockerPoolArrayInput interface {
+	pulumi.Input
+
+	ToDockerPoolArrayOutput() DockerPoolArrayOutput
+	ToDockerPoolArrayOutputWithContext(context.Context) DockerPoolArrayOutput
+}
+
+type DockerPoolArray []DockerPoolInput
+
+func (DockerPoolArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]DockerPool)(nil)).Elem()
+}
+
+func (i DockerPoolArray) ToDockerPoolArrayOutput() DockerPoolArrayOutput {
+	return i.ToDockerPoolArrayOutputWithContext(context.Background())
+}
+
+func (i DockerPoolArray) ToDockerPoolArrayOutputWithContext(ctx context.Context) DockerPoolArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(DockerPoolArrayOutput)
+}
+
+// A group of alike worker containers (a node group): the n-th (from 0) is node <Name>-<n> at IP plus n, each with the pool's limits, labels, taints and patches.
+type DockerPoolOutput struct{ *pulumi.OutputState }
+
+func (DockerPoolOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*DockerPool)(nil)).Elem()
+}
+
+func (o DockerPoolOutput) ToDockerPoolOutput() DockerPoolOutput {
+	return o
+}
+
+func (o DockerPoolOutput) ToDockerPoolOutputWithContext(ctx context.Context) DockerPoolOutput {
+	return o
+}
+
+// The CPUs each container may use (default 2).
+func (o DockerPoolOutput) Cores() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v DockerPool) *int { return v.Cores }).(pulumi.IntPtrOutput)
+}
+
+// How many nodes the pool has (0-100).
+func (o DockerPoolOutput) Count() pulumi.IntOutput {
+	return o.ApplyT(func(v DockerPool) int { return v.Count }).(pulumi.IntOutput)
+}
+
+// The first node's IPv4 address in docker.subnet; the others follow it.
+func (o DockerPoolOutput) Ip() pulumi.StringOutput {
+	return o.ApplyT(func(v DockerPool) string { return v.Ip }).(pulumi.StringOutput)
+}
+
+// Each node's Kubernetes labels, as a node's are.
+func (o DockerPoolOutput) Labels() pulumi.StringMapOutput {
+	return o.ApplyT(func(v DockerPool) map[string]string { return v.Labels }).(pulumi.StringMapOutput)
+}
+
+// Each container's memory limit in MiB (default 2048).
+func (o DockerPoolOutput) Memory() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v DockerPool) *int { return v.Memory }).(pulumi.IntPtrOutput)
+}
+
+// Names the pool's nodes (<name>-<n>): a DNS label.
+func (o DockerPoolOutput) Name() pulumi.StringOutput {
+	return o.ApplyT(func(v DockerPool) string { return v.Name }).(pulumi.StringOutput)
+}
+
+// Talos patches of each of the pool's nodes.
+func (o DockerPoolOutput) Patches() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v DockerPool) []string { return v.Patches }).(pulumi.StringArrayOutput)
+}
+
+// Each node's Kubernetes taints, as a node's are.
+func (o DockerPoolOutput) Taints() pulumi.StringMapOutput {
+	return o.ApplyT(func(v DockerPool) map[string]string { return v.Taints }).(pulumi.StringMapOutput)
+}
+
+type DockerPoolArrayOutput struct{ *pulumi.OutputState }
+
+func (DockerPoolArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]DockerPool)(nil)).Elem()
+}
+
+func (o DockerPoolArrayOutput) ToDockerPoolArrayOutput() DockerPoolArrayOutput {
+	return o
+}
+
+func (o DockerPoolArrayOutput) ToDockerPoolArrayOutputWithContext(ctx context.Context) DockerPoolArrayOutput {
+	return o
+}
+
+func (o DockerPoolArrayOutput) Index(i pulumi.IntInput) DockerPoolOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) DockerPool {
+		return vs[0].([]DockerPool)[vs[1].(int)]
+	}).(DockerPoolOutput)
+}
+
 // One port of the first control plane published on this machine.
 type DockerPublishedPort struct {
 	// The port in the container.
@@ -2016,6 +2179,223 @@ func (o ProxmoxNodeArrayOutput) Index(i pulumi.IntInput) ProxmoxNodeOutput {
 	return pulumi.All(o, i).ApplyT(func(vs []interface{}) ProxmoxNode {
 		return vs[0].([]ProxmoxNode)[vs[1].(int)]
 	}).(ProxmoxNodeOutput)
+}
+
+// A group of alike worker VMs (a node group): the n-th (from 0) is node <Name>-<n> at IP plus n with VM id VMID plus n, each with the pool's size, labels, taints and patches. Each VM gets its own MAC, derived from its name.
+type ProxmoxPool struct {
+	// Each VM's virtual CPU cores (default 4).
+	Cores *int `pulumi:"cores"`
+	// How many nodes the pool has (0-100).
+	Count int `pulumi:"count"`
+	// The size in GiB of each VM's second disk (0: none).
+	DataDiskSize *int `pulumi:"dataDiskSize"`
+	// Each VM's boot disk size in GiB (default 20).
+	DiskSize *int `pulumi:"diskSize"`
+	// The entry of Hosts the VMs run on (default: Proxmox); not one of rented servers.
+	Host *string `pulumi:"host"`
+	// The disk Talos installs to (default /dev/sda).
+	InstallDisk *string `pulumi:"installDisk"`
+	// The first node's IPv4 address; the others follow it.
+	Ip string `pulumi:"ip"`
+	// Each node's Kubernetes labels, as a node's are.
+	Labels map[string]string `pulumi:"labels"`
+	// Each VM's memory in MiB (default 8192).
+	Memory *int `pulumi:"memory"`
+	// Names the pool's nodes (<name>-<n>): a DNS label.
+	Name string `pulumi:"name"`
+	// Talos patches of each of the pool's nodes.
+	Patches []string `pulumi:"patches"`
+	// The Proxmox node that runs the VMs.
+	ProxmoxNode string `pulumi:"proxmoxNode"`
+	// Each node's Kubernetes taints, as a node's are.
+	Taints map[string]string `pulumi:"taints"`
+	// The first node's VM id; the others follow it.
+	VmId int `pulumi:"vmId"`
+}
+
+// ProxmoxPoolInput is an input type that accepts ProxmoxPoolArgs and ProxmoxPoolOutput values.
+// You can construct a concrete instance of `ProxmoxPoolInput` via:
+//
+//	ProxmoxPoolArgs{...}
+type ProxmoxPoolInput interface {
+	pulumi.Input
+
+	ToProxmoxPoolOutput() ProxmoxPoolOutput
+	ToProxmoxPoolOutputWithContext(context.Context) ProxmoxPoolOutput
+}
+
+// A group of alike worker VMs (a node group): the n-th (from 0) is node <Name>-<n> at IP plus n with VM id VMID plus n, each with the pool's size, labels, taints and patches. Each VM gets its own MAC, derived from its name.
+type ProxmoxPoolArgs struct {
+	// Each VM's virtual CPU cores (default 4).
+	Cores *int `pulumi:"cores"`
+	// How many nodes the pool has (0-100).
+	Count int `pulumi:"count"`
+	// The size in GiB of each VM's second disk (0: none).
+	DataDiskSize *int `pulumi:"dataDiskSize"`
+	// Each VM's boot disk size in GiB (default 20).
+	DiskSize *int `pulumi:"diskSize"`
+	// The entry of Hosts the VMs run on (default: Proxmox); not one of rented servers.
+	Host *string `pulumi:"host"`
+	// The disk Talos installs to (default /dev/sda).
+	InstallDisk *string `pulumi:"installDisk"`
+	// The first node's IPv4 address; the others follow it.
+	Ip string `pulumi:"ip"`
+	// Each node's Kubernetes labels, as a node's are.
+	Labels map[string]string `pulumi:"labels"`
+	// Each VM's memory in MiB (default 8192).
+	Memory *int `pulumi:"memory"`
+	// Names the pool's nodes (<name>-<n>): a DNS label.
+	Name string `pulumi:"name"`
+	// Talos patches of each of the pool's nodes.
+	Patches pulumi.StringArrayInput `pulumi:"patches"`
+	// The Proxmox node that runs the VMs.
+	ProxmoxNode string `pulumi:"proxmoxNode"`
+	// Each node's Kubernetes taints, as a node's are.
+	Taints map[string]string `pulumi:"taints"`
+	// The first node's VM id; the others follow it.
+	VmId int `pulumi:"vmId"`
+}
+
+func (ProxmoxPoolArgs) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxPool)(nil)).Elem()
+}
+
+func (i ProxmoxPoolArgs) ToProxmoxPoolOutput() ProxmoxPoolOutput {
+	return i.ToProxmoxPoolOutputWithContext(context.Background())
+}
+
+func (i ProxmoxPoolArgs) ToProxmoxPoolOutputWithContext(ctx context.Context) ProxmoxPoolOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxPoolOutput)
+}
+
+// ProxmoxPoolArrayInput is an input type that accepts ProxmoxPoolArray and ProxmoxPoolArrayOutput values.
+// You can construct a concrete instance of `ProxmoxPoolArrayInput` via:
+//
+//	ProxmoxPoolArray{ ProxmoxPoolArgs{...} }
+type ProxmoxPoolArrayInput interface {
+	pulumi.Input
+
+	ToProxmoxPoolArrayOutput() ProxmoxPoolArrayOutput
+	ToProxmoxPoolArrayOutputWithContext(context.Context) ProxmoxPoolArrayOutput
+}
+
+type ProxmoxPoolArray []ProxmoxPoolInput
+
+func (ProxmoxPoolArray) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]ProxmoxPool)(nil)).Elem()
+}
+
+func (i ProxmoxPoolArray) ToProxmoxPoolArrayOutput() ProxmoxPoolArrayOutput {
+	return i.ToProxmoxPoolArrayOutputWithContext(context.Background())
+}
+
+func (i ProxmoxPoolArray) ToProxmoxPoolArrayOutputWithContext(ctx context.Context) ProxmoxPoolArrayOutput {
+	return pulumi.ToOutputWithContext(ctx, i).(ProxmoxPoolArrayOutput)
+}
+
+// A group of alike worker VMs (a node group): the n-th (from 0) is node <Name>-<n> at IP plus n with VM id VMID plus n, each with the pool's size, labels, taints and patches. Each VM gets its own MAC, derived from its name.
+type ProxmoxPoolOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxPoolOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*ProxmoxPool)(nil)).Elem()
+}
+
+func (o ProxmoxPoolOutput) ToProxmoxPoolOutput() ProxmoxPoolOutput {
+	return o
+}
+
+func (o ProxmoxPoolOutput) ToProxmoxPoolOutputWithContext(ctx context.Context) ProxmoxPoolOutput {
+	return o
+}
+
+// Each VM's virtual CPU cores (default 4).
+func (o ProxmoxPoolOutput) Cores() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v ProxmoxPool) *int { return v.Cores }).(pulumi.IntPtrOutput)
+}
+
+// How many nodes the pool has (0-100).
+func (o ProxmoxPoolOutput) Count() pulumi.IntOutput {
+	return o.ApplyT(func(v ProxmoxPool) int { return v.Count }).(pulumi.IntOutput)
+}
+
+// The size in GiB of each VM's second disk (0: none).
+func (o ProxmoxPoolOutput) DataDiskSize() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v ProxmoxPool) *int { return v.DataDiskSize }).(pulumi.IntPtrOutput)
+}
+
+// Each VM's boot disk size in GiB (default 20).
+func (o ProxmoxPoolOutput) DiskSize() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v ProxmoxPool) *int { return v.DiskSize }).(pulumi.IntPtrOutput)
+}
+
+// The entry of Hosts the VMs run on (default: Proxmox); not one of rented servers.
+func (o ProxmoxPoolOutput) Host() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxPool) *string { return v.Host }).(pulumi.StringPtrOutput)
+}
+
+// The disk Talos installs to (default /dev/sda).
+func (o ProxmoxPoolOutput) InstallDisk() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v ProxmoxPool) *string { return v.InstallDisk }).(pulumi.StringPtrOutput)
+}
+
+// The first node's IPv4 address; the others follow it.
+func (o ProxmoxPoolOutput) Ip() pulumi.StringOutput {
+	return o.ApplyT(func(v ProxmoxPool) string { return v.Ip }).(pulumi.StringOutput)
+}
+
+// Each node's Kubernetes labels, as a node's are.
+func (o ProxmoxPoolOutput) Labels() pulumi.StringMapOutput {
+	return o.ApplyT(func(v ProxmoxPool) map[string]string { return v.Labels }).(pulumi.StringMapOutput)
+}
+
+// Each VM's memory in MiB (default 8192).
+func (o ProxmoxPoolOutput) Memory() pulumi.IntPtrOutput {
+	return o.ApplyT(func(v ProxmoxPool) *int { return v.Memory }).(pulumi.IntPtrOutput)
+}
+
+// Names the pool's nodes (<name>-<n>): a DNS label.
+func (o ProxmoxPoolOutput) Name() pulumi.StringOutput {
+	return o.ApplyT(func(v ProxmoxPool) string { return v.Name }).(pulumi.StringOutput)
+}
+
+// Talos patches of each of the pool's nodes.
+func (o ProxmoxPoolOutput) Patches() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v ProxmoxPool) []string { return v.Patches }).(pulumi.StringArrayOutput)
+}
+
+// The Proxmox node that runs the VMs.
+func (o ProxmoxPoolOutput) ProxmoxNode() pulumi.StringOutput {
+	return o.ApplyT(func(v ProxmoxPool) string { return v.ProxmoxNode }).(pulumi.StringOutput)
+}
+
+// Each node's Kubernetes taints, as a node's are.
+func (o ProxmoxPoolOutput) Taints() pulumi.StringMapOutput {
+	return o.ApplyT(func(v ProxmoxPool) map[string]string { return v.Taints }).(pulumi.StringMapOutput)
+}
+
+// The first node's VM id; the others follow it.
+func (o ProxmoxPoolOutput) VmId() pulumi.IntOutput {
+	return o.ApplyT(func(v ProxmoxPool) int { return v.VmId }).(pulumi.IntOutput)
+}
+
+type ProxmoxPoolArrayOutput struct{ *pulumi.OutputState }
+
+func (ProxmoxPoolArrayOutput) ElementType() reflect.Type {
+	return reflect.TypeOf((*[]ProxmoxPool)(nil)).Elem()
+}
+
+func (o ProxmoxPoolArrayOutput) ToProxmoxPoolArrayOutput() ProxmoxPoolArrayOutput {
+	return o
+}
+
+func (o ProxmoxPoolArrayOutput) ToProxmoxPoolArrayOutputWithContext(ctx context.Context) ProxmoxPoolArrayOutput {
+	return o
+}
+
+func (o ProxmoxPoolArrayOutput) Index(i pulumi.IntInput) ProxmoxPoolOutput {
+	return pulumi.All(o, i).ApplyT(func(vs []interface{}) ProxmoxPool {
+		return vs[0].([]ProxmoxPool)[vs[1].(int)]
+	}).(ProxmoxPoolOutput)
 }
 
 // SSH access to the Proxmox host.
@@ -6082,6 +6462,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*DockerMountArrayInput)(nil)).Elem(), DockerMountArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DockerNodeInput)(nil)).Elem(), DockerNodeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DockerNodeArrayInput)(nil)).Elem(), DockerNodeArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*DockerPoolInput)(nil)).Elem(), DockerPoolArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*DockerPoolArrayInput)(nil)).Elem(), DockerPoolArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DockerPublishedPortInput)(nil)).Elem(), DockerPublishedPortArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DockerPublishedPortArrayInput)(nil)).Elem(), DockerPublishedPortArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*DockerSettingsInput)(nil)).Elem(), DockerSettingsArgs{})
@@ -6097,6 +6479,8 @@ func init() {
 	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxHostSettingsPtrInput)(nil)).Elem(), ProxmoxHostSettingsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxNodeInput)(nil)).Elem(), ProxmoxNodeArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxNodeArrayInput)(nil)).Elem(), ProxmoxNodeArray{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxPoolInput)(nil)).Elem(), ProxmoxPoolArgs{})
+	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxPoolArrayInput)(nil)).Elem(), ProxmoxPoolArray{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxSSHSettingsInput)(nil)).Elem(), ProxmoxSSHSettingsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxSSHSettingsPtrInput)(nil)).Elem(), ProxmoxSSHSettingsArgs{})
 	pulumi.RegisterInputType(reflect.TypeOf((*ProxmoxServerNodeInput)(nil)).Elem(), ProxmoxServerNodeArgs{})
@@ -6143,6 +6527,8 @@ func init() {
 	pulumi.RegisterOutputType(DockerMountArrayOutput{})
 	pulumi.RegisterOutputType(DockerNodeOutput{})
 	pulumi.RegisterOutputType(DockerNodeArrayOutput{})
+	pulumi.RegisterOutputType(DockerPoolOutput{})
+	pulumi.RegisterOutputType(DockerPoolArrayOutput{})
 	pulumi.RegisterOutputType(DockerPublishedPortOutput{})
 	pulumi.RegisterOutputType(DockerPublishedPortArrayOutput{})
 	pulumi.RegisterOutputType(DockerSettingsOutput{})
@@ -6158,6 +6544,8 @@ func init() {
 	pulumi.RegisterOutputType(ProxmoxHostSettingsPtrOutput{})
 	pulumi.RegisterOutputType(ProxmoxNodeOutput{})
 	pulumi.RegisterOutputType(ProxmoxNodeArrayOutput{})
+	pulumi.RegisterOutputType(ProxmoxPoolOutput{})
+	pulumi.RegisterOutputType(ProxmoxPoolArrayOutput{})
 	pulumi.RegisterOutputType(ProxmoxSSHSettingsOutput{})
 	pulumi.RegisterOutputType(ProxmoxSSHSettingsPtrOutput{})
 	pulumi.RegisterOutputType(ProxmoxServerNodeOutput{})

@@ -54,7 +54,7 @@ type machine struct {
 
 var machines = []machine{
 	{"cp-0", "10.77.0.10", 110, true}, {"cp-1", "10.77.0.11", 111, true}, {"cp-2", "10.77.0.12", 112, true},
-	{"worker-0", "10.77.0.20", 120, false}, {"worker-1", "10.77.0.21", 121, false},
+	{"worker-0", "10.77.0.20", 120, false}, {"pool-0", "10.77.0.21", 121, false}, {"pool-1", "10.77.0.22", 122, false},
 }
 
 // world is what the stack runs against.
@@ -92,7 +92,7 @@ func (w *world) stackName() string {
 //
 // It walks: first up; a preview with no change and no warning; a refresh
 // (the CSI grants kept); a Talos upgrade; a lower version (refused); two
-// control planes removed (refused); a worker removed; a backup; etcd's
+// control planes removed (refused); a pool lowered by one node; a backup; etcd's
 // quorum lost and the control planes recovered from the backup (make
 // restore CONTROL_PLANES=1); everything destroyed and restored from the
 // backup into new VMs; a preview with no change after each; destroy.
@@ -161,17 +161,18 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	w.edit("\n      # - {name: cp-2,", "\n      - {name: cp-2,")
 	w.noChange("after the refusals")
 
-	// A worker removed: it leaves the cluster, its VM goes.
-	w.edit("\n      - {name: worker-1,", "\n      # - {name: worker-1,")
+	// A pool's count lowered: its highest-numbered node leaves the
+	// cluster as a removed worker does, and its VM goes.
+	w.edit("{name: pool, count: 2,", "{name: pool, count: 1,")
 	start = time.Now()
 	w.make("up", "YES=1")
-	t.Logf("worker removed: %s", time.Since(start).Round(time.Second))
-	assert.Nil(t, w.pve.VM(121), "worker-1's VM is gone")
-	assert.NotNil(t, w.pve.VM(120), "worker-0's VM is kept")
+	t.Logf("pool node removed: %s", time.Since(start).Round(time.Second))
+	assert.Nil(t, w.pve.VM(122), "pool-1's VM is gone")
+	assert.NotNil(t, w.pve.VM(121), "pool-0's VM is kept")
 	_, _, _, acls = w.pve.Access()
-	assert.NotContains(t, acls, pveapitest.ACL{Path: "/vms/121", Role: "homelab-csi", User: "homelab-csi@pve"}, "the CSI user's grant on its VM goes with it")
-	assert.Contains(t, acls, pveapitest.ACL{Path: "/vms/120", Role: "homelab-csi", User: "homelab-csi@pve"})
-	w.noChange("after the worker left")
+	assert.NotContains(t, acls, pveapitest.ACL{Path: "/vms/122", Role: "homelab-csi", User: "homelab-csi@pve"}, "the CSI user's grant on its VM goes with it")
+	assert.Contains(t, acls, pveapitest.ACL{Path: "/vms/121", Role: "homelab-csi", User: "homelab-csi@pve"})
+	w.noChange("after the pool node left")
 
 	// A backup, of a cluster with data in its etcd.
 	w.nodes.SetEtcdKeys(map[string]string{"/registry/configmaps/default/e2e": "kept"})
@@ -192,7 +193,7 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	assert.Equal(t, "kept", w.nodes.EtcdKeys()["/registry/configmaps/default/e2e"], "etcd recovered from the backup's snapshot")
 	assert.Len(t, w.nodes.Members(), 3, "every control plane back in etcd")
 	assert.Equal(t, workerBoots, w.nodes.Node("10.77.0.20").Boots(), "the worker untouched")
-	for _, m := range machines[:4] {
+	for _, m := range machines[:5] {
 		assert.NotNil(t, w.pve.VM(m.vmID), "VM %d kept", m.vmID)
 	}
 	w.noChange("after the control planes' recovery")
@@ -206,7 +207,7 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	w.make("restore", "IDENTITY="+w.identityFile)
 	t.Logf("whole-stack restore: %s", time.Since(start).Round(time.Second))
 	assert.Equal(t, "kept", w.nodes.EtcdKeys()["/registry/configmaps/default/e2e"], "etcd as the backup had it")
-	for _, m := range machines[:4] {
+	for _, m := range machines[:5] {
 		assert.NotNil(t, w.pve.VM(m.vmID), "VM %d made again", m.vmID)
 		assert.False(t, w.nodes.Node(m.ip).InMaintenance(), "%s installed", m.name)
 	}

@@ -188,11 +188,12 @@ $(TOOLS_DIR)/kube-apiserver-%/kube-apiserver:
 	@mv -f $(call quote,$@.tmp) $(call quote,$@)
 
 # The packages with tests against the real kube-apiserver (files *_e2e_test.go, build tag `e2e`).
-E2E_KUBE_PACKAGES ?= ./internal/kubeapi ./internal/kubeapi/kubeapitest/... ./internal/kubeapi/kubesim
+E2E_KUBE_PACKAGES ?= ./internal/kubeapi ./internal/kubeapi/kubeapitest/... ./internal/kubeapi/kubesim ./internal/rollout
 
 .PHONY: e2e-kube
 e2e-kube: $(KUBE_APISERVER) ## Hold the Kubernetes fake to the real kube-apiserver (built by make kube-apiserver, with an embedded etcd, on loopback): the kubeapi client's calls answer the same from both.
 	$(GO) mod download github.com/cilium/cilium@v$(E2E_CILIUM) # kubesim registers Cilium's real CRDs as its operator would
+	$(GO) mod download github.com/siderolabs/go-kubernetes@v0.2.36 # upstream's removed APIs (internal/rollout)
 	$(GO) test -count=1 -tags e2e -v $(E2E_KUBE_PACKAGES)
 
 # The e2e tests that run the program's parts with the real CLI and plugins (../shared/harness)

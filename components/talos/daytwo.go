@@ -39,6 +39,9 @@ type Deps struct {
 	// Timing bounds the rollout's waits (rollout.DefaultTiming's fields
 	// where zero).
 	Timing rollout.Timing
+	// RemovedAPIs are the API resources each Kubernetes upgrade removes
+	// (rollout.RemovedAPIs, upstream's, when nil).
+	RemovedAPIs map[string][]kubeapi.APIResource
 	// Destroy says that the run is a whole-stack destroy: no node is
 	// taken out of the cluster, whatever the stack file says since the last
 	// `up`, and nothing is read from the nodes. The engine tells a program

@@ -71,6 +71,8 @@ type lab struct {
 	published bool
 	// said is what the hooks say, by the URN of their resource.
 	said *saidBy
+	// removedAPIs replace upstream's removed API resources (nil: theirs).
+	removedAPIs map[string][]kubeapi.APIResource
 
 	mu sync.Mutex
 	// apiServers are the versions the control planes' API servers answer
@@ -279,10 +281,11 @@ func (l *lab) run(args talos.ClusterArgs) run {
 			c, err := kubeapi.New(l.kube.Kubeconfig(), kubeapi.WithTimeout(time.Second))
 			return kube{Client: c, l: l, server: server}, err
 		},
-		Timing:  l.timing,
-		Destroy: l.destroy,
-		Context: l.ctx,
-		Log:     func(_ *pulumi.Context, urn pulumi.URN) talos.Logger { return l.said.of(string(urn)) },
+		Timing:      l.timing,
+		RemovedAPIs: l.removedAPIs,
+		Destroy:     l.destroy,
+		Context:     l.ctx,
+		Log:         func(_ *pulumi.Context, urn pulumi.URN) talos.Logger { return l.said.of(string(urn)) },
 	}
 	if l.published {
 		args.APIAddresses = l.apiAddresses()
@@ -1531,4 +1534,55 @@ func TestAWorkersTaintsAreSetAfterItsApply(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"taint worker-1 200", "taint worker-2 200", "taint worker-1 200", "taint worker-1 200"}, writes, "worker-2's written once")
+}
+
+// A Kubernetes upgrade while the cluster holds objects of an API the new
+// version no longer serves is refused at the first gate, naming them and
+// the key, before any node is touched (talosctl upgrade-k8s's check). A
+// removed API the cluster does not serve, or serves without objects,
+// lets the upgrade through.
+func TestAKubernetesUpgradeIsRefusedWhileObjectsOfARemovedAPIRemain(t *testing.T) {
+	t.Parallel()
+	const from, to = "1.33.2", "1.35.0"
+	l := newLab(t, talosapitest.Topology(1, 1, oldTalos, 30*time.Millisecond)...)
+	l.realConfigs = true
+	widgets, gadgets := kubeapi.APIResource("widgets.v1beta1.example.com"), kubeapi.APIResource("gadgets.v1alpha1.example.com")
+	l.removedAPIs = map[string][]kubeapi.APIResource{
+		"1.33->1.34": {widgets, "notserved.v1alpha1.example.com"},
+		"1.34->1.35": {gadgets},
+		"1.35->1.36": {"later.v1.example.com"},
+	}
+	for i := range 12 {
+		l.kube.AddObject(widgets, "team-a", fmt.Sprintf("w%02d", i))
+	}
+	l.kube.AddObject(gadgets, "", "g1")
+	args := func(v string) talos.ClusterArgs {
+		a := clusterArgs(oldTalos, l.nodes())
+		a.Cluster.KubernetesVersion = v
+		return a
+	}
+	s := stateOf(l.run(args(from)))
+	var applied []string
+	l.talos.OnApply(func(ip string, data []byte) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		applied = append(applied, ip)
+		l.controlPlaneRuns(ip, "v"+to)
+	})
+	res := l.up(s, l.run(args(to)), nil)
+	require.ErrorIs(t, res.err, rollout.ErrRemovedAPIs)
+	msg := res.err.Error()
+	assert.Contains(t, msg, "unable to upgrade Kubernetes to 1.35.0 (cluster.kubernetesVersion)")
+	assert.Contains(t, msg, "widgets.v1beta1.example.com (gone in 1.34): team-a/w00, team-a/w01,")
+	assert.Contains(t, msg, "team-a/w09, ...; gadgets.v1alpha1.example.com (gone in 1.35): g1;")
+	assert.NotContains(t, msg, "w10", "ten named")
+	assert.NotContains(t, msg, "later", "a later upgrade's removals are not this one's")
+	assert.Empty(t, applied, "no node touched")
+
+	// With the objects migrated (none left of a removed API), the same
+	// upgrade goes through.
+	l.removedAPIs = map[string][]kubeapi.APIResource{"1.34->1.35": {"notserved.v1alpha1.example.com"}}
+	res = l.up(s, l.run(args(to)), func(ip string) { l.kube.SetKubeletVersion(l.talos.Node(ip).Hostname(), "v"+to) })
+	require.NoError(t, res.err)
+	assert.Equal(t, []string{"10.5.0.11"}, applied, "the control plane's phase ran")
 }

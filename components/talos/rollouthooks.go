@@ -119,6 +119,12 @@ func (d *dayTwo) runKubernetesPhase(ctx context.Context, ops rollout.Ops, args *
 	if err != nil {
 		return fmt.Errorf("unable to read the kubelet image the nodes run: %w", err)
 	}
+	// Before anything moves: no object of an API the new version no
+	// longer serves (talosctl upgrade-k8s's check).
+	_, from := SplitImage(oldKubelet)
+	if err := ops.CheckRemovedAPIs(ctx, from, d.kubernetes, d.deps.RemovedAPIs); err != nil {
+		return fmt.Errorf("unable to upgrade Kubernetes to %s (cluster.kubernetesVersion): %w", d.kubernetes, err)
+	}
 	for _, ip := range d.cps {
 		n := d.byIP(ip)
 		if !d.configured(ip) {

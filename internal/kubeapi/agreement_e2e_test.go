@@ -28,6 +28,7 @@ type scene interface {
 	SetNodeReady(name string, ready bool)
 	AddPod(kubeapitest.PodSpec)
 	SetPersistentVolumes(...kubeapitest.PersistentVolume)
+	AddObject(r kubeapi.APIResource, namespace, name string)
 	URL() string
 	CA() []byte
 	Kubeconfig() []byte
@@ -245,6 +246,23 @@ func TestTheFakeAnswersAsTheRealAPIServer(t *testing.T) {
 		return nil, c.Drain(ctx, "worker-9", kubeapi.DrainOptions{Timeout: 5 * time.Second, Poll: 20 * time.Millisecond})
 	})
 	ask("Nodes after the drains", admin, func(c *kubeapi.Client) (any, error) { return c.Nodes(ctx) })
+
+	// Objects of a resource: listed across namespaces up to the limit;
+	// a resource the server does not serve (one Kubernetes removed, as
+	// 1.29 removed ClusterCIDR) is not found.
+	widgets := kubeapi.APIResource("widgets.v1beta1.e2e.example.com")
+	each(func(s scene) {
+		s.AddObject(widgets, "team-b", "two")
+		s.AddObject(widgets, "team-a", "one")
+		s.AddObject(widgets, "team-a", "three")
+	})
+	got = ask("Objects", admin, func(c *kubeapi.Client) (any, error) { return c.Objects(ctx, widgets, 10) })
+	assert.Equal(t, []kubeapi.ObjectRef{{Namespace: "team-a", Name: "one"}, {Namespace: "team-a", Name: "three"}, {Namespace: "team-b", Name: "two"}}, got.Value)
+	ask("Objects up to a limit", admin, func(c *kubeapi.Client) (any, error) { return c.Objects(ctx, widgets, 2) })
+	got = ask("Objects of a resource not served", admin, func(c *kubeapi.Client) (any, error) {
+		return c.Objects(ctx, "clustercidrs.v1alpha1.networking.k8s.io", 10)
+	})
+	assert.True(t, got.NotFound, got.Err)
 
 	// A user outside system:masters, bound to no role: RBAC lets it read
 	// the version and readiness, nothing else.

@@ -96,6 +96,7 @@ type Kube interface {
 	DeleteNode(ctx context.Context, node string) error
 	StaticPods(ctx context.Context, node string) ([]kubeapi.StaticPod, error)
 	SetTaints(ctx context.Context, node string, want []kubeapi.Taint, drop []string) error
+	Objects(ctx context.Context, r kubeapi.APIResource, limit int) ([]kubeapi.ObjectRef, error)
 }
 
 // ControlPlaneComponents are the static pods of a control plane, by the

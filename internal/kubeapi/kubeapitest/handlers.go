@@ -30,6 +30,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/persistentvolumes", s.admin(access{"list", "persistentvolumes", ""}, s.listPersistentVolumes))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.admin(access{"get", "pods", ""}, s.getPod))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/pods/{name}/eviction", s.admin(access{"create", "pods", "eviction"}, s.evict))
+	mux.HandleFunc("GET /apis/{group}/{version}/{resource}", s.admin(access{"list", "", ""}, s.listObjects))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("the server could not find the requested resource (%s %s)", r.Method, r.URL.Path), nil)
 	})
@@ -412,4 +413,30 @@ func (s *Server) listPersistentVolumes(w http.ResponseWriter, _ *http.Request) {
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"apiVersion": "v1", "kind": "PersistentVolumeList", "metadata": map[string]string{"resourceVersion": "1"}, "items": items})
+}
+
+// listObjects lists the objects AddObject added to a resource, in the
+// order of their etcd keys, at most limit; a resource without any is not
+// served: 404 with the API server's message for a path it has no handler
+// for.
+func (s *Server) listObjects(w http.ResponseWriter, r *http.Request) {
+	objects, ok := s.objects[r.URL.Path]
+	if !ok {
+		writeStatus(w, http.StatusNotFound, "NotFound", "the server could not find the requested resource", nil)
+		return
+	}
+	objects = slices.Clone(objects)
+	slices.SortFunc(objects, func(a, b kubeapi.ObjectRef) int { return strings.Compare(a.String(), b.String()) })
+	if limit, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && limit > 0 && limit < len(objects) {
+		objects = objects[:limit]
+	}
+	items := make([]any, 0, len(objects))
+	for _, o := range objects {
+		meta := map[string]any{"name": o.Name}
+		if o.Namespace != "" {
+			meta["namespace"] = o.Namespace
+		}
+		items = append(items, map[string]any{"metadata": meta})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"kind": "List", "metadata": map[string]any{}, "items": items})
 }

@@ -187,6 +187,9 @@ type Server struct {
 	nodes   map[string]*node
 	pods    map[string]*pod // by namespace/name
 	pvs     []PersistentVolume
+	// objects are the objects of other resources (AddObject), by the
+	// resource's list path.
+	objects map[string][]kubeapi.ObjectRef
 	events  []Event
 	uids    int
 	latency time.Duration
@@ -294,6 +297,24 @@ current-context: admin@lab
 // strategy's PrepareForCreate) until the volume controller writes another.
 type PersistentVolume struct {
 	Name, Phase, Driver, VolumeHandle, Claim string
+}
+
+// AddObject adds an object of a resource of an API group the fake serves
+// besides its own (as a CRD's), which GET of the resource's list path
+// lists; a group the test added nothing to is not served (404).
+func (s *Server) AddObject(r kubeapi.APIResource, namespace, name string) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	path, err := r.ListPath()
+	if err != nil {
+		s.t.Fatalf("kubeapitest: %v", err)
+		return
+	}
+	if s.objects == nil {
+		s.objects = map[string][]kubeapi.ObjectRef{}
+	}
+	s.objects[path] = append(s.objects[path], kubeapi.ObjectRef{Namespace: namespace, Name: name})
 }
 
 // SetPersistentVolumes sets the PersistentVolumes the server lists (by

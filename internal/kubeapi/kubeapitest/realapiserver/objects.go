@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest"
 )
 
@@ -222,4 +223,60 @@ func newUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// AddObject creates an object of a resource as the fake serves it: a
+// custom resource, whose CRD (that version alone, served and stored,
+// namespaced when namespace is given) is made first and waited for until
+// the API server serves its list.
+func (s *Server) AddObject(r kubeapi.APIResource, namespace, name string) {
+	s.t.Helper()
+	list, err := r.ListPath()
+	if err != nil {
+		s.t.Fatalf("realapiserver: %v", err)
+	}
+	// /apis/<group>/<version>/<plural>
+	parts := strings.Split(strings.TrimPrefix(list, "/apis/"), "/")
+	if len(parts) != 3 {
+		s.t.Fatalf("realapiserver: AddObject makes custom resources only, not %s", r)
+	}
+	group, version, plural := parts[0], parts[1], parts[2]
+	kind := strings.ToUpper(plural[:1]) + strings.TrimSuffix(plural[1:], "s")
+	scope := "Cluster"
+	if namespace != "" {
+		scope = "Namespaced"
+	}
+	ctx, cancel := context.WithTimeout(s.t.Context(), 30*time.Second)
+	defer cancel()
+	crd := plural + "." + group
+	if code, _, err := s.call(ctx, http.MethodGet, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+crd, "", nil); err != nil || code == http.StatusNotFound {
+		s.mustCall(http.MethodPost, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "", map[string]any{
+			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+			"metadata": map[string]any{"name": crd},
+			"spec": map[string]any{
+				"group": group, "scope": scope,
+				"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
+				"versions": []any{map[string]any{"name": version, "served": true, "storage": true,
+					"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+			},
+		}, http.StatusCreated)
+		for {
+			if code, _, err := s.call(ctx, http.MethodGet, list, "", nil); err == nil && code == http.StatusOK {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				s.t.Fatalf("realapiserver: the CRD %s is not served after 30 s", crd)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	at := "/apis/" + group + "/" + version + "/" + plural
+	meta := map[string]any{"name": name}
+	if namespace != "" {
+		at = "/apis/" + group + "/" + version + "/namespaces/" + url.PathEscape(namespace) + "/" + plural
+		meta["namespace"] = namespace
+		s.ensureNamespace(namespace)
+	}
+	s.mustCall(http.MethodPost, at, "", map[string]any{"apiVersion": group + "/" + version, "kind": kind, "metadata": meta}, http.StatusCreated)
 }

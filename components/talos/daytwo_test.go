@@ -1523,9 +1523,10 @@ func TestAWorkersTaintsAreSetAfterItsApply(t *testing.T) {
 		require.NoError(t, res.err, "step %d", i)
 		assert.Empty(t, res.warnings, "step %d", i)
 		s = stateOf(next)
-		assert.Equal(t, step.want, taintsOf("worker-1"), "step %d", i)
+		notReady := kubeapitest.NotReadyTaint // the API server's, at the Node's creation
+		assert.Equal(t, append([]kubeapi.Taint{notReady}, step.want...), taintsOf("worker-1"), "step %d", i)
 		assert.Equal(t, []kubeapi.Taint{unreachable, {Key: "example.com/all", Effect: "PreferNoSchedule"}}, taintsOf("worker-2"), "step %d: another owner's kept", i)
-		assert.Empty(t, taintsOf("cp-1"), "step %d: a control plane's are Talos's to set", i)
+		assert.Equal(t, []kubeapi.Taint{notReady}, taintsOf("cp-1"), "step %d: a control plane's are Talos's to set", i)
 	}
 	var writes []string
 	for _, e := range l.kube.Events() {
@@ -1585,4 +1586,24 @@ func TestAKubernetesUpgradeIsRefusedWhileObjectsOfARemovedAPIRemain(t *testing.T
 	res = l.up(s, l.run(args(to)), func(ip string) { l.kube.SetKubeletVersion(l.talos.Node(ip).Hostname(), "v"+to) })
 	require.NoError(t, res.err)
 	assert.Equal(t, []string{"10.5.0.11"}, applied, "the control plane's phase ran")
+
+	// Before anything restarted, every node pulled the new version's
+	// images: a control plane its static pods', each node its kubelet's.
+	var pulls []string
+	for _, e := range l.talos.Events("ImagePull") {
+		pulls = append(pulls, e.Node+" "+e.Args)
+	}
+	assert.Equal(t, []string{
+		"10.5.0.11 namespace=NS_CRI image=registry.k8s.io/kube-apiserver:v" + to,
+		"10.5.0.11 namespace=NS_CRI image=registry.k8s.io/kube-controller-manager:v" + to,
+		"10.5.0.11 namespace=NS_CRI image=registry.k8s.io/kube-scheduler:v" + to,
+		"10.5.0.11 namespace=NS_SYSTEM image=ghcr.io/siderolabs/kubelet:v" + to,
+		"10.5.0.21 namespace=NS_SYSTEM image=ghcr.io/siderolabs/kubelet:v" + to,
+	}, pulls)
+	lastPull := l.talos.Events("ImagePull")[len(pulls)-1].Seq
+	for _, e := range l.talos.Events("ApplyConfiguration") {
+		if e.Seq > l.talos.Events("ImagePull")[0].Seq {
+			assert.Greater(t, e.Seq, lastPull, "no config applied before the last pull: %v", e)
+		}
+	}
 }

@@ -1,10 +1,16 @@
 package talos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 
 	"github.com/fluodata/talos-pulumi/internal/rollout"
 )
@@ -125,6 +131,13 @@ func (d *dayTwo) runKubernetesPhase(ctx context.Context, ops rollout.Ops, args *
 	if err := ops.CheckRemovedAPIs(ctx, from, d.kubernetes, d.deps.RemovedAPIs); err != nil {
 		return fmt.Errorf("unable to upgrade Kubernetes to %s (cluster.kubernetesVersion): %w", d.kubernetes, err)
 	}
+	pulls, err := d.prePulls(args.NewInputs)
+	if err != nil {
+		return err
+	}
+	if err := ops.PrePull(ctx, pulls); err != nil {
+		return err
+	}
 	for _, ip := range d.cps {
 		n := d.byIP(ip)
 		if !d.configured(ip) {
@@ -186,4 +199,42 @@ func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
 	d.settled[n.Name] = err
 	d.mu.Unlock()
 	return err
+}
+
+// prePulls are the images of the new Kubernetes version each running node
+// pulls before the first restarts (upgrade-k8s's prePullImages): every
+// control plane its API server's, controller manager's and scheduler's,
+// every node its kubelet's; read from a node's new config (the user's
+// patches may name other images). A node that joins in this run pulls its
+// own.
+func (d *dayTwo) prePulls(newInputs resource.PropertyMap) ([]rollout.Pull, error) {
+	merged, err := MergedConfig(newInputs)
+	var cfg config.Provider
+	if err == nil {
+		cfg, err = configloader.NewFromBytes(merged)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("unable to read the images of Kubernetes %s from the new config: %w", d.kubernetes, err)
+	}
+	nodes := slices.Collect(maps.Values(d.byApply))
+	rank := func(n rollout.Node) int {
+		if n.Role == RoleControlPlane {
+			return 0
+		}
+		return 1
+	}
+	slices.SortFunc(nodes, func(a, b rollout.Node) int { return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a.Name, b.Name)) })
+	var pulls []rollout.Pull
+	for _, n := range nodes {
+		if !d.configured(n.IP) {
+			continue
+		}
+		if n.Role == RoleControlPlane {
+			for _, image := range []string{cfg.Cluster().APIServer().Image(), cfg.Cluster().ControllerManager().Image(), cfg.Cluster().Scheduler().Image()} {
+				pulls = append(pulls, rollout.Pull{Node: n, Image: image})
+			}
+		}
+		pulls = append(pulls, rollout.Pull{Node: n, Image: cfg.Machine().Kubelet().Image(), System: true})
+	}
+	return pulls, nil
 }

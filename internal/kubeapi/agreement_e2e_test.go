@@ -173,9 +173,10 @@ func TestTheFakeAnswersAsTheRealAPIServer(t *testing.T) {
 		return nil, c.SetTaints(ctx, "worker-5", want, []string{"example.com/gone"})
 	})
 	got = ask("Nodes after SetTaints", admin, func(c *kubeapi.Client) (any, error) { return taintsOf(ctx, c, "worker-5") })
-	assert.Equal(t, []kubeapi.Taint{{Key: "example.com/other", Effect: "NoExecute"}, want[0], want[1]}, got.Value)
+	assert.Equal(t, []kubeapi.Taint{{Key: "example.com/other", Effect: "NoExecute"}, want[0], kubeapitest.NotReadyTaint, want[1]}, got.Value,
+		"the API server adds the not-ready taint to a Node it creates")
 	ask("SetTaints removing all", admin, func(c *kubeapi.Client) (any, error) {
-		return nil, c.SetTaints(ctx, "worker-5", nil, []string{"example.com/other", "example.com/pool", "example.com/new"})
+		return nil, c.SetTaints(ctx, "worker-5", nil, []string{"example.com/other", "example.com/pool", "example.com/new", kubeapitest.NotReadyTaint.Key})
 	})
 	got = ask("Nodes after removing all", admin, func(c *kubeapi.Client) (any, error) { return taintsOf(ctx, c, "worker-5") })
 	assert.Empty(t, got.Value)

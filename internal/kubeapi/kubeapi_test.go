@@ -119,10 +119,11 @@ func TestNodes(t *testing.T) {
 	s.AddNode(kubeapitest.NodeSpec{Name: "worker-1", Unschedulable: true})
 	nodes, err := newClient(t, s).Nodes(ctxT(t))
 	require.NoError(t, err)
+	notReady := []kubeapi.Taint{kubeapitest.NotReadyTaint} // the API server's, at creation
 	assert.Equal(t, []kubeapi.Node{
-		{Name: "cp-1", KubeletVersion: "v1.34.1", Ready: true, InternalIP: "10.5.0.11"},
-		{Name: "worker-1", KubeletVersion: "v1.34.1", Ready: true, Unschedulable: true},
-		{Name: "worker-2", KubeletVersion: "v1.33.5", InternalIP: "10.5.0.22"},
+		{Name: "cp-1", KubeletVersion: "v1.34.1", Ready: true, InternalIP: "10.5.0.11", Taints: notReady},
+		{Name: "worker-1", KubeletVersion: "v1.34.1", Ready: true, Unschedulable: true, Taints: notReady},
+		{Name: "worker-2", KubeletVersion: "v1.33.5", InternalIP: "10.5.0.22", Taints: notReady},
 	}, nodes)
 }
 
@@ -330,7 +331,8 @@ func TestSetTaints(t *testing.T) {
 	want := []kubeapi.Taint{{Key: "example.com/pool", Value: "gpu", Effect: "NoSchedule"}, {Key: "example.com/new", Effect: "PreferNoSchedule"}}
 	require.NoError(t, c.SetTaints(ctxT(t), "worker-1", want, []string{"example.com/gone"}))
 	n, _ := s.Node("worker-1")
-	assert.Equal(t, []kubeapi.Taint{want[0], other, want[1]}, n.Taints, "in place, the other owner's kept, the dropped one gone")
+	notReady := kubeapitest.NotReadyTaint
+	assert.Equal(t, []kubeapi.Taint{want[0], other, notReady, want[1]}, n.Taints, "in place, the other owners' kept, the dropped one gone")
 	require.NoError(t, c.SetTaints(ctxT(t), "worker-1", want, []string{"example.com/gone"}), "again: nothing to write")
 
 	// Another writer changes the Node between each read and write: the
@@ -339,7 +341,7 @@ func TestSetTaints(t *testing.T) {
 	s.RaceNodeWrites("worker-1", 2)
 	require.NoError(t, c.SetTaints(ctxT(t), "worker-1", nil, []string{"example.com/new"}))
 	n, _ = s.Node("worker-1")
-	assert.Equal(t, []kubeapi.Taint{want[0], other}, n.Taints)
+	assert.Equal(t, []kubeapi.Taint{want[0], other, notReady}, n.Taints)
 	s.RaceNodeWrites("worker-1", 100)
 	err := c.SetTaints(ctxT(t), "worker-1", nil, []string{"example.com/pool"})
 	assert.ErrorContains(t, err, `unable to set the taints of node "worker-1": kubernetes API PATCH /api/v1/nodes/worker-1: 409 Operation cannot be fulfilled`)

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 )
 
@@ -105,4 +108,32 @@ func majorMinor(v string) (int, int, bool) {
 	major, err1 := strconv.Atoi(parts[0])
 	minor, err2 := strconv.Atoi(parts[1])
 	return major, minor, err1 == nil && err2 == nil
+}
+
+// Pull is an image a node pulls before the upgrade that runs it.
+type Pull struct {
+	Node  Node
+	Image string
+	// System pulls it into containerd's system namespace (the kubelet's);
+	// else the CRI's (the static pods').
+	System bool
+}
+
+// PrePull pulls each image on its node before anything restarts, as
+// talosctl upgrade-k8s does: a node then restarts a component without
+// waiting for its image, and a registry that cannot serve it stops the
+// upgrade before any node moved. A Talos without the call is skipped,
+// saying so.
+func (o Ops) PrePull(ctx context.Context, pulls []Pull) error {
+	for _, p := range pulls {
+		o.logf("%s: pre-pulling %s", p.Node, p.Image)
+		err := o.API.PullImage(ctx, p.Node.IP, p.Image, p.System)
+		switch {
+		case status.Code(err) == codes.Unimplemented: // status.Code finds a wrapped status
+			o.logf("%s: its Talos cannot pre-pull images: skipped", p.Node)
+		case err != nil:
+			return fmt.Errorf("unable to pre-pull %s on %s (nothing was restarted yet): %w", p.Image, p.Node, err)
+		}
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
@@ -511,6 +512,21 @@ func (c *Client) Reboot(ctx context.Context, node string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("unable to reboot node %s: %w", node, err)
+	}
+	return nil
+}
+
+// PullImage implements API. The pull may take as long as an upgrade's.
+func (c *Client) PullImage(ctx context.Context, node, image string, system bool) error {
+	ns := common.ContainerdNamespace_NS_CRI
+	if system {
+		ns = common.ContainerdNamespace_NS_SYSTEM
+	}
+	err := c.call(ctx, node, c.upgradeTimeout, func(ctx context.Context, tc *client.Client) error {
+		return tc.ImagePull(ctx, ns, image) //nolint:staticcheck // upgrade-k8s's call in Talos 1.13 (removed in 1.18)
+	})
+	if err != nil {
+		return fmt.Errorf("unable to pull %s on node %s: %w", image, node, err)
 	}
 	return nil
 }

@@ -82,6 +82,13 @@ type API interface {
 	// control plane node has it; a worker answers with an error. It
 	// needs the os:admin role.
 	Kubeconfig(ctx context.Context, node string) ([]byte, error)
+	// PullImage pulls an image into the node's containerd: the system
+	// namespace (the kubelet's image) when system, else the CRI's (the
+	// static pods'), as talosctl upgrade-k8s pre-pulls them (talos v1.13.9
+	// pkg/cluster/kubernetes/talos_managed.go, prePullImages). A Talos
+	// without the call answers Unimplemented. It needs the os:operator
+	// role.
+	PullImage(ctx context.Context, node, image string, system bool) error
 }
 
 // UpgradeOptions are the flags of an upgrade. The reboot mode is Talos's

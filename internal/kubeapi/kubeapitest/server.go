@@ -357,6 +357,7 @@ func (s *Server) AddNode(spec NodeSpec) {
 	if spec.KubeletVersion == "" {
 		spec.KubeletVersion = DefaultVersion
 	}
+	spec.Taints = withNotReadyTaint(spec.Taints)
 	s.nodes[spec.Name] = &node{spec: spec, uid: s.uid()}
 }
 
@@ -623,4 +624,22 @@ func Serve(t testing.TB, h http.Handler) []byte {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return Kubeconfig(srv.URL, p.CA, p.ClientCert, p.ClientKey)
+}
+
+// NotReadyTaint is the taint the API server's TaintNodesByCondition
+// admission gives every Node it creates (the node lifecycle controller,
+// which the fake does not play, removes it once the node is Ready).
+var NotReadyTaint = kubeapi.Taint{Key: "node.kubernetes.io/not-ready", Effect: "NoSchedule"}
+
+// withNotReadyTaint is taints with NotReadyTaint after them unless one of
+// them has its key and effect, as kubernetes v1.35.4
+// plugin/pkg/admission/nodetaint/admission.go (addNotReadyTaint) does on
+// create.
+func withNotReadyTaint(taints []kubeapi.Taint) []kubeapi.Taint {
+	for _, t := range taints {
+		if t.Key == NotReadyTaint.Key && t.Effect == NotReadyTaint.Effect {
+			return taints
+		}
+	}
+	return append(slices.Clone(taints), NotReadyTaint)
 }

@@ -395,6 +395,7 @@ var rules = map[string]role.Set{
 	"EtcdMemberList":       role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"EtcdStatus":           role.MakeSet(role.Admin, role.Operator, role.Reader),
 	"Reboot":               role.MakeSet(role.Admin, role.Operator),
+	"ImagePull":            role.MakeSet(role.Admin, role.Operator),
 	"Reset":                role.MakeSet(role.Admin),
 	"ApplyConfiguration":   role.MakeSet(role.Admin),
 	"Upgrade":              role.MakeSet(role.Admin),
@@ -484,6 +485,8 @@ func describe(req any) string {
 	switch r := req.(type) {
 	case *machine.UpgradeRequest:
 		return fmt.Sprintf("image=%s stage=%t force=%t preserve=%t mode=%s", r.GetImage(), r.GetStage(), r.GetForce(), r.GetPreserve(), r.GetRebootMode())
+	case *machine.ImagePullRequest:
+		return "namespace=" + r.GetNamespace().String() + " image=" + r.GetReference()
 	case *machine.RebootRequest:
 		return "mode=" + r.GetMode().String()
 	case *machine.ApplyConfigurationRequest:
@@ -583,6 +586,13 @@ func (s *server) Upgrade(ctx context.Context, req *machine.UpgradeRequest) (*mac
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
 		Metadata: s.meta(), Ack: "Upgrade request received", ActorId: fmt.Sprintf("fake-%d", len(n.c.events)),
 	}}}, nil
+}
+
+// ImagePull pulls nothing: the image is there at once (its event says
+// which, in which namespace).
+func (s *server) ImagePull(context.Context, *machine.ImagePullRequest) (*machine.ImagePullResponse, error) {
+	defer s.lock()()
+	return &machine.ImagePullResponse{Messages: []*machine.ImagePull{{Metadata: s.meta()}}}, nil
 }
 
 func (s *server) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -131,7 +130,7 @@ func (d *dayTwo) runKubernetesPhase(ctx context.Context, ops rollout.Ops, args *
 	if err := ops.CheckRemovedAPIs(ctx, from, d.kubernetes, d.deps.RemovedAPIs); err != nil {
 		return fmt.Errorf("unable to upgrade Kubernetes to %s (cluster.kubernetesVersion): %w", d.kubernetes, err)
 	}
-	pulls, err := d.prePulls(args.NewInputs)
+	pulls, err := d.prePulls(ctx)
 	if err != nil {
 		return err
 	}
@@ -204,17 +203,31 @@ func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
 // prePulls are the images of the new Kubernetes version each running node
 // pulls before the first restarts (upgrade-k8s's prePullImages): every
 // control plane its API server's, controller manager's and scheduler's,
-// every node its kubelet's; read from a node's new config (the user's
-// patches may name other images). A node that joins in this run pulls its
-// own.
-func (d *dayTwo) prePulls(newInputs resource.PropertyMap) ([]rollout.Pull, error) {
-	merged, err := MergedConfig(newInputs)
+// every node its kubelet's; read from a running control plane's new config
+// (a worker's has no API server: its image would be the machinery's
+// default; the user's patches may name other images). A node that joins
+// in this run pulls its own.
+func (d *dayTwo) prePulls(ctx context.Context) ([]rollout.Pull, error) {
 	var cfg config.Provider
-	if err == nil {
-		cfg, err = configloader.NewFromBytes(merged)
+	for _, ip := range d.cps {
+		if !d.configured(ip) {
+			continue
+		}
+		nc, err := d.configs[d.byIP(ip).Name].get(ctx)
+		var merged []byte
+		if err == nil {
+			merged, err = mergeConfig(nc)
+		}
+		if err == nil {
+			cfg, err = configloader.NewFromBytes(merged)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("unable to read the images of Kubernetes %s from the new config of %s: %w", d.kubernetes, d.byIP(ip), err)
+		}
+		break
 	}
-	if err != nil {
-		return nil, fmt.Errorf("unable to read the images of Kubernetes %s from the new config: %w", d.kubernetes, err)
+	if cfg == nil {
+		return nil, nil // no running control plane: nothing runs to restart
 	}
 	nodes := slices.Collect(maps.Values(d.byApply))
 	rank := func(n rollout.Node) int {

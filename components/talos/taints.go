@@ -71,11 +71,11 @@ func checkTaints(p *inputs.Problems, path string, taints map[string]string) {
 
 // workerTaints is the taints a worker's apply registers its Node with
 // (machine.kubelet.extraConfig.registerWithTaints of its merged config,
-// see TaintsPatch); nil when none or when the config does not load.
-func workerTaints(inputs resource.PropertyMap) []kubeapi.Taint {
+// see TaintsPatch); false when the config does not load.
+func workerTaints(inputs resource.PropertyMap) ([]kubeapi.Taint, bool) {
 	config, err := MergedConfig(inputs)
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	dec := yaml.NewDecoder(strings.NewReader(string(config)))
 	for {
@@ -90,20 +90,22 @@ func workerTaints(inputs resource.PropertyMap) []kubeapi.Taint {
 			} `yaml:"machine"`
 		}
 		if dec.Decode(&doc) != nil {
-			return nil
+			return nil, false
 		}
 		if doc.Version == "v1alpha1" {
-			return doc.Machine.Kubelet.ExtraConfig.RegisterWithTaints
+			return doc.Machine.Kubelet.ExtraConfig.RegisterWithTaints, true
 		}
 	}
 }
 
 // taintChange is what a worker's Node needs when its apply goes from old
 // to new inputs: the taints it must carry and the keys it must lose;
-// changed is false when its config's taints stay as they were.
+// changed is false when its config's taints stay as they were, or when
+// either config does not load (nothing is removed on a guess).
 func taintChange(oldInputs, newInputs resource.PropertyMap) (want []kubeapi.Taint, drop []string, changed bool) {
-	before, after := workerTaints(oldInputs), workerTaints(newInputs)
-	if slices.Equal(before, after) {
+	before, okBefore := workerTaints(oldInputs)
+	after, okAfter := workerTaints(newInputs)
+	if !okBefore || !okAfter || slices.Equal(before, after) {
 		return nil, nil, false
 	}
 	for _, t := range before {

@@ -28,6 +28,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.19.20
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.103.0
 	github.com/aws/smithy-go v1.27.0
+	github.com/hashicorp/go-multierror v1.1.1
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/pulumi/pulumi-docker/sdk/v4 v4.11.0
 	github.com/pulumi/pulumi/pkg/v3 v3.256.0
@@ -130,7 +131,6 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/grpc-ecosystem/grpc-opentracing v0.0.0-20180507213350-8e809c8a8645 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
-	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/hashicorp/go-version v1.9.0 // indirect
 	github.com/hashicorp/hcl/v2 v2.24.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect

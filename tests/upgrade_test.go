@@ -96,11 +96,14 @@ func TestAnExistingStackAsksForTheSameAfterTheUpgrade(t *testing.T) {
 			assert.Equal(t, pinnedNodes(t, src), pins, "the nodes with KubeSpan or on rented servers, and only they, are pinned to their IP")
 			for urn := range got {
 				_, had := want[urn]
-				// The one resource added, the cluster's roster (issue 25):
-				// its create runs nothing and no hook (its hook runs on
-				// its updates, when nodes leave the stack).
+				// The resources added: the cluster's roster (issue 25),
+				// whose create runs nothing and no hook (its hook runs on
+				// its updates, when nodes leave the stack); each worker's
+				// taints (issue 51), whose create asks nothing of a worker
+				// without taints.
 				roster := strings.Contains(urn, "$command:local:Command::") && strings.HasSuffix(urn, talos.RosterSuffix)
-				assert.True(t, had || roster, "%s: new in this release", urn)
+				taints := strings.Contains(urn, "$command:local:Command::") && strings.Contains(urn, talos.TaintsSuffix)
+				assert.True(t, had || roster || taints, "%s: new in this release", urn)
 			}
 		})
 	}

@@ -175,7 +175,34 @@ func (b *build) node(n NodeSpec, previous []pulumi.Resource) (pulumi.Resource, e
 		return nil, fmt.Errorf("unable to create the membership of node %q: %w", n.Name, err)
 	}
 	b.c.Members[n.Name] = member
+	if n.Role == RoleWorker {
+		if err := b.taints(n, apply); err != nil {
+			return nil, err
+		}
+	}
 	return apply, nil
+}
+
+// taints registers a worker's taints resource after its apply: its
+// create or update sets them on the Node as the cluster's admin, which a
+// worker's own credentials may not (see TaintsPatch). The hook runs before
+// the step: a failure fails it, so the next up tries again. Deleted with
+// the secrets (a whole-stack destroy skips it); a removed worker's goes
+// without a call (its Node is deleted).
+func (b *build) taints(n NodeSpec, apply pulumi.Resource) error {
+	taintsName := b.name + TaintsSuffix + n.Name
+	opts := []pulumi.ResourceOption{b.parent, pulumi.DependsOn([]pulumi.Resource{apply}), pulumi.DeletedWith(b.secrets)}
+	for _, point := range []HookPoint{BeforeCreate, BeforeUpdate} {
+		hook, err := b.deps.Hooks.Bind(b.name+TaintsHookSuffix, point, taintsName, b.day2.setTaints)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, hook)
+	}
+	if _, err := local.NewCommand(b.ctx, taintsName, &local.CommandArgs{Environment: taintsEnv(n)}, opts...); err != nil {
+		return fmt.Errorf("unable to create the taints of node %q: %w", n.Name, err)
+	}
+	return nil
 }
 
 // access registers the bootstrap of etcd on the first control plane, the

@@ -204,7 +204,7 @@ func TestClusterGraph(t *testing.T) {
 
 			var waits []componentstest.Registered
 			for _, w := range m.ByType(componentstest.LocalCommand) {
-				if !strings.HasPrefix(w.Name, "lab"+talos.MemberSuffix) && w.Name != "lab"+talos.RosterSuffix {
+				if !strings.HasPrefix(w.Name, "lab"+talos.MemberSuffix) && !strings.HasPrefix(w.Name, "lab"+talos.TaintsSuffix) && w.Name != "lab"+talos.RosterSuffix {
 					waits = append(waits, w)
 				}
 			}

@@ -402,6 +402,26 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 			res.warnings = append(res.warnings, err)
 		}
 	}
+	// The workers' taints, after their applies: a create or update runs
+	// its before hook, whose failure stops the run and leaves the state.
+	for _, r := range p.engine.ByType(componentstest.LocalCommand) {
+		if !strings.HasPrefix(r.Name, "lab"+talos.TaintsSuffix) {
+			continue
+		}
+		old, ok := s[r.Name]
+		point := talos.BeforeCreate
+		switch {
+		case ok && old.DeepEquals(r.Inputs):
+			continue
+		case ok:
+			point = talos.BeforeUpdate
+		}
+		if err := p.fire(r.Name, point, &pulumi.ResourceHookArgs{URN: pulumi.URN(r.URN), Name: r.Name, OldInputs: old, NewInputs: r.Inputs}); err != nil {
+			res.err = err
+			return res
+		}
+		s[r.Name] = r.Inputs
+	}
 	// Memberships: creates run no hook, and every registration binds the
 	// hooks it names now (a same step too).
 	for _, m := range p.engine.ByType(componentstest.LocalCommand) {
@@ -426,6 +446,10 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 	// be registered in this run (the engine's "hook was not registered").
 	for name, inputs := range s {
 		if r := find(p.engine, name); r != nil || inputs["environment"].IsNull() || strings.HasPrefix(name, "hooks:") {
+			continue
+		}
+		if strings.HasPrefix(name, "lab"+talos.TaintsSuffix) {
+			delete(s, name) // no hook: its Node goes with the node
 			continue
 		}
 		if h, ok := s[hookKey(name)]; ok {
@@ -1480,9 +1504,10 @@ func TestAClusterOnTalos112MovesTo113OneNodeAtATime(t *testing.T) {
 
 // A worker's taints through their life: given in the stack after the
 // node runs, changed, then removed. Its kubelet may not change them
-// (NodeRestriction), so the settle after its apply sets them as admin:
+// (NodeRestriction), so its taints resource's hook sets them as admin:
 // the keys it had and lost go, another owner's stay, and a node whose
-// taints did not change is not written.
+// taints did not change is not written. A set that fails is tried again
+// by the next up.
 func TestAWorkersTaintsAreSetAfterItsApply(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, talosapitest.Topology(1, 2, oldTalos, 30*time.Millisecond)...)
@@ -1534,7 +1559,20 @@ func TestAWorkersTaintsAreSetAfterItsApply(t *testing.T) {
 			writes = append(writes, e.String())
 		}
 	}
-	assert.Equal(t, []string{"taint worker-1 200", "taint worker-2 200", "taint worker-1 200", "taint worker-1 200"}, writes, "worker-2's written once")
+	assert.ElementsMatch(t, []string{"taint worker-1 200", "taint worker-2 200", "taint worker-1 200", "taint worker-1 200"}, writes, "worker-2's written once")
+
+	// A set that fails (here: another writer wins every time) fails the
+	// run and leaves the state as it was: the next up tries again.
+	l.kube.RaceNodeWrites("worker-1", 100)
+	next := l.run(withTaints(map[string]string{"example.com/late": "NoSchedule"}))
+	res := l.up(s, next, nil)
+	require.Error(t, res.err)
+	assert.Contains(t, res.err.Error(), "lab-taints-worker-1")
+	assert.Contains(t, res.err.Error(), "409")
+	l.kube.RaceNodeWrites("worker-1", 0)
+	res = l.up(s, l.run(withTaints(map[string]string{"example.com/late": "NoSchedule"})), nil)
+	require.NoError(t, res.err)
+	assert.Equal(t, []kubeapi.Taint{kubeapitest.NotReadyTaint, {Key: "example.com/late", Effect: "NoSchedule"}}, taintsOf("worker-1"), "set by the next up")
 }
 
 // A Kubernetes upgrade while the cluster holds objects of an API the new

@@ -48,6 +48,10 @@ const (
 	// RejoinedHookSuffix: after that apply, the wait until the new machine
 	// is back and healthy, before the rollout goes on.
 	RejoinedHookSuffix = "-node-rejoined"
+	// TaintsHookSuffix: before a worker's taints resource (TaintsSuffix)
+	// is created or updated, its Kubernetes Node gets the taints (see
+	// dayTwo.setTaints).
+	TaintsHookSuffix = "-node-taints"
 )
 
 // Hooks binds resource hooks. The SDK's mock engine cannot register hooks

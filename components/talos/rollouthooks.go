@@ -175,8 +175,7 @@ func (d *dayTwo) earlierSettled(n rollout.Node) error {
 }
 
 // settle runs after a node's config apply: it waits until the node is back
-// (from a reboot the change needed) and healthy; then a worker whose
-// taints changed gets them on its Node (see TaintsPatch).
+// (from a reboot the change needed) and healthy.
 func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
 	n, err := d.node(args.Name)
 	if err != nil {
@@ -190,9 +189,6 @@ func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
 		booted, reboot := d.booted[n.Name], d.reboots[n.Name]
 		d.mu.Unlock()
 		err = ops.SettleAfter(ctx, n, booted, d.kubernetes, reboot)
-	}
-	if want, drop, changed := taintChange(args.OldInputs, args.NewInputs); err == nil && changed && n.Role == RoleWorker {
-		err = ops.SetTaints(ctx, n, want, drop)
 	}
 	d.mu.Lock()
 	d.settled[n.Name] = err

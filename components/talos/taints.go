@@ -1,6 +1,7 @@
 package talos
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,8 +10,8 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"github.com/siderolabs/talos/pkg/machinery/labels"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
@@ -22,8 +23,8 @@ import (
 // config. A worker's kubelet may not change its Node's taints (the API
 // server's NodeRestriction refuses it, so Talos's own apply of
 // machine.nodeTaints fails there): the kubelet registers the Node with
-// them (registerWithTaints: no pod lands before them), and the settle hook
-// changes them later as the cluster's admin (workerTaints).
+// them (registerWithTaints: no pod lands before them), and the worker's
+// taints resource (TaintsSuffix) sets them later as the cluster's admin.
 func TaintsPatch(role Role, taints map[string]string) string {
 	if role == RoleControlPlane {
 		return render(map[string]any{"machine": map[string]any{"nodeTaints": taints}})
@@ -69,49 +70,72 @@ func checkTaints(p *inputs.Problems, path string, taints map[string]string) {
 	}
 }
 
-// workerTaints is the taints a worker's apply registers its Node with
-// (machine.kubelet.extraConfig.registerWithTaints of its merged config,
-// see TaintsPatch); false when the config does not load.
-func workerTaints(inputs resource.PropertyMap) ([]kubeapi.Taint, bool) {
-	config, err := MergedConfig(inputs)
-	if err != nil {
-		return nil, false
-	}
-	dec := yaml.NewDecoder(strings.NewReader(string(config)))
-	for {
-		var doc struct {
-			Version string `yaml:"version"`
-			Machine struct {
-				Kubelet struct {
-					ExtraConfig struct {
-						RegisterWithTaints []kubeapi.Taint `yaml:"registerWithTaints"`
-					} `yaml:"extraConfig"`
-				} `yaml:"kubelet"`
-			} `yaml:"machine"`
-		}
-		if dec.Decode(&doc) != nil {
-			return nil, false
-		}
-		if doc.Version == "v1alpha1" {
-			return doc.Machine.Kubelet.ExtraConfig.RegisterWithTaints, true
-		}
+// TaintsSuffix names a worker's taints resource (after the cluster's
+// name, before the node's).
+const TaintsSuffix = "-taints-"
+
+// taintsEnvKey holds a worker's taints, as JSON, in its taints resource's
+// environment.
+const taintsEnvKey = "NODE_TAINTS"
+
+// taintsEnv is a worker's taints resource's environment: the node, and its
+// taints as Kubernetes taints by key.
+func taintsEnv(n NodeSpec) pulumi.StringMap {
+	taints, _ := json.Marshal(taintList(n.Taints)) // strings only: never fails
+	return pulumi.StringMap{
+		"NODE_NAME":  pulumi.String(n.Name),
+		"NODE_IP":    pulumi.String(n.IP),
+		taintsEnvKey: pulumi.String(string(taints)),
 	}
 }
 
-// taintChange is what a worker's Node needs when its apply goes from old
-// to new inputs: the taints it must carry and the keys it must lose;
-// changed is false when its config's taints stay as they were, or when
-// either config does not load (nothing is removed on a guess).
-func taintChange(oldInputs, newInputs resource.PropertyMap) (want []kubeapi.Taint, drop []string, changed bool) {
-	before, okBefore := workerTaints(oldInputs)
-	after, okAfter := workerTaints(newInputs)
-	if !okBefore || !okAfter || slices.Equal(before, after) {
-		return nil, nil, false
+// taintsOf reads the taints a taints resource's inputs carry; false when
+// there are no inputs (a create) or they do not read.
+func taintsOf(inputs resource.PropertyMap) ([]kubeapi.Taint, bool) {
+	env := PlainValue(inputs["environment"])
+	if !env.IsObject() {
+		return nil, false
 	}
-	for _, t := range before {
-		if !slices.ContainsFunc(after, func(a kubeapi.Taint) bool { return a.Key == t.Key }) {
+	v := PlainValue(env.ObjectValue()[taintsEnvKey])
+	if !v.IsString() {
+		return nil, false
+	}
+	var taints []kubeapi.Taint
+	if err := json.Unmarshal([]byte(v.StringValue()), &taints); err != nil {
+		return nil, false
+	}
+	return taints, true
+}
+
+// setTaints runs before a worker's taints resource is created or updated:
+// its Node gets the new taints and loses the keys only the old ones had.
+// A Node not registered yet is left to its kubelet, which registers it
+// with them. Its error fails the step: the state keeps the old taints, and
+// the next up tries again.
+func (d *dayTwo) setTaints(args *pulumi.ResourceHookArgs) error {
+	want, ok := taintsOf(args.NewInputs)
+	if !ok {
+		return fmt.Errorf("unable to read the taints of %s", args.Name)
+	}
+	old, _ := taintsOf(args.OldInputs)
+	var drop []string
+	for _, t := range old {
+		if !slices.ContainsFunc(want, func(w kubeapi.Taint) bool { return w.Key == t.Key }) {
 			drop = append(drop, t.Key)
 		}
 	}
-	return after, drop, true
+	if len(want) == 0 && len(drop) == 0 {
+		return nil // none to set, none to remove: nothing is asked
+	}
+	n, err := d.node(d.applyPrefix + PlainValue(PlainValue(args.NewInputs["environment"]).ObjectValue()["NODE_NAME"]).StringValue())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := d.hookContext()
+	defer cancel()
+	ops, err := d.ops(ctx, args.URN)
+	if err != nil {
+		return err
+	}
+	return ops.SetTaints(ctx, n, want, drop)
 }

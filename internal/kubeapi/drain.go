@@ -151,7 +151,12 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 					pod.gone = true
 					continue
 				case errors.As(err, &apiErr) && apiErr.Code == http.StatusTooManyRequests:
-					pod.reason = blockedReason(apiErr)
+					// An answer without text (its body cut off by the
+					// drain's deadline) keeps the reason an earlier one
+					// gave: the budget that refuses is the same.
+					if apiErr.Message != "" || len(apiErr.Causes) > 0 || !strings.HasPrefix(pod.reason, "blocked") && !strings.HasPrefix(pod.reason, "eviction refused") {
+						pod.reason = blockedReason(apiErr)
+					}
 					if opts.SkipWaitForDelete {
 						pod.skipped, pod.reason = true, "not evicted: "+pod.reason
 						continue

@@ -482,7 +482,7 @@ func main() {
 				Bridge: pulumi.StringRef("vmbr1"), Bios: func() *tc.ProxmoxBios { b := tc.ProxmoxBiosOvmf; return &b }(),
 			},
 			Nodes: []tc.ProxmoxNodeArgs{
-				{Name: "cp-0", Role: tc.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: "pve", VmId: 110, Memory: pulumi.Int(6144)},
+				{Name: "cp-0", Role: tc.RoleControlplane, Ip: "10.10.0.10", ProxmoxNode: pulumi.StringRef("pve"), VmId: pulumi.IntRef(110), Memory: pulumi.Int(6144)},
 			},
 		})
 		if err != nil {

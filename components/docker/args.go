@@ -216,20 +216,12 @@ type Pool struct {
 	Memory int `pulumi:"memory,optional"`
 }
 
-// nodes are the pool's workers (inputs.PoolNodeName, inputs.PoolAddress);
-// none for a count out of range, which check refuses.
+// nodes are the pool's workers (inputs.PoolMembers).
 func (pl Pool) nodes() []Node {
-	if inputs.PoolCountProblem(pl.Count) != "" {
-		return nil
-	}
-	out := make([]Node, 0, pl.Count)
-	for n := range pl.Count {
-		ip, ok := inputs.PoolAddress(pl.IP, n)
-		if !ok {
-			ip = pl.IP
-		}
+	var out []Node
+	for _, m := range inputs.PoolMembers(pl.Name, pl.Count, pl.IP) {
 		out = append(out, Node{
-			Name: inputs.PoolNodeName(pl.Name, n), Role: talos.RoleWorker, IP: ip,
+			Name: m.Name, Role: talos.RoleWorker, IP: m.IP,
 			Patches: pl.Patches, Labels: pl.Labels, Taints: pl.Taints, Cores: pl.Cores, Memory: pl.Memory,
 		})
 	}

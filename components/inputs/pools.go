@@ -32,6 +32,30 @@ func PoolAddress(first string, n int) (string, bool) {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String(), true
 }
 
+// PoolMember is one node of a pool: its index, name and address.
+type PoolMember struct {
+	Index    int
+	Name, IP string
+}
+
+// PoolMembers are a pool's nodes (PoolNodeName, PoolAddress; an address
+// that cannot be derived stays firstIP, for the node checks to name);
+// none for a count out of range, which CheckPool refuses.
+func PoolMembers(pool string, count int, firstIP string) []PoolMember {
+	if PoolCountProblem(count) != "" {
+		return nil
+	}
+	out := make([]PoolMember, 0, count)
+	for n := range count {
+		ip, ok := PoolAddress(firstIP, n)
+		if !ok {
+			ip = firstIP
+		}
+		out = append(out, PoolMember{Index: n, Name: PoolNodeName(pool, n), IP: ip})
+	}
+	return out
+}
+
 // PoolCountProblem is what is wrong with a pool's count; "" when nothing.
 func PoolCountProblem(count int) string {
 	if count < 0 || count > MaxPoolCount {

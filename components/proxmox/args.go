@@ -117,20 +117,12 @@ type Pool struct {
 	Taints map[string]string `pulumi:"taints,optional"`
 }
 
-// nodes are the pool's workers (inputs.PoolNodeName, inputs.PoolAddress);
-// none for a count out of range, which checkPools refuses.
+// nodes are the pool's workers (inputs.PoolMembers).
 func (pl Pool) nodes() []Node {
-	if inputs.PoolCountProblem(pl.Count) != "" {
-		return nil
-	}
-	out := make([]Node, 0, pl.Count)
-	for n := range pl.Count {
-		ip, ok := inputs.PoolAddress(pl.IP, n)
-		if !ok {
-			ip = pl.IP
-		}
+	var out []Node
+	for _, m := range inputs.PoolMembers(pl.Name, pl.Count, pl.IP) {
 		out = append(out, Node{
-			Name: inputs.PoolNodeName(pl.Name, n), Role: talos.RoleWorker, IP: ip, VMID: pl.VMID + n,
+			Name: m.Name, Role: talos.RoleWorker, IP: m.IP, VMID: pl.VMID + m.Index,
 			ProxmoxNode: pl.ProxmoxNode, Host: pl.Host, Cores: pl.Cores, Memory: pl.Memory, DiskSize: pl.DiskSize, DataDiskSize: pl.DataDiskSize,
 			InstallDisk: pl.InstallDisk, Patches: pl.Patches, Labels: pl.Labels, Taints: pl.Taints,
 		})

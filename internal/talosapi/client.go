@@ -18,11 +18,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -831,4 +834,30 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.left -= int64(n)
 	return n, err
+}
+
+// Manifests implements API. It lists the node's k8s.Manifest resources as
+// upstream's manifest sync does (go-kubernetes v0.2.36
+// kubernetes/manifests/get.go:18-38, GetBootstrapManifests, called by
+// talos v1.13.9 pkg/cluster/kubernetes/talos_managed.go:483-497 with the
+// first node of the call): every object of every resource, in list order.
+func (c *Client) Manifests(ctx context.Context, node string) ([]map[string]any, error) {
+	var out []map[string]any
+	err := c.call(ctx, node, c.readTimeout, func(ctx context.Context, tc *client.Client) error {
+		items, err := safe.StateList[*k8s.Manifest](ctx, tc.COSI, resource.NewMetadata(k8s.ControlPlaneNamespaceName, k8s.ManifestType, "", resource.VersionUndefined))
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for m := range items.All() {
+			for _, o := range m.TypedSpec().Items {
+				out = append(out, o.Object)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unable to read the bootstrap manifests of node %s: %w", node, err)
+	}
+	return out, nil
 }

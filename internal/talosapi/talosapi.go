@@ -89,6 +89,12 @@ type API interface {
 	// without the call answers Unimplemented. It needs the os:operator
 	// role.
 	PullImage(ctx context.Context, node, image string, system bool) error
+	// Manifests returns the objects of the bootstrap manifests the node
+	// renders (its k8s.Manifest resources, namespace controlplane, read
+	// through the COSI State API, in the order of their IDs), as
+	// talosctl upgrade-k8s reads them to sync them after an upgrade. A
+	// worker renders none: an empty list.
+	Manifests(ctx context.Context, node string) ([]map[string]any, error)
 }
 
 // UpgradeOptions are the flags of an upgrade. The reboot mode is Talos's

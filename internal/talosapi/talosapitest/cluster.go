@@ -180,6 +180,7 @@ type Cluster struct {
 
 	mu          sync.Mutex
 	nodes       []*Node
+	manifests   []Manifest // what control planes render (SetManifests)
 	byIP        map[string]*Node
 	members     []*member
 	memberSeq   int

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/api/storage"
@@ -70,6 +71,8 @@ type Node struct {
 	// etcdState, when set, is the etcd service's state ServiceList gives
 	// ("-" for no etcd service at all), whatever the node's etcd does.
 	etcdState string
+	// cosi holds the node's COSI resources (see registerCOSI).
+	cosi state.State
 	// maintenance: booted from the ISO, waiting for its config;
 	// installed: it took one in maintenance mode (its certificate is then
 	// made at each boot, from the cluster's OS CA).
@@ -208,6 +211,7 @@ func (n *Node) listen() error {
 		grpc.UnaryInterceptor(n.intercept), grpc.StreamInterceptor(n.interceptStream))
 	machine.RegisterMachineServiceServer(srv, &server{n: n})
 	storage.RegisterStorageServiceServer(srv, &storageServer{n: n})
+	n.registerCOSI(srv)
 	n.srv, n.lis = srv, l
 	go func() { _ = srv.Serve(l) }()
 	return nil
@@ -405,6 +409,10 @@ var rules = map[string]role.Set{
 	"Bootstrap":            role.MakeSet(role.Admin),
 	"EtcdRecover":          role.MakeSet(role.Admin),
 	"EtcdSnapshot":         role.MakeSet(role.Admin, role.Operator, role.EtcdBackup),
+	// COSI reads (/cosi.resource.State/Get, List), as machined authorizes
+	// them (talos v1.13.9 internal/app/machined/pkg/system/services/machined.go:118-119).
+	"Get":  role.MakeSet(role.Admin, role.Operator, role.Reader),
+	"List": role.MakeSet(role.Admin, role.Operator, role.Reader),
 }
 
 // intercept records every call, refuses calls while the node is down (a

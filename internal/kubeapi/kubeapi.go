@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -144,6 +145,7 @@ type Client struct {
 	server  string
 	timeout time.Duration
 	http    *http.Client
+	kinds   sync.Map // apiVersion/kind: mapping (see mapKind)
 }
 
 // New returns a Client for the current context of kubeconfig: its

@@ -31,6 +31,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.admin(access{"get", "pods", ""}, s.getPod))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/pods/{name}/eviction", s.admin(access{"create", "pods", "eviction"}, s.evict))
 	mux.HandleFunc("GET /apis/{group}/{version}/{resource}", s.admin(access{"list", "", ""}, s.listObjects))
+	s.manifestRoutes(mux) // applied.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("the server could not find the requested resource (%s %s)", r.Method, r.URL.Path), nil)
 	})

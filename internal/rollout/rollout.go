@@ -97,6 +97,13 @@ type Kube interface {
 	StaticPods(ctx context.Context, node string) ([]kubeapi.StaticPod, error)
 	SetTaints(ctx context.Context, node string, want []kubeapi.Taint, drop []string) error
 	Objects(ctx context.Context, r kubeapi.APIResource, limit int) ([]kubeapi.ObjectRef, error)
+	// The bootstrap manifests' sync (SyncManifests).
+	Inventory(ctx context.Context, namespace, name string) ([]string, error)
+	WriteInventory(ctx context.Context, namespace, name string, keys []string) error
+	ApplyObject(ctx context.Context, obj map[string]any, opts kubeapi.ApplyOptions) (map[string]any, error)
+	GetObject(ctx context.Context, apiVersion, kind, namespace, name string) (map[string]any, error)
+	DeleteObject(ctx context.Context, apiVersion, kind, namespace, name string) error
+	PreferredVersion(ctx context.Context, group string) (string, error)
 }
 
 // ControlPlaneComponents are the static pods of a control plane, by the

@@ -13,10 +13,14 @@ import (
 	"github.com/fluodata/talos-pulumi/internal/progress"
 )
 
-// Defaults of DrainOptions.
+// Defaults of DrainOptions: kubectl drain's intervals (k8s.io/kubectl
+// v0.37.2): pkg/drain/drain.go:359 checks every second whether an evicted
+// pod is gone, pkg/cmd/drain/drain.go:155 asks again 5 s after an
+// eviction refused for now (429). kubectl's own timeout is none.
 const (
 	DefaultDrainTimeout = 5 * time.Minute
-	DefaultDrainPoll    = 2 * time.Second
+	DefaultDrainPoll    = time.Second
+	DefaultEvictRetry   = 5 * time.Second
 )
 
 // DefaultProgressEvery is how often a drain reports what it waits for,
@@ -28,9 +32,15 @@ type DrainOptions struct {
 	// Timeout bounds the evictions and the wait for the evicted pods to
 	// be gone (default DefaultDrainTimeout).
 	Timeout time.Duration
-	// Poll is the interval between two rounds of evictions refused for now
-	// and checks of the pods still terminating (default DefaultDrainPoll).
+	// Poll is the interval between two checks of the pods still
+	// terminating (default DefaultDrainPoll).
 	Poll time.Duration
+	// EvictRetry is how long after an eviction refused for now (a
+	// PodDisruptionBudget's 429, a namespace being deleted) the pod's
+	// eviction is asked again: DefaultEvictRetry, kubectl's, when neither
+	// it nor Poll is set; Poll when only Poll is (one interval for both,
+	// as before EvictRetry existed).
+	EvictRetry time.Duration
 	// SkipWaitForDelete is for a node whose kubelet is gone (the machine
 	// is off): only the kubelet confirms that a pod's containers stopped,
 	// so the pods evicted from such a node stay terminating until its Node
@@ -55,7 +65,8 @@ type DrainOptions struct {
 type DrainResult struct {
 	// Skipped are the pods a drain with SkipWaitForDelete did not wait
 	// for, as "namespace/name (reason)", sorted: evicted and still
-	// terminating, or not evicted (a PodDisruptionBudget refused).
+	// terminating, or not evicted (refused for now: a
+	// PodDisruptionBudget, a namespace being deleted).
 	Skipped []string
 }
 
@@ -66,11 +77,12 @@ const mirrorAnnotation = "kubernetes.io/config.mirror"
 // podObject is the part of a Pod object Drain reads.
 type podObject struct {
 	Metadata struct {
-		Name            string            `json:"name"`
-		Namespace       string            `json:"namespace"`
-		UID             string            `json:"uid"`
-		Annotations     map[string]string `json:"annotations"`
-		OwnerReferences []ownerReference  `json:"ownerReferences"`
+		Name              string            `json:"name"`
+		Namespace         string            `json:"namespace"`
+		UID               string            `json:"uid"`
+		DeletionTimestamp string            `json:"deletionTimestamp"`
+		Annotations       map[string]string `json:"annotations"`
+		OwnerReferences   []ownerReference  `json:"ownerReferences"`
 	} `json:"metadata"`
 	Status struct {
 		Phase string `json:"phase"`
@@ -78,26 +90,58 @@ type podObject struct {
 }
 
 type ownerReference struct {
-	Kind string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Controller *bool  `json:"controller"`
+}
+
+// controller is the pod's controller: its first owner reference marked
+// controller, as metav1.GetControllerOf reads it; nil when none is.
+func (o *podObject) controller() *ownerReference {
+	for i, r := range o.Metadata.OwnerReferences {
+		if r.Controller != nil && *r.Controller {
+			return &o.Metadata.OwnerReferences[i]
+		}
+	}
+	return nil
+}
+
+// finished says the pod's containers ended for good (Succeeded, Failed).
+func (o *podObject) finished() bool {
+	return o.Status.Phase == "Succeeded" || o.Status.Phase == "Failed"
 }
 
 // drained is a pod Drain moves.
 type drained struct {
 	namespace, name, uid string
-	evicted, gone        bool
+	// deleting: its metadata.deletionTimestamp was set when last read.
+	deleting      bool
+	evicted, gone bool
 	// skipped: a drain with SkipWaitForDelete does not wait for it.
 	skipped bool
+	// failed is why the drain gave up on it (a refusal other than one for
+	// now): it goes on with the others, as kubectl does, and fails at
+	// their end.
+	failed error
+	// retryAt is when an eviction refused for now is asked again.
+	retryAt time.Time
 	// reason is why the pod is still there, for the timeout's message.
 	reason string
 }
 
 func (p *drained) String() string { return p.namespace + "/" + p.name }
 
-// Drain empties the node as kubectl drain does: it cordons it, evicts (with
-// PodDisruptionBudgets) every pod but DaemonSets', mirror and finished ones,
-// unmanaged and emptyDir pods too since the node is going, and waits until they
-// are gone. A 429 is retried every opts.Poll until opts.Timeout (ErrDrainTimeout,
-// naming the pods left); any other refusal stops it. The node stays cordoned.
+// Drain empties the node as `kubectl drain --ignore-daemonsets
+// --delete-emptydir-data --force` (k8s.io/kubectl v0.37.2, pkg/drain) does
+// and Talos's upgrade drain: it cordons it, evicts (with
+// PodDisruptionBudgets, each pod's own grace period) every pod but the
+// mirror pods and the unfinished pods of a DaemonSet that exists, unmanaged
+// and emptyDir pods too since the node is going, and waits until they are
+// gone. An eviction refused for now (429, or 403 in a namespace being
+// deleted) is asked again every opts.EvictRetry until opts.Timeout
+// (ErrDrainTimeout, naming the pods left); any other refusal fails the
+// drain once the other pods are gone. The node stays cordoned.
 func (c *Client) Drain(ctx context.Context, node string, opts DrainOptions) error {
 	_, err := c.DrainWithResult(ctx, node, opts)
 	return err
@@ -106,6 +150,12 @@ func (c *Client) Drain(ctx context.Context, node string, opts DrainOptions) erro
 // DrainWithResult is Drain, and returns the pods it did not wait for
 // (DrainOptions.SkipWaitForDelete).
 func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOptions) (DrainResult, error) {
+	if opts.EvictRetry <= 0 {
+		opts.EvictRetry = DefaultEvictRetry
+		if opts.Poll > 0 {
+			opts.EvictRetry = opts.Poll
+		}
+	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultDrainTimeout
 	}
@@ -138,10 +188,21 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 	for {
 		n := 0
 		for _, pod := range pods {
-			if pod.gone || pod.skipped {
+			if pod.gone || pod.skipped || pod.failed != nil {
 				continue
 			}
 			if !pod.evicted {
+				if time.Now().Before(pod.retryAt) {
+					n++
+					continue
+				}
+				if !pod.retryAt.IsZero() {
+					// kubectl reads the pod again before it asks again
+					// (pkg/drain/drain.go:346-350): a pod of the same name
+					// (a StatefulSet's) is the one then evicted and waited
+					// for, one being deleted meanwhile is waited for.
+					c.refresh(dctx, pod)
+				}
 				err := c.evict(dctx, pod)
 				var apiErr *APIError
 				switch {
@@ -161,13 +222,31 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 						pod.skipped, pod.reason = true, "not evicted: "+pod.reason
 						continue
 					}
+					pod.retryAt = time.Now().Add(opts.EvictRetry)
 					n++
 					continue
+				case errors.As(err, &apiErr) && namespaceTerminating(apiErr, pod.namespace):
+					// As kubectl (pkg/drain/drain.go:330-340): a pod
+					// already being deleted is waited for, another is
+					// asked again until the namespace's deletion deletes
+					// it.
+					if !pod.deleting {
+						pod.reason = "eviction refused for now: namespace " + pod.namespace + " is being deleted"
+						if opts.SkipWaitForDelete {
+							pod.skipped, pod.reason = true, "not evicted: "+pod.reason
+							continue
+						}
+						pod.retryAt = time.Now().Add(opts.EvictRetry)
+						n++
+						continue
+					}
+					pod.evicted, pod.reason = true, "still terminating"
 				default:
 					if serr := stopped(); serr != nil {
 						return DrainResult{}, serr
 					}
-					return DrainResult{}, fmt.Errorf("unable to drain node %q: unable to evict pod %s: %w", node, pod, err)
+					pod.failed, pod.reason = fmt.Errorf("unable to evict pod %s: %w", pod, err), "eviction failed"
+					continue
 				}
 			}
 			gone, err := c.podGone(dctx, pod)
@@ -175,7 +254,8 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 				if serr := stopped(); serr != nil {
 					return DrainResult{}, serr
 				}
-				return DrainResult{}, fmt.Errorf("unable to drain node %q: unable to read pod %s: %w", node, pod, err)
+				pod.failed, pod.reason = fmt.Errorf("unable to read pod %s: %w", pod, err), "evicted, unable to read"
+				continue
 			}
 			switch {
 			case gone:
@@ -188,6 +268,17 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 		}
 		p.Saw(left(pods, "left"))
 		if n == 0 {
+			// As kubectl (pkg/drain/drain.go:378-389): the pods whose
+			// eviction failed fail the drain once the others are done.
+			var failed []error
+			for _, pod := range pods {
+				if pod.failed != nil {
+					failed = append(failed, pod.failed)
+				}
+			}
+			if len(failed) > 0 {
+				return DrainResult{}, fmt.Errorf("unable to drain node %q: %w", node, errors.Join(failed...))
+			}
 			return DrainResult{Skipped: describe(pods, func(p *drained) bool { return p.skipped })}, nil
 		}
 		select {
@@ -218,7 +309,33 @@ func left(pods []*drained, verb string) string {
 	return fmt.Sprintf("%d pod(s) %s: %s", len(stuck), verb, strings.Join(stuck, ", "))
 }
 
-// podsToEvict lists the pods on the node that Drain evicts.
+// PodsToEvict lists, as "namespace/name" in the API server's order, the
+// pods on the node that Drain evicts: those kubectl's
+// drain.Helper{Force: true, IgnoreAllDaemonSets: true, DeleteEmptyDirData:
+// true, GracePeriodSeconds: -1}.GetPodsForDeletion returns (k8s.io/kubectl
+// v0.37.2; tools/drainparity holds it to that on the real kube-apiserver).
+func (c *Client) PodsToEvict(ctx context.Context, node string) ([]string, error) {
+	pods, err := c.podsToEvict(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		names = append(names, p.String())
+	}
+	return names, nil
+}
+
+// podsToEvict lists the pods on the node that Drain evicts, with kubectl's
+// filters (k8s.io/kubectl v0.37.2 pkg/drain/filters.go:152-161, in their
+// order) under --ignore-daemonsets --delete-emptydir-data --force: a pod
+// already being deleted is evicted too (skipDeletedFilter, :252-263, skips
+// none without --skip-wait-for-delete-timeout); a DaemonSet's is not
+// (daemonSetFilter, :179-209), but when it finished or its DaemonSet is
+// gone; a mirror pod is not (mirrorPodFilter, :211-216), even finished;
+// emptyDir and unmanaged pods are (localStorageFilter and
+// unreplicatedFilter, :218-250, let them go with these flags). A DaemonSet
+// that cannot be read fails the drain before any eviction, as kubectl's.
 func (c *Client) podsToEvict(ctx context.Context, node string) ([]*drained, error) {
 	var list struct {
 		Items []podObject `json:"items"`
@@ -227,30 +344,70 @@ func (c *Client) podsToEvict(ctx context.Context, node string) ([]*drained, erro
 	if err := c.do(ctx, http.MethodGet, "/api/v1/pods", q, "", nil, &list); err != nil {
 		return nil, fmt.Errorf("unable to list pods of node %q: %w", node, err)
 	}
+	// daemonSets says, by namespace/name, whether a DaemonSet exists: read
+	// once per drain.
+	daemonSets := map[string]bool{}
 	var pods []*drained
 	for _, o := range list.Items {
-		if o.Status.Phase == "Succeeded" || o.Status.Phase == "Failed" {
-			continue
+		// filters.go:173-177: a DaemonSet of apps/v1, the pod's controller
+		// (filters.go:186), not any owner of that kind.
+		if ref := o.controller(); ref != nil && ref.Kind == "DaemonSet" && ref.APIVersion == "apps/v1" && !o.finished() {
+			key := o.Metadata.Namespace + "/" + ref.Name
+			exists, read := daemonSets[key]
+			if !read {
+				var err error
+				exists, err = c.daemonSetExists(ctx, o.Metadata.Namespace, ref.Name)
+				if err != nil {
+					return nil, fmt.Errorf("unable to tell whether pod %s/%s is a DaemonSet's: %w", o.Metadata.Namespace, o.Metadata.Name, err)
+				}
+				daemonSets[key] = exists
+			}
+			if exists {
+				continue
+			}
 		}
 		if _, mirror := o.Metadata.Annotations[mirrorAnnotation]; mirror {
 			continue
 		}
-		if slices.ContainsFunc(o.Metadata.OwnerReferences, func(r ownerReference) bool { return r.Kind == "DaemonSet" }) {
-			continue
-		}
-		pods = append(pods, &drained{namespace: o.Metadata.Namespace, name: o.Metadata.Name, uid: o.Metadata.UID, reason: "not evicted yet"})
+		pods = append(pods, &drained{
+			namespace: o.Metadata.Namespace, name: o.Metadata.Name, uid: o.Metadata.UID,
+			deleting: o.Metadata.DeletionTimestamp != "", reason: "not evicted yet",
+		})
 	}
 	return pods, nil
 }
 
-// evict posts the pod's Eviction.
+// daemonSetExists reads the DaemonSet (apps/v1): false when it is not
+// found.
+func (c *Client) daemonSetExists(ctx context.Context, namespace, name string) (bool, error) {
+	path := "/apis/apps/v1/namespaces/" + url.PathEscape(namespace) + "/daemonsets/" + url.PathEscape(name)
+	err := c.do(ctx, http.MethodGet, path, nil, "", nil, nil)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// evict posts the pod's Eviction, with the DeleteOptions kubectl sends for
+// --grace-period=-1 (pkg/drain/drain.go:135-166): none set, so that the
+// pod's own terminationGracePeriodSeconds applies.
 func (c *Client) evict(ctx context.Context, p *drained) error {
 	eviction := map[string]any{
-		"apiVersion": "policy/v1",
-		"kind":       "Eviction",
-		"metadata":   map[string]string{"name": p.name, "namespace": p.namespace},
+		"apiVersion":    "policy/v1",
+		"kind":          "Eviction",
+		"metadata":      map[string]string{"name": p.name, "namespace": p.namespace},
+		"deleteOptions": map[string]any{},
 	}
 	return c.do(ctx, http.MethodPost, podPath(p.namespace, p.name)+"/eviction", nil, "application/json", eviction, nil)
+}
+
+// refresh reads the pod again: its UID and whether it is being deleted.
+// An error leaves them as they were (the eviction that follows tells).
+func (c *Client) refresh(ctx context.Context, p *drained) {
+	var o podObject
+	if err := c.do(ctx, http.MethodGet, podPath(p.namespace, p.name), nil, "", nil, &o); err == nil {
+		p.uid, p.deleting = o.Metadata.UID, o.Metadata.DeletionTimestamp != ""
+	}
 }
 
 // podGone reports whether the evicted pod is gone: deleted, or replaced by
@@ -265,6 +422,16 @@ func (c *Client) podGone(ctx context.Context, p *drained) (bool, error) {
 		return false, err
 	}
 	return o.Metadata.UID != p.uid, nil
+}
+
+// namespaceTerminating says the eviction was refused because the pod's
+// namespace is being deleted: 403 with the cause the NamespaceLifecycle
+// admission plugin gives (k8s.io/apiserver
+// pkg/admission/plugin/namespace/lifecycle/admission.go, cause
+// NamespaceTerminating, whose message is read here: APIError keeps the
+// causes' messages).
+func namespaceTerminating(e *APIError, namespace string) bool {
+	return e.Code == http.StatusForbidden && slices.Contains(e.Causes, "namespace "+namespace+" is being terminated")
 }
 
 // blockedReason says why an eviction was answered 429: a

@@ -2,6 +2,9 @@ package kubeapi_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -54,11 +57,13 @@ func TestDrainEvictsOnlyMovablePods(t *testing.T) {
 		"cordon worker-1 200",
 		"evict db/pg-0 201",
 		"evict default/bare 201",
+		"evict default/job-done 201",
+		"evict default/job-failed 201",
 		"evict default/web-a 201",
-	}, events(s), "the cordon first, then the evictions; no DaemonSet, mirror or finished pod")
+	}, events(s), "the cordon first, then the evictions; no DaemonSet or mirror pod, finished pods too, as kubectl drain")
 	assert.Equal(t, []string{
 		"db/pg-0", // its replacement, with another UID, not scheduled yet
-		"default/job-done", "default/job-failed", "default/web-b",
+		"default/web-b",
 		"kube-system/cilium-cp-1", "kube-system/cilium-worker-1", "kube-system/cilium-worker-2",
 		"kube-system/static-cp-1", "kube-system/static-worker-1", "kube-system/static-worker-2",
 	}, s.Pods())
@@ -271,4 +276,248 @@ func TestDrainOfANodeWhoseKubeletIsGone(t *testing.T) {
 	require.NoError(t, newClient(t, s).DeleteNode(ctxT(t), "worker-1"))
 	assert.NotContains(t, s.Pods(), "default/web-a")
 	assert.NotContains(t, s.Pods(), "db/pg-0")
+}
+
+// The pods a drain evicts are those `kubectl drain --ignore-daemonsets
+// --delete-emptydir-data --force` evicts (k8s.io/kubectl v0.37.2
+// pkg/drain/filters.go; tools/drainparity holds the two to each other on
+// the real kube-apiserver): a DaemonSet's pod stays only while it runs
+// and its DaemonSet, its controller, exists; a mirror pod stays, even
+// finished; every other pod goes, finished ones too (issue 51, item 2).
+func TestDrainSelectsThePodsKubectlDrainEvicts(t *testing.T) {
+	t.Parallel()
+	s := kubeapitest.Start(t)
+	s.AddNode(kubeapitest.NodeSpec{Name: "worker-1"})
+	s.AddNode(kubeapitest.NodeSpec{Name: "worker-2"})
+	for _, p := range []kubeapitest.PodSpec{
+		{Name: "bare"},
+		{Name: "web", OwnerKind: "ReplicaSet"},
+		{Name: "scratch", OwnerKind: "ReplicaSet", EmptyDir: true},
+		{Name: "job-done", OwnerKind: "Job", Phase: "Succeeded"},
+		{Name: "job-failed", OwnerKind: "Job", Phase: "Failed"},
+		{Namespace: "kube-system", Name: "cilium", OwnerKind: "DaemonSet"},
+		{Namespace: "kube-system", Name: "cilium-done", OwnerKind: "DaemonSet", Phase: "Succeeded"},
+		{Namespace: "kube-system", Name: "orphan", OwnerKind: "DaemonSet", OwnerGone: true},
+		{Namespace: "kube-system", Name: "adopted", OwnerKind: "DaemonSet", OwnerNotController: true},
+		{Namespace: "kube-system", Name: "static", Mirror: true},
+		{Namespace: "kube-system", Name: "static-done", Mirror: true, Phase: "Succeeded"},
+	} {
+		p.Node = "worker-1"
+		s.AddPod(p)
+	}
+	s.AddPod(kubeapitest.PodSpec{Name: "elsewhere", Node: "worker-2", OwnerKind: "ReplicaSet"})
+
+	want := []string{
+		"default/bare", "default/job-done", "default/job-failed", "default/scratch", "default/web",
+		"kube-system/adopted", "kube-system/cilium-done", "kube-system/orphan",
+	}
+	c := newClient(t, s)
+	got, err := c.PodsToEvict(ctxT(t), "worker-1")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	require.NoError(t, c.Drain(ctxT(t), "worker-1", kubeapi.DrainOptions{Timeout: 5 * time.Second, Poll: poll}))
+	var evicted []string
+	for _, e := range events(s) {
+		if pod, ok := strings.CutPrefix(e, "evict "); ok {
+			evicted = append(evicted, strings.TrimSuffix(pod, " 201"))
+		}
+	}
+	assert.Equal(t, want, evicted)
+	assert.Equal(t, []string{"default/elsewhere", "kube-system/cilium", "kube-system/static", "kube-system/static-done"}, s.Pods())
+}
+
+// drainServer is an API server for one drain of node worker-1, played by
+// handle: the cordon is answered, the rest is handle's; the eviction
+// bodies are kept.
+type drainServer struct {
+	mu     sync.Mutex
+	bodies []string
+	calls  []string
+}
+
+func (d *drainServer) serve(t *testing.T, handle func(w http.ResponseWriter, r *http.Request) bool) *kubeapi.Client {
+	t.Helper()
+	kubeconfig := kubeapitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		d.mu.Lock()
+		d.calls = append(d.calls, r.Method+" "+r.URL.Path)
+		if strings.HasSuffix(r.URL.Path, "/eviction") {
+			d.bodies = append(d.bodies, string(body))
+		}
+		d.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPatch && r.URL.Path == "/api/v1/nodes/worker-1" {
+			_, _ = io.WriteString(w, `{"kind":"Node","metadata":{"name":"worker-1"}}`)
+			return
+		}
+		if !handle(w, r) {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"kind":"Status","status":"Failure","reason":"NotFound","code":404,"message":"not found"}`)
+		}
+	}))
+	c, err := kubeapi.New(kubeconfig, kubeapi.WithTimeout(2*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (d *drainServer) count(call string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return count(d.calls, call)
+}
+
+const podListOfAB = `{"kind":"PodList","items":[
+	{"metadata":{"name":"a","namespace":"default","uid":"u-a"},"status":{"phase":"Running"}},
+	{"metadata":{"name":"b","namespace":"default","uid":"u-b"},"status":{"phase":"Running"}}]}`
+
+// A DaemonSet that cannot be read fails the drain before any eviction, as
+// kubectl's GetPodsForDeletion does (filters.go:195-201).
+func TestDrainStopsWhenADaemonSetCannotBeRead(t *testing.T) {
+	t.Parallel()
+	var d drainServer
+	c := d.serve(t, func(w http.ResponseWriter, r *http.Request) bool {
+		switch r.URL.Path {
+		case "/api/v1/pods":
+			_, _ = io.WriteString(w, `{"kind":"PodList","items":[
+				{"metadata":{"name":"bare","namespace":"default","uid":"u-1"},"status":{"phase":"Running"}},
+				{"metadata":{"name":"cilium-x","namespace":"kube-system","uid":"u-2","ownerReferences":[
+					{"apiVersion":"apps/v1","kind":"DaemonSet","name":"cilium","uid":"u-ds","controller":true}]},"status":{"phase":"Running"}}]}`)
+		case "/apis/apps/v1/namespaces/kube-system/daemonsets/cilium":
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"kind":"Status","status":"Failure","reason":"InternalError","code":500,"message":"etcd is unhappy"}`)
+		default:
+			return false
+		}
+		return true
+	})
+	err := c.Drain(ctxT(t), "worker-1", kubeapi.DrainOptions{Timeout: 5 * time.Second, Poll: poll})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unable to drain node "worker-1": unable to tell whether pod kube-system/cilium-x is a DaemonSet's: `)
+	assert.Contains(t, err.Error(), "500 etcd is unhappy")
+	assert.Zero(t, d.count("POST /api/v1/namespaces/default/pods/bare/eviction"), "no eviction")
+}
+
+// An eviction refused otherwise than for now (here a 500) fails the drain,
+// once the other pods are evicted and gone: kubectl evicts each pod on its
+// own (pkg/drain/drain.go:297-389). The Eviction carries kubectl's
+// DeleteOptions for --grace-period=-1: none set.
+func TestDrainFailsOnARefusalOnceTheOtherPodsAreGone(t *testing.T) {
+	t.Parallel()
+	var d drainServer
+	var mu sync.Mutex
+	bEvicted := false
+	c := d.serve(t, func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r.Method + " " + r.URL.Path {
+		case "GET /api/v1/pods":
+			_, _ = io.WriteString(w, podListOfAB)
+		case "POST /api/v1/namespaces/default/pods/a/eviction":
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, `{"kind":"Status","status":"Failure","reason":"InternalError","code":500,"message":"etcd is unhappy"}`)
+		case "POST /api/v1/namespaces/default/pods/b/eviction":
+			bEvicted = true
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"kind":"Status","status":"Success","code":201}`)
+		case "GET /api/v1/namespaces/default/pods/b":
+			if bEvicted {
+				return false // gone
+			}
+			_, _ = io.WriteString(w, `{"metadata":{"name":"b","namespace":"default","uid":"u-b"}}`)
+		default:
+			return false
+		}
+		return true
+	})
+	err := c.Drain(ctxT(t), "worker-1", kubeapi.DrainOptions{Timeout: 5 * time.Second, Poll: poll})
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, kubeapi.ErrDrainTimeout)
+	assert.Contains(t, err.Error(), `unable to drain node "worker-1": unable to evict pod default/a: `)
+	assert.Equal(t, 1, d.count("POST /api/v1/namespaces/default/pods/a/eviction"), "not asked again")
+	assert.Equal(t, 1, d.count("POST /api/v1/namespaces/default/pods/b/eviction"))
+	assert.Positive(t, d.count("GET /api/v1/namespaces/default/pods/b"), "b waited for")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, b := range d.bodies {
+		assert.JSONEq(t, `{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"`+map[bool]string{true: "a", false: "b"}[strings.Contains(b, `"name":"a"`)]+`","namespace":"default"},"deleteOptions":{}}`, b)
+	}
+}
+
+// In a namespace being deleted, the API refuses evictions (403, cause
+// NamespaceTerminating): as kubectl (pkg/drain/drain.go:330-340), the
+// drain asks again every EvictRetry, reading the pod before, and waits
+// for a pod already being deleted.
+func TestDrainInANamespaceBeingDeleted(t *testing.T) {
+	t.Parallel()
+	var d drainServer
+	var mu sync.Mutex
+	refusals := 0
+	const nsForbidden = `{"kind":"Status","status":"Failure","reason":"Forbidden","code":403,
+		"message":"pods \"%s\" is forbidden: unable to create new content in namespace default because it is being terminated",
+		"details":{"name":"%s","kind":"pods","causes":[{"reason":"NamespaceTerminating","message":"namespace default is being terminated","field":"metadata.namespace"}]}}`
+	c := d.serve(t, func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r.Method + " " + r.URL.Path {
+		case "GET /api/v1/pods":
+			_, _ = io.WriteString(w, `{"kind":"PodList","items":[
+				{"metadata":{"name":"a","namespace":"default","uid":"u-a"},"status":{"phase":"Running"}},
+				{"metadata":{"name":"b","namespace":"default","uid":"u-b","deletionTimestamp":"2026-01-01T00:00:00Z"},"status":{"phase":"Running"}}]}`)
+		case "POST /api/v1/namespaces/default/pods/a/eviction", "POST /api/v1/namespaces/default/pods/b/eviction":
+			name := strings.Split(r.URL.Path, "/")[6]
+			if name == "a" {
+				refusals++
+			}
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = fmt.Fprintf(w, nsForbidden, name, name)
+		case "GET /api/v1/namespaces/default/pods/a":
+			// The namespace's deletion deletes it after the second
+			// refusal; it is gone after the third.
+			switch {
+			case refusals < 2:
+				_, _ = io.WriteString(w, `{"metadata":{"name":"a","namespace":"default","uid":"u-a"}}`)
+			case refusals == 2:
+				_, _ = io.WriteString(w, `{"metadata":{"name":"a","namespace":"default","uid":"u-a","deletionTimestamp":"2026-01-01T00:00:00Z"}}`)
+			default:
+				return false
+			}
+		default:
+			return false // b is gone when read
+		}
+		return true
+	})
+	const retry = 60 * time.Millisecond
+	start := time.Now()
+	err := c.Drain(ctxT(t), "worker-1", kubeapi.DrainOptions{Timeout: 5 * time.Second, Poll: poll, EvictRetry: retry})
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Since(start), 2*retry, "asked again after EvictRetry, twice")
+	assert.Equal(t, 3, d.count("POST /api/v1/namespaces/default/pods/a/eviction"))
+	assert.Equal(t, 1, d.count("POST /api/v1/namespaces/default/pods/b/eviction"), "being deleted: waited for")
+
+	// Without waiting, it is named as not evicted.
+	mu.Lock()
+	refusals = 0
+	mu.Unlock()
+	res, err := c.DrainWithResult(ctxT(t), "worker-1", kubeapi.DrainOptions{Timeout: 5 * time.Second, Poll: poll, SkipWaitForDelete: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"default/a (not evicted: eviction refused for now: namespace default is being deleted)"}, res.Skipped)
+}
+
+// A budget's refusal is asked again after EvictRetry, not every Poll:
+// kubectl waits 5 s (pkg/cmd/drain/drain.go:155), which DefaultEvictRetry
+// is.
+func TestDrainAsksARefusedEvictionAgainAfterEvictRetry(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, 5*time.Second, kubeapi.DefaultEvictRetry)
+	assert.Equal(t, time.Second, kubeapi.DefaultDrainPoll)
+	s := drainCluster(t)
+	s.AddPod(kubeapitest.PodSpec{Name: "web-a", Node: "worker-1", OwnerKind: "ReplicaSet", PDBBlocks: 2})
+	const retry = 80 * time.Millisecond
+	start := time.Now()
+	require.NoError(t, newClient(t, s).Drain(ctxT(t), "worker-1", kubeapi.DrainOptions{Timeout: 5 * time.Second, Poll: poll, EvictRetry: retry}))
+	assert.GreaterOrEqual(t, time.Since(start), 2*retry)
+	assert.Equal(t, []string{"cordon worker-1 200", "evict default/web-a 429", "evict default/web-a 429", "evict default/web-a 201"}, events(s),
+		"three evictions, not one every Poll")
 }

@@ -22,15 +22,16 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /version", s.getVersion)
 	mux.HandleFunc("GET /readyz", s.getReadyz)
-	mux.HandleFunc("GET /api/v1/nodes", s.admin(access{"list", "nodes", ""}, s.listNodes))
-	mux.HandleFunc("GET /api/v1/nodes/{name}", s.admin(access{"get", "nodes", ""}, s.getNode))
-	mux.HandleFunc("PATCH /api/v1/nodes/{name}", s.admin(access{"patch", "nodes", ""}, s.patchNode))
-	mux.HandleFunc("DELETE /api/v1/nodes/{name}", s.admin(access{"delete", "nodes", ""}, s.deleteNode))
-	mux.HandleFunc("GET /api/v1/pods", s.admin(access{"list", "pods", ""}, s.listPods))
-	mux.HandleFunc("GET /api/v1/persistentvolumes", s.admin(access{"list", "persistentvolumes", ""}, s.listPersistentVolumes))
-	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.admin(access{"get", "pods", ""}, s.getPod))
-	mux.HandleFunc("POST /api/v1/namespaces/{ns}/pods/{name}/eviction", s.admin(access{"create", "pods", "eviction"}, s.evict))
-	mux.HandleFunc("GET /apis/{group}/{version}/{resource}", s.admin(access{"list", "", ""}, s.listObjects))
+	mux.HandleFunc("GET /api/v1/nodes", s.admin(access{"list", "nodes", "", ""}, s.listNodes))
+	mux.HandleFunc("GET /api/v1/nodes/{name}", s.admin(access{"get", "nodes", "", ""}, s.getNode))
+	mux.HandleFunc("PATCH /api/v1/nodes/{name}", s.admin(access{"patch", "nodes", "", ""}, s.patchNode))
+	mux.HandleFunc("DELETE /api/v1/nodes/{name}", s.admin(access{"delete", "nodes", "", ""}, s.deleteNode))
+	mux.HandleFunc("GET /api/v1/pods", s.admin(access{"list", "pods", "", ""}, s.listPods))
+	mux.HandleFunc("GET /api/v1/persistentvolumes", s.admin(access{"list", "persistentvolumes", "", ""}, s.listPersistentVolumes))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods/{name}", s.admin(access{"get", "pods", "", ""}, s.getPod))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/pods/{name}/eviction", s.admin(access{"create", "pods", "eviction", ""}, s.evict))
+	mux.HandleFunc("GET /apis/apps/v1/namespaces/{ns}/daemonsets/{name}", s.admin(access{"get", "daemonsets", "", "apps"}, s.getDaemonSet))
+	mux.HandleFunc("GET /apis/{group}/{version}/{resource}", s.admin(access{"list", "", "", ""}, s.listObjects))
 	s.manifestRoutes(mux) // applied.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("the server could not find the requested resource (%s %s)", r.Method, r.URL.Path), nil)
@@ -77,7 +78,7 @@ func (s *Server) authenticated(r *http.Request) bool {
 // access is what RBAC is asked about a request (k8s.io/apiserver's
 // authorizer.Attributes), besides the namespace and name of the path.
 type access struct {
-	verb, resource, subresource string
+	verb, resource, subresource, group string
 }
 
 // admin lets only a client certificate of group system:masters through,
@@ -106,13 +107,18 @@ func forbidden(w http.ResponseWriter, user string, a access, namespace, name str
 	if a.subresource != "" {
 		resource += "/" + a.subresource
 	}
-	why := fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", user, a.verb, resource, "")
+	why := fmt.Sprintf("User %q cannot %s resource %q in API group %q at the cluster scope", user, a.verb, resource, a.group)
 	if namespace != "" {
-		why = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", user, a.verb, resource, "", namespace)
+		why = fmt.Sprintf("User %q cannot %s resource %q in API group %q in the namespace %q", user, a.verb, resource, a.group, namespace)
 	}
-	msg := fmt.Sprintf("%s is forbidden: %s", a.resource, why)
+	// The group-qualified resource, as schema.GroupResource prints it.
+	qualified := a.resource
+	if a.group != "" {
+		qualified += "." + a.group
+	}
+	msg := fmt.Sprintf("%s is forbidden: %s", qualified, why)
 	if name != "" {
-		msg = fmt.Sprintf("%s %q is forbidden: %s", a.resource, name, why)
+		msg = fmt.Sprintf("%s %q is forbidden: %s", qualified, name, why)
 	}
 	writeJSON(w, http.StatusForbidden, map[string]any{
 		"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
@@ -315,6 +321,16 @@ func (s *Server) evict(w http.ResponseWriter, r *http.Request) {
 				[]map[string]string{{"reason": "DisruptionBudget", "message": fmt.Sprintf("The disruption budget %s-pdb needs 1 healthy pods and has 1 currently", name)}})
 			return
 		}
+		// A finished or unscheduled pod is deleted at once: the pod
+		// strategy's CheckGracefulDelete gives it a grace period of 0
+		// (kubernetes v1.35.4 pkg/registry/core/pod/strategy.go:179-186),
+		// no kubelet confirms its end.
+		if p.spec.Phase == "Succeeded" || p.spec.Phase == "Failed" || p.spec.Node == "" {
+			s.gone(key, p)
+			s.record("evict", key, http.StatusCreated)
+			writeJSON(w, http.StatusCreated, map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Success", "code": http.StatusCreated})
+			return
+		}
 		now := time.Now()
 		p.deletedAt, p.terminateAt = now, now.Add(p.spec.TerminationDelay)
 		s.settle(now)
@@ -354,7 +370,7 @@ func (n *node) object() map[string]any {
 func (p *pod) object() map[string]any {
 	meta := map[string]any{"name": p.spec.Name, "namespace": p.spec.Namespace, "uid": p.uid}
 	if p.spec.OwnerKind != "" {
-		meta["ownerReferences"] = []map[string]any{{"apiVersion": "apps/v1", "kind": p.spec.OwnerKind, "name": p.spec.Name + "-owner", "controller": true}}
+		meta["ownerReferences"] = []map[string]any{{"apiVersion": "apps/v1", "kind": p.spec.OwnerKind, "name": OwnerName(p.spec), "uid": p.ownerUID, "controller": !p.spec.OwnerNotController}}
 	}
 	if p.spec.Mirror {
 		meta["annotations"] = map[string]string{"kubernetes.io/config.mirror": "0123456789abcdef"}
@@ -367,6 +383,9 @@ func (p *pod) object() map[string]any {
 		image = "registry.k8s.io/pause:3.10"
 	}
 	spec := map[string]any{"containers": []map[string]string{{"name": "main", "image": image}}}
+	if p.spec.EmptyDir {
+		spec["volumes"] = []map[string]any{{"name": "scratch", "emptyDir": map[string]any{}}}
+	}
 	if p.spec.Node != "" {
 		spec["nodeName"] = p.spec.Node
 	}
@@ -440,4 +459,33 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request) {
 		items = append(items, map[string]any{"metadata": meta})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"kind": "List", "metadata": map[string]any{}, "items": items})
+}
+
+// getDaemonSet answers a DaemonSet (apps/v1) the pods of AddPod own, as the
+// API server shows one its controller has not yet looked at, or 404 with
+// the API server's message for a group's resource.
+func (s *Server) getDaemonSet(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("ns"), r.PathValue("name")
+	uid, ok := s.daemonSets[ns+"/"+name]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, map[string]any{
+			"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{},
+			"status": "Failure", "message": fmt.Sprintf("daemonsets.apps %q not found", name), "reason": "NotFound",
+			"details": map[string]any{"name": name, "group": "apps", "kind": "daemonsets"}, "code": http.StatusNotFound,
+		})
+		return
+	}
+	labels := map[string]string{"app": name}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"metadata": map[string]any{"name": name, "namespace": ns, "uid": uid, "generation": 1},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": labels},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": labels},
+				"spec":     map[string]any{"containers": []map[string]string{{"name": "main", "image": "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+		"status": map[string]any{"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0},
+	})
 }

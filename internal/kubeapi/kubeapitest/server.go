@@ -14,6 +14,7 @@
 //	GET    /api/v1/persistentvolumes
 //	GET    /api/v1/namespaces/{ns}/pods/{name}
 //	POST   /api/v1/namespaces/{ns}/pods/{name}/eviction
+//	GET    /apis/apps/v1/namespaces/{ns}/daemonsets/{name}
 //
 // It is written from kube-apiserver v1.35's source, set up as Talos sets up
 // a control plane's (--anonymous-auth=false, --authorization-mode=Node,RBAC):
@@ -34,7 +35,9 @@
 // terminating, which the API evicts without asking its budget, and a pod
 // that is not Ready, which its budget (1 healthy pod of 1 desired: met)
 // lets go, as the API does by default (unhealthyPodEvictionPolicy
-// IfHealthyBudget); an evicted pod lingers (terminating) for its
+// IfHealthyBudget); a finished (Succeeded, Failed) or unscheduled pod is
+// deleted at once, its grace period 0; another evicted pod lingers
+// (terminating) for its
 // TerminationDelay, measured on the clock when it is next looked at:
 // nothing runs in the background. A pod on a NotReady node stays
 // terminating for as long as its node is NotReady, as it does when the
@@ -46,6 +49,10 @@
 // A merge patch that carries metadata.resourceVersion is refused with 409
 // Conflict when the Node changed since (the API server's optimistic
 // concurrency); every write of a Node raises it.
+//
+// A pod whose OwnerKind is DaemonSet comes with its DaemonSet (apps/v1,
+// named OwnerName), which the fake serves, unless the pod is an orphan
+// (OwnerGone).
 //
 // Cordons, taint changes, evictions and node deletions are recorded in an ordered event
 // log (Events) that tests assert on.
@@ -114,8 +121,17 @@ type PodSpec struct {
 	// Node is the node it runs on (spec.nodeName).
 	Node string
 	// OwnerKind is the kind of its controller ("ReplicaSet", "DaemonSet",
-	// "StatefulSet"); none when empty.
+	// "StatefulSet"); none when empty. Its owner reference (apps/v1) names
+	// OwnerName(spec); a DaemonSet of that name is made with the pod.
 	OwnerKind string
+	// OwnerNotController makes the owner reference one that is not the
+	// pod's controller (controller: false).
+	OwnerNotController bool
+	// OwnerGone leaves out the DaemonSet of a DaemonSet's pod: the pod is
+	// an orphan, its DaemonSet deleted without it.
+	OwnerGone bool
+	// EmptyDir gives it an emptyDir volume (local data a drain deletes).
+	EmptyDir bool
 	// Mirror makes it the mirror pod of a static pod (annotation
 	// kubernetes.io/config.mirror).
 	Mirror bool
@@ -165,6 +181,7 @@ type node struct {
 type pod struct {
 	spec        PodSpec
 	uid         string
+	ownerUID    string
 	blocks      int
 	deletedAt   time.Time // zero until evicted
 	terminateAt time.Time
@@ -186,7 +203,9 @@ type Server struct {
 	version string
 	nodes   map[string]*node
 	pods    map[string]*pod // by namespace/name
-	pvs     []PersistentVolume
+	// daemonSets are the UIDs of the DaemonSets, by namespace/name.
+	daemonSets map[string]string
+	pvs        []PersistentVolume
 	// objects are the objects of other resources (AddObject), by the
 	// resource's list path.
 	objects map[string][]kubeapi.ObjectRef
@@ -203,7 +222,7 @@ type Server struct {
 // Start starts an empty server on 127.0.0.1.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, version: DefaultVersion, nodes: map[string]*node{}, pods: map[string]*pod{}, busy: map[net.Conn]bool{}}
+	s := &Server{t: t, version: DefaultVersion, nodes: map[string]*node{}, pods: map[string]*pod{}, daemonSets: map[string]string{}, busy: map[net.Conn]bool{}}
 	s.makeCA()
 	serverCert, serverKey := s.issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
@@ -448,8 +467,24 @@ func (s *Server) AddPod(spec PodSpec) {
 	if spec.Name == "" || s.pods[key] != nil {
 		s.t.Fatalf("kubeapitest: pod without a name, or a second pod %q", key)
 	}
-	s.pods[key] = &pod{spec: spec, uid: s.uid(), blocks: spec.PDBBlocks}
+	p := &pod{spec: spec, uid: s.uid(), blocks: spec.PDBBlocks}
+	if spec.OwnerKind != "" {
+		p.ownerUID = s.uid()
+		if spec.OwnerKind == "DaemonSet" && !spec.OwnerGone {
+			ds := spec.Namespace + "/" + OwnerName(spec)
+			if uid, ok := s.daemonSets[ds]; ok {
+				p.ownerUID = uid
+			} else {
+				s.daemonSets[ds] = p.ownerUID
+			}
+		}
+	}
+	s.pods[key] = p
 }
+
+// OwnerName is the name of the owner a pod's spec gives it (OwnerKind):
+// "<pod>-owner".
+func OwnerName(spec PodSpec) string { return spec.Name + "-owner" }
 
 // DeletePod deletes a pod at once, as its owner would (a StatefulSet
 // scaled down): nothing blocks a drain on it any more.

@@ -76,9 +76,11 @@ func condition(b bool) string {
 }
 
 // AddPod creates the pod as the fake shows it, with the status its kubelet
-// would write. PDBBlocks Forever adds a budget <name>-pdb allowing no
-// disruption. Refusal counts, Recreate and TerminationDelay are not supported:
-// a real budget refuses all or none, and no StatefulSet controller or kubelet runs.
+// would write. A DaemonSet's pod comes with its DaemonSet (made once per
+// name, as the fake does) unless OwnerGone. PDBBlocks Forever adds a
+// budget <name>-pdb allowing no disruption. Refusal counts, Recreate and
+// TerminationDelay are not supported: a real budget refuses all or none,
+// and no StatefulSet controller or kubelet runs.
 func (s *Server) AddPod(spec kubeapitest.PodSpec) {
 	s.t.Helper()
 	if spec.Namespace == "" {
@@ -98,14 +100,21 @@ func (s *Server) AddPod(spec kubeapitest.PodSpec) {
 	ns := "/api/v1/namespaces/" + url.PathEscape(spec.Namespace)
 	meta := map[string]any{"name": spec.Name, "namespace": spec.Namespace, "labels": map[string]string{"app": spec.Name}}
 	if spec.OwnerKind != "" {
+		uid := newUID()
+		if spec.OwnerKind == "DaemonSet" && !spec.OwnerGone {
+			uid = s.ensureDaemonSet(spec.Namespace, kubeapitest.OwnerName(spec))
+		}
 		meta["ownerReferences"] = []map[string]any{{
-			"apiVersion": "apps/v1", "kind": spec.OwnerKind, "name": spec.Name + "-owner", "uid": newUID(), "controller": true,
+			"apiVersion": "apps/v1", "kind": spec.OwnerKind, "name": kubeapitest.OwnerName(spec), "uid": uid, "controller": !spec.OwnerNotController,
 		}}
 	}
 	if spec.Mirror {
 		meta["annotations"] = map[string]string{"kubernetes.io/config.mirror": "0123456789abcdef"}
 	}
 	podSpec := map[string]any{"containers": []map[string]string{{"name": "main", "image": spec.Image}}}
+	if spec.EmptyDir {
+		podSpec["volumes"] = []map[string]any{{"name": "scratch", "emptyDir": map[string]any{}}}
+	}
 	if spec.Node != "" {
 		podSpec["nodeName"] = spec.Node
 	}
@@ -116,6 +125,39 @@ func (s *Server) AddPod(spec kubeapitest.PodSpec) {
 	if spec.PDBBlocks == kubeapitest.Forever {
 		s.addBudget(spec.Namespace, spec.Name)
 	}
+}
+
+// ensureDaemonSet makes the DaemonSet (apps/v1) unless it exists, and
+// returns its UID. No controller runs: it makes no pods of its own.
+func (s *Server) ensureDaemonSet(namespace, name string) string {
+	s.t.Helper()
+	path := "/apis/apps/v1/namespaces/" + url.PathEscape(namespace) + "/daemonsets"
+	labels := map[string]string{"daemonset": name}
+	body := s.mustCall(http.MethodPost, path, "", map[string]any{
+		"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": labels},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": labels},
+				"spec":     map[string]any{"containers": []map[string]string{{"name": "main", "image": "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}, http.StatusCreated, http.StatusConflict)
+	var ds struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &ds); err == nil && ds.Kind != "DaemonSet" {
+		body = s.mustCall(http.MethodGet, path+"/"+url.PathEscape(name), "", nil, http.StatusOK)
+		err = json.Unmarshal(body, &ds)
+	}
+	if ds.Metadata.UID == "" {
+		s.t.Fatalf("realapiserver: DaemonSet %s/%s has no UID: %s", namespace, name, body)
+	}
+	return ds.Metadata.UID
 }
 
 // addBudget makes the PodDisruptionBudget <pod>-pdb (minAvailable 1) of

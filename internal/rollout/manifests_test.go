@@ -114,6 +114,7 @@ func TestSyncManifestsRefusals(t *testing.T) {
 	o := ops(t, c)
 	o.Kube = kubeOf(t, s)
 
+	c.SetManifests()
 	err := o.SyncManifests(t.Context())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "unable to read the bootstrap manifests from a control plane: control plane 10.5.0.11 renders no bootstrap manifests")

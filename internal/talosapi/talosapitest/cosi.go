@@ -20,6 +20,21 @@ type Manifest struct {
 	Objects []map[string]any
 }
 
+// DefaultManifests are what a control plane renders until a test sets
+// others (SetManifests): a real one always renders some. Here the node
+// bootstrap's ClusterRoleBinding, as Talos renders it (talos v1.13.9
+// internal/app/machined/pkg/controllers/k8s/internal/k8stemplates/csr.go,
+// CSRNodeBootstrapTemplate).
+var DefaultManifests = []Manifest{{ID: "01-csr-node-bootstrap", Objects: []map[string]any{{
+	"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+	"metadata": map[string]any{"name": "system-bootstrap-node-bootstrapper"},
+	"subjects": []any{
+		map[string]any{"kind": "Group", "name": "system:bootstrappers:nodes", "apiGroup": "rbac.authorization.k8s.io"},
+		map[string]any{"kind": "Group", "name": "system:nodes", "apiGroup": "rbac.authorization.k8s.io"},
+	},
+	"roleRef": map[string]any{"kind": "ClusterRole", "name": "system:node-bootstrapper", "apiGroup": "rbac.authorization.k8s.io"},
+}}}}
+
 // registerCOSI serves the node's resources through the COSI State service
 // of upstream's own server (cosi-project/runtime pkg/state/protobuf/server,
 // as machined serves it), so that the client's reads are the machinery
@@ -36,7 +51,11 @@ func (n *Node) cosiState() state.State {
 	if n.cosi == nil {
 		n.cosi = state.WrapCore(namespaced.NewState(inmem.Build))
 		if n.spec.Role == ControlPlane {
-			n.putManifests(n.c.manifests)
+			manifests := n.c.manifests
+			if manifests == nil {
+				manifests = DefaultManifests
+			}
+			n.putManifests(manifests)
 		}
 	}
 	return n.cosi
@@ -45,11 +64,11 @@ func (n *Node) cosiState() state.State {
 // SetManifests makes every control plane render these bootstrap manifests
 // (replacing the ones it had), as Talos renders them from its config: a
 // test sets the new ones when a config moves the Kubernetes version (see
-// OnApply). Workers render none.
+// OnApply); none: they render none. Workers render none.
 func (c *Cluster) SetManifests(manifests ...Manifest) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.manifests = manifests
+	c.manifests = append([]Manifest{}, manifests...)
 	for _, n := range c.nodes {
 		if n.spec.Role == ControlPlane && n.cosi != nil {
 			n.putManifests(manifests)

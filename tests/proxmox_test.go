@@ -358,11 +358,12 @@ func TestFastDestroyWiring(t *testing.T) {
 	secrets := e.One(t, componentstest.Secrets)
 	for _, typ := range []string{componentstest.Bootstrap, componentstest.Kubeconfig, componentstest.Release, componentstest.Apply, componentstest.LocalCommand} {
 		for _, r := range e.ByType(typ) {
-			if strings.HasPrefix(r.Name, "homelab"+talos.MemberSuffix) || strings.HasPrefix(r.Name, "homelab"+talos.TaintsSuffix) || r.Name == "homelab"+talos.RosterSuffix {
-				// The memberships, the workers' taints and the roster
+			if strings.HasPrefix(r.Name, "homelab"+talos.MemberSuffix) || strings.HasPrefix(r.Name, "homelab"+talos.TaintsSuffix) || r.Name == "homelab"+talos.RosterSuffix || r.Name == "homelab"+talos.ManifestsSuffix {
+				// The memberships, the workers' taints, the roster
 				// (whose update takes the nodes that left the stack out
-				// of etcd) go with the secrets, which only a whole-stack
-				// destroy deletes: never replaced with a VM.
+				// of etcd) and the bootstrap manifests go with the
+				// secrets, which only a whole-stack destroy deletes:
+				// never replaced with a VM.
 				assert.True(t, secrets.Is(r.DeletedWith), "%s goes with the secrets", r.Name)
 				continue
 			}

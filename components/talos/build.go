@@ -90,7 +90,7 @@ func (b *build) machines() error {
 	// before it: every control plane alone, in order, then the workers in
 	// batches. A change reaches one control plane at a time, behind the
 	// hooks' gates, and a failure stops the rollout where it is.
-	var previous []pulumi.Resource
+	var previous, all []pulumi.Resource
 	for _, batch := range args.Cluster.Policy().Batches(args.Nodes) {
 		var current []pulumi.Resource
 		for _, n := range batch {
@@ -101,6 +101,10 @@ func (b *build) machines() error {
 			current = append(current, apply)
 		}
 		previous = current
+		all = append(all, current...)
+	}
+	if err := b.manifests(all); err != nil {
+		return err
 	}
 	// The removal hook's name is registered on every run, bound or not:
 	// the memberships of earlier versions name it in their state.

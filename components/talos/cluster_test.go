@@ -204,10 +204,17 @@ func TestClusterGraph(t *testing.T) {
 
 			var waits []componentstest.Registered
 			for _, w := range m.ByType(componentstest.LocalCommand) {
-				if !strings.HasPrefix(w.Name, "lab"+talos.MemberSuffix) && !strings.HasPrefix(w.Name, "lab"+talos.TaintsSuffix) && w.Name != "lab"+talos.RosterSuffix {
+				if !strings.HasPrefix(w.Name, "lab"+talos.MemberSuffix) && !strings.HasPrefix(w.Name, "lab"+talos.TaintsSuffix) && w.Name != "lab"+talos.RosterSuffix && w.Name != "lab"+talos.ManifestsSuffix {
 					waits = append(waits, w)
 				}
 			}
+			// The bootstrap manifests after every apply, going with the
+			// secrets; their hook before their create and update.
+			manifests := m.Named(t, componentstest.LocalCommand, "lab"+talos.ManifestsSuffix)
+			for _, a := range m.ByType(componentstest.Apply) {
+				assert.True(t, m.After(manifests, a), "the manifests after %s", a.Name)
+			}
+			assert.Contains(t, manifests.DeletedWith, "lab-secrets")
 			require.Len(t, waits, 2, "the API wait and the nodes-ready wait")
 			apiReady, ready := m.Named(t, componentstest.LocalCommand, "lab-api-ready"), m.Named(t, componentstest.LocalCommand, "lab-nodes-ready")
 

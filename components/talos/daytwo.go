@@ -150,8 +150,10 @@ type dayTwo struct {
 	// departed are the nodes the roster took out of the cluster in this
 	// run (see depart).
 	departed map[string]bool
-	// phase is the Kubernetes control-plane phase of this run, once run.
-	phase *error
+	// phase is the Kubernetes control-plane phase of this run, once run;
+	// upgraded: it moved the kubelets' version (see syncManifests).
+	phase    *error
+	upgraded bool
 
 	// workerTurns and controlPlaneTurn hold a token per node leaving the
 	// cluster (see removalTurn).

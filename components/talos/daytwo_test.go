@@ -422,6 +422,22 @@ func (l *lab) up(s state, p run, effect func(node string)) result {
 		}
 		s[r.Name] = r.Inputs
 	}
+	// The bootstrap manifests, after every apply: a create or update runs
+	// its before hook, whose failure stops the run and leaves the state.
+	if r := find(p.engine, "lab"+talos.ManifestsSuffix); r != nil {
+		old, ok := s[r.Name]
+		if !ok || !old.DeepEquals(r.Inputs) {
+			point := talos.BeforeCreate
+			if ok {
+				point = talos.BeforeUpdate
+			}
+			if err := p.fire(r.Name, point, &pulumi.ResourceHookArgs{URN: pulumi.URN(r.URN), Name: r.Name, OldInputs: old, NewInputs: r.Inputs}); err != nil {
+				res.err = err
+				return res
+			}
+			s[r.Name] = r.Inputs
+		}
+	}
 	// Memberships: creates run no hook, and every registration binds the
 	// hooks it names now (a same step too).
 	for _, m := range p.engine.ByType(componentstest.LocalCommand) {
@@ -1644,4 +1660,99 @@ func TestAKubernetesUpgradeIsRefusedWhileObjectsOfARemovedAPIRemain(t *testing.T
 			assert.Greater(t, e.Seq, lastPull, "no config applied before the last pull: %v", e)
 		}
 	}
+}
+
+// coreDNS is CoreDNS's part of the bootstrap manifests as Talos renders
+// them, of an image.
+func coreDNS(image string) talosapitest.Manifest {
+	labels := map[string]any{"k8s-app": "kube-dns"}
+	return talosapitest.Manifest{ID: "11-core-dns", Objects: []map[string]any{
+		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "coredns", "namespace": "kube-system"}, "data": map[string]any{"Corefile": ".:53 {\n}\n"}},
+		{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "coredns", "namespace": "kube-system"},
+			"spec": map[string]any{"selector": map[string]any{"matchLabels": labels}, "template": map[string]any{
+				"metadata": map[string]any{"labels": labels},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "coredns", "image": image}}},
+			}}},
+	}}
+}
+
+// A Kubernetes upgrade updates the bootstrap manifests once the control
+// planes and every kubelet run the new version, as talosctl upgrade-k8s
+// does last. A sync that fails stops the run, naming the key, and the next
+// up retries it (the nodes are not touched again); an up that moves no
+// version makes no call.
+func TestAKubernetesUpgradeUpdatesTheBootstrapManifestsAfterTheKubelets(t *testing.T) {
+	t.Parallel()
+	const from, to = "1.34.1", "1.35.0"
+	const oldDNS, newDNS = "registry.k8s.io/coredns/coredns:v1.12.1", "registry.k8s.io/coredns/coredns:v1.12.4"
+	l := newLab(t, talosapitest.Topology(1, 1, oldTalos, 30*time.Millisecond)...)
+	l.realConfigs = true
+	l.talos.SetManifests(coreDNS(oldDNS))
+	args := func(v string) talos.ClusterArgs {
+		a := clusterArgs(oldTalos, l.nodes())
+		a.Cluster.KubernetesVersion = v
+		return a
+	}
+	s := stateOf(l.run(args(from)))
+	l.talos.OnApply(func(ip string, _ []byte) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.controlPlaneRuns(ip, "v"+to)
+		l.talos.SetManifestsOf(ip, coreDNS(newDNS)) // rendered from its new config
+	})
+	kubelet := func(ip string) {
+		l.kube.SetKubeletVersion(l.talos.Node(ip).Hostname(), "v"+to)
+		l.talos.Record(ip, "kubelet moved", "v"+to)
+	}
+	// CoreDNS's ConfigMap belongs to another tool's inventory: the sync
+	// stops there, after every node moved.
+	k, err := kubeapi.New(l.kube.Kubeconfig())
+	require.NoError(t, err)
+	defer k.Close()
+	foreign := coreDNS(oldDNS).Objects[0]
+	foreign["metadata"] = map[string]any{"name": "coredns", "namespace": "kube-system", "annotations": map[string]any{"config.k8s.io/owning-inventory": "flux"}}
+	_, err = k.ApplyObject(t.Context(), foreign, kubeapi.ApplyOptions{FieldManager: "flux"})
+	require.NoError(t, err)
+
+	next := l.run(args(to))
+	res := l.up(s, next, kubelet)
+	require.Error(t, res.err)
+	assert.Contains(t, res.err.Error(), "lab-manifests: unable to update the bootstrap manifests for Kubernetes 1.35.0 (cluster.kubernetesVersion)")
+	assert.Contains(t, res.err.Error(), "ConfigMap kube-system/coredns: it belongs to inventory flux")
+	assert.Contains(t, res.err.Error(), "run up again to retry")
+	moved := l.talos.Events("kubelet moved")
+	require.Len(t, moved, 2, "both kubelets moved")
+	reads := l.talos.Events("List")
+	require.NotEmpty(t, reads)
+	assert.Greater(t, reads[0].Seq, moved[len(moved)-1].Seq, "the manifests are read once every kubelet moved")
+	assert.Nil(t, l.kube.Object("apps/v1", "Deployment", "kube-system", "coredns"), "nothing applied after the refusal")
+
+	// The ConfigMap handed over (no inventory): the next up, with no node
+	// to touch, retries the sync alone.
+	foreign["metadata"] = map[string]any{"name": "coredns", "namespace": "kube-system"}
+	_, err = k.ApplyObject(t.Context(), foreign, kubeapi.ApplyOptions{FieldManager: "flux"})
+	require.NoError(t, err)
+	configs := len(l.talos.Events("ApplyConfiguration"))
+	res = l.up(s, l.run(args(to)), kubelet)
+	require.NoError(t, res.err)
+	assert.Len(t, l.talos.Events("ApplyConfiguration"), configs, "no node touched again")
+	d := l.kube.Object("apps/v1", "Deployment", "kube-system", "coredns")
+	require.NotNil(t, d)
+	assert.Equal(t, newDNS, d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["image"])
+	assert.Equal(t, []string{"kube-system_coredns__ConfigMap", "kube-system_coredns_apps_Deployment"}, l.kube.InventoryKeys("kube-system", "talos-bootstrap-manifests-inventory"))
+
+	// No version change: no step, no call.
+	nreads, kubeEvents := len(l.talos.Events("List")), len(l.kube.Events())
+	res = l.up(s, l.run(args(to)), kubelet)
+	require.NoError(t, res.err)
+	assert.Len(t, l.talos.Events("List"), nreads, "nothing read")
+	assert.Len(t, l.kube.Events(), kubeEvents, "nothing applied")
+
+	// A stack's first up with this release creates the resource: without
+	// an upgrade in that up, no call either.
+	delete(s, "lab"+talos.ManifestsSuffix)
+	res = l.up(s, l.run(args(to)), kubelet)
+	require.NoError(t, res.err)
+	assert.Len(t, l.talos.Events("List"), nreads, "nothing read on the create")
+	assert.Contains(t, s, "lab"+talos.ManifestsSuffix)
 }

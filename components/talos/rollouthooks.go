@@ -118,6 +118,7 @@ func (d *dayTwo) runKubernetesPhase(ctx context.Context, ops rollout.Ops, args *
 	if oldKubelet == "" || newKubelet == "" || oldKubelet == newKubelet {
 		return nil
 	}
+	d.upgraded = true // d.mu held (kubernetesPhase)
 	// The kubelets stay on what they run: the old config with the user's
 	// patches, which may name a kubelet image of their own.
 	running, err := mergedKubelet(args.OldInputs)

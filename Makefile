@@ -188,13 +188,18 @@ $(TOOLS_DIR)/kube-apiserver-%/kube-apiserver:
 	@mv -f $(call quote,$@.tmp) $(call quote,$@)
 
 # The packages with tests against the real kube-apiserver (files *_e2e_test.go, build tag `e2e`).
+# tools/drainparity is a module of its own (client-go and kubectl), tested beside them.
+DRAINPARITY_DIR := tools/drainparity
 E2E_KUBE_PACKAGES ?= ./internal/kubeapi ./internal/kubeapi/kubeapitest/... ./internal/kubeapi/kubesim ./internal/rollout
 
 .PHONY: e2e-kube
-e2e-kube: $(KUBE_APISERVER) ## Hold the Kubernetes fake to the real kube-apiserver (built by make kube-apiserver, with an embedded etcd, on loopback): the kubeapi client's calls answer the same from both.
+e2e-kube: $(KUBE_APISERVER) ## Hold the Kubernetes fake to the real kube-apiserver (built by make kube-apiserver, with an embedded etcd, on loopback): the kubeapi client's calls answer the same from both; the drain evicts what kubectl drain evicts (tools/drainparity).
 	$(GO) mod download github.com/cilium/cilium@v$(E2E_CILIUM) # kubesim registers Cilium's real CRDs as its operator would
 	$(GO) mod download github.com/siderolabs/go-kubernetes@v0.2.36 # upstream's removed APIs (internal/rollout)
 	$(GO) test -count=1 -tags e2e -v $(E2E_KUBE_PACKAGES)
+	@# The drain held to kubectl drain's own code (k8s.io/kubectl/pkg/drain) on the real server: a
+	@# module of its own, so that client-go stays out of this one's go.mod (its go.mod says why).
+	cd $(DRAINPARITY_DIR) && GOWORK=off $(GO) test -count=1 -tags e2e -v ./...
 
 # The e2e tests that run the program's parts with the real CLI and plugins (../shared/harness)
 # against the real kube-apiserver, real charts and the project's fakes. The program refuses

@@ -150,9 +150,10 @@ func (s *Server) ensureDaemonSet(namespace, name string) string {
 			UID string `json:"uid"`
 		} `json:"metadata"`
 	}
+	// 409: made already, by an earlier pod of the DaemonSet.
 	if err := json.Unmarshal(body, &ds); err == nil && ds.Kind != "DaemonSet" {
 		body = s.mustCall(http.MethodGet, path+"/"+url.PathEscape(name), "", nil, http.StatusOK)
-		err = json.Unmarshal(body, &ds)
+		_ = json.Unmarshal(body, &ds) // no UID is the failure below
 	}
 	if ds.Metadata.UID == "" {
 		s.t.Fatalf("realapiserver: DaemonSet %s/%s has no UID: %s", namespace, name, body)

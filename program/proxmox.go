@@ -32,7 +32,7 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 	host := hostSettings(&cfg.Proxmox, cfg.Cluster.Network.Gateway, cfg.Cluster.Network.PrefixLength)
 	args := &proxmox.ClusterArgs{
 		Cluster:   ClusterSettings(cfg),
-		Schematic: image.Schematic{ID: cfg.Cluster.Schematic.ID, Extensions: cfg.Cluster.Schematic.Extensions},
+		Schematic: image.Schematic{ID: cfg.Cluster.Schematic.ID, Extensions: cfg.Cluster.Schematic.Extensions, KernelArgs: cfg.Cluster.Schematic.KernelArgs},
 		Proxmox:   host,
 	}
 	for i := range cfg.Hosts {
@@ -68,6 +68,7 @@ func ProxmoxArgs(cfg *stacks.Config) *proxmox.ClusterArgs {
 			KubeSpanEndpoints: ref.KubeSpanEndpoints,
 			Labels:            ref.Labels,
 			Taints:            ref.Taints,
+			Schematic:         nodeSchematic(ref.Schematic),
 		})
 		if cfg.OnServers(ref.Host) {
 			// A rented server: its install's keys instead of a VM's.

@@ -30,6 +30,7 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 		Schematic: &image.Schematic{
 			ID:         cfg.Cluster.Schematic.ID,
 			Extensions: cfg.Cluster.Schematic.Extensions,
+			KernelArgs: cfg.Cluster.Schematic.KernelArgs,
 		},
 		VPS: vpsSettings(&cfg.VPS, cfg.Cluster.Network.Gateway, cfg.Cluster.Network.PrefixLength),
 	}
@@ -45,10 +46,20 @@ func VPSArgs(cfg *stacks.Config) *vps.ClusterArgs {
 			KubeSpanEndpoints: ref.KubeSpanEndpoints,
 			Labels:            ref.Labels,
 			Taints:            ref.Taints,
+			Schematic:         nodeSchematic(ref.Schematic),
 			Rescue:            rescueOf(ref.Rescue),
 		})
 	}
 	return args
+}
+
+// nodeSchematic is a node's own schematic as the components take it; nil
+// when it has none (the cluster's).
+func nodeSchematic(s *stacks.NodeSchematicConfig) *image.Schematic {
+	if s == nil {
+		return nil
+	}
+	return &image.Schematic{ID: s.ID, Extensions: s.Extensions, KernelArgs: s.KernelArgs}
 }
 
 // vpsSettings are a vps section of the stack file (vps, or a hosts

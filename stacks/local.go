@@ -44,7 +44,7 @@ func validateLocalStack(d *Diagnostics, cfg *Config) {
 	if cfg.Storage.ProxmoxCSI.Enabled() {
 		d.errorf("storage.proxmoxCsi", "is only valid for platform proxmox (this stack's platform is local): the plugin makes disks of Proxmox VMs")
 	}
-	if s := cfg.Cluster.Schematic; s.ID != "" || len(s.Extensions) > 0 {
+	if s := cfg.Cluster.Schematic; s.ID != "" || len(s.Extensions) > 0 || len(s.KernelArgs) > 0 {
 		d.errorf("cluster.schematic", "is not valid for platform local: the containers run Talos's published image, and a container loads no system extension; leave it out")
 	}
 }
@@ -72,4 +72,7 @@ var containerTakes = []string{"cores", "memory"}
 // has no VM, disk, NIC or rescue system of its own.
 func validateLocalStackNode(d *Diagnostics, ref NodeRef, _ map[string]string) {
 	rejectOtherPlatforms(d, ref, PlatformLocal, containerCannot, containerTakes...)
+	if ref.Schematic != nil {
+		d.errorf(ref.Path+".schematic", "is not valid for platform local: the containers run Talos's published image, and a container loads no system extension nor kernel argument; leave it out")
+	}
 }

@@ -292,6 +292,21 @@ type SchematicConfig struct {
 	ID string `json:"id"`
 	// Official system extensions to build a schematic from.
 	Extensions []string `json:"extensions" default:"proxmox: siderolabs/qemu-guest-agent, siderolabs/iscsi-tools, siderolabs/util-linux-tools; vps: none"`
+	// Extra kernel arguments the images boot with (the ISO, the disk image, the installed system), in
+	// order, one per item, e.g. console=ttyS0; excludes 'id'.
+	KernelArgs []string `json:"kernelArgs"`
+}
+
+// NodeSchematicConfig is a node's or pool's own schematic.
+type NodeSchematicConfig struct {
+	// An existing schematic id (64 hex digits): the whole schematic, nothing taken from the cluster's;
+	// excludes 'extensions' and 'kernelArgs'.
+	ID string `json:"id"`
+	// Official system extensions; with a Proxmox VM's, keep siderolabs/qemu-guest-agent (its VM's
+	// agent is on only with it), and Longhorn's on workers with data disks.
+	Extensions []string `json:"extensions" default:"the cluster's"`
+	// Extra kernel arguments, in order, one per item.
+	KernelArgs []string `json:"kernelArgs" default:"the cluster's"`
 }
 
 // NetworkConfig is the node network.
@@ -382,6 +397,10 @@ type NodeConfig struct {
 	// reaches the Node after the node's config apply, without a reboot; one removed here is removed from
 	// the Node.
 	Taints map[string]string `json:"taints" rules:"component"`
+	// proxmox and vps: this node's (or pool's) own Image Factory schematic, e.g. a GPU pool's
+	// extensions or kernel arguments; each key left out is the cluster's ('cluster.schematic'). Its
+	// VMs boot its own ISO, and its nodes install and upgrade with its own installer.
+	Schematic *NodeSchematicConfig `json:"schematic" rules:"component"`
 
 	// Proxmox.
 

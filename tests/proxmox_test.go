@@ -15,10 +15,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/pveapi"
 	"github.com/fluodata/talos-pulumi/internal/pveapi/pveapitest"
+	"github.com/fluodata/talos-pulumi/internal/testkit/factorytest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/program/programtest"
 	"github.com/fluodata/talos-pulumi/stacks"
@@ -448,4 +450,82 @@ func TestDerivedMACClashingWithAGivenOneFails(t *testing.T) {
 	e, _, _, err := programtest.Run(t, src, "proxmox-homelab", program.Options{})
 	require.ErrorContains(t, err, `node "worker-1": its derived MAC `+derived+` is the MAC of "worker-0"`)
 	assert.Empty(t, e.Created(), "nothing is registered")
+}
+
+// A pool and a node with schematics of their own: each distinct schematic
+// is registered once, its ISO is downloaded on the Proxmox node its VMs run
+// on and booted by them, their guest agent follows its extensions, and
+// their configs install its installer; the others keep the cluster's.
+func TestProxmoxPoolAndNodeSchematics(t *testing.T) {
+	t.Parallel()
+	src := stackstest.Example(t, stackstest.ProxmoxExample)
+	gpu := []any{"siderolabs/nvidia-open-gpu-kernel-modules-production"}
+	src = edit(t, src, "nodes", func(m map[string]any) {
+		ws := m["workers"].([]any)
+		ws[1].(map[string]any)["schematic"] = map[string]any{"extensions": gpu}
+		ws[1].(map[string]any)["dataDiskSize"] = 0
+		m["pools"] = []any{map[string]any{
+			"name": "serial", "count": 2, "ip": "10.10.0.30", "vmId": 130, "proxmoxNode": "pve2",
+			"schematic": map[string]any{"kernelArgs": []any{"console=ttyS0"}},
+		}}
+	})
+	src = edit(t, src, "proxmox", func(m map[string]any) {
+		m["dnsmasq"].(map[string]any)["bridgeSpansHosts"] = true
+	})
+	e, _ := deploy(t, src)
+
+	clusterDoc, err := image.SchematicYAML(proxmox.DefaultExtensions(), nil)
+	require.NoError(t, err)
+	poolDoc, err := image.SchematicYAML(proxmox.DefaultExtensions(), []string{"console=ttyS0"})
+	require.NoError(t, err)
+	gpuDoc, err := image.SchematicYAML([]string{gpu[0].(string)}, nil)
+	require.NoError(t, err)
+	pool := image.Schematic{Extensions: proxmox.DefaultExtensions(), KernelArgs: []string{"console=ttyS0"}}
+	own := image.Schematic{Extensions: []string{gpu[0].(string)}}
+	docs := map[string]string{}
+	for _, s := range e.ByType(componentstest.Schematic) {
+		docs[s.Name] = s.Inputs["schematic"].StringValue()
+	}
+	assert.Equal(t, map[string]string{
+		"homelab-schematic":                  clusterDoc,
+		"homelab-schematic-" + pool.Suffix(): poolDoc,
+		"homelab-schematic-" + own.Suffix():  gpuDoc,
+	}, docs, "each schematic once: the pool's two nodes share theirs")
+	assert.Contains(t, poolDoc, "extraKernelArgs")
+	poolID, err := factorytest.SchematicID([]byte(poolDoc))
+	require.NoError(t, err)
+	gpuID, err := factorytest.SchematicID([]byte(gpuDoc))
+	require.NoError(t, err)
+
+	isos := map[string]componentstest.Registered{}
+	for _, iso := range e.ByType(componentstest.Download) {
+		isos[iso.Name] = iso
+	}
+	require.Len(t, isos, 3, "pve: the cluster's ISO and worker-1's; pve2: the pool's")
+	poolISO := isos["homelab-iso-pve2-"+pool.Suffix()]
+	assert.Equal(t, "pve2", poolISO.Inputs["nodeName"].StringValue())
+	assert.Equal(t, "https://factory.talos.dev/image/"+poolID+"/v1.13.9/metal-amd64.iso", poolISO.Inputs["url"].StringValue())
+	gpuISO := isos["homelab-iso-pve-"+own.Suffix()]
+	assert.Equal(t, "https://factory.talos.dev/image/"+gpuID+"/v1.13.9/metal-amd64.iso", gpuISO.Inputs["url"].StringValue())
+	assert.NotEqual(t, poolISO.Inputs["fileName"].StringValue(), gpuISO.Inputs["fileName"].StringValue())
+
+	want := map[string]struct {
+		iso         componentstest.Registered
+		agent       bool
+		schematicID string
+	}{
+		"cp-0":     {isos["homelab-iso-pve"], true, componentstest.SchematicID},
+		"worker-0": {isos["homelab-iso-pve"], true, componentstest.SchematicID},
+		"worker-1": {gpuISO, false, gpuID},
+		"serial-0": {poolISO, true, poolID},
+		"serial-1": {poolISO, true, poolID},
+	}
+	for node, w := range want {
+		v := e.Named(t, componentstest.VM, "homelab-vm-"+node)
+		assert.Equal(t, "local:iso/"+w.iso.Inputs["fileName"].StringValue(), obj(v.Inputs["cdrom"], "fileId").StringValue(), "%s boots its schematic's ISO", node)
+		assert.True(t, e.After(v, w.iso), node)
+		assert.Equal(t, w.agent, obj(v.Inputs["agent"], "enabled").BoolValue(), "%s: the agent follows its schematic's extensions", node)
+		patches := fmt.Sprint(e.Named(t, componentstest.Apply, "homelab-apply-"+node).Inputs["configPatches"])
+		assert.Contains(t, patches, "factory.talos.dev/metal-installer/"+w.schematicID+":v1.13.9", "%s installs its schematic's installer", node)
+	}
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fluodata/talos-pulumi/components/componentstest"
+	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/testkit/factorytest"
 	"github.com/fluodata/talos-pulumi/program"
 	"github.com/fluodata/talos-pulumi/stacks/stackstest"
 )
@@ -220,4 +222,31 @@ func TestVPSNodeInMaintenanceModeSkipsRescueInstallAndReboot(t *testing.T) {
 	// The same stack with the node in its rescue system installs as before.
 	e, _ = deploy(t, src)
 	assert.Equal(t, "bash -s", e.Named(t, componentstest.RemoteCommand, "prod-install-node-0").Inputs["create"].StringValue())
+}
+
+// A rented server with a schematic of its own writes its own disk image and
+// installs its own installer; its kernel arguments come with the cluster's
+// extensions (the example's Longhorn ones).
+func TestVPSNodeSchematic(t *testing.T) {
+	t.Parallel()
+	src := stackstest.Example(t, stackstest.VPSExample)
+	src = edit(t, src, "nodes", func(m map[string]any) {
+		cp := m["controlPlanes"].([]any)[0].(map[string]any)
+		cp["schematic"] = map[string]any{"kernelArgs": []any{"net.ifnames=0"}}
+	})
+	e, outs := deploy(t, src)
+
+	exts := []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}
+	doc, err := image.SchematicYAML(exts, []string{"net.ifnames=0"})
+	require.NoError(t, err)
+	id, err := factorytest.SchematicID([]byte(doc))
+	require.NoError(t, err)
+	own := image.Schematic{Extensions: exts, KernelArgs: []string{"net.ifnames=0"}}
+	assert.Equal(t, doc, e.Named(t, componentstest.Schematic, "prod-schematic-"+own.Suffix()).Inputs["schematic"].StringValue())
+
+	stdin := e.Named(t, componentstest.RemoteCommand, "prod-install-node-0").Inputs["stdin"].StringValue()
+	assert.True(t, strings.HasPrefix(stdin, "IMAGE_URL='https://factory.talos.dev/image/"+id+"/v1.13.9/metal-amd64.raw.zst'\n"), "its own image:\n%s", stdin[:200])
+	patches := fmt.Sprint(e.Named(t, componentstest.Apply, "prod-apply-node-0").Inputs["configPatches"])
+	assert.Contains(t, patches, "factory.talos.dev/metal-installer/"+id+":v1.13.9")
+	assert.Equal(t, "https://factory.talos.dev/image/"+componentstest.SchematicID+"/v1.13.9/metal-amd64.raw.zst", outs["imageUrl"].Value, "the cluster's image stays the output")
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/testkit/factorytest"
 )
 
 // Type tokens of the resources this project registers.
@@ -43,7 +44,10 @@ const (
 	StackReference = "pulumi:pulumi:StackReference"
 )
 
-// SchematicID is the id the mock Image Factory gives every schematic.
+// SchematicID is the id the mock Image Factory gives every cluster's
+// schematic (registered as <name>-schematic); a node's own
+// (<name>-schematic-<suffix>) gets the id the Image Factory gives its
+// document (factorytest.SchematicID), so that two differ.
 const SchematicID = "ce4c980550dd2ab1b17bbf2b08801c7eb59418eafe8f279833297925d67c7515"
 
 // Registered is one resource as the mock engine saw it.
@@ -220,6 +224,13 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 		out["status"] = resource.NewObjectProperty(resource.PropertyMap{"status": resource.NewStringProperty("deployed")})
 	case Schematic:
 		id = SchematicID
+		if strings.Contains(args.Name, "-schematic-") {
+			own, err := factorytest.SchematicID([]byte(args.Inputs["schematic"].StringValue()))
+			if err != nil {
+				return "", nil, err
+			}
+			id = own
+		}
 	case RandomID:
 		// Like the random provider: new bytes for every resource created,
 		// so a destroy followed by an `up` (a new engine) gets other ones.

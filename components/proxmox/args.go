@@ -115,6 +115,9 @@ type Pool struct {
 	Labels map[string]string `pulumi:"labels,optional"`
 	// Taints are each node's Kubernetes taints, as a node's are.
 	Taints map[string]string `pulumi:"taints,optional"`
+	// Schematic is the pool's own Image Factory schematic, as a node's
+	// is.
+	Schematic *image.Schematic `pulumi:"schematic,optional"`
 }
 
 // nodes are the pool's workers (inputs.PoolMembers).
@@ -124,7 +127,7 @@ func (pl Pool) nodes() []Node {
 		out = append(out, Node{
 			Name: m.Name, Role: talos.RoleWorker, IP: m.IP, VMID: pl.VMID + m.Index,
 			ProxmoxNode: pl.ProxmoxNode, Host: pl.Host, Cores: pl.Cores, Memory: pl.Memory, DiskSize: pl.DiskSize, DataDiskSize: pl.DataDiskSize,
-			InstallDisk: pl.InstallDisk, Patches: pl.Patches, Labels: pl.Labels, Taints: pl.Taints,
+			InstallDisk: pl.InstallDisk, Patches: pl.Patches, Labels: pl.Labels, Taints: pl.Taints, Schematic: pl.Schematic,
 		})
 	}
 	return out
@@ -285,6 +288,12 @@ type Node struct {
 	// "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one
 	// removed here is removed from the Node.
 	Taints map[string]string `pulumi:"taints,optional"`
+	// Schematic is the node's own Image Factory schematic, its keys left
+	// out taken from the cluster's (e.g. only kernelArgs: the cluster's
+	// extensions with them): the ISO its VM boots, the installer it
+	// installs and upgrades with, and its guest agent (on with
+	// siderolabs/qemu-guest-agent among its extensions).
+	Schematic *image.Schematic `pulumi:"schematic,optional"`
 	// Server holds what a node on a hosts entry of rented servers (vps)
 	// has instead of a VM: its rescue system and addressing.
 	Server *ServerNode `pulumi:"server,optional"`
@@ -520,6 +529,9 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 	var macNodes []NodeMAC
 	for i, n := range a.Nodes {
 		at := fmt.Sprintf("nodes[%d].", i)
+		if n.Schematic != nil {
+			n.Schematic.CheckOver(p, at+"schematic", a.Schematic)
+		}
 		if a.onServer(n) {
 			// A rented server: no VM (its own checks are vps's, checkHosts).
 			continue
@@ -667,21 +679,53 @@ func (a *ClusterArgs) Warnings() []string {
 	if !a.TalosArgs(nil).LonghornNodes() {
 		return out
 	}
-	if a.Schematic.ID != "" {
-		return append(out, fmt.Sprintf("%s: the workers' data disks are Longhorn volumes; make sure schematic %s carries %s, which Longhorn needs",
-			name("schematic.id"), a.Schematic.ID, strings.Join(talos.LonghornExtensions, " and ")))
+	// The cluster's schematic, then each node's own that a worker with a
+	// data disk boots (a pool's once).
+	out = append(out, longhornWarnings(name, "schematic", a.Schematic)...)
+	seen := map[string]bool{}
+	for i, n := range a.Nodes {
+		if n.Schematic == nil || n.Role != talos.RoleWorker || n.DataDiskSize == 0 {
+			continue
+		}
+		w := longhornWarnings(name, fmt.Sprintf("nodes[%d].schematic", i), a.schematicOf(n))
+		for _, msg := range w {
+			if !seen[msg] {
+				seen[msg] = true
+				out = append(out, msg)
+			}
+		}
+	}
+	return out
+}
+
+// longhornWarnings say what of Longhorn's extensions the schematic at path
+// (in the caller's terms through name) lacks, or that an id's cannot be
+// told.
+func longhornWarnings(name func(string) string, path string, s image.Schematic) []string {
+	if s.ID != "" {
+		return []string{fmt.Sprintf("%s: the workers' data disks are Longhorn volumes; make sure schematic %s carries %s, which Longhorn needs",
+			name(path+".id"), s.ID, strings.Join(talos.LonghornExtensions, " and "))}
 	}
 	var missing []string
 	for _, ext := range talos.LonghornExtensions {
-		if !slices.Contains(a.Schematic.Extensions, ext) {
+		if !slices.Contains(s.Extensions, ext) {
 			missing = append(missing, ext)
 		}
 	}
 	if len(missing) == 0 {
-		return out
+		return nil
 	}
-	return append(out, fmt.Sprintf("%s: the workers' data disks are Longhorn volumes, and Longhorn needs %s: add it to the extensions, or set cluster.dataVolume.layout to plain",
-		name("schematic.extensions"), strings.Join(missing, " and ")))
+	return []string{fmt.Sprintf("%s: the workers' data disks are Longhorn volumes, and Longhorn needs %s: add it to the extensions, or set cluster.dataVolume.layout to plain",
+		name(path+".extensions"), strings.Join(missing, " and "))}
+}
+
+// schematicOf is the node's schematic: its own over the cluster's
+// (image.Schematic.Over), or the cluster's.
+func (a *ClusterArgs) schematicOf(n Node) image.Schematic {
+	if n.Schematic == nil {
+		return a.Schematic
+	}
+	return n.Schematic.Over(a.Schematic)
 }
 
 // zoneWarnings are the Proxmox node names that two hosts share: each

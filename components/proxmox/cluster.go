@@ -65,9 +65,11 @@ type Cluster struct {
 	InstallerImage pulumi.StringOutput `pulumi:"installerImage"`
 
 	// Children, for tests and later steps.
-	Provider *proxmoxve.Provider       // the caller's, or the component's own (<name>-pve)
-	ISOs     map[string]*download.File // by Proxmox node (host/node on a hosts entry)
-	DHCP     *remote.Command           // nil without dnsmasq
+	Provider *proxmoxve.Provider // the caller's, or the component's own (<name>-pve)
+	// ISOs by Proxmox node (host/node on a hosts entry), with the
+	// schematic's suffix for a node's own schematic (<node>-<suffix>).
+	ISOs map[string]*download.File
+	DHCP *remote.Command // nil without dnsmasq
 	// HostProviders are the hosts entries' own (<name>-pve-<host>), and
 	// HostDHCP their reservations, by host name.
 	HostProviders map[string]*proxmoxve.Provider
@@ -120,16 +122,16 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	if err != nil {
 		return nil, err
 	}
-	img, err := newImage(ctx, name, args, parent)
+	images, err := newImages(ctx, name, args, parent)
 	if err != nil {
 		return nil, err
 	}
-	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
-	machines, err := c.newMachines(ctx, name, args, machinesArgs{img: img, macs: macs, bindStop: bindStop, deps: deps, opts: opts, parent: parent})
+	c.SchematicID, c.InstallerImage = images.Cluster.SchematicID, images.Cluster.Installer
+	machines, err := c.newMachines(ctx, name, args, machinesArgs{images: images, macs: macs, bindStop: bindStop, deps: deps, opts: opts, parent: parent})
 	if err != nil {
 		return nil, err
 	}
-	if c.Talos, err = talos.NewClusterWithDeps(ctx, name, c.talosArgs(args, img, machines, leaver), deps.Talos, parent); err != nil {
+	if c.Talos, err = talos.NewClusterWithDeps(ctx, name, c.talosArgs(args, images, machines, leaver), deps.Talos, parent); err != nil {
 		return nil, err
 	}
 	if err := c.ejectISOs(ctx, name, args, hooks, apis, deps.Talos, parent); err != nil {
@@ -172,7 +174,7 @@ func registerCluster(ctx *pulumi.Context, name string, deps Deps, opts []pulumi.
 
 // machinesArgs are what the machines of every host are made from.
 type machinesArgs struct {
-	img      *image.Image
+	images   *image.Images
 	macs     map[string]string
 	bindStop func(vm string) (pulumi.ResourceOption, error)
 	deps     Deps
@@ -196,7 +198,7 @@ func (c *Cluster) newMachines(ctx *pulumi.Context, name string, args *ClusterArg
 	m := &machines{nodeOpts: map[string]talos.NodeOptions{}, vmIDs: pulumi.IntMap{}, macs: pulumi.StringMap{}}
 	for _, host := range args.hostViews() {
 		if host.VPS != nil {
-			opts, err := c.newServers(ctx, name, host, in.img.DiskImageURL, in.deps, in.parent)
+			opts, err := c.newServers(ctx, name, host, in.images, in.deps, in.parent)
 			if err != nil {
 				return nil, err
 			}
@@ -223,7 +225,7 @@ func (c *Cluster) newMachines(ctx *pulumi.Context, name string, args *ClusterArg
 // newVMs makes a Proxmox VE host's ISOs, reservations and VMs, and adds the
 // VMs to m.
 func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, host hostView, hostPVE []pulumi.ResourceOption, in machinesArgs, m *machines) error {
-	isos, err := downloadISOs(ctx, name, args, host, in.img, append(slices.Clone(hostPVE), host.goneOptions("fileName", "url")...)...)
+	isos, isoOf, err := downloadISOs(ctx, name, args, host, in.images, append(slices.Clone(hostPVE), host.goneOptions("fileName", "url")...)...)
 	if err != nil {
 		return err
 	}
@@ -241,12 +243,11 @@ func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, ho
 		}
 		vmDeps = append(vmDeps, dhcp)
 	}
-	agent := hasGuestAgent(args.Schematic)
 	for _, ref := range host.Nodes {
-		iso := c.ISOs[placement(ref)]
+		iso := isoOf[ref.Name]
 		a := vmArgs(args, ref, vmSpec{
 			Cluster: args.Cluster.Name, Stack: ctx.Stack(), MAC: pulumi.String(in.macs[ref.Name]),
-			ISO: iso.ID().ToStringOutput(), Agent: agent,
+			ISO: iso.ID().ToStringOutput(), Agent: hasGuestAgent(args.schematicOf(ref)),
 		})
 		// VMs start only once their DHCP reservation is live and their ISO
 		// is in storage.
@@ -291,9 +292,10 @@ func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, ho
 // talosArgs are the TalosCluster's arguments: the nodes on their machines.
 // Bootstrap, kubeconfig and Helm releases go with the first control plane:
 // a whole-stack destroy makes no call to the dying cluster.
-func (c *Cluster) talosArgs(args *ClusterArgs, img *image.Image, m *machines, leaver *talos.Leaver) *talos.ClusterArgs {
-	targs := args.TalosArgs(img.Installer)
+func (c *Cluster) talosArgs(args *ClusterArgs, images *image.Images, m *machines, leaver *talos.Leaver) *talos.ClusterArgs {
+	targs := args.TalosArgs(images.Cluster.Installer)
 	targs.NodeOptions = m.nodeOpts
+	targs.Installers = images.Installers()
 	targs.Leaver = leaver
 	targs.DeletedWith = c.machineOf(args.Nodes[0].Name)
 	return targs

@@ -64,41 +64,64 @@ func ISOFileName(f ISOFile) string {
 	return strings.Join(parts, "-") + ".iso"
 }
 
-// newImage resolves the cluster's image for the addressing mode.
-func newImage(ctx *pulumi.Context, name string, args *ClusterArgs, parent pulumi.ResourceOrInvokeOption) (*image.Image, error) {
-	return image.New(ctx, name, image.Args{
+// newImages resolves the cluster's image for the addressing mode, and one
+// for each other schematic of its nodes.
+func newImages(ctx *pulumi.Context, name string, args *ClusterArgs, parent pulumi.ResourceOrInvokeOption) (*image.Images, error) {
+	own := map[string]image.Schematic{}
+	for _, n := range args.Nodes {
+		if n.Schematic != nil {
+			own[n.Name] = args.schematicOf(n)
+		}
+	}
+	return image.NewImages(ctx, name, args.Schematic, image.Args{
 		TalosVersion: args.Cluster.TalosVersion,
-		SchematicID:  args.Schematic.ID,
-		Extensions:   args.Schematic.Extensions,
 		Platform:     imagePlatform(args.Proxmox.Addressing),
-	}, parent)
+	}, own, parent)
 }
 
-// downloadISOs puts the ISO into the ISO datastore of every Proxmox node of
-// the host that holds a VM, through the host's API (the node fetches it from
-// the factory), and returns them by placement (the node; host/node on a
-// hosts entry, whose resource names end so too).
-func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, host hostView, img *image.Image, opts ...pulumi.ResourceOption) (map[string]*download.File, error) {
+// isoResourceName names the download of img's ISO on the Proxmox node at
+// placement at: the cluster's schematic's as before schematics per node,
+// another's with its suffix.
+func isoResourceName(name, at string, img *image.Image) string {
+	if img.Suffix == "" {
+		return name + "-iso-" + at
+	}
+	return name + "-iso-" + at + "-" + img.Suffix
+}
+
+// downloadISOs puts the ISOs into the ISO datastore of every Proxmox node
+// of the host that holds a VM, through the host's API (the node fetches it
+// from the factory): on each, the ISO of every schematic its VMs boot. It
+// returns them by the end of their resource name (the placement, and the
+// schematic's suffix for a node's own), and the ISO each node boots.
+func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, host hostView, images *image.Images, opts ...pulumi.ResourceOption) (files, byNode map[string]*download.File, err error) {
 	px := host.Settings
 	// Destroy deletes the ISO unless the stack keeps it (e.g. for VMs made
 	// by hand from it); a kept file stays in storage, unmanaged.
 	// A gone host's is dropped from the state alone (goneOptions).
 	opts = append(opts, pulumi.RetainOnDelete(px.KeepISO || host.Gone))
-	// ctx.Stack() is the stack the program runs as, the one the VMs' stack
-	// tag names too.
-	fileName := img.SchematicID.ApplyT(func(id string) string {
-		return ISOFileName(ISOFile{
-			Stack: ctx.Stack(), Cluster: args.Cluster.Name,
-			TalosVersion: args.Cluster.TalosVersion, SchematicID: id, Platform: img.Platform,
-		})
-	}).(pulumi.StringOutput)
-	out := map[string]*download.File{}
-	for _, node := range proxmoxNodes(host.Nodes) {
-		at := placement(Node{Host: host.Name, ProxmoxNode: node})
-		f, err := download.NewFile(ctx, name+"-iso-"+at, &download.FileArgs{
+	files, byNode = map[string]*download.File{}, map[string]*download.File{}
+	for _, ref := range host.Nodes {
+		img := images.Of(ref.Name)
+		at := placement(Node{Host: host.Name, ProxmoxNode: ref.ProxmoxNode})
+		resName := isoResourceName(name, at, img)
+		key := strings.TrimPrefix(resName, name+"-iso-")
+		if f, ok := files[key]; ok {
+			byNode[ref.Name] = f
+			continue
+		}
+		// ctx.Stack() is the stack the program runs as, the one the VMs'
+		// stack tag names too.
+		fileName := img.SchematicID.ApplyT(func(id string) string {
+			return ISOFileName(ISOFile{
+				Stack: ctx.Stack(), Cluster: args.Cluster.Name,
+				TalosVersion: args.Cluster.TalosVersion, SchematicID: id, Platform: img.Platform,
+			})
+		}).(pulumi.StringOutput)
+		f, err := download.NewFile(ctx, resName, &download.FileArgs{
 			ContentType: pulumi.String("iso"),
 			DatastoreId: pulumi.String(px.ISODatastore),
-			NodeName:    pulumi.String(node),
+			NodeName:    pulumi.String(ref.ProxmoxNode),
 			Url:         img.ISOURL,
 			FileName:    fileName,
 			// The name already pins version and schematic; without this the
@@ -117,27 +140,15 @@ func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, host host
 			UploadTimeout:      pulumi.Int(isoDownloadTimeoutSeconds),
 		}, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("unable to create ISO download on Proxmox node %q: %w", at, err)
+			return nil, nil, fmt.Errorf("unable to create ISO download on Proxmox node %q: %w", at, err)
 		}
-		out[at] = f
+		files[key], byNode[ref.Name] = f, f
 	}
-	return out, nil
+	return files, byNode, nil
 }
 
 // isoDownloadTimeoutSeconds bounds one ISO download (about 100 MB).
 const isoDownloadTimeoutSeconds = 1200
-
-// proxmoxNodes lists the Proxmox nodes hosting a VM, sorted.
-func proxmoxNodes(nodes []Node) []string {
-	var out []string
-	for _, n := range nodes {
-		if !slices.Contains(out, n.ProxmoxNode) {
-			out = append(out, n.ProxmoxNode)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
 
 // hasGuestAgent reports whether the image runs qemu-guest-agent. With a given
 // schematic id the extensions are unknown, so the agent stays off: enabling it

@@ -29,8 +29,8 @@ type PreviousVM struct {
 // applies only with a reboot: that resize would be recorded but not made
 // (docs/decisions/0004-upstream-behaviours.md#a-disk-cannot-grow-with-a-reboot-only-change).
 func (a *ClusterArgs) checkResizes(p *inputs.Problems) {
-	agent := hasGuestAgent(a.Schematic)
 	for i, n := range a.Nodes {
+		agent := hasGuestAgent(a.schematicOf(n))
 		was, ok := a.PreviousVMs[n.Name]
 		if !ok {
 			continue
@@ -56,7 +56,7 @@ func (a *ClusterArgs) checkResizes(p *inputs.Problems) {
 			{"memory", was.Memory != 0 && was.Memory != n.Memory},
 			{"proxmox.cpuType", was.CPUType != "" && was.CPUType != a.settingsOf(n.Host).CPUType},
 			{"proxmox.bios", was.BIOS != "" && was.BIOS != a.settingsOf(n.Host).BIOS},
-			{"the guest agent (cluster.schematic)", was.Agent != agent},
+			{"the guest agent (the schematic's extensions)", was.Agent != agent},
 		} {
 			if c.changed {
 				reboots = append(reboots, c.name)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/servers"
 	"github.com/fluodata/talos-pulumi/components/talos"
@@ -41,6 +42,7 @@ func (a *ClusterArgs) onServer(n Node) bool { return a.serverSettings(n.Host) !=
 func serverNode(n Node) servers.Node {
 	s := servers.Node{
 		Name: n.Name, Role: n.Role, IP: n.IP, InstallDisk: n.InstallDisk, Patches: n.Patches, KubeSpanEndpoints: n.KubeSpanEndpoints, Labels: n.Labels, Taints: n.Taints,
+		Schematic: n.Schematic,
 	}
 	if n.Server != nil {
 		s.Rescue, s.Gateway, s.PrefixLength = n.Server.Rescue, n.Server.Gateway, n.Server.PrefixLength
@@ -197,10 +199,13 @@ func (a *ClusterArgs) refuseServerKeys(p *inputs.Problems, at string, n Node) {
 
 // newServers registers the installs of host's rented servers and returns
 // their TalosCluster options. They write the factory's disk image of the
-// cluster's schematic and version, or the entry's own vps.imageUrl (a
+// node's schematic and the version, or the entry's own vps.imageUrl (a
 // presigned one as a secret), as on a VpsCluster (servers.ImageURLs).
-func (c *Cluster) newServers(ctx *pulumi.Context, name string, host hostView, factoryImage pulumi.StringOutput, deps Deps, parent pulumi.ResourceOption) (map[string]talos.NodeOptions, error) {
-	installURL, _ := servers.ImageURLs(factoryImage, *host.VPS)
+func (c *Cluster) newServers(ctx *pulumi.Context, name string, host hostView, images *image.Images, deps Deps, parent pulumi.ResourceOption) (map[string]talos.NodeOptions, error) {
+	installURL := func(node string) pulumi.StringOutput {
+		url, _ := servers.ImageURLs(images.Of(node).DiskImageURL, *host.VPS)
+		return url
+	}
 	nodes := make([]servers.Node, 0, len(host.Nodes))
 	for _, n := range host.Nodes {
 		nodes = append(nodes, serverNode(n))

@@ -29,7 +29,7 @@ type Servers struct {
 	// forgets the server on delete as settings say.
 	NodeOptions map[string]talos.NodeOptions
 
-	imageURL pulumi.StringOutput
+	imageURL func(node string) pulumi.StringOutput
 }
 
 // ImageURLs are the disk image the installs fetch (the factory's, or
@@ -49,9 +49,11 @@ func ImageURLs(factory pulumi.StringOutput, settings Settings) (install, shown p
 }
 
 // NewServers registers the steps of nodes (defaulted, as WithDefaults
-// leaves them) under parent, their names prefixed with name, installing
-// imageURL. deps.Talos must have its defaults (talos.Deps.WithDefaults).
-func NewServers(ctx *pulumi.Context, name string, settings Settings, nodes []Node, imageURL pulumi.StringOutput, deps Deps, parent pulumi.ResourceOption) (*Servers, error) {
+// leaves them) under parent, their names prefixed with name, each node
+// installing imageURL(its name): a node with a schematic of its own
+// writes its own image. deps.Talos must have its defaults
+// (talos.Deps.WithDefaults).
+func NewServers(ctx *pulumi.Context, name string, settings Settings, nodes []Node, imageURL func(node string) pulumi.StringOutput, deps Deps, parent pulumi.ResourceOption) (*Servers, error) {
 	s := &Servers{
 		Installs: map[string]*remote.Command{}, Reboots: map[string]*local.Command{}, Waits: map[string]*local.Command{},
 		NodeOptions: map[string]talos.NodeOptions{}, imageURL: imageURL,
@@ -136,7 +138,7 @@ func (c *Servers) prepareNode(ctx *pulumi.Context, deps talos.Deps, name string,
 		}
 	} else {
 		installArgs.Create = pulumi.String("bash -s")
-		installArgs.Stdin = c.imageURL.ApplyT(func(url string) string {
+		installArgs.Stdin = c.imageURL(n.Name).ApplyT(func(url string) string {
 			i := inst
 			i.ImageURL = url
 			return i.Stdin()

@@ -12,6 +12,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/talos"
 )
@@ -113,6 +114,11 @@ type Node struct {
 	// "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one
 	// removed here is removed from the Node.
 	Taints map[string]string `pulumi:"taints,optional"`
+	// Schematic is the node's own Image Factory schematic, its keys left
+	// out taken from the cluster's (e.g. only kernelArgs: the cluster's
+	// extensions with them): the image its install writes and the
+	// installer it upgrades with.
+	Schematic *image.Schematic `pulumi:"schematic,optional"`
 	// Rescue is SSH access to the provider's rescue system, which the
 	// install runs in.
 	Rescue Rescue `pulumi:"rescue"`

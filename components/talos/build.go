@@ -141,7 +141,11 @@ func (b *build) node(n NodeSpec, previous []pulumi.Resource) (pulumi.Resource, e
 		}
 		applyHooks = append(applyHooks, bound)
 	}
-	patches := args.InstallerImage.ToStringOutput().ApplyT(func(image string) []string {
+	installer := args.InstallerImage
+	if own, ok := args.Installers[n.Name]; ok {
+		installer = own
+	}
+	patches := installer.ToStringOutput().ApplyT(func(image string) []string {
 		return NodePatches(spec, n, image)
 	}).(pulumi.StringArrayOutput)
 	if args.Cluster.SecretPatches {

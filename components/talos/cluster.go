@@ -173,6 +173,11 @@ type Machines struct {
 	// config waits for its machine (DependsOn), goes with it
 	// (DeletedWith) and is replaced with it (ReplaceWith).
 	NodeOptions map[string]NodeOptions
+	// Installers are, by node name, the installer images of the nodes
+	// with a schematic of their own (a pool's extensions or kernel
+	// arguments); the others install InstallerImage. A node's upgrade
+	// follows its own.
+	Installers map[string]pulumi.StringInput
 	// Leaver, when set, is how the platform takes a node out of the cluster
 	// before its replaced machine goes (see Leaver).
 	Leaver *Leaver

@@ -107,6 +107,11 @@ func (a *ClusterArgs) checkNodes(p *inputs.Problems) {
 	}
 	(&talos.ClusterArgs{Cluster: a.Cluster, Nodes: nodes, Previous: a.Previous}).CheckNodes(p, "")
 	servers.CheckNodes(p, a.VPS, a.Nodes, settingsPrefix, func(i int) string { return fmt.Sprintf("nodes[%d]", i) })
+	for i, n := range a.Nodes {
+		if n.Schematic != nil {
+			n.Schematic.CheckOver(p, fmt.Sprintf("nodes[%d].schematic", i), a.schematic())
+		}
+	}
 }
 
 // schematic is the schematic input, empty when left out (a plain metal image).

@@ -88,18 +88,26 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	}
 	parent := pulumi.Parent(c)
 
-	img, err := image.New(ctx, name, image.Args{
+	own := map[string]image.Schematic{}
+	for _, n := range args.Nodes {
+		if n.Schematic != nil {
+			own[n.Name] = n.Schematic.Over(args.schematic())
+		}
+	}
+	images, err := image.NewImages(ctx, name, args.schematic(), image.Args{
 		TalosVersion: args.Cluster.TalosVersion,
-		SchematicID:  args.schematic().ID,
-		Extensions:   args.schematic().Extensions,
 		Platform:     image.PlatformMetal,
-	}, parent)
+	}, own, parent)
 	if err != nil {
 		return nil, err
 	}
+	img := images.Cluster
 	c.SchematicID, c.InstallerImage = img.SchematicID, img.Installer
-	var install pulumi.StringOutput
-	install, c.ImageURL = servers.ImageURLs(img.DiskImageURL, args.VPS)
+	_, c.ImageURL = servers.ImageURLs(img.DiskImageURL, args.VPS)
+	install := func(node string) pulumi.StringOutput {
+		url, _ := servers.ImageURLs(images.Of(node).DiskImageURL, args.VPS)
+		return url
+	}
 	servers, err := servers.NewServers(ctx, name, args.VPS, args.Nodes, install, deps, parent)
 	if err != nil {
 		return nil, err
@@ -108,6 +116,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 
 	targs := args.TalosArgs(img.Installer)
 	targs.NodeOptions = servers.NodeOptions
+	targs.Installers = images.Installers()
 	// The servers outlive the stack: destroy never uninstalls Helm releases
 	// from a cluster it forgets or resets. The first install is deleted (a
 	// no-op) by every destroy, so it stands for "the whole cluster goes".

@@ -18,7 +18,7 @@ func TestSchematicIDsAreTheFactorys(t *testing.T) {
 	id, err := SchematicID([]byte("customization: {}\n"))
 	require.NoError(t, err)
 	assert.Equal(t, "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba", id)
-	doc, err := image.SchematicYAML([]string{"siderolabs/qemu-guest-agent"})
+	doc, err := image.SchematicYAML([]string{"siderolabs/qemu-guest-agent"}, nil)
 	require.NoError(t, err)
 	id, err = SchematicID([]byte(doc))
 	require.NoError(t, err)

@@ -762,6 +762,8 @@ type ImageSchematic struct {
 	Extensions []string `pulumi:"extensions"`
 	// An existing schematic id (64 hex digits); excludes extensions.
 	Id *string `pulumi:"id"`
+	// kernelArgs are extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
+	KernelArgs []string `pulumi:"kernelArgs"`
 }
 
 // ImageSchematicInput is an input type that accepts ImageSchematicArgs and ImageSchematicOutput values.
@@ -781,6 +783,8 @@ type ImageSchematicArgs struct {
 	Extensions []string `pulumi:"extensions"`
 	// An existing schematic id (64 hex digits); excludes extensions.
 	Id *string `pulumi:"id"`
+	// kernelArgs are extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
+	KernelArgs []string `pulumi:"kernelArgs"`
 }
 
 func (ImageSchematicArgs) ElementType() reflect.Type {
@@ -871,6 +875,11 @@ func (o ImageSchematicOutput) Id() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v ImageSchematic) *string { return v.Id }).(pulumi.StringPtrOutput)
 }
 
+// kernelArgs are extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
+func (o ImageSchematicOutput) KernelArgs() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v ImageSchematic) []string { return v.KernelArgs }).(pulumi.StringArrayOutput)
+}
+
 type ImageSchematicPtrOutput struct{ *pulumi.OutputState }
 
 func (ImageSchematicPtrOutput) ElementType() reflect.Type {
@@ -913,6 +922,16 @@ func (o ImageSchematicPtrOutput) Id() pulumi.StringPtrOutput {
 		}
 		return v.Id
 	}).(pulumi.StringPtrOutput)
+}
+
+// kernelArgs are extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
+func (o ImageSchematicPtrOutput) KernelArgs() pulumi.StringArrayOutput {
+	return o.ApplyT(func(v *ImageSchematic) []string {
+		if v == nil {
+			return nil
+		}
+		return v.KernelArgs
+	}).(pulumi.StringArrayOutput)
 }
 
 // CSISettings install the Proxmox CSI plugin with a StorageClass on one datastore.
@@ -1967,6 +1986,8 @@ type ProxmoxNode struct {
 	ProxmoxNode *string `pulumi:"proxmoxNode"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's own Image Factory schematic, its keys left out taken from the cluster's (e.g. only kernelArgs: the cluster's extensions with them): the ISO its VM boots, the installer it installs and upgrades with, and its guest agent (on with siderolabs/qemu-guest-agent among its extensions).
+	Schematic *ImageSchematic `pulumi:"schematic"`
 	// Holds what a node on a hosts entry of rented servers (vps) has instead of a VM: its rescue system and addressing.
 	Server *ProxmoxServerNode `pulumi:"server"`
 	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
@@ -2016,6 +2037,8 @@ type ProxmoxNodeArgs struct {
 	ProxmoxNode *string `pulumi:"proxmoxNode"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's own Image Factory schematic, its keys left out taken from the cluster's (e.g. only kernelArgs: the cluster's extensions with them): the ISO its VM boots, the installer it installs and upgrades with, and its guest agent (on with siderolabs/qemu-guest-agent among its extensions).
+	Schematic *ImageSchematicArgs `pulumi:"schematic"`
 	// Holds what a node on a hosts entry of rented servers (vps) has instead of a VM: its rescue system and addressing.
 	Server *ProxmoxServerNodeArgs `pulumi:"server"`
 	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
@@ -2146,6 +2169,11 @@ func (o ProxmoxNodeOutput) Role() RoleOutput {
 	return o.ApplyT(func(v ProxmoxNode) Role { return v.Role }).(RoleOutput)
 }
 
+// The node's own Image Factory schematic, its keys left out taken from the cluster's (e.g. only kernelArgs: the cluster's extensions with them): the ISO its VM boots, the installer it installs and upgrades with, and its guest agent (on with siderolabs/qemu-guest-agent among its extensions).
+func (o ProxmoxNodeOutput) Schematic() ImageSchematicPtrOutput {
+	return o.ApplyT(func(v ProxmoxNode) *ImageSchematic { return v.Schematic }).(ImageSchematicPtrOutput)
+}
+
 // Holds what a node on a hosts entry of rented servers (vps) has instead of a VM: its rescue system and addressing.
 func (o ProxmoxNodeOutput) Server() ProxmoxServerNodePtrOutput {
 	return o.ApplyT(func(v ProxmoxNode) *ProxmoxServerNode { return v.Server }).(ProxmoxServerNodePtrOutput)
@@ -2207,6 +2235,8 @@ type ProxmoxPool struct {
 	Patches []string `pulumi:"patches"`
 	// The Proxmox node that runs the VMs.
 	ProxmoxNode string `pulumi:"proxmoxNode"`
+	// The pool's own Image Factory schematic, as a node's is.
+	Schematic *ImageSchematic `pulumi:"schematic"`
 	// Each node's Kubernetes taints, as a node's are.
 	Taints map[string]string `pulumi:"taints"`
 	// The first node's VM id; the others follow it.
@@ -2250,6 +2280,8 @@ type ProxmoxPoolArgs struct {
 	Patches pulumi.StringArrayInput `pulumi:"patches"`
 	// The Proxmox node that runs the VMs.
 	ProxmoxNode string `pulumi:"proxmoxNode"`
+	// The pool's own Image Factory schematic, as a node's is.
+	Schematic *ImageSchematicArgs `pulumi:"schematic"`
 	// Each node's Kubernetes taints, as a node's are.
 	Taints map[string]string `pulumi:"taints"`
 	// The first node's VM id; the others follow it.
@@ -2366,6 +2398,11 @@ func (o ProxmoxPoolOutput) Patches() pulumi.StringArrayOutput {
 // The Proxmox node that runs the VMs.
 func (o ProxmoxPoolOutput) ProxmoxNode() pulumi.StringOutput {
 	return o.ApplyT(func(v ProxmoxPool) string { return v.ProxmoxNode }).(pulumi.StringOutput)
+}
+
+// The pool's own Image Factory schematic, as a node's is.
+func (o ProxmoxPoolOutput) Schematic() ImageSchematicPtrOutput {
+	return o.ApplyT(func(v ProxmoxPool) *ImageSchematic { return v.Schematic }).(ImageSchematicPtrOutput)
 }
 
 // Each node's Kubernetes taints, as a node's are.
@@ -5781,6 +5818,8 @@ type VpsNode struct {
 	Rescue VpsRescue `pulumi:"rescue"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's own Image Factory schematic, its keys left out taken from the cluster's (e.g. only kernelArgs: the cluster's extensions with them): the image its install writes and the installer it upgrades with.
+	Schematic *ImageSchematic `pulumi:"schematic"`
 	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
 	Taints map[string]string `pulumi:"taints"`
 }
@@ -5818,6 +5857,8 @@ type VpsNodeArgs struct {
 	Rescue VpsRescueArgs `pulumi:"rescue"`
 	// The node's machine type: controlplane or worker.
 	Role Role `pulumi:"role"`
+	// The node's own Image Factory schematic, its keys left out taken from the cluster's (e.g. only kernelArgs: the cluster's extensions with them): the image its install writes and the installer it upgrades with.
+	Schematic *ImageSchematicArgs `pulumi:"schematic"`
 	// The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.
 	Taints map[string]string `pulumi:"taints"`
 }
@@ -5922,6 +5963,11 @@ func (o VpsNodeOutput) Rescue() VpsRescueOutput {
 // The node's machine type: controlplane or worker.
 func (o VpsNodeOutput) Role() RoleOutput {
 	return o.ApplyT(func(v VpsNode) Role { return v.Role }).(RoleOutput)
+}
+
+// The node's own Image Factory schematic, its keys left out taken from the cluster's (e.g. only kernelArgs: the cluster's extensions with them): the image its install writes and the installer it upgrades with.
+func (o VpsNodeOutput) Schematic() ImageSchematicPtrOutput {
+	return o.ApplyT(func(v VpsNode) *ImageSchematic { return v.Schematic }).(ImageSchematicPtrOutput)
 }
 
 // The node's Kubernetes taints, key to "Effect" or "value:Effect" (NoSchedule, PreferNoSchedule, NoExecute); one removed here is removed from the Node.

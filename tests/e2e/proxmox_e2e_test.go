@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fluodata/talos-pulumi/components/image"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
@@ -55,6 +56,17 @@ type machine struct {
 var machines = []machine{
 	{"cp-0", "10.77.0.10", 110, true}, {"cp-1", "10.77.0.11", 111, true}, {"cp-2", "10.77.0.12", 112, true},
 	{"worker-0", "10.77.0.20", 120, false}, {"pool-0", "10.77.0.21", 121, false}, {"pool-1", "10.77.0.22", 122, false},
+}
+
+// schematicID is the id the Image Factory gives the schematic of those
+// extensions and kernel arguments.
+func schematicID(t *testing.T, extensions, kernelArgs []string) string {
+	t.Helper()
+	doc, err := image.SchematicYAML(extensions, kernelArgs)
+	require.NoError(t, err)
+	id, err := factorytest.SchematicID([]byte(doc))
+	require.NoError(t, err)
+	return id
 }
 
 // world is what the stack runs against.
@@ -111,6 +123,16 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 		assert.False(t, w.nodes.Node(m.ip).InMaintenance(), "%s installed", m.name)
 		assert.NotContains(t, vm.Config["ide2"], "iso/", "%s: the ISO ejected", m.name)
 	}
+	// The pool's own schematic (its kernel arguments): registered through
+	// the real talos provider with the factory fake, which parses it as
+	// strictly as image-factory; its ISO downloaded beside the cluster's.
+	var isos []string
+	for _, v := range w.pve.Volumes("pve") {
+		if strings.HasSuffix(v, ".iso") {
+			isos = append(isos, v)
+		}
+	}
+	assert.Len(t, isos, 2, "the cluster's ISO and the pool's: %v", isos)
 	roles, users, tokens, acls := w.pve.Access()
 	t.Logf("Proxmox access after the first up: roles %v, users %v, tokens %v, ACLs %v", roles, users, tokens, acls)
 	assert.Len(t, users, 1, "the CSI plugin's user")
@@ -139,6 +161,17 @@ func TestE2EProxmoxExampleLivesItsLife(t *testing.T) {
 	require.Len(t, ups, len(machines), "one upgrade per node")
 	for i, m := range machines[:3] {
 		assert.Equal(t, m.ip, ups[i].Node, "the control planes first, in order")
+	}
+	// Each node moves to its own schematic's installer: the pool's nodes
+	// to the one with its kernel arguments.
+	exts := []string{"siderolabs/qemu-guest-agent", "siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}
+	clusterID, poolID := schematicID(t, exts, nil), schematicID(t, exts, []string{"console=ttyS0"})
+	for _, up := range ups {
+		want := clusterID
+		if strings.HasPrefix(w.nodes.Node(up.Node).Hostname(), "pool-") {
+			want = poolID
+		}
+		assert.Contains(t, up.Args, "/"+want+":v1.13.10", "%s upgrades with its schematic's installer", up.Node)
 	}
 	w.noChange("after the Talos upgrade")
 

@@ -8,16 +8,17 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
-// ManifestsSuffix names the cluster's bootstrap-manifests resource (after
-// the cluster's name): it carries the Kubernetes version whose manifests
-// the cluster has, and its hook (ManifestsHookSuffix) updates them when
-// the version moves.
-const ManifestsSuffix = "-manifests"
-
-// ManifestsHookSuffix: before the bootstrap-manifests resource is created
-// or updated, the manifests Talos renders are applied (see
-// dayTwo.syncManifests).
-const ManifestsHookSuffix = "-manifests-sync"
+const (
+	// ManifestsSuffix names the cluster's bootstrap-manifests resource
+	// (after the cluster's name): it carries the Kubernetes version whose
+	// manifests the cluster has, and its hook (ManifestsHookSuffix)
+	// updates them when the version moves.
+	ManifestsSuffix = "-manifests"
+	// ManifestsHookSuffix names the hook that, before the
+	// bootstrap-manifests resource is created or updated, applies the
+	// manifests Talos renders (see dayTwo.syncManifests).
+	ManifestsHookSuffix = "-manifests-sync"
+)
 
 // manifestsEnvKey holds the Kubernetes version in the resource's
 // environment.

@@ -52,9 +52,9 @@ func ParseObjectID(s string) (ObjectID, error) {
 
 // IDOf is the ID of an object (its apiVersion, kind and metadata).
 func IDOf(obj map[string]any) ObjectID {
-	group, _, _ := strings.Cut(str(obj["apiVersion"]), "/")
-	if !strings.Contains(str(obj["apiVersion"]), "/") {
-		group = ""
+	group, _, grouped := strings.Cut(str(obj["apiVersion"]), "/")
+	if !grouped {
+		group = "" // "v1": the core group
 	}
 	meta, _ := obj["metadata"].(map[string]any)
 	return ObjectID{Group: group, Kind: str(obj["kind"]), Namespace: str(meta["namespace"]), Name: str(meta["name"])}

@@ -38,6 +38,9 @@ var ErrInventory = errors.New("object of another inventory")
 // (AdoptIfNoInventory); no immutable field recreated (--manifests-force
 // off); then a wait until the changed workloads rolled out.
 func (o Ops) SyncManifests(ctx context.Context) error {
+	if o.Kube == nil {
+		return errors.New("unable to sync the bootstrap manifests: no Kubernetes API")
+	}
 	t := o.Timing.WithDefaults()
 	objects, from, err := o.readManifests(ctx)
 	if err != nil {

@@ -1756,3 +1756,55 @@ func TestAKubernetesUpgradeUpdatesTheBootstrapManifestsAfterTheKubelets(t *testi
 	assert.Len(t, l.talos.Events("List"), nreads, "nothing read on the create")
 	assert.Contains(t, s, "lab"+talos.ManifestsSuffix)
 }
+
+// A sync the operator stops (Ctrl-C) while a changed Deployment rolls out
+// fails its step at once, saying so; the next up syncs again, touching no
+// node.
+func TestAStoppedManifestSyncIsRetriedByTheNextUp(t *testing.T) {
+	t.Parallel()
+	const from, to = "1.34.1", "1.35.0"
+	const newDNS = "registry.k8s.io/coredns/coredns:v1.12.4"
+	l := newLab(t, talosapitest.Topology(1, 0, oldTalos, 30*time.Millisecond)...)
+	l.realConfigs = true
+	l.timing.Healthy = time.Minute
+	args := func(v string) talos.ClusterArgs {
+		a := clusterArgs(oldTalos, l.nodes())
+		a.Cluster.KubernetesVersion = v
+		return a
+	}
+	s := stateOf(l.run(args(from)))
+	l.talos.OnApply(func(ip string, _ []byte) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.controlPlaneRuns(ip, "v"+to)
+		l.talos.SetManifestsOf(ip, coreDNS(newDNS))
+	})
+	kubelet := func(ip string) { l.kube.SetKubeletVersion(l.talos.Node(ip).Hostname(), "v"+to) }
+	l.kube.HoldRollouts(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l.ctx = ctx
+	var cancelled time.Time
+	go func() {
+		for l.kube.Object("apps/v1", "Deployment", "kube-system", "coredns") == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // into the rollout's wait
+		cancelled = time.Now()
+		cancel()
+	}()
+	res := l.up(s, l.run(args(to)), kubelet)
+	require.Error(t, res.err)
+	assert.Less(t, time.Since(cancelled), 5*time.Second, "stopped at the cancel, not after Healthy (1 min)")
+	assert.Contains(t, res.err.Error(), "lab-manifests: unable to update the bootstrap manifests for Kubernetes 1.35.0 (cluster.kubernetesVersion)")
+	assert.Contains(t, res.err.Error(), "Deployment kube-system/coredns to roll out")
+	assert.Contains(t, res.err.Error(), "cancelled")
+
+	l.ctx = nil
+	l.kube.HoldRollouts(false)
+	reads, configs := len(l.talos.Events("List")), len(l.talos.Events("ApplyConfiguration"))
+	res = l.up(s, l.run(args(to)), kubelet)
+	require.NoError(t, res.err)
+	assert.Greater(t, len(l.talos.Events("List")), reads, "synced again")
+	assert.Len(t, l.talos.Events("ApplyConfiguration"), configs, "no node touched again")
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+
 	"github.com/fluodata/talos-pulumi/internal/kubeapi"
 )
 
@@ -14,9 +16,9 @@ import (
 // manager of the applies, and the inventory ConfigMap that records what
 // was applied, so that an object Talos no longer renders is pruned.
 const (
-	ManifestFieldManager = "talos"
-	InventoryNamespace   = "kube-system"
-	InventoryName        = "talos-bootstrap-manifests-inventory"
+	ManifestFieldManager = constants.KubernetesFieldManagerName
+	InventoryNamespace   = constants.KubernetesInventoryNamespace
+	InventoryName        = constants.KubernetesBootstrapManifestsInventoryName
 	// inventoryAnnotation marks an object as the inventory's
 	// (go-kubernetes v0.2.36 kubernetes/ssa/inventory.go:17).
 	inventoryAnnotation = "config.k8s.io/owning-inventory"

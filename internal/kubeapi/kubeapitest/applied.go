@@ -51,11 +51,14 @@ type applied struct {
 var stores sync.Map // *Server: *applied
 
 func (s *Server) applied() *applied {
-	a, _ := stores.LoadOrStore(s, &applied{objects: map[string]map[string]any{
+	a, loaded := stores.LoadOrStore(s, &applied{objects: map[string]map[string]any{
 		// The namespaces a cluster starts with.
 		"v1/namespaces//kube-system": namespace("kube-system"),
 		"v1/namespaces//default":     namespace("default"),
 	}, version: 100})
+	if !loaded {
+		s.t.Cleanup(func() { stores.Delete(s) })
+	}
 	return a.(*applied)
 }
 

@@ -195,7 +195,7 @@ func (s *saidBy) of(urn string) *said {
 func newLab(t testing.TB, specs ...talosapitest.NodeSpec) *lab {
 	l := &lab{
 		t: t, talos: talosapitest.Start(t, specs...), kube: kubeapitest.Start(t), said: &saidBy{},
-		timing: rollout.Timing{Poll: 5 * time.Millisecond, Reboot: 3 * time.Second, Healthy: 3 * time.Second, RebootStart: 40 * time.Millisecond, Drain: time.Second},
+		timing: rollout.Timing{Poll: 5 * time.Millisecond, Reboot: 3 * time.Second, Healthy: 3 * time.Second, RebootStart: 40 * time.Millisecond, Drain: time.Second, EvictRetry: 5 * time.Millisecond},
 	}
 	l.apiServers = map[string]string{}
 	for _, n := range l.talos.Nodes() {

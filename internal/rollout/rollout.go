@@ -62,6 +62,10 @@ type Timing struct {
 	RebootStart time.Duration
 	// Drain bounds the eviction of a removed worker's pods (default 5 min).
 	Drain time.Duration
+	// EvictRetry is how long a drain waits before it asks again an
+	// eviction a PodDisruptionBudget refused (default
+	// kubeapi.DefaultEvictRetry, kubectl drain's 5 s).
+	EvictRetry time.Duration
 	// ProgressEvery is how often a wait reports, through Ops.Log, what
 	// it waits for and what it saw last (default 30 s): a wait of minutes
 	// that prints nothing cannot be told from a hung run.
@@ -71,7 +75,7 @@ type Timing struct {
 // DefaultTiming is what a real cluster gets.
 var DefaultTiming = Timing{
 	Poll: 2 * time.Second, Reboot: 15 * time.Minute, Healthy: 5 * time.Minute,
-	RebootStart: 20 * time.Second, Drain: 5 * time.Minute, ProgressEvery: 30 * time.Second,
+	RebootStart: 20 * time.Second, Drain: 5 * time.Minute, EvictRetry: kubeapi.DefaultEvictRetry, ProgressEvery: 30 * time.Second,
 }
 
 // WithDefaults returns t with DefaultTiming's values where t's are zero.
@@ -79,7 +83,7 @@ func (t Timing) WithDefaults() Timing {
 	d := DefaultTiming
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&t.Poll, &d.Poll}, {&t.Reboot, &d.Reboot}, {&t.Healthy, &d.Healthy},
-		{&t.RebootStart, &d.RebootStart}, {&t.Drain, &d.Drain}, {&t.ProgressEvery, &d.ProgressEvery},
+		{&t.RebootStart, &d.RebootStart}, {&t.Drain, &d.Drain}, {&t.EvictRetry, &d.EvictRetry}, {&t.ProgressEvery, &d.ProgressEvery},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -615,7 +619,7 @@ func (o Ops) drain(ctx context.Context, n Node, kube Kube, k kubeapi.Node, talos
 	}
 	o.logf("draining %s (Kubernetes Node %s)", n, k.Name)
 	res, err := kube.DrainWithResult(ctx, k.Name, kubeapi.DrainOptions{
-		Timeout: t.Drain, Poll: t.Poll, SkipWaitForDelete: len(dead) > 0,
+		Timeout: t.Drain, Poll: t.Poll, EvictRetry: t.EvictRetry, SkipWaitForDelete: len(dead) > 0,
 		Progress: o.report(), ProgressEvery: t.ProgressEvery,
 	})
 	if err != nil {

@@ -26,7 +26,7 @@ func ops(t *testing.T, c *talosapitest.Cluster) rollout.Ops {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = api.Close() })
 	return rollout.Ops{API: api, ControlPlanes: c.IPs(talosapitest.ControlPlane),
-		Timing: rollout.Timing{Poll: 5 * time.Millisecond, Reboot: time.Second, Healthy: time.Second, RebootStart: 20 * time.Millisecond, Drain: time.Second}}
+		Timing: rollout.Timing{Poll: 5 * time.Millisecond, Reboot: time.Second, Healthy: time.Second, RebootStart: 20 * time.Millisecond, Drain: time.Second, EvictRetry: 5 * time.Millisecond}}
 }
 
 func cp(ip, name string) rollout.Node {
@@ -265,7 +265,7 @@ func TestEveryWaitReportsProgress(t *testing.T) {
 			specs[4].UpgradeDelay = wait
 			c := talosapitest.Start(t, specs...)
 			o := ops(t, c)
-			o.Timing = rollout.Timing{Poll: 5 * time.Millisecond, Reboot: wait, Healthy: wait, RebootStart: 20 * time.Millisecond, Drain: wait, ProgressEvery: every}
+			o.Timing = rollout.Timing{Poll: 5 * time.Millisecond, Reboot: wait, Healthy: wait, RebootStart: 20 * time.Millisecond, Drain: wait, EvictRetry: 5 * time.Millisecond, ProgressEvery: every}
 			l := newLogged()
 			o.Log = l.log
 			err := tc.run(t, o, c)
@@ -347,7 +347,7 @@ func TestWaitsStopWhenTheRunIsCancelled(t *testing.T) {
 			t.Parallel()
 			c := talosapitest.Start(t, talosapitest.Topology(1, 1, "v1.12.0", 20*time.Millisecond)...)
 			o := ops(t, c)
-			o.Timing = rollout.Timing{Poll: slowPoll, Reboot: time.Minute, Healthy: time.Minute, RebootStart: 20 * time.Millisecond, Drain: time.Minute, ProgressEvery: 20 * time.Millisecond}
+			o.Timing = rollout.Timing{Poll: slowPoll, Reboot: time.Minute, Healthy: time.Minute, RebootStart: 20 * time.Millisecond, Drain: time.Minute, EvictRetry: slowPoll, ProgressEvery: 20 * time.Millisecond}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			var mu sync.Mutex

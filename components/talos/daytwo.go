@@ -332,6 +332,21 @@ func (d *dayTwo) configured(ip string) bool {
 	return d.previous == nil || d.previous.ControlPlanes == nil || slices.Contains(d.previous.ControlPlaneIPs, ip)
 }
 
+// ranBefore reports whether the node ran before this run: a node added in
+// it gets the new version with its first config. A control plane is known
+// by its IP (configured), a worker by its name among the last run's
+// nodes; any node when the last run is not known.
+func (d *dayTwo) ranBefore(n rollout.Node) bool {
+	if n.Role == RoleControlPlane {
+		return d.configured(n.IP)
+	}
+	if d.previous == nil || d.previous.Roles == nil {
+		return true
+	}
+	_, ok := d.previous.Roles[n.Name]
+	return ok
+}
+
 // byIP is the node with that IP.
 func (d *dayTwo) byIP(ip string) rollout.Node {
 	for _, n := range d.byApply {

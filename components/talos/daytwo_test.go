@@ -1637,7 +1637,14 @@ func TestAKubernetesUpgradeIsRefusedWhileObjectsOfARemovedAPIRemain(t *testing.T
 	// With the objects migrated (none left of a removed API), the same
 	// upgrade goes through.
 	l.removedAPIs = map[string][]kubeapi.APIResource{"1.34->1.35": {"notserved.v1alpha1.example.com"}}
-	res = l.up(s, l.run(args(to)), func(ip string) { l.kube.SetKubeletVersion(l.talos.Node(ip).Hostname(), "v"+to) })
+	// The last run as the component reads it from its state: the worker
+	// is known by its name, not among the control planes' IPs.
+	through := args(to)
+	through.Previous = &talos.Previous{
+		ControlPlanes: []string{"cp-1"}, ControlPlaneIPs: []string{"10.5.0.11"},
+		Roles: map[string]talos.Role{"cp-1": talos.RoleControlPlane, "worker-1": talos.RoleWorker},
+	}
+	res = l.up(s, l.run(through), func(ip string) { l.kube.SetKubeletVersion(l.talos.Node(ip).Hostname(), "v"+to) })
 	require.NoError(t, res.err)
 	assert.Equal(t, []string{"10.5.0.11"}, applied, "the control plane's phase ran")
 

@@ -236,7 +236,7 @@ func (d *dayTwo) prePulls(ctx context.Context) ([]rollout.Pull, error) {
 	slices.SortFunc(nodes, func(a, b rollout.Node) int { return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a.Name, b.Name)) })
 	var pulls []rollout.Pull
 	for _, n := range nodes {
-		if !d.configured(n.IP) {
+		if !d.ranBefore(n) {
 			continue
 		}
 		if n.Role == RoleControlPlane {

@@ -187,6 +187,24 @@ $(TOOLS_DIR)/kube-apiserver-%/kube-apiserver:
 		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$$ldflags" -o $(call quote,$@.tmp) k8s.io/kubernetes/cmd/kube-apiserver
 	@mv -f $(call quote,$@.tmp) $(call quote,$@)
 
+# The real kube-apiservers of make e2e's Kubernetes upgrade across a removed API
+# (TestE2EAKubernetesUpgradeAcrossARemovedAPI): 1.31 to 1.32, the newest upgrade whose API
+# removal Talos v1.13 can run. Each is pinned by a module of its own under
+# tools/kube-apiserver-upgrade, as tools/kube-apiserver pins bin/kube-apiserver, and built the same
+# way, once per machine (about 6 minutes each on 2 cores with an empty build cache).
+KUBE_APISERVER_UPGRADE_VERSIONS := 1.31 1.32
+KUBE_APISERVER_UPGRADES := $(addprefix bin/kube-apiserver-,$(KUBE_APISERVER_UPGRADE_VERSIONS))
+
+.PHONY: kube-apiserver-upgrades
+kube-apiserver-upgrades: $(KUBE_APISERVER_UPGRADES) ## Build the real kube-apiservers of make e2e's Kubernetes upgrade (1.31 and 1.32, pinned in tools/kube-apiserver-upgrade) into bin/.
+
+bin/kube-apiserver-%: FORCE
+	@set -euo pipefail; dir=tools/kube-apiserver-upgrade/k8s-$*; \
+		key=$$(cat $$dir/go.mod $$dir/go.sum | cksum | tr ' ' '-'); \
+		cached=$(TOOLS_DIR)/kube-apiserver-$*-$$key-$(GO_VERSION)/kube-apiserver; \
+		[ -x "$$cached" ] || $(MAKE) --no-print-directory KUBE_APISERVER_DIR=$$dir "$$cached"; \
+		mkdir -p $(@D); [ "$$(readlink $@)" = "$$cached" ] || ln -sfn "$$cached" $@
+
 # The packages with tests against the real kube-apiserver (files *_e2e_test.go, build tag `e2e`).
 # tools/drainparity is a module of its own (client-go and kubectl), tested beside them.
 DRAINPARITY_DIR := tools/drainparity
@@ -211,7 +229,7 @@ E2E_RUN ?= E2E
 E2E_NETNS ?= $(if $(filter 0,$(shell id -u)),unshare -n,unshare -rn)
 
 .PHONY: e2e
-e2e: $(KUBE_APISERVER) build ## Run the Proxmox example's program through make (up, upgrade, refusals, a worker removed, backup, both restores, destroy) and TalosCluster's and its Helm releases' life, with the real pulumi CLI and plugins against the Proxmox, Image Factory and Talos fakes, the real kube-apiserver and the real charts, in a network namespace; then the local stack's life against the real Docker daemon: needs ../shared/harness. E2E_RUN=<regexp> picks tests.
+e2e: $(KUBE_APISERVER) $(KUBE_APISERVER_UPGRADES) build ## Run the Proxmox example's program through make (up, upgrade, refusals, a worker removed, backup, both restores, destroy) and TalosCluster's and its Helm releases' life and Kubernetes upgrade, with the real pulumi CLI and plugins against the Proxmox, Image Factory and Talos fakes, the real kube-apiserver and the real charts, in a network namespace; then the local stack's life against the real Docker daemon: needs ../shared/harness. E2E_RUN=<regexp> picks tests.
 	@command -v pulumi >/dev/null || { echo "make e2e: the pulumi CLI is not on PATH (see CONTRIBUTING.md, Integration tests)"; exit 1; }
 	@command -v unshare >/dev/null && command -v ip >/dev/null || { echo "make e2e: needs unshare (util-linux) and ip (iproute2)"; exit 1; }
 	$(GO) mod download github.com/cilium/cilium@v$(E2E_CILIUM)

@@ -48,6 +48,18 @@ type Node struct {
 	Name, IP       string
 	ControlPlane   bool
 	KubeletVersion string // e.g. v1.34.1
+	// ControlPlaneVersion is the version of a control plane's API
+	// server, controller manager and scheduler pods (KubeletVersion when
+	// empty): during a Kubernetes upgrade they move before the kubelet.
+	ControlPlaneVersion string
+}
+
+// controlPlaneVersion is the version of the node's control-plane pods.
+func (n Node) controlPlaneVersion() string {
+	if n.ControlPlaneVersion != "" {
+		return n.ControlPlaneVersion
+	}
+	return n.KubeletVersion
 }
 
 // Sim is the simulator. Run it with Run; register kubelets with Join.
@@ -94,6 +106,26 @@ func (s *Sim) Join(n Node) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nodes[n.Name] = n
+}
+
+// SetVersions moves a kubelet, and a control plane's pods, to other
+// versions (an empty one is left as it is), as a new machine config
+// restarts them; false when the sim does not play the node.
+func (s *Sim) SetVersions(name, kubelet, controlPlane string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nodes[name]
+	if !ok {
+		return false
+	}
+	if kubelet != "" {
+		n.KubeletVersion = kubelet
+	}
+	if controlPlane != "" {
+		n.ControlPlaneVersion = controlPlane
+	}
+	s.nodes[name] = n
+	return true
 }
 
 // Leave stops playing a kubelet (its Node object stays, NotReady, as a
@@ -228,15 +260,19 @@ func (s *Sim) node(ctx context.Context, n Node, ready bool) error {
 func (s *Sim) staticPods(ctx context.Context, n Node) error {
 	for _, component := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		name := component + "-" + n.Name
+		image := "registry.k8s.io/" + component + ":" + n.controlPlaneVersion()
 		err := s.call(ctx, http.MethodPost, "/api/v1/namespaces/kube-system/pods", "application/json", map[string]any{
 			"apiVersion": "v1", "kind": "Pod",
 			"metadata": map[string]any{"name": name, "namespace": "kube-system",
 				"annotations": map[string]any{"kubernetes.io/config.mirror": name, "kubernetes.io/config.source": "file"},
 				"labels":      map[string]any{"k8s-app": component, "tier": "control-plane"}},
 			"spec": map[string]any{"nodeName": n.Name, "containers": []any{map[string]any{
-				"name": component, "image": "registry.k8s.io/" + component + ":" + n.KubeletVersion}}},
+				"name": component, "image": image}}},
 		}, nil)
-		if err != nil && !errors.Is(err, errConflict) {
+		if errors.Is(err, errConflict) {
+			err = s.mirrorImage(ctx, name, component, image)
+		}
+		if err != nil {
 			return err
 		}
 		if err := s.call(ctx, http.MethodPatch, "/api/v1/namespaces/kube-system/pods/"+name+"/status", "application/merge-patch+json", map[string]any{"status": map[string]any{
@@ -246,6 +282,30 @@ func (s *Sim) staticPods(ctx context.Context, n Node) error {
 		}
 	}
 	return nil
+}
+
+// mirrorImage moves a mirror pod's container to image, as the kubelet
+// posts the mirror pod of a static pod Talos rewrote (a strategic merge
+// patch: the container is merged by name, its defaulted fields kept).
+func (s *Sim) mirrorImage(ctx context.Context, name, container, image string) error {
+	var pod struct {
+		Spec struct {
+			Containers []struct {
+				Name  string `json:"name"`
+				Image string `json:"image"`
+			} `json:"containers"`
+		} `json:"spec"`
+	}
+	path := "/api/v1/namespaces/kube-system/pods/" + name
+	if err := s.call(ctx, http.MethodGet, path, "", nil, &pod); err != nil {
+		return err
+	}
+	if len(pod.Spec.Containers) == 1 && pod.Spec.Containers[0].Image == image {
+		return nil
+	}
+	return s.call(ctx, http.MethodPatch, path, "application/strategic-merge-patch+json", map[string]any{"spec": map[string]any{
+		"containers": []any{map[string]any{"name": container, "image": image}},
+	}}, nil)
 }
 
 // daemonSets reports every DaemonSet scheduled, updated and ready on every

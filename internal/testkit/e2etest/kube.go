@@ -33,10 +33,20 @@ type Kube struct {
 	// is ready (kubesim.Sim.OperatorCRDs), e.g. Cilium's LB IPAM CRDs
 	// under "kube-system/cilium-operator".
 	OperatorCRDs map[string][][]byte
+	// APIServer is how the API server first runs (the repository's
+	// bin/kube-apiserver when zero).
+	APIServer realapiserver.Options
+	// Upgrades are how it runs at each other version ("v1.32.13"), for
+	// Apply: a control plane's config that names another API server
+	// version restarts it so.
+	Upgrades map[string]realapiserver.Options
 
 	mu  sync.Mutex
 	api *realapiserver.Server
 	sim *kubesim.Sim
+	// apiVersion is the version the running API server was started for
+	// (from its config), "" when not known.
+	apiVersion string
 }
 
 // Start starts the API server and kubesim from a control plane's machine
@@ -55,7 +65,8 @@ func (k *Kube) Start(ctx context.Context, t *testing.T, config []byte) {
 	}
 	k8sCA := cfg.Cluster().IssuingCA()
 	ca := realapiserver.CA{Cert: k8sCA.Crt, Key: k8sCA.Key}
-	k.api = realapiserver.StartAt(ctx, t, ca, k.Addr, k.More...)
+	k.api = realapiserver.StartAtWith(ctx, t, ca, k.APIServer, k.Addr, k.More...)
+	k.apiVersion = imageTag(cfg.Cluster().APIServer().Image())
 	k.sim = kubesim.New(k.api.URL(), SimClient(t, k.api, ca))
 	k.sim.CNI = k.CNI
 	k.sim.OperatorCRDs = k.OperatorCRDs
@@ -63,6 +74,58 @@ func (k *Kube) Start(ctx context.Context, t *testing.T, config []byte) {
 		k.sim.Join(n)
 	}
 	go k.sim.Run(ctx)
+}
+
+// Apply plays what a node's new machine config restarts, as a Talos fake's
+// OnApply for every node: the first call for the control plane at Addr's
+// host starts the API server and kubesim (Start). A control plane's config
+// naming another API server version restarts the API server with that
+// version's Upgrades entry (its etcd kept), as Talos replaces the static
+// pod; a version without one fails the test. Every node's kubelet, and a
+// control plane's pods, take the versions its config names.
+func (k *Kube) Apply(ctx context.Context, t *testing.T, node string, config []byte) {
+	host, _, _ := strings.Cut(k.Addr, ":")
+	if node == host {
+		k.Start(ctx, t, config)
+	}
+	cfg, err := configloader.NewFromBytes(config)
+	if err != nil {
+		t.Errorf("the config of %s: %v", node, err)
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.api == nil {
+		return
+	}
+	i := slices.IndexFunc(k.Nodes, func(n kubesim.Node) bool { return n.IP == node })
+	if i < 0 {
+		return
+	}
+	kubelet, controlPlane := imageTag(cfg.Machine().Kubelet().Image()), ""
+	if k.Nodes[i].ControlPlane {
+		controlPlane = imageTag(cfg.Cluster().APIServer().Image())
+		if controlPlane != "" && controlPlane != k.apiVersion {
+			o, ok := k.Upgrades[controlPlane]
+			if !ok {
+				t.Errorf("the config of %s runs the API server %s, which the test has no kube-apiserver for", node, controlPlane)
+				return
+			}
+			t.Logf("e2etest: the config of %s moves the API server from %s to %s: restarting it", node, k.apiVersion, controlPlane)
+			k.api.Restart(ctx, o)
+			k.apiVersion = controlPlane
+		}
+	}
+	k.sim.SetVersions(k.Nodes[i].Name, kubelet, controlPlane)
+}
+
+// imageTag is an image reference's tag ("v1.32.13"), "" without one.
+func imageTag(image string) string {
+	ref, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[i+1:]
+	}
+	return ""
 }
 
 // Started returns the API server and kubesim; nil before Start.

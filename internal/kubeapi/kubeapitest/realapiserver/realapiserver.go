@@ -46,6 +46,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -232,6 +233,24 @@ type Server struct {
 	// host is the address it advertises and its URL names; bind the one
 	// it listens on (0.0.0.0 when it answers on more).
 	host, bind string
+	// What a restart runs again: the port, etcd and files of the first
+	// start, and the running process's stop.
+	port     int
+	etcdURL  string
+	files    pki
+	args     []string
+	mu       sync.Mutex
+	stop     func()
+	cleanups bool
+}
+
+// Options are how a Server's kube-apiserver runs.
+type Options struct {
+	// Binary is the kube-apiserver to run (Binary() when empty).
+	Binary string
+	// Args are more flags, e.g. --runtime-config for an API a version
+	// serves only on request.
+	Args []string
 }
 
 // Start starts etcd and the API server with a serving certificate of ca for
@@ -242,7 +261,7 @@ type Server struct {
 // when there is no kube-apiserver binary (see Binary).
 func Start(ctx context.Context, t testing.TB, ca CA) *Server {
 	t.Helper()
-	return start(ctx, t, ca, "127.0.0.1", 0)
+	return start(ctx, t, ca, Options{}, "127.0.0.1", 0)
 }
 
 // StartAt is Start on a given address (host:port), as a cluster endpoint
@@ -253,6 +272,12 @@ func Start(ctx context.Context, t testing.TB, ca CA) *Server {
 // address besides the VIP), its URL and advertised address are addr's,
 // and its certificate is for the more hosts too.
 func StartAt(ctx context.Context, t testing.TB, ca CA, addr string, more ...string) *Server {
+	t.Helper()
+	return StartAtWith(ctx, t, ca, Options{}, addr, more...)
+}
+
+// StartAtWith is StartAt running the kube-apiserver of o.
+func StartAtWith(ctx context.Context, t testing.TB, ca CA, o Options, addr string, more ...string) *Server {
 	t.Helper()
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil || net.ParseIP(host) == nil {
@@ -270,17 +295,45 @@ func StartAt(ctx context.Context, t testing.TB, ca CA, addr string, more ...stri
 		}
 		also = append(also, ip)
 	}
-	return start(ctx, t, ca, host, port, also...)
+	return start(ctx, t, ca, o, host, port, also...)
+}
+
+// Restart stops the API server and starts the kube-apiserver of o on the
+// same port, etcd and certificates, as a control plane's upgrade replaces
+// its API server's container: what etcd holds stays. It waits until the
+// new one's /readyz answers ok; a failure fails the test.
+func (s *Server) Restart(ctx context.Context, o Options) {
+	s.t.Helper()
+	bin := o.Binary
+	if bin == "" {
+		var err error
+		if bin, err = Binary(); err != nil {
+			s.t.Fatalf("realapiserver: %v", err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stop()
+	s.args = o.Args
+	s.logFile = strings.TrimSuffix(s.logFile, ".log") + "-restarted.log"
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	if err := s.run(ctx, bin, s.port, s.etcdURL, s.files); err != nil {
+		s.t.Fatalf("realapiserver: unable to restart: %v\n%s", err, tail(s.logFile, 40))
+	}
 }
 
 // start starts etcd and the API server on host, on port (0: one the
 // kernel picks, tried again when someone took it in between); with also,
 // on every local address, its certificate for them too.
-func start(ctx context.Context, t testing.TB, ca CA, host string, fixedPort int, also ...net.IP) *Server {
+func start(ctx context.Context, t testing.TB, ca CA, o Options, host string, fixedPort int, also ...net.IP) *Server {
 	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Skipf("realapiserver: %v", err)
+	}
+	if o.Binary != "" {
+		bin = o.Binary
 	}
 	if _, _, err := ca.parse(); err != nil {
 		t.Fatalf("realapiserver: %v", err)
@@ -289,7 +342,7 @@ func start(ctx context.Context, t testing.TB, ca CA, host string, fixedPort int,
 	etcdURL := startEtcd(ctx, t, filepath.Join(dir, "etcd"))
 	files := writePKI(t, ca, dir, append([]net.IP{net.ParseIP(host)}, also...)...)
 	adminCert, adminKey := ca.ClientCert(t, "admin", "system:masters")
-	s := &Server{t: t, ca: ca, namespaces: map[string]bool{}, host: host, bind: host}
+	s := &Server{t: t, ca: ca, namespaces: map[string]bool{}, host: host, bind: host, etcdURL: etcdURL, files: files, args: o.Args}
 	if len(also) > 0 {
 		s.bind = "0.0.0.0"
 	}
@@ -308,6 +361,7 @@ func start(ctx context.Context, t testing.TB, ca CA, host string, fixedPort int,
 		}
 		s.url = "https://" + net.JoinHostPort(host, strconv.Itoa(port))
 		s.logFile = filepath.Join(dir, fmt.Sprintf("kube-apiserver-%d.log", attempt))
+		s.port = port
 		err := s.run(ctx, bin, port, etcdURL, files)
 		if err == nil {
 			break
@@ -420,6 +474,7 @@ func (s *Server) run(ctx context.Context, bin string, port int, etcdURL string, 
 		// never outside the test's directory.
 		"--cert-dir=" + filepath.Join(filepath.Dir(files.caCert), "cert-dir"),
 	}
+	args = append(args, s.args...)
 	logFile, err := os.Create(s.logFile)
 	if err != nil {
 		return fmt.Errorf("unable to create the log file: %w", err)
@@ -481,12 +536,20 @@ func (s *Server) run(ctx context.Context, bin string, port int, etcdURL string, 
 		return true, nil
 	})
 	if err == nil {
-		t.Cleanup(stop)
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("realapiserver: the end of kube-apiserver's log:\n%s", tail(s.logFile, 40))
-			}
-		})
+		s.stop = stop
+		if !s.cleanups {
+			s.cleanups = true
+			t.Cleanup(func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				s.stop()
+			})
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("realapiserver: the end of kube-apiserver's log:\n%s", tail(s.logFile, 40))
+				}
+			})
+		}
 		return nil
 	}
 	stop()

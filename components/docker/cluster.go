@@ -69,6 +69,8 @@ type Cluster struct {
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
 	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
+	// ClusterName is the cluster's name: the next run refuses another.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 	// TalosVersion is the oldest Talos version the nodes run, read from
 	// them (the configured one when none answers).
 	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
@@ -180,7 +182,7 @@ func restartHooks(hooks talos.Hooks, name string, leaver *talos.Leaver) RestartH
 func (c *Cluster) registerOutputs(ctx *pulumi.Context, args *ClusterArgs) error {
 	t := c.Talos
 	c.Kubeconfig, c.Talosconfig, c.Endpoint, c.NodeIPs = t.Kubeconfig, t.Talosconfig, t.Endpoint, t.NodeIPs
-	c.TalosVersion, c.KubernetesVersion, c.Nodes = t.TalosVersion, t.KubernetesVersion, t.Nodes
+	c.ClusterName, c.TalosVersion, c.KubernetesVersion, c.Nodes = t.ClusterName, t.TalosVersion, t.KubernetesVersion, t.Nodes
 	c.MachineConfigurations = t.MachineConfigurations
 	c.KubernetesProvider = t.KubernetesProvider
 	c.LocalEndpoint = pulumi.Sprintf("https://127.0.0.1:%d", args.Docker.KubernetesPort)

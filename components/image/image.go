@@ -39,8 +39,8 @@ type Schematic struct {
 	// Extensions are official system extensions, e.g.
 	// siderolabs/qemu-guest-agent, to register a schematic from.
 	Extensions []string `pulumi:"extensions,optional"`
-	// KernelArgs are extra kernel arguments the schematic's images boot
-	// with (the ISO, the disk image and the installed system), e.g.
+	// KernelArgs are the extra kernel arguments the schematic's images
+	// boot with (the ISO, the disk image and the installed system), e.g.
 	// console=ttyS0; in the order given. Excludes id.
 	KernelArgs []string `pulumi:"kernelArgs,optional"`
 }

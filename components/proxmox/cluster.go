@@ -41,6 +41,8 @@ type Cluster struct {
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
 	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
+	// ClusterName is the cluster's name: the next run refuses another.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 	// TalosVersion is the oldest Talos version the nodes run, read from
 	// them (the configured one when none answers).
 	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
@@ -338,6 +340,7 @@ func (c *Cluster) registerOutputs(ctx *pulumi.Context, m *machines) error {
 	c.Talosconfig = c.Talos.Talosconfig
 	c.Endpoint = c.Talos.Endpoint
 	c.NodeIPs = c.Talos.NodeIPs
+	c.ClusterName = c.Talos.ClusterName
 	c.TalosVersion = c.Talos.TalosVersion
 	c.KubernetesVersion = c.Talos.KubernetesVersion
 	c.Nodes = c.Talos.Nodes

@@ -389,6 +389,7 @@ func (b *build) outputs() {
 	observed := pulumi.Unsecret(pulumi.All(done...).ApplyT(func(xs []any) any {
 		return day2.observe(xs[0].(string), args.Nodes)
 	}))
+	c.ClusterName = pulumi.String(args.Cluster.Name).ToStringOutput()
 	c.TalosVersion = observed.ApplyT(func(o any) string { return o.(observation).talos }).(pulumi.StringOutput)
 	c.KubernetesVersion = observed.ApplyT(func(o any) string { return o.(observation).kubernetes }).(pulumi.StringOutput)
 	c.Nodes = observed.ApplyT(func(o any) map[string]NodeStatus {

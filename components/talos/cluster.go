@@ -283,6 +283,9 @@ type Cluster struct {
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
 	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
+	// ClusterName is the cluster's name (cluster.name): the next run
+	// refuses another, which would rename the running cluster.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 	// TalosVersion is the oldest Talos version the nodes run, read from
 	// them after the rollout (the configured one when none answers).
 	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
@@ -471,6 +474,7 @@ func (c *Cluster) Outputs() pulumi.Map {
 	return pulumi.Map{
 		"kubeconfig":            c.Kubeconfig,
 		"talosconfig":           c.Talosconfig,
+		ClusterNameOutput:       c.ClusterName,
 		"endpoint":              c.Endpoint,
 		"nodeIps":               c.NodeIPs,
 		"talosVersion":          c.TalosVersion,

@@ -28,6 +28,7 @@ func lastTalosCluster(components ...string) resource.PropertyMap {
 			"type": resource.NewProperty("talos-cluster:index:TalosCluster"),
 			"outputs": resource.NewProperty(resource.PropertyMap{
 				"talosVersion": resource.NewProperty("v1.13.9"), "kubernetesVersion": resource.NewProperty("1.35.2"),
+				"clusterName": resource.NewProperty("lab"),
 				"nodes": resource.NewProperty(resource.PropertyMap{
 					"cp-0": node("controlplane", "10.0.0.10"), "cp-1": node("controlplane", "10.0.0.11"),
 					"cp-2": node("controlplane", "10.0.0.12"), "w-0": node("worker", "10.0.0.20"),
@@ -83,6 +84,8 @@ func TestTheComponentRefusesAgainstItsOwnLastState(t *testing.T) {
 			[]string{"cluster.talosVersion: ", "v1.13.8", "v1.13.9"}},
 		"a skipped Kubernetes minor": {func(a *talos.ClusterArgs) { a.Cluster.KubernetesVersion = "1.37.0" },
 			[]string{"cluster.kubernetesVersion: ", "skips a minor version"}},
+		"a new cluster name": {func(a *talos.ClusterArgs) { a.Cluster.Name = "lab2" },
+			[]string{"cluster.name: ", `"lab2" renames the running cluster "lab"`}},
 		"a role change": {func(a *talos.ClusterArgs) { a.Nodes[3].Role = talos.RoleControlPlane },
 			[]string{"nodes[3]: ", "was a worker and is now a control plane"}},
 		// cp-3 is still leaving: removing cp-2 makes two in one up.

@@ -32,6 +32,8 @@ type Cluster struct {
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// NodeIPs are the nodes' IPs by node name.
 	NodeIPs pulumi.StringMapOutput `pulumi:"nodeIps"`
+	// ClusterName is the cluster's name: the next run refuses another.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 	// TalosVersion is the oldest Talos version the nodes run, read from
 	// them (the configured one when none answers).
 	TalosVersion pulumi.StringOutput `pulumi:"talosVersion"`
@@ -127,7 +129,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 	}
 	t := c.Talos
 	c.Kubeconfig, c.Talosconfig, c.Endpoint, c.NodeIPs = t.Kubeconfig, t.Talosconfig, t.Endpoint, t.NodeIPs
-	c.TalosVersion, c.KubernetesVersion, c.Nodes = t.TalosVersion, t.KubernetesVersion, t.Nodes
+	c.ClusterName, c.TalosVersion, c.KubernetesVersion, c.Nodes = t.ClusterName, t.TalosVersion, t.KubernetesVersion, t.Nodes
 	c.MachineConfigurations = t.MachineConfigurations
 	c.KubernetesProvider = t.KubernetesProvider
 	if err := ctx.RegisterResourceOutputs(c, c.Outputs()); err != nil {

@@ -191,7 +191,7 @@ func TestEveryComponentHasTheClusterOutputs(t *testing.T) {
 		return o
 	}
 	cluster := outputs(reflect.TypeFor[talos.Cluster]())
-	require.Len(t, cluster, 9)
+	require.Len(t, cluster, 10)
 	for token, c := range talosprovider.ComponentOutputs {
 		assert.Subset(t, outputs(c), cluster, "%s has every output of a TalosCluster", token)
 	}

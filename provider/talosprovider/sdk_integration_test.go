@@ -195,10 +195,11 @@ func renamedPackageKeepsItsStack(t *testing.T, dir string, env []string, name st
 }
 
 // downgradeIsRefused (issue 51, item 1): a stack whose last up left the
-// example's ProxmoxCluster on Talos v1.14.0 (its registered outputs, as
-// the engine records them). The example's v1.13.9 is then a downgrade:
-// `pulumi up` fails in the component's construct, naming the input, and
-// the state is as it was (nothing created, updated or deleted).
+// example's ProxmoxCluster on Talos v1.14.0 under another cluster name
+// (its registered outputs, as the engine records them). The example's
+// v1.13.9 is then a downgrade, and its name a rename: `pulumi up` fails in
+// the component's construct, naming both inputs, and the state is as it
+// was (nothing created, updated or deleted).
 func downgradeIsRefused(t *testing.T, dir string, env []string) {
 	t.Helper()
 	defer otherStack(t, dir, env, "downgrade")()
@@ -210,7 +211,7 @@ func downgradeIsRefused(t *testing.T, dir string, env []string) {
 	importState(t, dir, env, []map[string]any{
 		{"urn": root, "custom": false, "type": "pulumi:pulumi:Stack"},
 		{"urn": prefix + "talos-anywhere:index:ProxmoxCluster::homelab", "custom": false, "type": "talos-anywhere:index:ProxmoxCluster", "parent": root,
-			"outputs": map[string]any{"talosVersion": "v1.14.0", "kubernetesVersion": "1.36.0", "nodes": map[string]any{
+			"outputs": map[string]any{"clusterName": "lab-before", "talosVersion": "v1.14.0", "kubernetesVersion": "1.36.0", "nodes": map[string]any{
 				"cp-0": node("controlplane", "10.10.0.10"), "worker-0": node("worker", "10.10.0.20"), "worker-1": node("worker", "10.10.0.21"),
 			}}},
 	})
@@ -220,6 +221,7 @@ func downgradeIsRefused(t *testing.T, dir string, env []string) {
 	require.Error(t, err, "a downgrade must be refused:\n%s", out)
 	assert.Contains(t, out, `invalid arguments of ProxmoxCluster "homelab" (nothing was created)`)
 	assert.Contains(t, out, "cluster.talosVersion: v1.13.9 is lower than v1.14.0, which the nodes run")
+	assert.Contains(t, out, `cluster.name: "homelab" renames the running cluster "lab-before"`)
 
 	out, err = runIn(t, dir, env, time.Minute, "pulumi", "stack", "export")
 	require.NoError(t, err, out)

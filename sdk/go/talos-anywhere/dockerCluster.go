@@ -17,6 +17,8 @@ import (
 type DockerCluster struct {
 	pulumi.ResourceState
 
+	// The cluster's name: the next run refuses another.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 	// The Kubernetes API URL.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// The cluster's admin kubeconfig; it resolves once the cluster is ready.
@@ -172,6 +174,11 @@ func (o DockerClusterOutput) ToDockerClusterOutput() DockerClusterOutput {
 
 func (o DockerClusterOutput) ToDockerClusterOutputWithContext(ctx context.Context) DockerClusterOutput {
 	return o
+}
+
+// The cluster's name: the next run refuses another.
+func (o DockerClusterOutput) ClusterName() pulumi.StringOutput {
+	return o.ApplyT(func(v *DockerCluster) pulumi.StringOutput { return v.ClusterName }).(pulumi.StringOutput)
 }
 
 // The Kubernetes API URL.

@@ -17,6 +17,8 @@ import (
 type ProxmoxCluster struct {
 	pulumi.ResourceState
 
+	// The cluster's name: the next run refuses another.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 	// The Kubernetes API URL.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// The installer the nodes install from.
@@ -190,6 +192,11 @@ func (o ProxmoxClusterOutput) ToProxmoxClusterOutput() ProxmoxClusterOutput {
 
 func (o ProxmoxClusterOutput) ToProxmoxClusterOutputWithContext(ctx context.Context) ProxmoxClusterOutput {
 	return o
+}
+
+// The cluster's name: the next run refuses another.
+func (o ProxmoxClusterOutput) ClusterName() pulumi.StringOutput {
+	return o.ApplyT(func(v *ProxmoxCluster) pulumi.StringOutput { return v.ClusterName }).(pulumi.StringOutput)
 }
 
 // The Kubernetes API URL.

@@ -762,7 +762,7 @@ type ImageSchematic struct {
 	Extensions []string `pulumi:"extensions"`
 	// An existing schematic id (64 hex digits); excludes extensions.
 	Id *string `pulumi:"id"`
-	// kernelArgs are extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
+	// The extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
 	KernelArgs []string `pulumi:"kernelArgs"`
 }
 
@@ -783,7 +783,7 @@ type ImageSchematicArgs struct {
 	Extensions []string `pulumi:"extensions"`
 	// An existing schematic id (64 hex digits); excludes extensions.
 	Id *string `pulumi:"id"`
-	// kernelArgs are extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
+	// The extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
 	KernelArgs []string `pulumi:"kernelArgs"`
 }
 
@@ -875,7 +875,7 @@ func (o ImageSchematicOutput) Id() pulumi.StringPtrOutput {
 	return o.ApplyT(func(v ImageSchematic) *string { return v.Id }).(pulumi.StringPtrOutput)
 }
 
-// kernelArgs are extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
+// The extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
 func (o ImageSchematicOutput) KernelArgs() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v ImageSchematic) []string { return v.KernelArgs }).(pulumi.StringArrayOutput)
 }
@@ -924,7 +924,7 @@ func (o ImageSchematicPtrOutput) Id() pulumi.StringPtrOutput {
 	}).(pulumi.StringPtrOutput)
 }
 
-// kernelArgs are extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
+// The extra kernel arguments the schematic's images boot with (the ISO, the disk image and the installed system), e.g. console=ttyS0; in the order given. Excludes id.
 func (o ImageSchematicPtrOutput) KernelArgs() pulumi.StringArrayOutput {
 	return o.ApplyT(func(v *ImageSchematic) []string {
 		if v == nil {

@@ -17,6 +17,8 @@ import (
 type TalosCluster struct {
 	pulumi.ResourceState
 
+	// The cluster's name (cluster.name): the next run refuses another, which would rename the running cluster.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 	// The Kubernetes API URL.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// The cluster's admin kubeconfig; it resolves once Cilium, the approver and every node are ready.
@@ -173,6 +175,11 @@ func (o TalosClusterOutput) ToTalosClusterOutput() TalosClusterOutput {
 
 func (o TalosClusterOutput) ToTalosClusterOutputWithContext(ctx context.Context) TalosClusterOutput {
 	return o
+}
+
+// The cluster's name (cluster.name): the next run refuses another, which would rename the running cluster.
+func (o TalosClusterOutput) ClusterName() pulumi.StringOutput {
+	return o.ApplyT(func(v *TalosCluster) pulumi.StringOutput { return v.ClusterName }).(pulumi.StringOutput)
 }
 
 // The Kubernetes API URL.

@@ -17,6 +17,8 @@ import (
 type VpsCluster struct {
 	pulumi.ResourceState
 
+	// The cluster's name: the next run refuses another.
+	ClusterName pulumi.StringOutput `pulumi:"clusterName"`
 	// The Kubernetes API URL.
 	Endpoint pulumi.StringOutput `pulumi:"endpoint"`
 	// The disk image the installs write (a presigned URL's query left out).
@@ -176,6 +178,11 @@ func (o VpsClusterOutput) ToVpsClusterOutput() VpsClusterOutput {
 
 func (o VpsClusterOutput) ToVpsClusterOutputWithContext(ctx context.Context) VpsClusterOutput {
 	return o
+}
+
+// The cluster's name: the next run refuses another.
+func (o VpsClusterOutput) ClusterName() pulumi.StringOutput {
+	return o.ApplyT(func(v *VpsCluster) pulumi.StringOutput { return v.ClusterName }).(pulumi.StringOutput)
 }
 
 // The Kubernetes API URL.

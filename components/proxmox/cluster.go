@@ -129,7 +129,7 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		return nil, err
 	}
 	c.SchematicID, c.InstallerImage = images.Cluster.SchematicID, images.Cluster.Installer
-	machines, err := c.newMachines(ctx, name, args, machinesArgs{images: images, macs: macs, bindStop: bindStop, deps: deps, opts: opts, parent: parent})
+	machines, err := c.newMachines(ctx, name, args, machinesArgs{images: images, macs: macs, bindStop: bindStop, hooks: hooks, leaver: leaver, deps: deps, opts: opts, parent: parent})
 	if err != nil {
 		return nil, err
 	}
@@ -179,9 +179,13 @@ type machinesArgs struct {
 	images   *image.Images
 	macs     map[string]string
 	bindStop func(vm string) (pulumi.ResourceOption, error)
-	deps     Deps
-	opts     []pulumi.ResourceOption // the component's own (its providers)
-	parent   pulumi.ResourceOrInvokeOption
+	// hooks and leaver take a node out of the cluster before its VM's
+	// replacement where no fast stop is bound (placementRecord).
+	hooks  Hooks
+	leaver *talos.Leaver
+	deps   Deps
+	opts   []pulumi.ResourceOption // the component's own (its providers)
+	parent pulumi.ResourceOrInvokeOption
 }
 
 // machines are the nodes' machines as the TalosCluster and the outputs
@@ -254,6 +258,13 @@ func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, ho
 		// VMs start only once their DHCP reservation is live and their ISO
 		// is in storage.
 		deps := append([]pulumi.Resource{iso}, vmDeps...)
+		if !in.deps.FastStop {
+			record, err := placementRecord(ctx, name, in.hooks, in.leaver, ref, in.parent)
+			if err != nil {
+				return err
+			}
+			deps = append(deps, record)
+		}
 		vmName := name + vmInfix + ref.Name
 		stop, err := in.bindStop(vmName)
 		if err != nil {

@@ -59,6 +59,47 @@ func TestWithoutFastStopNoVMCarriesAHook(t *testing.T) {
 		registered = append(registered, b.Hook)
 	}
 	assert.ElementsMatch(t, []string{proxmox.LegacyFastStopHookName, proxmox.FastStopHookName("homelab")}, registered)
+
+	// Instead, each VM depends on a record of its placement, whose
+	// update (a new vmId or Proxmox node: a new VM) takes the node out of
+	// the cluster first.
+	for _, vm := range vms {
+		node := vm.Inputs["name"].StringValue()
+		record := e.Named(t, componentstest.LocalCommand, "homelab"+proxmox.PlacementInfix+node)
+		assert.True(t, e.After(vm, record), "%s is replaced after its record's update", vm.Name)
+		bound := hooks.On(record.Name)
+		require.Len(t, bound, 1, record.Name)
+		assert.Equal(t, "homelab"+proxmox.PlacementHookSuffix, bound[0].Hook)
+		assert.Equal(t, talos.BeforeUpdate, bound[0].Point)
+	}
+}
+
+// A placement record changes with what makes bpg replace the VM (its
+// vmId, its Proxmox node), and not with what it changes in place (the
+// BIOS): a node leaves only for a new VM.
+func TestAPlacementRecordChangesOnlyWithANewVM(t *testing.T) {
+	t.Parallel()
+	placementOf := func(edit func(*proxmox.ClusterArgs)) string {
+		cfg, d := stacks.Load(stackstest.Example(t, stackstest.ProxmoxExample))
+		require.NoError(t, d.Err())
+		args := program.ProxmoxArgs(cfg)
+		if edit != nil {
+			edit(args)
+		}
+		e := &componentstest.Engine{}
+		err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+			_, err := proxmox.NewClusterWithDeps(ctx, "homelab", args, proxmox.Deps{Hooks: &componentstest.Hooks{}, Talos: talos.Deps{Hooks: &componentstest.Hooks{}}})
+			return err
+		}, pulumi.WithMocks("talos-cluster", "test", e))
+		require.NoError(t, err)
+		env := e.Named(t, componentstest.LocalCommand, "homelab"+proxmox.PlacementInfix+"worker-0").Inputs["environment"]
+		return env.ObjectValue()["PLACEMENT"].StringValue()
+	}
+	was := placementOf(nil)
+	assert.Equal(t, "vmId 120 on pve", was)
+	assert.Equal(t, "vmId 130 on pve", placementOf(func(a *proxmox.ClusterArgs) { a.Nodes[1].VMID = 130 }))
+	assert.Equal(t, "vmId 120 on pve2", placementOf(func(a *proxmox.ClusterArgs) { a.Nodes[1].ProxmoxNode = "pve2" }))
+	assert.Equal(t, was, placementOf(func(a *proxmox.ClusterArgs) { a.Proxmox.BIOS = "ovmf" }), "the BIOS changes in place")
 }
 
 // Two ProxmoxClusters in one program, sharing one Hooks: each VM carries

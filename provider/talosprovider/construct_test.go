@@ -109,8 +109,8 @@ func TestConstructMakesTheProgramsGraph(t *testing.T) {
 			got, resp, err := construct(t, tc.typ, cfg.Cluster.Name, inputs)
 			require.NoError(t, err)
 
-			assert.Equal(t, children(want), children(got), "the same resources")
-			gotByURN := children(got)
+			assert.Equal(t, children(want), withoutPlacements(children(got)), "the same resources")
+			gotByURN := withoutPlacements(children(got))
 			for urn, w := range children(want) {
 				if g, ok := gotByURN[urn]; ok {
 					assert.Equal(t, w, g, "%s", urn)
@@ -199,6 +199,23 @@ func children(e *componentstest.Engine) map[string]componentstest.Registered {
 			slices.Sort(list)
 		}
 		out[r.URN] = r
+	}
+	return out
+}
+
+// withoutPlacements are the children but the VMs' placement records and
+// the VMs' dependencies on them: the one difference of a ProxmoxCluster
+// without a fast stop (the package's), whose records' hook takes a node
+// out of the cluster before its VM's replacement, as the stack file's fast
+// stop does.
+func withoutPlacements(children map[string]componentstest.Registered) map[string]componentstest.Registered {
+	out := map[string]componentstest.Registered{}
+	for urn, r := range children {
+		if strings.Contains(r.Name, proxmox.PlacementInfix) {
+			continue
+		}
+		r.Deps = slices.DeleteFunc(slices.Clone(r.Deps), func(d string) bool { return strings.Contains(d, proxmox.PlacementInfix) })
+		out[urn] = r
 	}
 	return out
 }
@@ -313,7 +330,8 @@ func TestYAMLExampleMakesTheStackExamplesGraph(t *testing.T) {
 
 	got, _, err := construct(t, talosprovider.ProxmoxToken, cfg.Cluster.Name, inputs)
 	require.NoError(t, err)
-	assert.Equal(t, children(want), children(got))
+	assert.Len(t, got.ByType(componentstest.LocalCommand), len(want.ByType(componentstest.LocalCommand))+len(cfg.Nodes.All()), "a placement record per VM")
+	assert.Equal(t, children(want), withoutPlacements(children(got)))
 }
 
 // The local YAML example builds, through the provider, the same cluster as

@@ -130,7 +130,7 @@ func TestIntegrationTheReleaseInstallsAndRuns(t *testing.T) {
 		out := run(dir, noGo, name, args...)
 		t.Logf("preview %d through the installed release: %s", i, time.Since(start).Round(100*time.Millisecond))
 		assert.Contains(t, out, "talos-anywhere:index:ProxmoxCluster homelab create", "the installed release's component")
-		assert.Contains(t, out, "+ 31 to create")
+		assert.Contains(t, out, "+ 34 to create")
 	}
 	releasedTypeScript(t, root, noGo)
 }
@@ -175,7 +175,7 @@ func releasedTypeScript(t *testing.T, root string, noGo []string) {
 		out := run(name, args...)
 		t.Logf("TypeScript preview %d through the installed release: %s", i, time.Since(start).Round(100*time.Millisecond))
 		assert.Contains(t, out, "talos-anywhere:index:ProxmoxCluster homelab create", "the installed release's component")
-		assert.Contains(t, out, "+ 31 to create")
+		assert.Contains(t, out, "+ 34 to create")
 	}
 }
 

@@ -123,7 +123,7 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 	t.Logf("pulumi preview took %s", time.Since(start).Round(100*time.Millisecond))
 	for _, want := range []string{
 		"talos-anywhere:index:ProxmoxCluster homelab create", "proxmoxve:VM:VirtualMachine homelab-vm-cp-0 create",
-		"talos:machine:Secrets homelab-secrets create", "command:local:Command homelab-roster create", "command:local:Command homelab-taints-worker-0 create", "command:local:Command homelab-manifests create", "+ 31 to create",
+		"talos:machine:Secrets homelab-secrets create", "command:local:Command homelab-roster create", "command:local:Command homelab-taints-worker-0 create", "command:local:Command homelab-manifests create", "command:local:Command homelab-placement-cp-0 create", "+ 34 to create",
 	} {
 		assert.Contains(t, out, want, "the preview constructs the component and its children")
 	}
@@ -151,7 +151,7 @@ func TestIntegrationPackageAddOfTheBuiltBinary(t *testing.T) {
 	require.NoError(t, err, "pulumi preview with another resource's output as an input:\n%s", out)
 	assert.Contains(t, out, "random:index:RandomPassword token create")
 	assert.Contains(t, out, "talos-anywhere:index:ProxmoxCluster homelab create")
-	assert.Contains(t, out, "+ 32 to create", "the component's children as before, and the password")
+	assert.Contains(t, out, "+ 35 to create", "the component's children as before, and the password")
 }
 
 // renamedPackageKeepsItsStack imports the state the package made under

@@ -79,11 +79,11 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 		if err := ctx.RegisterComponentResource("test:index:Cluster", "homelab", parent); err != nil {
 			return err
 		}
-		img, err := newImage(ctx, "homelab", &base, pulumi.Parent(parent))
+		images, err := newImages(ctx, "homelab", &base, pulumi.Parent(parent))
 		if err != nil {
 			return err
 		}
-		isos, err := downloadISOs(ctx, "homelab", &base, base.hostViews()[0], img, pulumi.Parent(parent), pulumi.Provider(prov))
+		isos, _, err := downloadISOs(ctx, "homelab", &base, base.hostViews()[0], images, pulumi.Parent(parent), pulumi.Provider(prov))
 		if err != nil {
 			return err
 		}

@@ -218,12 +218,7 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 					if apiErr.Message != "" || len(apiErr.Causes) > 0 || !strings.HasPrefix(pod.reason, "blocked") && !strings.HasPrefix(pod.reason, "eviction refused") {
 						pod.reason = blockedReason(apiErr)
 					}
-					if opts.SkipWaitForDelete {
-						pod.skipped, pod.reason = true, "not evicted: "+pod.reason
-						continue
-					}
-					pod.retryAt = time.Now().Add(opts.EvictRetry)
-					n++
+					n += pod.refusedForNow(opts)
 					continue
 				case errors.As(err, &apiErr) && namespaceTerminating(apiErr, pod.namespace):
 					// As kubectl (pkg/drain/drain.go:330-340): a pod
@@ -232,12 +227,7 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 					// it.
 					if !pod.deleting {
 						pod.reason = "eviction refused for now: namespace " + pod.namespace + " is being deleted"
-						if opts.SkipWaitForDelete {
-							pod.skipped, pod.reason = true, "not evicted: "+pod.reason
-							continue
-						}
-						pod.retryAt = time.Now().Add(opts.EvictRetry)
-						n++
+						n += pod.refusedForNow(opts)
 						continue
 					}
 					pod.evicted, pod.reason = true, "still terminating"
@@ -287,6 +277,19 @@ func (c *Client) DrainWithResult(ctx context.Context, node string, opts DrainOpt
 		case <-time.After(opts.Poll):
 		}
 	}
+}
+
+// refusedForNow handles an eviction refused for now (pod.reason says
+// why): a drain that waits for nothing skips the pod, another asks again
+// after opts.EvictRetry. It returns how many pods the drain still waits
+// for because of it (0 or 1).
+func (p *drained) refusedForNow(opts DrainOptions) int {
+	if opts.SkipWaitForDelete {
+		p.skipped, p.reason = true, "not evicted: "+p.reason
+		return 0
+	}
+	p.retryAt = time.Now().Add(opts.EvictRetry)
+	return 1
 }
 
 // describe lists the pods that match as "namespace/name (reason)",

@@ -521,7 +521,8 @@ type ProxmoxConfig struct {
 	KeepISO bool `json:"keepIso" default:"false"`
 	// QEMU CPU type; Talos needs 'host' or 'x86-64-v2-AES' or newer.
 	CPUType string `json:"cpuType" default:"host" rules:"component"`
-	// Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk).
+	// Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk). A change replaces the VMs (Talos boots only
+	// under the firmware it was installed under): one control plane per 'up'.
 	BIOS string `json:"bios" default:"seabios" rules:"component"`
 	// How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image +
 	// cloud-init drive).

@@ -59,7 +59,9 @@ type Registered struct {
 	Parent          string
 	Provider        string // URN of the explicit provider, if any
 	IgnoreChanges   []string
-	RetainOnDelete  bool
+	// ReplaceOnChanges are the inputs whose change replaces it.
+	ReplaceOnChanges []string
+	RetainOnDelete   bool
 	// ReplaceWith: URNs whose replacement replaces this resource too.
 	ReplaceWith         []string
 	DeleteBeforeReplace bool
@@ -190,6 +192,7 @@ func (e *Engine) NewResource(args pulumi.MockResourceArgs) (string, resource.Pro
 		r.Parent = rpc.GetParent()
 		r.URN = childURN(r.Parent, args.TypeToken, args.Name)
 		r.IgnoreChanges = rpc.GetIgnoreChanges()
+		r.ReplaceOnChanges = rpc.GetReplaceOnChanges()
 		r.RetainOnDelete = rpc.GetRetainOnDelete()
 		r.ReplaceWith = rpc.GetReplaceWith()
 		r.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()

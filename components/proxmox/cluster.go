@@ -259,7 +259,7 @@ func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, ho
 		// is in storage.
 		deps := append([]pulumi.Resource{iso}, vmDeps...)
 		if !in.deps.FastStop {
-			record, err := placementRecord(ctx, name, in.hooks, in.leaver, ref, in.parent)
+			record, err := placementRecord(ctx, name, in.hooks, in.leaver, ref, host.Settings, in.parent)
 			if err != nil {
 				return err
 			}
@@ -276,6 +276,12 @@ func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, ho
 			// only be created once the old VM is gone. The fast-stop hook,
 			// when bound, runs for this delete too, as for every delete.
 			pulumi.DeleteBeforeReplace(true),
+			// bpg v0.95 changes the BIOS in place, taken at the VM's next
+			// cold start (proxmoxtf/resource/vm/vm.go: bios is not
+			// ForceNew), but Talos installed its boot loader for the
+			// firmware it was installed under: the node would not boot
+			// again. A new VM installs under the new one and rejoins.
+			pulumi.ReplaceOnChanges([]string{"bios"}),
 			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
 			stop,
 		)

@@ -74,9 +74,9 @@ func TestWithoutFastStopNoVMCarriesAHook(t *testing.T) {
 	}
 }
 
-// A placement record changes with what makes bpg replace the VM (its
-// vmId, its Proxmox node), and not with what it changes in place (the
-// BIOS): a node leaves only for a new VM.
+// A placement record changes with what replaces the VM (its vmId, Proxmox
+// node and addressing for bpg, its BIOS for the component), and not with
+// what changes in place (its cores): a node leaves only for a new VM.
 func TestAPlacementRecordChangesOnlyWithANewVM(t *testing.T) {
 	t.Parallel()
 	placementOf := func(edit func(*proxmox.ClusterArgs)) string {
@@ -96,10 +96,16 @@ func TestAPlacementRecordChangesOnlyWithANewVM(t *testing.T) {
 		return env.ObjectValue()["PLACEMENT"].StringValue()
 	}
 	was := placementOf(nil)
-	assert.Equal(t, "vmId 120 on pve", was)
-	assert.Equal(t, "vmId 130 on pve", placementOf(func(a *proxmox.ClusterArgs) { a.Nodes[1].VMID = 130 }))
-	assert.Equal(t, "vmId 120 on pve2", placementOf(func(a *proxmox.ClusterArgs) { a.Nodes[1].ProxmoxNode = "pve2" }))
-	assert.Equal(t, was, placementOf(func(a *proxmox.ClusterArgs) { a.Proxmox.BIOS = "ovmf" }), "the BIOS changes in place")
+	assert.Equal(t, "proxmox node pve, vmId 120, bios seabios, addressing dhcp-reservation", was)
+	for change, edit := range map[string]func(*proxmox.ClusterArgs){
+		"vmId":        func(a *proxmox.ClusterArgs) { a.Nodes[1].VMID = 130 },
+		"proxmoxNode": func(a *proxmox.ClusterArgs) { a.Nodes[1].ProxmoxNode = "pve2" },
+		"bios":        func(a *proxmox.ClusterArgs) { a.Proxmox.BIOS = "ovmf" },
+		"addressing":  func(a *proxmox.ClusterArgs) { a.Proxmox.Addressing = proxmox.AddressingStatic },
+	} {
+		assert.NotEqual(t, was, placementOf(edit), change)
+	}
+	assert.Equal(t, was, placementOf(func(a *proxmox.ClusterArgs) { a.Nodes[1].Cores = 8 }), "cores change in place")
 }
 
 // Two ProxmoxClusters in one program, sharing one Hooks: each VM carries

@@ -20,15 +20,17 @@ const (
 )
 
 // placementRecord registers, for a program that binds no fast stop
-// (Deps.FastStop false: a program using the package), a record of where
-// the node's VM is. An edit that replaces the VM (bpg v0.95 replaces a VM
-// for a new vm_id or node_name: proxmoxtf/resource/vm/vm.go, CustomizeDiff;
-// another host is another provider) changes the record first, and its
+// (Deps.FastStop false: a program using the package), a record of the
+// node's machine (its NodeSpec.Machine: what replaces the VM). bpg v0.95
+// replaces a VM for a new vm_id or node_name (proxmoxtf/resource/vm/vm.go,
+// CustomizeDiff) or initialization type (the addressing); another host is
+// another provider; the component replaces it for a new BIOS. An edit of
+// these changes the record first, and its
 // before-update hook takes the node out of the cluster (talos.Leaver), as
 // the fast stop does, before the replacement deletes the old VM, which
 // depends on the record. A failed leave fails the step: the VM stays.
 // Creating or deleting the record calls nothing.
-func placementRecord(ctx *pulumi.Context, name string, hooks Hooks, leaver *talos.Leaver, ref Node, parent pulumi.ResourceOrInvokeOption) (pulumi.Resource, error) {
+func placementRecord(ctx *pulumi.Context, name string, hooks Hooks, leaver *talos.Leaver, ref Node, px HostSettings, parent pulumi.ResourceOrInvokeOption) (pulumi.Resource, error) {
 	record := name + PlacementInfix + ref.Name
 	leave := func(args *pulumi.ResourceHookArgs) error {
 		node, ok := strings.CutPrefix(args.Name, name+PlacementInfix)
@@ -42,7 +44,7 @@ func placementRecord(ctx *pulumi.Context, name string, hooks Hooks, leaver *talo
 		return nil, err
 	}
 	res, err := local.NewCommand(ctx, record, &local.CommandArgs{
-		Environment: pulumi.StringMap{"PLACEMENT": pulumi.String(fmt.Sprintf("vmId %d on %s", ref.VMID, placement(ref)))},
+		Environment: pulumi.StringMap{"PLACEMENT": pulumi.String(machineOf(ref, px))},
 	}, parent, hook)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create the placement record of node %q: %w", ref.Name, err)

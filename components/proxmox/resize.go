@@ -55,7 +55,6 @@ func (a *ClusterArgs) checkResizes(p *inputs.Problems) {
 			{"cores", was.Cores != 0 && was.Cores != n.Cores},
 			{"memory", was.Memory != 0 && was.Memory != n.Memory},
 			{"proxmox.cpuType", was.CPUType != "" && was.CPUType != a.settingsOf(n.Host).CPUType},
-			{"proxmox.bios", was.BIOS != "" && was.BIOS != a.settingsOf(n.Host).BIOS},
 			{"the guest agent (the schematic's extensions)", was.Agent != agent},
 		} {
 			if c.changed {

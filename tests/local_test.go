@@ -115,7 +115,7 @@ func TestLocalContainerLimits(t *testing.T) {
 		ctr := e.Named(t, dockerContainer, "local-node-"+node)
 		assert.Equal(t, "2", ctr.Inputs["cpus"].StringValue())
 		assert.Equal(t, 2048.0, ctr.Inputs["memory"].NumberValue())
-		assert.ElementsMatch(t, []string{"cpus", "memory"}, ctr.IgnoreChanges)
+		assert.ElementsMatch(t, []string{"cpus", "memory", "memorySwap"}, ctr.IgnoreChanges)
 	}
 	sized := edit(t, example, "nodes", func(m map[string]any) {
 		w := m["workers"].([]any)[0].(map[string]any)
@@ -126,8 +126,8 @@ func TestLocalContainerLimits(t *testing.T) {
 	w := e.Named(t, dockerContainer, "local-node-w1")
 	assert.Equal(t, "3", w.Inputs["cpus"].StringValue())
 	assert.Equal(t, 4096.0, w.Inputs["memory"].NumberValue())
-	assert.Empty(t, w.IgnoreChanges, "given limits are applied")
-	assert.ElementsMatch(t, []string{"cpus", "memory"}, e.Named(t, dockerContainer, "local-node-cp1").IgnoreChanges)
+	assert.Equal(t, []string{"memorySwap"}, w.IgnoreChanges, "given limits are applied; the swap limit is dockerd's")
+	assert.ElementsMatch(t, []string{"cpus", "memory", "memorySwap"}, e.Named(t, dockerContainer, "local-node-cp1").IgnoreChanges)
 }
 
 // local.ports are published from the first control plane only, on

@@ -187,9 +187,13 @@ func sysctls(s Settings) pulumi.StringMap {
 // the defaults, and a running one keeps what it was created with (none,
 // before the defaults existed), instead of being replaced for them (the
 // engine applies ignoreChanges only against an old state: pulumi
-// pkg/resource/deploy/step_generator.go, processIgnoreChanges).
+// pkg/resource/deploy/step_generator.go, processIgnoreChanges). The swap
+// limit is never set: dockerd sets it to twice the memory limit, and the
+// docker provider reads it back into a field it does not compute
+// (kreuzwerker v3 internal/provider/resource_docker_container.go
+// memory_swap, _funcs.go:834), which every later preview would remove.
 func keptLimits(n Node) []string {
-	var out []string
+	out := []string{"memorySwap"}
 	if n.Cores == 0 {
 		out = append(out, "cpus")
 	}

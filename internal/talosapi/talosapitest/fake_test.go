@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"io"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +91,35 @@ func TestTheMachineryClientTalksToIt(t *testing.T) {
 	assert.Equal(t, codes.Unimplemented, status.Code(err))
 	_, err = cl.EtcdForfeitLeadership(ctx, &machine.EtcdForfeitLeadershipRequest{})
 	assert.Equal(t, codes.Unimplemented, status.Code(err))
+}
+
+// A node that is down keeps its port: every fake cluster has the same IPs
+// and secrets, so a parallel test's node on the freed port would answer in
+// its place (a restore test once saw a powered-off control plane answer).
+// Its port refuses each connection until the node comes back.
+func TestANodeThatIsDownKeepsItsPort(t *testing.T) {
+	t.Parallel()
+	c := talosapitest.Start(t, talosapitest.Topology(1, 0, "", reboot)...)
+	crt, key := c.AdminCert()
+	tc, err := (talosapi.Credentials{CA: c.CA(), Cert: crt, Key: key}).TLSConfig()
+	require.NoError(t, err)
+	ctx := ctxT(t)
+	addr := c.Address("10.5.0.11")
+	cl, err := client.New(ctx, client.WithTLSConfig(tc), client.WithEndpoints(addr))
+	require.NoError(t, err)
+	defer func() { _ = cl.Close() }()
+
+	c.Node("10.5.0.11").PowerOff()
+	_, err = net.Listen("tcp", addr)
+	require.ErrorIs(t, err, syscall.EADDRINUSE, "the port is still the node's")
+	_, err = cl.Version(ctx)
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+
+	c.Node("10.5.0.11").PowerOn()
+	require.Eventually(t, func() bool {
+		_, err := cl.Version(ctx)
+		return err == nil
+	}, 10*time.Second, 20*time.Millisecond, "the node answers on its port again")
 }
 
 // The machinery client's own Kubeconfig (what talosctl kubeconfig runs)

@@ -273,9 +273,10 @@ func (n *Node) goDown(reason string, downFor time.Duration, comeBack bool) {
 	if n.c.closed || n.gen != gen {
 		return
 	}
-	if n.spec.Blackhole {
-		n.openHole()
-	}
+	// The port stays the node's while it is down: the fake clusters share
+	// one secrets bundle and the same IPs, so another test's node on the
+	// freed port would answer in this one's place.
+	n.openHole(n.spec.Blackhole)
 	if comeBack {
 		n.timer = time.AfterFunc(downFor, func() { n.comeUp(gen) })
 	}
@@ -297,12 +298,13 @@ func stopServer(srv *grpc.Server) {
 	}
 }
 
-// openHole takes the port with a listener that accepts and never answers
-// (c.mu held).
-func (n *Node) openHole() {
+// openHole takes the port with a listener that accepts and, when silent,
+// never answers (a blackholed node); otherwise it resets each connection
+// at once, as a host without the port open does (c.mu held).
+func (n *Node) openHole(silent bool) {
 	l, err := listenOn(n.addr)
 	if err != nil {
-		n.c.record(n.spec.IP, "error", "blackhole: "+err.Error())
+		n.c.record(n.spec.IP, "error", "hole: "+err.Error())
 		return
 	}
 	n.hole = l
@@ -311,6 +313,13 @@ func (n *Node) openHole() {
 			conn, err := l.Accept()
 			if err != nil {
 				return
+			}
+			if !silent {
+				if tc, ok := conn.(*net.TCPConn); ok {
+					_ = tc.SetLinger(0)
+				}
+				_ = conn.Close()
+				continue
 			}
 			n.c.mu.Lock()
 			n.holeConns = append(n.holeConns, conn)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fluodata/talos-pulumi/components/docker"
 	"github.com/fluodata/talos-pulumi/components/talos"
+	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubeapitest/realapiserver"
 	"github.com/fluodata/talos-pulumi/internal/kubeapi/kubesim"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest"
 	"github.com/fluodata/talos-pulumi/internal/talosapi/talosapitest/realetcd"
@@ -39,6 +40,11 @@ const localStack = "local"
 
 // localMachines are the local e2e stack's nodes.
 var localMachines = []machine{{"cp-0", "10.214.0.2", 0, true}, {"worker-0", "10.214.0.3", 0, false}, {"worker-1", "10.214.0.4", 0, false}}
+
+// localKubernetes is the local e2e stack's Kubernetes version: 1.32, whose
+// kubelet still runs on a cgroup v1 Docker host (1.35 and later refuse it,
+// and make doctor refuses the stack there), so the test runs on any host.
+const localKubernetes = "1.32.13"
 
 // The host's ports of the stand-in's relay (internal/testkit/dockertest/standin).
 const (
@@ -72,6 +78,7 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 		t.Skip("SKIPPED: the pulumi CLI is not on PATH (../shared/harness)")
 	}
 	dockertest.Available(t)
+	apiServer := upgradeAPIServer(t, localKubernetes)
 	if out, _ := exec.Command("pulumi", "plugin", "ls").CombinedOutput(); !bytes.Contains(out, []byte(docker.PluginVersion)) {
 		t.Skipf("SKIPPED: no docker plugin %s (scripts/harness-docker-plugin.sh builds it)", docker.PluginVersion)
 	}
@@ -94,13 +101,14 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 		}
 		specs = append(specs, talosapitest.NodeSpec{IP: m.ip, Hostname: m.name, Role: role, Listen: fmt.Sprintf("0.0.0.0:%d", talosBase+lastByte(m.ip)),
 			Maintenance: true, RebootLatency: 200 * time.Millisecond, ServiceDelay: serviceDelay, Version: "v1.13.9"})
-		kubeNodes = append(kubeNodes, kubesim.Node{Name: m.name, IP: m.ip, ControlPlane: m.cp, KubeletVersion: "v1.35.4"})
+		kubeNodes = append(kubeNodes, kubesim.Node{Name: m.name, IP: m.ip, ControlPlane: m.cp, KubeletVersion: "v" + localKubernetes})
 	}
 	// A real etcd holds the cluster's contents: a backup holds its real
 	// snapshot.
 	nodes := realetcd.StartFresh(t, specs...)
 	cp := localMachines[0].ip
-	kube := &e2etest.Kube{Addr: fmt.Sprintf("127.0.0.1:%d", kubernetesBase+lastByte(cp)), More: []string{cp}, CNI: talos.SystemNamespace + "/" + talos.CiliumRelease, Nodes: kubeNodes}
+	kube := &e2etest.Kube{Addr: fmt.Sprintf("127.0.0.1:%d", kubernetesBase+lastByte(cp)), More: []string{cp}, CNI: talos.SystemNamespace + "/" + talos.CiliumRelease, Nodes: kubeNodes,
+		APIServer: realapiserver.Options{Binary: apiServer}}
 	nodes.OnApply(func(node string, config []byte) {
 		if node == cp {
 			kube.Start(ctx, t, config)
@@ -117,6 +125,7 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	key, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
 	stackFile = bytes.ReplaceAll(stackFile, []byte("IMAGE"), []byte(image))
+	stackFile = bytes.ReplaceAll(stackFile, []byte("KUBERNETES_VERSION"), []byte(localKubernetes))
 	stackFile = bytes.ReplaceAll(stackFile, []byte("BACKUP_TARGET"), []byte("file://"+t.TempDir()))
 	stackFile = bytes.ReplaceAll(stackFile, []byte("BACKUP_RECIPIENT"), []byte(key.Recipient().String()))
 	require.NoError(t, os.WriteFile(filepath.Join(w.repo, "Pulumi."+localStack+".yaml"), stackFile, 0o600))

@@ -50,6 +50,18 @@ func TestIntegrationTypeScriptExampleWithTheRealCLI(t *testing.T) {
 	require.Contains(t, string(project), local, "the example's Pulumi.yaml names the package by the provider folder")
 	project = bytes.Replace(project, []byte(local), []byte("talos-anywhere: "+providerDir), 1)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pulumi.yaml"), project, 0o600))
+	// npm would take the newest @pulumi/kubernetes 4.x, and `pulumi
+	// install` then fetches that release's plugin for the program's
+	// k8s.Provider. This machine is offline with only the plugin this
+	// repository pins, so the copy asks for that version; a user online
+	// gets the newest release's plugin downloaded.
+	k8s := strings.TrimPrefix(pinnedModule(t, filepath.Join(providerDir, "..", "go.mod"), "github.com/pulumi/pulumi-kubernetes/sdk/v4"), "v")
+	manifest, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	require.NoError(t, err)
+	const wanted = `"@pulumi/kubernetes": "^4.32.0"`
+	require.Contains(t, string(manifest), wanted, "the example takes any newer 4.x")
+	manifest = bytes.Replace(manifest, []byte(wanted), []byte(`"@pulumi/kubernetes": "`+k8s+`"`), 1)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "package.json"), manifest, 0o600))
 	program, err := os.ReadFile(filepath.Join(dir, "index.ts"))
 	require.NoError(t, err)
 	require.Contains(t, string(program), `apiTokenSecret: config.requireSecret("proxmoxApiTokenSecret")`,
@@ -107,4 +119,18 @@ func TestIntegrationTypeScriptExampleWithTheRealCLI(t *testing.T) {
 		assert.Contains(t, out, want, "the preview constructs the component and its children")
 	}
 	assert.NotContains(t, out, "not-a-real-token", "the token is a secret")
+}
+
+// pinnedModule is the version go.mod (at path) requires of module.
+func pinnedModule(t *testing.T, path, module string) string {
+	t.Helper()
+	data, err := os.ReadFile(path) //nolint:gosec // the repository's own go.mod
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == module {
+			return f[1]
+		}
+	}
+	t.Fatalf("%s does not require %s", path, module)
+	return ""
 }

@@ -498,7 +498,10 @@ refresh: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Reconcile the s
 
 .PHONY: destroy
 destroy: require-stack $(STACKCTL) $(PROGRAM) $(PROJECT_FILE) ## Tear the cluster down (runs the program so fast-delete hooks run; YES=1: no prompt).
-	TALOS_CLUSTER_DESTROY=1 $(WITH_ACCESS) $(PULUMI) destroy $(IN_PROJECT) --run-program $(YES_FLAG) --stack $(call quote,$(STACK))
+	@# The program runs only while the stack holds a provider's resource: run on a stack already
+	@# destroyed, pulumi 3.259 records the program's components and keeps them (stackctl destroy-flags).
+	flags=$$($(PULUMI) stack export $(IN_PROJECT) --stack $(call quote,$(STACK)) | $(STACKCTL) destroy-flags) && \
+	TALOS_CLUSTER_DESTROY=1 $(WITH_ACCESS) $(PULUMI) destroy $(IN_PROJECT) $$flags $(YES_FLAG) --stack $(call quote,$(STACK))
 
 .PHONY: pulumi
 pulumi: ## Run any pulumi command on this project's backend: make pulumi ARGS='stack ls' (ARGS are split as the shell splits them).

@@ -38,7 +38,8 @@ import (
 // output. Given --cwd, it goes there as pulumi does and keeps a copy of the
 // project file it finds (pulumi fails without one). `stack export --stack S
 // --file F` writes an empty state to F, or FAKE_IMPORTED_STATE once an
-// `import` ran.
+// `import` ran; without --file it prints FAKE_STATE, or a state holding a
+// VM.
 const fakePulumi = `#!/bin/bash
 if [ "$1" = "config" ]; then
   if [ -n "$FAKE_CONFIG" ]; then cat "$FAKE_CONFIG"; exit 0; fi
@@ -58,8 +59,13 @@ done
 if [ -n "$HTTPS_PROXY" ]; then echo "proxy=$HTTPS_PROXY" >> "$FAKE_LOG.access"; fi
 if [ -n "$FAKE_CURL" ]; then curl -sSk --fail --max-time 10 "$FAKE_CURL" >> "$FAKE_LOG.access" 2>&1; fi
 if [ "$1 $2" = "stack export" ]; then
-  if [ -n "$FAKE_IMPORTED_STATE" ] && grep -q '^import ' "$FAKE_LOG"; then cp "$FAKE_IMPORTED_STATE" "$6"
-  else echo '{"version":3,"deployment":{"manifest":{}}}' > "$6"; fi
+  file=
+  for ((i = 0; i < $#; i++)); do if [ "${args[i]}" = "--file" ]; then file=${args[i+1]}; fi; done
+  if [ -z "$file" ]; then
+    if [ -n "$FAKE_STATE" ]; then cat "$FAKE_STATE"
+    else echo '{"version":3,"deployment":{"resources":[{"urn":"urn:pulumi:test::talos-cluster::proxmoxve:VM/virtualMachine:VirtualMachine::vm","custom":true}]}}'; fi
+  elif [ -n "$FAKE_IMPORTED_STATE" ] && grep -q '^import ' "$FAKE_LOG"; then cp "$FAKE_IMPORTED_STATE" "$file"
+  else echo '{"version":3,"deployment":{"manifest":{}}}' > "$file"; fi
 fi
 if [ "$1 $2" = "stack output" ]; then
   if [ "$3" = "$FAKE_FAIL" ]; then echo "error: no output $3" >&2; exit 1; fi
@@ -215,12 +221,41 @@ func TestMakeOutputsKeepsThePreviousFileOnFailure(t *testing.T) {
 	assert.Equal(t, []string{"kubeconfig"}, names, "no half-written or temporary file is left")
 }
 
+// A stack that holds no resource of a provider (destroyed already) is
+// destroyed without the program: pulumi 3.259 would record the program's
+// components and keep them (the real CLI's case is in the driver's
+// integration test).
+func TestMakeDestroyOfADestroyedStackRunsNoProgram(t *testing.T) {
+	t.Parallel()
+	state := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, os.WriteFile(state, []byte(`{"version":3,"deployment":{"resources":[{"urn":"urn:pulumi:test::talos-cluster::talos-cluster:index:DockerCluster::c","custom":false}]}}`), 0o600))
+	_, log, out, err := makeIn(t, []string{"FAKE_STATE=" + state}, "destroy", "STACK=test", "YES=1")
+	require.NoError(t, err, out)
+	lines := strings.Split(strings.TrimSpace(readLog(t, log)), "\n")
+	line, _, _ := strings.Cut(lines[len(lines)-1], " | ")
+	assert.Equal(t, "destroy --cwd bin/project --yes --stack test", line)
+}
+
+// A state the stack cannot export stops make destroy before pulumi
+// destroys anything.
+func TestMakeDestroyStopsWhenTheStateCannotBeRead(t *testing.T) {
+	t.Parallel()
+	state := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, os.WriteFile(state, nil, 0o600))
+	_, log, out, err := makeIn(t, []string{"FAKE_STATE=" + state}, "destroy", "STACK=test", "YES=1")
+	require.Error(t, err)
+	assert.Contains(t, out, "stackctl destroy-flags: unable to read the stack's state")
+	assert.NotContains(t, readLog(t, log), "destroy --cwd")
+}
+
 func TestMakeDestroyRunsTheProgramOnTheLocalBackend(t *testing.T) {
 	t.Parallel()
 	dir, log, out, err := makeIn(t, nil, "destroy", "STACK=test")
 	require.NoError(t, err, out)
-	line := strings.TrimSpace(readLog(t, log))
-	assert.Equal(t, "destroy --cwd bin/project --run-program --stack test | backend=file://"+dir+"/.pulumi-state", line)
+	assert.Equal(t, []string{
+		"stack export --cwd bin/project --stack test | backend=file://" + dir + "/.pulumi-state",
+		"destroy --cwd bin/project --run-program --stack test | backend=file://" + dir + "/.pulumi-state",
+	}, strings.Split(strings.TrimSpace(readLog(t, log)), "\n"))
 	assert.DirExists(t, filepath.Join(dir, ".pulumi-state"))
 	// The program learns that the whole stack goes: it takes no node out
 	// of the cluster and reads nothing from the nodes.
@@ -590,7 +625,8 @@ func TestMakeYesSkipsTheConfirmationPrompt(t *testing.T) {
 	} {
 		_, log, out, err := makeIn(t, nil, append(tc.args, "STACK=test")...)
 		require.NoError(t, err, out)
-		line, _, _ := strings.Cut(strings.TrimSpace(readLog(t, log)), " | ")
+		lines := strings.Split(strings.TrimSpace(readLog(t, log)), "\n")
+		line, _, _ := strings.Cut(lines[len(lines)-1], " | ")
 		assert.Equal(t, tc.want, line, tc.args)
 	}
 }

@@ -37,6 +37,7 @@ const usage = `usage:
   stackctl csi-volume-rm --stack NAME --volume DATASTORE:vm-9999-pvc-...
                                                                      (delete a volume the Proxmox CSI plugin left, not attached)
   stackctl machine-configs --out DIR < machineConfigurations.json  (each node's machine config as DIR/<node>.yaml; make outputs)
+  stackctl destroy-flags < state.json                               (--run-program while the state holds a provider's resource; make destroy)
   stackctl gitops-status --stack NAME                                (the root Argo CD Application's source, sync and health)
   stackctl proxy   --stack NAME [--listen 127.0.0.1:PORT]            (the ssh-proxy helper, until Ctrl-C)
   stackctl exec    --stack NAME -- COMMAND [ARGS...]                 (COMMAND with the helper when the stack uses it)
@@ -68,6 +69,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		})
 	case op == "machine-configs":
 		return machineConfigsCmd(args[1:], stdin, stderr)
+	case op == "destroy-flags":
+		return destroyFlagsCmd(args[1:], stdin, stdout, stderr)
 	case op == "gitops-status":
 		return gitopsStatusCmd(ctx, args[1:], stdout, stderr)
 	case op == "adopt":

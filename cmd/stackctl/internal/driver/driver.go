@@ -420,8 +420,15 @@ func operate(ctx context.Context, o Options, stack auto.Stack, env Env, sum *Sum
 		record(sum, res.Summary, nil)
 		return nil
 	default: // OpDestroy
-		// Always with the program: the fast-delete hooks are program code.
-		res, err := stack.Destroy(ctx, optdestroy.RunProgram(true),
+		state, err := stack.Export(ctx)
+		if err != nil {
+			return fmt.Errorf("unable to export the stack's state: %w", err)
+		}
+		withProgram, err := DestroyRunsProgram(state.Deployment)
+		if err != nil {
+			return err
+		}
+		res, err := stack.Destroy(ctx, optdestroy.RunProgram(withProgram),
 			optdestroy.ProgressStreams(out), optdestroy.ErrorProgressStreams(errOut))
 		if err != nil {
 			return err

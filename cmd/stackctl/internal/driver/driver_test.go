@@ -97,6 +97,19 @@ func (h *harness) opCall(t *testing.T, op string) []string {
 	return c.Args
 }
 
+// A destroy runs the program only while the stack holds a resource of a
+// provider: on a stack destroyed already, Pulumi's destroy --run-program
+// would record the program's components and leave them (DestroyRunsProgram).
+func TestADestroyOfAnEmptyStackDoesNotRunTheProgram(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, driver.OpDestroy)
+	h.fake.State = []byte(`{"version":3,"deployment":{"resources":[{"urn":"urn:pulumi:prod::talos-cluster::talos-cluster:index:ProxmoxCluster::homelab","custom":false}]}}`)
+	require.Equal(t, exitcode.OK, h.run(context.Background()), h.stderr.String())
+	args := h.opCall(t, driver.OpDestroy)
+	assert.Contains(t, args, "--run-program=false")
+	assert.NotContains(t, args, "--run-program=true")
+}
+
 func TestOperationsRunWithTheRightArguments(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

@@ -106,9 +106,32 @@ func TestIntegrationWithTheRealCLI(t *testing.T) {
 
 	code, s, log = r.run(prog, driver.Options{Op: driver.OpDestroy})
 	require.Equal(t, exitcode.OK, code, log)
-	// The destroy runs the program (the fast-delete hooks are program
-	// code): the CLI counts its registrations as unchanged, then deletes.
-	assert.Equal(t, map[string]int{"delete": 2, "same": 2}, s.Changes, "the component and the stack: %s", log)
+	// The stack holds no resource of a provider, so the destroy does not
+	// run the program (DestroyRunsProgram): the CLI just deletes.
+	assert.Equal(t, map[string]int{"delete": 2}, s.Changes, "the component and the stack: %s", log)
+
+	// A second destroy leaves nothing either. With the program, the real
+	// CLI records the components it registers as created and keeps them.
+	code, _, log = r.run(prog, driver.Options{Op: driver.OpDestroy})
+	require.Equal(t, exitcode.OK, code, log)
+	assert.Zero(t, r.resources(), "the state holds nothing after a second destroy: %s", log)
+}
+
+// resources counts the resources in the stack's state (`pulumi stack
+// export`, with the real CLI).
+func (r *realCLI) resources() int {
+	r.t.Helper()
+	cmd := exec.Command("pulumi", "stack", "export", "--stack", "it", "--cwd", r.dir)
+	cmd.Env = append(os.Environ(), "PULUMI_BACKEND_URL=file://"+filepath.Join(r.dir, ".pulumi-state"))
+	out, err := cmd.Output()
+	require.NoError(r.t, err)
+	var doc struct {
+		Deployment struct {
+			Resources []json.RawMessage `json:"resources"`
+		} `json:"deployment"`
+	}
+	require.NoError(r.t, json.Unmarshal(out, &doc))
+	return len(doc.Deployment.Resources)
 }
 
 // TestIntegrationPreviewExitCodeOnChanges checks `stackctl preview

@@ -223,6 +223,10 @@ func TestE2ELocalStackLivesItsLifeInDocker(t *testing.T) {
 	for _, kind := range [][]string{{"ps", "-a"}, {"volume", "ls"}, {"network", "ls"}} {
 		assert.Empty(t, dockertest.Labelled(t, "e2elocal", kind...), "docker %s: nothing of the stack is left", kind[0])
 	}
+	// A second destroy (a retry, the smoke's teardown) leaves the state
+	// empty too.
+	w.make("destroy", "YES=1")
+	assert.NotContains(t, w.make("pulumi", "ARGS=stack export --stack "+localStack), `"urn"`, "the state holds nothing")
 }
 
 // serviceDelay is how long the fake machines' services take to be healthy

@@ -35,6 +35,7 @@ func ClusterSettings(cfg *stacks.Config) talos.ClusterSettings {
 		KubeSpan:        kubeSpanSettings(c.KubeSpan),
 		RegistryMirrors: registryMirrors(c.RegistryMirrors),
 		GitOps:          GitOpsSettings(cfg.GitOps),
+		SecureBoot:      c.SecureBoot,
 	}
 }
 

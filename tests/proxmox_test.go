@@ -124,7 +124,7 @@ func TestProxmoxExampleGraph(t *testing.T) {
 		w, ok := want[name]
 		require.True(t, ok, name)
 		in := v.Inputs
-		assert.Equal(t, []string{"bios"}, v.ReplaceOnChanges, "%s: a new BIOS is a new VM (bpg would change it in place, and the installed Talos would not boot)", name)
+		assert.Equal(t, []string{"bios", "tpmState"}, v.ReplaceOnChanges, "%s: a new BIOS is a new VM (bpg would change it in place, and the installed Talos would not boot); so is a TPM added or dropped", name)
 		assert.Equal(t, w.id, fmt.Sprint(in["vmId"].NumberValue()), name)
 		assert.Equal(t, w.proxmoxNode, in["nodeName"].StringValue(), name)
 		assert.Equal(t, "host", obj(in["cpu"], "type").StringValue(), name)

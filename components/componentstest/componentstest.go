@@ -353,6 +353,11 @@ func (e *Engine) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
 			"iso":       resource.NewStringProperty(fmt.Sprintf("https://factory.talos.dev/image/%s/%s/%s-amd64.iso", id, ver, platform)),
 			"installer": resource.NewStringProperty(fmt.Sprintf("factory.talos.dev/%s-installer/%s:%s", platform, id, ver)),
 			"diskImage": resource.NewStringProperty(fmt.Sprintf("https://factory.talos.dev/image/%s/%s/%s-amd64.raw.zst", id, ver, platform)),
+			// terraform-provider-talos v0.10.1 (pulumi-talos v0.7.1's)
+			// pkg/talos/talos_image_factory_urls_data_source.go:286-304.
+			"isoSecureboot":       resource.NewStringProperty(fmt.Sprintf("https://factory.talos.dev/image/%s/%s/%s-amd64-secureboot.iso", id, ver, platform)),
+			"installerSecureboot": resource.NewStringProperty(fmt.Sprintf("factory.talos.dev/%s-installer-secureboot/%s:%s", platform, id, ver)),
+			"diskImageSecureboot": resource.NewStringProperty(fmt.Sprintf("https://factory.talos.dev/image/%s/%s/%s-amd64-secureboot.raw.zst", id, ver, platform)),
 		})}, nil
 	}
 	return resource.PropertyMap{}, nil

@@ -318,6 +318,10 @@ func (a *ClusterArgs) Problems() []inputs.Problem {
 func (a *ClusterArgs) check(p *inputs.Problems) {
 	a.Cluster.Check(p, "cluster.")
 	a.checkPortsAndMounts(p)
+	if a.Cluster.SecureBoot {
+		// A container boots no firmware and has no TPM to seal keys to.
+		p.Add("cluster.secureBoot", "a DockerCluster's nodes are containers: they boot no firmware and have no TPM to seal disk keys to; leave it out (Secure Boot is for Proxmox VMs)")
+	}
 	if a.Cluster.VIP != "" {
 		p.Add("cluster.vip", "a DockerCluster publishes the first control plane's Kubernetes API on 127.0.0.1:%d instead of a VIP; leave it out", a.Docker.KubernetesPort)
 	}

@@ -106,6 +106,9 @@ type Args struct {
 	KernelArgs  []string
 	// Platform is the factory platform (PlatformMetal, PlatformNocloud).
 	Platform string
+	// SecureBoot takes the factory's signed Secure Boot ISO, disk image
+	// and installer of the schematic instead of the plain ones.
+	SecureBoot bool
 }
 
 // Image is the resolved image: its schematic and the factory's URLs.
@@ -118,6 +121,8 @@ type Image struct {
 	// Installer is the installer image reference for machine.install.image.
 	Installer pulumi.StringOutput
 	Platform  string
+	// SecureBoot says the URLs are the signed Secure Boot ones.
+	SecureBoot bool
 	// Suffix names the resources made for a node's own schematic
 	// (Schematic.Suffix); empty for the cluster's.
 	Suffix string
@@ -208,7 +213,7 @@ func NewImages(ctx *pulumi.Context, name string, cluster Schematic, a Args, node
 
 // newNamed is New with the schematic resource's name.
 func newNamed(ctx *pulumi.Context, schematicName string, a Args, parent pulumi.ResourceOrInvokeOption) (*Image, error) {
-	img := &Image{Platform: a.Platform}
+	img := &Image{Platform: a.Platform, SecureBoot: a.SecureBoot}
 	if a.SchematicID != "" {
 		img.SchematicID = pulumi.String(a.SchematicID).ToStringOutput()
 	} else {
@@ -230,9 +235,13 @@ func newNamed(ctx *pulumi.Context, schematicName string, a Args, parent pulumi.R
 		SchematicId:  img.SchematicID,
 		Platform:     pulumi.String(a.Platform),
 	}, parent).Urls()
-	img.ISOURL = urls.Iso()
-	img.DiskImageURL = urls.DiskImage()
-	img.Installer = urls.Installer()
+	img.ISOURL, img.DiskImageURL, img.Installer = urls.Iso(), urls.DiskImage(), urls.Installer()
+	if a.SecureBoot {
+		// The factory's signed image: its boot loader enrolls Talos's
+		// keys in firmware that is in setup mode, and its installer
+		// keeps the node on signed images through upgrades.
+		img.ISOURL, img.DiskImageURL, img.Installer = urls.IsoSecureboot(), urls.DiskImageSecureboot(), urls.InstallerSecureboot()
+	}
 	return img, nil
 }
 

@@ -411,7 +411,7 @@ func (a *ClusterArgs) talosNodes() []talos.NodeSpec {
 			Hostname:          n.Name,
 			Host:              placement(n),
 			Site:              a.siteOf(n.Host),
-			Machine:           machineOf(n, px),
+			Machine:           machineOf(n, px, a.Cluster.SecureBoot),
 			// The VM's second SCSI disk (vm.go) becomes the user volume.
 			DataDiskSize: n.DataDiskSize,
 		}
@@ -453,13 +453,35 @@ func (a *ClusterArgs) where(n Node) string {
 // machineOf names what of a node's VM the provider cannot change in place:
 // a new value replaces the VM (bpg's VM resource: the vmId, the node
 // without migration, the EFI disk that the BIOS adds or drops, the
-// cloud-init drive of static addressing; another host's API).
-func machineOf(n Node, px HostSettings) string {
+// cloud-init drive of static addressing; another host's API; Secure Boot,
+// whose TPM holds the keys of disks a new VM makes anew).
+func machineOf(n Node, px HostSettings, secureBoot bool) string {
 	m := fmt.Sprintf("proxmox node %s, vmId %d, bios %s, addressing %s", n.ProxmoxNode, n.VMID, px.BIOS, px.Addressing)
 	if n.Host != "" {
 		m += ", host " + n.Host
 	}
+	if secureBoot {
+		m += ", secure boot"
+	}
 	return m
+}
+
+// checkSecureBoot refuses Secure Boot where a node cannot have it: a host
+// whose VMs boot SeaBIOS (Secure Boot is UEFI's), and rented servers.
+func (a *ClusterArgs) checkSecureBoot(p *inputs.Problems) {
+	if !a.Cluster.SecureBoot {
+		return
+	}
+	for _, h := range a.hostViews() {
+		switch {
+		case h.VPS != nil:
+			if len(h.Nodes) > 0 {
+				p.Add("cluster.secureBoot", "hosts entry %q is rented servers: %s", h.Name, servers.SecureBootRefusal)
+			}
+		case h.Settings.BIOS != "ovmf":
+			p.Add(h.Path+"bios", "%q cannot boot with cluster.secureBoot, which needs UEFI firmware: set ovmf, or leave bios out (ovmf is then the default)", h.Settings.BIOS)
+		}
+	}
 }
 
 // validate checks every input (the cluster's through TalosCluster's own
@@ -517,6 +539,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 			h.check(p)
 		}
 	}
+	a.checkSecureBoot(p)
 	a.checkHosts(p)
 	a.csiHostProblems(p)
 	a.checkServers(p)

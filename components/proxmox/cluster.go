@@ -259,7 +259,7 @@ func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, ho
 		// is in storage.
 		deps := append([]pulumi.Resource{iso}, vmDeps...)
 		if !in.deps.FastStop {
-			record, err := placementRecord(ctx, name, in.hooks, in.leaver, ref, host.Settings, in.parent)
+			record, err := placementRecord(ctx, name, in.hooks, in.leaver, ref, machineOf(ref, host.Settings, args.Cluster.SecureBoot), in.parent)
 			if err != nil {
 				return err
 			}
@@ -281,7 +281,10 @@ func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, ho
 			// ForceNew), but Talos installed its boot loader for the
 			// firmware it was installed under: the node would not boot
 			// again. A new VM installs under the new one and rejoins.
-			pulumi.ReplaceOnChanges([]string{"bios"}),
+			// A TPM added or dropped (Secure Boot turned on or off) is a
+			// new machine too: the disks are encrypted anew under the
+			// signed image (machineOf).
+			pulumi.ReplaceOnChanges([]string{"bios", "tpmState"}),
 			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
 			stop,
 		)

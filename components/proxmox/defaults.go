@@ -9,11 +9,13 @@ import (
 // Defaults of the optional inputs of a ProxmoxCluster: a usual single
 // Proxmox VE host (the stack file's defaults are these).
 const (
-	DefaultBridge           = "vmbr0"
-	DefaultDiskDatastore    = "local-lvm"
-	DefaultISODatastore     = "local"
-	DefaultCPUType          = "host"
-	DefaultBIOS             = "seabios"
+	DefaultBridge        = "vmbr0"
+	DefaultDiskDatastore = "local-lvm"
+	DefaultISODatastore  = "local"
+	DefaultCPUType       = "host"
+	DefaultBIOS          = "seabios"
+	// SecureBootBIOS is the firmware of a cluster with Secure Boot: UEFI.
+	SecureBootBIOS          = "ovmf"
 	DefaultAddressing       = AddressingDHCPReservation
 	DefaultDNSMasqDir       = "/etc/dnsmasq.d"
 	DefaultDNSMasqLeaseFile = "/var/lib/misc/dnsmasq.leases"
@@ -42,8 +44,12 @@ func DefaultExtensions() []string {
 // empty set to its default. The nodes and settings are copied; nothing in a
 // is changed.
 func (a ClusterArgs) WithDefaults() ClusterArgs {
+	bios := DefaultBIOS
+	if a.Cluster.SecureBoot {
+		bios = SecureBootBIOS
+	}
 	px := &a.Proxmox
-	px.setDefaults()
+	px.setDefaults(bios)
 	hosts := make([]Host, len(a.Hosts))
 	for i, h := range a.Hosts {
 		if h.VPS != nil {
@@ -52,7 +58,7 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 			h.VPS = &s
 		} else if h.Proxmox != nil {
 			px := *h.Proxmox
-			px.setDefaults()
+			px.setDefaults(bios)
 			h.Proxmox = &px
 		}
 		hosts[i] = h
@@ -115,13 +121,13 @@ func (a ClusterArgs) WithDefaults() ClusterArgs {
 }
 
 // setDefaults sets every optional setting of the host left empty to its
-// default; the reservations are copied.
-func (px *HostSettings) setDefaults() {
+// default, bios the firmware's; the reservations are copied.
+func (px *HostSettings) setDefaults(bios string) {
 	setString(&px.Bridge, DefaultBridge)
 	setString(&px.DiskDatastore, DefaultDiskDatastore)
 	setString(&px.ISODatastore, DefaultISODatastore)
 	setString(&px.CPUType, DefaultCPUType)
-	setString(&px.BIOS, DefaultBIOS)
+	setString(&px.BIOS, bios)
 	setString(&px.Addressing, DefaultAddressing)
 	if px.PrefixLength == 0 {
 		px.PrefixLength = DefaultPrefixLength

@@ -26,6 +26,15 @@ func imagePlatform(addressing string) string {
 	return image.PlatformMetal
 }
 
+// isoPlatform names the kind of an image's ISO in its file name: the
+// Secure Boot ISO of a schematic is another file than its plain one.
+func isoPlatform(img *image.Image) string {
+	if img.SecureBoot {
+		return img.Platform + "-secureboot"
+	}
+	return img.Platform
+}
+
 // ISOFile is what a stack's ISO file stands for: whose it is and what it
 // holds.
 type ISOFile struct {
@@ -76,6 +85,7 @@ func newImages(ctx *pulumi.Context, name string, args *ClusterArgs, parent pulum
 	return image.NewImages(ctx, name, args.Schematic, image.Args{
 		TalosVersion: args.Cluster.TalosVersion,
 		Platform:     imagePlatform(args.Proxmox.Addressing),
+		SecureBoot:   args.Cluster.SecureBoot,
 	}, own, parent)
 }
 
@@ -115,7 +125,7 @@ func downloadISOs(ctx *pulumi.Context, name string, args *ClusterArgs, host host
 		fileName := img.SchematicID.ApplyT(func(id string) string {
 			return ISOFileName(ISOFile{
 				Stack: ctx.Stack(), Cluster: args.Cluster.Name,
-				TalosVersion: args.Cluster.TalosVersion, SchematicID: id, Platform: img.Platform,
+				TalosVersion: args.Cluster.TalosVersion, SchematicID: id, Platform: isoPlatform(img),
 			})
 		}).(pulumi.StringOutput)
 		f, err := download.NewFile(ctx, resName, &download.FileArgs{

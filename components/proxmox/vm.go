@@ -32,6 +32,10 @@ const (
 	agentTimeout           = "2m"
 )
 
+// tpmVersion is the TPM a Secure Boot VM gets: Talos seals keys to TPM
+// 2.0 only.
+const tpmVersion = "v2.0"
+
 // Tag values. Proxmox stores tags sorted and lowercase, so anything else
 // shows a diff on every preview.
 var tagCharRe = regexp.MustCompile(`[^a-z0-9_+.-]`)
@@ -128,13 +132,23 @@ func vmArgs(in *ClusterArgs, ref Node, s vmSpec) *vm.VirtualMachineArgs {
 		TimeoutCreate:     pulumi.Int(timeoutCreateSeconds),
 	}
 	if px.BIOS == "ovmf" {
-		// OVMF keeps its variables on an EFI disk; without pre-enrolled keys,
-		// since the ISO is not the SecureBoot one.
+		// OVMF keeps its variables on an EFI disk, without pre-enrolled
+		// keys: the firmware starts in setup mode, so that the Secure Boot
+		// ISO enrolls Talos's own keys on its first boot (Microsoft's,
+		// which Proxmox would pre-enroll, would not verify Talos's image).
 		args.EfiDisk = &vm.VirtualMachineEfiDiskArgs{
 			DatastoreId:     pulumi.String(px.DiskDatastore),
 			FileFormat:      pulumi.String("raw"),
 			Type:            pulumi.String("4m"),
 			PreEnrolledKeys: pulumi.Bool(false),
+		}
+	}
+	if in.Cluster.SecureBoot {
+		// The TPM 2.0 (swtpm) that seals the keys of the node's encrypted
+		// volumes; its state lives on a disk of the VM.
+		args.TpmState = &vm.VirtualMachineTpmStateArgs{
+			DatastoreId: pulumi.String(px.DiskDatastore),
+			Version:     pulumi.String(tpmVersion),
 		}
 	}
 	if px.Addressing == AddressingStatic {

@@ -67,6 +67,7 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 	base.Nodes = []Node{{Name: "cp-0", ProxmoxNode: "pve"}} // the Proxmox node that gets the ISO
 	static := base
 	static.Proxmox.BIOS, static.Proxmox.Addressing = "ovmf", AddressingStatic
+	static.Cluster.SecureBoot = true // the EFI disk in setup mode, and a TPM
 	memory, disk := 4096, 20
 	program := func(ctx *pulumi.Context) error {
 		prov, err := proxmoxve.NewProvider(ctx, "pve", &proxmoxve.ProviderArgs{
@@ -124,6 +125,12 @@ func TestIntegrationTheVMsLiveTheirLifeWithTheRealProvider(t *testing.T) {
 		require.NotNil(t, got, "VM %d exists", id)
 		assert.True(t, got.Running, "VM %d runs", id)
 	}
+	// The Secure Boot VM's firmware starts in setup mode, and its TPM 2.0
+	// state is a 4 MiB volume, as qemu-server makes them; the no-change
+	// previews below hold that bpg reads them back as they were asked.
+	assert.Regexp(t, `^local-lvm:vm-120-disk-\d+,efitype=4m,pre-enrolled-keys=0,size=4M$`, pve.VM(120).Config["efidisk0"])
+	assert.Regexp(t, `^local-lvm:vm-120-disk-\d+,size=4M,version=v2.0$`, pve.VM(120).Config["tpmstate0"])
+	assert.NotContains(t, pve.VM(110).Config, "tpmstate0")
 	noChange("after the first up")
 	// The state holds what PreviousVMFrom reads (the program's refusal of
 	// risky resizes depends on it).

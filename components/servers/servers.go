@@ -436,3 +436,9 @@ func (n Node) WithDefaults() Node {
 	}
 	return n
 }
+
+// SecureBootRefusal is why rented servers take no Secure Boot: Talos is
+// written to their disks from a rescue system, and enrolling Talos's keys
+// needs the firmware in setup mode, which only the server's console
+// reaches; nor is a TPM known to be there.
+const SecureBootRefusal = "a rented server is installed from its rescue system, which cannot put the server's firmware in setup mode to enroll Talos's Secure Boot keys, nor tell that it has a TPM to seal disk keys to; leave it out (Secure Boot is for Proxmox VMs)"

@@ -140,6 +140,11 @@ type ClusterSettings struct {
 	// EtcdBackup schedules etcd snapshots taken inside the cluster (a
 	// CronJob of talos-backup) to an S3-compatible store; none when unset.
 	EtcdBackup *EtcdBackupSettings `pulumi:"etcdBackup,optional"`
+	// SecureBoot boots the nodes from Talos's signed Secure Boot image and
+	// encrypts STATE, EPHEMERAL and the data volume with LUKS2 keys sealed
+	// to each node's TPM (Talos v1.11 or newer). Only machines with UEFI
+	// Secure Boot and a TPM take it: Proxmox VMs.
+	SecureBoot bool `pulumi:"secureBoot,optional"`
 
 	// SecretPatches tells that a machine-config patch (of the cluster's or
 	// a node's) holds a secret (Go only: the component package sets it

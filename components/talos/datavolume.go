@@ -158,6 +158,7 @@ type (
 		Name         string           `yaml:"name"`
 		Provisioning provisioningSpec `yaml:"provisioning"`
 		Filesystem   filesystemSpec   `yaml:"filesystem"`
+		Encryption   *encryptionSpec  `yaml:"encryption,omitempty"`
 	}
 	provisioningSpec struct {
 		DiskSelector diskSelector `yaml:"diskSelector"`
@@ -181,7 +182,8 @@ type (
 // DataVolumePatches are a node's patches for its data disk: the user
 // volume document and, in the Longhorn layout, the kubelet's rshared bind
 // mount of it (Longhorn's documented Talos set-up). None without a disk.
-func DataVolumePatches(settings DataVolumeSettings, n NodeSpec) []string {
+// On a Secure Boot node the volume is encrypted as STATE is.
+func DataVolumePatches(settings DataVolumeSettings, n NodeSpec, secureBoot bool) []string {
 	if n.DataDiskSize <= 0 {
 		return nil
 	}
@@ -194,6 +196,7 @@ func DataVolumePatches(settings DataVolumeSettings, n NodeSpec) []string {
 			Grow:         true,
 		},
 		Filesystem: filesystemSpec{Type: "xfs"},
+		Encryption: encryptionIf(secureBoot),
 	})}
 	if settings.Layout == LayoutLonghorn {
 		out = append(out, render(patchDoc{Machine: &machinePatch{Kubelet: &kubeletPatch{
@@ -220,4 +223,13 @@ func (a *ClusterArgs) checkDataDisks(p *inputs.Problems, prefix string) {
 			p.Add(at, "shrinks the data disk of %s from %d to %d GiB: a disk cannot shrink without losing its data; keep %d GiB or more", n.Name, had, n.DataDiskSize, had)
 		}
 	}
+}
+
+// encryptionIf is the TPM-sealed encryption of a Secure Boot node's
+// volume, nil otherwise.
+func encryptionIf(secureBoot bool) *encryptionSpec {
+	if !secureBoot {
+		return nil
+	}
+	return tpmEncryption()
 }

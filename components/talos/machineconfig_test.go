@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/components/proxmox"
 	"github.com/fluodata/talos-pulumi/components/talos"
 	"github.com/fluodata/talos-pulumi/components/vps"
@@ -807,5 +808,63 @@ func TestKubeSpanEndpointsValidate(t *testing.T) {
 		require.NoError(t, validateFor(t, final, metal), version)
 		assert.Equal(t, []netip.AddrPort{netip.MustParseAddrPort("198.51.100.7:51821"), netip.MustParseAddrPort("[2001:db8::7]:51820")},
 			final.KubespanConfig().ExtraAnnouncedEndpoints(), version)
+	}
+}
+
+// TestSecureBootEncryptionValidates: a Secure Boot node's STATE, EPHEMERAL
+// and data volume read back through Talos's own config interfaces as LUKS2
+// with one TPM key that is enrolled only under Secure Boot, and the
+// config passes Talos's validation for each release that takes it.
+func TestSecureBootEncryptionValidates(t *testing.T) {
+	t.Parallel()
+	n := talos.NodeSpec{Name: "w-0", IP: "10.0.0.20", Role: talos.RoleWorker, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}, DataDiskSize: 20}
+	for _, version := range []string{"v1.11.6", "v1.12.4", "v1.13.9"} {
+		spec := talos.PatchSpec{TalosVersion: version, SecureBoot: true, DataVolume: talos.DataVolumeSettings{Name: "longhorn", Layout: talos.LayoutLonghorn}}
+		final, err := finalConfig(t, "lab", "https://10.0.0.10:6443", version, n.Role, talos.NodePatches(spec, n, installer))
+		require.NoError(t, err, version)
+		require.NoError(t, validateFor(t, final, metal), version)
+		for _, name := range []string{"STATE", "EPHEMERAL"} {
+			v, ok := final.Volumes().ByName(name)
+			require.True(t, ok, "%s %s", version, name)
+			enc := v.Encryption()
+			require.NotNil(t, enc, "%s %s: encrypted", version, name)
+			require.Len(t, enc.Keys(), 1, "%s %s", version, name)
+			key := enc.Keys()[0]
+			require.NotNil(t, key.TPM(), "%s %s: a TPM key", version, name)
+			assert.True(t, key.TPM().CheckSecurebootOnEnroll(), "%s %s: enrolled only under Secure Boot", version, name)
+			assert.Equal(t, "luks2", enc.Provider().String(), "%s %s", version, name)
+		}
+		users := final.UserVolumeConfigs()
+		require.Len(t, users, 1, version)
+		require.NotNil(t, users[0].Encryption(), "%s: the data volume is encrypted too", version)
+		assert.NotNil(t, users[0].Encryption().Keys()[0].TPM(), version)
+
+		off, err := finalConfig(t, "lab", "https://10.0.0.10:6443", version, n.Role, talos.NodePatches(talos.PatchSpec{TalosVersion: version, DataVolume: spec.DataVolume}, n, installer))
+		require.NoError(t, err)
+		for _, name := range []string{"STATE", "EPHEMERAL"} {
+			v, _ := off.Volumes().ByName(name)
+			assert.Nil(t, v.Encryption(), "%s %s: no encryption without Secure Boot", version, name)
+		}
+	}
+}
+
+// Below Talos v1.11 the volume config cannot encrypt STATE: Secure Boot is
+// refused by its key; from v1.11 it is taken.
+func TestSecureBootNeedsTalos111(t *testing.T) {
+	t.Parallel()
+	for version, want := range map[string]string{
+		"v1.10.7": "cluster.secureBoot: needs Talos v1.11 or newer, whose volume config encrypts STATE with a TPM-sealed key (cluster.talosVersion is v1.10.7)",
+		"v1.11.0": "",
+		"v1.13.9": "",
+	} {
+		c := talos.ClusterSettings{Name: "lab", TalosVersion: version, SecureBoot: true}
+		var p inputs.Problems
+		c.Check(&p, "cluster.")
+		err := p.Err(talos.ComponentName, "lab")
+		if want == "" {
+			assert.NoError(t, err, version)
+		} else {
+			assert.ErrorContains(t, err, want, version)
+		}
 	}
 }

@@ -135,6 +135,9 @@ type PatchSpec struct {
 	KubeSpan bool
 	// RegistryMirrors send image pulls to mirrors (RegistryMirrorPatches).
 	RegistryMirrors []RegistryMirror
+	// SecureBoot encrypts every volume with a TPM-sealed key
+	// (SecureBootPatches, DataVolumePatches).
+	SecureBoot bool
 	// User patches from the stack config, after the generated ones.
 	AllPatches, ControlPlanePatches, WorkerPatches []string
 }
@@ -263,7 +266,8 @@ func clusterPatches(spec PatchSpec) []string {
 	if spec.KubeSpan {
 		out = append(out, KubeSpanPatch())
 	}
-	return append(out, RegistryMirrorPatches(spec.RegistryMirrors, spec.TalosVersion)...)
+	out = append(out, RegistryMirrorPatches(spec.RegistryMirrors, spec.TalosVersion)...)
+	return append(out, SecureBootPatches(spec.SecureBoot)...)
 }
 
 // InstallPatch pins the install disk and the installer image. The image must
@@ -366,7 +370,7 @@ func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
 	if pin := AddressPatch(n); pin != "" && (spec.KubeSpan || n.PinAddress) {
 		patches = append(patches, pin)
 	}
-	patches = append(patches, DataVolumePatches(spec.DataVolume, n)...)
+	patches = append(patches, DataVolumePatches(spec.DataVolume, n, spec.SecureBoot)...)
 	if spec.TalosAPIAccess && n.Role == RoleControlPlane {
 		patches = append(patches, APIAccessPatch())
 	}

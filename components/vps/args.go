@@ -72,6 +72,9 @@ func (a *ClusterArgs) Problems() []inputs.Problem {
 // check records the problems of the inputs (with their defaults).
 func (a *ClusterArgs) check(p *inputs.Problems) {
 	a.Cluster.Check(p, "cluster.")
+	if a.Cluster.SecureBoot {
+		p.Add("cluster.secureBoot", "%s", servers.SecureBootRefusal)
+	}
 	if a.Cluster.LoadBalancer != nil {
 		// Cilium's L2 announcements answer ARP on the node network; a
 		// rented server's provider routes an additional address to one

@@ -321,6 +321,11 @@ func (s *Server) allocDrive(vmid int, vm *VM, key, value string) (string, error)
 		return "", fmt.Errorf("invalid size '%s'", m[2])
 	}
 	bytes := int64(gib * (1 << 30))
+	if strings.HasPrefix(key, "tpmstate") {
+		// The TPM state's size is fixed, whatever was asked
+		// (qemu-server src/PVE/QemuServer/Drive.pm, TPMSTATE_DISK_SIZE).
+		bytes = 4 << 20
+	}
 	if strings.HasPrefix(key, "efidisk") {
 		// create_efidisk: the size of the OVMF vars template (528K for
 		// efitype=4m), rounded up to the 4 MiB extents of a datastore

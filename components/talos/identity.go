@@ -86,7 +86,7 @@ func machineReplaced(prev *Previous, n NodeSpec) bool {
 func (a *ClusterArgs) checkReplaced(p *inputs.Problems, prefix string, removed, replaced []string) {
 	switch {
 	case len(a.Previous.ControlPlanes) == 1:
-		p.Add(prefix+"nodes", "replaces the machine of the only control plane, %s: its etcd, and with it the cluster's state, would be lost; add a control plane first (one `up`), then replace this one", replaced[0])
+		p.Add(prefix+"nodes", "replaces the machine of the only control plane, %s: its etcd, and with it the cluster's state, would be lost; add a control plane first (one `up`), then replace this one, or take a backup and restore it into new machines (make backup, then make restore: docs/backup.md)", replaced[0])
 	case len(replaced)+len(removed) > 1:
 		all := append(append([]string{}, replaced...), removed...)
 		p.Add(prefix+"nodes", "replaces or removes %d control planes in one `up` (%s): change one control plane's machine per `up`, so that etcd keeps its quorum while each new machine joins",

@@ -122,6 +122,10 @@ type dayTwo struct {
 	deps       Deps
 	talos      string // the Talos version the nodes must run
 	kubernetes string // the Kubernetes version
+	// secureBoot: every node must run under Secure Boot with its volumes
+	// encrypted, checked after each upgrade and apply (see
+	// checkSecureBoot).
+	secureBoot bool
 	byApply    map[string]rollout.Node
 	cps        []string
 	leaving    []string  // control planes of the last run this one removes
@@ -179,7 +183,7 @@ type nodeConfig struct {
 func newDayTwo(ctx *pulumi.Context, deps Deps, args *ClusterArgs, prefix string) *dayTwo {
 	d := &dayTwo{
 		ctx: ctx, deps: deps,
-		talos: args.Cluster.TalosVersion, kubernetes: args.Cluster.KubernetesVersion,
+		talos: args.Cluster.TalosVersion, kubernetes: args.Cluster.KubernetesVersion, secureBoot: args.Cluster.SecureBoot,
 		byApply:     map[string]rollout.Node{},
 		credentials: newFuture[talosapi.Credentials](),
 		booted:      map[string]time.Time{}, settled: map[string]error{}, rejoining: map[string]bool{}, restarting: map[string]bool{}, departed: map[string]bool{},

@@ -1815,3 +1815,31 @@ func TestAStoppedManifestSyncIsRetriedByTheNextUp(t *testing.T) {
 	assert.Greater(t, len(l.talos.Events("List")), reads, "synced again")
 	assert.Len(t, l.talos.Events("ApplyConfiguration"), configs, "no node touched again")
 }
+
+// A Secure Boot cluster's Talos upgrade checks each node once it is back:
+// under Secure Boot, STATE and EPHEMERAL unlocked by their TPM-sealed
+// keys. A node whose firmware no longer enforces Secure Boot (its VM's EFI
+// disk changed) stops the rollout there, saying why; the nodes after it
+// are not touched.
+func TestASecureBootUpgradeChecksEachNode(t *testing.T) {
+	t.Parallel()
+	specs := talosapitest.Topology(3, 1, oldTalos, 30*time.Millisecond)
+	for i := range specs {
+		specs[i].SecureBoot = true
+	}
+	l := newLab(t, specs...)
+	l.realConfigs = true
+	args := func(version string) talos.ClusterArgs {
+		a := clusterArgs(version, l.nodes())
+		a.Cluster.SecureBoot = true
+		return a
+	}
+	s := stateOf(l.run(args(oldTalos)))
+	l.talos.Node("10.5.0.12").SetSecureBoot(false)
+
+	res := l.up(s, l.run(args(newTalos)), nil)
+	require.Error(t, res.err)
+	assert.Contains(t, res.err.Error(), "unable to check the Secure Boot of node cp-2 (10.5.0.12): it booted without Secure Boot")
+	assert.Equal(t, []string{"cp-1", "cp-2"}, upgraded(l.talos), "stopped at cp-2")
+	assert.Equal(t, map[string]string{"EPHEMERAL": "luks2", "STATE": "luks2"}, l.talos.Node("10.5.0.11").VolumeEncryption())
+}

@@ -55,6 +55,9 @@ func (d *dayTwo) gate(args *pulumi.ResourceHookArgs) error {
 		if err := ops.UpgradeTalos(ctx, n, newImage, d.talos, force); err != nil {
 			return err
 		}
+		if err := d.checkSecureBoot(ctx, ops, n); err != nil {
+			return err
+		}
 	}
 	// The etcd gate right before the config is applied.
 	if err := ops.Gate(ctx, n); err != nil {
@@ -191,10 +194,24 @@ func (d *dayTwo) settle(args *pulumi.ResourceHookArgs) error {
 		d.mu.Unlock()
 		err = ops.SettleAfter(ctx, n, booted, d.kubernetes, reboot)
 	}
+	if err == nil {
+		err = d.checkSecureBoot(ctx, ops, n)
+	}
 	d.mu.Lock()
 	d.settled[n.Name] = err
 	d.mu.Unlock()
 	return err
+}
+
+// checkSecureBoot checks, on a Secure Boot cluster, that the node came
+// back under Secure Boot with STATE and EPHEMERAL encrypted by its TPM: a
+// node that booted without it would otherwise be found only by its
+// volumes that never unlock.
+func (d *dayTwo) checkSecureBoot(ctx context.Context, ops rollout.Ops, n rollout.Node) error {
+	if !d.secureBoot {
+		return nil
+	}
+	return ops.CheckSecureBoot(ctx, n, rollout.SecureBootVolumes)
 }
 
 // prePulls are the images of the new Kubernetes version each running node

@@ -95,6 +95,13 @@ type API interface {
 	// talosctl upgrade-k8s reads them to sync them after an upgrade. A
 	// worker renders none: an empty list.
 	Manifests(ctx context.Context, node string) ([]map[string]any, error)
+	// SecureBoot reports whether the node booted with Secure Boot
+	// enforced (its SecurityState resource, as `talosctl get
+	// securitystate` shows it).
+	SecureBoot(ctx context.Context, node string) (bool, error)
+	// Volumes returns the node's volumes as its volume manager reports
+	// them (its VolumeStatus resources, `talosctl get volumestatus`).
+	Volumes(ctx context.Context, node string) ([]Volume, error)
 }
 
 // UpgradeOptions are the flags of an upgrade. The reboot mode is Talos's

@@ -131,6 +131,12 @@ type NodeSpec struct {
 	// Maintenance starts it as a machine booted from the ISO, before its
 	// config (see maintenance.go).
 	Maintenance bool
+	// SecureBoot: its firmware boots with Secure Boot enforced, out of
+	// setup mode (the Talos ISO enrolled its keys on the first boot). It
+	// is what the node's SecurityState reports, and what a TPM-sealed key
+	// needs to be enrolled (see securestate.go). A node started installed
+	// under it has STATE and EPHEMERAL encrypted; otherwise not.
+	SecureBoot bool
 }
 
 // Topology returns specs for a cluster of control planes (10.5.0.11,
@@ -283,6 +289,9 @@ func (c *Cluster) add(s NodeSpec) {
 		bootTime:      time.Now().Add(-time.Hour).Truncate(time.Second),
 		etcdUnhealthy: s.EtcdUnhealthy, neverReturns: s.NeverReturns,
 		svcProblem: map[string]string{},
+	}
+	if !s.Maintenance {
+		n.formatted = installedVolumes(s.SecureBoot)
 	}
 	var err error
 	if s.Maintenance {

@@ -50,6 +50,8 @@ func (n *Node) registerCOSI(srv *grpc.Server) {
 func (n *Node) cosiState() state.State {
 	if n.cosi == nil {
 		n.cosi = state.WrapCore(namespaced.NewState(inmem.Build))
+		n.putSecurityState()
+		n.putVolumes()
 		if n.spec.Role == ControlPlane {
 			manifests := n.c.manifests
 			if manifests == nil {

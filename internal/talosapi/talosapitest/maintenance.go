@@ -8,12 +8,17 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"testing"
 	"time"
 
 	sx509 "github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/api/storage"
 	"github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	mtype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -108,6 +113,7 @@ func (s *server) applyInMaintenance(data []byte) (*emptypb.Empty, error) {
 	}
 	n.maintenance = false
 	n.installed = true
+	n.provisionEncryption(cfg)
 	// Talos installs to disk, then reboots into the config.
 	n.scheduleReboot("install", n.version, n.spec.RebootLatency)
 	return &emptypb.Empty{}, nil
@@ -142,6 +148,7 @@ func (c *Cluster) NewMachine(ip string) {
 	n.etcdRunning, n.etcdUnhealthy = false, false
 	n.recovery, n.etcdFailure, n.etcdDataLeft = nil, "", false
 	n.maintenance, n.installed, n.tlsConfig = true, false, tlsConfig
+	n.wipeVolumes()
 	n.pending = n.version
 	if len(c.members) == 0 && c.bootstrapped {
 		c.bootstrapped = false
@@ -222,4 +229,23 @@ users:
     client-certificate-data: %s
     client-key-data: %s
 `, b64(cas), cl.Endpoint().String(), name, name, name, name, name, name, b64(pem.Crt), b64(pem.Key)), nil
+}
+
+// ControlPlaneConfig is a control plane's machine config of the bundle's
+// secrets, as the Talos provider sends it.
+func ControlPlaneConfig(t testing.TB, b *secrets.Bundle) []byte {
+	t.Helper()
+	in, err := generate.NewInput("lab", "https://10.5.0.10:6443", "1.34.1", generate.WithSecretsBundle(b))
+	if err != nil {
+		t.Fatalf("talosapitest: config input: %v", err)
+	}
+	cfg, err := in.Config(mtype.TypeControlPlane)
+	if err != nil {
+		t.Fatalf("talosapitest: control plane config: %v", err)
+	}
+	data, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	if err != nil {
+		t.Fatalf("talosapitest: encode the config: %v", err)
+	}
+	return data
 }

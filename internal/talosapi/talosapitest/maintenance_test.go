@@ -13,10 +13,6 @@ import (
 	sx509 "github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
-	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate"
-	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
-	mtype "github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -41,7 +37,7 @@ func TestAMachineInMaintenanceTakesItsConfig(t *testing.T) {
 	assert.Equal(t, codes.Unimplemented, status.Code(err), "nothing a configured node does")
 
 	b := talosapitest.Bundle(t)
-	data := controlPlaneConfig(t, b)
+	data := talosapitest.ControlPlaneConfig(t, b)
 	_, err = insecure.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data, Mode: machine.ApplyConfigurationRequest_AUTO})
 	require.NoError(t, err)
 
@@ -80,7 +76,7 @@ func TestANewMachineWaitsForItsConfigAgain(t *testing.T) {
 	c := talosapitest.StartFresh(t, talosapitest.NodeSpec{IP: "10.5.0.11", Hostname: "cp-1", Role: talosapitest.ControlPlane, Maintenance: true, RebootLatency: reboot})
 	ctx := ctxT(t)
 	insecure := maintenanceClient(ctx, t, c, "10.5.0.11")
-	data := controlPlaneConfig(t, talosapitest.Bundle(t))
+	data := talosapitest.ControlPlaneConfig(t, talosapitest.Bundle(t))
 	apply := func() {
 		t.Helper()
 		_, err := insecure.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: data, Mode: machine.ApplyConfigurationRequest_AUTO})
@@ -114,17 +110,4 @@ func maintenanceClient(ctx context.Context, t *testing.T, c *talosapitest.Cluste
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = insecure.Close() })
 	return insecure
-}
-
-// controlPlaneConfig is a control plane's machine config of the bundle's
-// secrets, as the Talos provider sends it.
-func controlPlaneConfig(t *testing.T, b *secrets.Bundle) []byte {
-	t.Helper()
-	in, err := generate.NewInput("lab", "https://10.5.0.10:6443", "1.34.1", generate.WithSecretsBundle(b))
-	require.NoError(t, err)
-	cfg, err := in.Config(mtype.TypeControlPlane)
-	require.NoError(t, err)
-	data, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
-	require.NoError(t, err)
-	return data
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/api/storage"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -84,6 +86,9 @@ type Node struct {
 	// mounts are the user volumes of the last applied config, by mount
 	// path: the disk each is on, "" while none matches.
 	mounts map[string]string
+	// formatted is how each volume was formatted, by volume ID: kept
+	// across applies and reboots, gone with the disks (securestate.go).
+	formatted map[string]block.EncryptionProviderType
 }
 
 // IP returns the node's address in the cluster.
@@ -649,6 +654,7 @@ func (s *server) Reset(_ context.Context, in *machine.ResetRequest) (*machine.Re
 		// So are an uploaded snapshot (/var/lib/etcd.snapshot) and what a
 		// failed recovery left: both on EPHEMERAL.
 		n.recovery, n.etcdFailure, n.etcdDataLeft = nil, "", false
+		delete(n.formatted, constants.EphemeralPartitionLabel) // formatted anew at the next boot
 		if len(n.c.members) == 0 {
 			n.c.bootstrapped = false
 			n.c.etcd.keys, n.c.etcd.revision = map[string]string{}, 0
@@ -698,6 +704,7 @@ func (s *server) ApplyConfiguration(_ context.Context, in *machine.ApplyConfigur
 	func() {
 		defer s.lock()()
 		n.mounts = mounts
+		n.provisionEncryption(loadConfig(in.GetData()))
 	}()
 	if onApply != nil {
 		onApply(n.spec.IP, in.GetData())

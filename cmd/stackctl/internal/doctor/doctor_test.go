@@ -593,3 +593,30 @@ func TestDoctorWarnsOfStaleInClusterSnapshots(t *testing.T) {
 		assert.Equal(t, want, rs[i].Level, rs[i].Message)
 	}
 }
+
+// With cluster.secureBoot the doctor checks that the host gives VMs a TPM
+// (Proxmox VE 7.1 or newer) and says where their EFI and TPM state go;
+// without it, nothing is said of it.
+func TestDoctorChecksTheHostOfSecureBootVMs(t *testing.T) {
+	t.Parallel()
+	secureBoot := func(api *fakeAPI) string {
+		t.Helper()
+		src := stackstest.EditSection(t, direct(t), "cluster", func(c map[string]any) { c["secureBoot"] = true })
+		src = stackstest.EditSection(t, src, "proxmox", func(px map[string]any) { delete(px, "bios") }) // ovmf, the default
+		rs := doctor.Run(context.Background(), env(api), src, "proxmox-homelab")
+		var b strings.Builder
+		doctor.Print(&b, rs)
+		return b.String()
+	}
+	out := secureBoot(healthyAPI())
+	assert.Contains(t, out, `ok    secboot   Proxmox VE 9.1.1 gives each VM OVMF and a TPM 2.0 (swtpm); their EFI and TPM state disks go on datastore "local-lvm"`)
+
+	api := healthyAPI()
+	api.version = "7.0.13"
+	out = secureBoot(api)
+	assert.Contains(t, out, "FAIL  secboot   cluster.secureBoot: https://")
+	assert.Contains(t, out, "runs Proxmox VE 7.0.13, whose VMs have no TPM (tpmstate0 came with 7.1)")
+
+	_, out = run(t, env(healthyAPI()))
+	assert.NotContains(t, out, "secboot")
+}

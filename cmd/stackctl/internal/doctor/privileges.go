@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/image"
@@ -70,7 +69,7 @@ func neededPrivileges(s section, major int) []need {
 // every path the stack's runs touch through a section's API and names each
 // one missing, with why it is needed, before a run fails half-way on a 403.
 func checkPrivileges(ctx context.Context, api API, s section, version string) Result {
-	major, _ := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
+	major, _ := pveVersion(version)
 	missing, err := missingPrivileges(ctx, api, neededPrivileges(s, major))
 	if err != nil {
 		return Result{Warn, "perms", fmt.Sprintf("%v; the token's privileges were not checked", err)}

@@ -77,6 +77,10 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, s section, stack
 		return []Result{{Fail, "api", explainAPI(s, err)}}
 	}
 	out := []Result{{OK, "api", fmt.Sprintf("%s answers with token %s (Proxmox VE %s)", px.Endpoint, px.APITokenID, version)}}
+	host := proxmoxHost(s.view)
+	if cfg.Cluster.SecureBoot {
+		out = append(out, checkSecureBootHost(s, version, host.DiskDatastore))
+	}
 
 	nodes, err := api.Nodes(ctx)
 	if err != nil {
@@ -86,7 +90,6 @@ func checkAPI(ctx context.Context, env Env, cfg *stacks.Config, s section, stack
 	for _, n := range nodes {
 		status[n.Node] = n.Status
 	}
-	host := proxmoxHost(s.view)
 	used := map[string]bool{}
 	for _, n := range s.refs {
 		used[n.ProxmoxNode] = true

@@ -3514,7 +3514,7 @@ type TalosClusterSettings struct {
 	RegistryMirrors []TalosRegistryMirror `pulumi:"registryMirrors"`
 	// Shapes how a change reaches running nodes.
 	Rollout *TalosRolloutSettings `pulumi:"rollout"`
-	// SecureBoot boots the nodes from Talos's signed Secure Boot image and encrypts STATE, EPHEMERAL and the data volume with LUKS2 keys sealed to each node's TPM (Talos v1.11 or newer). Only machines with UEFI Secure Boot and a TPM take it: Proxmox VMs.
+	// Boots the nodes from Talos's signed Secure Boot image and encrypts STATE, EPHEMERAL and the data volume with LUKS2 keys sealed to each node's TPM (Talos v1.11 or newer). Only machines with UEFI Secure Boot and a TPM take it: Proxmox VMs.
 	SecureBoot *bool `pulumi:"secureBoot"`
 	// The Talos release the nodes run, e.g. v1.12.0. It fixes the machine-config contract and the secrets' format.
 	TalosVersion string `pulumi:"talosVersion"`
@@ -3563,7 +3563,7 @@ type TalosClusterSettingsArgs struct {
 	RegistryMirrors []TalosRegistryMirrorArgs `pulumi:"registryMirrors"`
 	// Shapes how a change reaches running nodes.
 	Rollout *TalosRolloutSettingsArgs `pulumi:"rollout"`
-	// SecureBoot boots the nodes from Talos's signed Secure Boot image and encrypts STATE, EPHEMERAL and the data volume with LUKS2 keys sealed to each node's TPM (Talos v1.11 or newer). Only machines with UEFI Secure Boot and a TPM take it: Proxmox VMs.
+	// Boots the nodes from Talos's signed Secure Boot image and encrypts STATE, EPHEMERAL and the data volume with LUKS2 keys sealed to each node's TPM (Talos v1.11 or newer). Only machines with UEFI Secure Boot and a TPM take it: Proxmox VMs.
 	SecureBoot *bool `pulumi:"secureBoot"`
 	// The Talos release the nodes run, e.g. v1.12.0. It fixes the machine-config contract and the secrets' format.
 	TalosVersion string `pulumi:"talosVersion"`
@@ -3668,7 +3668,7 @@ func (o TalosClusterSettingsOutput) Rollout() TalosRolloutSettingsPtrOutput {
 	return o.ApplyT(func(v TalosClusterSettings) *TalosRolloutSettings { return v.Rollout }).(TalosRolloutSettingsPtrOutput)
 }
 
-// SecureBoot boots the nodes from Talos's signed Secure Boot image and encrypts STATE, EPHEMERAL and the data volume with LUKS2 keys sealed to each node's TPM (Talos v1.11 or newer). Only machines with UEFI Secure Boot and a TPM take it: Proxmox VMs.
+// Boots the nodes from Talos's signed Secure Boot image and encrypts STATE, EPHEMERAL and the data volume with LUKS2 keys sealed to each node's TPM (Talos v1.11 or newer). Only machines with UEFI Secure Boot and a TPM take it: Proxmox VMs.
 func (o TalosClusterSettingsOutput) SecureBoot() pulumi.BoolPtrOutput {
 	return o.ApplyT(func(v TalosClusterSettings) *bool { return v.SecureBoot }).(pulumi.BoolPtrOutput)
 }

@@ -212,7 +212,8 @@ type ClusterConfig struct {
 	RegistryMirrors []RegistryMirrorConfig `json:"registryMirrors" rules:"component"`
 	// Boot the nodes from Talos's signed Secure Boot image, with a TPM 2.0 that seals the LUKS2 keys of
 	// STATE, EPHEMERAL and the data volume (docs/secure-boot.md). Platform proxmox only (its VMs run
-	// OVMF); Talos v1.11 or newer. Turning it on or off replaces each VM as a new machine.
+	// OVMF); Talos v1.11 or newer. Turning it on or off replaces each VM as a new machine, one at a
+	// time.
 	SecureBoot bool `json:"secureBoot" default:"false" rules:"component"`
 	// Addresses for Services of type LoadBalancer: Cilium hands them out of these pools and answers
 	// ARP for them on the node network (L2 announcements; docs/load-balancer.md). Platforms proxmox
@@ -526,8 +527,8 @@ type ProxmoxConfig struct {
 	// QEMU CPU type; Talos needs 'host' or 'x86-64-v2-AES' or newer.
 	CPUType string `json:"cpuType" default:"host" rules:"component"`
 	// Firmware: 'seabios' or 'ovmf' (UEFI, adds an EFI disk; the default with cluster.secureBoot). A
-	// change replaces the VMs (Talos boots only under the firmware it was installed under): one control
-	// plane per 'up'.
+	// change replaces the VMs (Talos boots only under the firmware it was installed under), one at a
+	// time.
 	BIOS string `json:"bios" default:"seabios" rules:"component"`
 	// How VMs get their IPs: 'dhcp-reservation' (dnsmasq on the host) or 'static' (nocloud image +
 	// cloud-init drive).

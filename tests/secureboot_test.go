@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -97,4 +98,69 @@ func TestSecureBootIsRefusedWhereItCannotBeHad(t *testing.T) {
 			assert.NotEqual(t, componentstest.VM, r.Type, "%s: nothing is made", name)
 		}
 	}
+}
+
+// threeControlPlanes is the Proxmox example with cp-1 and cp-2 beside
+// cp-0.
+func threeControlPlanes(t *testing.T) stacks.Source {
+	t.Helper()
+	return edit(t, stackstest.Example(t, stackstest.ProxmoxExample), "nodes", func(m map[string]any) {
+		cps := m["controlPlanes"].([]any)
+		for i := 1; i <= 2; i++ {
+			cp := maps.Clone(cps[0].(map[string]any))
+			cp["name"], cp["ip"], cp["vmId"] = fmt.Sprintf("cp-%d", i), fmt.Sprintf("10.10.0.1%d", i), 110+i
+			cps = append(cps, cp)
+		}
+		m["controlPlanes"] = cps
+	})
+}
+
+// Secure Boot turned on for a running cluster replaces every VM (new
+// firmware, a TPM, new disks), one at a time: each VM waits for the
+// config apply of the node replaced before it, which the engine creates
+// once that node rejoined, the control planes first; the first waits for
+// none. So three control planes may change in one `up`. With one control
+// plane, the run is refused, naming the backup-and-restore path.
+func TestSecureBootTurnedOnReplacesEachVMInTurn(t *testing.T) {
+	t.Parallel()
+	src := threeControlPlanes(t)
+	_, outs, _, err := programtest.Run(t, src, "proxmox-homelab", program.Options{})
+	require.NoError(t, err)
+	on := edit(t, withSecureBoot(t, src), "proxmox", func(m map[string]any) { delete(m, "bios") })
+	e, _, _, err := programtest.RunOn(t, &componentstest.Engine{StackOutputs: lastOutputs(outs)}, on, "proxmox-homelab", program.Options{})
+	require.NoError(t, err, "three control planes replaced in turn")
+
+	order := []string{"cp-0", "cp-1", "cp-2", "worker-0", "worker-1"}
+	applyOf := func(node string) string { return e.Named(t, componentstest.Apply, "homelab-apply-"+node).URN }
+	for i, node := range order {
+		vm := e.Named(t, componentstest.VM, "homelab-vm-"+node)
+		for j, other := range order {
+			if j == i-1 {
+				assert.Contains(t, vm.Dependencies, applyOf(other), "%s's VM waits for %s's apply", node, other)
+			} else {
+				assert.NotContains(t, vm.Dependencies, applyOf(other), "%s's VM does not wait for %s's apply", node, other)
+			}
+		}
+	}
+
+	// A second run with Secure Boot on: nothing is replaced, nothing waits.
+	_, again, _, err := programtest.RunOn(t, &componentstest.Engine{StackOutputs: lastOutputs(outs)}, on, "proxmox-homelab", program.Options{})
+	require.NoError(t, err)
+	e2, _, _, err := programtest.RunOn(t, &componentstest.Engine{StackOutputs: lastOutputs(again)}, on, "proxmox-homelab", program.Options{})
+	require.NoError(t, err)
+	for _, node := range order {
+		for _, dep := range e2.Named(t, componentstest.VM, "homelab-vm-"+node).Dependencies {
+			assert.NotContains(t, dep, "ConfigurationApply", "%s's VM waits for no apply", node)
+		}
+	}
+
+	// One control plane: refused, the way out named.
+	one := stackstest.Example(t, stackstest.ProxmoxExample)
+	_, outs, _, err = programtest.Run(t, one, "proxmox-homelab", program.Options{})
+	require.NoError(t, err)
+	oneOn := edit(t, withSecureBoot(t, one), "proxmox", func(m map[string]any) { delete(m, "bios") })
+	_, _, _, err = programtest.RunOn(t, &componentstest.Engine{StackOutputs: lastOutputs(outs)}, oneOn, "proxmox-homelab", program.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "replaces the machine of the only control plane, cp-0")
+	assert.Contains(t, err.Error(), "make backup, then make restore")
 }

@@ -380,10 +380,26 @@ func (d Deps) withDefaults(ctx *pulumi.Context, a *ClusterArgs) (Hooks, HostAPIs
 // from the cloud-init drive, and the machine config repeats it so that the
 // installed system keeps it. The platform's node options are the caller's.
 func (a *ClusterArgs) TalosArgs(installer pulumi.StringInput) *talos.ClusterArgs {
-	return &talos.ClusterArgs{
+	t := &talos.ClusterArgs{
 		Cluster: a.Cluster, InstallerImage: installer, Nodes: a.talosNodes(), Previous: a.Previous,
 		Machines: talos.Machines{NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway()}, InputName: a.InputName,
 	}
+	t.ReplacedInTurn = a.vmsReplacedInTurn(t)
+	return t
+}
+
+// vmsReplacedInTurn are the nodes on VMs whose VM this run replaces, in
+// the rollout's order: each VM is replaced once the node before it
+// rejoined (see turns). A servers entry's machines are not among them.
+func (a *ClusterArgs) vmsReplacedInTurn(t *talos.ClusterArgs) []string {
+	var out []string
+	for _, name := range t.ReplacementOrder() {
+		i := slices.IndexFunc(a.Nodes, func(n Node) bool { return n.Name == name })
+		if i >= 0 && a.serverSettings(a.Nodes[i].Host) == nil {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // talosNodes are the TalosCluster's nodes, one per VM, in order.
@@ -532,7 +548,8 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 		}
 	}
 	(&talos.ClusterArgs{
-		Cluster: a.Cluster, Nodes: nodes, Previous: a.Previous, Machines: talos.Machines{NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway()},
+		Cluster: a.Cluster, Nodes: nodes, Previous: a.Previous,
+		Machines: talos.Machines{NodeNetwork: a.nodeNetwork(), NodeGateway: a.nodeGateway(), ReplacedInTurn: a.TalosArgs(nil).ReplacedInTurn},
 	}).CheckNodes(p, "")
 	for _, h := range a.hostViews() {
 		if h.VPS == nil {

@@ -129,7 +129,9 @@ func NewClusterWithDeps(ctx *pulumi.Context, name string, in *ClusterArgs, deps 
 		return nil, err
 	}
 	c.SchematicID, c.InstallerImage = images.Cluster.SchematicID, images.Cluster.Installer
-	machines, err := c.newMachines(ctx, name, args, machinesArgs{images: images, macs: macs, bindStop: bindStop, hooks: hooks, leaver: leaver, deps: deps, opts: opts, parent: parent})
+	turns := newTurns(ctx, args.TalosArgs(nil).ReplacedInTurn)
+	defer func() { turns.settle(c.Talos) }()
+	machines, err := c.newMachines(ctx, name, args, machinesArgs{images: images, macs: macs, bindStop: bindStop, hooks: hooks, leaver: leaver, turns: turns, deps: deps, opts: opts, parent: parent})
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +185,8 @@ type machinesArgs struct {
 	// replacement where no fast stop is bound (placementRecord).
 	hooks  Hooks
 	leaver *talos.Leaver
+	// turns chain the VMs this run replaces, one at a time.
+	turns  *turns
 	deps   Deps
 	opts   []pulumi.ResourceOption // the component's own (its providers)
 	parent pulumi.ResourceOrInvokeOption
@@ -258,8 +262,9 @@ func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, ho
 		// VMs start only once their DHCP reservation is live and their ISO
 		// is in storage.
 		deps := append([]pulumi.Resource{iso}, vmDeps...)
+		turn := in.turns.options(ref.Name)
 		if !in.deps.FastStop {
-			record, err := placementRecord(ctx, name, in.hooks, in.leaver, ref, machineOf(ref, host.Settings, args.Cluster.SecureBoot), in.parent)
+			record, err := placementRecord(ctx, name, in.hooks, in.leaver, ref, machineOf(ref, host.Settings, args.Cluster.SecureBoot), append([]pulumi.ResourceOption{in.parent}, turn...)...)
 			if err != nil {
 				return err
 			}
@@ -288,6 +293,7 @@ func (c *Cluster) newVMs(ctx *pulumi.Context, name string, args *ClusterArgs, ho
 			pulumi.IgnoreChanges(vmIgnoreChanges(len(a.Disks.(vm.VirtualMachineDiskArray)))),
 			stop,
 		)
+		vmOpts = append(vmOpts, turn...)
 		machine, err := vm.NewVirtualMachine(ctx, vmName, a, append(vmOpts, host.goneOptions()...)...)
 		if err != nil {
 			return fmt.Errorf("unable to create VM for node %q: %w", ref.Name, err)

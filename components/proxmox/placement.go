@@ -30,7 +30,7 @@ const (
 // the fast stop does, before the replacement deletes the old VM, which
 // depends on the record. A failed leave fails the step: the VM stays.
 // Creating or deleting the record calls nothing.
-func placementRecord(ctx *pulumi.Context, name string, hooks Hooks, leaver *talos.Leaver, ref Node, machine string, parent pulumi.ResourceOrInvokeOption) (pulumi.Resource, error) {
+func placementRecord(ctx *pulumi.Context, name string, hooks Hooks, leaver *talos.Leaver, ref Node, machine string, opts ...pulumi.ResourceOption) (pulumi.Resource, error) {
 	record := name + PlacementInfix + ref.Name
 	leave := func(args *pulumi.ResourceHookArgs) error {
 		node, ok := strings.CutPrefix(args.Name, name+PlacementInfix)
@@ -45,7 +45,7 @@ func placementRecord(ctx *pulumi.Context, name string, hooks Hooks, leaver *talo
 	}
 	res, err := local.NewCommand(ctx, record, &local.CommandArgs{
 		Environment: pulumi.StringMap{"PLACEMENT": pulumi.String(machine)},
-	}, parent, hook)
+	}, append(opts, hook)...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create the placement record of node %q: %w", ref.Name, err)
 	}

@@ -77,8 +77,8 @@ func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
 		return
 	}
 	removed := a.removedControlPlanes()
-	if replaced := a.replacedControlPlanes(); len(replaced) > 0 {
-		a.checkReplaced(p, prefix, removed, replaced)
+	if replaced, inTurn := a.replacedControlPlanes(); len(replaced) > 0 {
+		a.checkReplaced(p, prefix, removed, replaced, inTurn)
 		return
 	}
 	switch {
@@ -102,10 +102,45 @@ func (a *ClusterArgs) ChangeWarnings() []string {
 			ArgoCDNamespace+" namespace with any other Application in it, Argo CD's CRDs (the chart keeps them), the privileged namespaces (only their labels go), "+
 			"and Cilium's and the approver's releases, which the stack's values manage again from this run on")
 	}
+	out = append(out, a.replacementWarnings()...)
 	if a.Previous.ControlPlanes == nil {
 		return out
 	}
 	return append(out, a.controlPlaneCountWarnings()...)
+}
+
+// replacementWarnings say, before anything runs, which nodes get a new
+// machine and how: each installs Talos on new disks and rejoins, so what
+// only its old disks held is gone.
+func (a *ClusterArgs) replacementWarnings() []string {
+	order := a.ReplacementOrder()
+	if len(order) == 0 {
+		return nil
+	}
+	how := ""
+	switch {
+	case len(order) == 1:
+	case !slices.ContainsFunc(order, func(n string) bool { return !slices.Contains(a.ReplacedInTurn, n) }):
+		how = ", one at a time, each once the one before rejoined"
+	default:
+		how = ", at once"
+	}
+	var changes []string
+	for _, name := range order {
+		changes = append(changes, fmt.Sprintf("%s (%s -> %s)", name, a.Previous.Machines[name], a.machineOf(name)))
+	}
+	return []string{fmt.Sprintf("nodes: this run replaces the machines of %d node(s)%s: %s; each leaves the cluster, its machine and disks are deleted, and the new one installs Talos afresh and rejoins (what only its old disks held is gone)",
+		len(order), how, strings.Join(changes, ", "))}
+}
+
+// machineOf is the machine the node named has in this run.
+func (a *ClusterArgs) machineOf(name string) string {
+	for _, n := range a.Nodes {
+		if n.Name == name {
+			return n.Machine
+		}
+	}
+	return ""
 }
 
 // controlPlaneCountWarnings warn of an even number of control planes

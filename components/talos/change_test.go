@@ -21,6 +21,7 @@ func TestChangesARolloutCannotMakeAreRefused(t *testing.T) {
 		prev    talos.Previous
 		kube    string
 		nodes   []talos.NodeSpec
+		inTurn  []string
 		path    string
 		message string
 	}{
@@ -77,6 +78,12 @@ func TestChangesARolloutCannotMakeAreRefused(t *testing.T) {
 			kube: "1.34.1", nodes: withMachines(nodes(3, 0), "vm 110", "vm 211", "vm 112"),
 			path: "nodes", message: "replaces or removes 2 control planes in one `up` (cp-1 (vm 111 -> vm 211); cp-3)",
 		},
+		// Replaced in turn by the platform, but with a removal beside.
+		"control planes' machines replaced in turn and another removed": {
+			prev: talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2", "cp-3"}, Machines: map[string]string{"cp-0": "vm 110", "cp-1": "vm 111", "cp-2": "vm 112"}},
+			kube: "1.34.1", nodes: withMachines(nodes(3, 0), "vm 210", "vm 211", "vm 112"), inTurn: []string{"cp-0", "cp-1"},
+			path: "nodes", message: "replaces or removes 3 control planes in one `up` (cp-0 (vm 110 -> vm 210); cp-1 (vm 111 -> vm 211); cp-3)",
+		},
 		"the only control plane's machine replaced": {
 			prev: talos.Previous{ControlPlanes: []string{"cp-0"}, Machines: map[string]string{"cp-0": "vm 110"}},
 			kube: "1.34.1", nodes: withMachines(nodes(1, 0), "vm 210"),
@@ -93,6 +100,7 @@ func TestChangesARolloutCannotMakeAreRefused(t *testing.T) {
 			args := clusterArgs("v1.12.0", tc.nodes)
 			args.Cluster.KubernetesVersion = tc.kube
 			args.Previous = &tc.prev
+			args.ReplacedInTurn = tc.inTurn
 			e := &componentstest.Engine{}
 			err := pulumi.RunErr(func(ctx *pulumi.Context) error {
 				_, err := talos.NewClusterWithDeps(ctx, "lab", &args, talos.Deps{Hooks: &componentstest.Hooks{}})
@@ -113,25 +121,34 @@ func TestChangesARolloutCannotMakeAreRefused(t *testing.T) {
 func TestChangesARolloutMakesPass(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
-		prev  *talos.Previous
-		kube  string
-		nodes []talos.NodeSpec
-		warn  bool
+		prev   *talos.Previous
+		kube   string
+		nodes  []talos.NodeSpec
+		inTurn []string
+		warn   string
 	}{
 		"one minor version up":        {prev: &talos.Previous{KubernetesVersion: "v1.33.4"}, kube: "1.34.1", nodes: nodes(3, 2)},
 		"a patch":                     {prev: &talos.Previous{KubernetesVersion: "1.34.0"}, kube: "1.34.1", nodes: nodes(3, 2)},
 		"the same version":            {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "v1.34.1", nodes: nodes(3, 2)},
 		"an unknown version":          {prev: &talos.Previous{KubernetesVersion: ""}, kube: "1.34.1", nodes: nodes(3, 2)},
 		"one control plane less":      {prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2", "cp-3"}}, kube: "1.34.1", nodes: nodes(3, 0)},
-		"three to two":                {prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2"}}, kube: "1.34.1", nodes: nodes(2, 1), warn: true},
+		"three to two":                {prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2"}}, kube: "1.34.1", nodes: nodes(2, 1), warn: "nodes: the cluster goes from 3 to 2 control planes, an even number: etcd with 2 members survives no more failures than with 1; add or remove one more"},
 		"one to three":                {prev: &talos.Previous{ControlPlanes: []string{"cp-0"}}, kube: "1.34.1", nodes: nodes(3, 0)},
 		"a first up":                  {prev: nil, kube: "1.34.1", nodes: nodes(3, 2)},
 		"a Talos upgrade":             {prev: &talos.Previous{TalosVersion: "v1.11.5", ClusterName: "lab"}, kube: "1.34.1", nodes: nodes(3, 2)},
 		"the Talos the nodes run":     {prev: &talos.Previous{TalosVersion: "v1.12.0"}, kube: "1.34.1", nodes: nodes(3, 2)},
 		"nodes that kept their roles": {prev: &talos.Previous{ControlPlanes: []string{"cp-0"}, Roles: map[string]talos.Role{"cp-0": talos.RoleControlPlane, "w-0": talos.RoleWorker}}, kube: "1.34.1", nodes: nodes(1, 1)},
+		// Secure Boot turned on: every VM replaced, each in its turn.
+		"every machine replaced in turn": {
+			prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2"}, Machines: map[string]string{"cp-0": "vm 110", "cp-1": "vm 111", "cp-2": "vm 112", "w-0": "vm 120"}},
+			kube: "1.34.1", nodes: withMachines(nodes(3, 1), "vm 110, secure boot", "vm 111, secure boot", "vm 112, secure boot", "vm 120, secure boot"),
+			inTurn: []string{"cp-0", "cp-1", "cp-2", "w-0"},
+			warn:   "nodes: this run replaces the machines of 4 node(s), one at a time, each once the one before rejoined: cp-0 (vm 110 -> vm 110, secure boot), cp-1 (vm 111 -> vm 111, secure boot), cp-2 (vm 112 -> vm 112, secure boot), w-0 (vm 120 -> vm 120, secure boot); each leaves the cluster, its machine and disks are deleted, and the new one installs Talos afresh and rejoins (what only its old disks held is gone)",
+		},
 		"one control plane's machine replaced": {
 			prev: &talos.Previous{ControlPlanes: []string{"cp-0", "cp-1", "cp-2"}, Machines: map[string]string{"cp-0": "vm 110", "cp-1": "vm 111", "cp-2": "vm 112", "w-0": "vm 120"}},
 			kube: "1.34.1", nodes: withMachines(nodes(3, 1), "vm 110", "vm 211", "vm 112", "vm 220"),
+			warn: "nodes: this run replaces the machines of 2 node(s), at once: cp-1 (vm 111 -> vm 211), w-0 (vm 120 -> vm 220); each leaves the cluster, its machine and disks are deleted, and the new one installs Talos afresh and rejoins (what only its old disks held is gone)",
 		},
 		"roles unknown (old run)": {prev: &talos.Previous{KubernetesVersion: "1.34.1"}, kube: "1.34.1", nodes: nodes(1, 0)},
 	} {
@@ -140,9 +157,10 @@ func TestChangesARolloutMakesPass(t *testing.T) {
 			args := clusterArgs("v1.12.0", tc.nodes)
 			args.Cluster.KubernetesVersion = tc.kube
 			args.Previous = tc.prev
+			args.ReplacedInTurn = tc.inTurn
 			require.NoError(t, args.Validate("lab"))
-			if tc.warn {
-				assert.Equal(t, []string{"nodes: the cluster goes from 3 to 2 control planes, an even number: etcd with 2 members survives no more failures than with 1; add or remove one more"}, args.ChangeWarnings())
+			if tc.warn != "" {
+				assert.Equal(t, []string{tc.warn}, args.ChangeWarnings())
 			} else {
 				assert.Empty(t, args.ChangeWarnings())
 			}

@@ -186,6 +186,11 @@ type Machines struct {
 	// Leaver, when set, is how the platform takes a node out of the cluster
 	// before its replaced machine goes (see Leaver).
 	Leaver *Leaver
+	// ReplacedInTurn are the nodes whose machine the platform replaces one
+	// at a time, each once the node before it rejoined (its config apply
+	// created), control planes first (see ReplacementOrder): the
+	// machines of several control planes may then change in one `up`.
+	ReplacedInTurn []string
 	// DeletedWith is the resource whose deletion takes the whole cluster with
 	// it (e.g. the first control plane's VM). In-cluster resources (Helm
 	// releases) and the bootstrap carry it, so a destroy of the whole stack

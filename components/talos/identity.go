@@ -2,6 +2,7 @@ package talos
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fluodata/talos-pulumi/components/inputs"
@@ -58,15 +59,36 @@ func talosDowngrade(running, wanted string) string {
 }
 
 // replacedControlPlanes are the control planes whose machine the run
-// replaces (their Machine changed), each with what changes.
-func (a *ClusterArgs) replacedControlPlanes() []string {
-	var out []string
+// replaces (their Machine changed), each with what changes, and how many
+// of them the platform replaces in turn.
+func (a *ClusterArgs) replacedControlPlanes() (replaced []string, inTurn int) {
 	for _, n := range a.Nodes {
 		if n.Role == RoleControlPlane && machineReplaced(a.Previous, n) {
-			out = append(out, fmt.Sprintf("%s (%s -> %s)", n.Name, a.Previous.Machines[n.Name], n.Machine))
+			replaced = append(replaced, fmt.Sprintf("%s (%s -> %s)", n.Name, a.Previous.Machines[n.Name], n.Machine))
+			if slices.Contains(a.ReplacedInTurn, n.Name) {
+				inTurn++
+			}
 		}
 	}
-	return out
+	return replaced, inTurn
+}
+
+// ReplacementOrder are the nodes whose machine this run replaces, in the
+// order a platform that replaces them in turn goes: the control planes,
+// then the workers, each in the order of the nodes.
+func (a *ClusterArgs) ReplacementOrder() []string {
+	var cps, workers []string
+	for _, n := range a.Nodes {
+		if !machineReplaced(a.Previous, n) {
+			continue
+		}
+		if n.Role == RoleControlPlane {
+			cps = append(cps, n.Name)
+		} else {
+			workers = append(workers, n.Name)
+		}
+	}
+	return append(cps, workers...)
 }
 
 // machineReplaced reports whether n's machine is another than the last
@@ -80,13 +102,16 @@ func machineReplaced(prev *Previous, n NodeSpec) bool {
 }
 
 // checkReplaced refuses more than one control plane replaced or removed in
-// one `up`, and the replacement of the only one: the new machine of a
-// control plane joins etcd as a new member once the old one is gone, and
-// etcd keeps its quorum only while one member at a time is away.
-func (a *ClusterArgs) checkReplaced(p *inputs.Problems, prefix string, removed, replaced []string) {
+// one `up`, unless the platform replaces each in turn and none is removed,
+// and the replacement of the only one: the new machine of a control plane
+// joins etcd as a new member once the old one is gone, and etcd keeps its
+// quorum only while one member at a time is away.
+func (a *ClusterArgs) checkReplaced(p *inputs.Problems, prefix string, removed, replaced []string, inTurn int) {
 	switch {
 	case len(a.Previous.ControlPlanes) == 1:
 		p.Add(prefix+"nodes", "replaces the machine of the only control plane, %s: its etcd, and with it the cluster's state, would be lost; add a control plane first (one `up`), then replace this one, or take a backup and restore it into new machines (make backup, then make restore: docs/backup.md)", replaced[0])
+	case len(removed) == 0 && inTurn == len(replaced):
+		// One at a time, each after the one before rejoined.
 	case len(replaced)+len(removed) > 1:
 		all := append(append([]string{}, replaced...), removed...)
 		p.Add(prefix+"nodes", "replaces or removes %d control planes in one `up` (%s): change one control plane's machine per `up`, so that etcd keeps its quorum while each new machine joins",

@@ -95,6 +95,11 @@ type Server struct {
 	// (its disks freed), without the fake's lock: a test's machine behind
 	// the VM goes with it.
 	OnDestroy func(vmid int)
+	// OnBoot is called with a VM's id and configuration each time it
+	// starts (a create with start, or a start), without the fake's lock:
+	// a test's machine behind the VM boots with what the VM has (its
+	// firmware, its TPM, its ISO).
+	OnBoot func(vmid int, config map[string]string)
 
 	mu        sync.Mutex
 	vms       map[int]*VM

@@ -220,6 +220,9 @@ func (s *Server) createVM(w http.ResponseWriter, r *http.Request, node string) {
 		delete(s.creating, vmid)
 		s.vms[vmid] = vm
 		vm.Running = start
+		if start {
+			s.boot(vmid, vm)
+		}
 	}}
 	writeData(w, s.newTask(node, "qmcreate", strconv.Itoa(vmid), t))
 }
@@ -428,8 +431,21 @@ func (s *Server) startVM(w http.ResponseWriter, vmid int, vm *VM) {
 		return
 	}
 	s.count(vmid, "start")
-	t := &task{done: time.Now().Add(s.TaskLatency), apply: func() { vm.Running = true }}
+	t := &task{done: time.Now().Add(s.TaskLatency), apply: func() {
+		vm.Running = true
+		s.boot(vmid, vm)
+	}}
 	writeData(w, s.newTask(vm.Node, "qmstart", strconv.Itoa(vmid), t))
+}
+
+// boot hands a VM that starts to OnBoot, once the task's lock is released
+// (called under it).
+func (s *Server) boot(vmid int, vm *VM) {
+	if s.OnBoot == nil {
+		return
+	}
+	onBoot, config := s.OnBoot, maps.Clone(vm.Config)
+	s.afterUnlock = append(s.afterUnlock, func() { onBoot(vmid, config) })
 }
 
 // destroyVM is destroy_vm: refused while the VM runs; its disks (and,

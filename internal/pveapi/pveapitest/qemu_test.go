@@ -95,3 +95,30 @@ func TestResizeAndDestroyAsProxmox(t *testing.T) {
 	_, _, _, acls := s.Access()
 	assert.Equal(t, []ACL{{Path: "/vms/111", Role: "csi", User: "csi@pve", Propagate: true}}, acls, "the ACL entries on its path go with it (remove_vm_access)")
 }
+
+// A VM that starts (created with start, or started) boots with its
+// configuration: OnBoot sees it, without the fake's lock.
+func TestAVMBootsWithItsConfiguration(t *testing.T) {
+	t.Parallel()
+	s := New(t, map[int]*VM{})
+	var boots []map[string]string
+	s.OnBoot = func(vmid int, config map[string]string) {
+		_ = s.VMIDs() // called without the fake's lock
+		boots = append(boots, config)
+	}
+	s.AddDatastore("local-lvm", Datastore{Content: []string{"images"}})
+	a := call(t, s, http.MethodPost, "/nodes/pve/qemu", url.Values{"vmid": {"110"}, "bios": {"ovmf"},
+		"efidisk0": {"local-lvm:1,efitype=4m,pre-enrolled-keys=0"}, "tpmstate0": {"local-lvm:1,version=v2.0"}, "start": {"1"}})
+	require.Equal(t, "OK", exitStatus(t, s, a.Data))
+	_ = s.VMIDs() // settles the task
+	require.Len(t, boots, 1)
+	assert.Equal(t, "ovmf", boots[0]["bios"])
+	assert.Contains(t, boots[0]["tpmstate0"], "version=v2.0")
+
+	a = call(t, s, http.MethodPost, "/nodes/pve/qemu/110/status/stop", url.Values{})
+	require.Equal(t, "OK", exitStatus(t, s, a.Data))
+	a = call(t, s, http.MethodPost, "/nodes/pve/qemu/110/status/start", url.Values{})
+	require.Equal(t, "OK", exitStatus(t, s, a.Data))
+	_ = s.VMIDs()
+	assert.Len(t, boots, 2, "a start boots it again")
+}

@@ -20,7 +20,7 @@ func checkSecureBootHost(s section, version, diskDatastore string) Result {
 	major, minor := pveVersion(version)
 	if major < minSecureBootPVE[0] || (major == minSecureBootPVE[0] && minor < minSecureBootPVE[1]) {
 		return Result{Fail, "secboot", fmt.Sprintf("cluster.secureBoot: %s runs Proxmox VE %s, whose VMs have no TPM (tpmstate0 came with %d.%d): upgrade the host, or turn cluster.secureBoot off",
-			s.ProxmoxConfig.Endpoint, version, minSecureBootPVE[0], minSecureBootPVE[1])}
+			s.Endpoint, version, minSecureBootPVE[0], minSecureBootPVE[1])}
 	}
 	return Result{OK, "secboot", fmt.Sprintf("Proxmox VE %s gives each VM OVMF and a TPM 2.0 (swtpm); their EFI and TPM state disks go on datastore %q", version, diskDatastore)}
 }

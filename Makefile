@@ -229,7 +229,7 @@ E2E_RUN ?= E2E
 E2E_NETNS ?= $(if $(filter 0,$(shell id -u)),unshare -n,unshare -rn)
 
 .PHONY: e2e
-e2e: $(KUBE_APISERVER) $(KUBE_APISERVER_UPGRADES) build ## Run the Proxmox example's program through make (up, upgrade, refusals, a worker removed, backup, both restores, destroy) and TalosCluster's and its Helm releases' life and Kubernetes upgrade, with the real pulumi CLI and plugins against the Proxmox, Image Factory and Talos fakes, the real kube-apiserver and the real charts, in a network namespace; then the local stack's life against the real Docker daemon: needs ../shared/harness. E2E_RUN=<regexp> picks tests.
+e2e: $(KUBE_APISERVER) $(KUBE_APISERVER_UPGRADES) build ## Run the Proxmox example's program through make (up, upgrade, refusals, a worker removed, backup, both restores, destroy; Secure Boot turned on, every VM replaced in turn, upgraded and restored) and TalosCluster's and its Helm releases' life and Kubernetes upgrade, with the real pulumi CLI and plugins against the Proxmox, Image Factory and Talos fakes, the real kube-apiserver and the real charts, in a network namespace; then the local stack's life against the real Docker daemon: needs ../shared/harness. E2E_RUN=<regexp> picks tests.
 	@command -v pulumi >/dev/null || { echo "make e2e: the pulumi CLI is not on PATH (see CONTRIBUTING.md, Integration tests)"; exit 1; }
 	@command -v unshare >/dev/null && command -v ip >/dev/null || { echo "make e2e: needs unshare (util-linux) and ip (iproute2)"; exit 1; }
 	$(GO) mod download github.com/cilium/cilium@v$(E2E_CILIUM)

@@ -36,6 +36,7 @@ func ClusterSettings(cfg *stacks.Config) talos.ClusterSettings {
 		RegistryMirrors: registryMirrors(c.RegistryMirrors),
 		GitOps:          GitOpsSettings(cfg.GitOps),
 		SecureBoot:      c.SecureBoot,
+		DiskEncryption:  c.DiskEncryption,
 	}
 }
 

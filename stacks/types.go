@@ -215,6 +215,11 @@ type ClusterConfig struct {
 	// OVMF); Talos v1.11 or newer. Turning it on or off replaces each VM as a new machine, one at a
 	// time.
 	SecureBoot bool `json:"secureBoot" default:"false" rules:"component"`
+	// Encrypt STATE, EPHEMERAL and the data volume with LUKS2 where Secure Boot cannot be had: 'nodeID',
+	// a key derived from each node's UUID (docs/secure-boot.md). Weaker than secureBoot: whoever holds a
+	// disk and learns its machine's UUID (the hosting provider does) unlocks it. Platform vps only; Talos
+	// v1.11 or newer. Set it when the cluster is made: a running node keeps the encryption it has.
+	DiskEncryption string `json:"diskEncryption" rules:"component"`
 	// Addresses for Services of type LoadBalancer: Cilium hands them out of these pools and answers
 	// ARP for them on the node network (L2 announcements; docs/load-balancer.md). Platforms proxmox
 	// and local; none when left out.

@@ -3,8 +3,11 @@ package tests
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -163,4 +166,84 @@ func TestSecureBootTurnedOnReplacesEachVMInTurn(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "replaces the machine of the only control plane, cp-0")
 	assert.Contains(t, err.Error(), "make backup, then make restore")
+}
+
+// withDiskEncryption is the stack with cluster.diskEncryption nodeID.
+func withDiskEncryption(t *testing.T, src stacks.Source) stacks.Source {
+	t.Helper()
+	return edit(t, src, "cluster", func(m map[string]any) { m["diskEncryption"] = "nodeID" })
+}
+
+// membershipsOf are the memberships a run registered, as the next run
+// reads them from the stack's state (type, outputs).
+func membershipsOf(e *componentstest.Engine) resource.PropertyMap {
+	out := resource.PropertyMap{}
+	for _, r := range e.ByType(componentstest.LocalCommand) {
+		if strings.Contains(r.Name, "-member-") {
+			out[resource.PropertyKey(r.URN)] = resource.NewObjectProperty(resource.PropertyMap{
+				"type": resource.NewStringProperty(r.Type), "outputs": resource.NewObjectProperty(r.Inputs),
+			})
+		}
+	}
+	return out
+}
+
+// On rented servers, where no TPM is, cluster.diskEncryption nodeID
+// encrypts STATE and EPHEMERAL with node-ID keys, and each membership
+// records it. The next run refuses to change it on the running nodes
+// (Talos never re-encrypts; STATE would not mount), by the key, and
+// accepts it unchanged. A running cluster cannot turn it on either. Where
+// it makes no sense it is refused by its key: containers, and Proxmox VMs
+// (which take secureBoot).
+func TestDiskEncryptionOnRentedServers(t *testing.T) {
+	t.Parallel()
+	vps := stackstest.Example(t, stackstest.VPSExample)
+	on := withDiskEncryption(t, vps)
+	e, outs, _, err := programtest.Run(t, on, "vps-prod", program.Options{})
+	require.NoError(t, err)
+	applies := e.ByType(componentstest.Apply)
+	require.NotEmpty(t, applies)
+	for _, a := range applies {
+		patches := fmt.Sprint(a.Inputs["configPatches"])
+		assert.Contains(t, patches, "kind: VolumeConfig", a.Name)
+		assert.Contains(t, patches, "nodeID: {}", a.Name)
+		assert.NotContains(t, patches, "tpm:", a.Name)
+	}
+	members := membershipsOf(e)
+	require.NotEmpty(t, members)
+	for _, m := range members {
+		env := m.ObjectValue()["outputs"].ObjectValue()["environment"].ObjectValue()
+		assert.Equal(t, "nodeID", env["NODE_ENCRYPTION"].StringValue())
+	}
+
+	last := func(outs map[string]internals.UnsafeAwaitOutputResult, members resource.PropertyMap) *componentstest.Engine {
+		return &componentstest.Engine{StackOutputs: lastOutputs(outs), StackResources: members}
+	}
+	_, _, _, err = programtest.RunOn(t, last(outs, members), on, "vps-prod", program.Options{})
+	require.NoError(t, err, "unchanged")
+	off := last(outs, members)
+	_, _, _, err = programtest.RunOn(t, off, vps, "vps-prod", program.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cluster.diskEncryption: changes how the volumes of node-0")
+	assert.Contains(t, err.Error(), "(node-ID keys -> none)")
+	assert.Empty(t, off.Created(), "nothing is registered")
+
+	plain, outs, _, err := programtest.Run(t, vps, "vps-prod", program.Options{})
+	require.NoError(t, err)
+	_, _, _, err = programtest.RunOn(t, last(outs, membershipsOf(plain)), on, "vps-prod", program.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "(none -> node-ID keys)")
+
+	for name, c := range map[string]struct {
+		src   stacks.Source
+		stack string
+		want  string
+	}{
+		"local":   {withDiskEncryption(t, stackstest.Example(t, stackstest.LocalExample)), "local", "cluster.diskEncryption: a DockerCluster's nodes are containers"},
+		"proxmox": {withDiskEncryption(t, stackstest.Example(t, stackstest.ProxmoxExample)), "proxmox-homelab", "cluster.diskEncryption: is for rented servers (platform vps)"},
+	} {
+		_, _, _, err := programtest.Run(t, c.src, c.stack, program.Options{})
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), c.want, name)
+	}
 }

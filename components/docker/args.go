@@ -322,6 +322,11 @@ func (a *ClusterArgs) check(p *inputs.Problems) {
 		// A container boots no firmware and has no TPM to seal keys to.
 		p.Add("cluster.secureBoot", "a DockerCluster's nodes are containers: they boot no firmware and have no TPM to seal disk keys to; leave it out (Secure Boot is for Proxmox VMs)")
 	}
+	if a.Cluster.DiskEncryption != "" {
+		// Talos in a container has no partitions: STATE and EPHEMERAL
+		// are folders of the host's.
+		p.Add("cluster.diskEncryption", "a DockerCluster's nodes are containers, whose STATE and EPHEMERAL are folders on this machine, not partitions Talos could encrypt; leave it out")
+	}
 	if a.Cluster.VIP != "" {
 		p.Add("cluster.vip", "a DockerCluster publishes the first control plane's Kubernetes API on 127.0.0.1:%d instead of a VIP; leave it out", a.Docker.KubernetesPort)
 	}

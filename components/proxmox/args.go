@@ -485,6 +485,9 @@ func machineOf(n Node, px HostSettings, secureBoot bool) string {
 // checkSecureBoot refuses Secure Boot where a node cannot have it: a host
 // whose VMs boot SeaBIOS (Secure Boot is UEFI's), and rented servers.
 func (a *ClusterArgs) checkSecureBoot(p *inputs.Problems) {
+	if a.Cluster.DiskEncryption != "" {
+		p.Add("cluster.diskEncryption", "is for rented servers (platform vps), which have no TPM; Proxmox VMs have one: set cluster.secureBoot instead, whose keys only the VM's TPM unlocks")
+	}
 	if !a.Cluster.SecureBoot {
 		return
 	}

@@ -130,7 +130,7 @@ func (c *ClusterSettings) Check(p *inputs.Problems, prefix string) {
 	if msg := talosVersionProblem(c.TalosVersion); msg != "" {
 		p.Add(at("talosVersion"), "%s", msg)
 	}
-	c.checkSecureBoot(p, at("secureBoot"))
+	c.checkEncryption(p, at)
 	if c.KubernetesVersion != "" && !inputs.IsKubernetesVersion(c.KubernetesVersion) {
 		p.Add(at("kubernetesVersion"), "%q is not a Kubernetes version like 1.35.0", c.KubernetesVersion)
 	}
@@ -226,7 +226,7 @@ func (a *ClusterArgs) PatchSpec() PatchSpec {
 		KubeSpan:                 c.kubeSpanOn(),
 		RegistryMirrors:          c.RegistryMirrors,
 		DataVolume:               c.dataVolume(),
-		SecureBoot:               c.SecureBoot,
+		Encryption:               c.encryption(),
 		AllPatches:               patches.All,
 		ControlPlanePatches:      patches.ControlPlane,
 		WorkerPatches:            patches.Worker,

@@ -177,7 +177,7 @@ func (b *build) node(n NodeSpec, previous []pulumi.Resource) (pulumi.Resource, e
 		memberOpts = append(memberOpts, remove)
 	}
 	member, err := local.NewCommand(ctx, memberName, &local.CommandArgs{
-		Environment: memberEnv(n, args.resets(n)),
+		Environment: memberEnv(n, args.resets(n), args.Cluster.encryption()),
 	}, memberOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("unable to create the membership of node %q: %w", n.Name, err)

@@ -47,6 +47,9 @@ type Previous struct {
 	// GitOps says the last run made the GitOps hand-off (Argo CD's
 	// release in its state): its removal is said in the preview.
 	GitOps bool
+	// Encryption is how each node's volumes were encrypted, by node name,
+	// read from its membership; nil when unknown.
+	Encryption map[string]Encryption
 	// Reported are the versions each node reported in the last run
 	// (talosVersion, kubeletVersion), by node name: a preview, which
 	// reads no node, shows them again instead of "unknown".
@@ -65,6 +68,7 @@ func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
 	}
 	a.checkIdentity(p, prefix)
 	a.checkDataDisks(p, prefix)
+	a.checkEncryptionChange(p, prefix)
 	a.checkTalosUpgrade(p, prefix)
 	next := a.Cluster.KubernetesVersion
 	if next == "" {
@@ -87,6 +91,46 @@ func (a *ClusterArgs) checkChange(p *inputs.Problems, prefix string) {
 	case len(removed) > 1:
 		p.Add(prefix+"nodes", "removes %d control planes in one `up` (%s): remove one per `up`, so that etcd keeps its quorum while each member leaves", len(removed), strings.Join(removed, ", "))
 	}
+}
+
+// checkEncryptionChange refuses a node's new encryption on its old
+// machine: Talos never re-encrypts a volume, and a STATE formatted
+// otherwise than its config asks does not mount, so the node would not
+// come back from its next reboot. A new machine (new disks) takes it.
+func (a *ClusterArgs) checkEncryptionChange(p *inputs.Problems, prefix string) {
+	if a.Previous.Encryption == nil {
+		return
+	}
+	want := a.Cluster.encryption()
+	var kept []string
+	var was Encryption
+	for _, n := range a.Nodes {
+		had, ok := a.Previous.Encryption[n.Name]
+		if !ok || had == want || machineReplaced(a.Previous, n) {
+			continue
+		}
+		kept, was = append(kept, n.Name), had
+	}
+	if len(kept) == 0 {
+		return
+	}
+	key := "cluster.diskEncryption"
+	if want == EncryptionTPM || was == EncryptionTPM {
+		key = "cluster.secureBoot"
+	}
+	p.Add(prefix+key, "changes how the volumes of %s are encrypted (%s -> %s) on the machines they run on: Talos never re-encrypts a volume, and the node would not come back from its next reboot; keep it as it was, or take a backup and restore it into new machines (make backup, make destroy, then make restore: docs/backup.md)",
+		strings.Join(kept, ", "), encryptionName(was), encryptionName(want))
+}
+
+// encryptionName is an encryption as a message says it.
+func encryptionName(e Encryption) string {
+	switch e {
+	case EncryptionTPM:
+		return "TPM-sealed keys"
+	case EncryptionNodeID:
+		return "node-ID keys"
+	}
+	return "none"
 }
 
 // ChangeWarnings are the warnings about the change from a.Previous: a

@@ -145,6 +145,13 @@ type ClusterSettings struct {
 	// to each node's TPM (Talos v1.11 or newer). Only machines with UEFI
 	// Secure Boot and a TPM take it: Proxmox VMs.
 	SecureBoot bool `pulumi:"secureBoot,optional"`
+	// DiskEncryption encrypts STATE, EPHEMERAL and the data volume with
+	// LUKS2 where Secure Boot cannot be had (rented servers): "nodeID", a
+	// key derived from each node's UUID and the volume. Weaker than
+	// secureBoot: whoever holds the disk and learns the machine's UUID
+	// (its hosting provider, anyone with the machine) unlocks it. Set it
+	// when the nodes are made: Talos never re-encrypts a volume.
+	DiskEncryption string `pulumi:"diskEncryption,optional"`
 
 	// SecretPatches tells that a machine-config patch (of the cluster's or
 	// a node's) holds a secret (Go only: the component package sets it

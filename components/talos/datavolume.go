@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+
 	"github.com/fluodata/talos-pulumi/components/inputs"
 	"github.com/fluodata/talos-pulumi/internal/talosversion"
 )
@@ -183,7 +185,7 @@ type (
 // volume document and, in the Longhorn layout, the kubelet's rshared bind
 // mount of it (Longhorn's documented Talos set-up). None without a disk.
 // On a Secure Boot node the volume is encrypted as STATE is.
-func DataVolumePatches(settings DataVolumeSettings, n NodeSpec, secureBoot bool) []string {
+func DataVolumePatches(settings DataVolumeSettings, n NodeSpec, e Encryption) []string {
 	if n.DataDiskSize <= 0 {
 		return nil
 	}
@@ -196,7 +198,7 @@ func DataVolumePatches(settings DataVolumeSettings, n NodeSpec, secureBoot bool)
 			Grow:         true,
 		},
 		Filesystem: filesystemSpec{Type: "xfs"},
-		Encryption: encryptionIf(secureBoot),
+		Encryption: e.spec(constants.UserVolumePrefix + settings.Name),
 	})}
 	if settings.Layout == LayoutLonghorn {
 		out = append(out, render(patchDoc{Machine: &machinePatch{Kubelet: &kubeletPatch{
@@ -223,13 +225,4 @@ func (a *ClusterArgs) checkDataDisks(p *inputs.Problems, prefix string) {
 			p.Add(at, "shrinks the data disk of %s from %d to %d GiB: a disk cannot shrink without losing its data; keep %d GiB or more", n.Name, had, n.DataDiskSize, had)
 		}
 	}
-}
-
-// encryptionIf is the TPM-sealed encryption of a Secure Boot node's
-// volume, nil otherwise.
-func encryptionIf(secureBoot bool) *encryptionSpec {
-	if !secureBoot {
-		return nil
-	}
-	return tpmEncryption()
 }

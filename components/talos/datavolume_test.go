@@ -79,16 +79,16 @@ func TestDataVolumeSettingsAreChecked(t *testing.T) {
 func TestDataVolumePatches(t *testing.T) {
 	t.Parallel()
 	n := talos.NodeSpec{Name: "w-0", Role: talos.RoleWorker, DataDiskSize: 20}
-	longhorn := talos.DataVolumePatches(talos.DataVolumeSettings{Name: "longhorn", Layout: talos.LayoutLonghorn}, n, false)
+	longhorn := talos.DataVolumePatches(talos.DataVolumeSettings{Name: "longhorn", Layout: talos.LayoutLonghorn}, n, talos.EncryptionNone)
 	require.Len(t, longhorn, 2)
 	assert.Contains(t, longhorn[0], "kind: UserVolumeConfig")
 	assert.Contains(t, longhorn[0], "name: longhorn")
 	assert.Contains(t, longhorn[1], "destination: /var/mnt/longhorn")
 	assert.Contains(t, longhorn[1], "- rshared")
-	plain := talos.DataVolumePatches(talos.DataVolumeSettings{Name: "data", Layout: talos.LayoutPlain}, n, false)
+	plain := talos.DataVolumePatches(talos.DataVolumeSettings{Name: "data", Layout: talos.LayoutPlain}, n, talos.EncryptionNone)
 	require.Len(t, plain, 1)
 	assert.Contains(t, plain[0], "name: data")
-	assert.Empty(t, talos.DataVolumePatches(talos.DataVolumeSettings{Name: "longhorn"}, talos.NodeSpec{Name: "w-1"}, false))
+	assert.Empty(t, talos.DataVolumePatches(talos.DataVolumeSettings{Name: "longhorn"}, talos.NodeSpec{Name: "w-1"}, talos.EncryptionNone))
 	c := talos.ClusterSettings{DataVolume: &talos.DataVolumeSettings{Name: "data"}}
 	assert.Equal(t, "/var/mnt/data", c.DataMount(n))
 	assert.Empty(t, c.DataMount(talos.NodeSpec{Name: "w-1"}))

@@ -365,6 +365,10 @@ func (d *dayTwo) byIP(ip string) rollout.Node {
 // the stack or the stack is destroyed.
 const resetEnv = "NODE_RESET"
 
+// encryptionEnv holds, in a membership's environment, how the node's
+// volumes are encrypted (see memberEnv).
+const encryptionEnv = "NODE_ENCRYPTION"
+
 // observeTimeout bounds the reading of what the nodes run, at the end of a
 // run.
 const observeTimeout = time.Minute

@@ -294,7 +294,7 @@ func (g *guard) patches() []prismUse {
 	judged := map[string]bool{}
 	var prisms []prismUse
 	for i, n := range g.nodes {
-		key := string(n.Role) + "\x00" + strings.Join(n.PlatformPatches, "\x00") + "\x00" + strings.Join(DataVolumePatches(spec.DataVolume, n, spec.SecureBoot), "\x00")
+		key := string(n.Role) + "\x00" + strings.Join(n.PlatformPatches, "\x00") + "\x00" + strings.Join(DataVolumePatches(spec.DataVolume, n, spec.Encryption), "\x00")
 		st, done := roleStates[key]
 		if !done {
 			st = g.roleState(bases, n, spec, all, byRole[n.Role])
@@ -338,7 +338,7 @@ func (g *guard) roleState(bases map[Role]*chainState, n NodeSpec, spec PatchSpec
 	if base == nil {
 		return nil
 	}
-	ours, err := ourSteps(slices.Concat(clusterPatches(spec), DataVolumePatches(spec.DataVolume, n, spec.SecureBoot), n.PlatformPatches)...)
+	ours, err := ourSteps(slices.Concat(clusterPatches(spec), DataVolumePatches(spec.DataVolume, n, spec.Encryption), n.PlatformPatches)...)
 	if err != nil {
 		g.errorf("cluster", "a generated patch does not load: %v", err)
 		return nil

@@ -811,18 +811,34 @@ func TestKubeSpanEndpointsValidate(t *testing.T) {
 	}
 }
 
+// encryptedWorker is a worker with a data disk, whose volumes the
+// encryption tests read back; encryptingReleases are the Talos releases
+// whose volume config encrypts STATE.
+var (
+	encryptedWorker    = talos.NodeSpec{Name: "w-0", IP: "10.0.0.20", Role: talos.RoleWorker, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}, DataDiskSize: 20}
+	encryptingReleases = []string{"v1.11.6", "v1.12.4", "v1.13.9"}
+)
+
+// validFinalConfig is encryptedWorker's final config under spec, which
+// Talos's validation for metal takes.
+func validFinalConfig(t *testing.T, version string, spec talos.PatchSpec) config.Provider {
+	t.Helper()
+	final, err := finalConfig(t, "lab", "https://10.0.0.10:6443", version, encryptedWorker.Role, talos.NodePatches(spec, encryptedWorker, installer))
+	require.NoError(t, err, version)
+	require.NoError(t, validateFor(t, final, metal), version)
+	return final
+}
+
 // TestSecureBootEncryptionValidates: a Secure Boot node's STATE, EPHEMERAL
 // and data volume read back through Talos's own config interfaces as LUKS2
 // with one TPM key that is enrolled only under Secure Boot, and the
 // config passes Talos's validation for each release that takes it.
 func TestSecureBootEncryptionValidates(t *testing.T) {
 	t.Parallel()
-	n := talos.NodeSpec{Name: "w-0", IP: "10.0.0.20", Role: talos.RoleWorker, InstallDisk: "/dev/sda", Network: talos.NodeNetwork{DHCP: true}, DataDiskSize: 20}
-	for _, version := range []string{"v1.11.6", "v1.12.4", "v1.13.9"} {
-		spec := talos.PatchSpec{TalosVersion: version, SecureBoot: true, DataVolume: talos.DataVolumeSettings{Name: "longhorn", Layout: talos.LayoutLonghorn}}
-		final, err := finalConfig(t, "lab", "https://10.0.0.10:6443", version, n.Role, talos.NodePatches(spec, n, installer))
-		require.NoError(t, err, version)
-		require.NoError(t, validateFor(t, final, metal), version)
+	n := encryptedWorker
+	for _, version := range encryptingReleases {
+		spec := talos.PatchSpec{TalosVersion: version, Encryption: talos.EncryptionTPM, DataVolume: talos.DataVolumeSettings{Name: "longhorn", Layout: talos.LayoutLonghorn}}
+		final := validFinalConfig(t, version, spec)
 		for _, name := range []string{"STATE", "EPHEMERAL"} {
 			v, ok := final.Volumes().ByName(name)
 			require.True(t, ok, "%s %s", version, name)
@@ -853,7 +869,7 @@ func TestSecureBootEncryptionValidates(t *testing.T) {
 func TestSecureBootNeedsTalos111(t *testing.T) {
 	t.Parallel()
 	for version, want := range map[string]string{
-		"v1.10.7": "cluster.secureBoot: needs Talos v1.11 or newer, whose volume config encrypts STATE with a TPM-sealed key (cluster.talosVersion is v1.10.7)",
+		"v1.10.7": "cluster.secureBoot: needs Talos v1.11 or newer, whose volume config encrypts STATE (cluster.talosVersion is v1.10.7)",
 		"v1.11.0": "",
 		"v1.13.9": "",
 	} {
@@ -865,6 +881,54 @@ func TestSecureBootNeedsTalos111(t *testing.T) {
 			assert.NoError(t, err, version)
 		} else {
 			assert.ErrorContains(t, err, want, version)
+		}
+	}
+}
+
+// A node-ID key, where no TPM is: STATE keyed by the node's UUID alone,
+// EPHEMERAL and the data volume also locked to STATE's salt; Talos's
+// validation takes it on each release that encrypts STATE.
+func TestNodeIDEncryptionValidates(t *testing.T) {
+	t.Parallel()
+	for _, version := range encryptingReleases {
+		spec := talos.PatchSpec{TalosVersion: version, Encryption: talos.EncryptionNodeID, DataVolume: talos.DataVolumeSettings{Name: "data", Layout: talos.LayoutPlain}}
+		final := validFinalConfig(t, version, spec)
+		for name, locked := range map[string]bool{"STATE": false, "EPHEMERAL": true} {
+			v, ok := final.Volumes().ByName(name)
+			require.True(t, ok, "%s %s", version, name)
+			require.NotNil(t, v.Encryption(), "%s %s", version, name)
+			key := v.Encryption().Keys()[0]
+			assert.NotNil(t, key.NodeID(), "%s %s: a node-ID key", version, name)
+			assert.Nil(t, key.TPM(), "%s %s", version, name)
+			assert.Equal(t, locked, key.LockToSTATE(), "%s %s", version, name)
+		}
+		users := final.UserVolumeConfigs()
+		require.Len(t, users, 1, version)
+		assert.NotNil(t, users[0].Encryption().Keys()[0].NodeID(), version)
+		assert.True(t, users[0].Encryption().Keys()[0].LockToSTATE(), version)
+	}
+}
+
+// diskEncryption is refused by its key: an unknown value, beside
+// secureBoot, and below Talos v1.11.
+func TestDiskEncryptionRefusals(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		settings talos.ClusterSettings
+		want     string
+	}{
+		"unknown":    {talos.ClusterSettings{Name: "lab", TalosVersion: "v1.13.9", DiskEncryption: "static"}, `cluster.diskEncryption: "static" is not an encryption: nodeID`},
+		"both":       {talos.ClusterSettings{Name: "lab", TalosVersion: "v1.13.9", DiskEncryption: "nodeID", SecureBoot: true}, "cluster.diskEncryption: cannot go with secureBoot"},
+		"talos 1.10": {talos.ClusterSettings{Name: "lab", TalosVersion: "v1.10.7", DiskEncryption: "nodeID"}, "cluster.diskEncryption: needs Talos v1.11 or newer"},
+		"talos 1.13": {talos.ClusterSettings{Name: "lab", TalosVersion: "v1.13.9", DiskEncryption: "nodeID"}, ""},
+	} {
+		var p inputs.Problems
+		c.settings.Check(&p, "cluster.")
+		err := p.Err(talos.ComponentName, "lab")
+		if c.want == "" {
+			assert.NoError(t, err, name)
+		} else {
+			assert.ErrorContains(t, err, c.want, name)
 		}
 	}
 }

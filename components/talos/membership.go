@@ -128,10 +128,12 @@ func (d *dayTwo) hadBefore(n rollout.Node) bool {
 	return ok
 }
 
-// memberEnv is a membership's environment: the node it stands for, and
-// whether its removal resets it (only then, so that the memberships of
-// other stacks see no change).
-func memberEnv(n NodeSpec, reset bool) pulumi.StringMap {
+// memberEnv is a membership's environment: the node it stands for,
+// whether its removal resets it and how its volumes are encrypted (each
+// only when set, so that the memberships of other stacks see no change).
+// The next run reads the encryption back (Previous.AddLeaving): Talos never
+// re-encrypts a volume, so a node keeps the one it was made with.
+func memberEnv(n NodeSpec, reset bool, enc Encryption) pulumi.StringMap {
 	env := pulumi.StringMap{
 		"NODE_NAME": pulumi.String(n.Name),
 		"NODE_IP":   pulumi.String(n.IP),
@@ -139,6 +141,9 @@ func memberEnv(n NodeSpec, reset bool) pulumi.StringMap {
 	}
 	if reset {
 		env[resetEnv] = pulumi.String("1")
+	}
+	if enc != EncryptionNone {
+		env[encryptionEnv] = pulumi.String(string(enc))
 	}
 	return env
 }

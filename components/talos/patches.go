@@ -135,9 +135,9 @@ type PatchSpec struct {
 	KubeSpan bool
 	// RegistryMirrors send image pulls to mirrors (RegistryMirrorPatches).
 	RegistryMirrors []RegistryMirror
-	// SecureBoot encrypts every volume with a TPM-sealed key
-	// (SecureBootPatches, DataVolumePatches).
-	SecureBoot bool
+	// Encryption encrypts every volume (EncryptionPatches,
+	// DataVolumePatches).
+	Encryption Encryption
 	// User patches from the stack config, after the generated ones.
 	AllPatches, ControlPlanePatches, WorkerPatches []string
 }
@@ -267,7 +267,7 @@ func clusterPatches(spec PatchSpec) []string {
 		out = append(out, KubeSpanPatch())
 	}
 	out = append(out, RegistryMirrorPatches(spec.RegistryMirrors, spec.TalosVersion)...)
-	return append(out, SecureBootPatches(spec.SecureBoot)...)
+	return append(out, EncryptionPatches(spec.Encryption)...)
 }
 
 // InstallPatch pins the install disk and the installer image. The image must
@@ -370,7 +370,7 @@ func NodePatches(spec PatchSpec, n NodeSpec, installerImage string) []string {
 	if pin := AddressPatch(n); pin != "" && (spec.KubeSpan || n.PinAddress) {
 		patches = append(patches, pin)
 	}
-	patches = append(patches, DataVolumePatches(spec.DataVolume, n, spec.SecureBoot)...)
+	patches = append(patches, DataVolumePatches(spec.DataVolume, n, spec.Encryption)...)
 	if spec.TalosAPIAccess && n.Role == RoleControlPlane {
 		patches = append(patches, APIAccessPatch())
 	}

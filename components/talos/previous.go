@@ -217,6 +217,11 @@ func (p *Previous) AddLeaving(resources map[string]any, cluster string) {
 		if name == "" || ip == "" || !strings.HasSuffix(urn, MemberSuffix+name) {
 			continue
 		}
+		if p.Encryption == nil {
+			p.Encryption = map[string]Encryption{}
+		}
+		enc, _ := env[encryptionEnv].(string)
+		p.Encryption[name] = Encryption(enc)
 		if _, known := p.Roles[name]; known {
 			continue
 		}

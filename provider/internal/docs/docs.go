@@ -82,7 +82,7 @@ var leadVerbs = map[string]bool{
 	"skips": true, "leaves": true, "tags": true, "resets": true, "says": true, "schedules": true, "replace": true,
 	"shapes": true, "addresses": true, "takes": true, "refuses": true, "pins": true, "sets": true,
 	"mounts": true, "sends": true, "stops": true, "hands": true, "joins": true, "gives": true, "limits": true,
-	"describes": true, "turns": true, "boots": true,
+	"describes": true, "turns": true, "boots": true, "encrypts": true,
 }
 
 // pluralVerbs are lead verbs after a plural name ("DataVolumeSettings say

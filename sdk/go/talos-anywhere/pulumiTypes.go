@@ -3492,6 +3492,8 @@ type TalosClusterSettings struct {
 	Cilium *TalosCiliumChartSettings `pulumi:"cilium"`
 	// Says what the nodes' data disks (dataDiskSize) become: a user volume for Longhorn (the default) or a plain one.
 	DataVolume *TalosDataVolumeSettings `pulumi:"dataVolume"`
+	// Encrypts STATE, EPHEMERAL and the data volume with LUKS2 where Secure Boot cannot be had (rented servers): "nodeID", a key derived from each node's UUID and the volume. Weaker than secureBoot: whoever holds the disk and learns the machine's UUID (its hosting provider, anyone with the machine) unlocks it. Set it when the nodes are made: Talos never re-encrypts a volume.
+	DiskEncryption *string `pulumi:"diskEncryption"`
 	// The Kubernetes API URL, https://<host>:6443; default: the vip, or else the first control plane's IP.
 	Endpoint *string `pulumi:"endpoint"`
 	// Schedules etcd snapshots taken inside the cluster (a CronJob of talos-backup) to an S3-compatible store; none when unset.
@@ -3541,6 +3543,8 @@ type TalosClusterSettingsArgs struct {
 	Cilium *TalosCiliumChartSettingsArgs `pulumi:"cilium"`
 	// Says what the nodes' data disks (dataDiskSize) become: a user volume for Longhorn (the default) or a plain one.
 	DataVolume *TalosDataVolumeSettingsArgs `pulumi:"dataVolume"`
+	// Encrypts STATE, EPHEMERAL and the data volume with LUKS2 where Secure Boot cannot be had (rented servers): "nodeID", a key derived from each node's UUID and the volume. Weaker than secureBoot: whoever holds the disk and learns the machine's UUID (its hosting provider, anyone with the machine) unlocks it. Set it when the nodes are made: Talos never re-encrypts a volume.
+	DiskEncryption *string `pulumi:"diskEncryption"`
 	// The Kubernetes API URL, https://<host>:6443; default: the vip, or else the first control plane's IP.
 	Endpoint pulumi.StringPtrInput `pulumi:"endpoint"`
 	// Schedules etcd snapshots taken inside the cluster (a CronJob of talos-backup) to an S3-compatible store; none when unset.
@@ -3611,6 +3615,11 @@ func (o TalosClusterSettingsOutput) Cilium() TalosCiliumChartSettingsPtrOutput {
 // Says what the nodes' data disks (dataDiskSize) become: a user volume for Longhorn (the default) or a plain one.
 func (o TalosClusterSettingsOutput) DataVolume() TalosDataVolumeSettingsPtrOutput {
 	return o.ApplyT(func(v TalosClusterSettings) *TalosDataVolumeSettings { return v.DataVolume }).(TalosDataVolumeSettingsPtrOutput)
+}
+
+// Encrypts STATE, EPHEMERAL and the data volume with LUKS2 where Secure Boot cannot be had (rented servers): "nodeID", a key derived from each node's UUID and the volume. Weaker than secureBoot: whoever holds the disk and learns the machine's UUID (its hosting provider, anyone with the machine) unlocks it. Set it when the nodes are made: Talos never re-encrypts a volume.
+func (o TalosClusterSettingsOutput) DiskEncryption() pulumi.StringPtrOutput {
+	return o.ApplyT(func(v TalosClusterSettings) *string { return v.DiskEncryption }).(pulumi.StringPtrOutput)
 }
 
 // The Kubernetes API URL, https://<host>:6443; default: the vip, or else the first control plane's IP.

@@ -482,9 +482,10 @@ func machineOf(n Node, px HostSettings, secureBoot bool) string {
 	return m
 }
 
-// checkSecureBoot refuses Secure Boot where a node cannot have it: a host
-// whose VMs boot SeaBIOS (Secure Boot is UEFI's), and rented servers.
-func (a *ClusterArgs) checkSecureBoot(p *inputs.Problems) {
+// checkEncryption refuses diskEncryption (VMs take secureBoot), and
+// Secure Boot where a node cannot have it: a host whose VMs boot SeaBIOS
+// (Secure Boot is UEFI's), and rented servers.
+func (a *ClusterArgs) checkEncryption(p *inputs.Problems) {
 	if a.Cluster.DiskEncryption != "" {
 		p.Add("cluster.diskEncryption", "is for rented servers (platform vps), which have no TPM; Proxmox VMs have one: set cluster.secureBoot instead, whose keys only the VM's TPM unlocks")
 	}
@@ -559,7 +560,7 @@ func (a *ClusterArgs) check(p *inputs.Problems, stack string) map[string]string 
 			h.check(p)
 		}
 	}
-	a.checkSecureBoot(p)
+	a.checkEncryption(p)
 	a.checkHosts(p)
 	a.csiHostProblems(p)
 	a.checkServers(p)

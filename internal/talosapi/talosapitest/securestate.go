@@ -229,21 +229,15 @@ func (n *Node) VolumeEncryption() map[string]string {
 // TPMVolumeConfigs are the documents a test's machine config carries to
 // encrypt STATE and EPHEMERAL with a key sealed to the TPM and enrolled
 // only under Secure Boot (machinery config/types/block VolumeConfig). The
-// product's own are components/talos SecureBootPatches.
-const TPMVolumeConfigs = `---
+// product's own are components/talos EncryptionPatches.
+var TPMVolumeConfigs = tpmVolumeConfig(constants.StatePartitionLabel) + tpmVolumeConfig(constants.EphemeralPartitionLabel)
+
+// tpmVolumeConfig is one volume's document of TPMVolumeConfigs.
+func tpmVolumeConfig(volume string) string {
+	return `---
 apiVersion: v1alpha1
 kind: VolumeConfig
-name: STATE
-encryption:
-  provider: luks2
-  keys:
-    - slot: 0
-      tpm:
-        checkSecurebootStatusOnEnroll: true
----
-apiVersion: v1alpha1
-kind: VolumeConfig
-name: EPHEMERAL
+name: ` + volume + `
 encryption:
   provider: luks2
   keys:
@@ -251,3 +245,4 @@ encryption:
       tpm:
         checkSecurebootStatusOnEnroll: true
 `
+}
